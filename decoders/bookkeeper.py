@@ -1,0 +1,151 @@
+"""BookKeeper's digest-packed entry: what a bookie stores and returns for a read.
+
+Wire grammar (big-endian; BookKeeper ``proto/checksum/DigestManager.java``):
+
+    entry       = ledger_id:i64 entry_id:i64 lac:i64 length:i64 digest[D] payload
+    lac_packet  = ledger_id:i64 lac:i64 digest[D]
+
+D depends on the ledger's digest type: CRC32 = 8 (the unsigned CRC in an int64),
+CRC32C = 4, HMAC = 20 (HMAC-SHA1 keyed with SHA-1("mac" + password)), DUMMY = 0.
+The digest covers the 32 header bytes and then the payload, skipping itself.
+``length`` is the ledger length including this entry's payload. The explicit-LAC packet
+is digested over its 16 header bytes. See ../shared/spec/formats.md §10.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ._reader import need
+from .checksums import DIGESTS, DigestType
+from .errors import CorruptEntryError
+from .nodes import Check, Layer
+
+HEADER = struct.Struct(">qqqq")
+LAC_HEADER = struct.Struct(">qq")
+LAYER = "bookie-entry"
+
+
+@dataclass(slots=True)
+class BookieEntryHeader:
+    """The four header fields of a digest-packed entry."""
+
+    ledger_id: int
+    entry_id: int
+    lac: int
+    length: int
+
+
+def digest_check(
+    kind: DigestType,
+    stored: bytes | memoryview,
+    parts: list[bytes | memoryview],
+    password: bytes | None,
+) -> Check:
+    """Compare a stored digest with the one computed over ``parts``."""
+    computed = DIGESTS[kind].compute(parts, password)
+    stored_hex = bytes(stored).hex()
+    if computed is None:
+        return Check(kind.name, stored_hex, None, None, "MAC digest needs the ledger password")
+    return Check(kind.name, stored_hex, computed.hex(), computed == bytes(stored))
+
+
+def parse(
+    buf: bytes | memoryview,
+    pos: int,
+    end: int,
+    kind: DigestType,
+    password: bytes | None = None,
+) -> tuple[Layer, BookieEntryHeader, int]:
+    """Decode the header and digest at ``pos``; return the layer, header, payload offset."""
+    size = DIGESTS[kind].size
+    need(buf, pos, HEADER.size + size, end, LAYER, f"header and {kind.name} digest")
+    ledger_id, entry_id, lac, length = HEADER.unpack_from(buf, pos)
+    header = BookieEntryHeader(ledger_id, entry_id, lac, length)
+    digest_at = pos + HEADER.size
+    payload_at = digest_at + size
+    mv = memoryview(buf)
+    check = digest_check(
+        kind, mv[digest_at:payload_at], [mv[pos:digest_at], mv[payload_at:end]], password
+    )
+    layer = Layer(
+        LAYER,
+        pos,
+        payload_at - pos,
+        mv[pos:payload_at],
+        {
+            "ledger_id": ledger_id,
+            "entry_id": entry_id,
+            "lac": lac,
+            "length": length,
+            "digest_type": kind.name,
+            "payload_size": end - payload_at,
+        },
+        check,
+    )
+    return layer, header, payload_at
+
+
+def build(
+    header: BookieEntryHeader,
+    payload: bytes | memoryview,
+    kind: DigestType,
+    password: bytes | None = None,
+) -> bytes:
+    """Pack an entry the way BookKeeper's DigestManager does before sending it."""
+    head = HEADER.pack(header.ledger_id, header.entry_id, header.lac, header.length)
+    digest = DIGESTS[kind].compute([head, payload], password)
+    if digest is None:
+        raise CorruptEntryError(LAYER, 0, "a password for the MAC digest", "none")
+    return head + digest + bytes(payload)
+
+
+def plausible_header(buf: bytes | memoryview, pos: int, end: int) -> bool:
+    """Whether the 32 bytes at ``pos`` look like a BookKeeper entry header."""
+    if end - pos < HEADER.size:
+        return False
+    ledger_id, entry_id, lac, length = HEADER.unpack_from(buf, pos)
+    return ledger_id >= 0 and entry_id >= -1 and -1 <= lac < max(entry_id, 0) + 1 and length >= 0
+
+
+def detect_digest(
+    buf: bytes | memoryview, pos: int, end: int, password: bytes | None
+) -> DigestType | None:
+    """The digest type whose digest verifies for the entry at ``pos``, if any."""
+    if not plausible_header(buf, pos, end):
+        return None
+    mv = memoryview(buf)
+    for kind in (DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC):
+        size = DIGESTS[kind].size
+        if end - pos < HEADER.size + size or (kind is DigestType.HMAC and password is None):
+            continue
+        at = pos + HEADER.size
+        check = digest_check(kind, mv[at : at + size], [mv[pos:at], mv[at + size : end]], password)
+        if check.ok:
+            return kind
+    return None
+
+
+def parse_lac_packet(
+    buf: bytes | memoryview, kind: DigestType, password: bytes | None = None
+) -> tuple[int, int, Check]:
+    """Decode an explicit-LAC packet: ledger id, LAC and the digest check."""
+    size = DIGESTS[kind].size
+    need(buf, 0, LAC_HEADER.size + size, len(buf), "explicit-lac", "ledger id, LAC and digest")
+    ledger_id, lac = LAC_HEADER.unpack_from(buf, 0)
+    mv = memoryview(buf)
+    at = LAC_HEADER.size
+    check = digest_check(kind, mv[at : at + size], [mv[:at]], password)
+    return ledger_id, lac, check
+
+
+def build_lac_packet(
+    ledger_id: int, lac: int, kind: DigestType, password: bytes | None = None
+) -> bytes:
+    """Pack an explicit-LAC packet."""
+    head = LAC_HEADER.pack(ledger_id, lac)
+    digest = DIGESTS[kind].compute([head], password)
+    if digest is None:
+        raise CorruptEntryError("explicit-lac", 0, "a password for the MAC digest", "none")
+    return head + digest

@@ -1,0 +1,103 @@
+"""Checksums and digests used by Pulsar and BookKeeper, in one table.
+
+* CRC32C (Castagnoli): Pulsar's 0x0e01 checksum and BookKeeper's CRC32C digest.
+* CRC32 (zlib / java.util.zip.CRC32): BookKeeper's CRC32 digest, stored in 8 bytes.
+* HMAC-SHA1 keyed with SHA-1("mac" + password): BookKeeper's MAC digest, 20 bytes.
+* DUMMY: no digest.
+
+See BookKeeper's ``proto/checksum/*DigestManager.java`` and ../shared/spec/formats.md §10.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+
+
+def crc32c(data: bytes | memoryview, value: int = 0) -> int:
+    """CRC32C of ``data``, continuing from ``value``."""
+    return _crc32c.crc32c(data, value)
+
+
+class DigestType(enum.IntEnum):
+    """BookKeeper digest types, numbered as LedgerMetadataFormat.DigestType."""
+
+    CRC32 = 1
+    HMAC = 2
+    CRC32C = 3
+    DUMMY = 4
+
+    @classmethod
+    def parse(cls, text: str) -> DigestType:
+        """Accept the names operators use: crc32, crc32c, mac/hmac, dummy/none."""
+        aliases = {"MAC": "HMAC", "NONE": "DUMMY"}
+        name = text.strip().upper()
+        name = aliases.get(name, name)
+        try:
+            return cls[name]
+        except KeyError:
+            from .errors import LedgerctlError
+
+            raise LedgerctlError(
+                f"unknown digest type {text!r}: expected crc32, crc32c, mac or dummy"
+            ) from None
+
+
+def mac_key(password: bytes) -> bytes:
+    """The HMAC key BookKeeper derives from a ledger password."""
+    return hashlib.sha1(b"mac" + password).digest()
+
+
+def master_key(password: bytes) -> bytes:
+    """The master key sent with adds and fences: SHA-1("ledger" + password)."""
+    return hashlib.sha1(b"ledger" + password).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """How one digest type is computed and how many bytes it takes."""
+
+    kind: DigestType
+    size: int
+    compute: Callable[[list[bytes | memoryview], bytes | None], bytes | None]
+
+
+def _crc32_digest(parts: list[bytes | memoryview], password: bytes | None) -> bytes:
+    value = 0
+    for part in parts:
+        value = zlib.crc32(part, value)
+    return value.to_bytes(8, "big")
+
+
+def _crc32c_digest(parts: list[bytes | memoryview], password: bytes | None) -> bytes:
+    value = 0
+    for part in parts:
+        value = crc32c(part, value)
+    return value.to_bytes(4, "big")
+
+
+def _mac_digest(parts: list[bytes | memoryview], password: bytes | None) -> bytes | None:
+    if password is None:
+        return None
+    mac = hmac.new(mac_key(password), digestmod=hashlib.sha1)
+    for part in parts:
+        mac.update(part)
+    return mac.digest()
+
+
+def _no_digest(parts: list[bytes | memoryview], password: bytes | None) -> bytes:
+    return b""
+
+
+DIGESTS: dict[DigestType, Digest] = {
+    DigestType.CRC32: Digest(DigestType.CRC32, 8, _crc32_digest),
+    DigestType.CRC32C: Digest(DigestType.CRC32C, 4, _crc32c_digest),
+    DigestType.HMAC: Digest(DigestType.HMAC, 20, _mac_digest),
+    DigestType.DUMMY: Digest(DigestType.DUMMY, 0, _no_digest),
+}

@@ -1,0 +1,184 @@
+"""Pulsar's compression codecs, exactly as Pulsar writes them, in one table.
+
+| CompressionType | bytes                                                         |
+|-----------------|---------------------------------------------------------------|
+| NONE   0        | as is                                                         |
+| LZ4    1        | raw LZ4 block: no frame, no magic, no size prefix             |
+| ZLIB   2        | zlib stream; Java writes it sync-flushed without final block  |
+|                 | and Adler-32 (ends 00 00 ff ff), C++ writes a complete stream |
+| ZSTD   3        | zstd frame                                                    |
+| SNAPPY 4        | raw snappy block (varint length first), not the framing format|
+
+Decompression is bounded by ``uncompressed_size`` (MessageMetadata field 9) and by a
+hard limit, so that a corrupt size cannot exhaust memory; the result must have exactly
+that size, as Pulsar's own codecs require. See Pulsar's ``CompressionCodec*.java`` and
+../shared/spec/formats.md §5.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .errors import LedgerctlError, UnsupportedCodec
+
+#: The largest uncompressed size accepted unless the caller raises it (Pulsar's own
+#: maxMessageSize is 5 MiB; chunked messages can be larger once reassembled).
+DEFAULT_MAX_UNCOMPRESSED = 512 * 1024 * 1024
+
+
+class DecompressionError(LedgerctlError):
+    """Compressed bytes that do not decompress to the announced size."""
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """One compression type: its Pulsar number, name, and both directions."""
+
+    number: int
+    name: str
+    decompress: Callable[[bytes | memoryview, int], bytes | memoryview]
+    compress: Callable[[bytes | memoryview], bytes]
+    #: the most one compressed byte can expand to, for a cheap sanity check
+    max_ratio: int | None
+
+
+def _none_decompress(data: bytes | memoryview, size: int) -> bytes | memoryview:
+    return data
+
+
+def _none_compress(data: bytes | memoryview) -> bytes:
+    return bytes(data)
+
+
+def _lz4_decompress(data: bytes | memoryview, size: int) -> bytes:
+    import lz4.block
+
+    try:
+        return lz4.block.decompress(data, uncompressed_size=size)
+    except lz4.block.LZ4BlockError as exc:
+        raise DecompressionError(f"LZ4 block does not decompress: {exc}") from None
+
+
+def _lz4_compress(data: bytes | memoryview) -> bytes:
+    import lz4.block
+
+    return lz4.block.compress(data, store_size=False)
+
+
+def _zlib_decompress(data: bytes | memoryview, size: int) -> bytes:
+    # decompressobj, not zlib.decompress: the Java client never finishes the stream.
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, size + 1)
+    except zlib.error as exc:
+        raise DecompressionError(f"zlib stream does not inflate: {exc}") from None
+    return out
+
+
+def _zlib_compress(data: bytes | memoryview) -> bytes:
+    return zlib.compress(data)
+
+
+def _zstd_decompress(data: bytes | memoryview, size: int) -> bytes:
+    import zstandard
+
+    try:
+        declared = zstandard.frame_content_size(data)
+        if declared not in (-1, size):
+            raise DecompressionError(
+                f"zstd frame announces {declared} bytes, uncompressed_size is {size}"
+            )
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max(size, 1))
+    except zstandard.ZstdError as exc:
+        raise DecompressionError(f"zstd frame does not decompress: {exc}") from None
+
+
+def _zstd_compress(data: bytes | memoryview) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=3).compress(data)
+
+
+def _snappy_length(data: bytes | memoryview) -> int:
+    value = shift = 0
+    for i in range(min(5, len(data))):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+    raise DecompressionError("snappy block does not start with a valid length varint")
+
+
+def _snappy_decompress(data: bytes | memoryview, size: int) -> bytes:
+    import cramjam
+
+    announced = _snappy_length(data)
+    if announced != size:
+        raise DecompressionError(
+            f"snappy block announces {announced} bytes, uncompressed_size is {size}"
+        )
+    try:
+        return bytes(cramjam.snappy.decompress_raw(data))
+    except Exception as exc:  # cramjam raises its own DecompressionError type
+        raise DecompressionError(f"snappy block does not decompress: {exc}") from None
+
+
+def _snappy_compress(data: bytes | memoryview) -> bytes:
+    import cramjam
+
+    return bytes(cramjam.snappy.compress_raw(data))
+
+
+CODECS: dict[int, Codec] = {
+    codec.number: codec
+    for codec in (
+        Codec(0, "NONE", _none_decompress, _none_compress, None),
+        Codec(1, "LZ4", _lz4_decompress, _lz4_compress, 255),
+        Codec(2, "ZLIB", _zlib_decompress, _zlib_compress, 1032),
+        Codec(3, "ZSTD", _zstd_decompress, _zstd_compress, None),
+        Codec(4, "SNAPPY", _snappy_decompress, _snappy_compress, None),
+    )
+}
+
+CODEC_BY_NAME: dict[str, Codec] = {codec.name: codec for codec in CODECS.values()}
+
+
+def codec(number: int) -> Codec:
+    """The codec for a CompressionType number."""
+    try:
+        return CODECS[number]
+    except KeyError:
+        raise UnsupportedCodec(f"unknown compression type {number}") from None
+
+
+def decompress(
+    number: int,
+    data: bytes | memoryview,
+    size: int,
+    limit: int = DEFAULT_MAX_UNCOMPRESSED,
+) -> bytes | memoryview:
+    """Decompress ``data`` to exactly ``size`` bytes, or raise DecompressionError."""
+    c = codec(number)
+    if c.number == 0:
+        return data
+    if size > limit:
+        raise DecompressionError(f"uncompressed_size {size} exceeds the limit of {limit} bytes")
+    if c.max_ratio is not None and size > c.max_ratio * len(data) + 64:
+        raise DecompressionError(
+            f"uncompressed_size {size} is impossible for {len(data)} {c.name} bytes"
+        )
+    out = c.decompress(data, size)
+    if len(out) != size:
+        found = f"more than {size}" if len(out) > size else str(len(out))
+        raise DecompressionError(
+            f"{c.name} payload decompresses to {found} bytes, uncompressed_size is {size}"
+        )
+    return out
+
+
+def compress(number: int, data: bytes | memoryview) -> bytes:
+    """Compress ``data`` the way Pulsar's producer does for this codec."""
+    return codec(number).compress(data)

@@ -1,0 +1,685 @@
+"""Decode a stored entry layer by layer, outermost first, and build one back.
+
+    bookie entry (digest)  ->  [compacted framing]  ->  [0x0e02 BEM]  ->  [0x0e01 CRC32C]
+      ->  MessageMetadata  ->  payload: marker | chunk | [decrypt] -> decompress
+      ->  batch of SingleMessageMetadata + values | one value
+
+:func:`decode_entry` never raises for bad bytes: a layer that cannot be decoded becomes
+an ``undecoded`` layer with the reason and offset, the outer layers stay, and the
+problem is listed in :attr:`Entry.problems`. :class:`ChunkAssembler` joins the chunks of
+a chunked message across entries. :func:`rebuild` serializes a decoded entry again from
+its decoded values.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+from . import bookkeeper, compacted, crypto
+from .bookkeeper import BookieEntryHeader
+from .checksums import DIGESTS, DigestType
+from .codecs import CODECS, DEFAULT_MAX_UNCOMPRESSED, DecompressionError, compress, decompress
+from .errors import CorruptEntryError, DecryptionError, LedgerctlError, UnsupportedCodec
+from .nodes import Layer, Problem, json_value
+from .payload import BatchRecord, build_batch, parse_batch, parse_marker
+from .protos import signed64
+from .pulsar import ChecksumLayer, MetadataLayer, build_entry, parse_prefixes
+
+
+class Depth(enum.IntEnum):
+    """How deep to decode: each level includes the ones before it."""
+
+    ENTRY = 0  # bookie entry, compacted framing, broker entry metadata
+    METADATA = 1  # + checksum and MessageMetadata
+    MESSAGES = 2  # + payload: decrypt, decompress, unbatch
+
+
+class Outer(enum.StrEnum):
+    """The outermost layer of the input."""
+
+    AUTO = "auto"
+    BOOKIE_ENTRY = "bookie-entry"
+    COMPACTED = "compacted"
+    PULSAR_ENTRY = "pulsar-entry"
+
+
+@dataclass(slots=True)
+class DecodeOptions:
+    """Everything that changes how an entry is decoded."""
+
+    outer: Outer = Outer.AUTO
+    digest_type: DigestType | None = None  # None: detect (CRC32C, CRC32, MAC with password)
+    password: bytes | None = None
+    private_key: Any = None  # from crypto.load_private_key
+    depth: Depth = Depth.MESSAGES
+    verify: bool = True
+    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
+    raise_errors: bool = False  # re-raise instead of recording an undecoded layer
+
+
+@dataclass(slots=True)
+class Message:
+    """One message of an entry, as a consumer would receive it."""
+
+    key: str | None
+    value: bytes | memoryview | None
+    properties: dict[str, str]
+    batch_index: int
+    null_value: bool
+    event_time: int | None
+    sequence_id: int
+    publish_time: int
+    key_b64_encoded: bool = False
+    ordering_key: bytes | None = None
+    index: int | None = None  # continuous index (broker entry metadata), per message
+    ledger_id: int | None = None
+    entry_id: int | None = None
+    chunks: int | None = None  # set on a message reassembled from chunks
+
+    @property
+    def message_id(self) -> str | None:
+        if self.ledger_id is None or self.entry_id is None:
+            return None
+        if self.batch_index < 0:
+            return f"{self.ledger_id}:{self.entry_id}"
+        return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "message_id": self.message_id,
+            "key": self.key,
+            "value": None if self.value is None else base64.b64encode(self.value).decode("ascii"),
+            "size": 0 if self.value is None else len(self.value),
+            "properties": self.properties,
+            "batch_index": self.batch_index,
+            "null_value": self.null_value,
+            "event_time": self.event_time,
+            "sequence_id": self.sequence_id,
+            "publish_time": self.publish_time,
+        }
+        if self.key_b64_encoded:
+            out["key_b64_encoded"] = True
+        if self.ordering_key is not None:
+            out["ordering_key"] = base64.b64encode(self.ordering_key).decode("ascii")
+        if self.index is not None:
+            out["index"] = self.index
+        if self.chunks is not None:
+            out["chunks"] = self.chunks
+        return out
+
+
+@dataclass(slots=True)
+class ChunkInfo:
+    """The chunk carried by one entry of a chunked message."""
+
+    uuid: str
+    chunk_id: int
+    num_chunks: int
+    total_size: int
+    payload: memoryview
+
+
+@dataclass(slots=True)
+class Entry:
+    """A decoded entry: its layers outermost first, its messages, and what was wrong."""
+
+    data: bytes | memoryview
+    layers: list[Layer] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    header: BookieEntryHeader | None = None
+    digest_type: DigestType | None = None
+    original_id: Any = None  # MessageIdData of a compacted-ledger entry
+    broker_entry_metadata: Any = None
+    has_checksum: bool = False
+    metadata: Any = None
+    payload: memoryview | None = None  # the stored payload (after the metadata)
+    plaintext: bytes | memoryview | None = None  # decrypted and decompressed payload
+    encrypted: bool = False
+    data_key: bytes | None = None  # set once an encrypted payload was opened
+    chunk: ChunkInfo | None = None
+    records: list[BatchRecord] | None = None
+    placeholders: list[int] = field(default_factory=list)
+    position: tuple[int, int] | None = None  # (ledger_id, entry_id) where it is stored
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    @property
+    def batched(self) -> bool:
+        return self.metadata is not None and self.metadata.HasField("num_messages_in_batch")
+
+    @property
+    def num_messages(self) -> int:
+        """Messages the broker counted for this entry (1 unless batched)."""
+        return self.metadata.num_messages_in_batch if self.batched else 1
+
+    @property
+    def publish_time(self) -> int | None:
+        return self.metadata.publish_time if self.metadata is not None else None
+
+    @property
+    def entry_timestamp(self) -> int | None:
+        """Broker timestamp when present, else publish time: what Pulsar seeks by."""
+        bem = self.broker_entry_metadata
+        if bem is not None and bem.HasField("broker_timestamp"):
+            return bem.broker_timestamp
+        return self.publish_time
+
+    @property
+    def index(self) -> int | None:
+        """The continuous index of the entry's last message, when the broker stored one."""
+        bem = self.broker_entry_metadata
+        return bem.index if bem is not None and bem.HasField("index") else None
+
+    @property
+    def message_position(self) -> tuple[int, int] | None:
+        """The topic position consumers see: the original one for compacted entries."""
+        if self.original_id is not None:
+            return signed64(self.original_id.ledgerId), signed64(self.original_id.entryId)
+        return self.position
+
+    def to_json(self, with_hex: bool = False) -> dict[str, Any]:
+        pos = self.position
+        out: dict[str, Any] = {
+            "ledger_id": pos[0] if pos else None,
+            "entry_id": pos[1] if pos else None,
+            "size": len(self.data),
+            "ok": self.ok,
+            "encrypted": self.encrypted,
+            "layers": [layer.to_json(with_hex) for layer in self.layers],
+            "messages": [m.to_json() for m in self.messages],
+            "problems": [p.to_json() for p in self.problems],
+        }
+        return out
+
+
+DEFAULT_OPTIONS = DecodeOptions()
+
+
+def decode_entry(
+    data: bytes | memoryview,
+    options: DecodeOptions = DEFAULT_OPTIONS,
+    position: tuple[int, int] | None = None,
+) -> Entry:
+    """Decode one stored entry; never raises for bad bytes unless options.raise_errors."""
+    entry = Entry(data, position=position)
+    try:
+        _decode(entry, memoryview(data), options)
+    except LedgerctlError as exc:
+        if options.raise_errors:
+            raise
+        _record_failure(entry, exc, len(data))
+    return entry
+
+
+def _record_failure(entry: Entry, exc: LedgerctlError, end: int, space: str = "entry") -> None:
+    layer = getattr(exc, "layer", "entry")
+    offset = getattr(
+        exc, "offset", entry.layers[-1].offset + entry.layers[-1].length if entry.layers else 0
+    )
+    where = "" if space == "entry" else f" of the {space}"
+    entry.problems.append(Problem("error", layer, offset, f"{_reason(exc)}{where}"))
+    raw = entry.data[offset:end] if space == "entry" else b""
+    entry.layers.append(
+        Layer(
+            "undecoded", offset, len(raw), raw, {"layer": layer, "space": space}, None, _reason(exc)
+        )
+    )
+
+
+def _reason(exc: LedgerctlError) -> str:
+    if isinstance(exc, CorruptEntryError):
+        return f"expected {exc.expected}, found {exc.found}"
+    return str(exc)
+
+
+def _decode(entry: Entry, mv: memoryview, options: DecodeOptions) -> None:
+    pos, end = 0, len(mv)
+    outer = options.outer
+    kind = options.digest_type
+    if outer is Outer.AUTO:
+        outer, kind = _detect_outer(mv, options)
+    if outer is Outer.BOOKIE_ENTRY:
+        if kind is None:
+            kind = bookkeeper.detect_digest(mv, pos, end, options.password) or DigestType.CRC32C
+        layer, header, pos = bookkeeper.parse(mv, pos, end, kind, options.password)
+        entry.layers.append(layer)
+        entry.header, entry.digest_type = header, kind
+        if entry.position is not None and entry.position != (header.ledger_id, header.entry_id):
+            entry.problems.append(
+                Problem(
+                    "error",
+                    layer.name,
+                    0,
+                    f"entry says {header.ledger_id}:{header.entry_id}, "
+                    f"it is stored as {entry.position[0]}:{entry.position[1]}",
+                )
+            )
+        entry.position = entry.position or (header.ledger_id, header.entry_id)
+        check = layer.check
+        if check is not None and check.ok is False and options.verify:
+            entry.problems.append(
+                Problem(
+                    "error",
+                    layer.name,
+                    32,
+                    f"{kind.name} digest mismatch: stored {check.stored}, computed {check.computed}",
+                )
+            )
+        outer = Outer.COMPACTED if compacted.plausible(mv, pos, end) else Outer.PULSAR_ENTRY
+    if (
+        kind is not None
+        and entry.header is None
+        and outer is Outer.PULSAR_ENTRY
+        and _detached_digest(mv, kind)
+    ):
+        size = DIGESTS[kind].size
+        entry.layers.append(
+            Layer(
+                "bookie-digest",
+                0,
+                size,
+                mv[:size],
+                {"digest_type": kind.name, "stored": bytes(mv[:size]).hex()},
+                None,
+                None,
+            )
+        )
+        entry.problems.append(
+            Problem(
+                "warning",
+                "bookie-digest",
+                0,
+                "input starts with a bare digest (as bookkeeper shell prints entries); "
+                "it cannot be verified without the 32-byte entry header",
+            )
+        )
+        pos = size
+    if outer is Outer.COMPACTED:
+        layer, msg_id, pos, end = compacted.parse(mv, pos, end, entry.problems)
+        entry.layers.append(layer)
+        entry.original_id = msg_id
+    _decode_pulsar(entry, mv, pos, end, options)
+
+
+def _detached_digest(mv: memoryview, kind: DigestType) -> bool:
+    size = DIGESTS[kind].size
+    return (
+        size > 0 and len(mv) > size + 2 and bytes(mv[size : size + 2]) in (b"\x0e\x01", b"\x0e\x02")
+    )
+
+
+def _detect_outer(mv: memoryview, options: DecodeOptions) -> tuple[Outer, DigestType | None]:
+    end = len(mv)
+    if options.digest_type is not None and bookkeeper.plausible_header(mv, 0, end):
+        return Outer.BOOKIE_ENTRY, options.digest_type
+    kind = bookkeeper.detect_digest(mv, 0, end, options.password)
+    if kind is not None:
+        return Outer.BOOKIE_ENTRY, kind
+    head = bytes(mv[:2])
+    if head in (b"\x0e\x01", b"\x0e\x02"):
+        return Outer.PULSAR_ENTRY, None
+    if compacted.plausible(mv, 0, end):
+        return Outer.COMPACTED, None
+    for kind in (DigestType.CRC32C, DigestType.CRC32):
+        if _detached_digest(mv, kind):
+            return Outer.PULSAR_ENTRY, kind
+    return Outer.PULSAR_ENTRY, None
+
+
+def _decode_pulsar(
+    entry: Entry, mv: memoryview, pos: int, end: int, options: DecodeOptions
+) -> None:
+    shallow = options.depth is Depth.ENTRY
+    layers, prefix, pos = parse_prefixes(
+        mv, pos, end, entry.problems, options.verify, stop_before_checksum=shallow
+    )
+    entry.layers.extend(layers)
+    entry.broker_entry_metadata = prefix.broker_entry_metadata
+    entry.has_checksum = prefix.checksum is not None
+    if shallow:
+        return
+    layer, md, pos = MetadataLayer.parse(mv, pos, end, entry.problems)
+    entry.layers.append(layer)
+    entry.metadata = md
+    entry.payload = mv[pos:end]
+    if options.depth is Depth.METADATA:
+        return
+    _decode_payload(entry, mv, pos, end, options)
+
+
+def _decode_payload(
+    entry: Entry, mv: memoryview, pos: int, end: int, options: DecodeOptions
+) -> None:
+    md = entry.metadata
+    payload = mv[pos:end]
+    if md.HasField("marker_type"):
+        layer = parse_marker(payload, md.marker_type, entry.problems)
+        layer.offset = pos
+        entry.layers.append(layer)
+        return
+    if md.num_chunks_from_msg > 1 or (md.HasField("chunk_id") and md.HasField("uuid")):
+        entry.chunk = ChunkInfo(
+            md.uuid, md.chunk_id, md.num_chunks_from_msg, md.total_chunk_msg_size, payload
+        )
+        entry.layers.append(
+            Layer(
+                "chunk",
+                pos,
+                end - pos,
+                payload,
+                {
+                    "uuid": md.uuid,
+                    "chunk_id": md.chunk_id,
+                    "num_chunks": md.num_chunks_from_msg,
+                    "total_chunk_msg_size": md.total_chunk_msg_size,
+                    "chunk_size": end - pos,
+                },
+            )
+        )
+        return
+    plain = open_payload(entry, md, payload, pos, options)
+    if plain is None:
+        return
+    entry.plaintext = plain
+    try:
+        entry.messages = _messages(entry, md, plain)
+    except CorruptEntryError as exc:
+        if options.raise_errors:
+            raise
+        _record_failure(entry, exc, end, space="decompressed payload")
+
+
+def open_payload(
+    entry: Entry, md: Any, payload: bytes | memoryview, pos: int, options: DecodeOptions
+) -> bytes | memoryview | None:
+    """Decrypt (with the private key) and decompress a payload, recording both layers.
+
+    Return None when the payload stays encrypted or cannot be opened.
+    """
+    if md.encryption_keys:
+        entry.encrypted = True
+        fields: dict[str, Any] = {
+            "algorithm": md.encryption_algo or None,
+            "keys": [k.key for k in md.encryption_keys],
+            "iv": bytes(md.encryption_param),
+            "encrypted_size": len(payload),
+            "decrypted": False,
+        }
+        layer = Layer("encryption", pos, len(payload), payload, fields)
+        entry.layers.append(layer)
+        if options.private_key is None:
+            fields["note"] = "payload is encrypted; pass --private-key to decrypt it"
+            return None
+        try:
+            payload, key_name, entry.data_key = crypto.decrypt_payload(
+                payload, md.encryption_keys, bytes(md.encryption_param), options.private_key
+            )
+        except DecryptionError as exc:
+            if options.raise_errors:
+                raise
+            entry.problems.append(Problem("error", "encryption", pos, f"cannot decrypt: {exc}"))
+            return None
+        fields["decrypted"] = True
+        fields["key_used"] = key_name
+    if md.compression != api.NONE or md.HasField("uncompressed_size"):
+        size = md.uncompressed_size
+        codec = CODECS.get(md.compression)
+        fields = {
+            "codec": codec.name if codec else md.compression,
+            "compressed_size": len(payload),
+            "uncompressed_size": size,
+        }
+        if md.compression != api.NONE:
+            entry.layers.append(Layer("compression", pos, len(payload), payload, fields))
+            try:
+                payload = decompress(md.compression, payload, size, options.max_uncompressed)
+            except (DecompressionError, UnsupportedCodec) as exc:
+                if options.raise_errors:
+                    raise
+                entry.problems.append(Problem("error", "compression", pos, str(exc)))
+                entry.layers.append(
+                    Layer(
+                        "undecoded",
+                        pos,
+                        len(payload),
+                        payload,
+                        {"layer": "compression"},
+                        None,
+                        str(exc),
+                    )
+                )
+                return None
+        elif size != len(payload) and not entry.encrypted:
+            entry.problems.append(
+                Problem(
+                    "warning",
+                    "message-metadata",
+                    pos,
+                    f"uncompressed_size is {size}, the uncompressed payload has {len(payload)} bytes",
+                )
+            )
+    return payload
+
+
+def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]:
+    ledger_id, entry_id = entry.message_position or (None, None)
+    publish_time = md.publish_time
+    last_index = entry.index
+    if not md.HasField("num_messages_in_batch"):
+        first = last_index
+        return [
+            Message(
+                md.partition_key if md.HasField("partition_key") else None,
+                None if md.null_value else plain,
+                {kv.key: kv.value for kv in md.properties},
+                -1,
+                md.null_value,
+                md.event_time if md.HasField("event_time") else None,
+                md.sequence_id,
+                publish_time,
+                md.partition_key_b64_encoded,
+                md.ordering_key if md.HasField("ordering_key") else None,
+                first,
+                ledger_id,
+                entry_id,
+            )
+        ]
+    count = md.num_messages_in_batch
+    indexes = list(md.compacted_batch_indexes) or None
+    if indexes is not None:
+        count = len(indexes)
+    layer, records, placeholders = parse_batch(plain, count, indexes, entry.problems)
+    entry.layers.append(layer)
+    entry.records = records
+    entry.placeholders = placeholders
+    first_index = None if last_index is None else last_index - md.num_messages_in_batch + 1
+    base_seq = md.sequence_id
+    out = []
+    append = out.append
+    for rec in records:
+        smm = rec.smm
+        i = rec.batch_index
+        null = smm.null_value
+        append(
+            Message(
+                smm.partition_key if smm.HasField("partition_key") else None,
+                None if null else rec.value,
+                {kv.key: kv.value for kv in smm.properties} if smm.properties else {},
+                i,
+                null,
+                smm.event_time if smm.HasField("event_time") else None,
+                smm.sequence_id if smm.HasField("sequence_id") else base_seq + i,
+                publish_time,
+                smm.partition_key_b64_encoded,
+                smm.ordering_key if smm.HasField("ordering_key") else None,
+                None if first_index is None else first_index + i,
+                ledger_id,
+                entry_id,
+            )
+        )
+    return out
+
+
+class ChunkAssembler:
+    """Join the chunks of chunked messages, fed entry by entry in topic order.
+
+    When the last chunk of a message arrives and every chunk before it was seen, the
+    whole message is decrypted, decompressed and attached to that last entry, which is
+    where a consumer's message id points.
+    """
+
+    def __init__(self, options: DecodeOptions = DEFAULT_OPTIONS) -> None:
+        self.options = options
+        self.pending: dict[tuple[str, str], list[Entry]] = {}
+
+    def add(self, entry: Entry) -> Message | None:
+        chunk = entry.chunk
+        if chunk is None:
+            return None
+        key = (entry.metadata.producer_name, chunk.uuid)
+        parts = self.pending.setdefault(key, [])
+        if chunk.chunk_id != len(parts):
+            entry.problems.append(
+                Problem(
+                    "warning",
+                    "chunk",
+                    0,
+                    f"chunk {chunk.chunk_id} of {chunk.uuid} arrived after {len(parts)} chunk(s); "
+                    "starting over from this chunk"
+                    if chunk.chunk_id == 0
+                    else f"chunk {chunk.chunk_id} of {chunk.uuid} arrived after {len(parts)} chunk(s); "
+                    "the message cannot be reassembled",
+                )
+            )
+            parts.clear()
+            if chunk.chunk_id != 0:
+                del self.pending[key]
+                return None
+        parts.append(entry)
+        if len(parts) < chunk.num_chunks:
+            return None
+        del self.pending[key]
+        return self._assemble(parts)
+
+    def _assemble(self, parts: list[Entry]) -> Message | None:
+        last = parts[-1]
+        first_md = parts[0].metadata
+        whole = b"".join(bytes(p.chunk.payload) for p in parts if p.chunk is not None)
+        if len(whole) != parts[0].chunk.total_size if parts[0].chunk else False:
+            last.problems.append(
+                Problem(
+                    "warning",
+                    "chunk",
+                    0,
+                    f"chunks join to {len(whole)} bytes, total_chunk_msg_size says "
+                    f"{parts[0].chunk.total_size if parts[0].chunk else '?'}",
+                )
+            )
+        plain = open_payload(last, first_md, whole, 0, self.options)
+        if plain is None:
+            return None
+        messages = _messages(last, first_md, plain)
+        for m in messages:
+            m.chunks = len(parts)
+        last.messages.extend(messages)
+        return messages[0] if messages else None
+
+    def incomplete(self) -> Iterator[tuple[str, int, int]]:
+        """(uuid, chunks seen, chunks expected) of messages still missing chunks."""
+        for (_, uuid), parts in self.pending.items():
+            yield uuid, len(parts), parts[0].chunk.num_chunks if parts[0].chunk else 0
+
+
+def decode_entries(
+    entries: Iterable[tuple[bytes | memoryview, tuple[int, int] | None]],
+    options: DecodeOptions = DEFAULT_OPTIONS,
+) -> Iterator[Entry]:
+    """Decode a stream of entries in topic order, reassembling chunked messages."""
+    assembler = ChunkAssembler(options)
+    for data, position in entries:
+        entry = decode_entry(data, options, position)
+        if entry.chunk is not None and options.depth is Depth.MESSAGES:
+            assembler.add(entry)
+        yield entry
+
+
+def rebuild(entry: Entry, password: bytes | None = None) -> bytes:
+    """Serialize a decoded entry again from its decoded values (not its raw bytes).
+
+    Payloads are rebuilt from the messages: batch records re-serialized, compressed
+    with the entry's codec, and encrypted again with the data key and IV when the
+    entry was decrypted. Raises LedgerctlError when an inner layer was not decoded.
+    """
+    md = entry.metadata
+    if md is None or entry.payload is None:
+        raise LedgerctlError("cannot rebuild an entry whose metadata was not decoded")
+    if any(layer.name == "undecoded" for layer in entry.layers):
+        raise LedgerctlError("cannot rebuild an entry with an undecoded layer")
+    if entry.chunk is not None or md.HasField("marker_type"):
+        payload: bytes | memoryview = entry.payload
+    elif entry.encrypted and entry.data_key is None:
+        payload = entry.payload
+    else:
+        if entry.records is not None:
+            plain: bytes | memoryview = build_batch(
+                (_copy_smm(r.smm), r.value) for r in _with_placeholders(entry)
+            )
+        else:
+            plain = entry.plaintext if entry.plaintext is not None else b""
+        payload = compress(md.compression, plain) if md.compression != api.NONE else bytes(plain)
+        if entry.encrypted and entry.data_key is not None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            payload = AESGCM(entry.data_key).encrypt(bytes(md.encryption_param), payload, None)
+    out = build_entry(
+        md,
+        payload,
+        checksum=entry.has_checksum,
+        broker_entry_metadata=entry.broker_entry_metadata,
+    )
+    if entry.original_id is not None:
+        out = compacted.build(entry.original_id, out)
+    if entry.header is not None and entry.digest_type is not None:
+        out = bookkeeper.build(entry.header, out, entry.digest_type, password)
+    return out
+
+
+def _copy_smm(smm: Any) -> Any:
+    copy = api.SingleMessageMetadata()
+    copy.CopyFrom(smm)
+    return copy
+
+
+def _with_placeholders(entry: Entry) -> list[BatchRecord]:
+    from .payload import placeholder
+
+    records = list(entry.records or [])
+    if not entry.placeholders or entry.metadata.compacted_batch_indexes:
+        return records
+    holes = [BatchRecord(i, placeholder(), memoryview(b""), 0) for i in entry.placeholders]
+    return sorted(records + holes, key=lambda r: r.batch_index)
+
+
+__all__ = [
+    "ChecksumLayer",
+    "ChunkAssembler",
+    "ChunkInfo",
+    "DecodeOptions",
+    "Depth",
+    "Entry",
+    "Message",
+    "Outer",
+    "decode_entries",
+    "decode_entry",
+    "json_value",
+    "rebuild",
+]

@@ -1,0 +1,92 @@
+"""The decoded tree: one :class:`Layer` per layer of a stored entry, plus messages.
+
+Every layer keeps its raw byte span (``offset``/``length`` into the decoded input and
+the bytes themselves), its typed fields, and for checksums and digests a
+:class:`Check` with the stored and computed values. A layer that cannot be decoded is
+a :class:`Layer` named ``undecoded`` carrying the reason; the outer layers stay.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Check:
+    """A verified checksum or digest: what the bytes say and what we computed."""
+
+    kind: str
+    stored: str
+    computed: str | None
+    ok: bool | None  # None: could not be computed (for example a MAC without password)
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.kind,
+            "stored": self.stored,
+            "computed": self.computed,
+            "ok": self.ok,
+        }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(slots=True)
+class Problem:
+    """Something wrong found while decoding, kept to be reported at the end."""
+
+    severity: str  # "error" or "warning"
+    layer: str
+    offset: int
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "layer": self.layer,
+            "offset": self.offset,
+            "message": self.message,
+        }
+
+    def __str__(self) -> str:
+        return f"{self.layer} at offset {self.offset}: {self.message}"
+
+
+@dataclass(slots=True)
+class Layer:
+    """One decoded layer and the span of the input it covers."""
+
+    name: str
+    offset: int
+    length: int
+    raw: bytes | memoryview
+    fields: dict[str, Any] = field(default_factory=dict)
+    check: Check | None = None
+    reason: str | None = None  # set on "undecoded" layers
+
+    def to_json(self, with_hex: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"layer": self.name, "offset": self.offset, "length": self.length}
+        if self.fields:
+            out["fields"] = {k: json_value(v) for k, v in self.fields.items()}
+        if self.check is not None:
+            out["check"] = self.check.to_json()
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if with_hex:
+            out["hex"] = bytes(self.raw).hex()
+        return out
+
+
+def json_value(value: Any) -> Any:
+    """Typed value to JSON: bytes become base64, nested containers are walked."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return value

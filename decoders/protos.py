@@ -1,0 +1,61 @@
+"""Parsing protobuf messages from damaged data without crashing.
+
+proto2 ``required`` fields make a strict parse fail on damaged data. We parse
+partially, report what is missing as a problem, and keep every field that did decode.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from .errors import CorruptEntryError
+
+M = TypeVar("M", bound=Message)
+
+
+def parse_proto(
+    cls: type[M], data: bytes | memoryview, layer: str, offset: int
+) -> tuple[M, list[str]]:
+    """Parse ``data`` as ``cls``; return the message and the required fields it lacks.
+
+    Raise CorruptEntryError when the bytes are not protobuf at all.
+    """
+    msg = cls()
+    try:
+        msg.MergeFromString(data)
+    except DecodeError as exc:
+        raise CorruptEntryError(
+            layer, offset, f"a {cls.DESCRIPTOR.name} protobuf", f"undecodable bytes ({exc})"
+        ) from None
+    missing = [] if msg.IsInitialized() else msg.FindInitializationErrors()
+    return msg, missing
+
+
+def proto_fields(msg: Message) -> dict[str, Any]:
+    """Every field that is set, as plain Python values (enums as names)."""
+    out: dict[str, Any] = {}
+    for fd, value in msg.ListFields():
+        out[fd.name] = _plain(fd, value)
+    return out
+
+
+def _plain(fd: Any, value: Any) -> Any:
+    if fd.is_repeated:
+        return [_scalar(fd, v) for v in value]
+    return _scalar(fd, value)
+
+
+def _scalar(fd: Any, value: Any) -> Any:
+    if fd.type == fd.TYPE_MESSAGE:
+        return proto_fields(value)
+    if fd.type == fd.TYPE_ENUM:
+        ev = fd.enum_type.values_by_number.get(value)
+        return ev.name if ev is not None else value
+    return value
+
+
+def signed64(value: int) -> int:
+    """Reinterpret a uint64 as Java's signed long (entry id -1 is 2**64-1 on the wire)."""
+    return value - (1 << 64) if value >= 1 << 63 else value

@@ -1,0 +1,1 @@
+"""Generated protobuf modules; the schemas beside them are the source (scripts/protogen.py)."""
