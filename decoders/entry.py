@@ -229,9 +229,7 @@ def _record_failure(entry: Entry, exc: LedgerctlError, end: int, space: str = "e
     entry.problems.append(Problem("error", layer, offset, f"{_reason(exc)}{where}"))
     raw = entry.data[offset:end] if space == "entry" else b""
     entry.layers.append(
-        Layer(
-            "undecoded", offset, len(raw), raw, {"layer": layer, "space": space}, None, _reason(exc)
-        )
+        Layer("undecoded", offset, len(raw), raw, {"layer": layer}, None, _reason(exc), space)
     )
 
 
@@ -271,7 +269,8 @@ def _decode(entry: Entry, mv: memoryview, options: DecodeOptions) -> None:
                     "error",
                     layer.name,
                     32,
-                    f"{kind.name} digest mismatch: stored {check.stored}, computed {check.computed}",
+                    f"{kind.name} digest mismatch: "
+                    f"stored {check.stored}, computed {check.computed}",
                 )
             )
         outer = Outer.COMPACTED if compacted.plausible(mv, pos, end) else Outer.PULSAR_ENTRY
@@ -395,7 +394,7 @@ def _decode_payload(
     except CorruptEntryError as exc:
         if options.raise_errors:
             raise
-        _record_failure(entry, exc, end, space="decompressed payload")
+        _record_failure(entry, exc, end, space="payload")
 
 
 def open_payload(
@@ -464,7 +463,8 @@ def open_payload(
                     "warning",
                     "message-metadata",
                     pos,
-                    f"uncompressed_size is {size}, the uncompressed payload has {len(payload)} bytes",
+                    f"uncompressed_size is {size}, "
+                    f"the uncompressed payload has {len(payload)} bytes",
                 )
             )
     return payload
@@ -548,16 +548,18 @@ class ChunkAssembler:
         key = (entry.metadata.producer_name, chunk.uuid)
         parts = self.pending.setdefault(key, [])
         if chunk.chunk_id != len(parts):
+            outcome = (
+                "starting over from this chunk"
+                if chunk.chunk_id == 0
+                else "the message cannot be reassembled"
+            )
             entry.problems.append(
                 Problem(
                     "warning",
                     "chunk",
                     0,
-                    f"chunk {chunk.chunk_id} of {chunk.uuid} arrived after {len(parts)} chunk(s); "
-                    "starting over from this chunk"
-                    if chunk.chunk_id == 0
-                    else f"chunk {chunk.chunk_id} of {chunk.uuid} arrived after {len(parts)} chunk(s); "
-                    "the message cannot be reassembled",
+                    f"chunk {chunk.chunk_id} of {chunk.uuid} arrived after {len(parts)} "
+                    f"chunk(s); {outcome}",
                 )
             )
             parts.clear()

@@ -67,9 +67,14 @@ class Layer:
     fields: dict[str, Any] = field(default_factory=dict)
     check: Check | None = None
     reason: str | None = None  # set on "undecoded" layers
+    #: what ``offset`` counts in: "entry" (the input) or "payload" (the decrypted and
+    #: decompressed payload, where batch records live)
+    space: str = "entry"
 
     def to_json(self, with_hex: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {"layer": self.name, "offset": self.offset, "length": self.length}
+        if self.space != "entry":
+            out["space"] = self.space
         if self.fields:
             out["fields"] = {k: json_value(v) for k, v in self.fields.items()}
         if self.check is not None:

@@ -1,0 +1,61 @@
+"""Running the real CLI in tests: in process (fast) or as a subprocess (the installed script)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+REAL_CLIENT = DATA / "real-client"
+KEYS = REAL_CLIENT / "keys"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> Result:
+    """Run ``ledgerctl ARGS`` in this process through its real entry point."""
+    from pulsarctl_py.cli import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
+def ledgerctl_script() -> str:
+    """The installed console script next to this interpreter, else on PATH."""
+    local = Path(sys.executable).parent / "ledgerctl"
+    if local.exists():
+        return str(local)
+    found = shutil.which("ledgerctl")
+    if found is None:
+        pytest.fail("the ledgerctl console script is not installed")
+    return found
+
+
+def run_script(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
+    """Run the installed ``ledgerctl`` as a subprocess."""
+    proc = subprocess.run(
+        [ledgerctl_script(), *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
