@@ -369,6 +369,7 @@ def _decode_payload(
         entry.chunk = ChunkInfo(
             md.uuid, md.chunk_id, md.num_chunks_from_msg, md.total_chunk_msg_size, payload
         )
+        entry.encrypted = len(md.encryption_keys) > 0  # each chunk is encrypted on its own
         entry.layers.append(
             Layer(
                 "chunk",
@@ -503,21 +504,30 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
     entry.placeholders = placeholders
     first_index = None if last_index is None else last_index - md.num_messages_in_batch + 1
     base_seq = md.sequence_id
-    out = []
+    out: list[Message] = []
     append = out.append
+    message = Message
     for rec in records:
         smm = rec.smm
         i = rec.batch_index
         null = smm.null_value
+        # Producers usually set the key and the sequence id: read the value first and ask
+        # HasField only when it is the default (one upb call instead of two).
+        key = smm.partition_key
+        if not key and not smm.HasField("partition_key"):
+            key = None
+        seq = smm.sequence_id
+        if not seq and not smm.HasField("sequence_id"):
+            seq = base_seq + i
         append(
-            Message(
-                smm.partition_key if smm.HasField("partition_key") else None,
+            message(
+                key,
                 None if null else rec.value,
-                {kv.key: kv.value for kv in smm.properties} if smm.properties else {},
+                {kv.key: kv.value for kv in props} if (props := smm.properties) else {},
                 i,
                 null,
                 smm.event_time if smm.HasField("event_time") else None,
-                smm.sequence_id if smm.HasField("sequence_id") else base_seq + i,
+                seq,
                 publish_time,
                 smm.partition_key_b64_encoded,
                 smm.ordering_key if smm.HasField("ordering_key") else None,
@@ -575,7 +585,27 @@ class ChunkAssembler:
     def _assemble(self, parts: list[Entry]) -> Message | None:
         last = parts[-1]
         first_md = parts[0].metadata
-        whole = b"".join(bytes(p.chunk.payload) for p in parts if p.chunk is not None)
+        # The producer compresses the whole message, slices it, then encrypts every slice
+        # on its own (each chunk has its own IV; seen in C++ client 4.2 captures, and the
+        # Java and C++ consumers decrypt per chunk): decrypt each chunk, decompress the join.
+        pieces = []
+        for p in parts:
+            if p.chunk is None:
+                continue
+            piece: bytes | memoryview | None = p.chunk.payload
+            if p.metadata.encryption_keys:
+                decrypt_only = api.MessageMetadata()
+                decrypt_only.CopyFrom(p.metadata)
+                decrypt_only.ClearField("compression")
+                decrypt_only.ClearField("uncompressed_size")
+                at = len(p.data) - len(p.chunk.payload)
+                piece = open_payload(p, decrypt_only, p.chunk.payload, at, self.options)
+                if piece is None:
+                    return None
+            pieces.append(bytes(piece))
+        whole = b"".join(pieces)
+        if first_md.encryption_keys:
+            first_md = _copy_without_encryption(first_md)
         if len(whole) != parts[0].chunk.total_size if parts[0].chunk else False:
             last.problems.append(
                 Problem(
@@ -653,6 +683,13 @@ def rebuild(entry: Entry, password: bytes | None = None) -> bytes:
     if entry.header is not None and entry.digest_type is not None:
         out = bookkeeper.build(entry.header, out, entry.digest_type, password)
     return out
+
+
+def _copy_without_encryption(md: Any) -> Any:
+    copy = api.MessageMetadata()
+    copy.CopyFrom(md)
+    del copy.encryption_keys[:]
+    return copy
 
 
 def _copy_smm(smm: Any) -> Any:
