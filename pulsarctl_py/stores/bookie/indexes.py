@@ -1,0 +1,445 @@
+"""The ways a bookie finds an entry: RocksDB indexes, ``.idx`` files, a scan, the journal.
+
+Each source answers the same questions for the store: which ledgers, what it knows about a
+ledger, where an entry is, the locations of a range of entries in order, the last entry.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+
+from pulsarctl_py.decoders import index_file, journal
+from pulsarctl_py.decoders._readat import ReadAt
+from pulsarctl_py.decoders.entrylog import (
+    HEADER_SIZE,
+    log_file_name,
+    scan_records,
+    split_location,
+)
+from pulsarctl_py.decoders.errors import CorruptEntryError
+from pulsarctl_py.decoders.nodes import Problem
+from pulsarctl_py.proto.bookkeeper_data_formats_pb2 import LedgerData
+
+from .files import FileCache
+from .model import JournalInfo, LedgerRecord, Location
+from .rocks import (
+    MAX_ID,
+    ReadOnlyRocksDB,
+    decode_location_item,
+    is_rocksdb_dir,
+    ledger_key,
+    location_key,
+)
+
+_SLOT = index_file.LOCATION.size
+_CHUNK_SLOTS = 1024  # one BookKeeper index page
+
+
+def parse_ledger_data(ledger_id: int, value: bytes, source: str, path: Path) -> LedgerRecord:
+    """A ``ledgers`` value (LedgerData protobuf) as a LedgerRecord."""
+    data = LedgerData()
+    try:
+        data.ParseFromString(value)
+    except DecodeError as exc:
+        raise CorruptEntryError(
+            "ledger-data", 0, f"a LedgerData of ledger {ledger_id}", str(exc)
+        ) from None
+    return LedgerRecord(
+        ledger_id=ledger_id,
+        exists=data.exists,
+        fenced=data.fenced,
+        master_key=data.masterKey,
+        explicit_lac=data.explicitLac if data.HasField("explicitLac") else None,
+        limbo=data.limbo if data.HasField("limbo") else False,
+        source=source,
+        path=path,
+    )
+
+
+class DbIndex:
+    """DbLedgerStorage: ``locations`` and ``ledgers`` RocksDB databases of one ledger dir.
+
+    Each database is opened on its own: when ``locations`` cannot be read
+    (``locations_error``) the ledger records are still served and the store scans the
+    entry logs of the dir for locations.
+    """
+
+    source = "rocksdb"
+
+    def __init__(self, index_dir: Path, log_dir: Path, problems: list[Problem]) -> None:
+        self.index_dir = index_dir
+        self.log_dir = log_dir
+        self.locations: ReadOnlyRocksDB | None = None
+        self.ledgers: ReadOnlyRocksDB | None = None
+        self.locations_error: str | None = None
+        try:
+            self.locations = ReadOnlyRocksDB(index_dir / "locations")
+        except CorruptEntryError as exc:
+            self.locations_error = str(exc)
+            problems.append(Problem("error", "rocksdb", 0, str(exc)))
+        if is_rocksdb_dir(index_dir / "ledgers"):
+            try:
+                self.ledgers = ReadOnlyRocksDB(index_dir / "ledgers")
+            except CorruptEntryError as exc:
+                problems.append(Problem("error", "rocksdb", 0, str(exc)))
+
+    def _location(self, packed: int) -> Location:
+        log_id, offset = split_location(packed)
+        return Location(self.source, self.log_dir / log_file_name(log_id), log_id, offset)
+
+    def ledger_ids(self) -> Iterator[int]:
+        if self.ledgers is not None:
+            for key, _ in self.ledgers.items():
+                if len(key) == 8:
+                    yield int.from_bytes(key, "big", signed=True)
+            return
+        if self.locations is None:
+            return
+        low = None
+        while True:
+            found = next(self.locations.items(low), None)
+            if found is None:
+                return
+            ledger_id = decode_location_item(*found)[0]
+            yield ledger_id
+            if ledger_id >= MAX_ID:
+                return
+            low = location_key(ledger_id + 1, 0)
+
+    def record(self, ledger_id: int) -> LedgerRecord | None:
+        if self.ledgers is None:
+            if self.last_entry(ledger_id) is None:
+                return None
+            return LedgerRecord(ledger_id, True, None, None, None, None, self.source, None)
+        value = self.ledgers.get(ledger_key(ledger_id))
+        if value is None:
+            return None
+        return parse_ledger_data(ledger_id, value, self.source, self.index_dir / "ledgers")
+
+    def locate(self, ledger_id: int, entry_id: int) -> Location | None:
+        if self.locations is None:
+            return None
+        value = self.locations.get(location_key(ledger_id, entry_id))
+        if value is None:
+            return None
+        return self._location(decode_location_item(location_key(ledger_id, entry_id), value)[2])
+
+    def iter_locations(
+        self, ledger_id: int, first: int, last: int | None
+    ) -> Iterator[tuple[int, Location]]:
+        if self.locations is None:
+            return
+        high = (
+            location_key(ledger_id, last + 1)
+            if last is not None and last < MAX_ID
+            else (location_key(ledger_id + 1, 0) if ledger_id < MAX_ID else None)
+        )
+        for key, value in self.locations.items(location_key(ledger_id, max(first, 0)), high):
+            found_ledger, entry_id, packed = decode_location_item(key, value)
+            if found_ledger != ledger_id:
+                return
+            yield entry_id, self._location(packed)
+
+    def last_entry(self, ledger_id: int) -> int | None:
+        if self.locations is None:
+            return None
+        found = self.locations.floor_before(location_key(ledger_id, MAX_ID))
+        if found is None:
+            return None
+        found_ledger, entry_id, _ = decode_location_item(*found)
+        return entry_id if found_ledger == ledger_id else None
+
+    def iter_all(self) -> Iterator[tuple[int, int, Location]]:
+        if self.locations is None:
+            return
+        for key, value in self.locations.items():
+            ledger_id, entry_id, packed = decode_location_item(key, value)
+            yield ledger_id, entry_id, self._location(packed)
+
+    def close(self) -> None:
+        for db in (self.locations, self.ledgers):
+            if db is not None:
+                db.close()
+
+
+class IdxIndex:
+    """Interleaved/SortedLedgerStorage: one ``.idx`` file per ledger in the index dirs."""
+
+    source = "idx"
+
+    def __init__(
+        self, index_dirs: list[Path], resolve_log: Callable[[int], Path], files: FileCache
+    ) -> None:
+        self.index_dirs = index_dirs
+        self.resolve_log = resolve_log
+        self.files = files
+        self._paths: dict[int, Path] | None = None
+
+    def paths(self) -> dict[int, Path]:
+        if self._paths is None:
+            found: dict[int, Path] = {}
+            for base in self.index_dirs:
+                for outer in sorted(os.scandir(base), key=lambda e: e.name):
+                    if not outer.is_dir():
+                        continue
+                    for inner in sorted(os.scandir(outer.path), key=lambda e: e.name):
+                        if not inner.is_dir():
+                            continue
+                        for name in sorted(os.listdir(inner.path)):
+                            ledger_id = index_file.parse_index_file_name(name)
+                            if ledger_id is not None:
+                                found.setdefault(ledger_id, Path(inner.path) / name)
+            self._paths = found
+        return self._paths
+
+    def ledger_ids(self) -> Iterator[int]:
+        yield from sorted(self.paths())
+
+    def header(self, ledger_id: int) -> index_file.IndexHeader | None:
+        path = self.paths().get(ledger_id)
+        if path is None:
+            return None
+        with self.files.open(path) as f:
+            head = f.read_at(0, index_file.START_OF_DATA)
+        try:
+            return index_file.parse_header(head)
+        except CorruptEntryError as exc:
+            raise CorruptEntryError(
+                f"{exc.layer} {path.name}", exc.offset, exc.expected, exc.found
+            ) from None
+
+    def record(self, ledger_id: int) -> LedgerRecord | None:
+        header = self.header(ledger_id)
+        if header is None:
+            return None
+        return LedgerRecord(
+            ledger_id,
+            True,
+            header.fenced,
+            header.master_key,
+            header.explicit_lac,
+            None,
+            self.source,
+            self.paths()[ledger_id],
+        )
+
+    def _location(self, packed: int) -> Location:
+        log_id, offset = split_location(packed)
+        return Location(self.source, self.resolve_log(log_id), log_id, offset)
+
+    def locate(self, ledger_id: int, entry_id: int) -> Location | None:
+        return next((loc for _, loc in self.iter_locations(ledger_id, entry_id, entry_id)), None)
+
+    def iter_locations(
+        self, ledger_id: int, first: int, last: int | None
+    ) -> Iterator[tuple[int, Location]]:
+        path = self.paths().get(ledger_id)
+        if path is None or (last is not None and last < first):
+            return
+        self.header(ledger_id)  # a garbage header makes the whole file suspect
+        with self.files.open(path) as f:
+            end = f.size
+            if last is not None:
+                end = min(end, index_file.entry_position(last + 1))
+            pos = index_file.entry_position(max(first, 0))
+            while pos < end:
+                size = min(_CHUNK_SLOTS * _SLOT, end - pos)
+                chunk = f.read_at(pos, size)
+                first_id = (pos - index_file.START_OF_DATA) // _SLOT
+                for entry_id, packed in index_file.parse_locations(chunk, first_id):
+                    yield entry_id, self._location(packed)
+                pos += size
+
+    def last_entry(self, ledger_id: int) -> int | None:
+        path = self.paths().get(ledger_id)
+        if path is None:
+            return None
+        with self.files.open(path) as f:
+            slots = max(0, (f.size - index_file.START_OF_DATA) // _SLOT)
+            top = slots
+            while top > 0:
+                low = max(0, top - _CHUNK_SLOTS)
+                chunk = f.read_at(index_file.entry_position(low), (top - low) * _SLOT)
+                found = [e for e, _ in index_file.parse_locations(chunk, low)]
+                if found:
+                    return found[-1]
+                top = low
+        return None
+
+    def iter_all(self) -> Iterator[tuple[int, int, Location]]:
+        for ledger_id in self.ledger_ids():
+            for entry_id, location in self.iter_locations(ledger_id, 0, None):
+                yield ledger_id, entry_id, location
+
+    def close(self) -> None:
+        pass
+
+
+class ScanIndex:
+    """Locations rebuilt by scanning entry logs, as BookKeeper's index rebuild does.
+
+    Logs are read in id order and a later copy of an entry wins. Holds one location per
+    entry in memory: the fallback when an index is missing or unreadable.
+    """
+
+    source = "scan"
+
+    def __init__(
+        self, logs: list[tuple[int, Path]], files: FileCache, problems: list[Problem]
+    ) -> None:
+        self.logs = sorted(logs)
+        self.files = files
+        self.problems = problems
+        self._entries: dict[int, dict[int, Location]] | None = None
+
+    def entries(self) -> dict[int, dict[int, Location]]:
+        if self._entries is None:
+            found: dict[int, dict[int, Location]] = {}
+            for log_id, path in self.logs:
+                with self.files.open(path) as f:
+                    if f.size == 0:
+                        continue
+                    problems: list[Problem] = []
+                    for rec in scan_records(f.read_at, f.size, HEADER_SIZE, problems=problems):
+                        found.setdefault(rec.ledger_id, {})[rec.entry_id] = Location(
+                            self.source, path, log_id, rec.offset, rec.size
+                        )
+                    for p in problems:
+                        self.problems.append(
+                            Problem(p.severity, f"{p.layer} {path.name}", p.offset, p.message)
+                        )
+            self._entries = {lid: dict(sorted(e.items())) for lid, e in sorted(found.items())}
+        return self._entries
+
+    def ledger_ids(self) -> Iterator[int]:
+        yield from self.entries()
+
+    def record(self, ledger_id: int) -> LedgerRecord | None:
+        if ledger_id not in self.entries():
+            return None
+        return LedgerRecord(ledger_id, True, None, None, None, None, self.source, None)
+
+    def locate(self, ledger_id: int, entry_id: int) -> Location | None:
+        return self.entries().get(ledger_id, {}).get(entry_id)
+
+    def iter_locations(
+        self, ledger_id: int, first: int, last: int | None
+    ) -> Iterator[tuple[int, Location]]:
+        for entry_id, location in self.entries().get(ledger_id, {}).items():
+            if entry_id >= first and (last is None or entry_id <= last):
+                yield entry_id, location
+
+    def last_entry(self, ledger_id: int) -> int | None:
+        entries = self.entries().get(ledger_id)
+        return next(reversed(entries)) if entries else None
+
+    def iter_all(self) -> Iterator[tuple[int, int, Location]]:
+        for ledger_id, entries in self.entries().items():
+            for entry_id, location in entries.items():
+                yield ledger_id, entry_id, location
+
+    def close(self) -> None:
+        pass
+
+
+class JournalTail:
+    """What a restarting bookie would replay: journal records after ``lastMark``.
+
+    ``mode`` "tail" starts at the last mark (as BookieImpl replays), "all" reads every
+    journal from its start. Entries become ``journal`` locations; master-key, fence and
+    explicit-LAC records update the ledger facts.
+    """
+
+    source = "journal"
+
+    def __init__(
+        self,
+        journal_dirs: list[Path],
+        marks: list[tuple[int, int]],
+        mode: str,
+        files: FileCache,
+        problems: list[Problem],
+    ) -> None:
+        self.files = files
+        self.problems = problems
+        self.journals: list[JournalInfo] = []
+        self.entries: dict[int, dict[int, Location]] = {}
+        self.master_keys: dict[int, bytes] = {}
+        self.fenced: set[int] = set()
+        self.explicit_lacs: dict[int, bytes] = {}
+        for directory in journal_dirs:
+            self._read_dir(directory, marks, mode)
+        self.entries = {lid: dict(sorted(e.items())) for lid, e in sorted(self.entries.items())}
+
+    def _read_dir(self, directory: Path, marks: list[tuple[int, int]], mode: str) -> None:
+        ids = sorted(
+            (jid, directory / name)
+            for name in os.listdir(directory)
+            if (jid := journal.parse_journal_file_name(name)) is not None
+        )
+        known = {jid for jid, _ in ids}
+        mine = [m for m in marks if m[0] in known] or marks
+        mark_id, mark_offset = max(mine) if mine and mode == "tail" else (0, 0)
+        for journal_id, path in ids:
+            start: int | None = None
+            if journal_id < mark_id:
+                replay_from = None
+            elif journal_id == mark_id and mark_offset > 0:
+                start = replay_from = mark_offset
+            else:
+                replay_from = 0
+            with self.files.open(path) as f:
+                problem = None
+                version: int | None = None
+                try:
+                    version, _ = journal.parse_header(f.read_at(0, journal.VERSION_HEADER.size))
+                except CorruptEntryError as exc:
+                    problem = str(exc)
+                    self.problems.append(
+                        Problem("error", f"journal {path.name}", exc.offset, problem)
+                    )
+                info = JournalInfo(journal_id, path, f.size, version, replay_from, problem)
+                self.journals.append(info)
+                if replay_from is None or problem is not None:
+                    continue
+                self._replay(f.read_at, f.size, start, journal_id, path)
+
+    def _replay(
+        self, read_at: ReadAt, size: int, start: int | None, journal_id: int, path: Path
+    ) -> None:
+        problems: list[Problem] = []
+        for rec in journal.scan_records(read_at, size, start, problems=problems):
+            kind = rec.kind
+            if kind is journal.RecordKind.ENTRY:
+                self.entries.setdefault(rec.ledger_id, {})[rec.entry_id] = Location(
+                    self.source, path, journal_id, rec.offset, rec.size
+                )
+            elif kind is journal.RecordKind.MASTER_KEY and rec.master_key is not None:
+                self.master_keys[rec.ledger_id] = rec.master_key
+            elif kind is journal.RecordKind.FENCE:
+                self.fenced.add(rec.ledger_id)
+            elif kind is journal.RecordKind.EXPLICIT_LAC and rec.explicit_lac is not None:
+                self.explicit_lacs[rec.ledger_id] = rec.explicit_lac
+        for p in problems:
+            self.problems.append(Problem(p.severity, f"{p.layer} {path.name}", p.offset, p.message))
+
+    def ledger_ids(self) -> set[int]:
+        return set(self.entries) | set(self.master_keys) | self.fenced | set(self.explicit_lacs)
+
+    def iter_locations(
+        self, ledger_id: int, first: int, last: int | None
+    ) -> Iterator[tuple[int, Location]]:
+        for entry_id, location in self.entries.get(ledger_id, {}).items():
+            if entry_id >= first and (last is None or entry_id <= last):
+                yield entry_id, location
+
+    def locate(self, ledger_id: int, entry_id: int) -> Location | None:
+        return self.entries.get(ledger_id, {}).get(entry_id)
+
+    def last_entry(self, ledger_id: int) -> int | None:
+        entries = self.entries.get(ledger_id)
+        return next(reversed(entries)) if entries else None
