@@ -12,11 +12,11 @@ from pulsarctl_py.decoders.errors import (
     LedgerctlError,
     UnsupportedCodec,
 )
-
-
-class MetadataConflict(LedgerctlError):
-    """Metadata changed between reading it and writing it (compare-and-set failed)."""
-
+from pulsarctl_py.stores.metadata.base import (
+    MetadataConflict,
+    MetadataStoreError,
+    ReadOnlyStoreError,
+)
 
 __all__ = [
     "ChecksumMismatch",
@@ -25,5 +25,7 @@ __all__ = [
     "InputFormatError",
     "LedgerctlError",
     "MetadataConflict",
+    "MetadataStoreError",
+    "ReadOnlyStoreError",
     "UnsupportedCodec",
 ]

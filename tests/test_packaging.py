@@ -43,7 +43,7 @@ def test_wheel_has_only_pulsarctl_py_at_top_level(tmp_path: Path) -> None:
     tops = {n.split("/")[0] for n in names}
     dist_info = {t for t in tops if t.endswith(".dist-info")}
     assert tops - dist_info == {"pulsarctl_py"}
-    for sub in ("commands", "decoders", "proto", "stores"):
+    for sub in ("commands", "decoders", "proto", "stores", "stores/bookie", "stores/metadata"):
         assert f"pulsarctl_py/{sub}/__init__.py" in names
     assert "pulsarctl_py/proto/pulsar_api_pb2.py" in names
     assert not any(n.startswith(("tests/", "bench/", "docs/", "scripts/")) for n in names)

@@ -1,0 +1,140 @@
+"""Metadata stores: ZooKeeper and Pulsar's RocksDB store behind one interface.
+
+Open one with :func:`open_metadata_store` from a URL in Pulsar's syntax (``zk:host:2181``,
+``rocksdb://path``), or from the defaults (``$LEDGERCTL_METADATA_URL``, ``ledgerctl.toml``).
+Read-only unless asked otherwise. kazoo and rocksdict are imported only by the back-end that
+needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import (
+    MetadataConflict,
+    MetadataStore,
+    MetadataStoreError,
+    Node,
+    Op,
+    ReadOnlyStoreError,
+    Stat,
+    Transaction,
+    validate_path,
+)
+from .ledgers import (
+    LayoutInfo,
+    LedgerRecord,
+    allocate_ledger_id,
+    create_ledger,
+    iter_ledger_paths,
+    list_ledgers,
+    read_layout,
+    read_ledger,
+)
+from .managed_ledgers import (
+    CursorRecord,
+    ManagedLedgerRecord,
+    ManagedLedgerRef,
+    list_managed_ledgers,
+    read_cursor,
+    read_managed_ledger,
+    resolve_topic,
+)
+from .url import (
+    ENV_URL,
+    ENV_ZK_AUTH,
+    ENV_ZK_AUTH_FILE,
+    MetadataUrl,
+    ZkDigestAuth,
+    parse_metadata_url,
+    resolve_metadata_url,
+    zk_auth_from_env,
+)
+
+if TYPE_CHECKING:
+    from .rocksdb import RocksDBMetadataStore
+    from .zookeeper import ZooKeeperStore
+
+DEFAULT_TIMEOUT = 5.0
+
+
+def open_metadata_store(
+    url: str | MetadataUrl | None = None,
+    *,
+    read_only: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    create: bool = False,
+) -> MetadataStore:
+    """Open the metadata store named by ``url`` (or by the defaults when None).
+
+    ``timeout`` bounds connecting to ZooKeeper and every call. ``create`` makes a new
+    RocksDB store (it implies read_only=False). ZooKeeper digest credentials are read
+    from the environment only.
+    """
+    resolved = resolve_metadata_url(url)
+    if resolved.scheme == "rocksdb":
+        from .rocksdb import RocksDBMetadataStore
+
+        return RocksDBMetadataStore(resolved, read_only=read_only and not create, create=create)
+    if create:
+        raise MetadataStoreError("create is for a new rocksdb:// store, not for ZooKeeper")
+    from .zookeeper import ZooKeeperStore
+
+    return ZooKeeperStore(resolved, read_only=read_only, timeout=timeout, auth=zk_auth_from_env())
+
+
+def __getattr__(name: str) -> object:
+    # the back-end classes, without importing kazoo/rocksdict before they are asked for
+    if name == "ZooKeeperStore":
+        from .zookeeper import ZooKeeperStore
+
+        return ZooKeeperStore
+    if name == "RocksDBMetadataStore":
+        from .rocksdb import RocksDBMetadataStore
+
+        return RocksDBMetadataStore
+    if name == "create_metadata_store":
+        from .rocksdb import create_metadata_store
+
+        return create_metadata_store
+    raise AttributeError(name)
+
+
+__all__ = [
+    "ENV_URL",
+    "ENV_ZK_AUTH",
+    "ENV_ZK_AUTH_FILE",
+    "CursorRecord",
+    "LayoutInfo",
+    "LedgerRecord",
+    "ManagedLedgerRecord",
+    "ManagedLedgerRef",
+    "MetadataConflict",
+    "MetadataStore",
+    "MetadataStoreError",
+    "MetadataUrl",
+    "Node",
+    "Op",
+    "ReadOnlyStoreError",
+    "RocksDBMetadataStore",
+    "Stat",
+    "Transaction",
+    "ZkDigestAuth",
+    "ZooKeeperStore",
+    "allocate_ledger_id",
+    "create_ledger",
+    "create_metadata_store",
+    "iter_ledger_paths",
+    "list_ledgers",
+    "list_managed_ledgers",
+    "open_metadata_store",
+    "parse_metadata_url",
+    "read_cursor",
+    "read_layout",
+    "read_ledger",
+    "read_managed_ledger",
+    "resolve_metadata_url",
+    "resolve_topic",
+    "validate_path",
+    "zk_auth_from_env",
+]

@@ -1,0 +1,239 @@
+"""The metadata-store interface every back-end implements (ZooKeeper, Pulsar's RocksDB store).
+
+Reads: :meth:`MetadataStore.get` returns a :class:`Node` (``data, stat``) or None,
+:meth:`~MetadataStore.children` the sorted child names, :meth:`~MetadataStore.exists` the
+stat or None. Writes, for repair plans only, are compare-and-set on the node version, the
+way Pulsar's ``MetadataStore.put(path, data, Optional<Long> expectedVersion)`` works:
+``expected_version=-1`` means "must not exist yet", ``N`` means "must be at version N",
+None means unconditional. A store opened read-only refuses every write.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from pulsarctl_py.decoders.errors import LedgerctlError
+
+
+class MetadataStoreError(LedgerctlError):
+    """A metadata store that cannot be reached, opened or read."""
+
+
+class MetadataConflict(LedgerctlError):
+    """A compare-and-set write whose precondition does not hold (version or existence)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class ReadOnlyStoreError(LedgerctlError):
+    """A write attempted on a store opened read-only."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """What a store knows about a node besides its data."""
+
+    version: int
+    created_ms: int
+    modified_ms: int
+    ephemeral: bool = False
+    #: ZooKeeper: the session id owning an ephemeral node; RocksDB: the writer's instance id
+    owner: int = 0
+    data_length: int = 0
+    #: ZooKeeper only (RocksDB keeps no child counts)
+    num_children: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "version": self.version,
+            "created_ms": self.created_ms,
+            "modified_ms": self.modified_ms,
+            "ephemeral": self.ephemeral,
+            "data_length": self.data_length,
+        }
+        if self.ephemeral:
+            out["owner"] = self.owner
+        if self.num_children is not None:
+            out["num_children"] = self.num_children
+        return out
+
+
+class Node(NamedTuple):
+    """A node's data and stat; unpacks as ``data, stat = store.get(path)``."""
+
+    data: bytes
+    stat: Stat
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operation of a transaction."""
+
+    kind: str  # "check", "create", "set", "delete"
+    path: str
+    data: bytes = b""
+    version: int | None = None  # check/set/delete: expected version (None = any)
+
+
+@dataclass(slots=True)
+class Transaction:
+    """Operations applied all together or not at all (ZooKeeper ``multi``)."""
+
+    store: MetadataStore
+    ops: list[Op] = field(default_factory=list)
+
+    def check(self, path: str, version: int) -> Transaction:
+        self.ops.append(Op("check", validate_path(path), version=version))
+        return self
+
+    def create(self, path: str, data: bytes) -> Transaction:
+        self.ops.append(Op("create", validate_path(path), bytes(data)))
+        return self
+
+    def set(self, path: str, data: bytes, version: int | None) -> Transaction:
+        self.ops.append(Op("set", validate_path(path), bytes(data), version))
+        return self
+
+    def delete(self, path: str, version: int | None) -> Transaction:
+        self.ops.append(Op("delete", validate_path(path), version=version))
+        return self
+
+    def commit(self) -> list[Stat | None]:
+        """Apply every operation; return the new stat of each create/set (None otherwise).
+
+        Raise MetadataConflict naming the first operation whose precondition failed; then
+        nothing was applied.
+        """
+        self.store._require_writable()
+        return self.store._commit(list(self.ops))
+
+
+def validate_path(path: str) -> str:
+    """A metadata path: absolute, no empty or relative segments, no trailing slash."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise LedgerctlError(f"invalid metadata path {path!r}: it must start with '/'")
+    if path == "/":
+        return path
+    parts = path[1:].split("/")
+    if any(p in ("", ".", "..") for p in parts) or "\x00" in path:
+        raise LedgerctlError(f"invalid metadata path {path!r}")
+    return path
+
+
+def join(parent: str, child: str) -> str:
+    """``parent`` + ``/`` + ``child``, without doubling the root slash."""
+    return ("" if parent == "/" else parent) + "/" + child
+
+
+class MetadataStore(abc.ABC):
+    """A tree of nodes with data and versions: ZooKeeper or Pulsar's RocksDB store."""
+
+    #: the URL it was opened from, without credentials
+    url: str
+    read_only: bool
+
+    # -- reads ------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def get(self, path: str) -> Node | None:
+        """The node's data and stat, or None if it does not exist."""
+
+    @abc.abstractmethod
+    def children(self, path: str) -> list[str]:
+        """The names of the node's children, sorted; empty when there are none (or no node)."""
+
+    def exists(self, path: str) -> Stat | None:
+        """The node's stat, or None."""
+        node = self.get(path)
+        return None if node is None else node.stat
+
+    def walk(self, path: str = "/") -> Iterator[tuple[str, Node | None]]:
+        """Every node under ``path`` (itself first), depth first, children sorted."""
+        stack = [validate_path(path)]
+        while stack:
+            current = stack.pop()
+            yield current, self.get(current)
+            for child in reversed(self.children(current)):
+                stack.append(join(current, child))
+
+    # -- writes (repair plans only) ---------------------------------------------------------
+
+    def put(
+        self,
+        path: str,
+        data: bytes,
+        expected_version: int | None = None,
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+    ) -> tuple[str, Stat]:
+        """Create or update a node with compare-and-set; return its path and new stat.
+
+        ``expected_version``: -1 = must not exist, N = must be at version N, None = any.
+        With ``sequential`` the store appends a counter to ``path`` (ZooKeeper: %010d;
+        Pulsar's RocksDB store: unpadded) and returns the path it created.
+        """
+        self._require_writable()
+        validate_path(path)
+        if sequential and expected_version not in (None, -1):
+            raise LedgerctlError("a sequential node is always new: expected_version must be -1")
+        return self._put(path, bytes(data), expected_version, ephemeral, sequential)
+
+    def delete(self, path: str, expected_version: int | None = None) -> None:
+        """Delete a node (it must have no children) if its version matches."""
+        self._require_writable()
+        self._delete(validate_path(path), expected_version)
+
+    def transaction(self) -> Transaction:
+        """Start a transaction; nothing happens until :meth:`Transaction.commit`."""
+        self._require_writable()
+        return Transaction(self)
+
+    @abc.abstractmethod
+    def _put(
+        self,
+        path: str,
+        data: bytes,
+        expected_version: int | None,
+        ephemeral: bool,
+        sequential: bool,
+    ) -> tuple[str, Stat]: ...
+
+    @abc.abstractmethod
+    def _delete(self, path: str, expected_version: int | None) -> None: ...
+
+    @abc.abstractmethod
+    def _commit(self, ops: list[Op]) -> list[Stat | None]: ...
+
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"the metadata store {self.url} is open read-only; writes need a repair plan"
+            )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections and files; idempotent."""
+
+    def __enter__(self) -> MetadataStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else "read-write"
+        return f"<{type(self).__name__} {self.url} {mode}>"
