@@ -17,9 +17,11 @@ that size, as Pulsar's own codecs require. See Pulsar's ``CompressionCodec*.java
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import LedgerctlError, UnsupportedCodec
 
@@ -90,9 +92,26 @@ def _zstd_decompress(data: bytes | memoryview, size: int) -> bytes:
             raise DecompressionError(
                 f"zstd frame announces {declared} bytes, uncompressed_size is {size}"
             )
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max(size, 1))
+        return _zstd_decompressor().decompress(data, max_output_size=max(size, 1))
     except zstandard.ZstdError as exc:
         raise DecompressionError(f"zstd frame does not decompress: {exc}") from None
+
+
+_local = threading.local()
+
+
+def _zstd_decompressor() -> Any:
+    """This thread's ZstdDecompressor: creating one costs more than a small frame's decode.
+
+    A ZstdDecompressor must not be used by two threads at once, and each decompress()
+    starts a fresh frame, so one per thread is safe to reuse.
+    """
+    dctx = getattr(_local, "zstd", None)
+    if dctx is None:
+        import zstandard
+
+        dctx = _local.zstd = zstandard.ZstdDecompressor()
+    return dctx
 
 
 def _zstd_compress(data: bytes | memoryview) -> bytes:
@@ -138,8 +157,10 @@ CODECS: dict[int, Codec] = {
         Codec(0, "NONE", _none_decompress, _none_compress, None),
         Codec(1, "LZ4", _lz4_decompress, _lz4_compress, 255),
         Codec(2, "ZLIB", _zlib_decompress, _zlib_compress, 1032),
-        Codec(3, "ZSTD", _zstd_decompress, _zstd_compress, None),
-        Codec(4, "SNAPPY", _snappy_decompress, _snappy_compress, None),
+        # zstd: a 4-byte RLE block (3-byte header + 1 byte) yields at most 128 KiB
+        Codec(3, "ZSTD", _zstd_decompress, _zstd_compress, 32768),
+        # snappy: the best element is a 3-byte copy of 64 bytes
+        Codec(4, "SNAPPY", _snappy_decompress, _snappy_compress, 22),
     )
 }
 

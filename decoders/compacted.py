@@ -32,7 +32,7 @@ def parse(
 ) -> tuple[Layer, ProtoMessage, int, int]:
     """Decode the framing at ``pos``; return the layer, the id, and the inner entry span."""
     id_size = read_u32(buf, pos, end, LAYER, "MessageIdData size")
-    if id_size > min(MAX_ID_SIZE, end - pos - 8):
+    if id_size > min(MAX_ID_SIZE, end - pos - 4):
         raise CorruptEntryError(LAYER, pos, "a MessageIdData size that fits", str(id_size))
     at = pos + 4
     mv = memoryview(buf)

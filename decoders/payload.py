@@ -55,8 +55,6 @@ def parse_batch(
 ) -> tuple[Layer, list[BatchRecord], list[int]]:
     """Split a decompressed batch into records; return the layer, kept records, placeholders."""
     mv = memoryview(buf)
-    # upb parses a bytes slice faster than a memoryview slice; values stay views of buf
-    src = buf if type(buf) is bytes else mv
     end = len(mv)
     pos = 0
     kept: list[BatchRecord] = []
@@ -80,7 +78,7 @@ def parse_batch(
                 BATCH, start, f"record {j} metadata of at most {end - pos} bytes", f"size {size}"
             )
         try:
-            smm = parse(src[pos : pos + size])
+            smm = parse(mv[pos : pos + size])
         except DecodeError:
             smm, missing = parse_proto(_SMM, mv[pos : pos + size], BATCH, pos)
             problems.append(
@@ -91,6 +89,13 @@ def parse_batch(
                     f"record {j}: SingleMessageMetadata lacks " + ", ".join(missing),
                 )
             )
+        else:  # upb's FromString does not check required fields
+            if not smm.payload_size and not smm.HasField("payload_size"):
+                problems.append(
+                    Problem(
+                        "error", BATCH, pos, f"record {j}: SingleMessageMetadata lacks payload_size"
+                    )
+                )
         pos += size
         value_size = smm.payload_size
         if value_size < 0 or value_size > end - pos:

@@ -33,11 +33,23 @@ def parse_proto(
     return msg, missing
 
 
+#: names of the singular fields whose value is already plain (not a message or an enum),
+#: by descriptor: reading descriptor attributes is what dominates proto_fields otherwise
+_AS_IS: dict[Any, str] = {}
+
+
 def proto_fields(msg: Message) -> dict[str, Any]:
     """Every field that is set, as plain Python values (enums as names)."""
     out: dict[str, Any] = {}
+    as_is = _AS_IS
     for fd, value in msg.ListFields():
+        name = as_is.get(fd)
+        if name is not None:
+            out[name] = value
+            continue
         out[fd.name] = _plain(fd, value)
+        if not fd.is_repeated and fd.type not in (fd.TYPE_MESSAGE, fd.TYPE_ENUM):
+            as_is[fd] = fd.name
     return out
 
 
