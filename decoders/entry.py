@@ -203,6 +203,9 @@ class Entry:
 
 DEFAULT_OPTIONS = DecodeOptions()
 
+#: the most messages one batch may claim (Pulsar's producers default to 1000 per batch)
+MAX_BATCH_MESSAGES = 200_000
+
 
 def decode_entry(
     data: bytes | memoryview,
@@ -390,6 +393,21 @@ def _decode_payload(
     if plain is None:
         return
     entry.plaintext = plain
+    if any(kv.key == "entry.format" and kv.value == "kafka" for kv in md.properties):
+        # KoP's kafka/mixed_kafka formats store a Kafka RecordBatch, not a Pulsar batch
+        entry.layers.append(
+            Layer(
+                "kafka-record-batch",
+                pos,
+                end - pos,
+                payload,
+                {
+                    "records": md.num_messages_in_batch,
+                    "note": "Kafka-on-Pulsar entry format; Kafka records are not decoded",
+                },
+            )
+        )
+        return
     try:
         entry.messages = _messages(entry, md, plain)
     except CorruptEntryError as exc:
@@ -498,6 +516,12 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
     indexes = list(md.compacted_batch_indexes) or None
     if indexes is not None:
         count = len(indexes)
+    if not 0 <= count <= MAX_BATCH_MESSAGES:
+        # each Message costs ~700 bytes: a tiny compressed batch of empty records must not
+        # be able to claim millions of them
+        raise CorruptEntryError(
+            "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
+        )
     layer, records, placeholders = parse_batch(plain, count, indexes, entry.problems)
     entry.layers.append(layer)
     entry.records = records
