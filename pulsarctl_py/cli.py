@@ -12,7 +12,7 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import decode
+from pulsarctl_py.commands import decode, inspect
 
 app = typer.Typer(
     name="ledgerctl",
@@ -41,6 +41,7 @@ def root(
 
 
 decode.register(app)
+inspect.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -234,3 +234,105 @@ def report_problems(console: Console, entries: Iterable[tuple[str, Entry]]) -> N
         for p in entry.problems:
             colour = "red" if p.severity == "error" else "yellow"
             console.print(f"[{colour}]{p.severity}[/]: {escape(label)}: {escape(str(p))}")
+
+
+def entry_line(entry: Entry, label: str, lac: int | None = None) -> str:
+    """One line per entry: position, size, digest and checksum, time, messages, index."""
+    from rich.markup import escape
+
+    def mark(check: Any) -> str:
+        if check is None:
+            return "[dim]-[/]"
+        if check.ok is None:
+            return "[yellow]?[/]"
+        return "[green]✓[/]" if check.ok else "[red]✗[/]"
+
+    digest = next((layer.check for layer in entry.layers if layer.name == "bookie-entry"), None)
+    crc = next((layer.check for layer in entry.layers if layer.name == "checksum"), None)
+    parts = [
+        f"[bold]{escape(label)}[/]",
+        f"{len(entry.data):>7}B",
+        f"digest {mark(digest)}",
+        f"crc {mark(crc)}",
+        iso_ms(entry.entry_timestamp),
+    ]
+    if entry.index is not None:
+        parts.append(f"index {entry.index}")
+    if entry.messages:
+        keys = sorted({m.key for m in entry.messages if m.key is not None})
+        shown = ", ".join(keys[:3]) + ("…" if len(keys) > 3 else "")
+        parts.append(f"{len(entry.messages)} msg" + (f" keys {escape(shown)}" if keys else ""))
+    elif entry.encrypted:
+        parts.append("[yellow]encrypted[/]")
+    elif entry.chunk is not None:
+        parts.append(f"chunk {entry.chunk.chunk_id + 1}/{entry.chunk.num_chunks}")
+    marker = next((layer for layer in entry.layers if layer.name == "marker"), None)
+    if marker is not None:
+        parts.append(f"marker {marker.fields.get('name')}")
+    position = next((layer for layer in entry.layers if layer.name == "position-info"), None)
+    if position is not None:
+        f = position.fields
+        parts.append(f"mark-delete {f.get('ledgerId')}:{f.get('entryId')}")
+    if lac is not None and entry.position is not None and entry.position[1] > lac:
+        parts.append("[yellow]beyond LAC[/]")
+    if not entry.ok:
+        parts.append("[red]problems[/]")
+    return "  ".join(parts)
+
+
+def print_ledger(console: Console, view: Any) -> None:
+    """A one-line header per ledger on stderr."""
+    lac = "-" if view.lac is None else str(view.lac)
+    state = view.state or "no metadata"
+    fenced = " fenced" if view.bookie is not None and view.bookie.fenced else ""
+    console.print(
+        f"[bold]ledger {view.ledger_id}[/] {view.kind} {state}{fenced} LAC {lac} "
+        f"digest {view.digest_type.name if view.digest_type else '?'}"
+    )
+
+
+def print_summary(console: Console, summary: Any) -> None:
+    """The end-of-scan summary on stderr."""
+    s = summary
+    codecs = ", ".join(f"{k} {v}" for k, v in sorted(s.codecs.items())) or "-"
+    span = f"{iso_ms(s.first_time)} .. {iso_ms(s.last_time)}"
+    index = "-" if s.first_index is None else f"{s.first_index} .. {s.last_index}"
+    colour = "red" if s.errors else ("yellow" if s.warnings else "green")
+    console.print(
+        f"[{colour}]{s.entries} entries[/] in {len(s.ledgers)} ledger(s), {s.messages} messages, "
+        f"{s.bytes} bytes; codecs {codecs}; time {span}; index {index}; "
+        f"{s.errors} errors, {s.warnings} warnings"
+    )
+
+
+class _Progress:
+    def __init__(self, console: Console, label: str) -> None:
+        self.console = console
+        self.label = label
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> Any:
+        if not self.console.is_terminal:
+            return lambda: None
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description} {task.completed}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.bar.__enter__()
+        self.task = self.bar.add_task(self.label, total=None)
+        return lambda: self.bar.advance(self.task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def progress(console: Console, label: str) -> _Progress:
+    """A transient progress counter on stderr, silent when stderr is not a terminal."""
+    return _Progress(console, label)

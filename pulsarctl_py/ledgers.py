@@ -1,0 +1,254 @@
+"""Ledgers where they live: metadata from the metadata store, bytes from bookie storage.
+
+:class:`LedgerSource` joins a :class:`MetadataStore` (ledger metadata: state, digest
+type, password, Pulsar's custom metadata) with a :class:`BookieStore` (the entries,
+fence state, explicit LAC) and decodes entries with the right digest and outer layer:
+
+* topic data ledgers hold Pulsar entries;
+* compacted ledgers hold compacted framing around Pulsar entries;
+* cursor ledgers hold one PositionInfo per entry.
+
+Either store may be missing (metadata only, or a bare bookie directory); what cannot be
+known is then None, never guessed silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import ChunkAssembler, DecodeOptions, Depth, Entry, Outer, decode_entry
+from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
+from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.nodes import Layer, Problem
+from pulsarctl_py.decoders.protos import proto_fields
+from pulsarctl_py.errors import LedgerctlError
+
+if TYPE_CHECKING:
+    from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
+    from pulsarctl_py.stores.bookie import BookieStore, LedgerInfo, StoredEntry
+    from pulsarctl_py.stores.metadata import MetadataStore
+
+
+@dataclass(slots=True)
+class LedgerView:
+    """Everything known about one ledger before reading its entries."""
+
+    ledger_id: int
+    metadata: LedgerMetadata | None = None
+    metadata_error: str | None = None
+    bookie: LedgerInfo | None = None
+    last_stored: int | None = None  # highest entry id held by the bookie storage
+    last_stored_lac: int | None = None  # the LAC piggybacked on that entry
+    kind: str = "unknown"  # data, cursor, compacted, schema, unknown
+    digest_type: DigestType | None = None
+    password: bytes | None = field(default=None, repr=False)
+
+    @property
+    def lac(self) -> int | None:
+        """Last add confirmed: lastEntryId when closed, else the best the bookie knows.
+
+        For an open ledger this is the larger of the explicit LAC and the LAC carried by
+        the last stored entry, as BookKeeper's readLastAddConfirmed computes it.
+        """
+        md = self.metadata
+        if md is not None and md.is_closed:
+            return md.last_entry_id
+        known = [v for v in (self.last_stored_lac, self.explicit_lac) if v is not None]
+        return max(known) if known else None
+
+    @property
+    def explicit_lac(self) -> int | None:
+        return self.bookie.explicit_lac_value if self.bookie is not None else None
+
+    @property
+    def state(self) -> str | None:
+        return self.metadata.state.name if self.metadata is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        b = self.bookie
+        return {
+            "ledger_id": self.ledger_id,
+            "kind": self.kind,
+            "state": self.state,
+            "lac": self.lac,
+            "digest_type": self.digest_type.name if self.digest_type else None,
+            "metadata": self.metadata.to_json() if self.metadata is not None else None,
+            "metadata_error": self.metadata_error,
+            "bookie": None
+            if b is None
+            else {
+                "exists": b.exists,
+                "fenced": b.fenced,
+                "has_master_key": b.master_key is not None,
+                "explicit_lac": self.explicit_lac,
+                "last_entry_id": self.last_stored,
+                "last_entry_lac": self.last_stored_lac,
+                "source": b.source,
+            },
+        }
+
+
+class LedgerSource:
+    """Read ledgers through a metadata store and bookie storage, either of them optional."""
+
+    def __init__(
+        self,
+        metadata: MetadataStore | None,
+        bookie: BookieStore | None,
+        password: bytes | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.bookie = bookie
+        self.password = password  # an override for every ledger (from env or file)
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(
+        cls,
+        metadata_url: str | None = None,
+        bookie_dirs: Sequence[Path | str] | None = None,
+        password: bytes | None = None,
+        *,
+        need_metadata: bool = False,
+        need_bookie: bool = False,
+    ) -> Iterator[LedgerSource]:
+        """Open the stores named by flags or by the env/config defaults, and close them."""
+        from pulsarctl_py.config import resolve_bookie_dirs
+
+        dirs = resolve_bookie_dirs(bookie_dirs)
+        store = _open_metadata(metadata_url, required=need_metadata or not dirs)
+        if need_bookie and not dirs:
+            raise LedgerctlError(
+                "no bookie directory given: pass --bookie-dir, set LEDGERCTL_BOOKIE_DIRS, "
+                "or put bookie_dirs in ./ledgerctl.toml"
+            )
+        bookie = None
+        try:
+            if dirs:
+                from pulsarctl_py.stores.bookie import open_bookie
+
+                bookie = open_bookie(dirs)
+            yield cls(store, bookie, password)
+        finally:
+            if bookie is not None:
+                bookie.close()
+            if store is not None:
+                store.close()
+
+    # -- one ledger --------------------------------------------------------------------
+
+    def ledger(self, ledger_id: int) -> LedgerView:
+        view = LedgerView(ledger_id)
+        if self.metadata is not None:
+            from pulsarctl_py.stores.metadata import read_ledger
+
+            record = read_ledger(self.metadata, ledger_id)
+            if record is not None:
+                view.metadata = record.metadata
+                view.metadata_error = record.error
+        if self.bookie is not None:
+            from pulsarctl_py.stores.bookie import EntryNotFound
+
+            try:
+                view.bookie = self.bookie.ledger(ledger_id)
+            except EntryNotFound:
+                view.bookie = None
+            view.last_stored = self.bookie.last_entry_id(ledger_id)
+            if view.last_stored is not None:
+                data = self.bookie.read_entry(ledger_id, view.last_stored)
+                if len(data) >= BK_HEADER.size:
+                    view.last_stored_lac = BK_HEADER.unpack_from(data, 0)[2]
+        if view.metadata is None and view.bookie is None and view.last_stored is None:
+            where = " and ".join(
+                w for w, s in (("metadata", self.metadata), ("bookie storage", self.bookie)) if s
+            )
+            raise LedgerctlError(f"ledger {ledger_id} not found in {where}")
+        md = view.metadata
+        if md is not None:
+            view.kind = md.pulsar().kind
+            view.digest_type = md.digest_type
+            view.password = md.password
+        if self.password is not None:
+            view.password = self.password
+        return view
+
+    def raw_entries(
+        self, view: LedgerView, first: int = 0, last: int | None = None
+    ) -> Iterator[StoredEntry]:
+        """The stored entries in [first, last], in order (nothing without bookie storage)."""
+        if self.bookie is None:
+            raise LedgerctlError(
+                f"ledger {view.ledger_id}: no bookie storage to read entries from "
+                "(pass --bookie-dir, or set LEDGERCTL_BOOKIE_DIRS / bookie_dirs in ledgerctl.toml)"
+            )
+        yield from self.bookie.read_entries(view.ledger_id, first, last)
+
+    def entries(
+        self,
+        view: LedgerView,
+        first: int = 0,
+        last: int | None = None,
+        *,
+        depth: Depth = Depth.MESSAGES,
+        verify: bool = True,
+        private_key: Any = None,
+    ) -> Iterator[Entry]:
+        """Decode the ledger's entries in [first, last] in order, joining chunked messages."""
+        options = DecodeOptions(
+            outer=Outer.BOOKIE_ENTRY,
+            digest_type=view.digest_type,
+            password=view.password,
+            private_key=private_key,
+            depth=Depth.ENTRY if view.kind == "cursor" else depth,
+            verify=verify,
+        )
+        assembler = ChunkAssembler(options)
+        for stored in self.raw_entries(view, first, last):
+            entry = decode_entry(stored.data, options, (view.ledger_id, stored.entry_id))
+            if view.kind == "cursor":
+                _decode_position_info(entry)
+            elif entry.chunk is not None and depth is Depth.MESSAGES:
+                assembler.add(entry)
+            yield entry
+
+
+def _decode_position_info(entry: Entry) -> None:
+    """A cursor-ledger entry: the payload after the digest is one PositionInfo."""
+    from pulsarctl_py.decoders.managed_ledger import parse_position_info
+
+    bk = entry.layers[0] if entry.layers else None
+    if bk is None or bk.name != "bookie-entry":
+        return
+    # drop anything decode_entry guessed after the bookie layer
+    del entry.layers[1:]
+    entry.problems[:] = [p for p in entry.problems if p.layer == "bookie-entry"]
+    start = bk.offset + bk.length
+    raw = memoryview(entry.data)[start:]
+    try:
+        info, missing = parse_position_info(raw)
+    except LedgerctlError as exc:
+        entry.problems.append(Problem("error", "position-info", start, str(exc)))
+        return
+    fields = proto_fields(info)
+    if missing:
+        entry.problems.append(
+            Problem("error", "position-info", start, "PositionInfo lacks " + ", ".join(missing))
+        )
+    entry.layers.append(Layer("position-info", start, len(raw), raw, fields))
+
+
+def _open_metadata(url: str | None, *, required: bool) -> MetadataStore | None:
+    from pulsarctl_py.stores.metadata import open_metadata_store
+    from pulsarctl_py.stores.metadata.url import resolve_metadata_url
+
+    if url is None and not required:
+        try:
+            resolved = resolve_metadata_url(None)
+        except LedgerctlError:
+            return None
+        return open_metadata_store(resolved)
+    return open_metadata_store(url)
