@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from pulsarctl_py.commands.options import password
 from pulsarctl_py.render import OutputFormat
 
 
@@ -104,12 +105,10 @@ def decode(
 
     Exit status 1 when a checksum or digest does not match or a layer cannot be decoded.
     """
+    from pulsarctl_py.decode import decode_sources, read_sample, read_source, samples
     from pulsarctl_py.decoders import DecodeOptions, Depth, DigestType, Outer
     from pulsarctl_py.decoders.crypto import load_private_key
-
-    from pulsarctl_py.decode import decode_sources, read_sample, read_source, samples
     from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.secrets import LEDGER_PASSWORD_ENV, secret_from
 
     if sample == "list":
         for name in samples():
@@ -118,7 +117,6 @@ def decode(
     sources = [read_sample(sample)] if sample else []
     for path in inputs or ([] if sample else ["-"]):
         sources.append(read_source(path, input_format.value))
-    password = secret_from(password_env, password_file, LEDGER_PASSWORD_ENV)
     key = None
     if private_key is not None:
         try:
@@ -128,7 +126,7 @@ def decode(
     options = DecodeOptions(
         outer=Outer(outer.value),
         digest_type=None if digest_type is DigestChoice.auto else DigestType.parse(digest_type),
-        password=password.reveal() if password else None,
+        password=password(password_env, password_file),
         private_key=key,
         depth=Depth[depth.name.upper()],
         raise_errors=raise_errors,
