@@ -6,6 +6,7 @@ import enum
 from pathlib import Path
 
 import typer
+
 from pulsarctl_py.commands.options import (
     BOOKIE_DIRS,
     METADATA_URL,
@@ -13,7 +14,6 @@ from pulsarctl_py.commands.options import (
     PASSWORD_FILE,
     password,
 )
-
 from pulsarctl_py.render import OutputFormat
 
 
@@ -81,7 +81,6 @@ def inspect(
     """
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.decoders.crypto import load_private_key
-
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.inspect import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource

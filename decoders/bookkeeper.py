@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from ._reader import need
-from .checksums import DIGESTS, DigestType
+from .checksums import DIGESTS, DigestType, crc32c
 from .errors import CorruptEntryError
 from .nodes import Check, Layer
 
@@ -37,6 +37,11 @@ class BookieEntryHeader:
     length: int
 
 
+#: digest names and sizes by type: ``DigestType.name`` is an enum property, slow per entry
+_NAMES = {kind: kind.name for kind in DigestType}
+_SIZES = {kind: digest.size for kind, digest in DIGESTS.items()}
+
+
 def digest_check(
     kind: DigestType,
     stored: bytes | memoryview,
@@ -44,11 +49,18 @@ def digest_check(
     password: bytes | None,
 ) -> Check:
     """Compare a stored digest with the one computed over ``parts``."""
-    computed = DIGESTS[kind].compute(parts, password)
-    stored_hex = bytes(stored).hex()
+    if kind is DigestType.CRC32C:  # the usual digest, without the generic table's overhead
+        value = 0
+        for part in parts:
+            value = crc32c(part, value)
+        computed: bytes | None = value.to_bytes(4, "big")
+    else:
+        computed = DIGESTS[kind].compute(parts, password)
+    stored = bytes(stored)
+    name = _NAMES[kind]
     if computed is None:
-        return Check(kind.name, stored_hex, None, None, "MAC digest needs the ledger password")
-    return Check(kind.name, stored_hex, computed.hex(), computed == bytes(stored))
+        return Check(name, stored.hex(), None, None, "MAC digest needs the ledger password")
+    return Check(name, stored.hex(), computed.hex(), computed == stored)
 
 
 def parse(
@@ -59,27 +71,29 @@ def parse(
     password: bytes | None = None,
 ) -> tuple[Layer, BookieEntryHeader, int]:
     """Decode the header and digest at ``pos``; return the layer, header, payload offset."""
-    size = DIGESTS[kind].size
-    need(buf, pos, HEADER.size + size, end, LAYER, f"header and {kind.name} digest")
-    ledger_id, entry_id, lac, length = HEADER.unpack_from(buf, pos)
-    header = BookieEntryHeader(ledger_id, entry_id, lac, length)
+    size = _SIZES[kind]
     digest_at = pos + HEADER.size
     payload_at = digest_at + size
+    if payload_at > end:
+        need(buf, pos, HEADER.size + size, end, LAYER, f"header and {_NAMES[kind]} digest")
+    ledger_id, entry_id, lac, length = HEADER.unpack_from(buf, pos)
+    header = BookieEntryHeader(ledger_id, entry_id, lac, length)
     mv = memoryview(buf)
+    head = mv[pos:payload_at]
     check = digest_check(
-        kind, mv[digest_at:payload_at], [mv[pos:digest_at], mv[payload_at:end]], password
+        kind, head[HEADER.size :], [head[: HEADER.size], mv[payload_at:end]], password
     )
     layer = Layer(
         LAYER,
         pos,
         payload_at - pos,
-        mv[pos:payload_at],
+        head,
         {
             "ledger_id": ledger_id,
             "entry_id": entry_id,
             "lac": lac,
             "length": length,
-            "digest_type": kind.name,
+            "digest_type": _NAMES[kind],
             "payload_size": end - payload_at,
         },
         check,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 
 from google.protobuf.message import Message as ProtoMessage
+
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
 from ._reader import need, read_u32

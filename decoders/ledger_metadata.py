@@ -40,6 +40,7 @@ from typing import Any
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
+
 from pulsarctl_py.proto import bookkeeper_data_formats_pb2 as bkpb
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 

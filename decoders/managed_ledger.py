@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 from google.protobuf import text_format
 from google.protobuf.message import Message
+
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
 from . import codecs

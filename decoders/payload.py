@@ -23,6 +23,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
+
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 from pulsarctl_py.proto import pulsar_markers_pb2 as markers
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message as ProtoMessage
+
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
 from ._reader import need, peek_u16, read_u32

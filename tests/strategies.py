@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
+
 from pulsarctl_py.decoders import bookkeeper, compacted
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
 from pulsarctl_py.decoders.checksums import DigestType

@@ -10,9 +10,9 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
-
 from tests.cli_helpers import DATA, REAL_CLIENT, ledgerctl_script, run, run_script
 
 UPSTREAM = DATA / "upstream"

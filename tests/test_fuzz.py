@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from pulsarctl_py.decoders import bookkeeper, compacted
 from pulsarctl_py.decoders.checksums import DIGESTS, DigestType
 from pulsarctl_py.decoders.codecs import compress, decompress
@@ -33,7 +34,6 @@ from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.payload import build_batch, parse_batch, parse_marker
 from pulsarctl_py.decoders.pulsar import MetadataLayer, build_entry, parse_prefixes
 from pulsarctl_py.proto import pulsar_api_pb2 as api
-
 from tests.strategies import DATA, KEYS, EntrySpec, entry_specs
 
 REAL = sorted((DATA / "real-client").glob("*/*.bin")) + sorted(

@@ -24,7 +24,6 @@ from pulsarctl_py.decoders import DecodeOptions, Entry, Message, decode_entries,
 from pulsarctl_py.decoders.crypto import load_private_key
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 from pulsarctl_py.proto import pulsar_commands_pb2 as pb
-
 from tests.harness.pulsar_capture import CaptureEndpoint, frame
 from tests.harness.real_client import (
     CODECS,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from pulsarctl_py.decoders import bookkeeper, compacted
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
 from pulsarctl_py.decoders.checksums import DigestType, crc32c
@@ -30,7 +31,6 @@ from pulsarctl_py.decoders.payload import build_batch
 from pulsarctl_py.decoders.protos import signed64
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
-
 from tests.strategies import DATA, KEYS, EntrySpec, entry_specs
 
 REAL_CLIENT = sorted((DATA / "real-client").glob("*/*.bin"))

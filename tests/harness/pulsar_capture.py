@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import Self
 
 from google.protobuf.message import DecodeError
+
 from pulsarctl_py.proto import pulsar_commands_pb2 as pb
 
 #: [u32 totalSize][u32 cmdSize]

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+
 from pulsarctl_py.decoders import entrylog, journal
 from pulsarctl_py.decoders.errors import CorruptEntryError
-
 from pulsarctl_py.stores.bookie import (
     BookieDirError,
     StoredEntry,

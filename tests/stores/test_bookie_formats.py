@@ -8,11 +8,11 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from pulsarctl_py.decoders import entrylog, index_file, journal
 from pulsarctl_py.decoders._readat import bytes_reader
 from pulsarctl_py.decoders.errors import CorruptEntryError
 from pulsarctl_py.decoders.nodes import Problem
-
 from tests.stores.bookie_data import (
     LIVE_JOURNAL,
     LIVE_LEDGERS,

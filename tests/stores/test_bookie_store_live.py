@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from pulsarctl_py.decoders import entrylog
 from pulsarctl_py.decoders.nodes import Problem
-
 from pulsarctl_py.stores.bookie import BookieStore, EntryNotFound, open_bookie
 from pulsarctl_py.stores.bookie.indexes import DbIndex
 from tests.stores.bookie_data import (

@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from pulsarctl_py.decoders import entrylog, index_file, journal
 from pulsarctl_py.decoders._readat import bytes_reader
 from pulsarctl_py.decoders.errors import LedgerctlError
-
 from pulsarctl_py.stores.bookie import (
     BookieStore,
     EntryLogWriter,

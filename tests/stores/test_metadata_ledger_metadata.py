@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.errors import CorruptEntryError

@@ -8,6 +8,7 @@ import zlib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
 from pulsarctl_py.decoders.managed_ledger import InfoEncoding, TopicName

@@ -7,6 +7,7 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from pulsarctl_py.decoders import metadata_record as rec
 from pulsarctl_py.decoders.errors import CorruptEntryError
 

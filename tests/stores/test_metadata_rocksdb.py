@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders import metadata_record as rec
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
-
 from pulsarctl_py.stores.metadata import (
     MetadataConflict,
     MetadataStore,

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from pulsarctl_py.decoders.errors import LedgerctlError
 
+from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.stores.metadata import (
     ENV_URL,
     ENV_ZK_AUTH,

@@ -13,11 +13,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.managed_ledger import TopicName
-
 from pulsarctl_py.stores.metadata import (
     ENV_ZK_AUTH,
     MetadataConflict,

@@ -229,8 +229,13 @@ class RocksDBMetadataStore(MetadataStore):
                 direct = key == rec.path_key(child_path)
                 if not (direct and self._is_stale(it.value())):
                     names.append(name)
-                # skip the rest of this child's subtree: its keys sort before child + "0"
-                it.seek(rec.path_key(child_path + "0"))
+                if direct:
+                    # the next key may be a sibling extending this name with a byte below
+                    # "/" ("topic-partition-0" after "topic"): step, do not skip
+                    it.next()
+                else:
+                    # skip the rest of this child's subtree: its keys sort before child + "0"
+                    it.seek(rec.path_key(child_path + "0"))
         finally:
             del it
         return sorted(set(names))
