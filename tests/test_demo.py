@@ -1,0 +1,394 @@
+"""`ledgerctl demo`: the embedded default data, read back through the stores and decoders.
+
+The demo is checked against what it was built from: every stored entry must decode to
+exactly the messages the official client sent (the sidecars in tests/data/real-client),
+and the metadata store, the bookie's files and the managed-ledger info must agree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pulsarctl_py.decoders import DecodeOptions, DigestType, Entry, Outer, decode_entries
+from pulsarctl_py.decoders import ledger_metadata as lm
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.crypto import load_private_key
+from pulsarctl_py.demo import BOOKIE_ID, DemoLedger, DemoSummary, DemoTopic, create_demo
+from pulsarctl_py.stores.bookie import BookieStore, open_bookie
+from pulsarctl_py.stores.metadata import (
+    MetadataStore,
+    list_ledgers,
+    list_managed_ledgers,
+    open_metadata_store,
+    read_layout,
+    read_ledger,
+    read_managed_ledger,
+)
+from tests.cli_helpers import KEYS, REAL_CLIENT, run
+from tests.test_decode_golden import assert_messages_equal
+
+SHIPPED = Path(__file__).resolve().parent.parent / "pulsarctl_py" / "demo" / "entries"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> DemoSummary:
+    return create_demo(tmp_path_factory.mktemp("demo") / "ledgerctl-demo")
+
+
+@pytest.fixture
+def metadata(built: DemoSummary) -> Iterator[MetadataStore]:
+    store = open_metadata_store(f"rocksdb://{built.directory / 'metadata'}")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def bookie(built: DemoSummary) -> Iterator[BookieStore]:
+    store = open_bookie([built.directory / "bookkeeper"])
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def data_topics(summary: DemoSummary) -> list[DemoTopic]:
+    return [t for t in summary.topics if t.shadow_source is None]
+
+
+def sidecar(source: str) -> dict[str, Any]:
+    return json.loads((REAL_CLIENT / f"{source}.json").read_text())
+
+
+# -- what is shipped and what was built --------------------------------------------------------
+
+
+def test_shipped_entries_are_the_real_client_bytes() -> None:
+    shipped = sorted(SHIPPED.glob("*/*.bin"))
+    assert len(shipped) == 47
+    for path in shipped:
+        original = REAL_CLIENT / path.parent.name / path.name
+        assert path.read_bytes() == original.read_bytes(), path
+
+
+def test_the_demo_has_the_promised_topics(built: DemoSummary) -> None:
+    names = [t.local_name for t in built.topics]
+    assert names[:6] == ["plain", "batched", "tombstones", "encrypted", "chunked", "with-index"]
+    assert {"orders-partition-0", "orders-partition-1", "orders-partition-2"} <= set(names)
+    assert built.partitioned_topics == {"persistent://public/default/orders": 3}
+    sources = {e.source for t in data_topics(built) for lg in t.ledgers for e in lg.entries}
+    assert len(sources) == 47  # every shipped entry is stored once in a topic
+    batched = built.topic("batched")
+    assert len(batched.ledgers) >= 2
+    assert {e.source.split("/")[0] for lg in batched.ledgers for e in lg.entries} == {
+        f"batched-{codec}" for codec in ("none", "lz4", "zlib", "zstd", "snappy")
+    }
+    assert [lg.state for lg in built.topic("plain").ledgers] == ["CLOSED", "OPEN"]
+    assert "sub-1" in built.topic("plain").cursors
+    assert built.topic("orders-partition-0").compacted_ledger is not None
+    assert built.topic("batched-shadow").shadow_source == batched.name
+    # ledger ids come from BookKeeper's generator: 0, 1, 2, ... in creation order
+    ledgers = built.ledgers()
+    assert [lg.ledger_id for lg in ledgers] == list(range(len(ledgers)))
+    assert [lg.ctime for lg in ledgers] == sorted(lg.ctime for lg in ledgers)
+
+
+def test_publish_times_never_go_back_within_a_topic(built: DemoSummary) -> None:
+    for topic in data_topics(built):
+        times = [e.publish_time for lg in topic.ledgers for e in lg.entries]
+        assert times == sorted(times), topic.name
+
+
+# -- metadata ----------------------------------------------------------------------------------
+
+
+def test_bookkeeper_cluster_nodes(metadata: MetadataStore) -> None:
+    layout = read_layout(metadata)
+    assert layout is not None and layout.layout is lm.LedgerLayout.HIERARCHICAL
+    assert metadata.get("/ledgers/INSTANCEID") is not None
+    assert metadata.exists("/ledgers/idgen") is not None
+    cookie = metadata.get(f"/ledgers/cookies/{BOOKIE_ID}")
+    assert cookie is not None and cookie.data.startswith(b"5\nbookieHost: ")
+
+
+def test_every_ledger_has_bookkeeper_metadata(built: DemoSummary, metadata: MetadataStore) -> None:
+    records = {r.ledger_id: r for r in list_ledgers(metadata)}
+    assert sorted(records) == [lg.ledger_id for lg in built.ledgers()]
+    for ledger in built.ledgers():
+        record = records[ledger.ledger_id]
+        md = record.metadata
+        assert md is not None and record.error is None
+        assert record.path == lm.ledger_path(ledger.ledger_id)
+        assert (md.ensemble_size, md.write_quorum_size, md.ack_quorum_size) == (1, 1, 1)
+        assert md.ensembles == {0: [BOOKIE_ID]}
+        assert md.password == b"" and md.ctime == ledger.ctime
+        assert md.digest_type is ledger.digest_type
+        assert md.state.name == ledger.state
+        if ledger.state == "CLOSED":
+            assert md.last_entry_id == len(ledger.entries) - 1
+            assert md.length == ledger.size
+        else:
+            assert (md.last_entry_id, md.length) == (-1, 0)
+    for topic in data_topics(built):
+        for ledger in topic.ledgers:
+            tags = records[ledger.ledger_id].metadata.pulsar()  # type: ignore[union-attr]
+            assert tags.kind == "data" and tags.application == "pulsar"
+            assert tags.managed_ledger == mld.TopicName.parse(topic.name).persistence_name
+
+
+def test_managed_ledgers_match_their_ledgers(built: DemoSummary, metadata: MetadataStore) -> None:
+    names = sorted(ref.name for ref in list_managed_ledgers(metadata))
+    expected = sorted(mld.TopicName.parse(t.name).persistence_name for t in built.topics)
+    assert names == expected
+    for topic in built.topics:
+        record = read_managed_ledger(metadata, topic.name)
+        assert record is not None and record.error is None and record.info is not None
+        assert record.ledger_ids == [lg.ledger_id for lg in topic.ledgers]
+        assert record.properties == topic.properties
+        for info, ledger in zip(record.info.message.ledgerInfo, topic.ledgers, strict=True):
+            if ledger.state == "OPEN":  # the broker records only the id while writing it
+                assert not info.HasField("entries") and info.timestamp == 0
+            else:
+                assert (info.entries, info.size) == (len(ledger.entries), ledger.size)
+                assert info.timestamp == ledger.closed_ms >= ledger.ctime
+        cursors = {c.name: c for c in record.cursors}
+        assert sorted(cursors) == sorted(topic.cursors)
+        for name, cursor in cursors.items():
+            assert cursor.error is None and cursor.state_in == "znode"
+            assert list(cursor.mark_delete or ()) == topic.cursors[name]["mark_delete"]
+
+
+def test_cursor_sits_inside_its_topic(built: DemoSummary, metadata: MetadataStore) -> None:
+    topic = built.topic("plain")
+    record = read_managed_ledger(metadata, topic.name)
+    assert record is not None
+    (cursor,) = record.cursors
+    assert cursor.name == "sub-1"
+    ledger_id, entry_id = cursor.mark_delete  # type: ignore[misc]
+    ledger = next(lg for lg in topic.ledgers if lg.ledger_id == ledger_id)
+    assert ledger.state == "CLOSED" and 0 <= entry_id <= ledger.last_entry_id
+    (acked,) = cursor.info.message.individualDeletedMessages  # type: ignore[union-attr]
+    assert acked.upperEndpoint.entryId > entry_id
+
+
+def test_partitioned_topic_metadata(metadata: MetadataStore) -> None:
+    node = metadata.get("/admin/partitioned-topics/public/default/persistent/orders")
+    assert node is not None and json.loads(node.data) == {"partitions": 3}
+    assert metadata.get("/admin/policies/public/default") is not None
+
+
+def test_compacted_ledger_names_its_topic(built: DemoSummary, metadata: MetadataStore) -> None:
+    topic = built.topic("orders-partition-0")
+    record = read_managed_ledger(metadata, topic.name)
+    assert record is not None
+    cursor = next(c for c in record.cursors if c.name == mld.COMPACTION_CURSOR)
+    props = {p.name: p.value for p in cursor.info.message.properties}  # type: ignore[union-attr]
+    compacted = read_ledger(metadata, props["CompactedTopicLedger"])
+    assert compacted is not None and compacted.metadata is not None
+    tags = compacted.metadata.pulsar()
+    assert tags.kind == "compacted" and tags.compacted_topic == topic.name
+    assert compacted.metadata.digest_type is DigestType.CRC32
+    horizon = cursor.mark_delete
+    assert tags.compacted_to is not None
+    assert (tags.compacted_to["ledger_id"], tags.compacted_to["entry_id"]) == horizon
+    assert horizon == (topic.ledgers[-1].ledger_id, topic.ledgers[-1].last_entry_id)
+
+
+def test_shadow_topic_ledgers_are_its_sources(built: DemoSummary, metadata: MetadataStore) -> None:
+    shadow = read_managed_ledger(metadata, built.topic("batched-shadow").name)
+    source = read_managed_ledger(metadata, built.topic("batched").name)
+    assert shadow is not None and source is not None and shadow.info is not None
+    assert mld.shadow_source(shadow.info.message) == source.ref.topic.full_name
+    assert set(shadow.ledger_ids) <= set(source.ledger_ids)
+
+
+# -- bookie ------------------------------------------------------------------------------------
+
+
+def test_bookie_holds_every_entry(built: DemoSummary, bookie: BookieStore) -> None:
+    assert bookie.ledgers() == [lg.ledger_id for lg in built.ledgers()]
+    for ledger in built.ledgers():
+        info = bookie.ledger(ledger.ledger_id)
+        assert info.exists and not info.fenced and info.master_key is not None
+        stored = list(bookie.read_entries(ledger.ledger_id))
+        assert [s.entry_id for s in stored] == [e.entry_id for e in ledger.entries]
+        assert info.last_entry_id == ledger.last_entry_id
+    report = bookie.check()
+    assert report.findings == [] and report.problems == []
+    assert report.entries_in_logs == report.entries_in_index == built.entry_count
+    assert len(bookie.entry_logs()) == len(built.entry_logs) >= 2
+    (journal,) = bookie.journals()
+    assert journal.path.name == built.journal
+
+
+def stored_topic(bookie: BookieStore, ledgers: list[DemoLedger]) -> Iterator[tuple[bytes, Any]]:
+    for ledger in ledgers:
+        for stored in bookie.read_entries(ledger.ledger_id):
+            yield stored.data, (ledger.ledger_id, stored.entry_id)
+
+
+def check_layers(entry: Entry, digest: DigestType) -> None:
+    assert entry.ok, entry.problems
+    assert entry.digest_type is digest
+    checks = {layer.name: layer.check for layer in entry.layers if layer.check is not None}
+    assert checks["bookie-entry"].ok is True
+    assert checks["checksum"].ok is True
+
+
+def test_entries_decode_to_what_the_client_sent(built: DemoSummary, bookie: BookieStore) -> None:
+    key = load_private_key((KEYS / "rsa_private.pem").read_bytes())
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, private_key=key)
+    for topic in data_topics(built):
+        planned = [e for lg in topic.ledgers for e in lg.entries]
+        decoded = list(decode_entries(stored_topic(bookie, topic.ledgers), options))
+        assert len(decoded) == len(planned)
+        length = 0
+        for entry, plan in zip(decoded, planned, strict=True):
+            check_layers(entry, DigestType.CRC32C)
+            assert entry.header is not None
+            length = length + plan.size if entry.header.entry_id else plan.size
+            assert entry.header.lac == entry.header.entry_id - 1
+            assert entry.header.length == length  # cumulative within the ledger
+            sent = sidecar(plan.source)
+            if entry.chunk is not None and entry.chunk.chunk_id < entry.chunk.num_chunks - 1:
+                assert entry.messages == []  # the message comes with its last chunk
+                continue
+            assert_messages_equal([m.to_json() for m in entry.messages], sent["messages"])
+            assert all(m.publish_time == plan.publish_time for m in entry.messages)
+
+
+def test_compacted_ledger_copies_the_latest_entry_per_key(
+    built: DemoSummary, bookie: BookieStore
+) -> None:
+    topic = built.topic("orders-partition-0")
+    assert topic.compacted_ledger is not None
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY)
+    decoded = list(decode_entries(stored_topic(bookie, [topic.compacted_ledger]), options))
+    latest: dict[str, tuple[int, int]] = {}
+    for ledger in topic.ledgers:
+        for e in ledger.entries:
+            latest[sidecar(e.source)["messages"][0]["key"]] = (ledger.ledger_id, e.entry_id)
+    assert [entry.message_position for entry in decoded] == sorted(latest.values())
+    for entry, plan in zip(decoded, topic.compacted_ledger.entries, strict=True):
+        check_layers(entry, DigestType.CRC32)
+        original = bookie.read_entry(*plan.original)  # type: ignore[misc]
+        assert bytes(entry.data).endswith(original[36:])  # the topic entry, byte for byte
+        assert_messages_equal(
+            [m.to_json() for m in entry.messages], sidecar(plan.source)["messages"]
+        )
+
+
+def test_broker_entry_metadata_index_is_continuous(
+    built: DemoSummary, bookie: BookieStore, metadata: MetadataStore
+) -> None:
+    topic = built.topic("with-index")
+    assert len(topic.ledgers) >= 2
+    decoded = list(
+        decode_entries(stored_topic(bookie, topic.ledgers), DecodeOptions(outer=Outer.BOOKIE_ENTRY))
+    )
+    indexes = [m.index for entry in decoded for m in entry.messages]
+    assert indexes == list(range(len(indexes)))
+    assert [e.index for e in decoded] == [e.index for lg in topic.ledgers for e in lg.entries]
+    stamps = [e.broker_entry_metadata.broker_timestamp for e in decoded]
+    assert stamps == sorted(set(stamps))
+    assert all(e.entry_timestamp >= e.publish_time for e in decoded)  # type: ignore[operator]
+    record = read_managed_ledger(metadata, topic.name)
+    assert record is not None and record.info is not None
+    assert mld.ml_index(record.info.message) == decoded[-1].index == indexes[-1]
+    for topic in data_topics(built):  # the prefix is only where the plan put it
+        if topic.local_name != "with-index":
+            assert all(e.index is None for lg in topic.ledgers for e in lg.entries)
+
+
+# -- determinism and the directory -------------------------------------------------------------
+
+
+def snapshot(directory: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    store = open_metadata_store(f"rocksdb://{directory / 'metadata'}")
+    try:
+        out["nodes"] = [(path, node) for path, node in store.walk("/")]
+        out["counters"] = (store.sequential_id, store.instance_id)
+    finally:
+        store.close()
+    current = directory / "bookkeeper" / "current"
+    out["files"] = {p.name: p.read_bytes() for p in sorted(current.iterdir()) if p.is_file()}
+    out["config"] = (directory / "ledgerctl.toml").read_bytes()
+    with open_bookie([directory / "bookkeeper"]) as bookie:
+        out["locations"] = [
+            (lid, eid, loc.file_id, loc.offset)
+            for lid in bookie.ledgers()
+            for eid, loc in bookie.iter_locations(lid)
+        ]
+    return out
+
+
+def test_a_second_run_writes_the_same_bytes(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    first = create_demo(target)
+    before = snapshot(target)
+    second = create_demo(target, force=True)
+    assert snapshot(target) == before
+    assert first.to_json() == second.to_json()
+    assert {"0.log", "1.log", "lastId", "lastMark", "VERSION", first.journal} <= set(
+        before["files"]
+    )
+
+
+def test_refuses_a_non_empty_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    result = run(capsys, "demo", tmp_path)
+    assert result.code == 1
+    assert result.err.startswith("ledgerctl: error: ") and result.err.count("\n") == 1
+    assert "--force" in result.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_force_replaces_only_the_demo_data(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    assert run(capsys, "demo", tmp_path, "--force", "-o", "json").code == 0
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert run(capsys, "demo", tmp_path, "--force", "-o", "json").code == 0
+    other = tmp_path / "elsewhere"
+    (other / "metadata").mkdir(parents=True)
+    (other / "metadata" / "precious").write_text("not a RocksDB store")
+    result = run(capsys, "demo", other, "--force")
+    assert result.code == 1 and "does not look like ledgerctl demo data" in result.err
+    assert (other / "metadata" / "precious").exists()
+
+
+def test_cli_creates_the_demo_and_says_what_to_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run(capsys, "demo", "-o", "json")
+    assert result.code == 0, result.err
+    doc = result.json()
+    assert doc["directory"] == "ledgerctl-demo"
+    assert doc["entries"] == 49 and doc["ledgers"] == 13
+    assert "cd ledgerctl-demo && ledgerctl inspect --topic batched" in result.err
+    assert (tmp_path / "ledgerctl-demo" / "ledgerctl.toml").is_file()
+
+
+def test_commands_run_in_the_demo_need_no_flags(
+    capsys: pytest.CaptureFixture[str], built: DemoSummary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.stores.metadata import resolve_metadata_url
+
+    monkeypatch.delenv("LEDGERCTL_METADATA_URL", raising=False)
+    monkeypatch.delenv("LEDGERCTL_BOOKIE_DIRS", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(built.directory / "no-user-config"))
+    monkeypatch.chdir(built.directory)
+    assert str(resolve_metadata_url()) == "rocksdb://metadata"
+    assert resolve_bookie_dirs() == [built.directory / "bookkeeper"]
+    result = run(capsys, "inspect", "--topic", "batched", "-o", "json")
+    assert result.code == 0, result.err
