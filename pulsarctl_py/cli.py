@@ -12,7 +12,7 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, topic
+from pulsarctl_py.commands import decode, demo, inspect
 
 app = typer.Typer(
     name="ledgerctl",
@@ -21,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -43,9 +44,6 @@ def root(
 decode.register(app)
 inspect.register(app)
 demo.register(app)
-topic.register(app)
-ledger.register(app)
-bookie.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
