@@ -12,7 +12,7 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import decode, demo, inspect
+from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, topic
 
 app = typer.Typer(
     name="ledgerctl",
@@ -44,6 +44,9 @@ def root(
 decode.register(app)
 inspect.register(app)
 demo.register(app)
+topic.register(app)
+ledger.register(app)
+bookie.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

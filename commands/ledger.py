@@ -1,0 +1,252 @@
+"""`ledgerctl ledger list|meta`: BookKeeper ledgers with Pulsar's custom metadata decoded."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.render import OutputFormat
+
+ledger_app = typer.Typer(
+    help="BookKeeper ledgers: their metadata, owners (topic, cursor, compacted topic) and "
+    "the bookie's view of them.",
+    no_args_is_help=True,
+)
+
+OUTPUT = typer.Option(
+    OutputFormat.AUTO,
+    "--output",
+    "-o",
+    help="table or tree for people, json or jsonl for machines; auto is a table (list) or "
+    "tree (meta) on a terminal and json when piped.",
+)
+
+
+class Kind(enum.StrEnum):
+    data = "data"
+    cursor = "cursor"
+    compacted = "compacted"
+    schema = "schema"
+    unknown = "unknown"
+
+
+@ledger_app.command("list")
+def list_command(
+    topic: str = typer.Option(
+        None,
+        "--topic",
+        "-t",
+        help="Only the ledgers of this topic: its data and cursor ledgers and its "
+        "compacted ledgers.",
+    ),
+    kind: Kind = typer.Option(
+        None,
+        "--kind",
+        help="Only ledgers of this kind, from Pulsar's custom metadata (unknown: none).",
+    ),
+    metadata_url: str = METADATA_URL,
+    bookie_dirs: list[Path] = BOOKIE_DIRS,
+    output: OutputFormat = OUTPUT,
+) -> None:
+    """List the ledgers in the metadata store (like bookkeeper shell listledgers -m).
+
+    Columns: ledger id, state, entries (LAC + 1), length, digest, kind, owner (topic,
+    cursor or compacted topic) and creation time. An open ledger's LAC comes from bookie
+    storage when a bookie dir is given, else it is unknown.
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.topics import list_ledger_rows
+
+    err = render.stderr_console()
+    with (
+        LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
+        render.progress(err, "reading ledgers") as advance,
+    ):
+        rows = list_ledger_rows(
+            source, topic=topic, kind=kind.value if kind else None, advance=advance
+        )
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    if fmt is OutputFormat.JSON:
+        render.write_json([r.to_json() for r in rows])
+        return
+    if fmt is OutputFormat.JSONL:
+        render.write_jsonl(r.to_json() for r in rows)
+        return
+    out = render.stdout_console()
+    out.print(_tree(rows) if fmt is OutputFormat.TREE else _table(rows))
+    for row in rows:
+        if row.error:
+            err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
+    err.print(f"{len(rows)} ledgers")
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _owner(row: Any) -> str:
+    if row.kind == "cursor":
+        return f"{row.topic} cursor {row.cursor}"
+    if row.kind == "compacted":
+        return f"{row.topic} (compacted)"
+    if row.kind == "schema":
+        return f"schema {row.schema_id}"
+    return row.topic or "-"
+
+
+def _unknown(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _table(rows: list[Any]) -> Any:
+    from rich.table import Table
+
+    from pulsarctl_py.render import iso_ms
+
+    table = Table()
+    for col in ("ledger", "state", "entries", "length", "digest", "kind", "owner", "created"):
+        table.add_column(
+            col, overflow="fold", justify="right" if col in ("entries", "length") else "left"
+        )
+    for row in rows:
+        table.add_row(
+            str(row.ledger_id),
+            row.state or "[red]damaged[/]",
+            _unknown(row.entries),
+            _unknown(row.length),
+            row.digest_type or "-",
+            row.kind,
+            _owner(row),
+            iso_ms(row.ctime),
+        )
+    return table
+
+
+def _tree(rows: list[Any]) -> Any:
+    from rich.tree import Tree
+
+    from pulsarctl_py.render import iso_ms
+
+    tree = Tree("[bold]ledgers[/]")
+    for row in rows:
+        node = tree.add(
+            f"[bold]{row.ledger_id}[/] {row.state or 'damaged'}  entries {_unknown(row.entries)}"
+            f"  length {_unknown(row.length)}  {row.digest_type or '-'}"
+        )
+        node.add(f"{row.kind}: {_esc(_owner(row))}")
+        node.add(f"path {row.path}  created {iso_ms(row.ctime)}")
+    return tree
+
+
+@ledger_app.command("meta")
+def meta_command(
+    ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
+    metadata_url: str = METADATA_URL,
+    bookie_dirs: list[Path] = BOOKIE_DIRS,
+    output: OutputFormat = OUTPUT,
+) -> None:
+    """Show a ledger's full metadata and the bookie's view of it.
+
+    Metadata (like bookkeeper shell ledgermetadata): format version, state, quorums,
+    ensembles, last entry and length, digest type, creation time, custom metadata decoded,
+    and the znode path. The bookie's view (with --bookie-dir): whether the ledger is
+    fenced, its explicit LAC, the last entry stored. The password and the master key are
+    never printed, only whether one is set.
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.topics import ledger_meta
+
+    with LedgerSource.open(metadata_url, bookie_dirs) as source:
+        meta = ledger_meta(source, ledger)
+    doc = meta.to_json()
+    fmt = render.resolve(output, OutputFormat.TREE)
+    if fmt is OutputFormat.JSON:
+        render.write_json(doc)
+        return
+    if fmt is OutputFormat.JSONL:
+        render.write_jsonl([doc])
+        return
+    out = render.stdout_console()
+    out.print(_meta_table(doc) if fmt is OutputFormat.TABLE else _meta_tree(doc))
+
+
+def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    from pulsarctl_py.render import iso_ms
+
+    md = doc.get("metadata") or {}
+    rows = [
+        ("path", doc.get("path") or "- (not in the metadata store)"),
+        ("kind", doc["kind"]),
+        ("topic", doc.get("topic") or "-"),
+        ("state", doc.get("state") or "-"),
+        ("LAC", _unknown(doc.get("lac"))),
+        ("entries", _unknown(doc.get("entries"))),
+    ]
+    if md:
+        rows += [
+            ("format version", str(md["format_version"])),
+            (
+                "ensemble / write / ack",
+                f"{md['ensemble_size']} / {md['write_quorum_size']} / {md['ack_quorum_size']}",
+            ),
+            ("last entry id", str(md["last_entry_id"])),
+            ("length", str(md["length"])),
+            ("digest", md["digest_type"] or "- (no password stored)"),
+            ("password", "set" if md["has_password"] else "not set"),
+            ("created", iso_ms(md["ctime"])),
+            ("ctoken", str(md["ctoken"])),
+        ]
+        for first, bookies in md["ensembles"].items():
+            rows.append((f"ensemble from entry {first}", ", ".join(bookies)))
+        for key, value in md["custom_metadata"].items():
+            rows.append((f"custom {key}", value))
+    if doc.get("metadata_error"):
+        rows.append(("metadata error", doc["metadata_error"]))
+    b = doc.get("bookie")
+    if b is not None:
+        rows += [
+            ("bookie: exists", str(b["exists"])),
+            ("bookie: fenced", _dash(b["fenced"])),
+            ("bookie: explicit LAC", _dash(b["explicit_lac"])),
+            ("bookie: master key", "set" if b["has_master_key"] else "not set"),
+            ("bookie: last entry", _dash(b["last_entry_id"])),
+            ("bookie: LAC in last entry", _dash(b["last_entry_lac"])),
+            ("bookie: index", b["source"]),
+        ]
+    return rows
+
+
+def _meta_tree(doc: dict[str, Any]) -> Any:
+    from rich.tree import Tree
+
+    tree = Tree(f"[bold]ledger {doc['ledger_id']}[/]")
+    for name, value in _facts(doc):
+        tree.add(f"{name}: {_esc(str(value))}")
+    return tree
+
+
+def _meta_table(doc: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"ledger {doc['ledger_id']}", show_header=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    for name, value in _facts(doc):
+        table.add_row(name, str(value))
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(ledger_app, name="ledger")

@@ -1,0 +1,284 @@
+"""`ledgerctl topic list|info`: topics as their managed ledgers and cursors describe them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.render import OutputFormat
+
+topic_app = typer.Typer(
+    help="Topics from the metadata store: their ledgers, cursors, backlogs and properties.",
+    no_args_is_help=True,
+)
+
+OUTPUT = typer.Option(
+    OutputFormat.AUTO,
+    "--output",
+    "-o",
+    help="table or tree for people, json or jsonl for machines; auto is a table (list) or "
+    "tree (info) on a terminal and json when piped.",
+)
+
+
+@topic_app.command("list")
+def list_command(
+    namespace: str = typer.Option(
+        None, "--namespace", "-n", metavar="TENANT/NS", help="Only the topics of this namespace."
+    ),
+    metadata_url: str = METADATA_URL,
+    bookie_dirs: list[Path] = BOOKIE_DIRS,
+    output: OutputFormat = OUTPUT,
+) -> None:
+    """List the topics under /managed-ledgers, partitions grouped under their topic.
+
+    Columns: topic, ledgers, entries, size (bytes), cursors. The open last ledger of a
+    topic is counted from bookie storage (LAC + 1) when a bookie dir is given; otherwise
+    its entries are unknown and the totals are marked with '+'.
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.topics import list_topics
+
+    err = render.stderr_console()
+    with (
+        LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
+        render.progress(err, "reading topics") as advance,
+    ):
+        rows = list_topics(source, namespace=namespace, advance=advance)
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    if fmt is OutputFormat.JSON:
+        render.write_json([r.to_json() for r in rows])
+    elif fmt is OutputFormat.JSONL:
+        render.write_jsonl(r.to_json() for r in rows)
+    else:
+        out = render.stdout_console()
+        out.print(_list_tree(rows) if fmt is OutputFormat.TREE else _list_table(rows))
+        partitioned = sum(1 for r in rows if r.partitioned)
+        managed = sum(len(r.partitions) or 1 for r in rows)
+        err.print(f"{len(rows)} topics, {partitioned} partitioned; {managed} managed ledgers")
+
+
+def _count(value: int, exact: bool) -> str:
+    return f"{value}{'' if exact else '+'}"
+
+
+def _list_table(rows: list[Any]) -> Any:
+    from rich.table import Table
+
+    table = Table()
+    table.add_column("topic", overflow="fold")
+    for name in ("ledgers", "entries", "size", "cursors"):
+        table.add_column(name, justify="right")
+    for row in rows:
+        style = "bold" if row.partitioned else None
+        table.add_row(
+            row.topic + (f"  ({len(row.partitions)} partitions)" if row.partitioned else ""),
+            str(row.ledgers),
+            _count(row.entries, row.exact),
+            _count(row.size, row.exact),
+            str(row.cursors),
+            style=style,
+        )
+        for part in row.partitions:
+            table.add_row(
+                f"  └ {part.topic.rsplit('/', 1)[-1]}",
+                str(part.ledgers),
+                _count(part.entries, part.exact),
+                _count(part.size, part.exact),
+                str(part.cursors),
+            )
+    return table
+
+
+def _list_tree(rows: list[Any]) -> Any:
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    def text(row: Any) -> str:
+        return (
+            f"{escape(row.topic)}  ledgers {row.ledgers}  entries "
+            f"{_count(row.entries, row.exact)}  size {_count(row.size, row.exact)}  "
+            f"cursors {row.cursors}"
+        )
+
+    tree = Tree("[bold]topics[/]")
+    for row in rows:
+        node = tree.add(("[bold]" if row.partitioned else "") + text(row))
+        for part in row.partitions:
+            node.add(text(part))
+    return tree
+
+
+@topic_app.command("info")
+def info_command(
+    topic: str = typer.Argument(
+        ...,
+        metavar="TOPIC",
+        help="persistent://tenant/ns/topic, tenant/ns/topic, or a short name in public/default.",
+    ),
+    metadata_url: str = METADATA_URL,
+    bookie_dirs: list[Path] = BOOKIE_DIRS,
+    output: OutputFormat = OUTPUT,
+) -> None:
+    """Show a topic: ledgers, cursors with mark-delete and backlog, properties, compaction.
+
+    Ledgers show entries, size and close time; the open last ledger is counted from bookie
+    storage (LAC + 1) when given. Each cursor shows its mark-delete position, where its
+    state lives (the znode, or a cursor ledger whose last entry is read when storage is
+    given) and its backlog in entries. Also shown: the ML properties (index,
+    PULSAR.SHADOW_SOURCE, ...), the terminated position, the compaction horizon (the
+    __compaction cursor's mark-delete) and the compacted ledger (its CompactedTopicLedger
+    property). Times are ISO-8601 here and epoch milliseconds in JSON.
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.topics import topic_info
+
+    with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source:
+        info = topic_info(source, topic)
+    fmt = render.resolve(output, OutputFormat.TREE)
+    if fmt is OutputFormat.JSON:
+        render.write_json(info.to_json())
+        return
+    if fmt is OutputFormat.JSONL:
+        render.write_jsonl([info.to_json()])
+        return
+    out = render.stdout_console()
+    if fmt is OutputFormat.TABLE:
+        for table in _info_tables(info):
+            out.print(table)
+    else:
+        out.print(_info_tree(info))
+    err = render.stderr_console()
+    for problem in info.problems + [p for c in info.cursors for p in c.problems]:
+        err.print(f"[yellow]warning[/]: {_esc(problem)}")
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _pos(value: tuple[int, int] | None) -> str:
+    return "-" if value is None else f"{value[0]}:{value[1]}"
+
+
+def _ledger_line(li: Any) -> str:
+    from pulsarctl_py.render import iso_ms
+
+    entries = "?" if li.entries is None else str(li.entries)
+    size = "?" if li.size is None else str(li.size)
+    when = "open" if li.open else iso_ms(li.timestamp)
+    extra = ""
+    if li.open:
+        extra = f" (entries from {li.source})"
+    if li.offloaded:
+        extra += " offloaded"
+    if li.problem:
+        extra += f" [yellow]{_esc(li.problem)}[/]"
+    return f"{li.ledger_id}  entries {entries}  size {size}  {when}{extra}"
+
+
+def _cursor_line(c: Any) -> str:
+    state = (
+        "state in znode"
+        if c.state_in == "znode"
+        else f"state in cursor ledger {c.cursors_ledger_id}"
+        + ("" if c.mark_delete_source == "cursor-ledger" else " (not read; znode snapshot shown)")
+    )
+    backlog = "?" if c.backlog is None else f"{c.backlog}{'' if c.backlog_exact else '+'}"
+    special = f" [dim]({c.special})[/]" if c.special else ""
+    return (
+        f"[magenta]{_esc(c.name)}[/]{special}  mark-delete {_pos(c.mark_delete)}  "
+        f"backlog {backlog}  {state}"
+    )
+
+
+def _info_tree(info: Any) -> Any:
+    from rich.tree import Tree
+
+    from pulsarctl_py.render import iso_ms
+
+    tree = Tree(
+        f"[bold]{_esc(info.topic)}[/]  entries {info.entries}"
+        f"{'' if info.exact else '+'}  size {info.size}"
+    )
+    tree.add(f"managed ledger {_esc(info.path)}  version {info.version}")
+    tree.add(f"znode {info.encoding}" + (f" ({info.compression})" if info.compression else ""))
+    if info.terminated_at is not None:
+        tree.add(f"[red]terminated at {_pos(info.terminated_at)}[/]")
+    ledgers = tree.add(f"[bold]ledgers[/] ({len(info.ledgers)})")
+    for li in info.ledgers:
+        ledgers.add(_ledger_line(li))
+    cursors = tree.add(f"[bold]cursors[/] ({len(info.cursors)})")
+    for c in info.cursors:
+        node = cursors.add(_cursor_line(c))
+        if c.acked_ranges or c.acked_bitsets:
+            node.add(
+                f"individually acked: {len(c.acked_ranges)} ranges, "
+                f"{len(c.acked_bitsets)} ledger bitsets"
+            )
+        if c.last_active:
+            node.add(f"last active {iso_ms(c.last_active)}")
+        for name, value in c.properties.items():
+            node.add(_esc(f"property {name} = {value}"))
+        for name, value in c.cursor_properties.items():
+            node.add(_esc(f"cursor property {name} = {value}"))
+    if info.compaction_cursor is not None:
+        comp = tree.add("[bold]compaction[/]")
+        comp.add(f"horizon {_pos(info.compaction_horizon)}")
+        ledger = info.compacted_ledger
+        comp.add(f"compacted ledger {'-' if ledger is None else ledger}")
+    props = tree.add(f"[bold]properties[/] ({len(info.properties)})")
+    for key, value in info.properties.items():
+        props.add(_esc(f"{key} = {value}"))
+    return tree
+
+
+def _info_tables(info: Any) -> list[Any]:
+    from rich.table import Table
+
+    from pulsarctl_py.render import iso_ms
+
+    ledgers = Table(title=f"{info.topic} ledgers")
+    for col in ("ledger", "entries", "size", "closed", "entries from"):
+        ledgers.add_column(col, justify="right" if col in ("entries", "size") else "left")
+    for li in info.ledgers:
+        ledgers.add_row(
+            str(li.ledger_id),
+            "?" if li.entries is None else str(li.entries),
+            "?" if li.size is None else str(li.size),
+            "open" if li.open else iso_ms(li.timestamp),
+            li.source,
+        )
+    cursors = Table(title=f"{info.topic} cursors")
+    for col in ("cursor", "mark-delete", "from", "state in", "backlog", "last active"):
+        cursors.add_column(col, overflow="fold")
+    for c in info.cursors:
+        cursors.add_row(
+            c.name,
+            _pos(c.mark_delete),
+            c.mark_delete_source,
+            "znode" if c.state_in == "znode" else f"ledger {c.cursors_ledger_id}",
+            "?" if c.backlog is None else f"{c.backlog}{'' if c.backlog_exact else '+'}",
+            iso_ms(c.last_active),
+        )
+    facts = Table(title=f"{info.topic} facts", show_header=False)
+    facts.add_column("name")
+    facts.add_column("value", overflow="fold")
+    facts.add_row("terminated at", _pos(info.terminated_at))
+    facts.add_row("compaction horizon", _pos(info.compaction_horizon))
+    ledger = info.compacted_ledger
+    facts.add_row("compacted ledger", "-" if ledger is None else str(ledger))
+    for key, value in info.properties.items():
+        facts.add_row(f"property {key}", value)
+    return [ledgers, cursors, facts]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(topic_app, name="topic")

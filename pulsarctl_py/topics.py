@@ -1,0 +1,786 @@
+"""Topics and ledgers as an operator looks at them, read from where they are stored.
+
+Topic views join a managed ledger's znode (formats.md §8: its ledgers with entry counts,
+sizes and close times, its properties, its terminated position) with its cursors (mark-delete
+position, where the state lives, the backlog) and, when bookie storage is given, with what
+the storage says about the ledgers the znode cannot know: the open last ledger's entries
+(LAC + 1, as ``pulsar-admin topics stats-internal`` shows them after a recovery) and the
+last PositionInfo of a cursor ledger (what a broker would recover the cursor to).
+
+Ledger views list BookKeeper's ledgers (formats.md §9) with Pulsar's custom metadata
+decoded (owning topic, cursor, compacted topic, schema) and show one ledger's metadata next
+to the bookie's view of it. A password is never shown: only whether one is set.
+
+Everything here only reads. Backlogs are counted in entries, as the broker counts
+``msgBacklog`` for entries that are not batched: the entries after the mark-delete
+position, minus those acknowledged individually beyond it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.errors import LedgerctlError
+
+if TYPE_CHECKING:
+    from pulsarctl_py.decoders.managed_ledger import TopicName
+    from pulsarctl_py.ledgers import LedgerSource, LedgerView
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+    from pulsarctl_py.stores.metadata import CursorRecord, LedgerRecord, ManagedLedgerRecord
+
+#: the cursor property naming the compacted ledger (formats.md §6.1)
+COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
+LEDGER_KINDS = ("data", "cursor", "compacted", "schema", "unknown")
+
+Position = tuple[int, int]
+Advance = Callable[[], None]
+
+
+def _noop() -> None:
+    return None
+
+
+def _pos(value: Position | None) -> list[int] | None:
+    return None if value is None else [value[0], value[1]]
+
+
+# -- counting entries ------------------------------------------------------------------------
+
+
+def entries_after(
+    ledgers: Sequence[tuple[int, int | None]], position: Position
+) -> tuple[int, bool]:
+    """Entries of ``ledgers`` (``(ledger id, entries)`` in order) after ``position``.
+
+    Returns the count and whether it is exact (False when a ledger past the position has
+    an unknown entry count; those are left out). A position in a ledger that is no longer
+    listed counts every later ledger, as the broker does for a trimmed mark-delete.
+    """
+    mark_ledger, mark_entry = position
+    total, exact = 0, True
+    for ledger_id, entries in ledgers:
+        if ledger_id < mark_ledger:
+            continue
+        if entries is None:
+            exact = False
+            continue
+        if ledger_id == mark_ledger:
+            total += max(0, entries - (mark_entry + 1))
+        else:
+            total += entries
+    return total, exact
+
+
+def entries_between(
+    ledgers: Sequence[tuple[int, int | None]], lower: Position, upper: Position
+) -> int:
+    """Entries in the open-closed range ``(lower, upper]`` (a MessageRange)."""
+    if upper <= lower:
+        return 0
+    return max(0, entries_after(ledgers, lower)[0] - entries_after(ledgers, upper)[0])
+
+
+def _bits_after(key: int, words: Iterable[int], mark: Position) -> int:
+    """Entries of ledger ``key`` set in a BitSet long array, after ``mark``."""
+    count = 0
+    for word_index, word in enumerate(words):
+        value = word % 2**64
+        while value:
+            low = value & -value
+            entry = word_index * 64 + low.bit_length() - 1
+            if (key, entry) > mark:
+                count += 1
+            value ^= low
+    return count
+
+
+# -- topic views -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TopicLedger:
+    """One ledger of a topic, as its managed ledger lists it (and storage completes it)."""
+
+    ledger_id: int
+    entries: int | None
+    size: int | None
+    timestamp: int | None  # ms; None while open (0 in the znode)
+    open: bool = False
+    #: where entries/size come from: ml-info, ledger-metadata (closed later), lac, unknown
+    source: str = "ml-info"
+    offloaded: bool = False
+    state: str | None = None  # BookKeeper's state, when the ledger metadata was read
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ledger_id": self.ledger_id,
+            "entries": self.entries,
+            "size": self.size,
+            "timestamp": self.timestamp,
+            "open": self.open,
+            "entries_source": self.source,
+            "offloaded": self.offloaded,
+        }
+        if self.state is not None:
+            out["state"] = self.state
+        if self.problem is not None:
+            out["problem"] = self.problem
+        return out
+
+
+@dataclass(slots=True)
+class CursorView:
+    """A cursor (subscription) of a topic: where it is, where its state lives, its backlog."""
+
+    name: str
+    znode: str
+    path: str
+    state_in: str  # znode | ledger
+    cursors_ledger_id: int | None
+    mark_delete: Position | None
+    mark_delete_source: str  # znode | cursor-ledger | none
+    znode_mark_delete: Position | None
+    last_active: int | None = None
+    properties: dict[str, int] = field(default_factory=dict)
+    cursor_properties: dict[str, str] = field(default_factory=dict)
+    acked_ranges: list[tuple[Position, Position]] = field(default_factory=list)
+    acked_bitsets: dict[int, list[int]] = field(default_factory=dict)
+    backlog: int | None = None
+    backlog_exact: bool = True
+    version: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def special(self) -> str | None:
+        """compaction, deduplication or replicator for the broker's own cursors."""
+        if self.name == mld.COMPACTION_CURSOR:
+            return "compaction"
+        if self.name == mld.DEDUP_CURSOR:
+            return "deduplication"
+        if self.name.startswith(mld.REPLICATOR_PREFIX):
+            return "replicator"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "znode": self.znode,
+            "path": self.path,
+            "special": self.special,
+            "state_in": self.state_in,
+            "cursors_ledger_id": self.cursors_ledger_id,
+            "mark_delete": _pos(self.mark_delete),
+            "mark_delete_source": self.mark_delete_source,
+            "znode_mark_delete": _pos(self.znode_mark_delete),
+            "individually_acked": [[_pos(lo), _pos(hi)] for lo, hi in self.acked_ranges],
+            "individually_acked_bitsets": {str(k): v for k, v in self.acked_bitsets.items()},
+            "backlog": self.backlog,
+            "backlog_exact": self.backlog_exact,
+            "last_active": self.last_active,
+            "properties": dict(self.properties),
+            "cursor_properties": dict(self.cursor_properties),
+            "version": self.version,
+            "problems": list(self.problems),
+        }
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    """A topic's managed ledger, cursors and storage facts."""
+
+    topic: str
+    managed_ledger: str
+    path: str
+    partition: int
+    partitioned_topic: str | None
+    version: int | None
+    modified_ms: int | None
+    encoding: str | None
+    compression: str | None
+    ledgers: list[TopicLedger] = field(default_factory=list)
+    cursors: list[CursorView] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    terminated_at: Position | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def entries(self) -> int:
+        return sum(li.entries or 0 for li in self.ledgers)
+
+    @property
+    def size(self) -> int:
+        return sum(li.size or 0 for li in self.ledgers)
+
+    @property
+    def exact(self) -> bool:
+        return all(li.entries is not None for li in self.ledgers)
+
+    @property
+    def index(self) -> int | None:
+        value = self.properties.get(mld.PROPERTY_INDEX)
+        try:
+            return None if value is None else int(value)
+        except ValueError:
+            return None
+
+    @property
+    def shadow_source(self) -> str | None:
+        return self.properties.get(mld.PROPERTY_SHADOW_SOURCE)
+
+    @property
+    def compaction_cursor(self) -> CursorView | None:
+        return next((c for c in self.cursors if c.name == mld.COMPACTION_CURSOR), None)
+
+    @property
+    def compaction_horizon(self) -> Position | None:
+        cursor = self.compaction_cursor
+        return None if cursor is None else cursor.mark_delete
+
+    @property
+    def compacted_ledger(self) -> int | None:
+        cursor = self.compaction_cursor
+        return None if cursor is None else cursor.properties.get(COMPACTED_LEDGER_PROPERTY)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "managed_ledger": self.managed_ledger,
+            "path": self.path,
+            "partition": self.partition,
+            "partitioned_topic": self.partitioned_topic,
+            "version": self.version,
+            "modified_ms": self.modified_ms,
+            "encoding": self.encoding,
+            "compression": self.compression,
+            "ledgers": [li.to_json() for li in self.ledgers],
+            "entries": self.entries,
+            "size": self.size,
+            "entries_exact": self.exact,
+            "cursors": [c.to_json() for c in self.cursors],
+            "properties": dict(self.properties),
+            "index": self.index,
+            "shadow_source": self.shadow_source,
+            "terminated_at": _pos(self.terminated_at),
+            "compaction": None
+            if self.compaction_cursor is None
+            else {
+                "horizon": _pos(self.compaction_horizon),
+                "compacted_ledger": self.compacted_ledger,
+            },
+            "problems": list(self.problems),
+        }
+
+
+def _require_metadata(source: LedgerSource) -> Any:
+    if source.metadata is None:
+        raise LedgerctlError(
+            "a metadata store is needed: pass --metadata-url, set LEDGERCTL_METADATA_URL, "
+            "or put metadata_url in ./ledgerctl.toml"
+        )
+    return source.metadata
+
+
+def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
+    try:
+        return source.ledger(ledger_id), None
+    except LedgerctlError as exc:
+        return None, exc.one_line()
+
+
+def _length_at(source: LedgerSource, ledger_id: int, entry_id: int) -> int | None:
+    """The ledger length stored in an entry's header (cumulative, including it)."""
+    from pulsarctl_py.decoders.bookkeeper import HEADER
+
+    if source.bookie is None:
+        return None
+    try:
+        data = source.bookie.read_entry(ledger_id, entry_id)
+    except LedgerctlError:
+        return None
+    return HEADER.unpack_from(data, 0)[3] if len(data) >= HEADER.size else None
+
+
+def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
+    """Entries and size of the open ledger from its metadata or storage (LAC + 1)."""
+    if source.metadata is None and source.bookie is None:
+        return
+    view, error = _ledger_view(source, row.ledger_id)
+    if view is None:
+        row.problem = error
+        row.entries = row.size = None
+        row.source = "unknown"
+        return
+    row.state = view.state
+    md = view.metadata
+    if md is not None and md.is_closed:
+        row.entries, row.size, row.source = md.last_entry_id + 1, md.length, "ledger-metadata"
+        return
+    lac = view.lac
+    if lac is None:
+        row.entries = row.size = None
+        row.source = "unknown"
+        if source.bookie is not None:
+            row.problem = "the open ledger has no entries on the given bookie storage"
+        return
+    row.entries = lac + 1
+    row.size = 0 if lac < 0 else _length_at(source, row.ledger_id, lac)
+    row.source = "lac"
+
+
+def _topic_ledgers(
+    source: LedgerSource, info: mlpb.ManagedLedgerInfo, resolve_open: bool
+) -> list[TopicLedger]:
+    rows = []
+    count = len(info.ledgerInfo)
+    for i, li in enumerate(info.ledgerInfo):
+        closed = li.timestamp != 0 or li.entries != 0 or i < count - 1
+        row = TopicLedger(
+            ledger_id=li.ledgerId,
+            entries=li.entries,
+            size=li.size,
+            timestamp=li.timestamp or None,
+            open=not closed,
+            offloaded=li.HasField("offloadContext") and li.offloadContext.complete,
+        )
+        if row.open:
+            row.entries = row.size = None
+            row.source = "unknown"
+            if resolve_open:
+                _complete_open(source, row)
+        rows.append(row)
+    return rows
+
+
+def _read_position_info(
+    source: LedgerSource, ledger_id: int
+) -> tuple[mlpb.PositionInfo | None, str | None]:
+    """The last PositionInfo of a cursor ledger, or why it could not be read."""
+    from pulsarctl_py.decoders import bookkeeper
+    from pulsarctl_py.decoders.checksums import DigestType
+    from pulsarctl_py.decoders.managed_ledger import parse_position_info
+
+    if source.bookie is None:
+        return None, None
+    view, error = _ledger_view(source, ledger_id)
+    if view is None:
+        return None, f"cursor ledger {ledger_id}: {error}"
+    last = view.last_stored
+    if last is None:
+        return None, f"cursor ledger {ledger_id} has no entries on the given bookie storage"
+    try:
+        data = source.bookie.read_entry(ledger_id, last)
+    except LedgerctlError as exc:
+        return None, f"cursor ledger {ledger_id} entry {last}: {exc.one_line()}"
+    problem = None
+    kind = view.digest_type or bookkeeper.detect_digest(data, 0, len(data), view.password)
+    if kind is None:
+        kind = DigestType.CRC32C
+        problem = f"cursor ledger {ledger_id}: digest type unknown, assumed CRC32C"
+    try:
+        layer, _, payload_at = bookkeeper.parse(data, 0, len(data), kind, view.password)
+        info, missing = parse_position_info(memoryview(data)[payload_at:])
+    except LedgerctlError as exc:
+        return None, f"cursor ledger {ledger_id} entry {last}: {exc.one_line()}"
+    if layer.check is not None and layer.check.ok is False:
+        problem = f"cursor ledger {ledger_id} entry {last}: {kind.name} digest mismatch"
+    if missing:
+        problem = f"cursor ledger {ledger_id} entry {last}: PositionInfo lacks {', '.join(missing)}"
+    return info, problem
+
+
+def _cursor_view(
+    source: LedgerSource,
+    record: CursorRecord,
+    ledgers: list[tuple[int, int | None]],
+    read_ledgers: bool,
+) -> CursorView:
+    view = CursorView(
+        name=record.name,
+        znode=record.znode_name,
+        path=record.path,
+        state_in=record.state_in,
+        cursors_ledger_id=record.cursors_ledger_id,
+        mark_delete=record.mark_delete,
+        mark_delete_source="znode" if record.mark_delete is not None else "none",
+        znode_mark_delete=record.mark_delete,
+        version=record.stat.version,
+    )
+    if record.error:
+        view.problems.append(record.error)
+    ranges: Iterable[Any] = ()
+    bitsets: Iterable[Any] = ()
+    if record.info is not None:
+        msg = record.info.message
+        view.last_active = msg.lastActive if msg.HasField("lastActive") else None
+        view.properties = {p.name: p.value for p in msg.properties}
+        view.cursor_properties = {p.name: p.value for p in msg.cursorProperties}
+        ranges = msg.individualDeletedMessages
+        view.problems.extend(record.info.problems)
+    if view.state_in == "ledger" and read_ledgers and view.cursors_ledger_id is not None:
+        info, problem = _read_position_info(source, view.cursors_ledger_id)
+        if problem:
+            view.problems.append(problem)
+        if info is not None:
+            view.mark_delete = (info.ledgerId, info.entryId)
+            view.mark_delete_source = "cursor-ledger"
+            view.properties = {p.name: p.value for p in info.properties}
+            ranges = info.individualDeletedMessages
+            bitsets = info.individualDeletedMessageRanges
+    view.acked_ranges = [
+        (
+            (r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId),
+            (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId),
+        )
+        for r in ranges
+    ]
+    view.acked_bitsets = {m.key: list(m.values) for m in bitsets}
+    if view.mark_delete is not None:
+        backlog, exact = entries_after(ledgers, view.mark_delete)
+        for lower, upper in view.acked_ranges:
+            backlog -= entries_between(ledgers, max(lower, view.mark_delete), upper)
+        for key, words in view.acked_bitsets.items():
+            backlog -= _bits_after(key, words, view.mark_delete)
+        view.backlog, view.backlog_exact = max(0, backlog), exact
+    return view
+
+
+def _topic_info(
+    source: LedgerSource,
+    record: ManagedLedgerRecord,
+    *,
+    resolve_open: bool = True,
+    read_cursor_ledgers: bool = True,
+) -> TopicInfo:
+    name = record.ref.topic
+    base = name.partitioned_topic
+    info = TopicInfo(
+        topic=name.full_name,
+        managed_ledger=record.ref.name,
+        path=record.ref.path,
+        partition=name.partition_index,
+        partitioned_topic=base.full_name if name.partition_index >= 0 else None,
+        version=record.stat.version,
+        modified_ms=record.stat.modified_ms or None,
+        encoding=record.info.encoding.value if record.info is not None else None,
+        compression=record.info.compression if record.info is not None else None,
+        properties=record.properties,
+        terminated_at=record.terminated_at,
+    )
+    if record.error:
+        info.problems.append(record.error)
+    if record.info is not None:
+        info.problems.extend(record.info.problems)
+        info.ledgers = _topic_ledgers(source, record.info.message, resolve_open)
+    counts = [(li.ledger_id, li.entries) for li in info.ledgers]
+    info.cursors = [_cursor_view(source, c, counts, read_cursor_ledgers) for c in record.cursors]
+    return info
+
+
+def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
+    from pulsarctl_py.stores.metadata import list_managed_ledgers
+
+    store = source.metadata
+    partitions = [
+        ref.topic.full_name
+        for ref in list_managed_ledgers(store)
+        if ref.topic.partitioned_topic == name and ref.topic.partition_index >= 0
+    ]
+    if partitions:
+        shown = ", ".join(partitions[:3]) + (", ..." if len(partitions) > 3 else "")
+        return LedgerctlError(
+            f"{name.full_name} is a partitioned topic with {len(partitions)} partitions; "
+            f"ask for one of them: {shown}"
+        )
+    return LedgerctlError(
+        f"topic {name.full_name} not found in {store.url} (no znode {name.ml_path})"
+    )
+
+
+def topic_info(source: LedgerSource, topic: str) -> TopicInfo:
+    """One topic: ledgers, cursors with backlogs, properties, compaction, termination."""
+    from pulsarctl_py.stores.metadata import read_managed_ledger, resolve_topic
+
+    store = _require_metadata(source)
+    name = resolve_topic(topic)
+    record = read_managed_ledger(store, name)
+    if record is None:
+        raise _not_found(source, name)
+    return _topic_info(source, record)
+
+
+@dataclass(slots=True)
+class TopicRow:
+    """One line of ``topic list``: a topic, or a partitioned topic with its partitions."""
+
+    topic: str
+    ledgers: int
+    entries: int
+    size: int
+    cursors: int
+    exact: bool = True
+    managed_ledger: str | None = None
+    partition: int = -1
+    partitions: list[TopicRow] = field(default_factory=list)
+    cursor_names: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partitions)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "topic": self.topic,
+            "partitioned": self.partitioned,
+            "ledgers": self.ledgers,
+            "entries": self.entries,
+            "size": self.size,
+            "entries_exact": self.exact,
+            "cursors": self.cursors,
+        }
+        if self.partitioned:
+            out["partitions"] = [p.to_json() for p in self.partitions]
+        else:
+            out["managed_ledger"] = self.managed_ledger
+            out["partition"] = self.partition
+            out["cursor_names"] = list(self.cursor_names)
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
+
+
+def _row(info: TopicInfo) -> TopicRow:
+    return TopicRow(
+        topic=info.topic,
+        ledgers=len(info.ledgers),
+        entries=info.entries,
+        size=info.size,
+        cursors=len(info.cursors),
+        exact=info.exact,
+        managed_ledger=info.managed_ledger,
+        partition=info.partition,
+        cursor_names=[c.name for c in info.cursors],
+        problems=list(info.problems),
+    )
+
+
+def list_topics(
+    source: LedgerSource,
+    *,
+    namespace: str | None = None,
+    advance: Advance = _noop,
+) -> list[TopicRow]:
+    """Every topic under /managed-ledgers; partitions grouped under their partitioned topic.
+
+    The open last ledger of each topic is counted from storage when it is given.
+    ``namespace`` (``tenant/namespace``) keeps only that namespace's topics.
+    """
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, read_managed_ledger
+
+    store = _require_metadata(source)
+    wanted = namespace.strip("/") if namespace else None
+    rows: list[TopicRow] = []
+    groups: dict[str, TopicRow] = {}
+    for ref in list_managed_ledgers(store):
+        if wanted is not None and ref.topic.namespace_name != wanted:
+            continue
+        record = read_managed_ledger(store, ref.topic)
+        advance()
+        if record is None:  # deleted while listing
+            continue
+        row = _row(_topic_info(source, record, read_cursor_ledgers=False))
+        if ref.topic.partition_index < 0:
+            rows.append(row)
+            continue
+        base = ref.topic.partitioned_topic.full_name
+        group = groups.get(base)
+        if group is None:
+            group = groups[base] = TopicRow(base, 0, 0, 0, 0)
+            rows.append(group)
+        group.partitions.append(row)
+        group.ledgers += row.ledgers
+        group.entries += row.entries
+        group.size += row.size
+        group.exact = group.exact and row.exact
+        group.cursor_names = sorted(set(group.cursor_names) | set(row.cursor_names))
+        group.cursors = len(group.cursor_names)
+    for group in groups.values():
+        group.partitions.sort(key=lambda p: p.partition)
+    rows.sort(key=lambda r: r.topic)
+    return rows
+
+
+# -- ledger views ----------------------------------------------------------------------------
+
+
+def _owner_topic(managed_ledger: str | None) -> str | None:
+    if managed_ledger is None:
+        return None
+    try:
+        return mld.TopicName.from_persistence_name(managed_ledger).full_name
+    except LedgerctlError:
+        return managed_ledger
+
+
+@dataclass(slots=True)
+class LedgerRow:
+    """One line of ``ledger list``."""
+
+    ledger_id: int
+    path: str
+    state: str | None
+    entries: int | None
+    lac: int | None
+    length: int | None
+    digest_type: str | None
+    kind: str
+    topic: str | None = None
+    managed_ledger: str | None = None
+    cursor: str | None = None
+    compacted_topic: str | None = None
+    schema_id: str | None = None
+    ctime: int | None = None
+    entries_source: str | None = None  # metadata, lac, or None when unknown
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ledger_id": self.ledger_id,
+            "path": self.path,
+            "state": self.state,
+            "entries": self.entries,
+            "lac": self.lac,
+            "length": self.length,
+            "digest_type": self.digest_type,
+            "kind": self.kind,
+            "topic": self.topic,
+            "managed_ledger": self.managed_ledger,
+            "cursor": self.cursor,
+            "compacted_topic": self.compacted_topic,
+            "schema_id": self.schema_id,
+            "ctime": self.ctime,
+            "entries_source": self.entries_source,
+            "error": self.error,
+        }
+
+
+def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
+    md = record.metadata
+    row = LedgerRow(
+        ledger_id=record.ledger_id,
+        path=record.path,
+        state=None,
+        entries=None,
+        lac=None,
+        length=None,
+        digest_type=None,
+        kind="unknown",
+        error=record.error,
+    )
+    if md is None:
+        return row
+    tags = md.pulsar()
+    row.state = md.state.name
+    row.digest_type = md.digest_type.name if md.digest_type is not None else None
+    row.kind = tags.kind
+    row.managed_ledger = tags.managed_ledger
+    row.topic = (
+        tags.compacted_topic if tags.kind == "compacted" else _owner_topic(tags.managed_ledger)
+    )
+    row.cursor = tags.cursor
+    row.compacted_topic = tags.compacted_topic
+    row.schema_id = tags.schema_id
+    row.ctime = md.ctime
+    if md.is_closed:
+        row.lac, row.length, row.entries_source = md.last_entry_id, md.length, "metadata"
+    elif source.bookie is not None:
+        view, error = _ledger_view(source, record.ledger_id)
+        if view is not None and view.lac is not None:
+            row.lac = view.lac
+            row.length = 0 if view.lac < 0 else _length_at(source, record.ledger_id, view.lac)
+            row.entries_source = "lac"
+        elif error is not None and row.error is None:
+            row.error = error
+    if row.lac is not None:
+        row.entries = row.lac + 1
+    return row
+
+
+def list_ledger_rows(
+    source: LedgerSource,
+    *,
+    topic: str | None = None,
+    kind: str | None = None,
+    advance: Advance = _noop,
+) -> list[LedgerRow]:
+    """Every ledger in the metadata store with its owner, filtered by topic and kind.
+
+    ``topic`` keeps the topic's data and cursor ledgers and its compacted ledgers.
+    """
+    from pulsarctl_py.stores.metadata import list_ledgers, resolve_topic
+
+    store = _require_metadata(source)
+    if kind is not None and kind not in LEDGER_KINDS:
+        raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
+    wanted = resolve_topic(topic).full_name if topic else None
+    rows = []
+    for record in list_ledgers(store):
+        advance()
+        row = _ledger_row(source, record)
+        if kind is not None and row.kind != kind:
+            continue
+        if wanted is not None and row.topic != wanted:
+            continue
+        rows.append(row)
+    return rows
+
+
+@dataclass(slots=True)
+class LedgerMeta:
+    """``ledger meta``: a ledger's metadata, where it is stored, and the bookie's view."""
+
+    view: LedgerView
+    path: str | None
+    stat: Any = None
+    znode_size: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.view.to_json()
+        md = self.view.metadata
+        tags = md.pulsar() if md is not None else None
+        out["path"] = self.path
+        out["stat"] = self.stat.to_json() if self.stat is not None else None
+        out["znode_size"] = self.znode_size
+        out["format_version"] = md.format_version if md is not None else None
+        out["topic"] = (
+            None
+            if tags is None
+            else tags.compacted_topic
+            if tags.kind == "compacted"
+            else _owner_topic(tags.managed_ledger)
+        )
+        out["entries"] = None if self.view.lac is None else self.view.lac + 1
+        if self.view.bookie is not None:
+            out["bookie"]["limbo"] = self.view.bookie.limbo
+        return out
+
+
+def ledger_meta(source: LedgerSource, ledger_id: int) -> LedgerMeta:
+    """One ledger: its full metadata, znode path and format, and what the bookie knows.
+
+    The password is never part of the result (only whether one is set); nor is the
+    bookie's master key (only whether it holds one).
+    """
+    from pulsarctl_py.stores.metadata import read_ledger
+
+    if ledger_id < 0:
+        raise LedgerctlError(f"invalid ledger id {ledger_id}")
+    record = read_ledger(source.metadata, ledger_id) if source.metadata is not None else None
+    view = source.ledger(ledger_id)
+    if record is None:
+        return LedgerMeta(view, None)
+    return LedgerMeta(view, record.path, record.stat, len(record.raw))
