@@ -12,7 +12,7 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, topic
+from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, topic, verify
 
 app = typer.Typer(
     name="ledgerctl",
@@ -47,6 +47,7 @@ demo.register(app)
 topic.register(app)
 ledger.register(app)
 bookie.register(app)
+verify.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,193 @@
+"""`ledgerctl verify`: check that topics' metadata and their stored ledgers agree."""
+
+from __future__ import annotations
+
+import enum
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from pulsarctl_py.commands import options
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from pulsarctl_py.verify import Finding, ProgressCallback, VerifyStats
+
+
+class VerifyOutput(enum.StrEnum):
+    auto = "auto"
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+
+
+_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def verify(
+    topic: str = typer.Argument(
+        None,
+        metavar="TOPIC",
+        help="The topic to verify: persistent://tenant/ns/topic, tenant/ns/topic, a short "
+        "name (public/default), or a managed-ledger name. A partitioned topic stands for "
+        "its partitions.",
+        show_default=False,
+    ),
+    all_topics: bool = typer.Option(
+        False,
+        "--all",
+        help="Verify every topic, and look for orphan ledgers (Pulsar ledgers nothing references).",
+    ),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    password_env: str = options.PASSWORD_ENV,
+    password_file: Path = options.PASSWORD_FILE,
+    output: VerifyOutput = typer.Option(
+        VerifyOutput.auto,
+        "--output",
+        "-o",
+        help="table for people, json (findings and a summary) or jsonl (one finding per "
+        "line) for machines; auto is table on a terminal and json when piped.",
+    ),
+) -> None:
+    """Check that topic metadata and the stored ledgers agree; list what does not.
+
+    Checks: every ledger a topic lists exists in BookKeeper metadata and in storage;
+    entry counts and sizes match; every digest and checksum verifies; cursors point
+    inside existing ledgers, at or before their last entry; the compacted ledger exists
+    and names the topic; broker entry metadata indexes are continuous and the "index"
+    property is not behind; timestamps are monotone (non-monotonic regions listed);
+    shadow topics list only their source's ledgers; with --all, no Pulsar ledger is
+    orphaned. Each finding has a severity (error, warning, info) and a check id; see
+    the guide for the rule behind each.
+
+    Exit status 1 when any finding is an error, else 0 (warnings and info included).
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.verify import VerifyStats, verify_topics
+
+    if (topic is None) == (not all_topics):
+        raise typer.BadParameter("give a TOPIC or --all (one of them)", param_hint="TOPIC")
+    password = options.password(password_env, password_file)
+    fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
+    stats = VerifyStats()
+    with (
+        LedgerSource.open(
+            metadata_url,
+            bookie_dirs or None,
+            password,
+            need_metadata=True,
+        ) as source,
+        _progress() as progress,
+    ):
+        findings = verify_topics(
+            source, None if all_topics else [topic], progress=progress, stats=stats
+        )
+        if fmt is render.OutputFormat.JSONL:
+            render.write_jsonl(f.to_json() for f in findings)
+            collected: list[Finding] = []
+        else:
+            collected = list(findings)
+    if fmt is render.OutputFormat.JSON:
+        render.write_json(
+            {"findings": [f.to_json() for f in collected], "summary": stats.to_json()}
+        )
+    elif fmt is not render.OutputFormat.JSONL and collected:
+        render.stdout_console().print(_table(collected))
+    _summary(stats)
+    if not stats.ok:
+        raise typer.Exit(1)
+
+
+@contextmanager
+def _progress() -> Iterator[ProgressCallback | None]:
+    """A transient progress display on stderr, only when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from pulsarctl_py import render
+    from pulsarctl_py.verify import VerifyProgress
+
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[entries]} entries"),
+        TimeElapsedColumn(),
+        console=render.stderr_console(),
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+    task = bar.add_task("verify", total=None, entries=0)
+
+    def update(p: VerifyProgress) -> None:
+        if p.stage == "orphans":
+            what = "looking for orphan ledgers"
+        elif p.topic is None:
+            what = "verify"
+        else:
+            what = p.topic + (f" ledger {p.ledger_id}" if p.ledger_id is not None else "")
+        bar.update(
+            task,
+            description=what,
+            total=p.topics_total or None,
+            completed=p.topics_done,
+            entries=p.entries,
+        )
+
+    with bar:
+        yield update
+
+
+def _table(findings: list[Finding]) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table()
+    for col in ("severity", "check", "topic", "ledger", "entry", "message"):
+        table.add_column(col, overflow="fold")
+    for f in findings:
+        colour = _COLOURS.get(f.severity, "white")
+        table.add_row(
+            f"[{colour}]{f.severity}[/]",
+            f.check,
+            escape(f.topic or "-"),
+            "-" if f.ledger_id is None else str(f.ledger_id),
+            "-" if f.entry_id is None else str(f.entry_id),
+            escape(f.message),
+        )
+    return table
+
+
+def _summary(stats: VerifyStats) -> None:
+    from pulsarctl_py import render
+
+    s = stats.to_json()
+    err = render.stderr_console()
+    verdict = "[green]ok[/]" if stats.ok else "[red]errors found[/]"
+    err.print(
+        f"{s['topics']} topic{'s' if s['topics'] != 1 else ''}, {s['ledgers']} ledgers, "
+        f"{s['entries']} entries: [red]{s['errors']} errors[/], "
+        f"[yellow]{s['warnings']} warnings[/], [cyan]{s['info']} info[/] - {verdict}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify)

@@ -1,0 +1,492 @@
+"""A small Pulsar data directory for the verify tests: healthy, or broken one way at a time.
+
+Built with ledgerctl's own writers: the metadata tree (managed ledgers, cursors, BookKeeper
+ledger znodes) in Pulsar's RocksDB metadata store (or any writable MetadataStore, e.g. a
+real ZooKeeper), and a DbLedgerStorage bookie directory holding the entries.
+
+Topics and ledgers of the healthy world:
+
+* ``public/default/orders``: ledgers 10 (closed, 5 entries), 11 (closed, 4), 12 (open, the
+  last, 3 stored entries). Every entry has broker entry metadata (broker_timestamp, index)
+  and holds 1-3 messages. Cursors: ``sub`` (znode, 11:2), ``durable-sub`` (state in cursor
+  ledger 20, open, whose last PositionInfo says 12:1; znode snapshot 11:0) and
+  ``__compaction`` (11:3, ``CompactedTopicLedger`` = 30). Property index = the last index
+  of ledger 11 (what the broker wrote when it rolled to 12).
+* ledger 30: the compacted ledger of orders (CRC32 digest), compacted up to 11:3.
+* ``public/default/orders-shadow``: a shadow topic of orders listing 11 and 12.
+* ``tenant-b/ns/plain``: ledgers 40 (closed, 3 entries, no broker entry metadata) and 41
+  (open, empty). Cursor ``c`` at 40:2.
+* ``tenant-b/ns/parts``: a partitioned topic; partition 0 has ledger 80 (closed, 2
+  entries), partition 1 ledger 81 (open, 1 entry).
+* ledger 50: a schema ledger (not referenced from /managed-ledgers: not an orphan);
+  ledger 60: another application's ledger (no Pulsar tags).
+
+:data:`VARIANTS` maps a variant name to the check ids verify must report for it (and
+nothing else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pulsarctl_py.decoders import bookkeeper, compacted
+from pulsarctl_py.decoders import ledger_metadata as lm
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
+from pulsarctl_py.decoders.checksums import DigestType, master_key
+from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata, LedgerState
+from pulsarctl_py.decoders.payload import build_batch
+from pulsarctl_py.decoders.pulsar import build_entry
+from pulsarctl_py.ledgers import LedgerSource
+from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+from pulsarctl_py.stores.metadata import MetadataStore
+
+ORDERS = "persistent://public/default/orders"
+SHADOW = "persistent://public/default/orders-shadow"
+PLAIN = "persistent://tenant-b/ns/plain"
+PARTS = "persistent://tenant-b/ns/parts"
+OTHER = "persistent://public/default/other"
+BOOKIE = "127.0.0.1:3181"
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+#: variant -> the checks verify must report for it, and nothing else
+VARIANTS: dict[str, list[str]] = {
+    "ledger-missing-metadata": ["ledger-missing-metadata"],
+    "ledger-lost": ["ledger-missing-metadata"],  # no metadata, no entries: no index-gap
+    "ledger-metadata-unreadable": ["ledger-metadata-unreadable"],
+    "ledger-missing-storage": ["ledger-missing-storage"],
+    "entry-missing": ["entry-missing"],
+    "entry-corrupt": ["entry-corrupt"],
+    "entry-unreadable": ["entry-corrupt"],
+    "cursor-ledger-corrupt": ["entry-corrupt"],
+    "entries-mismatch": ["entries-mismatch"],
+    "size-mismatch": ["size-mismatch"],
+    "size-mismatch-bk": ["size-mismatch"],
+    "size-mismatch-no-bk-metadata": ["ledger-missing-metadata", "size-mismatch"],
+    "ledger-wrong-owner": ["ledger-wrong-owner"],
+    "ledger-not-closed": ["ledger-not-closed"],
+    "ledger-list-unordered": ["ledger-list-unordered", "ledger-not-closed"],
+    "ml-unreadable": ["ml-unreadable"],
+    "cursor-unreadable": ["cursor-unreadable"],
+    "cursor-ledger-missing": ["cursor-ledger-missing"],
+    "cursor-beyond-lac": ["cursor-beyond-lac"],
+    "cursor-unknown-ledger": ["cursor-unknown-ledger"],
+    "cursor-trimmed-ledger": ["cursor-unknown-ledger"],
+    "compacted-ledger-missing": ["compacted-ledger-missing"],
+    "compacted-ledger-wrong-topic": ["compacted-ledger-wrong-topic"],
+    "compacted-ledger-untagged": ["compacted-ledger-wrong-topic"],
+    "compacted-horizon-mismatch": ["compacted-horizon-mismatch"],
+    "index-gap": ["index-gap"],
+    "index-missing": ["index-missing"],
+    "index-property-behind": ["index-property-behind"],
+    "index-property-invalid": ["index-property-invalid"],
+    "timestamp-regression": ["timestamp-regression"],
+    "orphan-ledger": ["orphan-ledger"],
+    "shadow-source-missing": ["shadow-source-missing"],
+    "shadow-ledger-not-in-source": ["shadow-ledger-not-in-source"],
+    "shadow-ledger-differs": ["shadow-ledger-differs"],
+}
+
+
+@dataclass
+class LedgerSpec:
+    """One ledger: its metadata and the entries it stores."""
+
+    ledger_id: int
+    tags: dict[str, bytes]
+    entries: list[bytes] = field(default_factory=list)  # digest-packed
+    payload_sizes: list[int] = field(default_factory=list)
+    closed: bool = True
+    digest: DigestType = DigestType.CRC32C
+    with_metadata: bool = True
+    stored: bool = True
+    metadata_bytes: bytes | None = None  # written instead of the built metadata
+    length_delta: int = 0
+
+    @property
+    def length(self) -> int:
+        return sum(self.payload_sizes)
+
+    def metadata(self) -> LedgerMetadata:
+        closed = self.closed
+        return LedgerMetadata(
+            ensemble_size=1,
+            write_quorum_size=1,
+            ack_quorum_size=1,
+            state=LedgerState.CLOSED if closed else LedgerState.OPEN,
+            ensembles={0: [BOOKIE]},
+            last_entry_id=len(self.entries) - 1 if closed else -1,
+            length=self.length + self.length_delta if closed else 0,
+            digest_type=self.digest,
+            password=b"",
+            ctime=T0,
+            custom_metadata=dict(self.tags),
+        )
+
+
+@dataclass
+class World:
+    """A built data directory: where its stores are, and what it holds."""
+
+    root: Path
+    metadata_url: str
+    bookie_dir: Path
+    variant: str | None
+    last_index: dict[int, int] = field(default_factory=dict)  # ledger -> last BEM index
+
+    @contextlib.contextmanager
+    def source(self, *, bookie: bool = True) -> Iterator[LedgerSource]:
+        """A LedgerSource on the world's stores (no environment or config file consulted)."""
+        from pulsarctl_py.stores.bookie import open_bookie
+        from pulsarctl_py.stores.metadata import open_metadata_store
+
+        store = open_metadata_store(self.metadata_url)
+        try:
+            storage = open_bookie([self.bookie_dir]) if bookie else None
+            try:
+                yield LedgerSource(store, storage)
+            finally:
+                if storage is not None:
+                    storage.close()
+        finally:
+            store.close()
+
+    def digest(self) -> dict[str, str]:
+        """sha256 of every file under the world's root (and the directory listing)."""
+        return tree_digest(self.root)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = Path(dirpath).relative_to(root)
+        out[f"{rel}/"] = ",".join(sorted(dirnames + filenames))
+        for name in filenames:
+            data = (Path(dirpath) / name).read_bytes()
+            out[str(rel / name)] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def _tags(topic: str, *, cursor: str | None = None) -> dict[str, bytes]:
+    return lm.pulsar_custom_metadata(mld.TopicName.parse(topic).persistence_name, cursor=cursor)
+
+
+def _compacted_tags(topic: str, to: tuple[int, int]) -> dict[str, bytes]:
+    return {
+        "application": b"pulsar",
+        "component": b"compacted-ledger",
+        "pulsar/compactedTopic": topic.encode(),
+        "pulsar/compactedTo": lm.encode_message_id(*to),
+    }
+
+
+class _Builder:
+    """Generates the entries of the world in topic order."""
+
+    def __init__(self, variant: str | None) -> None:
+        self.variant = variant
+        self.clock = T0
+        self.seq = 0
+        self.index = -1
+        self.pulsar: dict[tuple[int, int], bytes] = {}  # the Pulsar entry of each position
+        self.last_index: dict[int, int] = {}
+
+    def pulsar_entry(self, ledger_id: int, entry_id: int, *, bem: bool) -> bytes:
+        count = 1 + (ledger_id + entry_id) % 3
+        self.clock += 1000
+        broker_ts = self.clock
+        if self.variant == "timestamp-regression" and (ledger_id, entry_id) == (11, 1):
+            broker_ts -= 10_000
+        md = api.MessageMetadata(
+            producer_name="verify-world", sequence_id=self.seq, publish_time=self.clock - 5
+        )
+        if count == 1:
+            md.partition_key = f"key-{self.seq % 4}"
+            payload = f"value-{self.seq}".encode()
+        else:
+            md.num_messages_in_batch = count
+            records = []
+            for i in range(count):
+                smm = api.SingleMessageMetadata(payload_size=0, sequence_id=self.seq + i)
+                smm.partition_key = f"key-{(self.seq + i) % 4}"
+                records.append((smm, f"value-{self.seq + i}".encode()))
+            payload = build_batch(records)
+        self.seq += count
+        meta = None
+        if bem and not (self.variant == "index-missing" and ledger_id == 12):
+            self.index += count
+            if self.variant == "index-gap" and (ledger_id, entry_id) == (11, 2):
+                self.index += 5
+            meta = api.BrokerEntryMetadata(broker_timestamp=broker_ts, index=self.index)
+            self.last_index[ledger_id] = self.index
+        data = build_entry(md, payload, checksum=True, broker_entry_metadata=meta)
+        self.pulsar[(ledger_id, entry_id)] = data
+        return data
+
+    @staticmethod
+    def pack(spec: LedgerSpec, payloads: list[bytes]) -> None:
+        length = 0
+        for entry_id, payload in enumerate(payloads):
+            length += len(payload)
+            header = BookieEntryHeader(spec.ledger_id, entry_id, entry_id - 1, length)
+            spec.entries.append(bookkeeper.build(header, payload, spec.digest, b""))
+            spec.payload_sizes.append(len(payload))
+
+    def data_ledger(
+        self, ledger_id: int, topic: str, count: int, *, closed: bool = True, bem: bool = True
+    ) -> LedgerSpec:
+        spec = LedgerSpec(ledger_id, _tags(topic), closed=closed)
+        self.pack(spec, [self.pulsar_entry(ledger_id, e, bem=bem) for e in range(count)])
+        return spec
+
+
+def _ml_info(
+    ledgers: list[tuple[LedgerSpec, bool]], properties: dict[str, str]
+) -> mlpb.ManagedLedgerInfo:
+    """ManagedLedgerInfo: (ledger, recorded) pairs; unrecorded ones as Pulsar creates them."""
+    info = mlpb.ManagedLedgerInfo()
+    for spec, recorded in ledgers:
+        if recorded:
+            info.ledgerInfo.add(
+                ledgerId=spec.ledger_id,
+                entries=len(spec.entries),
+                size=spec.length,
+                timestamp=T0 + 3_600_000 + spec.ledger_id,
+            )
+        else:
+            info.ledgerInfo.add(ledgerId=spec.ledger_id, timestamp=0)
+    for key, value in properties.items():
+        info.properties.add(key=key, value=value)
+    return info
+
+
+def _cursor(
+    position: tuple[int, int], *, ledger: int = -1, properties: dict[str, int] | None = None
+) -> mlpb.ManagedCursorInfo:
+    info = mlpb.ManagedCursorInfo(
+        cursorsLedgerId=ledger, markDeleteLedgerId=position[0], markDeleteEntryId=position[1]
+    )
+    for name, value in (properties or {}).items():
+        info.properties.add(name=name, value=value)
+    return info
+
+
+def _position_info(position: tuple[int, int]) -> bytes:
+    return mld.build_position_info(mlpb.PositionInfo(ledgerId=position[0], entryId=position[1]))
+
+
+def build_world(
+    root: Path,
+    variant: str | None = None,
+    *,
+    store: MetadataStore | None = None,
+    metadata_url: str | None = None,
+) -> World:
+    """Write the world (``variant`` None: healthy) under ``root``; return where it is.
+
+    The metadata goes to ``store`` (then ``metadata_url`` names it) or to a new RocksDB
+    metadata store under ``root/metadata``.
+    """
+    if variant is not None and variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}")
+    v = variant
+    b = _Builder(v)
+
+    # -- orders: three data ledgers, a cursor ledger, a compacted ledger ----------------------
+    l10 = b.data_ledger(10, ORDERS, 5)
+    l11 = b.data_ledger(11, ORDERS, 4)
+    l12 = b.data_ledger(12, ORDERS, 3, closed=False)
+    cursor_ledger = LedgerSpec(20, _tags(ORDERS, cursor="durable-sub"), closed=False)
+    b.pack(cursor_ledger, [_position_info((11, 3)), _position_info((12, 1))])
+    to = (11, 1) if v == "compacted-horizon-mismatch" else (11, 3)
+    compacted_tags = _compacted_tags(OTHER if v == "compacted-ledger-wrong-topic" else ORDERS, to)
+    if v == "compacted-ledger-untagged":
+        compacted_tags = {}
+    l30 = LedgerSpec(30, compacted_tags, digest=DigestType.CRC32)
+    b.pack(
+        l30,
+        [
+            compacted.build(api.MessageIdData(ledgerId=lid, entryId=eid), b.pulsar[(lid, eid)])
+            for lid, eid in ((10, 1), (11, 3))
+        ],
+    )
+    # -- plain and partitioned topics: no broker entry metadata ------------------------------
+    l40 = b.data_ledger(40, PLAIN, 3, bem=False)
+    l41 = LedgerSpec(41, _tags(PLAIN), closed=False)
+    l80 = b.data_ledger(80, PARTS + "-partition-0", 2, bem=False)
+    l81 = b.data_ledger(81, PARTS + "-partition-1", 1, closed=False, bem=False)
+    # -- ledgers no topic lists --------------------------------------------------------------
+    l50 = LedgerSpec(
+        50, {"application": b"pulsar", "component": b"schema", "pulsar/schemaId": b"x/y"}
+    )
+    l60 = LedgerSpec(60, {"owner": b"someone-else"})
+    b.pack(l60, [b"not a pulsar entry"])
+    ledgers = [l10, l11, l12, cursor_ledger, l30, l40, l41, l50, l60, l80, l81]
+    index_property = b.last_index[11]
+    shadow_ledgers: list[tuple[LedgerSpec, bool]] = [(l11, True), (l12, False)]
+
+    # -- the variant's damage ----------------------------------------------------------------
+    ml_overrides: dict[int, dict[str, int]] = {}  # orders: ledger -> LedgerInfo fields
+    shadow_overrides: dict[int, dict[str, int]] = {}
+    orders_list: list[tuple[LedgerSpec, bool]] = [(l10, True), (l11, True), (l12, False)]
+    plain_list: list[tuple[LedgerSpec, bool]] = [(l40, True), (l41, False)]
+    sub_position = (11, 2)
+    shadow_source = ORDERS
+    raw_znodes: dict[str, bytes] = {}
+    if v == "ledger-missing-metadata":
+        l11.with_metadata = False
+    elif v == "ledger-lost":
+        l11.with_metadata = False
+        l11.stored = False
+    elif v == "ledger-metadata-unreadable":
+        l11.metadata_bytes = b"BookieMetadataFormatVersion\t3\n\x05garbage"
+    elif v == "ledger-missing-storage":
+        l11.stored = False
+    elif v == "entry-missing":
+        l10.entries[2] = b""  # dropped when storing
+    elif v == "entry-corrupt":
+        data = bytearray(l10.entries[3])
+        data[-2] ^= 0x40
+        l10.entries[3] = bytes(data)
+    elif v == "entries-mismatch":
+        ml_overrides[10] = {"entries": len(l10.entries) + 1}
+    elif v == "size-mismatch":
+        ml_overrides[10] = {"size": l10.length + 7}
+    elif v == "size-mismatch-bk":
+        l10.length_delta = 7
+        ml_overrides[10] = {"size": l10.length + 7}
+    elif v == "size-mismatch-no-bk-metadata":
+        l10.with_metadata = False
+        ml_overrides[10] = {"size": l10.length + 7}
+    elif v == "ledger-wrong-owner":
+        l10.tags = _tags(OTHER)
+    elif v == "ledger-not-closed":
+        l10.closed = False
+    elif v == "ledger-list-unordered":
+        plain_list = [(l41, True), (l40, True)]
+    elif v == "cursor-beyond-lac":
+        sub_position = (11, 9)
+    elif v == "cursor-unknown-ledger":
+        sub_position = (99, 0)
+    elif v == "cursor-trimmed-ledger":
+        sub_position = (5, 3)
+    elif v == "cursor-ledger-missing":
+        cursor_ledger.with_metadata = False
+    elif v == "cursor-ledger-corrupt":
+        data = bytearray(cursor_ledger.entries[-1])
+        data[-1] ^= 0x01
+        cursor_ledger.entries[-1] = bytes(data)
+    elif v == "compacted-ledger-missing":
+        l30.with_metadata = False  # deleted, while the cursor property still names it
+    elif v == "index-property-behind":
+        index_property = b.last_index[10]
+    elif v == "orphan-ledger":
+        l70 = b.data_ledger(70, ORDERS, 1)
+        ledgers.append(l70)
+    elif v == "shadow-source-missing":
+        shadow_source = "persistent://public/default/gone"
+    elif v == "shadow-ledger-not-in-source":
+        l71 = b.data_ledger(71, ORDERS, 1)
+        ledgers.append(l71)
+        shadow_ledgers.append((l71, True))
+    elif v == "shadow-ledger-differs":
+        shadow_overrides[11] = {"entries": len(l11.entries) - 1}
+    properties = {mld.PROPERTY_INDEX: str(index_property)}
+    if v == "index-property-invalid":
+        properties[mld.PROPERTY_INDEX] = "12a"
+
+    # -- metadata ----------------------------------------------------------------------------
+    nodes: dict[str, bytes] = {}
+
+    def ml(
+        topic: str, info: mlpb.ManagedLedgerInfo, overrides: dict[int, dict[str, int]] | None = None
+    ) -> None:
+        for li in info.ledgerInfo:
+            for name, value in (overrides or {}).get(li.ledgerId, {}).items():
+                setattr(li, name, value)
+        nodes[mld.TopicName.parse(topic).ml_path] = mld.build_info(info)
+
+    def cursor(topic: str, name: str, info: mlpb.ManagedCursorInfo) -> None:
+        nodes[mld.TopicName.parse(topic).cursor_path(name)] = mld.build_info(info)
+
+    ml(ORDERS, _ml_info(orders_list, properties), ml_overrides)
+    cursor(ORDERS, "sub", _cursor(sub_position))
+    cursor(ORDERS, "durable-sub", _cursor((11, 0), ledger=20))
+    cursor(
+        ORDERS,
+        mld.COMPACTION_CURSOR,
+        _cursor((11, 3), properties={"CompactedTopicLedger": 30}),
+    )
+    shadow_props = {mld.PROPERTY_SHADOW_SOURCE: shadow_source}
+    ml(SHADOW, _ml_info(shadow_ledgers, shadow_props), shadow_overrides)
+    cursor(SHADOW, "shadow-sub", _cursor((12, 0)))
+    ml(PLAIN, _ml_info(plain_list, {}))
+    cursor(PLAIN, "c", _cursor((40, 2)))
+    ml(PARTS + "-partition-0", _ml_info([(l80, True)], {}))
+    ml(PARTS + "-partition-1", _ml_info([(l81, False)], {}))
+    if v == "ml-unreadable":
+        raw_znodes[mld.TopicName.parse(PLAIN).ml_path] = b"\xff\xfe\xfd not protobuf"
+    if v == "cursor-unreadable":
+        raw_znodes[mld.TopicName.parse(ORDERS).cursor_path("sub")] = b"\xff\xff\xff"
+    nodes.update(raw_znodes)
+    for spec in ledgers:
+        if spec.with_metadata:
+            data = spec.metadata_bytes or lm.build(spec.metadata())
+            nodes[lm.ledger_path(spec.ledger_id)] = data
+
+    root.mkdir(parents=True, exist_ok=True)
+    own_store = store is None
+    if store is None:
+        from pulsarctl_py.stores.metadata import create_metadata_store
+
+        path = root / "metadata"
+        store = create_metadata_store(path)
+        metadata_url = f"rocksdb://{path}"
+    assert metadata_url is not None
+    try:
+        _write_tree(store, nodes)
+    finally:
+        if own_store:
+            store.close()
+
+    # -- bookie storage ----------------------------------------------------------------------
+    from pulsarctl_py.stores.bookie import write_db_ledger_dir
+
+    bookie_dir = root / "bookie"
+    entries = [e for spec in ledgers if spec.stored for e in spec.entries if e]
+    write_db_ledger_dir(bookie_dir / "current", entries, master_key(b""))
+    if v == "entry-unreadable":
+        _truncate_entry(bookie_dir / "current", 11, 1)
+    return World(root, metadata_url, bookie_dir, variant, dict(b.last_index))
+
+
+def _write_tree(store: MetadataStore, nodes: dict[str, bytes]) -> None:
+    written: set[str] = set()
+    for path in sorted(nodes):
+        parts = path.split("/")
+        for i in range(2, len(parts)):
+            parent = "/".join(parts[:i])
+            if parent not in written and parent not in nodes and store.exists(parent) is None:
+                store.put(parent, b"")
+            written.add(parent)
+        store.put(path, nodes[path])
+        written.add(path)
+
+
+def _truncate_entry(current: Path, ledger_id: int, entry_id: int) -> None:
+    """Zero the ledger id of one stored entry in its entry log: its location no longer
+    holds that entry, so reading it fails."""
+    from pulsarctl_py.stores.bookie import open_bookie
+
+    with open_bookie(current) as bookie:
+        location = bookie.locate(ledger_id, entry_id)
+    assert location is not None
+    with open(location.path, "r+b") as f:
+        f.seek(location.offset)
+        f.write(b"\x00" * 8)
