@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from pulsarctl_py.commands.options import password
+from pulsarctl_py.commands.options import DepthChoice, password
 from pulsarctl_py.render import OutputFormat
 
 
@@ -32,12 +32,6 @@ class InputFormat(enum.StrEnum):
     binary = "binary"
     hex = "hex"
     base64 = "base64"
-
-
-class DepthChoice(enum.StrEnum):
-    entry = "entry"
-    metadata = "metadata"
-    messages = "messages"
 
 
 def decode(

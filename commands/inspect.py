@@ -12,15 +12,10 @@ from pulsarctl_py.commands.options import (
     METADATA_URL,
     PASSWORD_ENV,
     PASSWORD_FILE,
+    DepthChoice,
     password,
 )
 from pulsarctl_py.render import OutputFormat
-
-
-class DepthChoice(enum.StrEnum):
-    entry = "entry"
-    metadata = "metadata"
-    messages = "messages"
 
 
 class BrokerMetadata(enum.StrEnum):

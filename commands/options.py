@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 
 import typer
+
+
+class DepthChoice(enum.StrEnum):
+    """How deep to decode (decoders.Depth by name)."""
+
+    entry = "entry"
+    metadata = "metadata"
+    messages = "messages"
 
 METADATA_URL = typer.Option(
     None,
