@@ -64,9 +64,8 @@ def parse_batch(
     parse = _SMM_FROM
     keep = kept.append
     record = BatchRecord
-    order = range(count) if indexes is None else indexes
     for j in range(count):
-        batch_index = order[j]
+        batch_index = indexes[j] if indexes is not None else j
         start = pos
         if pos + 4 > end:
             raise CorruptEntryError(
