@@ -27,6 +27,8 @@ from pulsarctl_py.proto.bookkeeper_data_formats_pb2 import LedgerData
 from .files import FileCache
 from .model import JournalInfo, LedgerRecord, Location
 from .rocks import (
+    LOCATION_KEY,
+    LOCATION_VALUE,
     MAX_ID,
     ReadOnlyRocksDB,
     decode_location_item,
@@ -37,6 +39,7 @@ from .rocks import (
 
 _SLOT = index_file.LOCATION.size
 _CHUNK_SLOTS = 1024  # one BookKeeper index page
+_MAX_CACHED_PATHS = 4096  # entry log paths remembered per index (one Path per log)
 
 
 def parse_ledger_data(ledger_id: int, value: bytes, source: str, path: Path) -> LedgerRecord:
@@ -76,6 +79,7 @@ class DbIndex:
         self.locations: ReadOnlyRocksDB | None = None
         self.ledgers: ReadOnlyRocksDB | None = None
         self.locations_error: str | None = None
+        self._log_paths: dict[int, Path] = {}
         try:
             self.locations = ReadOnlyRocksDB(index_dir / "locations")
         except CorruptEntryError as exc:
@@ -89,7 +93,12 @@ class DbIndex:
 
     def _location(self, packed: int) -> Location:
         log_id, offset = split_location(packed)
-        return Location(self.source, self.log_dir / log_file_name(log_id), log_id, offset)
+        path = self._log_paths.get(log_id)
+        if path is None:
+            if len(self._log_paths) >= _MAX_CACHED_PATHS:
+                self._log_paths.clear()
+            path = self._log_paths[log_id] = self.log_dir / log_file_name(log_id)
+        return Location(self.source, path, log_id, offset)
 
     def ledger_ids(self) -> Iterator[int]:
         if self.ledgers is not None:
@@ -138,11 +147,21 @@ class DbIndex:
             if last is not None and last < MAX_ID
             else (location_key(ledger_id + 1, 0) if ledger_id < MAX_ID else None)
         )
+        # decode_location_item and _location inlined: this loop runs once per entry read
+        unpack_key, unpack_value = LOCATION_KEY.unpack, LOCATION_VALUE.unpack
+        paths, source = self._log_paths, self.source
         for key, value in self.locations.items(location_key(ledger_id, max(first, 0)), high):
-            found_ledger, entry_id, packed = decode_location_item(key, value)
+            if len(key) != LOCATION_KEY.size or len(value) != LOCATION_VALUE.size:
+                decode_location_item(key, value)  # raises CorruptEntryError
+            found_ledger, entry_id = unpack_key(key)
             if found_ledger != ledger_id:
                 return
-            yield entry_id, self._location(packed)
+            (packed,) = unpack_value(value)
+            log_id = packed >> 32
+            path = paths.get(log_id)
+            if path is None:
+                path = self._location(packed).path
+            yield entry_id, Location(source, path, log_id, packed & 0xFFFFFFFF)
 
     def last_entry(self, ledger_id: int) -> int | None:
         if self.locations is None:
@@ -178,6 +197,7 @@ class IdxIndex:
         self.resolve_log = resolve_log
         self.files = files
         self._paths: dict[int, Path] | None = None
+        self._log_paths: dict[int, Path] = {}
 
     def paths(self) -> dict[int, Path]:
         if self._paths is None:
@@ -229,7 +249,12 @@ class IdxIndex:
 
     def _location(self, packed: int) -> Location:
         log_id, offset = split_location(packed)
-        return Location(self.source, self.resolve_log(log_id), log_id, offset)
+        path = self._log_paths.get(log_id)
+        if path is None:
+            if len(self._log_paths) >= _MAX_CACHED_PATHS:
+                self._log_paths.clear()
+            path = self._log_paths[log_id] = self.resolve_log(log_id)
+        return Location(self.source, path, log_id, offset)
 
     def locate(self, ledger_id: int, entry_id: int) -> Location | None:
         return next((loc for _, loc in self.iter_locations(ledger_id, entry_id, entry_id)), None)

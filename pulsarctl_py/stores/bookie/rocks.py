@@ -86,9 +86,17 @@ class ReadOnlyRocksDB:
     def items(
         self, low: bytes | None = None, high: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        """Key/value pairs with ``low <= key < high``, in key order, one at a time."""
+        """Key/value pairs with ``low <= key < high``, in key order, one at a time.
+
+        Blocks read on the way do not go into RocksDB's block cache: a pass over a large
+        ledger would otherwise grow memory with the size of its index.
+        """
+        from rocksdict import ReadOptions
+
         try:
-            it = self._db.iter()
+            options = ReadOptions()
+            options.fill_cache(False)
+            it = self._db.iter(options)
             if low is None:
                 it.seek_to_first()
             else:
