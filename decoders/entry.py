@@ -630,14 +630,14 @@ class ChunkAssembler:
         whole = b"".join(pieces)
         if first_md.encryption_keys:
             first_md = _copy_without_encryption(first_md)
-        if len(whole) != parts[0].chunk.total_size if parts[0].chunk else False:
+        total = parts[0].chunk.total_size if parts[0].chunk is not None else len(whole)
+        if len(whole) != total:
             last.problems.append(
                 Problem(
                     "warning",
                     "chunk",
                     0,
-                    f"chunks join to {len(whole)} bytes, total_chunk_msg_size says "
-                    f"{parts[0].chunk.total_size if parts[0].chunk else '?'}",
+                    f"chunks join to {len(whole)} bytes, total_chunk_msg_size says {total}",
                 )
             )
         plain = open_payload(last, first_md, whole, 0, self.options)
