@@ -43,6 +43,7 @@ class LedgerView:
     bookie: LedgerInfo | None = None
     last_stored: int | None = None  # highest entry id held by the bookie storage
     last_stored_lac: int | None = None  # the LAC piggybacked on that entry
+    last_entry_error: str | None = None  # why that entry could not be read, if it could not
     kind: str = "unknown"  # data, cursor, compacted, schema, unknown
     digest_type: DigestType | None = None
     password: bytes | None = field(default=None, repr=False)
@@ -87,6 +88,7 @@ class LedgerView:
                 "explicit_lac": self.explicit_lac,
                 "last_entry_id": self.last_stored,
                 "last_entry_lac": self.last_stored_lac,
+                "last_entry_error": self.last_entry_error,
                 "source": b.source,
             },
         }
@@ -159,9 +161,14 @@ class LedgerSource:
                 view.bookie = None
             view.last_stored = self.bookie.last_entry_id(ledger_id)
             if view.last_stored is not None:
-                data = self.bookie.read_entry(ledger_id, view.last_stored)
-                if len(data) >= BK_HEADER.size:
-                    view.last_stored_lac = BK_HEADER.unpack_from(data, 0)[2]
+                # a damaged last entry costs its LAC, not the whole view of the ledger
+                try:
+                    data = self.bookie.read_entry(ledger_id, view.last_stored)
+                except LedgerctlError as exc:
+                    view.last_entry_error = exc.one_line()
+                else:
+                    if len(data) >= BK_HEADER.size:
+                        view.last_stored_lac = BK_HEADER.unpack_from(data, 0)[2]
         if view.metadata is None and view.bookie is None and view.last_stored is None:
             where = " and ".join(
                 w for w, s in (("metadata", self.metadata), ("bookie storage", self.bookie)) if s

@@ -145,7 +145,7 @@ from pulsarctl_py.decoders import Depth, Entry
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
 from pulsarctl_py.decoders.checksums import DIGESTS
-from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
+from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.ledgers import LedgerSource, LedgerView
 
 if TYPE_CHECKING:
@@ -612,30 +612,10 @@ class _Verifier:
     def _view(self, ledger_id: int) -> tuple[LedgerView | None, str | None, str | None]:
         """The ledger's view, why there is none, and why its last entry was unreadable."""
         try:
-            return self.source.ledger(ledger_id), None, None
-        except CorruptEntryError as exc:
-            # the last stored entry (read for its LAC) is unreadable: look again without it
-            view = self._view_without_last_entry(ledger_id)
-            return view, None, exc.one_line()
+            view = self.source.ledger(ledger_id)
         except LedgerctlError as exc:
             return None, exc.one_line(), None
-
-    def _view_without_last_entry(self, ledger_id: int) -> LedgerView:
-        meta_only = LedgerSource(self.source.metadata, None, self.source.password)
-        try:
-            view = meta_only.ledger(ledger_id)
-        except LedgerctlError:
-            view = LedgerView(ledger_id)
-        bookie = self.source.bookie
-        if bookie is not None:
-            from pulsarctl_py.stores.bookie import EntryNotFound
-
-            try:
-                view.bookie = bookie.ledger(ledger_id)
-            except EntryNotFound:
-                view.bookie = None
-            view.last_stored = bookie.last_entry_id(ledger_id)
-        return view
+        return view, None, view.last_entry_error
 
     def _ledger(self, ledger_id: int, ml_entries: int | None = None) -> _Ledger:
         view, problem, last_error = self._view(ledger_id)

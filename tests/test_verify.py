@@ -286,3 +286,17 @@ def test_cli_progress_on_a_terminal(
     result = run(capsys, *_args(healthy, "--all", "-o", "json"))
     assert result.code == 0
     assert result.json()["findings"] == []  # progress never reaches stdout
+
+
+def test_a_damaged_last_entry_does_not_hide_the_ledger(tmp_path: Path) -> None:
+    from pulsarctl_py.ledgers import LedgerSource
+    from tests.verify_world import _truncate_entry
+
+    world = build_world(tmp_path)
+    _truncate_entry(world.bookie_dir / "current", 11, 3)  # ledger 11's last entry
+    with LedgerSource.open(world.metadata_url, [world.bookie_dir]) as source:
+        view = source.ledger(11)
+        assert view.metadata is not None and view.last_stored == 3
+        assert view.last_stored_lac is None
+        assert view.last_entry_error is not None and "entry 3" in view.last_entry_error
+        assert view.to_json()["bookie"]["last_entry_error"] == view.last_entry_error
