@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import random
 import struct
 import sys
@@ -43,6 +41,7 @@ import cramjam
 import crc32c
 import lz4.block
 import zstandard
+from _machine import machine  # bench/ is on sys.path when a bench script runs
 
 from pulsarctl_py.decoders.codecs import compress
 from pulsarctl_py.decoders.entry import decode_entry
@@ -407,26 +406,6 @@ def measure(
             }
         out["by_codec"] = table
     return out
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    from google.protobuf.internal import api_implementation
-
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "python": platform.python_version(),
-        "protobuf_backend": api_implementation.Type(),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

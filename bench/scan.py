@@ -41,7 +41,6 @@ import gc
 import json
 import mmap
 import os
-import platform
 import random
 import resource
 import shutil
@@ -53,6 +52,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from _machine import machine  # bench/ is on sys.path when a bench script runs
 
 from pulsarctl_py.decoders import bookkeeper, entrylog
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
@@ -391,26 +392,6 @@ def run_generate(root: Path, entries: int, seed: int) -> dict[str, Any]:
 
 
 # -- the report ---------------------------------------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    from google.protobuf.internal import api_implementation
-
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model,
-        "python": platform.python_version(),
-        "protobuf_backend": api_implementation.Type(),
-    }
 
 
 def _rate(result: dict[str, Any]) -> dict[str, Any]:
