@@ -43,13 +43,15 @@ def stdout_console() -> Console:
     from rich.console import Console
 
     tty = sys.stdout.isatty()
-    return Console(file=sys.stdout, soft_wrap=not tty, width=None if tty else 10_000)
+    return Console(
+        file=sys.stdout, soft_wrap=not tty, width=None if tty else 10_000, highlight=False
+    )
 
 
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+    return Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
 
 
 def write_json(obj: Any) -> None:
