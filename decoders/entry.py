@@ -27,9 +27,17 @@ from .checksums import DIGESTS, DigestType
 from .codecs import CODECS, DEFAULT_MAX_UNCOMPRESSED, DecompressionError, compress, decompress
 from .errors import CorruptEntryError, DecryptionError, LedgerctlError, UnsupportedCodec
 from .nodes import Layer, Problem, json_value
-from .payload import BatchRecord, build_batch, parse_batch, parse_marker
+from .payload import (
+    BatchRecord,
+    batch_layer,
+    build_batch,
+    parse_batch,
+    parse_marker,
+    trailing_bytes,
+)
 from .protos import signed64
 from .pulsar import ChecksumLayer, MetadataLayer, build_entry, parse_prefixes
+from .speedups import bind, native
 
 
 class Depth(enum.IntEnum):
@@ -114,6 +122,10 @@ class Message:
         return out
 
 
+if native is not None:
+    bind(native.MESSAGE, Message)
+
+
 @dataclass(slots=True)
 class ChunkInfo:
     """The chunk carried by one entry of a chunked message."""
@@ -144,9 +156,23 @@ class Entry:
     encrypted: bool = False
     data_key: bytes | None = None  # set once an encrypted payload was opened
     chunk: ChunkInfo | None = None
-    records: list[BatchRecord] | None = None
     placeholders: list[int] = field(default_factory=list)
     position: tuple[int, int] | None = None  # (ledger_id, entry_id) where it is stored
+    _records: list[BatchRecord] | None = field(default=None, init=False, repr=False)
+    _batch: tuple[Any, int, list[int] | None] | None = field(
+        default=None, init=False, repr=False
+    )
+
+    @property
+    def records(self) -> list[BatchRecord] | None:
+        """The batch records (metadata protobuf, value, offset); None when not batched.
+
+        The native batch split builds messages without them; they are parsed from the
+        plaintext the first time they are asked for (rebuild, tests, tools).
+        """
+        if self._records is None and self._batch is not None:
+            _layer, self._records, _holes = parse_batch(*self._batch, [])
+        return self._records
 
     @property
     def ok(self) -> bool:
@@ -393,7 +419,9 @@ def _decode_payload(
     if plain is None:
         return
     entry.plaintext = plain
-    if any(kv.key == "entry.format" and kv.value == "kafka" for kv in md.properties):
+    if md.properties and any(
+        kv.key == "entry.format" and kv.value == "kafka" for kv in md.properties
+    ):
         # KoP's kafka/mixed_kafka formats store a Kafka RecordBatch, not a Pulsar batch
         entry.layers.append(
             Layer(
@@ -522,12 +550,26 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
         raise CorruptEntryError(
             "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
         )
-    layer, records, placeholders = parse_batch(plain, count, indexes, entry.problems)
-    entry.layers.append(layer)
-    entry.records = records
-    entry.placeholders = placeholders
     first_index = None if last_index is None else last_index - md.num_messages_in_batch + 1
     base_seq = md.sequence_id
+    if native is not None:
+        split = native.split_batch(
+            plain, count, indexes, base_seq, publish_time, first_index, ledger_id, entry_id
+        )
+        if split is not None:
+            messages, placeholders, end = split
+            entry.layers.append(
+                batch_layer(plain, count, len(messages), placeholders, indexes, end)
+            )
+            if end != len(plain):
+                entry.problems.append(trailing_bytes(end, len(plain), count))
+            entry.placeholders = placeholders
+            entry._batch = (plain, count, indexes)
+            return messages  # type: ignore[no-any-return]
+    layer, records, placeholders = parse_batch(plain, count, indexes, entry.problems)
+    entry.layers.append(layer)
+    entry._records = records
+    entry.placeholders = placeholders
     out: list[Message] = []
     append = out.append
     message = Message
@@ -546,7 +588,7 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
         append(
             message(
                 key,
-                None if null else rec.value,
+                None if null else bytes(rec.value),
                 {kv.key: kv.value for kv in props} if (props := smm.properties) else {},
                 i,
                 null,

@@ -111,15 +111,30 @@ def parse_batch(
             keep(record(batch_index, smm, mv[pos : pos + value_size], start))
         pos += value_size
     if pos != end:
-        problems.append(
-            Problem("warning", BATCH, pos, f"{end - pos} bytes after the last of {count} records")
-        )
-    fields: dict[str, Any] = {"records": count, "messages": len(kept)}
+        problems.append(trailing_bytes(pos, end, count))
+    return batch_layer(mv, count, len(kept), placeholders, indexes, pos), kept, placeholders
+
+
+def batch_layer(
+    buf: bytes | memoryview,
+    count: int,
+    messages: int,
+    placeholders: list[int],
+    indexes: list[int] | None,
+    end: int,
+) -> Layer:
+    """The batch layer over ``buf[:end]``: ``count`` records, ``messages`` of them kept."""
+    fields: dict[str, Any] = {"records": count, "messages": messages}
     if placeholders:
         fields["compacted_out"] = placeholders
     if indexes is not None:
         fields["compacted_batch_indexes"] = list(indexes)
-    return Layer(BATCH, 0, pos, mv[:pos], fields, space="payload"), kept, placeholders
+    return Layer(BATCH, 0, end, memoryview(buf)[:end], fields, space="payload")
+
+
+def trailing_bytes(pos: int, end: int, count: int) -> Problem:
+    """The warning for bytes left after the last record of a batch."""
+    return Problem("warning", BATCH, pos, f"{end - pos} bytes after the last of {count} records")
 
 
 def build_batch(records: Iterable[tuple[ProtoMessage, bytes | memoryview | None]]) -> bytes:

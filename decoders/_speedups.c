@@ -1,0 +1,652 @@
+/*
+ * Compiled fast paths of ledgerctl's decoders. Optional: every function here has a
+ * pure-Python counterpart, and `pulsarctl_py.decoders.speedups` falls back to it when
+ * this module was not built (or LEDGERCTL_PURE_PYTHON is set).
+ *
+ * Rule: these functions handle only the regular case. On anything irregular (a size
+ * past the end, a protobuf field with an unexpected wire type, a missing required field,
+ * text that is not UTF-8, ...) they return None and the caller takes the Python path,
+ * which then reports the exact problem. So every error message and every decision about
+ * damaged data stays in one place, the Python decoder, and the two paths give equal
+ * results for the input this module accepts (tests/test_speedups.py checks that on
+ * generated and on mutated input).
+ *
+ *   bind(kind, cls, names)   objects are built directly in the slots of a
+ *                            dataclass(slots=True) named by the Python side
+ *   split_batch(...)         a decompressed batch -> Message objects (formats.md §4)
+ *   crc32c(data, crc=0)      CRC32C (Castagnoli), SSE4.2 where the CPU has it
+ *   entry_heads(...)         bookie entries cut from an entry log: ids, digest, BEM
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <nmmintrin.h>
+#define HAVE_SSE42_BUILTIN 1
+#endif
+
+/* -- objects built in the slots of a Python dataclass ------------------------------- */
+
+#define MAX_SLOTS 32
+
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t n;
+    Py_ssize_t offsets[MAX_SLOTS];
+} Bound;
+
+enum { BIND_MESSAGE = 0, BIND_HEAD = 1, BIND_KINDS = 2 };
+static Bound bound[BIND_KINDS];
+
+/* bind(kind, cls, names): remember where each named slot of cls lives. */
+static PyObject *
+sp_bind(PyObject *self, PyObject *args)
+{
+    int kind;
+    PyObject *cls, *names;
+    if (!PyArg_ParseTuple(args, "iOO!:bind", &kind, &cls, &PyTuple_Type, &names))
+        return NULL;
+    if (kind < 0 || kind >= BIND_KINDS) {
+        PyErr_SetString(PyExc_ValueError, "unknown kind");
+        return NULL;
+    }
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a class");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (n > MAX_SLOTS || type->tp_dictoffset != 0 || type->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a slots class without __dict__");
+        return NULL;
+    }
+    Bound b = {type, n, {0}};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        PyObject *descr = PyDict_GetItemWithError(type->tp_dict, name);
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%R is not a slot of %R", name, cls);
+            return NULL;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) {
+            PyErr_Format(PyExc_TypeError, "slot %R is not a plain object slot", name);
+            return NULL;
+        }
+        b.offsets[i] = m->offset;
+    }
+    Py_XDECREF(bound[kind].type);
+    Py_INCREF(cls);
+    bound[kind] = b;
+    Py_RETURN_NONE;
+}
+
+/* A new instance with its slots set to values[0..n) (references stolen, also on error). */
+static PyObject *
+new_bound(int kind, PyObject **values)
+{
+    Bound *b = &bound[kind];
+    PyObject *obj = b->type->tp_alloc(b->type, 0);
+    if (obj == NULL) {
+        for (Py_ssize_t i = 0; i < b->n; i++)
+            Py_XDECREF(values[i]);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < b->n; i++)
+        *(PyObject **)((char *)obj + b->offsets[i]) = values[i];
+    return obj;
+}
+
+/* -- protobuf wire format (only what the messages below need) ----------------------- */
+
+/* A varint; 0 when truncated, longer than 10 bytes or wider than 64 bits. */
+static inline int
+read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
+{
+    const uint8_t *q = *p;
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70 && q < end; shift += 7) {
+        uint8_t byte = *q++;
+        if (shift == 63 && byte > 1)
+            return 0;
+        v |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+            *p = q;
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A field's tag: field number and wire type; 0 for field 0 or a tag wider than 32 bits. */
+static inline int
+read_tag(const uint8_t **p, const uint8_t *end, uint32_t *field, int *wire)
+{
+    uint64_t tag;
+    if (!read_varint(p, end, &tag) || tag > 0xFFFFFFFFu || (tag >> 3) == 0)
+        return 0;
+    *field = (uint32_t)(tag >> 3);
+    *wire = (int)(tag & 7);
+    return 1;
+}
+
+/* A length-delimited field's bytes; 0 when the length passes the end. */
+static inline int
+read_bytes(const uint8_t **p, const uint8_t *end, const uint8_t **start, Py_ssize_t *len)
+{
+    uint64_t n;
+    if (!read_varint(p, end, &n) || n > (uint64_t)(end - *p))
+        return 0;
+    *start = *p;
+    *len = (Py_ssize_t)n;
+    *p += n;
+    return 1;
+}
+
+/* Skip an unknown field; groups and reserved wire types are not regular. */
+static inline int
+skip_field(const uint8_t **p, const uint8_t *end, int wire)
+{
+    uint64_t v;
+    const uint8_t *s;
+    Py_ssize_t n;
+    switch (wire) {
+    case 0:
+        return read_varint(p, end, &v);
+    case 1:
+        if (end - *p < 8)
+            return 0;
+        *p += 8;
+        return 1;
+    case 2:
+        return read_bytes(p, end, &s, &n);
+    case 5:
+        if (end - *p < 4)
+            return 0;
+        *p += 4;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static inline PyObject *
+new_ref_(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+
+/* UTF-8 text as str; NULL with no exception set when it is not valid UTF-8. */
+static inline PyObject *
+text(const uint8_t *s, Py_ssize_t n)
+{
+    PyObject *out = PyUnicode_DecodeUTF8((const char *)s, n, NULL);
+    if (out == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        PyErr_Clear();
+    return out;
+}
+
+/* Property keys repeat from record to record ("trace-id", "schema", ...): one str per
+ * distinct key per batch, whose hash is then computed once. */
+#define KEY_CACHE 16
+typedef struct {
+    int n;
+    const uint8_t *at[KEY_CACHE];
+    Py_ssize_t len[KEY_CACHE];
+    PyObject *str[KEY_CACHE];
+} KeyCache;
+
+static PyObject *
+cached_text(KeyCache *c, const uint8_t *s, Py_ssize_t n)
+{
+    for (int i = 0; i < c->n; i++) {
+        if (c->len[i] == n && memcmp(c->at[i], s, (size_t)n) == 0)
+            return new_ref_(c->str[i]);
+    }
+    PyObject *out = text(s, n);
+    if (out != NULL && c->n < KEY_CACHE) {
+        c->at[c->n] = s;
+        c->len[c->n] = n;
+        c->str[c->n++] = new_ref_(out);
+    }
+    return out;
+}
+
+static void
+key_cache_clear(KeyCache *c)
+{
+    for (int i = 0; i < c->n; i++)
+        Py_DECREF(c->str[i]);
+    c->n = 0;
+}
+
+/* -- SingleMessageMetadata ----------------------------------------------------------- */
+
+typedef struct {
+    PyObject *properties; /* dict, owned */
+    const uint8_t *key;
+    Py_ssize_t key_len;
+    const uint8_t *ordering_key;
+    Py_ssize_t ordering_key_len;
+    uint64_t event_time, sequence_id;
+    int32_t payload_size;
+    char has_key, has_payload_size, has_event_time, has_ordering_key, has_sequence_id;
+    char compacted_out, b64, null_value;
+} Smm;
+
+/* One KeyValue into the dict. 1 ok, 0 irregular, -1 Python error. */
+static int
+parse_property(const uint8_t *p, const uint8_t *end, PyObject *dict, KeyCache *keys)
+{
+    const uint8_t *key = NULL, *value = NULL;
+    Py_ssize_t key_len = 0, value_len = 0;
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        if (!read_tag(&p, end, &field, &wire))
+            return 0;
+        if (field == 1 || field == 2) {
+            if (wire != 2)
+                return 0;
+            if (field == 1) {
+                if (!read_bytes(&p, end, &key, &key_len))
+                    return 0;
+            }
+            else if (!read_bytes(&p, end, &value, &value_len))
+                return 0;
+        }
+        else if (!skip_field(&p, end, wire))
+            return 0;
+    }
+    if (key == NULL || value == NULL)
+        return 0; /* required fields: the Python path reports them */
+    PyObject *k = cached_text(keys, key, key_len);
+    if (k == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *v = text(value, value_len);
+    if (v == NULL) {
+        Py_DECREF(k);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int rc = PyDict_SetItem(dict, k, v);
+    Py_DECREF(k);
+    Py_DECREF(v);
+    return rc < 0 ? -1 : 1;
+}
+
+/* 1 ok, 0 irregular, -1 Python error; on 1, m->properties is a new dict. */
+static int
+parse_smm(const uint8_t *p, const uint8_t *end, Smm *m, KeyCache *keys)
+{
+    memset(m, 0, sizeof(*m));
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        uint64_t v = 0;
+        const uint8_t *s = NULL;
+        Py_ssize_t n = 0;
+        if (!read_tag(&p, end, &field, &wire))
+            goto irregular;
+        if (field > 10) {
+            if (!skip_field(&p, end, wire))
+                goto irregular;
+            continue;
+        }
+        /* fields 1, 2 and 7 are length-delimited, the others varints */
+        int want = (field == 1 || field == 2 || field == 7) ? 2 : 0;
+        if (wire != want)
+            goto irregular;
+        if (want == 2) {
+            if (!read_bytes(&p, end, &s, &n))
+                goto irregular;
+        }
+        else if (!read_varint(&p, end, &v))
+            goto irregular;
+        switch (field) {
+        case 1:
+            if (m->properties == NULL && (m->properties = PyDict_New()) == NULL)
+                return -1;
+            {
+                int rc = parse_property(s, s + n, m->properties, keys);
+                if (rc < 0)
+                    goto error;
+                if (rc == 0)
+                    goto irregular;
+            }
+            break;
+        case 2:
+            m->key = s;
+            m->key_len = n;
+            m->has_key = 1;
+            break;
+        case 3:
+            m->payload_size = (int32_t)(uint32_t)v;
+            m->has_payload_size = 1;
+            break;
+        case 4:
+            m->compacted_out = v != 0;
+            break;
+        case 5:
+            m->event_time = v;
+            m->has_event_time = 1;
+            break;
+        case 6:
+            m->b64 = v != 0;
+            break;
+        case 7:
+            m->ordering_key = s;
+            m->ordering_key_len = n;
+            m->has_ordering_key = 1;
+            break;
+        case 8:
+            m->sequence_id = v;
+            m->has_sequence_id = 1;
+            break;
+        case 9:
+            m->null_value = v != 0;
+            break;
+        default: /* 10: null_partition_key, not part of a Message */
+            break;
+        }
+    }
+    if (!m->has_payload_size)
+        goto irregular;
+    if (m->properties == NULL && (m->properties = PyDict_New()) == NULL)
+        return -1;
+    return 1;
+irregular:
+    Py_CLEAR(m->properties);
+    return 0;
+error:
+    Py_CLEAR(m->properties);
+    return -1;
+}
+
+/* -- split_batch --------------------------------------------------------------------- */
+
+/* Message slots, in the order entry.Message declares its fields. */
+enum {
+    M_KEY, M_VALUE, M_PROPERTIES, M_BATCH_INDEX, M_NULL_VALUE, M_EVENT_TIME, M_SEQUENCE_ID,
+    M_PUBLISH_TIME, M_KEY_B64, M_ORDERING_KEY, M_INDEX, M_LEDGER_ID, M_ENTRY_ID, M_CHUNKS,
+    M_FIELDS
+};
+
+static inline uint32_t
+be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+#define new_ref new_ref_
+
+/* a + b for Python ints (the sums of Python's path: base_seq + i, first_index + i) */
+static PyObject *
+add_index(PyObject *a, PyObject *b)
+{
+    return PyNumber_Add(a, b);
+}
+
+/*
+ * split_batch(plain, count, indexes, base_seq, publish_time, first_index, ledger_id,
+ *             entry_id) -> (messages, placeholders, end) | None
+ *
+ * The batch grammar of payload.parse_batch, and the Message fields of entry._messages.
+ * None: something irregular; the caller runs the Python path on the same input.
+ */
+static PyObject *
+sp_split_batch(PyObject *self, PyObject *args)
+{
+    PyObject *plain, *indexes, *base_seq, *publish_time, *first_index, *ledger_id, *entry_id;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "OnOOOOOO:split_batch", &plain, &count, &indexes, &base_seq,
+                          &publish_time, &first_index, &ledger_id, &entry_id))
+        return NULL;
+    if (bound[BIND_MESSAGE].type == NULL || bound[BIND_MESSAGE].n != M_FIELDS) {
+        PyErr_SetString(PyExc_RuntimeError, "split_batch: Message class not bound");
+        return NULL;
+    }
+    if (indexes != Py_None && (!PyList_Check(indexes) || PyList_GET_SIZE(indexes) != count))
+        Py_RETURN_NONE;
+    if (count < 0)
+        Py_RETURN_NONE;
+
+    Py_buffer view;
+    if (PyObject_GetBuffer(plain, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    KeyCache keys = {0};
+    PyObject *messages = NULL, *holes = NULL, *result = NULL;
+    if ((messages = PyList_New(0)) == NULL || (holes = PyList_New(0)) == NULL)
+        goto done;
+
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *batch_index;
+        if (indexes != Py_None) {
+            batch_index = new_ref(PyList_GET_ITEM(indexes, j));
+            if (!PyLong_CheckExact(batch_index)) {
+                Py_DECREF(batch_index);
+                goto irregular;
+            }
+        }
+        else if ((batch_index = PyLong_FromSsize_t(j)) == NULL)
+            goto done;
+        if (end - pos < 4) {
+            Py_DECREF(batch_index);
+            goto irregular;
+        }
+        uint32_t size = be32(buf + pos);
+        pos += 4;
+        if ((uint64_t)size > (uint64_t)(end - pos)) {
+            Py_DECREF(batch_index);
+            goto irregular;
+        }
+        Smm m;
+        int rc = parse_smm(buf + pos, buf + pos + size, &m, &keys);
+        if (rc <= 0) {
+            Py_DECREF(batch_index);
+            if (rc < 0)
+                goto done;
+            goto irregular;
+        }
+        pos += size;
+        if (m.payload_size < 0 || m.payload_size > end - pos) {
+            Py_DECREF(batch_index);
+            Py_DECREF(m.properties);
+            goto irregular;
+        }
+        Py_ssize_t value_at = pos;
+        pos += m.payload_size;
+        if (m.compacted_out) {
+            Py_DECREF(m.properties);
+            rc = PyList_Append(holes, batch_index);
+            Py_DECREF(batch_index);
+            if (rc < 0)
+                goto done;
+            continue;
+        }
+        PyObject *f[M_FIELDS] = {NULL};
+        f[M_BATCH_INDEX] = batch_index;
+        f[M_PROPERTIES] = m.properties;
+        f[M_KEY] = m.has_key ? text(m.key, m.key_len) : new_ref(Py_None);
+        f[M_VALUE] = m.null_value ? new_ref(Py_None)
+                                  : PyBytes_FromStringAndSize((const char *)buf + value_at, m.payload_size);
+        f[M_NULL_VALUE] = PyBool_FromLong(m.null_value);
+        f[M_EVENT_TIME] = m.has_event_time ? PyLong_FromUnsignedLongLong(m.event_time)
+                                           : new_ref(Py_None);
+        f[M_SEQUENCE_ID] = m.has_sequence_id ? PyLong_FromUnsignedLongLong(m.sequence_id)
+                                             : add_index(base_seq, batch_index);
+        f[M_PUBLISH_TIME] = new_ref(publish_time);
+        f[M_KEY_B64] = PyBool_FromLong(m.b64);
+        f[M_ORDERING_KEY] =
+            m.has_ordering_key
+                ? PyBytes_FromStringAndSize((const char *)m.ordering_key, m.ordering_key_len)
+                : new_ref(Py_None);
+        f[M_INDEX] = first_index == Py_None ? new_ref(Py_None) : add_index(first_index, batch_index);
+        f[M_LEDGER_ID] = new_ref(ledger_id);
+        f[M_ENTRY_ID] = new_ref(entry_id);
+        f[M_CHUNKS] = new_ref(Py_None);
+        int missing = 0;
+        for (int i = 0; i < M_FIELDS; i++)
+            missing |= f[i] == NULL;
+        if (missing) {
+            int key_not_text = m.has_key && f[M_KEY] == NULL && !PyErr_Occurred();
+            for (int i = 0; i < M_FIELDS; i++)
+                Py_XDECREF(f[i]);
+            if (key_not_text)
+                goto irregular;
+            goto done;
+        }
+        PyObject *msg = new_bound(BIND_MESSAGE, f);
+        if (msg == NULL)
+            goto done;
+        rc = PyList_Append(messages, msg);
+        Py_DECREF(msg);
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_BuildValue("(OOn)", messages, holes, pos);
+    goto done;
+irregular:
+    result = new_ref(Py_None);
+done:
+    key_cache_clear(&keys);
+    Py_XDECREF(messages);
+    Py_XDECREF(holes);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* -- CRC32C -------------------------------------------------------------------------- */
+
+static uint32_t crc_table[8][256];
+static int have_sse42;
+
+static void
+crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+#ifdef HAVE_SSE42_BUILTIN
+    __builtin_cpu_init();
+    have_sse42 = __builtin_cpu_supports("sse4.2") != 0;
+#endif
+}
+
+static uint32_t
+crc_soft(uint32_t crc, const uint8_t *p, size_t n)
+{
+    while (n && ((uintptr_t)p & 7)) {
+        crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^
+              crc_table[5][(w >> 16) & 0xff] ^ crc_table[4][(w >> 24) & 0xff] ^
+              crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return crc;
+}
+
+#ifdef HAVE_SSE42_BUILTIN
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hw(uint32_t crc, const uint8_t *p, size_t n)
+{
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = _mm_crc32_u64(c, w);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return c32;
+}
+#endif
+
+/* CRC32C continuing from crc (0 to start), as crc32c.crc32c(data, crc) computes it. */
+static uint32_t
+crc32c_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+    crc = ~crc;
+#ifdef HAVE_SSE42_BUILTIN
+    if (have_sse42)
+        return ~crc_hw(crc, p, n);
+#endif
+    return ~crc_soft(crc, p, n);
+}
+
+static PyObject *
+sp_crc32c(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    unsigned long crc = 0;
+    int soft = 0;
+    if (!PyArg_ParseTuple(args, "y*|kp:crc32c", &view, &crc, &soft))
+        return NULL;
+    uint32_t out;
+    if (soft)
+        out = ~crc_soft(~(uint32_t)crc, (const uint8_t *)view.buf, (size_t)view.len);
+    else
+        out = crc32c_update((uint32_t)crc, (const uint8_t *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(out);
+}
+
+/* -- module ---------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"bind", sp_bind, METH_VARARGS, "bind(kind, cls, names): build objects of cls in C."},
+    {"split_batch", sp_split_batch, METH_VARARGS,
+     "split_batch(plain, count, indexes, base_seq, publish_time, first_index, ledger_id, "
+     "entry_id) -> (messages, placeholders, end) or None when the batch is not regular."},
+    {"crc32c", sp_crc32c, METH_VARARGS,
+     "crc32c(data, crc=0, soft=False) -> CRC32C of data continuing from crc."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_speedups",
+    "Compiled fast paths of ledgerctl's decoders (see pulsarctl_py.decoders.speedups).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    crc_init();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "MESSAGE", BIND_MESSAGE) < 0 ||
+        PyModule_AddIntConstant(m, "HEAD", BIND_HEAD) < 0 ||
+        PyModule_AddIntConstant(m, "HARDWARE_CRC32C", have_sse42) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
