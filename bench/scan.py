@@ -14,11 +14,13 @@ same run, interleaved, best of ``--runs``:
 
 * I/O floor: read the entry log(s) sequentially (mmap) and split the ``[u32 size][entry]``
   records in Python with ``struct.unpack_from``, one bytes object per entry;
-* (a) locate + broker entry metadata: ``BookieStore.read_entries(ledger)``, which finds
-  every entry through the RocksDB index and reads it from its log, then ``decode_entry``
-  with ``Outer.BOOKIE_ENTRY``, the ledger's digest type (CRC32C, verified) and
-  ``Depth.ENTRY``: bookie header, digest and broker entry metadata. This is the loop of
-  ``Ledgers.entries`` (``ledgerctl inspect``) at that depth;
+* (a) locate + broker entry metadata: ``BookieStore.read_heads(ledger)``, which finds
+  every entry through the RocksDB index, reads it from its log, verifies its CRC32C
+  digest and reads its broker entry metadata (``EntryHead``: the same values as
+  ``decode_entry`` at ``Depth.ENTRY``; the native scanner of ``decoders/_speedups.c``);
+* breakdown: the same results the general way, ``read_entries`` + ``decode_entry`` at
+  ``Depth.ENTRY`` (Entry and Layer objects per entry: the loop of ``ledgerctl inspect``
+  at that depth);
 * (b) full decode: the same read path and ``decode_entry`` at its default depth;
 * breakdown: ``read_entries`` alone (locate, read, id checks; no decoding);
 * context: (a)'s checks inlined in one loop with no layering (the least Python can do).
@@ -249,19 +251,23 @@ def scan_floor(current: Path, ledger_id: int) -> dict[str, Any]:
 
 
 def scan_entry(current: Path, ledger_id: int) -> dict[str, Any]:
-    """(a) every entry located through the index, read, and decoded to its BEM."""
+    """(a) every entry located through the index, read, digest verified, BEM read.
+
+    ``BookieStore.read_heads``: the ledger's entries as ``EntryHead`` objects (bookie
+    header, CRC32C digest verified, broker entry metadata), the same heads as
+    ``decode_entry`` at ``Depth.ENTRY`` gives for each entry of ``read_entries``.
+    """
     options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=DIGEST, depth=Depth.ENTRY)
     count = bad = 0
     last_index = -1
     ordered = True
     start = time.perf_counter()
     with open_bookie(current) as store:
-        for stored in store.read_entries(ledger_id):
-            entry = decode_entry(stored.data, options, (stored.ledger_id, stored.entry_id))
-            if entry.problems:
+        for head in store.read_heads(ledger_id, options=options):
+            if head.problems or not head.digest_ok:
                 bad += 1
-            index = entry.broker_entry_metadata.index
-            ordered = ordered and index > last_index
+            index = head.index
+            ordered = ordered and index is not None and index > last_index
             last_index = index
             count += 1
     seconds = time.perf_counter() - start
@@ -272,6 +278,24 @@ def scan_entry(current: Path, ledger_id: int) -> dict[str, Any]:
         "ordered": ordered,
         "seconds": seconds,
     }
+
+
+def scan_entry_decoded(current: Path, ledger_id: int) -> dict[str, Any]:
+    """Breakdown: (a)'s results the general way, ``read_entries`` + ``decode_entry`` at
+    ``Depth.ENTRY`` (Entry and Layer objects per entry)."""
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=DIGEST, depth=Depth.ENTRY)
+    count = bad = 0
+    last_index = -1
+    start = time.perf_counter()
+    with open_bookie(current) as store:
+        for stored in store.read_entries(ledger_id):
+            entry = decode_entry(stored.data, options, (stored.ledger_id, stored.entry_id))
+            if entry.problems:
+                bad += 1
+            last_index = entry.broker_entry_metadata.index
+            count += 1
+    seconds = time.perf_counter() - start
+    return {"entries": count, "bad": bad, "last_index": last_index, "seconds": seconds}
 
 
 def scan_full(current: Path, ledger_id: int) -> dict[str, Any]:
@@ -351,6 +375,7 @@ SCANS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
     "floor": scan_floor,
     "read": scan_read,
     "entry": scan_entry,
+    "entry_decoded": scan_entry_decoded,
     "full": scan_full,
     "lean": scan_lean,
 }
@@ -414,7 +439,7 @@ def _runs(runs: int, scans: list[str], current: Path) -> dict[str, list[dict[str
 def _check(scan: str, result: dict[str, Any], entries: int, messages: int) -> None:
     if result["entries"] != entries or result.get("bad", 0):
         raise SystemExit(f"bench/scan.py: {scan} scan saw {result} of {entries} entries")
-    if scan in ("entry", "lean") and result["last_index"] != messages - 1:
+    if scan in ("entry", "entry_decoded", "lean") and result["last_index"] != messages - 1:
         raise SystemExit(f"bench/scan.py: broker entry metadata index wrong: {result}")
     if scan == "entry" and not result["ordered"]:
         raise SystemExit(f"bench/scan.py: broker entry metadata index not increasing: {result}")
@@ -523,14 +548,19 @@ def main(argv: list[str] | None = None) -> int:
                 **rates["floor"],
             },
             "locate_bem": {
-                "what": "(a) store.read_entries (RocksDB index) + "
-                "decode_entry(Depth.ENTRY, CRC32C digest verified)",
+                "what": "(a) store.read_heads (RocksDB index, entry log windows, CRC32C "
+                "digest verified, broker entry metadata; native scanner)",
                 **rates["entry"],
             },
             "full_decode": {
                 "what": "(b) store.read_entries (RocksDB index) + decode_entry (default depth)",
                 **rates["full"],
                 "messages_per_s": round(messages / best["full"]["seconds"]),
+            },
+            "locate_bem_decoded": {
+                "what": "breakdown: (a)'s results the general way, store.read_entries + "
+                "decode_entry(Depth.ENTRY): Entry and Layer objects per entry",
+                **rates["entry_decoded"],
             },
             "store_read_only": {
                 "what": "breakdown: store.read_entries alone (locate, read, check ids)",

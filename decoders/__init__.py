@@ -17,6 +17,7 @@ from .entry import (
     rebuild,
 )
 from .errors import CorruptEntryError, LedgerctlError
+from .heads import EntryHead, head_of
 from .nodes import Check, Layer, Problem
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Depth",
     "DigestType",
     "Entry",
+    "EntryHead",
     "Layer",
     "LedgerctlError",
     "Message",
@@ -35,5 +37,6 @@ __all__ = [
     "crc32c",
     "decode_entries",
     "decode_entry",
+    "head_of",
     "rebuild",
 ]

@@ -617,6 +617,219 @@ sp_crc32c(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(out);
 }
 
+/* -- entry heads: locate, digest, broker entry metadata ------------------------------ */
+
+static inline int64_t
+be64(const uint8_t *p)
+{
+    return (int64_t)(((uint64_t)be32(p) << 32) | be32(p + 4));
+}
+
+/* EntryHead slots, in the order decoders.heads.EntryHead declares its fields. */
+enum {
+    H_LEDGER_ID, H_ENTRY_ID, H_SIZE, H_LAC, H_LENGTH, H_DIGEST_OK, H_BROKER_TIMESTAMP, H_INDEX,
+    H_BROKER_METADATA, H_PROBLEMS, H_FIELDS
+};
+
+enum { HEADS_END = 0, HEADS_WINDOW = 1, HEADS_IRREGULAR = 2, HEADS_OTHER_LEDGER = 3 };
+
+#define BK_HEADER 32
+#define CRC32C_DIGEST 4
+#define MAGIC_BEM 0x0E02
+#define MAGIC_CHECKSUM 0x0E01
+
+/* A BrokerEntryMetadata body: 1 regular, 0 irregular. */
+static int
+parse_bem(const uint8_t *p, const uint8_t *end, uint64_t *ts, int *has_ts, uint64_t *index,
+          int *has_index)
+{
+    *has_ts = *has_index = 0;
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        uint64_t v;
+        if (!read_tag(&p, end, &field, &wire))
+            return 0;
+        if (field == 1 || field == 2) {
+            if (wire != 0 || !read_varint(&p, end, &v))
+                return 0;
+            if (field == 1) {
+                *ts = v;
+                *has_ts = 1;
+            }
+            else {
+                *index = v;
+                *has_index = 1;
+            }
+        }
+        else if (!skip_field(&p, end, wire))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)
+ *
+ * items: [(key, value)] of DbLedgerStorage's locations index (key: ledger, entry as
+ * int64 BE; value: log id << 32 | offset as int64 BE). From items[start] on, while each
+ * entry is in log ``log_id`` and inside ``window`` (the log's bytes from file offset
+ * ``window_start``): check the record as BookKeeper's readEntry does (size, ledger and
+ * entry ids), verify the CRC32C digest over header and payload, read the broker entry
+ * metadata, and append an EntryHead to ``out``. Stops at item i with a status:
+ * END (every item done), WINDOW (item i is in another log or past the window),
+ * IRREGULAR (item i needs the Python path: anything but a clean entry), OTHER_LEDGER.
+ */
+static PyObject *
+sp_scan_heads(PyObject *self, PyObject *args)
+{
+    PyObject *items, *ledger_obj, *window, *out;
+    Py_ssize_t start;
+    long long log_id, window_start;
+    if (!PyArg_ParseTuple(args, "O!nOLOLO!:scan_heads", &PyList_Type, &items, &start,
+                          &ledger_obj, &log_id, &window, &window_start, &PyList_Type, &out))
+        return NULL;
+    if (bound[BIND_HEAD].type == NULL || bound[BIND_HEAD].n != H_FIELDS) {
+        PyErr_SetString(PyExc_RuntimeError, "scan_heads: EntryHead class not bound");
+        return NULL;
+    }
+    long long ledger_id = PyLong_AsLongLong(ledger_obj);
+    if (ledger_id == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view = {0};
+    int have_window = window != Py_None;
+    if (have_window && PyObject_GetBuffer(window, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *buf = have_window ? (const uint8_t *)view.buf : NULL;
+    long long window_end = have_window ? window_start + view.len : window_start;
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        goto error;
+
+    Py_ssize_t n = PyList_GET_SIZE(items), i = start;
+    int status = HEADS_END;
+    for (; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1)) ||
+            PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0)) != 16 ||
+            PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1)) != 8) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        const uint8_t *key = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0));
+        const uint8_t *value = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1));
+        int64_t found_ledger = be64(key), entry_id = be64(key + 8), packed = be64(value);
+        if (found_ledger != ledger_id) {
+            status = HEADS_OTHER_LEDGER;
+            break;
+        }
+        if (packed < 0 || entry_id < 0) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        long long offset = packed & 0xFFFFFFFFLL;
+        if ((packed >> 32) != log_id || !have_window || offset - 4 < window_start ||
+            offset > window_end) {
+            status = HEADS_WINDOW;
+            break;
+        }
+        if (offset < 4) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        const uint8_t *rec = buf + (offset - 4 - window_start);
+        int32_t size = (int32_t)be32(rec);
+        if (size < BK_HEADER + CRC32C_DIGEST) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        if (offset + size > window_end) {
+            status = HEADS_WINDOW;
+            break;
+        }
+        const uint8_t *entry = rec + 4;
+        if (be64(entry) != ledger_id || be64(entry + 8) != entry_id) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        const uint8_t *payload = entry + BK_HEADER + CRC32C_DIGEST, *end = entry + size;
+        uint32_t crc = crc32c_update(0, entry, BK_HEADER);
+        crc = crc32c_update(crc, payload, (size_t)(end - payload));
+        if (crc != be32(entry + BK_HEADER)) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        /* what follows the digest: 0x0e02 BEM, then anything but another 0x0e02; or the
+         * 0x0e01 checksum. Anything else (compacted framing, no prefixes) is left to the
+         * Python decoder. */
+        uint64_t ts = 0, index = 0;
+        int has_ts = 0, has_index = 0, has_bem = 0;
+        if (end - payload < 2) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        unsigned magic = ((unsigned)payload[0] << 8) | payload[1];
+        if (magic == MAGIC_BEM) {
+            if (end - payload < 6) {
+                status = HEADS_IRREGULAR;
+                break;
+            }
+            uint32_t bem_size = be32(payload + 2);
+            const uint8_t *body = payload + 6;
+            if ((uint64_t)bem_size > (uint64_t)(end - body) ||
+                !parse_bem(body, body + bem_size, &ts, &has_ts, &index, &has_index)) {
+                status = HEADS_IRREGULAR;
+                break;
+            }
+            const uint8_t *next = body + bem_size;
+            if (end - next >= 2 && next[0] == 0x0E && next[1] == 0x02) {
+                status = HEADS_IRREGULAR;
+                break;
+            }
+            has_bem = 1;
+        }
+        else if (magic != MAGIC_CHECKSUM) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        PyObject *f[H_FIELDS] = {NULL};
+        f[H_LEDGER_ID] = new_ref(ledger_obj);
+        f[H_ENTRY_ID] = PyLong_FromLongLong(entry_id);
+        f[H_SIZE] = PyLong_FromLong(size);
+        f[H_LAC] = PyLong_FromLongLong(be64(entry + 16));
+        f[H_LENGTH] = PyLong_FromLongLong(be64(entry + 24));
+        f[H_DIGEST_OK] = new_ref(Py_True);
+        f[H_BROKER_TIMESTAMP] = has_ts ? PyLong_FromUnsignedLongLong(ts) : new_ref(Py_None);
+        f[H_INDEX] = has_index ? PyLong_FromUnsignedLongLong(index) : new_ref(Py_None);
+        f[H_BROKER_METADATA] = PyBool_FromLong(has_bem);
+        f[H_PROBLEMS] = new_ref(empty);
+        for (int k = 0; k < H_FIELDS; k++) {
+            if (f[k] == NULL) {
+                for (int j = 0; j < H_FIELDS; j++)
+                    Py_XDECREF(f[j]);
+                goto error;
+            }
+        }
+        PyObject *head = new_bound(BIND_HEAD, f);
+        if (head == NULL)
+            goto error;
+        int rc = PyList_Append(out, head);
+        Py_DECREF(head);
+        if (rc < 0)
+            goto error;
+    }
+    Py_DECREF(empty);
+    if (have_window)
+        PyBuffer_Release(&view);
+    return Py_BuildValue("(ni)", i, status);
+error:
+    Py_XDECREF(empty);
+    if (have_window)
+        PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* -- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -626,6 +839,8 @@ static PyMethodDef methods[] = {
      "entry_id) -> (messages, placeholders, end) or None when the batch is not regular."},
     {"crc32c", sp_crc32c, METH_VARARGS,
      "crc32c(data, crc=0, soft=False) -> CRC32C of data continuing from crc."},
+    {"scan_heads", sp_scan_heads, METH_VARARGS,
+     "scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -644,6 +859,10 @@ PyInit__speedups(void)
         return NULL;
     if (PyModule_AddIntConstant(m, "MESSAGE", BIND_MESSAGE) < 0 ||
         PyModule_AddIntConstant(m, "HEAD", BIND_HEAD) < 0 ||
+        PyModule_AddIntConstant(m, "HEADS_END", HEADS_END) < 0 ||
+        PyModule_AddIntConstant(m, "HEADS_WINDOW", HEADS_WINDOW) < 0 ||
+        PyModule_AddIntConstant(m, "HEADS_IRREGULAR", HEADS_IRREGULAR) < 0 ||
+        PyModule_AddIntConstant(m, "HEADS_OTHER_LEDGER", HEADS_OTHER_LEDGER) < 0 ||
         PyModule_AddIntConstant(m, "HARDWARE_CRC32C", have_sse42) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -91,6 +91,10 @@ class DbIndex:
             except CorruptEntryError as exc:
                 problems.append(Problem("error", "rocksdb", 0, str(exc)))
 
+    def location(self, packed: int) -> Location:
+        """The entry-log location of a packed ``locations`` value."""
+        return self._location(packed)
+
     def _location(self, packed: int) -> Location:
         log_id, offset = split_location(packed)
         path = self._log_paths.get(log_id)

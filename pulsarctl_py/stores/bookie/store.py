@@ -23,10 +23,15 @@ from typing import Literal, Protocol
 from pulsarctl_py.decoders import entrylog
 from pulsarctl_py.decoders import journal as journal_format
 from pulsarctl_py.decoders._readat import read_exact
+from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.entry import DecodeOptions
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
+from pulsarctl_py.decoders.heads import EntryHead, decode_head
 from pulsarctl_py.decoders.nodes import Problem
+from pulsarctl_py.decoders.speedups import native
 
 from .files import FileCache, read_small_file
+from .heads import scan_db_heads
 from .indexes import DbIndex, IdxIndex, JournalTail, ScanIndex
 from .layout import BookieLayout, discover, has_index_files
 from .model import (
@@ -316,6 +321,38 @@ class BookieStore:
                 yield StoredEntry(ledger_id, entry_id, loc, read(ledger_id, entry_id, loc))
         finally:
             reader.close()
+
+    def read_heads(
+        self,
+        ledger_id: int,
+        first: int = 0,
+        last: int | None = None,
+        options: DecodeOptions | None = None,
+    ) -> Iterator[EntryHead]:
+        """The heads of the entries in ``[first, last]`` held here, in order.
+
+        The entries of :meth:`read_entries`, each decoded to its broker entry metadata
+        (``decoders.heads``): ``options`` gives the digest type and password. Where one
+        DbLedgerStorage index holds the ledger alone and its digest is CRC32C, the native
+        scanner reads them (:mod:`.heads`), with the same results.
+        """
+        opts = options or DecodeOptions(digest_type=DigestType.CRC32C)
+        db = self._sole_db_index(ledger_id, first, last)
+        if db is not None and opts.digest_type is DigestType.CRC32C and native is not None:
+            yield from scan_db_heads(self, db, ledger_id, first, last, opts)
+            return
+        for stored in self.read_entries(ledger_id, first, last):
+            yield decode_head(stored.data, opts, (ledger_id, stored.entry_id))
+
+    def _sole_db_index(self, ledger_id: int, first: int, last: int | None) -> DbIndex | None:
+        """The DbLedgerStorage index that is the only source of these entries, if any."""
+        sources = self._all_sources()
+        if len(sources) != 1 or not isinstance(sources[0], DbIndex):
+            return None
+        tail = self._journal_tail()
+        if tail is not None and next(tail.iter_locations(ledger_id, first, last), None):
+            return None
+        return sources[0]
 
     # -- entry logs ------------------------------------------------------------------------
 
