@@ -136,7 +136,12 @@ def inspect(
             depth=request.depth,
             verify=request.verify,
             private_key=request.private_key,
+            keep_going=True,
         ):
+            if not entry.data:  # unreadable: no time, no messages; always reported
+                summary.add(entry)
+                yield view, entry
+                continue
             if not _keep(entry, request):
                 continue
             if request.key is not None:

@@ -25,7 +25,7 @@ from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.nodes import Layer, Problem
 from pulsarctl_py.decoders.protos import proto_fields
-from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.errors import CorruptEntryError, LedgerctlError
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
@@ -203,8 +203,14 @@ class LedgerSource:
         depth: Depth = Depth.MESSAGES,
         verify: bool = True,
         private_key: Any = None,
+        keep_going: bool = False,
     ) -> Iterator[Entry]:
-        """Decode the ledger's entries in [first, last] in order, joining chunked messages."""
+        """Decode the ledger's entries in [first, last] in order, joining chunked messages.
+
+        An entry whose stored bytes are not that entry (a damaged log record or index)
+        raises :class:`CorruptEntryError`; with ``keep_going`` it is yielded instead as an
+        :func:`unreadable_entry` carrying the error, and the read goes on after it.
+        """
         options = DecodeOptions(
             outer=Outer.BOOKIE_ENTRY,
             digest_type=view.digest_type,
@@ -214,13 +220,44 @@ class LedgerSource:
             verify=verify,
         )
         assembler = ChunkAssembler(options)
-        for stored in self.raw_entries(view, first, last):
-            entry = decode_entry(stored.data, options, (view.ledger_id, stored.entry_id))
-            if view.kind == "cursor":
-                _decode_position_info(entry)
-            elif entry.chunk is not None and depth is Depth.MESSAGES:
-                assembler.add(entry)
-            yield entry
+        next_id = first
+        while last is None or next_id <= last:
+            try:
+                for stored in self.raw_entries(view, next_id, last):
+                    next_id = stored.entry_id + 1
+                    entry = decode_entry(stored.data, options, (view.ledger_id, stored.entry_id))
+                    if view.kind == "cursor":
+                        _decode_position_info(entry)
+                    elif entry.chunk is not None and depth is Depth.MESSAGES:
+                        assembler.add(entry)
+                    yield entry
+                return
+            except CorruptEntryError as exc:
+                failed = self._next_stored(view, next_id, last) if keep_going else None
+                if failed is None:
+                    raise
+                yield unreadable_entry(view.ledger_id, failed, exc)
+                next_id = failed + 1
+
+    def _next_stored(self, view: LedgerView, first: int, last: int | None) -> int | None:
+        """The id of the first entry in [first, last] the bookie index lists."""
+        assert self.bookie is not None
+        found = next(iter(self.bookie.iter_locations(view.ledger_id, first, last)), None)
+        return None if found is None else found[0]
+
+
+def unreadable_entry(ledger_id: int, entry_id: int, exc: CorruptEntryError) -> Entry:
+    """An entry that could not be read from storage: no bytes, one error problem."""
+    entry = Entry(b"", position=(ledger_id, entry_id))
+    entry.problems.append(
+        Problem(
+            "error",
+            exc.layer,
+            exc.offset,
+            f"cannot read the entry: expected {exc.expected}, found {exc.found}",
+        )
+    )
+    return entry
 
 
 def _decode_position_info(entry: Entry) -> None:
