@@ -158,6 +158,8 @@ class Entry:
     chunk: ChunkInfo | None = None
     placeholders: list[int] = field(default_factory=list)
     position: tuple[int, int] | None = None  # (ledger_id, entry_id) where it is stored
+    #: why the stored bytes could not be read (then ``data`` is empty): one line
+    unreadable: str | None = None
     _records: list[BatchRecord] | None = field(default=None, init=False, repr=False)
     _batch: tuple[Any, int, list[int] | None] | None = field(
         default=None, init=False, repr=False
@@ -419,9 +421,7 @@ def _decode_payload(
     if plain is None:
         return
     entry.plaintext = plain
-    if md.properties and any(
-        kv.key == "entry.format" and kv.value == "kafka" for kv in md.properties
-    ):
+    if any(kv.key == "entry.format" and kv.value == "kafka" for kv in md.properties):
         # KoP's kafka/mixed_kafka formats store a Kafka RecordBatch, not a Pulsar batch
         entry.layers.append(
             Layer(

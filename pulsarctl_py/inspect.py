@@ -138,7 +138,7 @@ def inspect(
             private_key=request.private_key,
             keep_going=True,
         ):
-            if not entry.data:  # unreadable: no time, no messages; always reported
+            if entry.unreadable is not None:  # no time, no messages: always reported
                 summary.add(entry)
                 yield view, entry
                 continue

@@ -207,8 +207,8 @@ class LedgerSource:
     ) -> Iterator[Entry]:
         """Decode the ledger's entries in [first, last] in order, joining chunked messages.
 
-        An entry whose stored bytes are not that entry (a damaged log record or index)
-        raises :class:`CorruptEntryError`; with ``keep_going`` it is yielded instead as an
+        An entry whose stored bytes cannot be read (a damaged log record or index) raises
+        :class:`LedgerctlError`; with ``keep_going`` it is yielded instead as an
         :func:`unreadable_entry` carrying the error, and the read goes on after it.
         """
         options = DecodeOptions(
@@ -232,7 +232,7 @@ class LedgerSource:
                         assembler.add(entry)
                     yield entry
                 return
-            except CorruptEntryError as exc:
+            except LedgerctlError as exc:
                 failed = self._next_stored(view, next_id, last) if keep_going else None
                 if failed is None:
                     raise
@@ -241,22 +241,25 @@ class LedgerSource:
 
     def _next_stored(self, view: LedgerView, first: int, last: int | None) -> int | None:
         """The id of the first entry in [first, last] the bookie index lists."""
-        assert self.bookie is not None
+        if self.bookie is None:
+            return None
         found = next(iter(self.bookie.iter_locations(view.ledger_id, first, last)), None)
         return None if found is None else found[0]
 
 
-def unreadable_entry(ledger_id: int, entry_id: int, exc: CorruptEntryError) -> Entry:
+def unreadable_entry(ledger_id: int, entry_id: int, exc: LedgerctlError) -> Entry:
     """An entry that could not be read from storage: no bytes, one error problem."""
-    entry = Entry(b"", position=(ledger_id, entry_id))
-    entry.problems.append(
-        Problem(
+    entry = Entry(b"", position=(ledger_id, entry_id), unreadable=exc.one_line())
+    if isinstance(exc, CorruptEntryError):
+        problem = Problem(
             "error",
             exc.layer,
             exc.offset,
             f"cannot read the entry: expected {exc.expected}, found {exc.found}",
         )
-    )
+    else:
+        problem = Problem("error", "storage", 0, f"cannot read the entry: {exc.one_line()}")
+    entry.problems.append(problem)
     return entry
 
 

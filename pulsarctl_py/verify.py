@@ -710,25 +710,14 @@ class _Verifier:
 
         An entry whose bytes cannot be read is reported with its error and skipped.
         """
-        bookie = self.source.bookie
-        assert bookie is not None
-        next_id = first
-        while next_id <= last:
-            try:
-                for entry in self.source.entries(view, next_id, last, depth=Depth.METADATA):
-                    entry_id = entry.position[1] if entry.position else next_id
-                    next_id = entry_id + 1
-                    yield entry_id, entry, None
-                return
-            except LedgerctlError as exc:
-                failed = next(
-                    (eid for eid, _ in bookie.iter_locations(view.ledger_id, next_id, last)),
-                    None,
-                )
-                if failed is None:
-                    return
-                yield failed, None, exc.one_line()
-                next_id = failed + 1
+        for entry in self.source.entries(
+            view, first, last, depth=Depth.METADATA, keep_going=True
+        ):
+            entry_id = entry.position[1] if entry.position else first
+            if entry.unreadable is not None:
+                yield entry_id, None, entry.unreadable
+            else:
+                yield entry_id, entry, None
 
     def _scan(
         self,
