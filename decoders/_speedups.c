@@ -175,8 +175,9 @@ skip_field(const uint8_t **p, const uint8_t *end, int wire)
     }
 }
 
+/* o with a new reference */
 static inline PyObject *
-new_ref_(PyObject *o)
+new_ref(PyObject *o)
 {
     Py_INCREF(o);
     return o;
@@ -207,13 +208,13 @@ cached_text(KeyCache *c, const uint8_t *s, Py_ssize_t n)
 {
     for (int i = 0; i < c->n; i++) {
         if (c->len[i] == n && memcmp(c->at[i], s, (size_t)n) == 0)
-            return new_ref_(c->str[i]);
+            return new_ref(c->str[i]);
     }
     PyObject *out = text(s, n);
     if (out != NULL && c->n < KEY_CACHE) {
         c->at[c->n] = s;
         c->len[c->n] = n;
-        c->str[c->n++] = new_ref_(out);
+        c->str[c->n++] = new_ref(out);
     }
     return out;
 }
@@ -383,14 +384,6 @@ be32(const uint8_t *p)
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-#define new_ref new_ref_
-
-/* a + b for Python ints (the sums of Python's path: base_seq + i, first_index + i) */
-static PyObject *
-add_index(PyObject *a, PyObject *b)
-{
-    return PyNumber_Add(a, b);
-}
 
 /*
  * split_batch(plain, count, indexes, base_seq, publish_time, first_index, ledger_id,
@@ -481,14 +474,14 @@ sp_split_batch(PyObject *self, PyObject *args)
         f[M_EVENT_TIME] = m.has_event_time ? PyLong_FromUnsignedLongLong(m.event_time)
                                            : new_ref(Py_None);
         f[M_SEQUENCE_ID] = m.has_sequence_id ? PyLong_FromUnsignedLongLong(m.sequence_id)
-                                             : add_index(base_seq, batch_index);
+                                             : PyNumber_Add(base_seq, batch_index);
         f[M_PUBLISH_TIME] = new_ref(publish_time);
         f[M_KEY_B64] = PyBool_FromLong(m.b64);
         f[M_ORDERING_KEY] =
             m.has_ordering_key
                 ? PyBytes_FromStringAndSize((const char *)m.ordering_key, m.ordering_key_len)
                 : new_ref(Py_None);
-        f[M_INDEX] = first_index == Py_None ? new_ref(Py_None) : add_index(first_index, batch_index);
+        f[M_INDEX] = first_index == Py_None ? new_ref(Py_None) : PyNumber_Add(first_index, batch_index);
         f[M_LEDGER_ID] = new_ref(ledger_id);
         f[M_ENTRY_ID] = new_ref(entry_id);
         f[M_CHUNKS] = new_ref(Py_None);

@@ -94,4 +94,6 @@ def decode_head(
     data: bytes | memoryview, options: DecodeOptions, position: tuple[int, int]
 ) -> EntryHead:
     """The head of one stored bookie entry, by the Python decoder."""
-    return head_of(decode_entry(data, head_options(options), position))
+    if options.depth is not Depth.ENTRY or options.outer is not Outer.BOOKIE_ENTRY:
+        options = head_options(options)
+    return head_of(decode_entry(data, options, position))

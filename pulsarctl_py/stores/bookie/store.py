@@ -26,7 +26,7 @@ from pulsarctl_py.decoders._readat import read_exact
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.entry import DecodeOptions
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
-from pulsarctl_py.decoders.heads import EntryHead, decode_head
+from pulsarctl_py.decoders.heads import EntryHead, decode_head, head_options
 from pulsarctl_py.decoders.nodes import Problem
 from pulsarctl_py.decoders.speedups import native
 
@@ -336,7 +336,7 @@ class BookieStore:
         DbLedgerStorage index holds the ledger alone and its digest is CRC32C, the native
         scanner reads them (:mod:`.heads`), with the same results.
         """
-        opts = options or DecodeOptions(digest_type=DigestType.CRC32C)
+        opts = head_options(options or DecodeOptions(digest_type=DigestType.CRC32C))
         db = self._sole_db_index(ledger_id, first, last)
         if db is not None and opts.digest_type is DigestType.CRC32C and native is not None:
             yield from scan_db_heads(self, db, ledger_id, first, last, opts)
