@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import LedgerctlError, UnsupportedCodec
+from .errors import DataError, UnsupportedCodec
 
 #: The largest uncompressed size accepted unless the caller raises it (Pulsar's own
 #: maxMessageSize is 5 MiB; chunked messages can be larger once reassembled).
 DEFAULT_MAX_UNCOMPRESSED = 512 * 1024 * 1024
 
 
-class DecompressionError(LedgerctlError):
+class DecompressionError(DataError):
     """Compressed bytes that do not decompress to the announced size."""
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.errors import LedgerctlError, NotFoundError
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders import Entry
@@ -171,13 +171,13 @@ class LogRecordView:
 def _log_path(store: BookieStore, log: int | Path) -> Path:
     if isinstance(log, Path):
         if not log.is_file():
-            raise LedgerctlError(f"no entry log {log}")
+            raise NotFoundError(f"no entry log {log}")
         return log
     for info in store.entry_logs():
         if info.log_id == log:
             return info.path
     dirs = ", ".join(str(d) for d in store.layout.ledger_dirs) or "no ledger dir"
-    raise LedgerctlError(f"no entry log {log:x}.log (id {log}) in {dirs}")
+    raise NotFoundError(f"no entry log {log:x}.log (id {log}) in {dirs}")
 
 
 class _Digests:

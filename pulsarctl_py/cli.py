@@ -1,7 +1,8 @@
 """The ``ledgerctl`` command: one Typer app, one small module per verb in commands/.
 
-Bad input (any LedgerctlError) ends as one line on stderr and exit code 1; usage
-errors exit 2; anything else is a bug and keeps its traceback. Heavy libraries are
+Exit codes: 0 ok, 1 findings in the data, 2 usage or bad input, 3 a store could not be
+reached or opened. A LedgerctlError ends as one line on stderr and its own exit code;
+anything else is a bug and keeps its traceback. Heavy libraries are
 imported only inside the commands that need them, so ``ledgerctl --help`` stays fast.
 """
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising SystemExit.
 
     Typer handles usage errors (exit 2) and interrupts; a LedgerctlError from a command
-    becomes one line on stderr and exit 1.
+    becomes one line on stderr and its ``exit_code`` (1 data, 2 input, 3 store).
     """
     command = typer.main.get_command(app)
     try:
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(exc, LedgerctlError):
             raise
         _fail(exc.one_line())
-        return 1
+        return exc.exit_code
     return 0
 
 

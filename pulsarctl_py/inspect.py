@@ -14,7 +14,7 @@ from typing import Any
 
 from pulsarctl_py.decoders import Depth, Entry
 from pulsarctl_py.decoders.codecs import CODECS
-from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.ledgers import LedgerSource, LedgerView
 
 
@@ -103,7 +103,7 @@ def topic_ledgers(source: LedgerSource, topic: str) -> list[int]:
 
     record = read_managed_ledger(source.metadata, topic, with_cursors=False)
     if record is None:
-        raise LedgerctlError(f"topic {topic} not found in the metadata store")
+        raise NotFoundError(f"topic {topic} not found in the metadata store")
     return record.ledger_ids
 
 

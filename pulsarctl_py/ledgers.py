@@ -25,7 +25,7 @@ from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.nodes import Layer, Problem
 from pulsarctl_py.decoders.protos import proto_fields
-from pulsarctl_py.errors import CorruptEntryError, LedgerctlError
+from pulsarctl_py.errors import CorruptEntryError, LedgerctlError, NotFoundError
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
@@ -173,7 +173,7 @@ class LedgerSource:
             where = " and ".join(
                 w for w, s in (("metadata", self.metadata), ("bookie storage", self.bookie)) if s
             )
-            raise LedgerctlError(f"ledger {ledger_id} not found in {where}")
+            raise NotFoundError(f"ledger {ledger_id} not found in {where}")
         md = view.metadata
         if md is not None:
             view.kind = md.pulsar().kind

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import managed_ledger as mld
-from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.errors import LedgerctlError, NotFoundError
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.managed_ledger import TopicName
@@ -495,7 +495,7 @@ def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
             f"{name.full_name} is a partitioned topic with {len(partitions)} partitions; "
             f"ask for one of them: {shown}"
         )
-    return LedgerctlError(
+    return NotFoundError(
         f"topic {name.full_name} not found in {store.url} (no znode {name.ml_path})"
     )
 

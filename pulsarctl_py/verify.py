@@ -145,7 +145,7 @@ from pulsarctl_py.decoders import Depth, Entry
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
 from pulsarctl_py.decoders.checksums import DIGESTS
-from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.decoders.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.ledgers import LedgerSource, LedgerView
 
 if TYPE_CHECKING:
@@ -600,7 +600,7 @@ class _Verifier:
                         found.append(topic.partition(int(child[len(prefix) :])))
                 found.sort(key=lambda t: t.partition_index)
             if not found:
-                raise LedgerctlError(f"no managed ledger for topic {topic.full_name}")
+                raise NotFoundError(f"no managed ledger for topic {topic.full_name}")
             for t in found:
                 if t.persistence_name not in seen:
                     seen.add(t.persistence_name)

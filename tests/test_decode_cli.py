@@ -340,7 +340,7 @@ def test_bad_input_is_one_line(tmp_path: Path, content: bytes | None, message: s
     if content is not None:
         path.write_bytes(content)
     result = run_script("decode", path)
-    assert result.code == 1
+    assert result.code == 2
     assert result.err.count("\n") == 1 and message in result.err
     assert "Traceback" not in result.err
 
@@ -359,7 +359,7 @@ def test_password_never_shown(capsys: pytest.CaptureFixture[str], tmp_path: Path
         result = run(capsys, "decode", "-o", fmt, "--hex", "--password-file", pw, path)
         assert secret not in result.out and secret not in result.err
     missing = run_script("decode", "--password-env", "NO_SUCH_VAR_LEDGERCTL", path)
-    assert missing.code == 1 and "NO_SUCH_VAR_LEDGERCTL is not set" in missing.err
+    assert missing.code == 2 and "NO_SUCH_VAR_LEDGERCTL is not set" in missing.err
 
 
 def test_input_files_are_not_modified(capsys: pytest.CaptureFixture[str]) -> None:

@@ -344,7 +344,7 @@ def test_a_second_run_writes_the_same_bytes(tmp_path: Path) -> None:
 def test_refuses_a_non_empty_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     result = run(capsys, "demo", tmp_path)
-    assert result.code == 1
+    assert result.code == 2
     assert result.err.startswith("ledgerctl: error: ") and result.err.count("\n") == 1
     assert "--force" in result.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
@@ -361,7 +361,7 @@ def test_force_replaces_only_the_demo_data(
     (other / "metadata").mkdir(parents=True)
     (other / "metadata" / "precious").write_text("not a RocksDB store")
     result = run(capsys, "demo", other, "--force")
-    assert result.code == 1 and "does not look like ledgerctl demo data" in result.err
+    assert result.code == 2 and "does not look like ledgerctl demo data" in result.err
     assert (other / "metadata" / "precious").exists()
 
 

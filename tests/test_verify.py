@@ -273,7 +273,7 @@ def test_cli_usage(capsys: pytest.CaptureFixture[str], healthy: World) -> None:
     assert result.code == 1
     assert "no managed ledger" in result.err
     result = run(capsys, *_args(healthy, ORDERS, "--password-env", "LEDGERCTL_TEST_UNSET_VAR"))
-    assert result.code == 1
+    assert result.code == 2
     assert "LEDGERCTL_TEST_UNSET_VAR" in result.err
 
 

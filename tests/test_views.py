@@ -48,8 +48,9 @@ def _no_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def one_line_error(result: Result) -> str:
-    assert result.code == 1, (result.out, result.err)
+def one_line_error(result: Result, code: int = 1) -> str:
+    """The one error line of a failed run, after checking its exit code (1, 2 or 3)."""
+    assert result.code == code, (result.out, result.err)
     lines = result.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ledgerctl: error: "), result.err
     assert "Traceback" not in result.err
@@ -256,9 +257,9 @@ def test_topic_info_unknown_and_partitioned(
     url, _ = cluster
     line = one_line_error(run(capsys, "topic", "info", "nope", "--metadata-url", url))
     assert "persistent://public/default/nope not found" in line
-    line = one_line_error(run(capsys, "topic", "info", "orders", "--metadata-url", url))
+    line = one_line_error(run(capsys, "topic", "info", "orders", "--metadata-url", url), 2)
     assert "partitioned topic with 2 partitions" in line and ORDERS_0 in line
-    line = one_line_error(run(capsys, "topic", "info", "a/b", "--metadata-url", url))
+    line = one_line_error(run(capsys, "topic", "info", "a/b", "--metadata-url", url), 2)
     assert "invalid short topic name" in line
 
 
@@ -362,7 +363,7 @@ def test_ledger_bad_input(capsys: pytest.CaptureFixture[str], cluster: Any) -> N
     assert "ledger 99 not found" in line
     result = run(capsys, "ledger", "list", "--metadata-url", url, "--kind", "bogus")
     assert result.code == 2
-    line = one_line_error(run(capsys, "ledger", "list"))
+    line = one_line_error(run(capsys, "ledger", "list"), 2)
     assert "no metadata store given" in line
 
 
@@ -575,20 +576,20 @@ def test_every_command_is_read_only(capsys: pytest.CaptureFixture[str], cluster:
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dir"
     for args in (["bookie", "logs"], ["bookie", "check"], ["bookie", "journal"]):
-        line = one_line_error(run(capsys, *args, "--bookie-dir", missing))
+        line = one_line_error(run(capsys, *args, "--bookie-dir", missing), 3)
         assert "does not exist" in line
-    line = one_line_error(run(capsys, "bookie", "logs"))
+    line = one_line_error(run(capsys, "bookie", "logs"), 2)
     assert "no bookie directory given" in line
     line = one_line_error(run(capsys, "bookie", "log", "9", "--bookie-dir", LIVE_BOOKIE))
     assert "no entry log 9.log" in line
-    line = one_line_error(run(capsys, "bookie", "log", "x.y", "--bookie-dir", LIVE_BOOKIE))
+    line = one_line_error(run(capsys, "bookie", "log", "x.y", "--bookie-dir", LIVE_BOOKIE), 2)
     assert "unknown entry log" in line
     empty = tmp_path / "empty"
     empty.mkdir()
-    line = one_line_error(run(capsys, "bookie", "check", "--bookie-dir", empty))
+    line = one_line_error(run(capsys, "bookie", "check", "--bookie-dir", empty), 3)
     assert "no bookie data" in line
     line = one_line_error(
-        run(capsys, "topic", "list", "--metadata-url", "rocksdb://" + str(missing))
+        run(capsys, "topic", "list", "--metadata-url", "rocksdb://" + str(missing)), 3
     )
     assert "no RocksDB metadata store" in line
 
@@ -617,7 +618,7 @@ def test_unreachable_zookeeper_fails_fast() -> None:
     ]
     for proc in procs:
         out, err = proc.communicate(timeout=30)
-        line = one_line_error(Result(proc.returncode, out, err))
+        line = one_line_error(Result(proc.returncode, out, err), 3)
         assert "cannot reach ZooKeeper at zk:127.0.0.1:1" in line
     assert time.monotonic() - started < 12
 

@@ -132,5 +132,5 @@ def test_unreachable_zookeeper_is_one_line(capsys: pytest.CaptureFixture[str]) -
     result = run(
         capsys, "inspect", "0", "--metadata-url", "zk:127.0.0.1:1", "--bookie-dir", str(BOOKIE)
     )
-    assert result.code == 1
+    assert result.code == 3
     assert result.err.count("\n") == 1 and "Traceback" not in result.err

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from pulsarctl_py.decoders.entrylog import make_location
-from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.decoders.errors import NotFoundError, StoreUnavailable
 from pulsarctl_py.decoders.nodes import Problem
 
 #: where a location came from, strongest first
 SOURCES = ("rocksdb", "idx", "scan", "journal")
 
 
-class EntryNotFound(LedgerctlError):
+class EntryNotFound(NotFoundError):
     """The bookie holds no such ledger or entry."""
 
     def __init__(self, ledger_id: int, entry_id: int | None = None) -> None:
@@ -27,8 +27,8 @@ class EntryNotFound(LedgerctlError):
         super().__init__(f"{what} is not on this bookie")
 
 
-class BookieDirError(LedgerctlError):
-    """A --bookie-dir that holds no bookie data."""
+class BookieDirError(StoreUnavailable):
+    """A --bookie-dir that holds no bookie data or cannot be opened (exit code 3)."""
 
 
 @dataclass(frozen=True, slots=True)

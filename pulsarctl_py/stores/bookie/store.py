@@ -25,7 +25,7 @@ from pulsarctl_py.decoders import journal as journal_format
 from pulsarctl_py.decoders._readat import read_exact
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.entry import DecodeOptions
-from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
+from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError, NotFoundError
 from pulsarctl_py.decoders.heads import EntryHead, decode_head, head_options
 from pulsarctl_py.decoders.nodes import Problem
 from pulsarctl_py.decoders.speedups import native
@@ -385,7 +385,7 @@ class BookieStore:
         for logs in self._logs.values():
             if log in logs:
                 return logs[log]
-        raise LedgerctlError(f"no entry log {entrylog.log_file_name(log)} in the ledger dirs")
+        raise NotFoundError(f"no entry log {entrylog.log_file_name(log)} in the ledger dirs")
 
     def scan_entry_log(
         self,

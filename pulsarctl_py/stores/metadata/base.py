@@ -16,15 +16,20 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.decoders.errors import LedgerctlError, StoreUnavailable
 
 
-class MetadataStoreError(LedgerctlError):
-    """A metadata store that cannot be reached, opened or read."""
+class MetadataStoreError(StoreUnavailable):
+    """A metadata store that cannot be reached, opened or read (exit code 3)."""
 
 
 class MetadataConflict(LedgerctlError):
-    """A compare-and-set write whose precondition does not hold (version or existence)."""
+    """A compare-and-set write whose precondition does not hold (version or existence).
+
+    Exit code 1: the store changed under the plan; nothing was written.
+    """
+
+    exit_code = 1
 
     def __init__(self, path: str, message: str) -> None:
         self.path = path
