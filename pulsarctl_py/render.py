@@ -325,6 +325,9 @@ class _Progress:
             TimeElapsedColumn(),
             console=self.console,
             transient=True,
+            # data written to stdout meanwhile stays on stdout (Rich would move it here)
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self.bar.__enter__()
         self.task = self.bar.add_task(self.label, total=None)
