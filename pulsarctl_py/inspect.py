@@ -221,10 +221,18 @@ def _plan(
             last = min(request.end.entry_id, end)
         return first, last
 
+    one = request.start is not None and request.end is not None
+    one = one and request.start.entry == request.end.entry  # type: ignore[union-attr]
     if request.last_n is None:
         for index, ledger_id in enumerate(chosen):
             view = source.ledger(ledger_id)
             first, last = bounds(view, index)
+            if one and first > last:  # one entry asked for by name: say it is not there
+                held = "none" if view.last_stored is None else f"up to entry {view.last_stored}"
+                raise NotFoundError(
+                    f"entry {request.start.ledger_id}:{first} is not stored: the bookie "  # type: ignore[union-attr]
+                    f"storage given holds ledger {ledger_id} {held}"
+                )
             yield view, first, last
         return
     # the last N entries of the whole range: find where they start, from the end

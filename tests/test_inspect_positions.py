@@ -65,6 +65,14 @@ def test_one_entry_as_l_e_and_one_message_as_l_e_b(capsys, in_demo) -> None:
     assert msg["messages"][0] == whole[2]["messages"][3]
 
 
+def test_an_entry_asked_for_by_name_that_is_not_stored_is_a_finding(capsys, in_demo) -> None:
+    ledger = topic_ledgers(in_demo, "batched")[0]
+    last = entries(capsys, str(ledger))[-1]["entry_id"]
+    result = run(capsys, "inspect", f"{ledger}:{last + 1}")
+    assert result.code == 1 and f"up to entry {last}" in result.err
+    assert result.out == ""
+
+
 def test_from_to_span_the_ledgers_of_a_topic(capsys, in_demo) -> None:
     first, second = topic_ledgers(in_demo, "batched")
     everything = ids(entries(capsys, "--topic", "batched"))
