@@ -78,7 +78,10 @@ def list_command(
         render.write_jsonl(r.to_json() for r in rows)
         return
     out = render.stdout_console()
-    out.print(_tree(rows) if fmt is OutputFormat.TREE else _table(rows))
+    if fmt is OutputFormat.TREE:
+        out.print(_tree(rows))
+    else:
+        render.print_table(out, _table(rows))
     for row in rows:
         if row.error:
             err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
@@ -117,7 +120,10 @@ def _table(rows: list[Any]) -> Any:
     table = Table()
     for col in ("ledger", "state", "entries", "length", "digest", "kind", "owner", "created"):
         table.add_column(
-            col, overflow="fold", justify="right" if col in ("entries", "length") else "left"
+            col,
+            overflow="fold",
+            no_wrap=col == "owner",  # topic names stay whole: they are copied
+            justify="right" if col in ("entries", "length") else "left",
         )
     for row in rows:
         table.add_row(
@@ -151,7 +157,7 @@ def _tree(rows: list[Any]) -> Any:
 
 @ledger_app.command("meta")
 def meta_command(
-    ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
+    ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
@@ -166,10 +172,12 @@ def meta_command(
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.positions import parse_ledger_id
     from pulsarctl_py.topics import ledger_meta
 
+    ledger_id = parse_ledger_id(ledger)  # one line for ids past 2^63-1, not a traceback
     with LedgerSource.open(metadata_url, bookie_dirs) as source:
-        meta = ledger_meta(source, ledger)
+        meta = ledger_meta(source, ledger_id)
     doc = meta.to_json()
     fmt = render.resolve(output, OutputFormat.TREE)
     if fmt is OutputFormat.JSON:

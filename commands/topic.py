@@ -56,7 +56,10 @@ def list_command(
         render.write_jsonl(r.to_json() for r in rows)
     else:
         out = render.stdout_console()
-        out.print(_list_tree(rows) if fmt is OutputFormat.TREE else _list_table(rows))
+        if fmt is OutputFormat.TREE:
+            out.print(_list_tree(rows))
+        else:
+            render.print_table(out, _list_table(rows))
         partitioned = sum(1 for r in rows if r.partitioned)
         managed = sum(len(r.partitions) or 1 for r in rows)
         err.print(f"{len(rows)} topics, {partitioned} partitioned; {managed} managed ledgers")
@@ -70,7 +73,7 @@ def _list_table(rows: list[Any]) -> Any:
     from rich.table import Table
 
     table = Table()
-    table.add_column("topic", overflow="fold")
+    table.add_column("topic", no_wrap=True)  # names stay whole: they are copied
     for name in ("ledgers", "entries", "size", "cursors"):
         table.add_column(name, justify="right")
     for row in rows:

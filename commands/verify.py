@@ -99,7 +99,7 @@ def verify(
             {"findings": [f.to_json() for f in collected], "summary": stats.to_json()}
         )
     elif fmt is not render.OutputFormat.JSONL and collected:
-        render.stdout_console().print(_table(collected))
+        render.print_table(render.stdout_console(), _table(collected))
     _summary(stats)
     if not stats.ok:
         raise typer.Exit(1)
@@ -162,7 +162,7 @@ def _table(findings: list[Finding]) -> Table:
 
     table = Table()
     for col in ("severity", "check", "topic", "ledger", "entry", "message"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col == "topic")
     for f in findings:
         colour = _COLOURS.get(f.severity, "white")
         table.add_row(

@@ -20,7 +20,7 @@ app = typer.Typer(
     help="Inspect and repair Apache Pulsar topic data where it is stored: BookKeeper "
     "ledgers and topic metadata, without a running broker.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},

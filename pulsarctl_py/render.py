@@ -341,3 +341,27 @@ class _Progress:
 def progress(console: Console, label: str) -> _Progress:
     """A transient progress counter on stderr, silent when stderr is not a terminal."""
     return _Progress(console, label)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print a table whose ``no_wrap`` columns (topic names) are never broken or cut.
+
+    Rich squeezes a table into the terminal's width, folding or cropping even no_wrap
+    cells; a name broken across lines cannot be copied. When the table needs more room
+    than the terminal has, it is drawn at the width it needs and the terminal wraps the
+    long lines instead, keeping every name whole.
+    """
+    from rich.measure import Measurement
+
+    need = Measurement.get(console, console.options.update_width(1_000_000), table).minimum
+    if need > console.width:  # print(width=) cannot exceed the console's own width
+        from rich.console import Console
+
+        console = Console(
+            file=console.file,
+            width=need,
+            force_terminal=console.is_terminal,
+            color_system=console.color_system,
+            highlight=False,
+        )
+    console.print(table)
