@@ -3,8 +3,6 @@ tables, one-line errors for huge ids, and a demo directory git ignores."""
 
 from __future__ import annotations
 
-import os
-import pty
 import re
 import shutil
 import subprocess
@@ -13,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pulsarctl_py.demo import create_demo
-from tests.cli_helpers import ledgerctl_script, run, run_script
+from tests.cli_helpers import ledgerctl_script, run, run_on_terminal, run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,27 +36,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _table_on_a_narrow_terminal(demo: Path, *args: str) -> str:
     """The command's table as an 50-column terminal shows it, escapes removed."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [ledgerctl_script(), *args, "-o", "table"],
-        cwd=demo,
-        stdout=follower,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "50", "TERM": "xterm"},
-    )
-    os.close(follower)
-    screen = bytearray()
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        screen.extend(chunk)
-    assert proc.wait(timeout=60) == 0
-    os.close(leader)
+    code, _, screen = run_on_terminal(*args, "-o", "table", stderr_tty=False, cwd=demo, columns=50)
+    assert code == 0
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode())
 
 

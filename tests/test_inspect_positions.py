@@ -8,7 +8,6 @@ ledger or topic, never written down by hand.
 from __future__ import annotations
 
 import os
-import pty
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 from pulsarctl_py.demo import DemoSummary, create_demo
 from pulsarctl_py.stores.bookie import open_bookie
-from tests.cli_helpers import ledgerctl_script, run, run_script
+from tests.cli_helpers import ledgerctl_script, run, run_on_terminal, run_script
 
 
 @pytest.fixture(scope="module")
@@ -230,29 +229,7 @@ def test_raw_writes_the_stored_bytes_of_one_entry(demo, tmp_path) -> None:
 
 
 def _on_terminal(args: list[str], *, stdout_tty: bool) -> tuple[int, bytes, bytes]:
-    """Run ledgerctl with stderr (and stdout if asked) on a pseudo-terminal."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [ledgerctl_script(), *args],
-        stdout=follower if stdout_tty else subprocess.PIPE,
-        stderr=follower,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "200", "TERM": "xterm"},
-    )
-    os.close(follower)
-    screen = bytearray()
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        screen.extend(chunk)
-    out = proc.stdout.read() if proc.stdout is not None else b""
-    code = proc.wait(timeout=60)
-    os.close(leader)
-    return code, out, bytes(screen)
+    return run_on_terminal(*args, stdout_tty=stdout_tty)
 
 
 def test_raw_refuses_a_terminal(demo) -> None:
