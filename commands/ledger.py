@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL, NO_PROGRESS, QUIET
 from pulsarctl_py.render import OutputFormat
 
 ledger_app = typer.Typer(
@@ -51,6 +51,8 @@ def list_command(
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
+    quiet: bool = QUIET,
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """List the ledgers in the metadata store (like bookkeeper shell listledgers -m).
 
@@ -65,7 +67,7 @@ def list_command(
     err = render.stderr_console()
     with (
         LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
-        render.progress(err, "reading ledgers") as advance,
+        render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
         rows = list_ledger_rows(
             source, topic=topic, kind=kind.value if kind else None, advance=advance
@@ -85,7 +87,8 @@ def list_command(
     for row in rows:
         if row.error:
             err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
-    err.print(f"{len(rows)} ledgers")
+    if not quiet:
+        err.print(f"{len(rows)} ledgers")
 
 
 def _esc(text: str) -> str:

@@ -308,14 +308,15 @@ def print_summary(console: Console, summary: Any) -> None:
 
 
 class _Progress:
-    def __init__(self, console: Console, label: str) -> None:
+    def __init__(self, console: Console, label: str, enabled: bool = True) -> None:
         self.console = console
         self.label = label
+        self.enabled = enabled
         self.bar: Any = None
         self.task: Any = None
 
     def __enter__(self) -> Any:
-        if not self.console.is_terminal:
+        if not self.console.is_terminal or not self.enabled:
             return lambda: None
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -338,9 +339,9 @@ class _Progress:
             self.bar.__exit__(*exc)
 
 
-def progress(console: Console, label: str) -> _Progress:
+def progress(console: Console, label: str, enabled: bool = True) -> _Progress:
     """A transient progress counter on stderr, silent when stderr is not a terminal."""
-    return _Progress(console, label)
+    return _Progress(console, label, enabled)
 
 
 def print_table(console: Console, table: Table) -> None:

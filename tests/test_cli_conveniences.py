@@ -91,3 +91,33 @@ def test_the_readme_demo_directory_is_ignored_by_git() -> None:
         ["git", "-C", str(ROOT), "check-ignore", "-q", "demo-data/ledgerctl.toml"], timeout=30
     )
     assert probe.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "label"),
+    [
+        (["topic", "list"], b"reading topics"),
+        (["ledger", "list"], b"reading ledgers"),
+        (["verify", "--all"], b"verify"),
+    ],
+)
+def test_quiet_and_no_progress_on_the_listing_commands(
+    capsys: pytest.CaptureFixture[str],
+    demo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    label: bytes,
+) -> None:
+    monkeypatch.chdir(demo)
+    loud = run(capsys, *args, "-o", "table")
+    quiet = run(capsys, *args, "-o", "table", "--quiet")
+    assert loud.code == quiet.code == 0
+    assert loud.err.strip() and quiet.err == "" and quiet.out == loud.out
+    loud = run(capsys, *args, "-o", "jsonl")
+    # stderr on a terminal, the data piped: a progress line, unless told not to
+    code, piped, screen = run_on_terminal(*args, "-o", "jsonl", stdout_tty=False, cwd=demo)
+    assert code == 0 and label in screen and piped.decode() == loud.out
+    code, piped, screen = run_on_terminal(
+        *args, "-o", "jsonl", "--no-progress", stdout_tty=False, cwd=demo
+    )
+    assert code == 0 and label not in screen and piped.decode() == loud.out
