@@ -189,11 +189,15 @@ def _ledger_ids(source: LedgerSource, request: InspectRequest) -> list[int]:
 def _check_in(position: Position, ids: list[int], what: str, request: InspectRequest) -> None:
     if position.ledger_id in ids:
         return
-    where = f"topic {request.topic}" if request.topic is not None else "the ledger read"
+    if request.topic is None:
+        raise LedgerctlError(
+            f"{what} {position} is in ledger {position.ledger_id}, but ledger {ids[0]} is "
+            f"read: give an entry id, or {ids[0]}:ENTRY"
+        )
     shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
     raise LedgerctlError(
-        f"{what} {position}: ledger {position.ledger_id} is not a ledger of {where} "
-        f"(its ledgers: {shown or 'none'})"
+        f"{what} {position}: ledger {position.ledger_id} is not a ledger of topic "
+        f"{request.topic} (its ledgers: {shown or 'none'})"
     )
 
 
@@ -221,8 +225,8 @@ def _plan(
             last = min(request.end.entry_id, end)
         return first, last
 
-    one = request.start is not None and request.end is not None
-    one = one and request.start.entry == request.end.entry  # type: ignore[union-attr]
+    start, end = request.start, request.end
+    one = start is not None and end is not None and start.entry == end.entry
     if request.last_n is None:
         for index, ledger_id in enumerate(chosen):
             view = source.ledger(ledger_id)
@@ -230,8 +234,8 @@ def _plan(
             if one and first > last:  # one entry asked for by name: say it is not there
                 held = "none" if view.last_stored is None else f"up to entry {view.last_stored}"
                 raise NotFoundError(
-                    f"entry {request.start.ledger_id}:{first} is not stored: the bookie "  # type: ignore[union-attr]
-                    f"storage given holds ledger {ledger_id} {held}"
+                    f"entry {ledger_id}:{first} is not stored: the bookie storage given "
+                    f"holds ledger {ledger_id} {held}"
                 )
             yield view, first, last
         return
@@ -324,11 +328,9 @@ def _keep_messages(entry: Entry, request: InspectRequest) -> bool:
     """Drop the messages the message filters exclude; False when none is left."""
     if not request.message_filters:
         return True
-    at = entry.position
-    low = request.start.batch_index if request.start is not None else None
-    high = request.end.batch_index if request.end is not None else None
-    low = low if low is not None and at == request.start.entry else None  # type: ignore[union-attr]
-    high = high if high is not None and at == request.end.entry else None  # type: ignore[union-attr]
+    at, start, end = entry.position, request.start, request.end
+    low = start.batch_index if start is not None and at == start.entry else None
+    high = end.batch_index if end is not None and at == end.entry else None
     entry.messages = [m for m in entry.messages if _message_kept(m, request, low, high)]
     return bool(entry.messages)
 
