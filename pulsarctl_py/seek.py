@@ -461,7 +461,7 @@ def _contradictions(probes: Sequence[Probe], key: Callable[[Head], int | None]) 
     out = []
     highest: Head | None = None
     for h in ordered:
-        if highest is not None and key(h) < key(highest):  # type: ignore[operator]
+        if highest is not None and key(h) < key(highest) and not out:  # type: ignore[operator]
             out.append(
                 f"timestamps go backwards between {highest.position} ({key(highest)}) and "
                 f"{h.position} ({key(h)}): the binary search assumes they do not, so its "
