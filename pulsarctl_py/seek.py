@@ -633,15 +633,18 @@ def seek_index(
             "--skip-without-index to treat such entries as older than every index"
         )
     answer = 0 if found is None else found + 1
-    _answer_at(result, prober, answer)
+    if not no_index:
+        _answer_at(result, prober, answer)
     head = result.head
-    if result.end:
+    if no_index:
+        pass  # the search stopped: no answer, the finding says where
+    elif result.end:
         last = prober.head(flat.n - 1)
         result.findings.append(
             f"index {target} is past the end: the last entry {last.position} ends at index "
             f"{last.index}"
         )
-    elif head is not None and head.index is not None and not no_index:
+    elif head is not None and head.index is not None:
         base = head.base_index
         if base is not None and base > target:
             result.findings.append(
