@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pulsarctl_py.errors import DataError
 from pulsarctl_py.seek import SeekRequest, StoreReader, max_reads, seek
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests.cli_helpers import run
@@ -198,3 +199,52 @@ def test_cli_bad_input(
 def test_cli_unknown_topic(world: World, capsys: pytest.CaptureFixture[str]) -> None:
     r = run(capsys, "seek", "persistent://public/default/nope", "--time", "0", *_args(world))
     assert r.code == 1 and "not found" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_demo_seek_times_shows_the_broker_skipping_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runbook's example: the broker would reset to 14:6, the data at 10:55:30 starts
+    at 14:2; without the close-time narrowing (skew -1) the broker gets 14:2."""
+    from pulsarctl_py.demo import create_demo
+
+    demo = create_demo(tmp_path / "demo").directory
+    monkeypatch.chdir(demo)
+    t = "2026-11-21T10:55:30Z"
+    r = run(capsys, "seek", "seek-times", "--time", t, "--exact", "--explain", "-o", "json")
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["position"] == "14:6" and data["exact"]["first_at_or_after"] == "14:2"
+    assert data["exact"]["differs"] is True
+    assert [(g["first"], g["last"]) for g in data["exact"]["non_monotonic_regions"]] == [
+        ("14:3", "14:5")
+    ]
+    assert data["probes"][0]["phase"] == "check-first"
+    r = run(capsys, "seek", "seek-times", "--time", t, "--clock-skew", "-1", "-o", "json")
+    assert r.json()["position"] == "14:2"
+    r = run(capsys, "seek", "seek-times", "--index", "0", "--skip-without-index", "-o", "json")
+    assert (
+        r.json()["position"] == "15:0" and r.json()["timestamp_source"] == "broker_entry_metadata"
+    )
+
+
+def test_compacted_rule_reads_the_compacted_ledger(world: World) -> None:
+    """Ledger 30 holds copies of 10:1 and 11:3; the rule is publish_time >= T there."""
+    heads = {h.position: h for h in _linear(world, ORDERS)}
+    with world.source() as source:
+        for target, expected in (
+            (0, "30:0"),
+            (heads["10:1"].publish_time, "30:0"),
+            (heads["10:1"].publish_time + 1, "30:1"),
+            (heads["11:3"].publish_time, "30:1"),
+        ):
+            result = seek(source, SeekRequest(topic=ORDERS, time_ms=target, rule="compacted"))
+            assert result.head.position == expected, target
+        assert result.head.original == (11, 3)
+        after = seek(
+            source,
+            SeekRequest(topic=ORDERS, time_ms=heads["11:3"].publish_time + 1, rule="compacted"),
+        )
+        assert after.end and after.head is None
+        with pytest.raises(DataError, match="no compacted ledger"):
+            seek(source, SeekRequest(topic=PLAIN, time_ms=0, rule="compacted"))
