@@ -473,7 +473,9 @@ def _contradictions(probes: Sequence[Probe], key: Callable[[Head], int | None]) 
 
 
 def _finish(result: SeekResult, prober: Prober) -> None:
+    """Keep the probes and the read count; every unreadable probe is a finding."""
     result.probes = prober.probes
+    result.entries_read = prober.reader.reads
     for head in prober.unreadable:
         result.findings.append(
             f"entry {head.position} could not be read ({head.error}); a broker would fail "
@@ -537,7 +539,6 @@ def seek_time_broker(
                 f"the entry the cursor would read first, {result.head.position}, has timestamp "
                 f"{ts}, before the time: timestamps are not in order here"
             )
-    result.entries_read = reader.reads
     _finish(result, prober)
     return result, prober
 
@@ -568,7 +569,6 @@ def seek_time_kop(
             "KoP 2.8+ offsets need the AppendIndexMetadataInterceptor"
         )
         _finish(result, prober)
-        result.entries_read = reader.reads
         return result, prober
     head = prober.head(p)
     if head.index is None:
@@ -599,7 +599,6 @@ def seek_time_kop(
             _answer_at(result, prober, p + 1)
             if result.head is not None and result.head.num_messages > 1:
                 result.batch_index = 0
-    result.entries_read = reader.reads
     _finish(result, prober)
     return result, prober
 
@@ -654,7 +653,6 @@ def seek_index(
         elif base is not None:
             result.batch_index = target - base if head.num_messages > 1 else None
     result.warnings.extend(_contradictions(prober.probes, lambda h: h.index))
-    result.entries_read = reader.reads
     _finish(result, prober)
     return result, prober
 
@@ -683,7 +681,6 @@ def seek_compacted(
     _answer_at(result, prober, lo)
     result.extra["compacted_ledger_id"] = ledger_id
     result.warnings.extend(_contradictions(prober.probes, lambda h: h.publish_time))
-    result.entries_read = reader.reads
     _finish(result, prober)
     return result, prober
 
