@@ -248,3 +248,86 @@ def test_compacted_rule_reads_the_compacted_ledger(world: World) -> None:
         assert after.end and after.head is None
         with pytest.raises(DataError, match="no compacted ledger"):
             seek(source, SeekRequest(topic=PLAIN, time_ms=0, rule="compacted"))
+
+
+# -- bookie storage kinds: entry logs scanned without an index, a journal, DbLedgerStorage ------
+
+BK = Path(__file__).resolve().parent.parent / "data" / "bookkeeper"
+
+
+@pytest.mark.parametrize(
+    ("bookie_dir", "ledger", "position", "publish_time"),
+    [
+        (BK / "offline" / "entrylog" / "ledgers", 3, "3:1", 1795258183648),
+        (BK / "offline" / "journal" / "journal", 10, "10:2", 1795258183684),
+        (BK / "live-dbledgerstorage" / "bookie-data", 1, "1:3", 1795258183648),
+    ],
+)
+def test_position_on_every_storage_kind(
+    bookie_dir: Path,
+    ledger: int,
+    position: str,
+    publish_time: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LEDGERCTL_METADATA_URL", raising=False)
+    r = run(
+        capsys,
+        "seek",
+        "--ledger",
+        str(ledger),
+        "--position",
+        position,
+        "--bookie-dir",
+        str(bookie_dir),
+        "-o",
+        "json",
+    )
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["position"] == position and data["publish_time"] == publish_time
+    assert data["entries_read"] == 1 and data["messages"]
+
+
+def test_ledger_time_search_on_dbledgerstorage_finds_a_backwards_region(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ledger 6 of the live bookie holds real-client entries from two captures: publish
+    times go back after 6:2."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LEDGERCTL_METADATA_URL", raising=False)
+    bookie = BK / "live-dbledgerstorage" / "bookie-data"
+    r = run(
+        capsys,
+        "seek",
+        "--ledger",
+        "6",
+        "--time",
+        "1795258183700",
+        "--exact",
+        "--bookie-dir",
+        str(bookie),
+        "-o",
+        "json",
+    )
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data["exact"]["non_monotonic_regions"][0]["after"] == "6:2"
+    assert data["exact"]["first_at_or_after"] == "6:2"
+    # entries that are not Pulsar entries are unreadable heads: a finding, exit 1
+    r = run(
+        capsys,
+        "seek",
+        "--ledger",
+        "4",
+        "--time",
+        "1795258183690",
+        "--bookie-dir",
+        str(BK / "offline" / "entrylog" / "ledgers"),
+        "-o",
+        "json",
+    )
+    assert r.code == 1 and r.json()["findings"]
