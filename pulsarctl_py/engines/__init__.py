@@ -13,9 +13,10 @@ The contract (docs/architecture.md, "Engines"):
 
   - ``map_splits(plan, fn, winners=None)`` calls ``fn(split)`` (or ``fn(split, view)`` with
     a :class:`~pulsarctl_py.engines.base.KeyTable` given as ``winners``, where ``view``
-    answers ``keeps(key, rank)``) for every split and yields what the calls yield, **in
-    plan order**, whatever ran them in parallel. ``fn`` must be picklable (a module-level
-    function or a ``functools.partial`` of one) and must open its own stores.
+    answers ``keeps(key, rank)`` and ``get(key)``) for every split and yields what the
+    calls yield, **in plan order**, whatever ran them in parallel. ``fn`` must be
+    picklable (a module-level function or a ``functools.partial`` of one) and must open
+    its own stores.
   - ``latest_per_key(plan, fn, memory=...)`` reduces the ``(key, rank, tombstone)``
     records that ``fn(split)`` yields to one record per key, the one with the greatest
     ``rank`` (bytes, compared as bytes: callers encode ranks big-endian so that byte order

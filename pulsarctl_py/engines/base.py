@@ -169,16 +169,18 @@ def build_scan_plan(
 class WinnerView(Protocol):
     """What phase two asks of phase one's result: does this record win its key?"""
 
-    def keeps(self, key: bytes, rank: bytes) -> bool: ...
+    def keeps(self, key: bytes, rank: bytes) -> bool:
+        """Whether ``rank`` is the key's winner and the winner is not a tombstone."""
+        ...
+
+    def get(self, key: bytes) -> tuple[bytes, bool] | None:
+        """``(rank, tombstone)`` of the key's winner, or None when the key never appeared."""
+        ...
 
 
 @runtime_checkable
 class KeyTable(WinnerView, Protocol):
     """The winning record per key after ``latest_per_key``; tombstones included."""
-
-    def get(self, key: bytes) -> tuple[bytes, bool] | None:
-        """``(rank, tombstone)`` of the key's winner, or None when the key never appeared."""
-        ...
 
     def __len__(self) -> int:
         """Keys seen (tombstoned ones included)."""
