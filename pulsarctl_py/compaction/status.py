@@ -165,7 +165,7 @@ def compaction_status(
                 f"ledger {lid} is the compaction of {tags.compacted_topic}, not {info.topic}",
             )
         if tags.compacted_to:
-            to = (tags.compacted_to.get("ledgerId"), tags.compacted_to.get("entryId"))
+            to = (tags.compacted_to.get("ledger_id"), tags.compacted_to.get("entry_id"))
             if None not in to:
                 status.compacted_to = to  # type: ignore[assignment]
                 if status.horizon is not None and to > status.horizon:
