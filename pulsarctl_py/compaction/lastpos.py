@@ -175,6 +175,8 @@ def last_position(framed: bytes | None, generation: str = NEWEST) -> LastPositio
                 out.position,
             )
         )
+    elif index < 0 and out.delivered_last is not None:
+        pass  # an entry-level position: reached once the entry (a batch of one) is delivered
     elif out.position != out.delivered_last:
         why = f"batch index {index} was compacted out (a placeholder or a tombstone)"
         out.findings.append(
