@@ -385,6 +385,7 @@ def print_status(st: Any) -> None:
     from pulsarctl_py import render
 
     j = st.to_json()
+    j["age"] = None if st.age_ms is None else f"{st.age_ms / 1000:.0f} s"
     table = Table(title=f"compaction status of {st.topic}", show_header=False)
     table.add_column("field")
     table.add_column("value")
@@ -392,7 +393,7 @@ def print_status(st: Any) -> None:
         "compacted_ledger",
         "horizon",
         "compacted_to",
-        "age_ms",
+        "age",
         "entries",
         "messages",
         "keys",

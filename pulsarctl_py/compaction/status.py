@@ -50,6 +50,10 @@ class CompactionStatus:
     deep: bool = False
 
     @property
+    def age_ms(self) -> int | None:
+        return None if self.ctime is None else max(0, int(time.time() * 1000) - self.ctime)
+
+    @property
     def errors(self) -> int:
         return sum(1 for c in self.checks if c["severity"] == "error")
 
@@ -67,7 +71,6 @@ class CompactionStatus:
         )
 
     def to_json(self) -> dict[str, Any]:
-        age = None if self.ctime is None else max(0, int(time.time() * 1000) - self.ctime)
         return {
             "topic": self.topic,
             "compacted_ledger": self.compacted_ledger,
@@ -75,8 +78,7 @@ class CompactionStatus:
             "compacted_to": None
             if self.compacted_to is None
             else format_position(*self.compacted_to),
-            "age_ms": age,
-            "created_ms": self.ctime,
+            "created_ms": self.ctime,  # the age is now minus this (shown in the table)
             "entries": self.entries,
             "messages": self.messages,
             "keys": self.keys,
