@@ -208,6 +208,46 @@ def _batch_records(entry: RawEntry) -> tuple[list[Any], list[int]]:
     return records, holes
 
 
+@dataclass(slots=True)
+class _Rec:
+    """What phase one and two need of a batch record: index, key, size, event time."""
+
+    batch_index: int
+    key: str | None
+    size: int
+    event_time: int
+
+
+def _batch_view(entry: RawEntry) -> list[_Rec]:
+    """The batch's live records, through the native splitter when it can (raises on damage).
+
+    ``payload_size`` is the length of the record's value in a regular batch, so the native
+    split's values give the sizes; a batch with a null-value record (whose value the split
+    does not return) takes the Python parser, which reads ``payload_size`` itself.
+    """
+    from pulsarctl_py.decoders.speedups import native
+
+    md = entry.metadata
+    if native is not None:
+        payload = memoryview(entry.data)[entry.payload_at :]
+        plain = decompress(md.compression, payload, md.uncompressed_size)
+        indexes = list(md.compacted_batch_indexes) or None
+        count = len(indexes) if indexes is not None else md.num_messages_in_batch
+        split = native.split_batch(plain, count, indexes, 0, 0, None, 0, 0)
+        if split is not None and not any(m.null_value for m in split[0]):
+            return [_Rec(m.batch_index, m.key, len(m.value), m.event_time or 0) for m in split[0]]
+    records, _holes = _batch_records(entry)
+    return [
+        _Rec(
+            r.batch_index,
+            r.smm.partition_key if r.smm.HasField("partition_key") else None,
+            r.smm.payload_size if r.smm.HasField("payload_size") else 0,
+            r.smm.event_time,
+        )
+        for r in records
+    ]
+
+
 # -- phase one --------------------------------------------------------------------------------
 
 
@@ -220,16 +260,14 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
         ledger_id, entry_id = entry.position
         if is_readable_batch(md):
             try:
-                records, _holes = _batch_records(entry)
+                records = _batch_view(entry)
             except LedgerctlError:
                 continue  # Pulsar logs it and keeps the whole batch in phase two
             for rec in records:
-                smm = rec.smm
-                if not smm.HasField("partition_key"):
+                if rec.key is None:
                     continue
-                size = smm.payload_size if smm.HasField("payload_size") else 0
-                rank = rank_of(options, ledger_id, entry_id, rec.batch_index, smm.event_time, True)
-                yield message_key(smm.partition_key), rank, size <= 0
+                rank = rank_of(options, ledger_id, entry_id, rec.batch_index, rec.event_time, True)
+                yield message_key(rec.key), rank, rec.size <= 0
             continue
         if not md.HasField("partition_key"):
             continue
@@ -268,19 +306,16 @@ def _deleted_in_phase_one(entry: RawEntry, options: CompactionOptions, records: 
         if options.order == ORDER_EVENT_TIME:
             deleted = 0
             for rec in records:
-                smm = rec.smm
-                size = smm.payload_size if smm.HasField("payload_size") else 0
-                if not smm.HasField("partition_key"):
+                if rec.key is None:
                     deleted += not options.retain_null_key
-                elif size <= 0:
+                elif rec.size <= 0:
                     deleted += 1
             return deleted == md.num_messages_in_batch
         for rec in records:
-            smm = rec.smm
-            if not smm.HasField("partition_key"):
+            if rec.key is None:
                 if options.retain_null_key:
                     return False
-            elif (smm.payload_size if smm.HasField("payload_size") else 0) > 0:
+            elif rec.size > 0:
                 return False
         return True
     if not md.HasField("partition_key"):
@@ -311,7 +346,7 @@ def phase_two(
         out: CompactedEntry | None
         if is_readable_batch(md):
             try:
-                records, holes = _batch_records(entry)
+                records = _batch_view(entry)
             except LedgerctlError as exc:
                 stats.undecodable += 1
                 stats.problems.append(
@@ -324,7 +359,7 @@ def phase_two(
                 count = md.num_messages_in_batch
                 out = CompactedEntry(entry.position, _frame(entry, entry.data), count, count - 1)
             else:
-                out = _rebatch(entry, records, holes, winners, options, stats)
+                out = _rebatch(entry, records, winners, options, stats)
         else:
             if not _deleted_in_phase_one(entry, options, None):
                 stats.to = entry.position
@@ -368,39 +403,39 @@ def _single(
 
 def _rebatch(
     entry: RawEntry,
-    records: list[Any],
-    holes: list[int],
+    view: list[_Rec],
     winners: WinnerView,
     options: CompactionOptions,
     stats: Stats,
 ) -> CompactedEntry | None:
     md = entry.metadata
     ledger_id, entry_id = entry.position
-    by_index = {rec.batch_index: rec for rec in records}
-    kept: list[tuple[int, Any, bytes]] = []
-    for rec in records:
-        smm = rec.smm
-        if not smm.HasField("partition_key"):
+    keep_set: set[int] = set()
+    for rec in view:
+        if rec.key is None:
             if options.retain_null_key:
-                kept.append((rec.batch_index, smm, bytes(rec.value)))
+                keep_set.add(rec.batch_index)
             else:
                 stats.keyless_dropped += 1
             continue
-        rank = rank_of(options, ledger_id, entry_id, rec.batch_index, smm.event_time, True)
-        if len(rec.value) > 0 and winners.keeps(message_key(smm.partition_key), rank):
-            kept.append((rec.batch_index, smm, bytes(rec.value)))
-    if not kept:
+        rank = rank_of(options, ledger_id, entry_id, rec.batch_index, rec.event_time, True)
+        if rec.size > 0 and winners.keeps(message_key(rec.key), rank):
+            keep_set.add(rec.batch_index)
+    if not keep_set:
         return None
-    stats.kept += len(kept)
+    records, _holes = _batch_records(entry)  # the protobufs, only for batches that stay
+    by_index = {rec.batch_index: rec for rec in records}
+    kept_indexes = sorted(keep_set)
+    stats.kept += len(kept_indexes)
     new_md = api.MessageMetadata()
     new_md.CopyFrom(md)
-    kept_indexes = [i for i, _, _ in kept]
+    del new_md.compacted_batch_indexes[:]
     if options.format == FORMAT_PIP_429:
-        plain = build_batch((_copy(smm), value) for _, smm, value in kept)
-        del new_md.compacted_batch_indexes[:]
+        plain = build_batch(
+            (_copy(by_index[i].smm), bytes(by_index[i].value)) for i in kept_indexes
+        )
         new_md.compacted_batch_indexes.extend(kept_indexes)
     else:
-        keep_set = set(kept_indexes)
         rows = []
         for i in range(md.num_messages_in_batch):
             rec = by_index.get(i)
@@ -409,13 +444,11 @@ def _rebatch(
             else:
                 rows.append((placeholder(), None))
         plain = build_batch(rows)
-        del new_md.compacted_batch_indexes[:]
-    del holes  # placeholders are rebuilt from the indexes that are not kept
     new_md.uncompressed_size = len(plain)
     payload = compress(md.compression, plain) if md.compression != api.NONE else plain
     body = build_entry(new_md, payload, checksum=True)
     data = entry.bem + body
-    return CompactedEntry(entry.position, _frame(entry, data), len(kept), kept_indexes[-1])
+    return CompactedEntry(entry.position, _frame(entry, data), len(kept_indexes), kept_indexes[-1])
 
 
 def _copy(smm: Any) -> Any:
