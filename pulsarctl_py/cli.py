@@ -13,7 +13,17 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, seek, topic, verify
+from pulsarctl_py.commands import (
+    bookie,
+    compact,
+    decode,
+    demo,
+    inspect,
+    ledger,
+    seek,
+    topic,
+    verify,
+)
 
 app = typer.Typer(
     name="ledgerctl",
@@ -50,6 +60,7 @@ ledger.register(app)
 bookie.register(app)
 verify.register(app)
 seek.register(app)
+compact.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
