@@ -119,7 +119,7 @@ def topic_plan(
         entries = 0 if view.last_stored is None else view.last_stored + 1
         ledgers.append((ledger_id, entries, sizes.get(ledger_id)))
     return build_scan_plan(
-        str(topic),
+        record.ref.topic.full_name,
         ledgers,
         bookie_dirs=[os.path.abspath(d) for d in bookie_dirs],
         metadata_url=metadata_url,
