@@ -337,6 +337,10 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES) -> Any:
 PARQUET_BATCH_ROWS = 20_000
 
 
+def _has_error(problems: Sequence[str] | None) -> bool:
+    return bool(problems) and any(p.startswith("error") for p in problems or ())
+
+
 def write_part(
     split: Any,
     *,
@@ -345,7 +349,7 @@ def write_part(
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
 ) -> Iterator[tuple[int, str, int, int]]:
-    """Write one split's rows to a part file; yield (ordinal, path, rows, rows with problems).
+    """Write one split's rows to a part file; yield (ordinal, path, rows, rows with errors).
 
     Module-level and picklable: the engines run it where the split is read.
     """
@@ -358,7 +362,7 @@ def write_part(
                 row = dict(zip(columns, values, strict=True))
                 fh.write(json_line(row) + "\n")
                 rows += 1
-                flagged += bool(row.get("problems"))
+                flagged += _has_error(row.get("problems"))
     else:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -381,7 +385,7 @@ def write_part(
                 batch.append(values)
                 rows += 1
                 if problems_at is not None:
-                    flagged += bool(values[problems_at])
+                    flagged += _has_error(values[problems_at])
                 if len(batch) >= PARQUET_BATCH_ROWS:
                     flush()
             if batch or rows == 0:
@@ -398,7 +402,7 @@ class ExportResult:
     splits: int
     entries: int
     rows: int
-    rows_with_problems: int
+    rows_with_errors: int
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -409,7 +413,7 @@ class ExportResult:
             "splits": self.splits,
             "entries": self.entries,
             "rows": self.rows,
-            "rows_with_problems": self.rows_with_problems,
+            "rows_with_errors": self.rows_with_errors,
         }
 
 
