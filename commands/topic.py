@@ -140,12 +140,16 @@ def info_command(
 
     with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source:
         info = topic_info(source, topic)
+        compaction = _compaction_status(source, info)
     fmt = render.resolve(output, OutputFormat.TREE)
+    doc = info.to_json()
+    if compaction is not None:
+        doc["compaction_status"] = compaction.to_json()
     if fmt is OutputFormat.JSON:
-        render.write_json(info.to_json())
+        render.write_json(doc)
         return
     if fmt is OutputFormat.JSONL:
-        render.write_jsonl([info.to_json()])
+        render.write_jsonl([doc])
         return
     out = render.stdout_console()
     if fmt is OutputFormat.TABLE:
@@ -156,6 +160,20 @@ def info_command(
     err = render.stderr_console()
     for problem in info.problems + [p for c in info.cursors for p in c.problems]:
         err.print(f"[yellow]warning[/]: {_esc(problem)}")
+    if compaction is not None:
+        last = compaction.to_json()["last_message_position"] or "-"
+        err.print(f"compaction: last message position {last}, {len(compaction.checks)} finding(s)")
+        for check in compaction.checks:
+            err.print(f"  {check['severity']} {check['check']}: {_esc(check['message'])}")
+
+
+def _compaction_status(source: Any, info: Any) -> Any:
+    """`compact --status` for a compacted topic (its checks without --deep), else None."""
+    if info.compacted_ledger is None:
+        return None
+    from pulsarctl_py.compaction.status import compaction_status
+
+    return compaction_status(source, info.topic)
 
 
 def _esc(text: str) -> str:

@@ -13,7 +13,17 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import bookie, decode, demo, export, inspect, ledger, topic, verify
+from pulsarctl_py.commands import (
+    bookie,
+    compact,
+    decode,
+    demo,
+    export,
+    inspect,
+    ledger,
+    topic,
+    verify,
+)
 
 app = typer.Typer(
     name="ledgerctl",
@@ -49,6 +59,7 @@ topic.register(app)
 ledger.register(app)
 bookie.register(app)
 verify.register(app)
+compact.register(app)
 export.register(app)
 
 
