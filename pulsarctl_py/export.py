@@ -491,3 +491,59 @@ def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> N
                 table = part.read_row_group(group)
                 if table.num_rows:
                     writer.write_table(table)
+
+
+# -- compact --export FILE.parquet -----------------------------------------------------------
+
+
+def compacted_view_to_parquet(jsonl: str | os.PathLike[str], to: str | os.PathLike[str]) -> int:
+    """Turn compact's JSON-lines view into Parquet (value as bytes); remove the lines file.
+
+    Columns: key, value, properties, position ("L:E[:B]"), publish_time, event_time, note.
+    Returns the rows written; the Parquet file appears whole or not at all.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("key", pa.string()),
+            ("value", pa.binary()),
+            ("properties", pa.map_(pa.string(), pa.string())),
+            ("position", pa.string()),
+            ("publish_time", pa.int64()),
+            ("event_time", pa.int64()),
+            ("note", pa.string()),
+        ]
+    )
+    tmp = str(to) + ".tmp"
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, schema) as writer, open(jsonl, encoding="utf-8") as fh:
+            batch: list[dict[str, Any]] = []
+            for line in fh:
+                doc = json.loads(line)
+                value = doc.get("value")
+                batch.append(
+                    {
+                        "key": doc.get("key"),
+                        "value": None if value is None else base64.b64decode(value),
+                        "properties": list((doc.get("properties") or {}).items()),
+                        "position": doc.get("position"),
+                        "publish_time": doc.get("publish_time"),
+                        "event_time": doc.get("event_time"),
+                        "note": doc.get("note"),
+                    }
+                )
+                if len(batch) >= PARQUET_BATCH_ROWS:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                    rows += len(batch)
+                    batch.clear()
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            rows += len(batch)
+        os.replace(tmp, to)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        os.unlink(jsonl)
+    return rows
