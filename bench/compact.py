@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._machine import machine  # noqa: E402
+from bench._machine import machine
 
 BATCH = 100
 _LEN = struct.Struct(">I")

@@ -2,7 +2,7 @@
 
 Pure: no stores, no engines. The rules follow ``AbstractTwoPhaseCompactor``,
 ``PublishingOrderCompactor``, ``EventTimeOrderCompactor`` and ``RawBatchConverter``
-(apache/pulsar, pulsar-broker; see docs/compaction.md for what was checked upstream):
+(apache/pulsar, pulsar-broker; docs/compaction.md lists what was checked upstream):
 
 * an entry with any ``marker_type`` is dropped;
 * a "readable batch" (``num_messages_in_batch`` present, no encryption keys) is split:

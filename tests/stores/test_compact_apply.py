@@ -220,3 +220,38 @@ def test_export_writes_the_compacted_view(tmp_path, capsys, request):
     assert all({"key", "value", "properties", "position", "publish_time"} <= set(r) for r in rows)
     assert len({r["key"] for r in rows}) == len(rows)
     assert os.path.getsize(out) > 0
+
+
+def test_spill_to_disk_reports_the_same_compaction(tmp_path, capsys, request):
+    world = _world(tmp_path, "rocksdb", "db", request)
+    base = run(capsys, "compact", ORDERS, "--full", "-o", "json", *_args(world))
+    spilled = run(
+        capsys,
+        "compact",
+        ORDERS,
+        "--full",
+        "--memory",
+        "1",
+        "--progress",
+        "-o",
+        "json",
+        *_args(world),
+    )
+    assert base.code == spilled.code == 0, spilled.err
+    a, b = base.json(), spilled.json()
+    assert a["spilled"] is False and b["spilled"] is True
+    for name in (
+        "keys",
+        "kept",
+        "tombstoned",
+        "entries_out",
+        "bytes_out",
+        "horizon",
+        "last_message_position",
+        "compacted_to",
+    ):
+        assert a[name] == b[name]
+    assert "ledgerctl compact: phase one:" in spilled.err
+    assert "ledgerctl compact: phase two:" in spilled.err
+    bad = run(capsys, "compact", ORDERS, "--memory", "lots", *_args(world))
+    assert bad.code == 2 and "--memory" in bad.err
