@@ -18,6 +18,7 @@ from pulsarctl_py.commands import (
     compact,
     decode,
     demo,
+    export,
     inspect,
     ledger,
     seek,
@@ -61,6 +62,7 @@ bookie.register(app)
 verify.register(app)
 seek.register(app)
 compact.register(app)
+export.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
