@@ -55,6 +55,8 @@ class TestBookie:
         self.tls = tls
         self.requests: list[wire.ParsedRequest] = []
         self.raw_requests: list[bytes] = []
+        self.accepted = 0  # connections accepted
+        self.max_batch = 0  # most requests that arrived together (pipelining)
         self._lock = threading.Lock()
         self._cache: dict[tuple[int, int], bytes] = {}
         for ledger in preload or []:
@@ -64,6 +66,7 @@ class TestBookie:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(64)
+        self._sock.settimeout(0.1)  # accept() wakes up to see close()
         self.port = self._sock.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self._conns: list[socket.socket] = []
@@ -101,10 +104,14 @@ class TestBookie:
         while not self._stop.is_set():
             try:
                 conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue  # look at the stop flag again
             except OSError:
                 return
+            conn.settimeout(None)
             with self._lock:
                 self._conns.append(conn)
+                self.accepted += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     # -- data ---------------------------------------------------------------------------
@@ -191,6 +198,7 @@ class TestBookie:
                         break
                     frames.append(bytes(buf[4 : 4 + n]))
                     del buf[: 4 + n]
+                self.max_batch = max(self.max_batch, len(frames))
                 answers = []
                 upgrade = False
                 for payload in frames:
