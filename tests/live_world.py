@@ -39,9 +39,7 @@ def corpus_metadata(path: Path) -> str:
     return f"rocksdb://{path}"
 
 
-def replicated_metadata(
-    path: Path, bookies: list[str], write_quorum: int, ack_quorum: int
-) -> str:
+def replicated_metadata(path: Path, bookies: list[str], write_quorum: int, ack_quorum: int) -> str:
     """The corpus ledgers, each on ``bookies`` (one ensemble) with the quorums given."""
     src = path.parent / (path.name + "-src")
     corpus_metadata(src)
