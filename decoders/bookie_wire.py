@@ -95,14 +95,51 @@ def frame(payload: bytes) -> bytes:
     return FRAME_LEN.pack(len(payload)) + payload
 
 
-def _pb():  # the generated module, imported when a v3 frame is first built or read
-    from pulsarctl_py.proto import bookkeeper_protocol_pb2
+_PB = None
 
-    return bookkeeper_protocol_pb2
+
+def _pb():  # the generated module, imported when a v3 frame is first built or read
+    global _PB
+    if _PB is None:
+        from pulsarctl_py.proto import bookkeeper_protocol_pb2
+
+        _PB = bookkeeper_protocol_pb2
+    return _PB
+
+
+_SMALL = [bytes((i,)) for i in range(128)]
+
+
+def _varint(value: int) -> bytes:
+    """A protobuf varint; negative int64 values as their 10-byte two's complement."""
+    if 0 <= value < 128:
+        return _SMALL[value]
+    value &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_READ_TAG = _varint((100 << 3) | 2)  # Request.readRequest, length-delimited
 
 
 def v3_read_request(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
-    """A framed v3 READ_ENTRY: no flag, no master key (so never fencing)."""
+    """A framed v3 READ_ENTRY: no flag, no master key (so never fencing).
+
+    Encoded by hand, field by field in the order protobuf serializes them (the tests
+    check it equals the generated module's bytes): this is the per-entry hot path.
+    """
+    header = b"\x08\x03\x10\x01\x18" + _varint(txn_id)  # version 3, READ_ENTRY, txnId
+    read = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    payload = b"\x0a" + _varint(len(header)) + header + _READ_TAG + _varint(len(read)) + read
+    return FRAME_LEN.pack(len(payload)) + payload
+
+
+def v3_read_request_pb(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """The same frame built with the generated protobuf module (for the tests)."""
     pb = _pb()
     req = pb.Request()
     req.header.version = VERSION_THREE
@@ -236,6 +273,22 @@ def parse_request(payload: bytes) -> ParsedRequest:
 
 
 def v3_read_response(
+    txn_id: int, status: str, ledger_id: int, entry_id: int, body: bytes | None, max_lac: int
+) -> bytes:
+    """A framed v3 READ_ENTRY answer, encoded by hand like v3_read_request (tests compare
+    it with :func:`v3_read_response_pb`); maxLAC only with a body, as a bookie sends it."""
+    code = _varint(V3_FROM_NAME[status])
+    header = b"\x08\x03\x10\x01\x18" + _varint(txn_id)
+    read = b"\x08" + code + b"\x10" + _varint(ledger_id) + b"\x18" + _varint(entry_id)
+    if body is not None:
+        read += b"\x22" + _varint(len(body)) + body + b"\x28" + _varint(max_lac)
+    payload = b"".join(
+        (b"\x0a", _varint(len(header)), header, b"\x10", code, _READ_TAG, _varint(len(read)), read)
+    )
+    return FRAME_LEN.pack(len(payload)) + payload
+
+
+def v3_read_response_pb(
     txn_id: int, status: str, ledger_id: int, entry_id: int, body: bytes | None, max_lac: int
 ) -> bytes:
     pb = _pb()

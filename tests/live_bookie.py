@@ -59,6 +59,7 @@ class TestBookie:
         self.max_batch = 0  # most requests that arrived together (pipelining)
         self._lock = threading.Lock()
         self._cache: dict[tuple[int, int], bytes] = {}
+        self._lacs: dict[int, int] = {}
         for ledger in preload or []:
             for stored in self.store.read_entries(ledger):
                 self._cache[(ledger, stored.entry_id)] = stored.data
@@ -143,10 +144,13 @@ class TestBookie:
 
     def _max_lac(self, ledger_id: int) -> int:
         """The LAC the bookie knows: from its last entry's header (as maxLAC)."""
+        known = self._lacs.get(ledger_id)
+        if known is not None:
+            return known
         last = self.entry(ledger_id, wire.LAST_ADD_CONFIRMED)
-        if last is None or len(last) < HEADER.size:
-            return -1
-        return HEADER.unpack_from(last, 0)[2]
+        lac = -1 if last is None or len(last) < HEADER.size else HEADER.unpack_from(last, 0)[2]
+        self._lacs[ledger_id] = lac
+        return lac
 
     def _explicit_lac(self, ledger_id: int) -> bytes | None:
         with self._lock:

@@ -92,6 +92,7 @@ class BookieConnection:
         self._ssl = ssl_context
         self._sock: socket.socket | None = None
         self._buf = bytearray()
+        self._pos = 0  # start of the first unread byte in _buf
         self._txn = 0
         self.requests_sent = 0
 
@@ -117,6 +118,7 @@ class BookieConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         self._buf.clear()
+        self._pos = 0
         if self._ssl is not None:
             self._start_tls(host)
 
@@ -135,6 +137,7 @@ class BookieConnection:
     def close(self) -> None:
         sock, self._sock = self._sock, None
         self._buf.clear()
+        self._pos = 0
         if sock is not None:
             try:
                 sock.close()
@@ -159,27 +162,36 @@ class BookieConnection:
         self.requests_sent += 1
 
     def _recv_frame(self) -> bytes:
-        """One frame, waiting at most ``timeout`` for the bookie to send anything."""
+        """One frame, waiting at most ``timeout`` for the bookie to send anything.
+
+        Frames are cut from ``_buf`` at ``_pos``; the consumed head is dropped only when
+        more bytes are needed, so a buffer of many small answers is not shifted per frame.
+        """
         sock = self._sock
         assert sock is not None
         buf = self._buf
         deadline = time.monotonic() + self.options.timeout
         need = 4
         while True:
-            if len(buf) >= 4:
-                need = 4 + int.from_bytes(buf[:4], "big")
-                if need - 4 > wire.MAX_FRAME:
-                    raise self._fail(f"sent a frame of {need - 4} bytes, over the limit")
-                if len(buf) >= need:
-                    payload = bytes(buf[4:need])
-                    del buf[:need]
-                    return payload
+            pos = self._pos
+            have = len(buf) - pos
+            if have >= 4:
+                size = int.from_bytes(buf[pos : pos + 4], "big")
+                if size > wire.MAX_FRAME:
+                    raise self._fail(f"sent a frame of {size} bytes, over the limit")
+                need = 4 + size
+                if have >= need:
+                    self._pos = pos + need
+                    return bytes(buf[pos + 4 : pos + need])
+            if pos:
+                del buf[:pos]
+                self._pos = 0
             left = deadline - time.monotonic()
             if left <= 0:
                 raise self._fail(f"no answer within {self.options.timeout:g}s")
             sock.settimeout(left)
             try:
-                chunk = sock.recv(max(262144, need - len(buf)))
+                chunk = sock.recv(max(262144, need - have))
             except TimeoutError:
                 raise self._fail(f"no answer within {self.options.timeout:g}s") from None
             except OSError as exc:
@@ -222,10 +234,12 @@ class BookieConnection:
         pending: dict[object, int] = {}
         todo = iter(entry_ids)
         done = False
+        low = window // 2  # refill in batches: one send for many requests, not one each
         try:
             while True:
                 batch = []
-                while not done and len(pending) + len(batch) < window:
+                refill = len(pending) <= low
+                while refill and not done and len(pending) < window:
                     entry_id = next(todo, None)
                     if entry_id is None:
                         done = True

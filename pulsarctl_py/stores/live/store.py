@@ -20,13 +20,14 @@ processes (a split can carry it instead of a bookie directory).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pulsarctl_py.decoders import bookkeeper as bk
-from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.checksums import DigestType, crc32c
 from pulsarctl_py.errors import LedgerctlError, NotFoundError, StoreUnavailable
 
 from ..bookie.model import EntryNotFound, LedgerInfo, Location, StoredEntry
@@ -61,6 +62,10 @@ def digest_ok(
         return False
     if kind is None:
         return None
+    if kind is DigestType.CRC32C:  # the usual digest, without building a Layer
+        at = bk.HEADER.size
+        value = crc32c(memoryview(data)[at + 4 :], crc32c(memoryview(data)[:at]))
+        return data[at : at + 4] == value.to_bytes(4, "big")
     try:
         layer, _, _ = bk.parse(data, 0, len(data), kind, password)
     except LedgerctlError:
@@ -119,6 +124,8 @@ class LiveBookieStore:
 
     def order(self, bookies: list[str]) -> list[str]:
         """Bookies in read order: the healthy ones first, keeping the write-set order."""
+        if not self.down:
+            return bookies
         return sorted(bookies, key=lambda b: b in self.down)
 
     def _mark_down(self, bookie: str, exc: LedgerctlError) -> None:
@@ -235,7 +242,7 @@ class LiveBookieStore:
     def _read(self, ledger_id: int, entry_ids: range | list[int]) -> Iterator[StoredEntry]:
         md = self._state(ledger_id).md
         kind, password = self._digest(md)
-        sets = {e: self.order(write_set(md, e)) for e in entry_ids}
+        sets = _write_sets(md, entry_ids, self.order)
         attempt = dict.fromkeys(entry_ids, 0)
         got: dict[int, StoredEntry] = {}
         fallback: dict[int, StoredEntry] = {}  # a copy whose digest failed, if nothing better
@@ -293,7 +300,7 @@ class LiveBookieStore:
                 if reply.status != "EOK" or reply.body is None:
                     errors[e].append(f"{bookie}: {reply.status}")
                     continue
-                stored = StoredEntry(ledger_id, e, _location(bookie, len(reply.body)), reply.body)
+                stored = StoredEntry(ledger_id, e, _location(bookie), reply.body)
                 if digest_ok(reply.body, ledger_id, e, kind, password) is False:
                     errors[e].append(f"{bookie}: digest does not verify")
                     fallback.setdefault(e, stored)
@@ -306,7 +313,24 @@ class LiveBookieStore:
                     errors[e].append(exc.one_line())
 
 
-def _location(bookie: str, size: int | None) -> Location:
+def _write_sets(md: LedgerMetadata, entry_ids: range | list[int], order) -> dict[int, list[str]]:
+    """Each entry's write set in read order; one list per (segment, position) pattern."""
+    patterns: dict[tuple[int, int], list[str]] = {}
+    starts = sorted(md.ensembles)
+    out = {}
+    for e in entry_ids:
+        first = max((s for s in starts if s <= e), default=-1)
+        n = len(md.ensembles.get(first, ())) or 1
+        key = (first, e % n)
+        ws = patterns.get(key)
+        if ws is None:
+            ws = patterns[key] = order(write_set(md, e))
+        out[e] = ws
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _location(bookie: str, size: int | None = None) -> Location:
     """Where a live entry came from: the bookie, no file and no offset."""
     return Location("live", Path(bookie), -1, -1, size)
 
