@@ -72,7 +72,7 @@ def status_name(code: int, v2: bool = False) -> str:
     return (V2_STATUS if v2 else V3_STATUS).get(code, f"status {code}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per entry read, and frozen init is slower
 class ReadReply:
     """One answer to a read: ``status`` by name (EOK, ENOENTRY, ...) in either version.
 
@@ -288,17 +288,21 @@ def v3_read_response(
     return FRAME_LEN.pack(len(payload)) + payload
 
 
+def _v3_response(txn_id: int, op: int, status: str):
+    resp = _pb().Response()
+    resp.header.version = VERSION_THREE
+    resp.header.operation = op
+    resp.header.txnId = txn_id
+    resp.status = V3_FROM_NAME[status]
+    return resp
+
+
 def v3_read_response_pb(
     txn_id: int, status: str, ledger_id: int, entry_id: int, body: bytes | None, max_lac: int
 ) -> bytes:
-    pb = _pb()
-    resp = pb.Response()
-    resp.header.version = VERSION_THREE
-    resp.header.operation = OP_READ_ENTRY
-    resp.header.txnId = txn_id
-    resp.status = V3_FROM_NAME[status]
+    resp = _v3_response(txn_id, OP_READ_ENTRY, status)
     r = resp.readResponse
-    r.status = V3_FROM_NAME[status]
+    r.status = resp.status
     r.ledgerId = ledger_id
     r.entryId = entry_id
     if body is not None:
@@ -310,14 +314,9 @@ def v3_read_response_pb(
 def v3_read_lac_response(
     txn_id: int, status: str, ledger_id: int, lac_body: bytes | None, last_entry: bytes | None
 ) -> bytes:
-    pb = _pb()
-    resp = pb.Response()
-    resp.header.version = VERSION_THREE
-    resp.header.operation = OP_READ_LAC
-    resp.header.txnId = txn_id
-    resp.status = V3_FROM_NAME[status]
+    resp = _v3_response(txn_id, OP_READ_LAC, status)
     r = resp.readLacResponse
-    r.status = V3_FROM_NAME[status]
+    r.status = resp.status
     r.ledgerId = ledger_id
     if lac_body is not None:
         r.lacBody = lac_body
@@ -327,12 +326,7 @@ def v3_read_lac_response(
 
 
 def v3_simple_response(txn_id: int, op: int, status: str) -> bytes:
-    pb = _pb()
-    resp = pb.Response()
-    resp.header.version = VERSION_THREE
-    resp.header.operation = op
-    resp.header.txnId = txn_id
-    resp.status = V3_FROM_NAME[status]
+    resp = _v3_response(txn_id, op, status)
     if op == OP_START_TLS:
         resp.startTLSResponse.SetInParent()
     return frame(resp.SerializeToString())

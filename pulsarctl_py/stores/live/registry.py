@@ -165,24 +165,16 @@ def list_bookies(store: MetadataStore, root: str = DEFAULT_ROOT) -> list[BookieR
 
     instance = store.get(f"{root}/INSTANCEID")
     cluster_id = instance.data.decode("utf-8", "replace").strip() if instance else None
-    for name in store.children(f"{root}/available"):
-        if name == "readonly":
-            continue
-        node = store.get(f"{root}/available/{name}")
-        if node is None:
-            continue
-        r = rec(name)
-        r.available = True
-        r.registered_ms = node.stat.created_ms if node.stat is not None else None
-        _service_info(r, node.data)
-    for name in store.children(f"{root}/available/readonly"):
-        node = store.get(f"{root}/available/readonly/{name}")
-        if node is None:
-            continue
-        r = rec(name)
-        r.read_only = True
-        r.registered_ms = node.stat.created_ms if node.stat is not None else None
-        _service_info(r, node.data)
+    for folder, read_only in (("available", False), ("available/readonly", True)):
+        for name in store.children(f"{root}/{folder}"):
+            node = store.get(f"{root}/{folder}/{name}") if name != "readonly" else None
+            if node is None:
+                continue
+            r = rec(name)
+            r.read_only = r.read_only or read_only
+            r.available = r.available or not read_only
+            r.registered_ms = node.stat.created_ms if node.stat is not None else None
+            _service_info(r, node.data)
     for name in store.children(f"{root}/cookies"):
         node = store.get(f"{root}/cookies/{name}")
         if node is not None:
