@@ -13,7 +13,7 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, topic, verify
+from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, repair, topic, verify
 
 app = typer.Typer(
     name="ledgerctl",
@@ -49,6 +49,7 @@ topic.register(app)
 ledger.register(app)
 bookie.register(app)
 verify.register(app)
+repair.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
