@@ -223,8 +223,30 @@ def write_cursor(
     msg.cursorsLedgerId = -1
     msg.markDeleteLedgerId, msg.markDeleteEntryId = position
     if not keep_acks or cursor.in_ledger:
+        # a reset forgets every ack; a cursor ledger's acks are not in the znode snapshot
         del msg.individualDeletedMessages[:]
         del msg.batchedEntryDeletionIndexInfo[:]
+    else:
+        # acked ranges (lower, upper] after the new position stay acknowledged
+        kept = []
+        for r in msg.individualDeletedMessages:
+            upper = (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId)
+            if upper > position:
+                lower = max((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId), position)
+                kept.append((lower, upper))
+        del msg.individualDeletedMessages[:]
+        for lower, upper in kept:
+            r = msg.individualDeletedMessages.add()
+            r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lower
+            r.upperEndpoint.ledgerId, r.upperEndpoint.entryId = upper
+        batched = [
+            b
+            for b in msg.batchedEntryDeletionIndexInfo
+            if (b.position.ledgerId, b.position.entryId) > position
+        ]
+        del msg.batchedEntryDeletionIndexInfo[:]
+        for b in batched:
+            msg.batchedEntryDeletionIndexInfo.add().CopyFrom(b)
     del msg.properties[:]
     for name, value in cursor.properties if properties is None else properties:
         msg.properties.add(name=name, value=value)
@@ -266,6 +288,8 @@ def _cursor_move(
     to: Position,
     source: LedgerSource | None,
     why: str,
+    *,
+    keep_acks: bool = True,
 ) -> None:
     old = cursor.position
     record: dict[str, Any] = {
@@ -282,7 +306,7 @@ def _cursor_move(
         )
     if cursor.in_ledger:
         record["cursors_ledger_id"] = {"from": cursor.decoded.message.cursorsLedgerId, "to": -1}
-    write_cursor(draft, cursor, to, why)
+    write_cursor(draft, cursor, to, why, keep_acks=keep_acks)
     draft.unreachable.cursors.append(record)
 
 
@@ -378,6 +402,11 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
         else:
             msg.ledgerInfo.add().CopyFrom(li)
         previous_ts = li.timestamp or previous_ts
+    if infos and infos[-1].ledgerId not in dropped and mld.ml_index(topic.info) is not None:
+        draft.warnings.append(
+            f"{topic.name.full_name}: the broker entry metadata index jumps over the entries "
+            "of the dropped ledgers (verify then reports index-gap): that data is gone"
+        )
     reasons = ", ".join(f"{lid} {why}" for lid, why in dropped.items())
     _set_topic(draft, topic, msg, f"drop ledgers from the list: {reasons}")
     for cursor in cursors:
@@ -452,7 +481,13 @@ def reset_cursor(
     if cursor.position == target and not cursor.in_ledger:
         return target
     _cursor_move(
-        draft, topic, cursor, target, source, f"reset {how}: mark-delete {_position_text(target)}"
+        draft,
+        topic,
+        cursor,
+        target,
+        source,
+        f"reset {how}: mark-delete {_position_text(target)}, individual acks cleared",
+        keep_acks=False,
     )
     return target
 

@@ -443,3 +443,33 @@ def test_cli_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert r.code == 2
     for result in (r,):
         assert "Traceback" not in result.err
+
+
+def test_moving_a_cursor_keeps_the_acks_after_its_new_position(tmp_path: Path) -> None:
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.decoders.managed_ledger import TopicName
+
+    world = build_world(tmp_path / "w", "cursor-trimmed-ledger")  # sub at 5:3
+    sub = TopicName.parse(ORDERS).cursor_path("sub")
+    with writable(world) as store:
+        node = store.get(sub)
+        info = mld.parse_cursor_info(node.data).message
+        for lower, upper in (((5, 0), (5, 2)), ((10, 1), (10, 3))):
+            r = info.individualDeletedMessages.add()
+            r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lower
+            r.upperEndpoint.ledgerId, r.upperEndpoint.entryId = upper
+        store.put(sub, mld.build_info(info), node.stat.version)
+    plan_path = tmp_path / "p.json"
+    make_plan(world, CASES["cursor-trimmed-ledger"][0], plan_path)
+    with writable(world) as store:
+        apply_plan(plan_path, store)
+        info = mld.parse_cursor_info(store.get(sub).data).message
+    assert (info.markDeleteLedgerId, info.markDeleteEntryId) == (10, -1)
+    kept = [
+        (
+            (r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId),
+            (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId),
+        )
+        for r in info.individualDeletedMessages
+    ]
+    assert kept == [((10, 1), (10, 3))]
