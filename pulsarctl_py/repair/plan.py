@@ -362,7 +362,7 @@ class Draft:
                 continue  # drafted back to what it was
             changes.append(Change(key, self._kind[key], old, new, version, self._why[key]))
         warnings = list(self.warnings)
-        if changes:
+        if changes and self.topics:
             warnings.insert(0, UNLOAD_WARNING)
         return Plan(
             metadata_url=self.store.url,

@@ -610,6 +610,10 @@ def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
     record["added_ledgers"] = [lid for lid in src.ids if lid not in old_ids]
     if msg.SerializeToString() == topic.info.SerializeToString():
         return False
+    for li in topic.info.ledgerInfo:  # reachable through the shadow no more
+        if li.ledgerId in removed and li.ledgerId not in draft.unreachable.ledgers:
+            draft.unreachable.entries += li.entries
+            draft.unreachable.size += li.size
     draft.unreachable.ledgers.extend(removed)
     cursors = load_cursors(draft, topic, source)
     _set_topic(draft, topic, msg, f"resync the ledger list from the source {src.name.full_name}")
@@ -639,6 +643,7 @@ class Orphan:
     kind: str
     state: str
     length: int
+    entries: int | None  # None while open
     ctime: int
     owner: str | None
     owner_exists: bool | None
@@ -650,6 +655,7 @@ class Orphan:
             "kind": self.kind,
             "state": self.state,
             "length": self.length,
+            "entries": self.entries,
             "ctime": self.ctime,
             "owner": self.owner,
             "owner_exists": self.owner_exists,
@@ -725,7 +731,10 @@ def find_orphans(
                 if owner_topic.persistence_name in uncertain:
                     continue
                 exists = draft.get(owner_topic.ml_path) is not None
-        yield Orphan(ledger_id, path, tags.kind, md.state.name, md.length, md.ctime, owner, exists)
+        entries = md.last_entry_id + 1 if md.is_closed else None
+        yield Orphan(
+            ledger_id, path, tags.kind, md.state.name, md.length, entries, md.ctime, owner, exists
+        )
 
 
 def delete_orphans(
@@ -745,6 +754,10 @@ def delete_orphans(
         draft.delete(o.path, "ledger", f"orphan {o.kind} ledger of {o.owner or 'no topic'}")
         draft.unreachable.ledgers.append(o.ledger_id)
         draft.unreachable.size += o.length
+        if o.entries is None:
+            draft.unreachable.entries_unknown = True
+        else:
+            draft.unreachable.entries += o.entries
     draft.repairs.append({"repair": "orphans", "deleted": [o.to_json() for o in orphans]})
     if orphans:
         draft.warnings.append(
