@@ -252,6 +252,13 @@ def cursor(
         metavar="L:E",
         help="The next entry to deliver (as pulsar-admin reset-cursor): mark-delete L:E-1.",
     ),
+    at_time: str = typer.Option(
+        None,
+        "--time",
+        metavar="T",
+        help="The first entry a broker's reset by time reads (ISO-8601, epoch ms, or a "
+        "duration ago: 3h); needs --bookie-dir.",
+    ),
     earliest: bool = typer.Option(False, "--earliest", help="Back to the topic's first entry."),
     latest: bool = typer.Option(False, "--latest", help="To the topic's end (nothing backlogged)."),
     metadata_url: str = options.METADATA_URL,
@@ -266,8 +273,13 @@ def cursor(
     from pulsarctl_py.positions import parse_position
     from pulsarctl_py.repair import repairs
 
-    if sum((to is not None, earliest, latest)) != 1:
-        raise typer.BadParameter("give exactly one of --to L:E, --earliest, --latest")
+    if sum((to is not None, at_time is not None, earliest, latest)) != 1:
+        raise typer.BadParameter("give exactly one of --to L:E, --time T, --earliest, --latest")
+    time_ms = None
+    if at_time is not None:
+        from pulsarctl_py.timeparse import parse_time_ms
+
+        time_ms = parse_time_ms(at_time)
     target = None
     if to is not None:
         pos = parse_position(to, batch=False)
@@ -275,7 +287,14 @@ def cursor(
 
     def build(draft: Draft, source: LedgerSource) -> None:
         repairs.reset_cursor(
-            draft, topic, subscription, source, to=target, earliest=earliest, latest=latest
+            draft,
+            topic,
+            subscription,
+            source,
+            to=target,
+            earliest=earliest,
+            latest=latest,
+            time_ms=time_ms,
         )
 
     run_repair(metadata_url, bookie_dirs, plan_file, apply, output, build)

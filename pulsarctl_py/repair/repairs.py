@@ -435,11 +435,19 @@ def reset_cursor(
     to: Position | None = None,
     earliest: bool = False,
     latest: bool = False,
+    time_ms: int | None = None,
 ) -> Position:
     """Move a cursor offline. ``to`` is the next entry to deliver (pulsar-admin's
-    reset-cursor meaning): the mark-delete position becomes the entry before it."""
-    if sum((to is not None, earliest, latest)) != 1:
-        raise LedgerctlError("give exactly one of --to, --earliest, --latest")
+    reset-cursor meaning): the mark-delete position becomes the entry before it.
+    ``time_ms``: the entry a broker's reset by time reads first (``seek``'s broker rule);
+    after the last entry when every entry is older."""
+    if sum((to is not None, earliest, latest, time_ms is not None)) != 1:
+        raise LedgerctlError("give exactly one of --to, --time, --earliest, --latest")
+    seek_note = None
+    if time_ms is not None:
+        to, seek_note = _seek_time(topic_name, time_ms, source)
+        if to is None:
+            latest = True
     topic = load_topic(draft, topic_name)
     cursors = load_cursors(draft, topic, source, only=subscription)
     if not cursors:
@@ -469,6 +477,8 @@ def reset_cursor(
             )
         target = (lid, eid - 1)
         how = f"to {lid}:{eid}"
+    if seek_note is not None:
+        how = f"{seek_note}, {how}"
     draft.repairs.append(
         {
             "repair": "cursor",
@@ -490,6 +500,33 @@ def reset_cursor(
         keep_acks=False,
     )
     return target
+
+
+def _seek_time(
+    topic_name: str, time_ms: int, source: LedgerSource | None
+) -> tuple[Position | None, str]:
+    """The entry a reset by time reads first, by the broker's rule (``pulsarctl_py.seek``);
+    None when every entry is older than the time."""
+    try:
+        from pulsarctl_py import seek as seek_module
+    except ImportError:
+        raise LedgerctlError(
+            "--time needs ledgerctl's seek module, which this build lacks: use --to L:E"
+        ) from None
+    if source is None:
+        raise LedgerctlError("--time reads entries: pass --bookie-dir")
+    from pulsarctl_py.timeparse import format_time_ms
+
+    result = seek_module.seek(source, seek_module.SeekRequest(topic=topic_name, time_ms=time_ms))
+    if result.findings:
+        raise DataError(f"no position for {format_time_ms(time_ms)}: {'; '.join(result.findings)}")
+    head = result.head
+    note = f"time {format_time_ms(time_ms)} (broker rule)"
+    for warning in result.warnings:
+        note += f"; {warning}"
+    if head is None:
+        return None, note
+    return (head.ledger_id, head.entry_id), note
 
 
 def clamp_cursors(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[str]:

@@ -439,6 +439,11 @@ def test_cli_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert r.code == 2 and "not a ledgerctl plan" in r.err
     r = run(capsys, "repair", "--from-verify", tmp_path / "bad.json", *url)
     assert r.code == 2 and "not verify output" in r.err
+    import importlib.util
+
+    if importlib.util.find_spec("pulsarctl_py.seek") is None:
+        r = run(capsys, "repair", "cursor", ORDERS, "sub", "--time", "1h", *url)
+        assert r.code == 2 and "seek module" in r.err
     r = run(capsys, "repair", "compaction", ORDERS, *url)
     assert r.code == 2
     for result in (r,):
@@ -473,3 +478,20 @@ def test_moving_a_cursor_keeps_the_acks_after_its_new_position(tmp_path: Path) -
         for r in info.individualDeletedMessages
     ]
     assert kept == [((10, 1), (10, 3))]
+
+
+@pytest.mark.parametrize(
+    ("offset_ms", "expected"),
+    [(0, (10, -1)), (10**9, (12, 2))],  # before every entry; after the last one
+)
+def test_reset_cursor_by_time_uses_the_broker_rule(
+    tmp_path: Path, offset_ms: int, expected: tuple[int, int]
+) -> None:
+    pytest.importorskip("pulsarctl_py.seek", reason="--time needs the seek module")
+    world = build_world(tmp_path / "w")
+    with world.source() as source:
+        assert source.metadata is not None
+        draft = Draft(source.metadata)
+        got = repairs.reset_cursor(draft, ORDERS, "durable-sub", source, time_ms=T0 + offset_ms)
+        assert got == expected
+        assert "broker rule" in draft.repairs[-1]["target"]
