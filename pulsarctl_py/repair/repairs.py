@@ -216,13 +216,19 @@ def write_cursor(
     *,
     properties: list[tuple[str, int]] | None = None,
     keep_acks: bool = False,
+    snapshot: bool = False,
 ) -> None:
-    """Write the cursor's whole state into its znode at ``position`` (cursorsLedgerId -1)."""
+    """Write the cursor's whole state into its znode at ``position`` (cursorsLedgerId -1).
+
+    ``snapshot``: the znode's own state is the one to keep, acks included (what the broker
+    falls back to when the cursor ledger is gone)."""
     msg = mlpb.ManagedCursorInfo()
     msg.CopyFrom(cursor.decoded.message)
     msg.cursorsLedgerId = -1
     msg.markDeleteLedgerId, msg.markDeleteEntryId = position
-    if not keep_acks or cursor.in_ledger:
+    if snapshot:
+        pass
+    elif not keep_acks or cursor.in_ledger:
         # a reset forgets every ack; a cursor ledger's acks are not in the znode snapshot
         del msg.individualDeletedMessages[:]
         del msg.batchedEntryDeletionIndexInfo[:]
@@ -409,6 +415,41 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
         )
     reasons = ", ".join(f"{lid} {why}" for lid, why in dropped.items())
     _set_topic(draft, topic, msg, f"drop ledgers from the list: {reasons}")
+    _move_out_of(draft, topic, cursors, set(dropped), source)
+    # a shadow topic lists its source's ledgers: resync those that listed a dropped one
+    from pulsarctl_py.stores.metadata import list_managed_ledgers
+
+    for ref in list_managed_ledgers(draft.store):
+        data = draft.get(ref.path)
+        try:
+            info = mld.parse_ml_info(data or b"").message
+        except LedgerctlError:
+            continue
+        src = mld.shadow_source(info)
+        if src is None or set(dropped).isdisjoint(li.ledgerId for li in info.ledgerInfo):
+            continue
+        try:
+            same = resolve_topic_name(src).persistence_name == topic.name.persistence_name
+        except LedgerctlError:
+            same = False
+        if same:
+            shadow(draft, ref.topic.full_name, source)
+    return list(dropped)
+
+
+def resolve_topic_name(name: str) -> TopicName:
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    return resolve_topic(name)
+
+
+def _move_out_of(
+    draft: Draft,
+    topic: Topic,
+    cursors: list[Cursor],
+    dropped: set[int],
+    source: LedgerSource | None,
+) -> None:
     for cursor in cursors:
         if cursor.position is None:
             continue
@@ -423,7 +464,6 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
                 f"its position {_position_text(cursor.position)} was in dropped ledger "
                 f"{cursor.position[0]}",
             )
-    return list(dropped)
 
 
 def reset_cursor(
@@ -527,6 +567,42 @@ def _seek_time(
     if head is None:
         return None, note
     return (head.ledger_id, head.entry_id), note
+
+
+def cursor_snapshots(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[str]:
+    """Cursors whose cursor ledger has no BookKeeper metadata (or, with bookie storage, no
+    stored entries): the broker falls back to the znode snapshot, and would again on every
+    load; make that snapshot the cursor's state (``cursorsLedgerId = -1``), acks included.
+    Returns the names of the cursors changed."""
+    topic = load_topic(draft, topic_name)
+    changed = []
+    for cursor in load_cursors(draft, topic, source):
+        cl = cursor.decoded.message.cursorsLedgerId
+        if cl == -1 or cursor.position is None:
+            continue
+        gone = not ledger_has_metadata(draft, cl)
+        if not gone and source is not None and source.bookie is not None:
+            try:
+                view = source.ledger(cl)
+            except LedgerctlError:
+                view = None
+            last = None if view is None else view_last(view)
+            gone = view is not None and last is not None and last >= 0 and view.last_stored is None
+        if not gone:
+            continue
+        write_cursor(
+            draft,
+            cursor,
+            cursor.position,
+            f"its cursor ledger {cl} is gone: keep the znode snapshot "
+            f"{_position_text(cursor.position)} as the cursor's state",
+            snapshot=True,
+        )
+        changed.append(cursor.name)
+    draft.repairs.append(
+        {"repair": "cursor-snapshot", "topic": topic.name.full_name, "cursors": changed}
+    )
+    return changed
 
 
 def clamp_cursors(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[str]:
@@ -812,6 +888,7 @@ REPAIR_FOR_CHECK = {
     "ledger-missing-storage": "missing-ledgers",
     "cursor-beyond-lac": "clamp-cursors",
     "cursor-unknown-ledger": "clamp-cursors",
+    "cursor-ledger-missing": "cursor-snapshot",
     "compacted-ledger-missing": "compaction",
     "shadow-ledger-not-in-source": "shadow",
     "shadow-ledger-differs": "shadow",
@@ -849,11 +926,13 @@ def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[
             continue
         todo[(repair, topic)] = None
     # a shadow resyncs from its source once the source is repaired
-    order = ["missing-ledgers", "clamp-cursors", "compaction", "shadow"]
+    order = ["missing-ledgers", "cursor-snapshot", "clamp-cursors", "compaction", "shadow"]
     for repair, topic in sorted(todo, key=lambda rt: (order.index(rt[0]), rt[1] or "")):
         assert topic is not None
         if repair == "missing-ledgers":
             missing_ledgers(draft, topic, source)
+        elif repair == "cursor-snapshot":
+            cursor_snapshots(draft, topic, source)
         elif repair == "clamp-cursors":
             clamp_cursors(draft, topic, source)
         elif repair == "compaction":

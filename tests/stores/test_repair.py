@@ -32,9 +32,10 @@ Build = Callable[[Draft, LedgerSource], Any]
 
 
 def _lost_ledger(d: Draft, s: LedgerSource) -> None:
-    """Drop the lost ledger from the topic, then resync its shadow (which listed it too)."""
-    repairs.missing_ledgers(d, ORDERS, s)
-    repairs.shadow(d, SHADOW, s)
+    """Drop the lost ledger from the topic (its shadow, which listed it too, is resynced
+    in the same plan)."""
+    assert repairs.missing_ledgers(d, ORDERS, s) == [11]
+    assert [r["topic"] for r in d.repairs if r["repair"] == "shadow"] == [SHADOW]
 
 
 #: the consequences of losing ledger 11: the index jumps over its entries, and the
@@ -54,6 +55,8 @@ CASES: dict[str, tuple[Build, set[str]]] = {
     "shadow-ledger-not-in-source": (lambda d, s: repairs.shadow(d, SHADOW, s), set()),
     "shadow-ledger-differs": (lambda d, s: repairs.shadow(d, SHADOW, s), set()),
     "orphan-ledger": (lambda d, s: repairs.delete_orphans(d, s), set()),
+    # the broker falls back to the znode snapshot: it becomes the cursor's state
+    "cursor-ledger-missing": (lambda d, s: repairs.cursor_snapshots(d, ORDERS, s), set()),
 }
 
 
@@ -264,7 +267,7 @@ def test_a_change_during_apply_aborts_the_transaction(
     world = make_world("ledger-lost")
     plan_path = tmp_path / "p.json"
     plan = make_plan(world, lambda d, s: repairs.missing_ledgers(d, ORDERS, s), plan_path)
-    assert len(plan.changes) == 3  # the ML and two cursors: one transaction
+    assert len(plan.changes) == 4  # the ML, two cursors, the shadow: one transaction
     last = plan.changes[-1].key
     with writable(world) as store:
 
@@ -495,3 +498,30 @@ def test_reset_cursor_by_time_uses_the_broker_rule(
         got = repairs.reset_cursor(draft, ORDERS, "durable-sub", source, time_ms=T0 + offset_ms)
         assert got == expected
         assert "broker rule" in draft.repairs[-1]["target"]
+
+
+@pytest.mark.parametrize("variant", sorted(CASES))
+def test_from_verify_repairs_what_verify_reported(tmp_path: Path, variant: str) -> None:
+    """verify --all, then one plan for its findings: applied, verify no longer reports them;
+    what it reports instead is only the cost of data that was lost."""
+    world = build_world(tmp_path / "w", variant)
+    with world.source() as source:
+        report = {"findings": [f.to_json() for f in verify_topics(source, None)]}
+    assert {f["check"] for f in report["findings"]} == set(VARIANTS[variant])
+    (tmp_path / "verify.json").write_text(json.dumps(report))
+    with world.source() as source:
+        assert source.metadata is not None
+        draft = Draft(source.metadata)
+        unhandled = repairs.from_verify(draft, report, source)
+        draft.plan().save(tmp_path / "p.json")
+    assert unhandled == []
+    with writable(world) as store:
+        apply_plan(tmp_path / "p.json", store)
+    after = checks(world, None)
+    assert not after & set(VARIANTS[variant])
+    # a ledger dropped for lack of stored entries keeps its metadata, a ledger only the
+    # shadow listed too: both are orphans now, for `orphans --delete`
+    extra = set()
+    if variant in ("ledger-missing-storage", "shadow-ledger-not-in-source"):
+        extra = {"orphan-ledger"}
+    assert after <= CASES[variant][1] | extra
