@@ -43,6 +43,8 @@ UNLOAD_WARNING = (
     "owning broker caches their metadata and rewrites it on every ledger roll and cursor close"
 )
 
+#: what a change may write: a topic's ML info, a cursor's info, a ledger's metadata
+KINDS = ("managed-ledger", "cursor", "ledger")
 #: apply/undo steps, in order; a test hook is called after each (see ``after_step``)
 STEPS = ("backup", "commit", "record")
 
@@ -57,9 +59,11 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def _unb64(text: str | None, what: str) -> bytes | None:
+def _unb64(text: Any, what: str) -> bytes | None:
     if text is None:
         return None
+    if not isinstance(text, str):
+        raise LedgerctlError(f"plan: {what} is not a base64 string")
     try:
         return base64.b64decode(text.encode("ascii"), validate=True)
     except (ValueError, UnicodeEncodeError):
@@ -150,14 +154,29 @@ class Change:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Change:
-        try:
-            key = obj["key"]
-            old = _unb64(obj.get("old_base64"), f"{key} old_base64")
-            new = _unb64(obj.get("new_base64"), f"{key} new_base64")
-            change = cls(key, obj["kind"], old, new, obj.get("version"), list(obj.get("why", [])))
-        except (KeyError, TypeError):
-            raise LedgerctlError("plan: a change lacks key, kind or values") from None
+    def from_json(cls, obj: Any) -> Change:
+        from pulsarctl_py.stores.metadata.base import validate_path
+
+        if not isinstance(obj, dict):
+            raise LedgerctlError("plan: a change is not a JSON object")
+        key, kind, version, why = (
+            obj.get("key"),
+            obj.get("kind"),
+            obj.get("version"),
+            obj.get("why", []),
+        )
+        if not isinstance(key, str) or kind not in KINDS:
+            raise LedgerctlError("plan: a change lacks its key or kind")
+        validate_path(key)
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise LedgerctlError(f"plan: the version of {key} is not a number")
+        if not isinstance(why, list) or not all(isinstance(w, str) for w in why):
+            raise LedgerctlError(f"plan: the reasons of {key} are not a list of text")
+        old = _unb64(obj.get("old_base64"), f"{key} old_base64")
+        new = _unb64(obj.get("new_base64"), f"{key} new_base64")
+        if old is not None and version is None:
+            raise LedgerctlError(f"plan: {key} has an old value but no version")
+        change = cls(key, kind, old, new, version, list(why))
         if obj.get("old_sha256") != sha256(old) or obj.get("new_sha256") != sha256(new):
             raise LedgerctlError(f"plan: the values of {key} do not match their sha256")
         if old is None and new is None:
@@ -212,15 +231,22 @@ class Unreachable:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Unreachable:
-        out = cls(
-            ledgers=list(obj.get("ledgers", [])),
-            entries=int(obj.get("entries", 0)),
-            entries_unknown=bool(obj.get("entries_unknown", False)),
-            size=int(obj.get("size", 0)),
-            cursors=list(obj.get("cursors", [])),
+    def from_json(cls, obj: Any) -> Unreachable:
+        """Informative only (apply never acts on it): kept when it is well formed."""
+        if not isinstance(obj, dict):
+            return cls()
+        ledgers = obj.get("ledgers")
+        cursors = obj.get("cursors")
+        entries, size = obj.get("entries"), obj.get("size")
+        return cls(
+            ledgers=[i for i in ledgers if isinstance(i, int)] if isinstance(ledgers, list) else [],
+            entries=entries if isinstance(entries, int) else 0,
+            entries_unknown=obj.get("entries_unknown") is True,
+            size=size if isinstance(size, int) else 0,
+            cursors=[c for c in cursors if isinstance(c, dict)]
+            if isinstance(cursors, list)
+            else [],
         )
-        return out
 
 
 @dataclass(slots=True)
@@ -260,17 +286,31 @@ class Plan:
             raise LedgerctlError(f'not a ledgerctl plan (no "format": "{PLAN_FORMAT}")')
         if obj.get("version") != PLAN_VERSION:
             raise LedgerctlError(f"plan format version {obj.get('version')!r} is not supported")
-        changes = [Change.from_json(c) for c in obj.get("changes", [])]
+        raw_changes = obj.get("changes", [])
+        if not isinstance(raw_changes, list):
+            raise LedgerctlError('plan: "changes" is not a list')
+        changes = [Change.from_json(c) for c in raw_changes]
         keys = [c.key for c in changes]
         if len(set(keys)) != len(keys):
             raise LedgerctlError("plan: a key appears twice")
+        url = obj.get("metadata_url", "")
+        if not isinstance(url, str):
+            raise LedgerctlError('plan: "metadata_url" is not text')
+
+        def texts(name: str) -> list[str]:
+            value = obj.get(name, [])
+            return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+        repairs = obj.get("repairs", [])
         return cls(
-            metadata_url=str(obj.get("metadata_url", "")),
+            metadata_url=url,
             changes=changes,
-            repairs=list(obj.get("repairs", [])),
+            repairs=[r for r in repairs if isinstance(r, dict)]
+            if isinstance(repairs, list)
+            else [],
             unreachable=Unreachable.from_json(obj.get("unreachable", {})),
-            warnings=list(obj.get("warnings", [])),
-            topics=list(obj.get("topics", [])),
+            warnings=texts("warnings"),
+            topics=texts("topics"),
         )
 
     def save(self, path: Path) -> None:
@@ -501,7 +541,7 @@ def undo_plan(
                 if item["key"] not in olds:
                     raise LedgerctlError(f"backup {bpath} names {item['key']}, the plan does not")
                 olds[item["key"]] = data
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, AttributeError):
             raise LedgerctlError(f"{bpath} is not a ledgerctl backup") from None
     outcome = Outcome("undo", str(plan_path), str(bpath) if bpath.exists() else None)
     txn = store.transaction()

@@ -525,3 +525,36 @@ def test_from_verify_repairs_what_verify_reported(tmp_path: Path, variant: str) 
     if variant in ("ledger-missing-storage", "shadow-ledger-not-in-source"):
         extra = {"orphan-ledger"}
     assert after <= CASES[variant][1] | extra
+
+
+def test_undo_refuses_a_damaged_backup(tmp_path: Path) -> None:
+    world = build_world(tmp_path / "w", "cursor-beyond-lac")
+    plan_path = tmp_path / "p.json"
+    make_plan(world, CASES["cursor-beyond-lac"][0], plan_path)
+    with writable(world) as store:
+        apply_plan(plan_path, store)
+    applied = snapshot(world.metadata_url)
+    for bad in (
+        "[1]",
+        '{"values": [1]}',
+        '{"values": [{"key": "/x", "base64": "AA==", "sha256": "0"}]}',
+    ):
+        backup_path(plan_path).write_text(bad)
+        with writable(world) as store, pytest.raises(LedgerctlError):
+            undo_plan(plan_path, store)
+    assert snapshot(world.metadata_url) == applied
+
+
+def test_apply_refuses_a_store_another_process_holds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Pulsar holds its RocksDB store's lock while it runs: apply says so (exit 3)."""
+    world = build_world(tmp_path / "w", "cursor-beyond-lac")
+    plan_path = tmp_path / "p.json"
+    make_plan(world, CASES["cursor-beyond-lac"][0], plan_path)
+    before = snapshot(world.metadata_url)
+    with writable(world):  # the lock is taken
+        r = run(capsys, "apply", plan_path)
+    assert r.code == 3 and "locked" in r.err and r.err.count("\n") <= 3
+    assert snapshot(world.metadata_url) == before
+    assert not backup_path(plan_path).exists()
