@@ -190,6 +190,13 @@ def repair_root(
             raise typer.BadParameter(
                 "--from-verify takes no subcommand", param_hint="--from-verify"
             )
+        given = metadata_url or bookie_dirs or plan_file or apply or output is not PlanOutput.auto
+        if given:
+            # the subcommand has its own: these would be silently ignored
+            raise typer.BadParameter(
+                f"put the options after the subcommand: ledgerctl repair "
+                f"{ctx.invoked_subcommand} ... --option"
+            )
         return
     if from_verify is None:
         typer.echo(ctx.get_help())

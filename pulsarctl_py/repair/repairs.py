@@ -415,7 +415,14 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
         )
     reasons = ", ".join(f"{lid} {why}" for lid, why in dropped.items())
     _set_topic(draft, topic, msg, f"drop ledgers from the list: {reasons}")
-    _move_out_of(draft, topic, cursors, set(dropped), source)
+    _move_out_of(
+        draft,
+        topic,
+        cursors,
+        set(dropped),
+        source,
+        "its position {position} was in dropped ledger {ledger}",
+    )
     # a shadow topic lists its source's ledgers: resync those that listed a dropped one
     from pulsarctl_py.stores.metadata import list_managed_ledgers
 
@@ -447,23 +454,22 @@ def _move_out_of(
     draft: Draft,
     topic: Topic,
     cursors: list[Cursor],
-    dropped: set[int],
+    dropped: set[int] | None,
     source: LedgerSource | None,
+    why: str,
 ) -> None:
+    """Move the cursors in a ``dropped`` ledger (None: in any ledger the topic no longer
+    lists) to where they belong; ``why`` is formatted with {position} and {ledger}."""
     for cursor in cursors:
         if cursor.position is None:
             continue
+        ledger = cursor.position[0]
+        if ledger in topic.ids if dropped is None else ledger not in dropped:
+            continue
         target = relocate(topic, cursor.position, source)
-        if target is not None and cursor.position[0] in dropped:
-            _cursor_move(
-                draft,
-                topic,
-                cursor,
-                target,
-                source,
-                f"its position {_position_text(cursor.position)} was in dropped ledger "
-                f"{cursor.position[0]}",
-            )
+        if target is not None:
+            text = why.format(position=_position_text(cursor.position), ledger=ledger)
+            _cursor_move(draft, topic, cursor, target, source, text)
 
 
 def reset_cursor(
@@ -730,19 +736,9 @@ def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
     draft.unreachable.ledgers.extend(removed)
     cursors = load_cursors(draft, topic, source)
     _set_topic(draft, topic, msg, f"resync the ledger list from the source {src.name.full_name}")
-    for cursor in cursors:
-        if cursor.position is None:
-            continue
-        target = relocate(topic, cursor.position, source)
-        if target is not None and cursor.position[0] not in topic.ids:
-            _cursor_move(
-                draft,
-                topic,
-                cursor,
-                target,
-                source,
-                f"its ledger {cursor.position[0]} is not in the source's list",
-            )
+    _move_out_of(
+        draft, topic, cursors, None, source, "its ledger {ledger} is not in the source's list"
+    )
     return True
 
 

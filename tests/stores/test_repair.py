@@ -449,6 +449,8 @@ def test_cli_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
         assert r.code == 2 and "seek module" in r.err
     r = run(capsys, "repair", "compaction", ORDERS, *url)
     assert r.code == 2
+    r = run(capsys, "repair", "--apply", "clamp-cursors", ORDERS, *url)
+    assert r.code == 2 and "after the subcommand" in r.err
     for result in (r,):
         assert "Traceback" not in result.err
 
