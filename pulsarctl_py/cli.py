@@ -21,6 +21,7 @@ from pulsarctl_py.commands import (
     export,
     inspect,
     ledger,
+    repair,
     seek,
     topic,
     verify,
@@ -63,6 +64,7 @@ verify.register(app)
 seek.register(app)
 compact.register(app)
 export.register(app)
+repair.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
