@@ -874,11 +874,8 @@ def topic_ledgers(
         view = source.ledger(request.ledger_id)
         lac = view.lac
         entries = 0 if lac is None else lac + 1
-        md = view.metadata
-        close = None
-        if md is not None and md.is_closed:
-            close = None  # a single ledger has no managed-ledger close time to narrow by
-        return None, [SeekLedger(request.ledger_id, entries, close)], None
+        # one ledger alone: no managed-ledger close time to narrow the search by
+        return None, [SeekLedger(request.ledger_id, entries, None)], None
     from pulsarctl_py.topics import topic_info
 
     if request.topic is None:
