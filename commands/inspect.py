@@ -136,6 +136,7 @@ def _show(source, request, summary, output: OutputFormat, with_hex: bool) -> Non
         render.write_jsonl(
             entry_json(view, entry, with_hex) for view, entry in inspect(source, request, summary)
         )
+        _report(err, summary)
         render.print_summary(err, summary)
         return
     out = render.stdout_console()
@@ -148,7 +149,15 @@ def _show(source, request, summary, output: OutputFormat, with_hex: bool) -> Non
                 out.print(render.entry_line(entry, label, view.lac))
             render.report_problems(err, [(label, entry)])
             advance()
+    _report(err, summary)
     render.print_summary(err, summary)
+
+
+def _report(err, summary) -> None:
+    from rich.markup import escape
+
+    for problem in summary.problems:
+        err.print(f"[red]error[/]: {problem['check']}: {escape(problem['message'])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -747,6 +747,8 @@ class LedgerMeta:
     path: str | None
     stat: Any = None
     znode_size: int | None = None
+    #: what the bookie storage reported about itself (an unusable index, damaged files)
+    storage_problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = self.view.to_json()
@@ -766,6 +768,7 @@ class LedgerMeta:
         out["entries"] = None if self.view.lac is None else self.view.lac + 1
         if self.view.bookie is not None:
             out["bookie"]["limbo"] = self.view.bookie.limbo
+        out["storage_problems"] = list(self.storage_problems)
         return out
 
 
@@ -779,8 +782,15 @@ def ledger_meta(source: LedgerSource, ledger_id: int) -> LedgerMeta:
 
     if ledger_id < 0:
         raise LedgerctlError(f"invalid ledger id {ledger_id}")
+    from pulsarctl_py.verify import storage_findings
+
     record = read_ledger(source.metadata, ledger_id) if source.metadata is not None else None
     view = source.ledger(ledger_id)
+    problems = [f.message for f in storage_findings(source)]
+    if view.last_entry_error is not None:
+        problems.append(
+            f"ledger {ledger_id} entry {view.last_stored}: {view.last_entry_error}"
+        )
     if record is None:
-        return LedgerMeta(view, None)
-    return LedgerMeta(view, record.path, record.stat, len(record.raw))
+        return LedgerMeta(view, None, storage_problems=problems)
+    return LedgerMeta(view, record.path, record.stat, len(record.raw), problems)
