@@ -284,6 +284,34 @@ def _require_metadata(source: LedgerSource) -> Any:
     return source.metadata
 
 
+#: what Pulsar and BookKeeper keep at the root of a metadata store
+PULSAR_ROOTS = ("/managed-ledgers", "/ledgers", "/admin")
+
+
+def require_pulsar_data(store: Any) -> None:
+    """Raise NotFoundError when the store holds no Pulsar data at all (a wrong chroot).
+
+    An empty answer from such a store would read as "no topics, ok": the paths looked at
+    and what the root holds instead say where the data may be.
+    """
+    if any(store.exists(path) is not None for path in PULSAR_ROOTS):
+        return
+    try:
+        found = store.children("/")
+    except LedgerctlError:
+        found = []
+    holds = (
+        "it is empty"
+        if not found
+        else "its root holds " + ", ".join("/" + name for name in found[:8])
+        + (", ..." if len(found) > 8 else "")
+    )
+    raise NotFoundError(
+        f"no Pulsar data in {store.url}: none of {', '.join(PULSAR_ROOTS)} exists and "
+        f"{holds} (wrong ZooKeeper chroot or metadata store?)"
+    )
+
+
 def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
     try:
         return source.ledger(ledger_id), None
@@ -568,6 +596,17 @@ def _row(info: TopicInfo) -> TopicRow:
     )
 
 
+def _require_namespace(store: Any, namespace: str) -> None:
+    """Raise NotFoundError unless ``tenant/namespace`` has a node under /managed-ledgers."""
+    from pulsarctl_py.stores.metadata.managed_ledgers import ML_ROOT
+
+    if namespace.count("/") != 1 or not all(namespace.split("/")):
+        raise LedgerctlError(f"namespace {namespace!r}: expected TENANT/NAMESPACE")
+    path = f"{ML_ROOT}/{namespace}"
+    if store.exists(path) is None:
+        raise NotFoundError(f"namespace {namespace} not found in {store.url} (no znode {path})")
+
+
 def list_topics(
     source: LedgerSource,
     *,
@@ -582,7 +621,10 @@ def list_topics(
     from pulsarctl_py.stores.metadata import list_managed_ledgers, read_managed_ledger
 
     store = _require_metadata(source)
+    require_pulsar_data(store)
     wanted = namespace.strip("/") if namespace else None
+    if wanted is not None:
+        _require_namespace(store, wanted)
     rows: list[TopicRow] = []
     groups: dict[str, TopicRow] = {}
     for ref in list_managed_ledgers(store):
@@ -710,6 +752,15 @@ def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
     return row
 
 
+def _require_topic(source: LedgerSource, name: TopicName) -> None:
+    """Raise NotFoundError unless the topic (or its partitioned topic) has a managed ledger."""
+    from pulsarctl_py.stores.metadata import read_managed_ledger
+
+    if read_managed_ledger(source.metadata, name) is not None:
+        return
+    raise _not_found(source, name)
+
+
 def list_ledger_rows(
     source: LedgerSource,
     *,
@@ -721,12 +772,21 @@ def list_ledger_rows(
 
     ``topic`` keeps the topic's data and cursor ledgers and its compacted ledgers.
     """
+    from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.stores.metadata import list_ledgers, resolve_topic
 
     store = _require_metadata(source)
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
+    require_pulsar_data(store)
+    if store.exists(lm.DEFAULT_ROOT) is None:
+        raise NotFoundError(
+            f"no BookKeeper ledgers in {store.url}: no znode {lm.DEFAULT_ROOT} "
+            "(wrong ZooKeeper chroot, or the cluster's ledgers root is elsewhere?)"
+        )
     wanted = resolve_topic(topic).full_name if topic else None
+    if topic:
+        _require_topic(source, resolve_topic(topic))
     rows = []
     for record in list_ledgers(store):
         advance()

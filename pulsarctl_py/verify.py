@@ -574,6 +574,10 @@ class _Verifier:
     def run(self, topics: list[str] | None) -> Iterator[Finding]:
         from pulsarctl_py.stores.metadata import list_managed_ledgers
 
+        if topics is None:
+            from pulsarctl_py.topics import require_pulsar_data
+
+            require_pulsar_data(self.store)  # an empty answer from the wrong place is no "ok"
         refs = list_managed_ledgers(self.store) if topics is None else self._resolve(topics)
         self.run_names = {ref.name for ref in refs}
         self.topics_total = len(refs)
