@@ -65,6 +65,18 @@ MUST_REPORT: dict[str, set[str]] = {
     "zero-entry-log-header": {"bookie-logs", "bookie-log", "bookie-check"},
     "garbage-last-mark": READERS | {"bookie-journal", "bookie-check"},
 }
+#: exact codes where the kind of end is certain: a store the user may not read is 3
+EXACT_CODE: dict[tuple[str, str], int] = {
+    ("deny-metadata-dir", "topic-list"): 3,
+    ("deny-metadata-dir", "verify"): 3,
+    ("deny-current-dir", "bookie-check"): 3,
+    ("deny-current-dir", "inspect-ledger"): 3,
+    ("corrupt-metadata-block", "verify"): 3,
+    ("deny-entry-log", "bookie-log"): 3,
+    ("cut-entry-log", "bookie-log"): 1,
+    ("delete-locations", "verify"): 1,
+    ("flip-locations-bytes", "inspect-ledger"): 1,
+}
 #: damages after which the metadata-only commands cannot work at all
 METADATA_DAMAGES = {"deny-metadata-dir", "corrupt-metadata-block", "deny-current-dir"}
 
@@ -151,6 +163,8 @@ def _judge(name: str, results: list[dict]) -> list[str]:
                 wrong.append(f"{where}: exit 3 without one error line: {err[-300:]}")
         if "Traceback" in err:
             wrong.append(f"{where}: a traceback on stderr")
+        if (name, command) in EXACT_CODE and code != EXACT_CODE[name, command]:
+            wrong.append(f"{where}: exit {code}, not {EXACT_CODE[name, command]}")
         if command in MUST_REPORT[name] and code not in (1, 3):
             wrong.append(f"{where}: exit {code}, the damage went unreported")
         if command in METADATA_ONLY and name not in METADATA_DAMAGES and code != 0:
