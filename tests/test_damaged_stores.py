@@ -23,6 +23,7 @@ import pytest
 from pulsarctl_py.demo import create_demo
 from tests import damage
 from tests.damage_runner import run_one
+from tests.demo_env import isolate
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -94,9 +95,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in ("LEDGERCTL_METADATA_URL", "LEDGERCTL_BOOKIE_DIRS", "LEDGERCTL_LEDGER_PASSWORD"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-user-config"))
+    isolate(monkeypatch, tmp_path)
 
 
 def _copy(pristine: Path, tmp_path: Path, name: str) -> Path:
@@ -115,6 +114,11 @@ def _copy(pristine: Path, tmp_path: Path, name: str) -> Path:
 def _run_in_process(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     monkeypatch.chdir(root)
     return [run_one(args) for args in COMMANDS.values()]
+
+
+def _run_command(root: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> dict:
+    monkeypatch.chdir(root)
+    return run_one(COMMANDS[command])
 
 
 def _run_as_nobody(root: Path) -> list[dict]:
@@ -247,7 +251,7 @@ def test_verify_names_what_a_bookie_could_not_serve(
 ) -> None:
     """Entries found only by scanning the logs are not "ok": a bookie could not serve them."""
     root = _copy(pristine, tmp_path, name)
-    result = _run_in_process(root, monkeypatch)[list(COMMANDS).index("verify")]
+    result = _run_command(root, monkeypatch, "verify")
     assert result["code"] == 1, result["stderr"]
     doc = json.loads(result["stdout"])
     errors = [f for f in doc["findings"] if f["severity"] == "error"]
@@ -259,7 +263,7 @@ def test_inspect_reports_an_index_rebuilt_by_scanning(
     pristine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: None
 ) -> None:
     root = _copy(pristine, tmp_path, "delete-locations")
-    result = _run_in_process(root, monkeypatch)[list(COMMANDS).index("inspect-ledger")]
+    result = _run_command(root, monkeypatch, "inspect-ledger")
     assert result["code"] == 1
     summary = json.loads(result["stdout"])["summary"]
     assert summary["entries"] > 0  # still read, by scanning the entry logs
@@ -272,7 +276,7 @@ def test_a_cut_entry_log_is_not_zero_records(
     pristine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: None
 ) -> None:
     root = _copy(pristine, tmp_path, "cut-entry-log")
-    result = _run_in_process(root, monkeypatch)[list(COMMANDS).index("bookie-log")]
+    result = _run_command(root, monkeypatch, "bookie-log")
     assert result["code"] == 1
     doc = json.loads(result["stdout"])
     assert doc["records"] == []
@@ -283,6 +287,6 @@ def test_a_ledgers_map_claiming_more_than_the_file(
     pristine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: None
 ) -> None:
     root = _copy(pristine, tmp_path, "huge-ledgers-map")
-    result = _run_in_process(root, monkeypatch)[list(COMMANDS).index("bookie-logs")]
+    result = _run_command(root, monkeypatch, "bookie-logs")
     assert result["code"] == 1
     assert "the ledgers map claims 1000000" in result["stderr"]

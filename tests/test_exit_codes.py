@@ -10,26 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from pulsarctl_py.demo import create_demo
 from tests.cli_helpers import ledgerctl_script, run
+from tests.demo_env import demo, demo_root
+
+#: the shared demo fixtures this module's tests use
+FIXTURES = (demo, demo_root)
 
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guide.md"
-
-
-@pytest.fixture(scope="module")
-def demo_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("exit-codes") / "demo"
-    create_demo(root)
-    return root
-
-
-@pytest.fixture
-def demo(demo_root: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for var in ("LEDGERCTL_METADATA_URL", "LEDGERCTL_BOOKIE_DIRS"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-user-config"))
-    monkeypatch.chdir(demo_root)
-    return demo_root
 
 
 def test_root_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -156,28 +156,16 @@ class BookieStore:
                 db = DbIndex(index_dir, log_dir, self.problems)
                 self._sources.append(db)
                 if db.ledgers is None:
-                    self.findings.append(
-                        Finding(
-                            "unusable-index",
-                            None,
-                            None,
-                            None,
-                            f"{index_dir / 'ledgers'}: missing or unreadable; a bookie would "
-                            "not know its ledgers (reads fail with NoSuchLedger)",
-                        )
+                    self._unusable_index(
+                        f"{index_dir / 'ledgers'}: missing or unreadable; a bookie would "
+                        "not know its ledgers (reads fail with NoSuchLedger)"
                     )
                 if db.locations_error is None:
                     self._covered[log_dir] = db
                 else:
-                    self.findings.append(
-                        Finding(
-                            "unusable-index",
-                            None,
-                            None,
-                            None,
-                            f"{index_dir / 'locations'}: {db.locations_error}; "
-                            "locations rebuilt by scanning the entry logs",
-                        )
+                    self._unusable_index(
+                        f"{index_dir / 'locations'}: {db.locations_error}; "
+                        "locations rebuilt by scanning the entry logs"
                     )
             if idx_dirs:
                 idx = IdxIndex(idx_dirs, self._resolve_log, self._files)
@@ -196,17 +184,14 @@ class BookieStore:
         if self.index_mode == "auto":
             for d in dirs:
                 if d not in self._covered and d not in db_dirs and self._logs[d]:
-                    self.findings.append(
-                        Finding(
-                            "unusable-index",
-                            None,
-                            None,
-                            None,
-                            f"{d}: entry logs without an index (no locations/ database, no "
-                            ".idx files); located by scanning the logs, but a bookie could "
-                            "not serve these entries",
-                        )
+                    self._unusable_index(
+                        f"{d}: entry logs without an index (no locations/ database, no "
+                        ".idx files); located by scanning the logs, but a bookie could "
+                        "not serve these entries"
                     )
+
+    def _unusable_index(self, message: str) -> None:
+        self.findings.append(Finding("unusable-index", None, None, None, message))
 
     def _resolve_log(self, log_id: int) -> Path:
         """The entry log file with this id in any ledger dir (Interleaved/Sorted storage)."""
