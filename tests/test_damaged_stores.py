@@ -121,7 +121,7 @@ def _run_command(root: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> d
     return run_one(COMMANDS[command])
 
 
-def _run_as_nobody(root: Path) -> list[dict]:
+def _run_as_nobody(root: Path, commands: list[list[str]] | None = None) -> list[dict]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(ROOT),
@@ -140,7 +140,7 @@ def _run_as_nobody(root: Path) -> list[dict]:
             "-m",
             "tests.damage_runner",
         ],
-        input=json.dumps(list(COMMANDS.values())),
+        input=json.dumps(list(COMMANDS.values()) if commands is None else commands),
         capture_output=True,
         text=True,
         cwd=root,
@@ -290,3 +290,20 @@ def test_a_ledgers_map_claiming_more_than_the_file(
     result = _run_command(root, monkeypatch, "bookie-logs")
     assert result["code"] == 1
     assert "the ledgers map claims 1000000" in result["stderr"]
+
+
+@pytest.mark.skipif(_can_drop_privileges() is not None, reason=str(_can_drop_privileges()))
+def test_a_private_sibling_of_the_bookie_dirs_is_skipped(pristine: Path, isolated: None) -> None:
+    """A data root holding ledgers/current and a private lost+found still opens as a user."""
+    base = Path(tempfile.mkdtemp(prefix="ledgerctl-damage-"))
+    try:
+        os.chmod(base, 0o755)
+        data = base / "data"
+        shutil.copytree(pristine / "bookkeeper" / "current", data / "ledgers" / "current")
+        subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+        (data / "lost+found").mkdir(mode=0o700)
+        (result,) = _run_as_nobody(data, [["bookie", "logs", "--bookie-dir", ".", "-o", "json"]])
+        assert result["crash"] is None and result["code"] == 0, result["stderr"]
+        assert len(json.loads(result["stdout"])) == len(damage.entry_logs(pristine))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

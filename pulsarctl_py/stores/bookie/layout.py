@@ -73,7 +73,11 @@ def _candidates(path: Path) -> list[Path]:
     found = []
     for child in sorted(p for p in path.iterdir() if p.is_dir()):
         nested = child / "current"
-        if nested.is_dir() and any(classify(nested)):
+        try:
+            is_dir = nested.is_dir()
+        except PermissionError:  # a private sibling (lost+found) is no bookie dir of ours
+            continue
+        if is_dir and any(classify(nested)):
             found.append(nested)
     return found
 
