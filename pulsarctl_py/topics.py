@@ -288,13 +288,18 @@ def _require_metadata(source: LedgerSource) -> Any:
 PULSAR_ROOTS = ("/managed-ledgers", "/ledgers", "/admin")
 
 
+def _present(store: Any, path: str) -> bool:
+    """A node, or children under its path (RocksDB stores need not hold the parents)."""
+    return store.exists(path) is not None or bool(store.children(path))
+
+
 def require_pulsar_data(store: Any) -> None:
     """Raise NotFoundError when the store holds no Pulsar data at all (a wrong chroot).
 
     An empty answer from such a store would read as "no topics, ok": the paths looked at
     and what the root holds instead say where the data may be.
     """
-    if any(store.exists(path) is not None for path in PULSAR_ROOTS):
+    if any(_present(store, path) for path in PULSAR_ROOTS):
         return
     try:
         found = store.children("/")
@@ -603,7 +608,7 @@ def _require_namespace(store: Any, namespace: str) -> None:
     if namespace.count("/") != 1 or not all(namespace.split("/")):
         raise LedgerctlError(f"namespace {namespace!r}: expected TENANT/NAMESPACE")
     path = f"{ML_ROOT}/{namespace}"
-    if store.exists(path) is None:
+    if not _present(store, path):
         raise NotFoundError(f"namespace {namespace} not found in {store.url} (no znode {path})")
 
 
@@ -753,7 +758,8 @@ def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
 
 
 def _require_topic(source: LedgerSource, name: TopicName) -> None:
-    """Raise NotFoundError unless the topic (or its partitioned topic) has a managed ledger."""
+    """Raise NotFoundError unless the topic has a managed ledger (LedgerctlError when it is
+    a partitioned topic: its partitions are the topics to ask for)."""
     from pulsarctl_py.stores.metadata import read_managed_ledger
 
     if read_managed_ledger(source.metadata, name) is not None:
@@ -779,14 +785,12 @@ def list_ledger_rows(
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
     require_pulsar_data(store)
-    if store.exists(lm.DEFAULT_ROOT) is None:
+    if not _present(store, lm.DEFAULT_ROOT):
         raise NotFoundError(
             f"no BookKeeper ledgers in {store.url}: no znode {lm.DEFAULT_ROOT} "
             "(wrong ZooKeeper chroot, or the cluster's ledgers root is elsewhere?)"
         )
     wanted = resolve_topic(topic).full_name if topic else None
-    if topic:
-        _require_topic(source, resolve_topic(topic))
     rows = []
     for record in list_ledgers(store):
         advance()
@@ -796,6 +800,8 @@ def list_ledger_rows(
         if wanted is not None and row.topic != wanted:
             continue
         rows.append(row)
+    if topic and not rows:  # no ledger names it: is it a topic at all?
+        _require_topic(source, resolve_topic(topic))
     return rows
 
 
