@@ -55,7 +55,7 @@ def _garbage_dir(directory: Path) -> None:
     directory.mkdir()
     (directory / "CURRENT").write_text("MANIFEST-000042\n")
     (directory / "MANIFEST-000042").write_bytes(b"\x17garbage, not a manifest" * 10)
-    (directory / "000042.sst").write_bytes(os.urandom(0) + b"\xff" * 4096)
+    (directory / "000042.sst").write_bytes(b"\xff" * 4096)
 
 
 # -- permissions (only a user who is not root is refused) ----------------------------------
