@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from pulsarctl_py.demo import create_demo
 from tests import damage
 from tests.damage_runner import run_one
-from tests.demo_env import isolate
+from tests.demo_env import demo_root, isolate
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the shared fixture the damage copies start from
+FIXTURES = (demo_root,)
 NOBODY = 65534
 
 #: command id -> arguments (JSON output: what scripts read)
@@ -86,11 +87,10 @@ def test_every_damage_has_expectations() -> None:
     assert set(MUST_REPORT) == set(damage.DAMAGES)
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("pristine") / "demo"
-    create_demo(root)
-    return root
+@pytest.fixture
+def pristine(demo_root: Path) -> Path:
+    """The undamaged demo (made once per module): every damage works on a copy of it."""
+    return demo_root
 
 
 @pytest.fixture

@@ -8,13 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import run
+from tests.demo_env import isolate
 
 
 @pytest.fixture(autouse=True)
 def _no_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("LEDGERCTL_METADATA_URL", "LEDGERCTL_BOOKIE_DIRS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    isolate(monkeypatch, tmp_path)
     monkeypatch.chdir(tmp_path)
 
 
