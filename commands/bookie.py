@@ -80,6 +80,13 @@ def _dash(value: object) -> str:
 
 
 def _report(err: Any, problems: list[Any]) -> None:
+    """Print the problems met (once each); exit 1 when one of them is an error."""
+    _print_problems(err, problems)
+    if any(p.severity == "error" for p in problems):
+        raise typer.Exit(1)
+
+
+def _print_problems(err: Any, problems: list[Any]) -> None:
     seen = set()
     for p in problems:
         key = str(p)
@@ -96,6 +103,7 @@ def logs_command(bookie_dirs: list[Path] = BOOKIE_DIRS, output: OutputFormat = O
 
     Like bookkeeper shell readlogmetadata for every log. The bytes per ledger come from
     the log's ledgers map, or from scanning a log that has none (the active log).
+    Exit status 1 when a log (or another file of the bookie) is damaged or unreadable.
     """
     from pulsarctl_py import bookie_views, render
 
@@ -231,7 +239,7 @@ def log_command(
                             out.print(render.entry_tree(rec.entry, label))
                 err.print(f"{len(rows)} records, {bad} digest mismatches")
         problems = list(store.problems)
-    _report(err, problems)
+    _print_problems(err, problems)
     if bad or any(p.severity == "error" for p in problems):
         raise typer.Exit(1)
 
@@ -290,7 +298,8 @@ def journal_command(
     Like bookkeeper shell readjournal and lastmark: per record its position, ledger,
     entry, size and type: data (with the LAC it carries), master key (shown only as set),
     fence, or explicit LAC (with its value). Records after lastMark are those a
-    restarting bookie would replay into its ledger storage.
+    restarting bookie would replay into its ledger storage. Exit status 1 when a journal
+    or lastMark file is damaged or unreadable (or another file of the bookie is).
     """
     from pulsarctl_py import bookie_views, render
 
@@ -386,7 +395,7 @@ def check_command(bookie_dirs: list[Path] = BOOKIE_DIRS, output: OutputFormat = 
         out.print(_index_table(result.ledgers))
         if result.findings:
             out.print(_findings_table(result.findings))
-        _report(err, result.problems)
+        _print_problems(err, result.problems)
         colour = "green" if result.ok else "red"
         err.print(
             f"[{colour}]{result.errors} errors[/], {len(result.findings)} findings; "

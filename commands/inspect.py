@@ -328,6 +328,7 @@ def _show(
             for view, entry in inspect(source, request, summary):
                 render.write_jsonl([entry_json(view, entry, with_hex)])
                 advance()
+        _report(err, summary)
         if not quiet:
             render.print_summary(err, summary)
         return
@@ -343,6 +344,7 @@ def _show(
                 err, [(label, _errors_only(entry) if quiet else entry)]
             )
             advance()
+    _report(err, summary)
     if not quiet:
         render.print_summary(err, summary)
 
@@ -352,6 +354,13 @@ def _errors_only(entry):
     import types
 
     return types.SimpleNamespace(problems=[p for p in entry.problems if p.severity == "error"])
+
+
+def _report(err, summary) -> None:
+    from rich.markup import escape
+
+    for problem in summary.problems:
+        err.print(f"[red]error[/]: {problem['check']}: {escape(problem['message'])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -172,7 +172,8 @@ def meta_command(
     ensembles, last entry and length, digest type, creation time, custom metadata decoded,
     and the znode path. The bookie's view (with --bookie-dir): whether the ledger is
     fenced, its explicit LAC, the last entry stored. The password and the master key are
-    never printed, only whether one is set.
+    never printed, only whether one is set. Exit status 1 when the bookie storage is
+    damaged (an unusable index: its view is then rebuilt by scanning the entry logs).
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
@@ -186,12 +187,16 @@ def meta_command(
     fmt = render.resolve(output, OutputFormat.TREE)
     if fmt is OutputFormat.JSON:
         render.write_json(doc)
-        return
-    if fmt is OutputFormat.JSONL:
+    elif fmt is OutputFormat.JSONL:
         render.write_jsonl([doc])
-        return
-    out = render.stdout_console()
-    out.print(_meta_table(doc) if fmt is OutputFormat.TABLE else _meta_tree(doc))
+    else:
+        out = render.stdout_console()
+        out.print(_meta_table(doc) if fmt is OutputFormat.TABLE else _meta_tree(doc))
+    err = render.stderr_console()
+    for problem in meta.storage_problems:
+        err.print(f"[red]error[/]: bookie storage: {_esc(problem)}")
+    if meta.storage_problems:
+        raise typer.Exit(1)
 
 
 def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:

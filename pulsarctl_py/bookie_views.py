@@ -509,6 +509,9 @@ def check(store: BookieStore) -> CheckResult:
                 info.source,
             )
         )
+    for info in store.entry_logs():  # headers and ledgers maps: damage goes to problems
+        if info.size and info.problem is None and info.has_ledgers_map:
+            store.ledger_sizes(info)
     report = store.check()
     return CheckResult(
         ledgers, report.findings, report.problems, report.entries_in_logs, report.entries_in_index

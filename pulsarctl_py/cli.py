@@ -1,13 +1,15 @@
 """The ``ledgerctl`` command: one Typer app, one small module per verb in commands/.
 
 Exit codes: 0 ok, 1 findings in the data, 2 usage or bad input, 3 a store could not be
-reached or opened. A LedgerctlError ends as one line on stderr and its own exit code;
-anything else is a bug and keeps its traceback. Heavy libraries are
+reached or opened, 141 the output pipe was closed early. A LedgerctlError ends as one line
+on stderr and its own exit code; so does an OS error on a named file (exit 3); anything
+else is a bug and keeps its traceback. Heavy libraries are
 imported only inside the commands that need them, so ``ledgerctl --help`` stays fast.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -27,6 +29,17 @@ from pulsarctl_py.commands import (
     verify,
 )
 
+#: exit status when the reader of our output went away (``ledgerctl ... | head``), as a
+#: process killed by SIGPIPE reports it in a shell
+EXIT_BROKEN_PIPE = 141
+
+EXIT_CODES_HELP = (
+    "Exit status: 0 ok; 1 findings in the data (a check failed, damaged data, a name that "
+    "does not exist); 2 usage or bad input; 3 a store could not be reached, opened or read "
+    "(permission denied included); 141 the output pipe was closed early "
+    "(ledgerctl ... | head)."
+)
+
 app = typer.Typer(
     name="ledgerctl",
     help="Inspect and repair Apache Pulsar topic data where it is stored: BookKeeper "
@@ -35,6 +48,7 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    epilog=EXIT_CODES_HELP,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -77,10 +91,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command.main(args=argv, prog_name="ledgerctl", standalone_mode=True)
     except SystemExit as exc:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # click met EPIPE writing our output and wrapped stdout to hush it
+            sys.stdout = getattr(sys.stdout, "wrapped", sys.stdout)
+            return _broken_pipe()
         code = exc.code
         if code is None:
             return 0
         return code if isinstance(code, int) else 1
+    except BrokenPipeError:
+        return _broken_pipe()
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        # a file the OS refuses to read (permission, I/O error) that no store wrapped
+        _fail(f"cannot read {exc.filename}: {exc.strerror or exc}")
+        return 3
     except Exception as exc:
         # imported here: the error root lives with the decoders, which --help never needs
         from pulsarctl_py.errors import LedgerctlError
@@ -92,6 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _broken_pipe() -> int:
+    """Stop writing quietly: what is still buffered for stdout goes to /dev/null."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in tests)
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def _fail(message: str) -> None:
     if sys.stderr.isatty():
         sys.stderr.write(f"\x1b[31mledgerctl: error:\x1b[0m {message}\n")
@@ -100,7 +137,12 @@ def _fail(message: str) -> None:
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()  # here, not at interpreter exit, where EPIPE prints a warning
+    except BrokenPipeError:
+        code = _broken_pipe()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,12 @@ class Summary:
     with_broker_metadata: int = 0
     errors: int = 0
     warnings: int = 0
+    #: findings about a ledger or the storage rather than one entry (counted in errors)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+    def problem(self, check: str, ledger_id: int | None, message: str) -> None:
+        self.problems.append({"check": check, "ledger_id": ledger_id, "message": message})
+        self.errors += 1
 
     def add(self, entry: Entry) -> None:
         self.entries += 1
@@ -112,6 +118,7 @@ class Summary:
             "with_broker_entry_metadata": self.with_broker_metadata,
             "errors": self.errors,
             "warnings": self.warnings,
+            "problems": self.problems,
         }
 
 
@@ -281,6 +288,7 @@ def inspect(
         if on_ledger is not None:
             on_ledger(view)
         if view.last_stored is None:
+            _check_missing_storage(source, view, summary)
             continue
         if first > last:
             continue
@@ -302,7 +310,29 @@ def inspect(
             if left is not None:
                 left -= 1
                 if left <= 0:
-                    return
+                    break
+        if left is not None and left <= 0:
+            break
+    from pulsarctl_py.verify import storage_findings
+
+    for finding in storage_findings(source):
+        summary.problem(finding.check, finding.ledger_id, finding.message)
+
+
+def _check_missing_storage(source: LedgerSource, view: LedgerView, summary: Summary) -> None:
+    """Metadata says the ledger has entries, the storage holds none: a wrong --bookie-dir?"""
+    md = view.metadata
+    if source.bookie is None or md is None or not md.is_closed or md.last_entry_id < 0:
+        return
+    if view.storage_error is not None:  # reported with the storage's problems
+        return
+    dirs = ", ".join(str(d) for d in source.bookie.layout.ledger_dirs) or "(no ledger dirs)"
+    summary.problem(
+        "ledger-missing-storage",
+        view.ledger_id,
+        f"ledger {view.ledger_id} has {md.last_entry_id + 1} entries in its metadata but "
+        f"none in the bookie storage looked at ({dirs}): wrong --bookie-dir?",
+    )
 
 
 def _keep(entry: Entry, request: InspectRequest) -> bool:

@@ -50,6 +50,7 @@ class LedgerView:
     last_stored: int | None = None  # highest entry id held by the bookie storage
     last_stored_lac: int | None = None  # the LAC piggybacked on that entry
     last_entry_error: str | None = None  # why that entry could not be read, if it could not
+    storage_error: str | None = None  # why the bookie's index could not tell, if it could not
     kind: str = "unknown"  # data, cursor, compacted, schema, unknown
     digest_type: DigestType | None = None
     password: bytes | None = field(default=None, repr=False)
@@ -95,6 +96,7 @@ class LedgerView:
                 "last_entry_id": self.last_stored,
                 "last_entry_lac": self.last_stored_lac,
                 "last_entry_error": self.last_entry_error,
+                "storage_error": self.storage_error,
                 "source": b.source,
             },
         }
@@ -178,7 +180,12 @@ class LedgerSource:
                 view.bookie = self.bookie.ledger(ledger_id)
             except EntryNotFound:
                 view.bookie = None
-            view.last_stored = self.bookie.last_entry_id(ledger_id)
+            except LedgerctlError as exc:  # a damaged index: say so, and what is known
+                view.storage_error = self._storage_error(exc)
+            try:
+                view.last_stored = self.bookie.last_entry_id(ledger_id)
+            except LedgerctlError as exc:
+                view.storage_error = self._storage_error(exc)
             if view.last_stored is not None:
                 # a damaged last entry costs its LAC, not the whole view of the ledger
                 try:
@@ -188,7 +195,12 @@ class LedgerSource:
                 else:
                     if len(data) >= BK_HEADER.size:
                         view.last_stored_lac = BK_HEADER.unpack_from(data, 0)[2]
-        if view.metadata is None and view.bookie is None and view.last_stored is None:
+        if (
+            view.metadata is None
+            and view.bookie is None
+            and view.last_stored is None
+            and view.storage_error is None
+        ):
             where = " and ".join(
                 w for w, s in (("metadata", self.metadata), ("bookie storage", self.bookie)) if s
             )
@@ -201,6 +213,15 @@ class LedgerSource:
         if self.password is not None:
             view.password = self.password
         return view
+
+    def _storage_error(self, exc: LedgerctlError) -> str:
+        """Keep an index error with the store's problems (reported once), return its text."""
+        text = exc.one_line()
+        if self.bookie is not None:
+            problem = Problem("error", "bookie-index", 0, text)
+            if problem not in self.bookie.problems:
+                self.bookie.problems.append(problem)
+        return text
 
     def raw_entries(
         self, view: LedgerView, first: int = 0, last: int | None = None

@@ -43,9 +43,18 @@ def stdout_console() -> Console:
     from rich.console import Console
 
     tty = sys.stdout.isatty()
-    return Console(
+    console = Console(
         file=sys.stdout, soft_wrap=not tty, width=None if tty else 10_000, highlight=False
     )
+    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    return console
+
+
+def _broken_pipe() -> None:
+    """Rich would exit 1 (findings); the CLI turns EPIPE into its quiet broken-pipe exit."""
+    import errno
+
+    raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
 
 def stderr_console() -> Console:

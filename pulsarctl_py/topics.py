@@ -284,6 +284,39 @@ def _require_metadata(source: LedgerSource) -> Any:
     return source.metadata
 
 
+#: what Pulsar and BookKeeper keep at the root of a metadata store
+PULSAR_ROOTS = ("/managed-ledgers", "/ledgers", "/admin")
+
+
+def _present(store: Any, path: str) -> bool:
+    """A node, or children under its path (RocksDB stores need not hold the parents)."""
+    return store.exists(path) is not None or bool(store.children(path))
+
+
+def require_pulsar_data(store: Any) -> None:
+    """Raise NotFoundError when the store holds no Pulsar data at all (a wrong chroot).
+
+    An empty answer from such a store would read as "no topics, ok": the paths looked at
+    and what the root holds instead say where the data may be.
+    """
+    if any(_present(store, path) for path in PULSAR_ROOTS):
+        return
+    try:
+        found = store.children("/")
+    except LedgerctlError:
+        found = []
+    holds = (
+        "it is empty"
+        if not found
+        else "its root holds " + ", ".join("/" + name for name in found[:8])
+        + (", ..." if len(found) > 8 else "")
+    )
+    raise NotFoundError(
+        f"no Pulsar data in {store.url}: none of {', '.join(PULSAR_ROOTS)} exists and "
+        f"{holds} (wrong ZooKeeper chroot or metadata store?)"
+    )
+
+
 def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
     try:
         return source.ledger(ledger_id), None
@@ -568,6 +601,17 @@ def _row(info: TopicInfo) -> TopicRow:
     )
 
 
+def _require_namespace(store: Any, namespace: str) -> None:
+    """Raise NotFoundError unless ``tenant/namespace`` has a node under /managed-ledgers."""
+    from pulsarctl_py.stores.metadata.managed_ledgers import ML_ROOT
+
+    if namespace.count("/") != 1 or not all(namespace.split("/")):
+        raise LedgerctlError(f"namespace {namespace!r}: expected TENANT/NAMESPACE")
+    path = f"{ML_ROOT}/{namespace}"
+    if not _present(store, path):
+        raise NotFoundError(f"namespace {namespace} not found in {store.url} (no znode {path})")
+
+
 def list_topics(
     source: LedgerSource,
     *,
@@ -582,7 +626,10 @@ def list_topics(
     from pulsarctl_py.stores.metadata import list_managed_ledgers, read_managed_ledger
 
     store = _require_metadata(source)
+    require_pulsar_data(store)
     wanted = namespace.strip("/") if namespace else None
+    if wanted is not None:
+        _require_namespace(store, wanted)
     rows: list[TopicRow] = []
     groups: dict[str, TopicRow] = {}
     for ref in list_managed_ledgers(store):
@@ -710,6 +757,16 @@ def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
     return row
 
 
+def _require_topic(source: LedgerSource, name: TopicName) -> None:
+    """Raise NotFoundError unless the topic has a managed ledger (LedgerctlError when it is
+    a partitioned topic: its partitions are the topics to ask for)."""
+    from pulsarctl_py.stores.metadata import read_managed_ledger
+
+    if read_managed_ledger(source.metadata, name) is not None:
+        return
+    raise _not_found(source, name)
+
+
 def list_ledger_rows(
     source: LedgerSource,
     *,
@@ -721,11 +778,18 @@ def list_ledger_rows(
 
     ``topic`` keeps the topic's data and cursor ledgers and its compacted ledgers.
     """
+    from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.stores.metadata import list_ledgers, resolve_topic
 
     store = _require_metadata(source)
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
+    require_pulsar_data(store)
+    if not _present(store, lm.DEFAULT_ROOT):
+        raise NotFoundError(
+            f"no BookKeeper ledgers in {store.url}: no znode {lm.DEFAULT_ROOT} "
+            "(wrong ZooKeeper chroot, or the cluster's ledgers root is elsewhere?)"
+        )
     wanted = resolve_topic(topic).full_name if topic else None
     rows = []
     for record in list_ledgers(store):
@@ -736,6 +800,8 @@ def list_ledger_rows(
         if wanted is not None and row.topic != wanted:
             continue
         rows.append(row)
+    if topic and not rows:  # no ledger names it: is it a topic at all?
+        _require_topic(source, resolve_topic(topic))
     return rows
 
 
@@ -747,6 +813,8 @@ class LedgerMeta:
     path: str | None
     stat: Any = None
     znode_size: int | None = None
+    #: what the bookie storage reported about itself (an unusable index, damaged files)
+    storage_problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = self.view.to_json()
@@ -766,6 +834,7 @@ class LedgerMeta:
         out["entries"] = None if self.view.lac is None else self.view.lac + 1
         if self.view.bookie is not None:
             out["bookie"]["limbo"] = self.view.bookie.limbo
+        out["storage_problems"] = list(self.storage_problems)
         return out
 
 
@@ -779,8 +848,15 @@ def ledger_meta(source: LedgerSource, ledger_id: int) -> LedgerMeta:
 
     if ledger_id < 0:
         raise LedgerctlError(f"invalid ledger id {ledger_id}")
+    from pulsarctl_py.verify import storage_findings
+
     record = read_ledger(source.metadata, ledger_id) if source.metadata is not None else None
     view = source.ledger(ledger_id)
+    problems = [f.message for f in storage_findings(source)]
+    if view.last_entry_error is not None:
+        problems.append(
+            f"ledger {ledger_id} entry {view.last_stored}: {view.last_entry_error}"
+        )
     if record is None:
-        return LedgerMeta(view, None)
-    return LedgerMeta(view, record.path, record.stat, len(record.raw))
+        return LedgerMeta(view, None, storage_problems=problems)
+    return LedgerMeta(view, record.path, record.stat, len(record.raw), problems)

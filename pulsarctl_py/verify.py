@@ -126,6 +126,14 @@ The checks, with the rule each applies and where it comes from:
     A ledger recorded in both lists with different entries or size. §14.
 ``storage-not-checked`` (info)
     No bookie storage was given: only the metadata checks ran.
+``storage-index-unusable`` (error)
+    A bookie index (DbLedgerStorage ``locations`` or ``ledgers``, or any index for a dir of
+    entry logs) is missing or cannot be read. ledgerctl found the entries by scanning the
+    entry logs, but a bookie could not serve them.
+``storage-damaged`` (error)
+    An error met reading the storage's own files: an unreadable RocksDB index block, an
+    entry log whose header or ledgers map is damaged, a journal that cannot be read or is
+    shorter than its lastMark.
 
 A shadow topic's entries are its source's: its ledgers are checked against BookKeeper
 metadata and the source's list, never scanned; verify the source to scan them. Ledgers a
@@ -256,6 +264,33 @@ def verify_topics(
         raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
     verifier = _Verifier(source, progress, stats if stats is not None else VerifyStats())
     yield from verifier.run(topics)
+
+
+def storage_findings(source: LedgerSource) -> list[Finding]:
+    """What the bookie storage reported about itself while it was read, as findings.
+
+    ``storage-index-unusable``: an index that is missing or cannot be read, so entries
+    were located by scanning the entry logs (a bookie could not serve them);
+    ``storage-damaged``: an error met reading the storage's own files (an entry log's
+    header or ledgers map, a journal, the lastMark).
+    """
+    bookie = source.bookie
+    if bookie is None:
+        return []
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for found in bookie.findings:
+        if found.kind == "unusable-index" and found.message not in seen:
+            seen.add(found.message)
+            out.append(
+                Finding(ERROR, "storage-index-unusable", None, found.ledger_id, None, found.message)
+            )
+    for problem in bookie.problems:
+        text = str(problem)
+        if problem.severity == ERROR and text not in seen:
+            seen.add(text)
+            out.append(Finding(ERROR, "storage-damaged", None, None, None, text))
+    return out
 
 
 # -- internals -------------------------------------------------------------------------------
@@ -539,6 +574,10 @@ class _Verifier:
     def run(self, topics: list[str] | None) -> Iterator[Finding]:
         from pulsarctl_py.stores.metadata import list_managed_ledgers
 
+        if topics is None:
+            from pulsarctl_py.topics import require_pulsar_data
+
+            require_pulsar_data(self.store)  # an empty answer from the wrong place is no "ok"
         refs = list_managed_ledgers(self.store) if topics is None else self._resolve(topics)
         self.run_names = {ref.name for ref in refs}
         self.topics_total = len(refs)
@@ -563,6 +602,8 @@ class _Verifier:
             self._report("orphans", None)
             for finding in self._orphans():
                 yield self._emit(finding)
+        for finding in storage_findings(self.source):
+            yield self._emit(finding)
         self._report("done", None)
 
     def _emit(self, finding: Finding) -> Finding:

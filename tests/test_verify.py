@@ -50,7 +50,11 @@ SEVERITY = {
     "shadow-ledger-not-in-source": {"error"},
     "shadow-ledger-differs": {"warning"},
     "storage-not-checked": {"info"},
+    "storage-index-unusable": {"error"},
+    "storage-damaged": {"error"},
 }
+#: checks about the bookie storage itself, tested on damaged demo data in test_damaged_stores
+STORAGE_CHECKS = {"storage-not-checked", "storage-index-unusable", "storage-damaged"}
 
 #: variants whose severity is the less usual one
 EXPECTED_SEVERITY = {
@@ -80,7 +84,7 @@ def test_every_check_of_the_module_docstring_is_tested() -> None:
     documented = {
         m.group(1) for line in (verify.__doc__ or "").splitlines() if (m := rule.match(line))
     }
-    seen = {check for checks in VARIANTS.values() for check in checks} | {"storage-not-checked"}
+    seen = {check for checks in VARIANTS.values() for check in checks} | STORAGE_CHECKS
     assert documented == set(SEVERITY)
     assert documented <= seen
 

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .model import BookieDirError
+
 
 class ReadOnlyFile:
     """A file opened read-only; ``read_at`` is ``os.pread`` (safe across threads)."""
@@ -17,8 +19,13 @@ class ReadOnlyFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        self.size = os.fstat(self.fd).st_size
+        self.fd = -1
+        try:
+            self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self.size = os.fstat(self.fd).st_size
+        except OSError as exc:
+            self.close()
+            raise unreadable(path, exc) from None
         self.users = 0
 
     def read_at(self, offset: int, size: int) -> bytes:
@@ -27,7 +34,10 @@ class ReadOnlyFile:
             return b""
         parts = []
         while size > 0:
-            chunk = os.pread(self.fd, size, offset)
+            try:
+                chunk = os.pread(self.fd, size, offset)
+            except OSError as exc:  # EIO from a failing disk
+                raise unreadable(self.path, exc) from None
             if not chunk:
                 break
             parts.append(chunk)
@@ -39,6 +49,11 @@ class ReadOnlyFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def unreadable(path: Path, exc: OSError) -> BookieDirError:
+    """The one-line error for a bookie file or directory the OS refuses to read."""
+    return BookieDirError(f"cannot read {path}: {exc.strerror or exc}")
 
 
 class FileCache:

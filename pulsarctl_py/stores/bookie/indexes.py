@@ -25,7 +25,7 @@ from pulsarctl_py.decoders.nodes import Problem
 from pulsarctl_py.proto.bookkeeper_data_formats_pb2 import LedgerData
 
 from .files import FileCache
-from .model import JournalInfo, LedgerRecord, Location
+from .model import BookieDirError, JournalInfo, LedgerRecord, Location
 from .rocks import (
     LOCATION_KEY,
     LOCATION_VALUE,
@@ -414,28 +414,43 @@ class JournalTail:
         mine = [m for m in marks if m[0] in known] or marks
         mark_id, mark_offset = max(mine) if mine and mode == "tail" else (0, 0)
         for journal_id, path in ids:
-            start: int | None = None
-            if journal_id < mark_id:
-                replay_from = None
-            elif journal_id == mark_id and mark_offset > 0:
-                start = replay_from = mark_offset
-            else:
-                replay_from = 0
-            with self.files.open(path) as f:
-                problem = None
-                version: int | None = None
-                try:
-                    version, _ = journal.parse_header(f.read_at(0, journal.VERSION_HEADER.size))
-                except CorruptEntryError as exc:
-                    problem = str(exc)
-                    self.problems.append(
-                        Problem("error", f"journal {path.name}", exc.offset, problem)
-                    )
-                info = JournalInfo(journal_id, path, f.size, version, replay_from, problem)
-                self.journals.append(info)
-                if replay_from is None or problem is not None:
-                    continue
-                self._replay(f.read_at, f.size, start, journal_id, path)
+            try:
+                self._read_journal(journal_id, path, mark_id, mark_offset)
+            except BookieDirError as exc:  # unreadable: the rest of the storage still is
+                problem = exc.one_line()
+                self.problems.append(Problem("error", f"journal {path.name}", 0, problem))
+                self.journals.append(JournalInfo(journal_id, path, 0, None, None, problem))
+
+    def _read_journal(self, journal_id: int, path: Path, mark_id: int, mark_offset: int) -> None:
+        start: int | None = None
+        if journal_id < mark_id:
+            replay_from = None
+        elif journal_id == mark_id and mark_offset > 0:
+            start = replay_from = mark_offset
+        else:
+            replay_from = 0
+        with self.files.open(path) as f:
+            problem = None
+            version: int | None = None
+            try:
+                version, _ = journal.parse_header(f.read_at(0, journal.VERSION_HEADER.size))
+            except CorruptEntryError as exc:
+                problem = str(exc)
+                self.problems.append(
+                    Problem("error", f"journal {path.name}", exc.offset, problem)
+                )
+            if problem is None and start is not None and start > f.size:
+                # the bookie recorded this far as flushed: bytes it wrote are gone
+                problem = (
+                    f"journal {path.name} is {f.size} bytes, shorter than its lastMark "
+                    f"offset {start}: truncated"
+                )
+                self.problems.append(Problem("error", f"journal {path.name}", f.size, problem))
+            info = JournalInfo(journal_id, path, f.size, version, replay_from, problem)
+            self.journals.append(info)
+            if replay_from is None or problem is not None:
+                return
+            self._replay(f.read_at, f.size, start, journal_id, path)
 
     def _replay(
         self, read_at: ReadAt, size: int, start: int | None, journal_id: int, path: Path

@@ -49,6 +49,8 @@ def classify(path: Path) -> tuple[bool, bool]:
     """``(is_ledger_dir, is_journal_dir)`` for a candidate ``current/`` directory."""
     try:
         names = os.listdir(path)
+    except PermissionError:
+        raise  # a bookie dir we may not read is an error, not "no bookie data"
     except OSError:
         return False, False
     journal = any(parse_journal_file_name(n) is not None for n in names)
@@ -71,7 +73,11 @@ def _candidates(path: Path) -> list[Path]:
     found = []
     for child in sorted(p for p in path.iterdir() if p.is_dir()):
         nested = child / "current"
-        if nested.is_dir() and any(classify(nested)):
+        try:
+            is_dir = nested.is_dir()
+        except PermissionError:  # a private sibling (lost+found) is no bookie dir of ours
+            continue
+        if is_dir and any(classify(nested)):
             found.append(nested)
     return found
 
@@ -83,9 +89,15 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> BookieLayout:
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
-        if not path.is_dir():
-            raise BookieDirError(f"bookie directory {path} does not exist or is not a directory")
-        found = _candidates(path)
+        try:
+            if not path.is_dir():
+                raise BookieDirError(
+                    f"bookie directory {path} does not exist or is not a directory"
+                )
+            found = _candidates(path)
+        except OSError as exc:
+            where = exc.filename or path
+            raise BookieDirError(f"cannot read bookie directory {where}: {exc.strerror}") from None
         if not found:
             raise BookieDirError(
                 f"no bookie data under {path}: expected entry logs (*.log), journals (*.txn), "

@@ -38,8 +38,27 @@ ROCKSDICT_CONFIG = "rocksdict-config.json"
 
 
 def is_rocksdb_dir(path: Path) -> bool:
-    """Whether ``path`` looks like a RocksDB database directory."""
-    return (path / "CURRENT").is_file()
+    """Whether ``path`` looks like a RocksDB database directory.
+
+    A directory that cannot be searched (permission denied) counts as one: opening it then
+    fails with the reason, instead of the index silently not being there.
+    """
+    try:
+        return (path / "CURRENT").is_file()
+    except PermissionError:
+        return path.is_dir()
+
+
+def _check_status(path: Path, it: Any) -> None:
+    """Raise if a RocksDB iterator stopped on an error (a corrupt block) instead of the end.
+
+    An iterator that meets a damaged block just becomes invalid; only ``status()`` tells
+    that apart from the end of the data, so a scan that skips it reads a truncated index.
+    """
+    try:
+        it.status()
+    except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+        raise _error(path, exc) from None
 
 
 def _error(path: Path, exc: Exception) -> CorruptEntryError:
@@ -110,6 +129,7 @@ class ReadOnlyRocksDB:
                 it.next()
         except Exception as exc:
             raise _error(self.path, exc) from None
+        _check_status(self.path, it)
 
     def item_batches(
         self, low: bytes | None = None, high: bytes | None = None, size: int = 4096
@@ -127,10 +147,40 @@ class ReadOnlyRocksDB:
                 pairs = self._db.items(read_opt=options)
             else:
                 pairs = self._db.items(from_key=low, read_opt=options)
+            last = None
             while batch := list(islice(pairs, size)):
+                last = batch[-1][0]
                 yield batch
         except Exception as exc:
             raise _error(self.path, exc) from None
+        self._check_ended(low if last is None else bytes(last) + b"\x00", high)
+
+    def _check_ended(self, after: bytes | None, high: bytes | None) -> None:
+        """Raise unless the data really ends before ``high`` from ``after`` on.
+
+        rocksdict's ``items()`` ends quietly when it meets a corrupt block: a fresh
+        iterator seeking to where it stopped tells a damaged block from the end.
+        """
+        try:
+            it = self._db.iter()
+            if after is None:
+                it.seek_to_first()
+            else:
+                it.seek(after)
+            if it.valid():
+                key = bytes(it.key())
+                if high is None or key < high:
+                    raise CorruptEntryError(
+                        LAYER,
+                        0,
+                        f"a complete scan of the RocksDB database at {self.path}",
+                        f"the scan ended early before key {key.hex()}",
+                    )
+        except CorruptEntryError:
+            raise
+        except Exception as exc:
+            raise _error(self.path, exc) from None
+        _check_status(self.path, it)
 
     def floor_before(self, key: bytes) -> tuple[bytes, bytes] | None:
         """The pair with the largest key strictly below ``key`` (BookKeeper's ``getFloor``)."""
@@ -140,8 +190,11 @@ class ReadOnlyRocksDB:
             if it.valid() and bytes(it.key()) >= key:
                 it.prev()
             if not it.valid():
+                _check_status(self.path, it)
                 return None
             return bytes(it.key()), bytes(it.value())
+        except CorruptEntryError:
+            raise
         except Exception as exc:
             raise _error(self.path, exc) from None
 

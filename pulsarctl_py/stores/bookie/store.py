@@ -30,7 +30,7 @@ from pulsarctl_py.decoders.heads import EntryHead, decode_head, head_options
 from pulsarctl_py.decoders.nodes import Problem
 from pulsarctl_py.decoders.speedups import native
 
-from .files import FileCache, read_small_file
+from .files import FileCache, read_small_file, unreadable
 from .heads import scan_db_heads
 from .indexes import DbIndex, IdxIndex, JournalTail, ScanIndex
 from .layout import BookieLayout, discover, has_index_files
@@ -76,6 +76,18 @@ def _list_logs(directory: Path) -> dict[int, Path]:
     return dict(sorted(logs.items()))
 
 
+def _truncation(header: entrylog.EntryLogHeader, size: int) -> str | None:
+    """Why a log with this header cannot be whole at ``size`` bytes, or None."""
+    if size < entrylog.HEADER_SIZE:
+        return f"the entry log is {size} bytes, shorter than its {entrylog.HEADER_SIZE}-byte header"
+    if header.has_ledgers_map and header.ledgers_map_offset >= size:
+        return (
+            f"the header puts the ledgers map at {header.ledgers_map_offset}, past the end of "
+            f"the {size}-byte file: truncated"
+        )
+    return None
+
+
 def _relabel(problem: Problem, path: Path) -> Problem:
     return Problem(
         problem.severity, f"{problem.layer} {path.name}", problem.offset, problem.message
@@ -111,15 +123,18 @@ class BookieStore:
         self.problems: list[Problem] = []
         self.findings: list[Finding] = []
         self._files = FileCache(open_files)
-        self._logs: dict[Path, dict[int, Path]] = {
-            d: _list_logs(d) for d in self.layout.ledger_dirs
-        }
         self._sources: list[_Source] = []
         self._covered: dict[Path, _Source] = {}
         self._scan: ScanIndex | None = None
         self._journal: JournalTail | None = None
         try:
+            self._logs: dict[Path, dict[int, Path]] = {
+                d: _list_logs(d) for d in self.layout.ledger_dirs
+            }
             self._open_indexes()
+        except OSError as exc:
+            self.close()
+            raise unreadable(Path(exc.filename or paths[0]), exc) from None
         except BaseException:
             self.close()
             raise
@@ -140,18 +155,17 @@ class BookieStore:
             for index_dir, log_dir in pairs:
                 db = DbIndex(index_dir, log_dir, self.problems)
                 self._sources.append(db)
+                if db.ledgers is None:
+                    self._unusable_index(
+                        f"{index_dir / 'ledgers'}: missing or unreadable; a bookie would "
+                        "not know its ledgers (reads fail with NoSuchLedger)"
+                    )
                 if db.locations_error is None:
                     self._covered[log_dir] = db
                 else:
-                    self.findings.append(
-                        Finding(
-                            "unusable-index",
-                            None,
-                            None,
-                            None,
-                            f"{index_dir / 'locations'}: {db.locations_error}; "
-                            "locations rebuilt by scanning the entry logs",
-                        )
+                    self._unusable_index(
+                        f"{index_dir / 'locations'}: {db.locations_error}; "
+                        "locations rebuilt by scanning the entry logs"
                     )
             if idx_dirs:
                 idx = IdxIndex(idx_dirs, self._resolve_log, self._files)
@@ -167,6 +181,17 @@ class BookieStore:
         ]
         if scan_logs:
             self._scan = ScanIndex(scan_logs, self._files, self.problems)
+        if self.index_mode == "auto":
+            for d in dirs:
+                if d not in self._covered and d not in db_dirs and self._logs[d]:
+                    self._unusable_index(
+                        f"{d}: entry logs without an index (no locations/ database, no "
+                        ".idx files); located by scanning the logs, but a bookie could "
+                        "not serve these entries"
+                    )
+
+    def _unusable_index(self, message: str) -> None:
+        self.findings.append(Finding("unusable-index", None, None, None, message))
 
     def _resolve_log(self, log_id: int) -> Path:
         """The entry log file with this id in any ledger dir (Interleaved/Sorted storage)."""
@@ -361,7 +386,11 @@ class BookieStore:
         out = []
         for logs in self._logs.values():
             for log_id, path in logs.items():
-                out.append(self._log_info(log_id, path))
+                try:
+                    out.append(self._log_info(log_id, path))
+                except LedgerctlError as exc:  # unreadable: the other logs still are
+                    self._log_problem(path, 0, exc.one_line())
+                    out.append(EntryLogInfo(log_id, path, 0, None, 0, 0, 0, exc.one_line()))
         return out
 
     def _log_info(self, log_id: int, path: Path) -> EntryLogInfo:
@@ -372,10 +401,26 @@ class BookieStore:
             try:
                 h = entrylog.parse_header(head)
             except CorruptEntryError as exc:
+                self._log_problem(path, exc.offset, str(exc))
                 return EntryLogInfo(log_id, path, f.size, None, 0, 0, 0, str(exc))
+            problem = _truncation(h, f.size)
+            if problem is not None:
+                self._log_problem(path, min(f.size, h.ledgers_map_offset), problem)
             return EntryLogInfo(
-                log_id, path, f.size, h.version, h.ledgers_map_offset, h.ledgers_count, h.size
+                log_id,
+                path,
+                f.size,
+                h.version,
+                h.ledgers_map_offset,
+                h.ledgers_count,
+                h.size,
+                problem,
             )
+
+    def _log_problem(self, path: Path, offset: int, message: str) -> None:
+        problem = Problem("error", f"entry-log {path.name}", offset, message)
+        if problem not in self.problems:
+            self.problems.append(problem)
 
     def _find_log(self, log: EntryLogInfo | int | Path) -> Path:
         if isinstance(log, EntryLogInfo):
@@ -403,6 +448,14 @@ class BookieStore:
         found: list[Problem] = []
         with self._files.open(path) as f:
             if f.size:
+                try:
+                    header = entrylog.parse_header(f.read_at(0, entrylog.HEADER_SIZE + 12))
+                except CorruptEntryError as exc:
+                    found.append(Problem("error", entrylog.LAYER, exc.offset, str(exc)))
+                else:
+                    problem = _truncation(header, f.size)
+                    if problem is not None:
+                        found.append(Problem("error", entrylog.LAYER, f.size, problem))
                 yield from entrylog.scan_records(
                     f.read_at, f.size, include_meta=include_meta, problems=found
                 )
@@ -418,10 +471,15 @@ class BookieStore:
                 header = entrylog.parse_header(f.read_at(0, entrylog.HEADER_SIZE + 12))
                 found = entrylog.read_ledgers_map(f.read_at, f.size, header)
             except CorruptEntryError as exc:
-                self.problems.append(
-                    Problem("warning", f"entry-log {path.name}", exc.offset, str(exc))
-                )
+                self._log_problem(path, exc.offset, str(exc))
                 found = None
+            if found is not None and sum(found.values()) > f.size:
+                self._log_problem(
+                    path,
+                    header.ledgers_map_offset,
+                    f"the ledgers map claims {sum(found.values())} bytes of entries in a "
+                    f"{f.size}-byte file",
+                )
         if found is not None:
             return found
         return entrylog.ledger_sizes(self.scan_entry_log(path))
@@ -438,8 +496,8 @@ class BookieStore:
                         marks.append(
                             journal_format.parse_last_mark(read_small_file(directory / name))
                         )
-                    except CorruptEntryError as exc:
-                        self.problems.append(Problem("warning", name, 0, str(exc)))
+                    except LedgerctlError as exc:  # damaged or unreadable
+                        self.problems.append(Problem("error", name, 0, exc.one_line()))
         return marks
 
     def journals(self) -> list[JournalInfo]:

@@ -96,10 +96,31 @@ class RocksDBMetadataStore(MetadataStore):
     # -- opening -------------------------------------------------------------------------------
 
     def _check_dir(self) -> None:
-        if not self.path.is_dir():
-            raise MetadataStoreError(f"no RocksDB metadata store at {self.path}: not a directory")
-        if not (self.path / "CURRENT").is_file():
-            raise MetadataStoreError(f"{self.path} is not a RocksDB database (no CURRENT file)")
+        try:
+            if not self.path.is_dir():
+                raise MetadataStoreError(
+                    f"no RocksDB metadata store at {self.path}: not a directory"
+                )
+            if not (self.path / "CURRENT").is_file():
+                raise MetadataStoreError(
+                    f"{self.path} is not a RocksDB database (no CURRENT file)"
+                )
+            os.listdir(self.path)
+        except OSError as exc:
+            raise MetadataStoreError(
+                f"cannot read the RocksDB metadata store {self.path}: {exc.strerror}"
+            ) from None
+
+    def _damaged(self, exc: Exception) -> MetadataStoreError:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return MetadataStoreError(f"cannot read the RocksDB metadata store {self.path}: {text}")
+
+    def _status(self, it: Any) -> None:
+        """Raise if an iteration stopped on a damaged block rather than at the end."""
+        try:
+            it.status()
+        except Exception as exc:  # rocksdict raises plain Exception for RocksDB errors
+            raise self._damaged(exc) from None
 
     def _open_read_only(self) -> None:
         self._check_dir()
@@ -183,8 +204,15 @@ class RocksDBMetadataStore(MetadataStore):
             raise MetadataStoreError(f"the RocksDB store {self.url} is closed")
         return self._db
 
+    def _raw_get(self, key: bytes) -> bytes | None:
+        db = self._opened()
+        try:
+            return db.get(key)
+        except Exception as exc:  # a damaged block: rocksdict raises plain Exception
+            raise self._damaged(exc) from None
+
     def _read_long(self, key: bytes) -> int:
-        value = self._opened().get(key)
+        value = self._raw_get(key)
         if value is None:
             return 0
         return rec.parse_long(value, key.decode())
@@ -195,7 +223,7 @@ class RocksDBMetadataStore(MetadataStore):
         return self._read_long(rec.SEQUENTIAL_ID_KEY)
 
     def _meta(self, path: str) -> rec.MetaValue | None:
-        value = self._opened().get(rec.path_key(path))
+        value = self._raw_get(rec.path_key(path))
         if value is None:
             return None
         meta = validate_value(path, value)
@@ -216,29 +244,40 @@ class RocksDBMetadataStore(MetadataStore):
         names: list[str] = []
         it = db.iter()
         try:
-            it.seek(first)
-            while it.valid():
-                key = bytes(it.key())
-                if key >= last:
-                    break
-                name = rec.child_name(parent, key)
-                if name is None:
-                    it.next()
-                    continue
-                child_path = ("" if parent == "/" else parent) + "/" + name
-                direct = key == rec.path_key(child_path)
-                if not (direct and self._is_stale(it.value())):
-                    names.append(name)
-                if direct:
-                    # the next key may be a sibling extending this name with a byte below
-                    # "/" ("topic-partition-0" after "topic"): step, do not skip
-                    it.next()
-                else:
-                    # skip the rest of this child's subtree: its keys sort before child + "0"
-                    it.seek(rec.path_key(child_path + "0"))
+            self._walk_children(it, parent, first, last, names)
+        except MetadataStoreError:
+            raise
+        except Exception as exc:
+            raise self._damaged(exc) from None
         finally:
             del it
         return sorted(set(names))
+
+    def _walk_children(
+        self, it: Any, parent: str, first: bytes, last: bytes, names: list[str]
+    ) -> None:
+        """Append the child names of ``parent`` (keys in [first, last)) to ``names``."""
+        it.seek(first)
+        while it.valid():
+            key = bytes(it.key())
+            if key >= last:
+                break
+            name = rec.child_name(parent, key)
+            if name is None:
+                it.next()
+                continue
+            child_path = ("" if parent == "/" else parent) + "/" + name
+            direct = key == rec.path_key(child_path)
+            if not (direct and self._is_stale(it.value())):
+                names.append(name)
+            if direct:
+                # the next key may be a sibling extending this name with a byte below
+                # "/" ("topic-partition-0" after "topic"): step, do not skip
+                it.next()
+            else:
+                # skip the rest of this child's subtree: its keys sort before child + "0"
+                it.seek(rec.path_key(child_path + "0"))
+        self._status(it)
 
     def _is_stale(self, value: bytes) -> bool:
         try:
@@ -256,6 +295,7 @@ class RocksDBMetadataStore(MetadataStore):
             while it.valid():
                 out.append(bytes(it.key()))
                 it.next()
+            self._status(it)
         finally:
             del it
         return out
