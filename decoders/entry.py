@@ -38,6 +38,7 @@ from .payload import (
 from .protos import signed64
 from .pulsar import ChecksumLayer, MetadataLayer, build_entry, parse_prefixes
 from .speedups import bind, native
+from .text import as_text, json_map, json_text, text_map
 
 
 class Depth(enum.IntEnum):
@@ -99,12 +100,13 @@ class Message:
         return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
 
     def to_json(self) -> dict[str, Any]:
+        notes: list[dict[str, Any]] = []
         out: dict[str, Any] = {
             "message_id": self.message_id,
-            "key": self.key,
+            "key": json_text(self.key, "key", notes),
             "value": None if self.value is None else base64.b64encode(self.value).decode("ascii"),
             "size": 0 if self.value is None else len(self.value),
-            "properties": self.properties,
+            "properties": json_map(self.properties, "properties", notes) if self.properties else {},
             "batch_index": self.batch_index,
             "null_value": self.null_value,
             "event_time": self.event_time,
@@ -119,6 +121,8 @@ class Message:
             out["index"] = self.index
         if self.chunks is not None:
             out["chunks"] = self.chunks
+        if notes:
+            out["not_utf8"] = notes
         return out
 
 
@@ -161,9 +165,7 @@ class Entry:
     #: why the stored bytes could not be read (then ``data`` is empty): one line
     unreadable: str | None = None
     _records: list[BatchRecord] | None = field(default=None, init=False, repr=False)
-    _batch: tuple[Any, int, list[int] | None] | None = field(
-        default=None, init=False, repr=False
-    )
+    _batch: tuple[Any, int, list[int] | None] | None = field(default=None, init=False, repr=False)
 
     @property
     def records(self) -> list[BatchRecord] | None:
@@ -398,7 +400,7 @@ def _decode_payload(
         return
     if md.num_chunks_from_msg > 1 or (md.HasField("chunk_id") and md.HasField("uuid")):
         entry.chunk = ChunkInfo(
-            md.uuid, md.chunk_id, md.num_chunks_from_msg, md.total_chunk_msg_size, payload
+            as_text(md.uuid), md.chunk_id, md.num_chunks_from_msg, md.total_chunk_msg_size, payload
         )
         entry.encrypted = len(md.encryption_keys) > 0  # each chunk is encrypted on its own
         entry.layers.append(
@@ -408,7 +410,7 @@ def _decode_payload(
                 end - pos,
                 payload,
                 {
-                    "uuid": md.uuid,
+                    "uuid": entry.chunk.uuid,
                     "chunk_id": md.chunk_id,
                     "num_chunks": md.num_chunks_from_msg,
                     "total_chunk_msg_size": md.total_chunk_msg_size,
@@ -523,11 +525,12 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
     last_index = entry.index
     if not md.HasField("num_messages_in_batch"):
         first = last_index
+        key = md.partition_key if md.HasField("partition_key") else None
         return [
             Message(
-                md.partition_key if md.HasField("partition_key") else None,
+                key if type(key) is not bytes else as_text(key),
                 None if md.null_value else plain,
-                {kv.key: kv.value for kv in md.properties},
+                text_map(md.properties),
                 -1,
                 md.null_value,
                 md.event_time if md.HasField("event_time") else None,
@@ -582,6 +585,8 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
         key = smm.partition_key
         if not key and not smm.HasField("partition_key"):
             key = None
+        elif type(key) is bytes:  # not UTF-8: protobuf hands out bytes
+            key = as_text(key)
         seq = smm.sequence_id
         if not seq and not smm.HasField("sequence_id"):
             seq = base_seq + i
@@ -589,7 +594,7 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
             message(
                 key,
                 None if null else bytes(rec.value),
-                {kv.key: kv.value for kv in props} if (props := smm.properties) else {},
+                text_map(props) if (props := smm.properties) else {},
                 i,
                 null,
                 smm.event_time if smm.HasField("event_time") else None,

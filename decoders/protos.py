@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from google.protobuf.message import DecodeError, Message
 
 from .errors import CorruptEntryError
+from .text import as_text
 
 M = TypeVar("M", bound=Message)
 
@@ -48,7 +49,8 @@ def proto_fields(msg: Message) -> dict[str, Any]:
             out[name] = value
             continue
         out[fd.name] = _plain(fd, value)
-        if not fd.is_repeated and fd.type not in (fd.TYPE_MESSAGE, fd.TYPE_ENUM):
+        # string fields are not: one that is not UTF-8 arrives as bytes (see text.RawText)
+        if not fd.is_repeated and fd.type not in (fd.TYPE_MESSAGE, fd.TYPE_ENUM, fd.TYPE_STRING):
             as_is[fd] = fd.name
     return out
 
@@ -65,6 +67,8 @@ def _scalar(fd: Any, value: Any) -> Any:
     if fd.type == fd.TYPE_ENUM:
         ev = fd.enum_type.values_by_number.get(value)
         return ev.name if ev is not None else value
+    if fd.type == fd.TYPE_STRING and type(value) is not str:
+        return as_text(value)
     return value
 
 

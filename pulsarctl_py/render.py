@@ -85,12 +85,40 @@ def hexdump(data: bytes | memoryview, base: int = 0) -> str:
     return "\n".join(lines)
 
 
+def human(value: Any) -> str:
+    """A value for people: no Python reprs (``b'..'``, ``None``, ``True``).
+
+    Text that is not UTF-8 shows its bytes as backslash escapes, marked; other bytes
+    are hex; containers are walked.
+    """
+    from pulsarctl_py.decoders.text import RawText
+
+    if isinstance(value, str):
+        return value
+    if isinstance(value, RawText):
+        return f"{value} (not UTF-8)"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "0x" + bytes(value).hex()
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{human(k)}: {human(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(human(v) for v in value) + "]"
+    return str(value)
+
+
 def _check_text(layer: Layer) -> str:
+    from rich.markup import escape
+
     check = layer.check
     if check is None:
         return ""
     if check.ok is None:
-        return f" [yellow]? {check.kind} {check.stored} ({check.note or 'not verified'})[/]"
+        note = check.note or "not verified"
+        return f" [yellow]? {check.kind} {check.stored} unverified ({escape(note)})[/]"
     if check.ok:
         return f" [green]✓ {check.kind} {check.stored}[/]"
     return f" [red]✗ {check.kind} stored {check.stored} computed {check.computed}[/]"
@@ -103,7 +131,8 @@ def _value_preview(value: bytes | memoryview | None, limit: int = 60) -> str:
     try:
         text = raw.decode("utf-8")
         if all(c.isprintable() for c in text):
-            return repr(text[:limit]) + ("…" if len(value) > limit else "")
+            more = "…" if len(value) > limit else ""
+            return json.dumps(text[:limit], ensure_ascii=False) + more
     except UnicodeDecodeError:
         pass
     return "0x" + raw[: limit // 2].hex() + ("…" if len(value) > limit // 2 else "")
@@ -115,11 +144,9 @@ _TIME_FIELDS = {"publish_time", "event_time", "broker_timestamp", "deliver_at_ti
 def _field_text(name: str, value: Any) -> str:
     from rich.markup import escape
 
-    if name in _TIME_FIELDS and isinstance(value, int):
+    if name in _TIME_FIELDS and isinstance(value, int) and not isinstance(value, bool):
         return f"{name}: {value} ({iso_ms(value)})"
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return f"{name}: 0x{bytes(value).hex()}"
-    return escape(f"{name}: {value}")
+    return escape(f"{name}: {human(value)}")
 
 
 def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
@@ -127,6 +154,8 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
     from rich.markup import escape
     from rich.text import Text
     from rich.tree import Tree
+
+    from pulsarctl_py.decoders.text import quoted
 
     status = "[green]ok[/]" if entry.ok else "[red]problems[/]"
     pos = f" {entry.position[0]}:{entry.position[1]}" if entry.position else ""
@@ -151,14 +180,14 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
         msgs = node.add(f"[bold]messages[/] ({len(entry.messages)})")
         for m in entry.messages:
             mid = m.message_id or f"batch index {m.batch_index}"
-            key = "null" if m.key is None else repr(m.key)
+            key = quoted(m.key)
             item = msgs.add(
                 f"[magenta]{escape(mid)}[/] key={escape(key)} "
                 f"value={escape(_value_preview(m.value))}"
                 + (" [yellow]null value[/]" if m.null_value else "")
             )
             if m.properties:
-                item.add(escape(f"properties: {m.properties}"))
+                item.add(escape(f"properties: {human(m.properties)}"))
             if m.event_time:
                 item.add(_field_text("event_time", m.event_time))
             if m.index is not None:
@@ -169,8 +198,12 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
 
 
 def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
-    """One row per message; entries without messages get one row saying why."""
+    """One row per message; entries without messages get one row saying why.
+
+    Every cell is plain text (never Rich markup): keys and values are the data's own.
+    """
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_lines=False)
     for col in (
@@ -189,42 +222,50 @@ def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
             why = "encrypted" if entry.encrypted else ("chunk" if entry.chunk else "no messages")
             if not entry.ok:
                 why = "; ".join(str(p) for p in entry.problems if p.severity == "error")
-            table.add_row(label, "-", "-", "-", "-", why, "", iso_ms(entry.publish_time))
+            row = (label, "-", "-", "-", "-", why, "", iso_ms(entry.publish_time))
+            table.add_row(*map(Text, row))
         for m in entry.messages:
-            table.add_row(
+            row = (
                 label,
                 m.message_id or "-",
-                "null" if m.key is None else m.key,
+                "null" if m.key is None else human(m.key),
                 str(m.batch_index),
                 str(0 if m.value is None else len(m.value)),
                 _value_preview(m.value),
-                json.dumps(m.properties, ensure_ascii=False) if m.properties else "",
+                human(m.properties) if m.properties else "",
                 iso_ms(m.publish_time),
             )
+            table.add_row(*map(Text, row))
     return table
 
 
-def layers_table(entries: Iterable[tuple[str, Entry]]) -> Table:
-    """One row per layer: where it is, what it says, and its check."""
+def layers_table(entries: Iterable[tuple[str, Entry]], with_hex: bool = False) -> Table:
+    """One row per layer: where it is, what it says, and its check (and its bytes in hex)."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table()
     for col in ("input", "layer", "offset", "length", "check", "summary"):
         table.add_column(col, overflow="fold")
+    if with_hex:
+        table.add_column("hex (first 4096 bytes)", overflow="fold")
     for label, entry in entries:
         for layer in entry.layers:
             check = layer.check
             status = (
                 ""
                 if check is None
-                else ("?" if check.ok is None else ("ok" if check.ok else "MISMATCH"))
+                else ("unverified" if check.ok is None else ("ok" if check.ok else "MISMATCH"))
             )
             summary = layer.reason or ", ".join(
-                f"{k}={v}" for k, v in layer.fields.items() if not isinstance(v, (dict, list))
+                f"{k}={human(v)}"
+                for k, v in layer.fields.items()
+                if not isinstance(v, (dict, list))
             )
-            table.add_row(
-                label, layer.name, str(layer.offset), str(layer.length), status, summary[:120]
-            )
+            row = [label, layer.name, str(layer.offset), str(layer.length), status, summary[:120]]
+            if with_hex:
+                row.append(bytes(layer.raw[: min(layer.length, 4096)]).hex())
+            table.add_row(*map(Text, row))
     return table
 
 
@@ -261,7 +302,7 @@ def entry_line(entry: Entry, label: str, lac: int | None = None) -> str:
     if entry.index is not None:
         parts.append(f"index {entry.index}")
     if entry.messages:
-        keys = sorted({m.key for m in entry.messages if m.key is not None})
+        keys = sorted({human(m.key) for m in entry.messages if m.key is not None})
         shown = ", ".join(keys[:3]) + ("…" if len(keys) > 3 else "")
         parts.append(f"{len(entry.messages)} msg" + (f" keys {escape(shown)}" if keys else ""))
     elif entry.encrypted:

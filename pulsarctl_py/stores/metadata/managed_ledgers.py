@@ -15,6 +15,7 @@ from typing import Any
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
+from pulsarctl_py.decoders.nodes import with_text_notes
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
 from .base import MetadataStore, Stat, join
@@ -129,7 +130,7 @@ class ManagedLedgerRecord:
             out["info"] = self.info.to_json()
         if self.error is not None:
             out["error"] = self.error
-        return out
+        return with_text_notes(out)
 
 
 def resolve_topic(topic: str | TopicName) -> TopicName:
