@@ -12,6 +12,7 @@ from pulsarctl_py.commands.options import (
     METADATA_URL,
     PASSWORD_ENV,
     PASSWORD_FILE,
+    STRICT,
     DepthChoice,
     password,
 )
@@ -68,6 +69,7 @@ def inspect(
         "auto is table on a terminal and jsonl when piped.",
     ),
     hexdump: bool = typer.Option(False, "--hex", help="Add a hex dump of every layer."),
+    strict: bool = STRICT,
 ) -> None:
     """Decode the stored entries of a ledger, or of every ledger of a topic.
 
@@ -108,7 +110,7 @@ def inspect(
         metadata_url, bookie_dirs, password(password_env, password_file), need_bookie=True
     ) as source:
         _show(source, request, summary, output, hexdump)
-    if summary.errors:
+    if summary.errors or (strict and summary.unverified):
         raise typer.Exit(1)
 
 
@@ -116,21 +118,20 @@ def _show(source, request, summary, output: OutputFormat, with_hex: bool) -> Non
     from pulsarctl_py import render
     from pulsarctl_py.inspect import entry_json, inspect
 
-    fmt = render.resolve(output, OutputFormat.TABLE)
+    fmt = render.resolve(output, OutputFormat.TABLE, piped=OutputFormat.JSONL)
     err = render.stderr_console()
     if fmt is OutputFormat.JSON:
-        ledgers = []
-        entries = [
-            entry_json(view, entry, with_hex)
-            for view, entry in inspect(source, request, summary, ledgers.append)
-        ]
-        render.write_json(
-            {
-                "ledgers": [v.to_json() for v in ledgers],
-                "entries": entries,
-                "summary": summary.to_json(),
-            }
+        # streamed: each entry is written as it is decoded, never held for the document
+        ledgers: list = []
+        render.write_json_stream(
+            "entries",
+            (
+                entry_json(view, entry, with_hex)
+                for view, entry in inspect(source, request, summary, ledgers.append)
+            ),
+            lambda: {"ledgers": [v.to_json() for v in ledgers], "summary": summary.to_json()},
         )
+        render.print_summary(err, summary)
         return
     if fmt is OutputFormat.JSONL:
         render.write_jsonl(

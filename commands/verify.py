@@ -54,6 +54,7 @@ def verify(
         help="table for people, json (findings and a summary) or jsonl (one finding per "
         "line) for machines; auto is table on a terminal and json when piped.",
     ),
+    strict: bool = options.STRICT,
 ) -> None:
     """Check that topic metadata and the stored ledgers agree; list what does not.
 
@@ -101,7 +102,7 @@ def verify(
     elif fmt is not render.OutputFormat.JSONL and collected:
         render.stdout_console().print(_table(collected))
     _summary(stats)
-    if not stats.ok:
+    if not stats.ok or (strict and stats.unverified):
         raise typer.Exit(1)
 
 

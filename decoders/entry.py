@@ -183,6 +183,19 @@ class Entry:
         return not any(p.severity == "error" for p in self.problems)
 
     @property
+    def unverified(self) -> list[str]:
+        """Digests and checksums present but not verified (e.g. a MAC without password)."""
+        return [
+            layer.check.kind
+            for layer in self.layers
+            if layer.check is not None and layer.check.ok is None
+        ] + [
+            str(layer.fields.get("digest_type"))
+            for layer in self.layers
+            if layer.name == "bookie-digest"
+        ]
+
+    @property
     def batched(self) -> bool:
         return self.metadata is not None and self.metadata.HasField("num_messages_in_batch")
 
@@ -219,10 +232,12 @@ class Entry:
     def to_json(self, with_hex: bool = False) -> dict[str, Any]:
         pos = self.position
         out: dict[str, Any] = {
+            "position": f"{pos[0]}:{pos[1]}" if pos else None,
             "ledger_id": pos[0] if pos else None,
             "entry_id": pos[1] if pos else None,
             "size": len(self.data),
             "ok": self.ok,
+            "verified": not self.unverified,
             "encrypted": self.encrypted,
             "layers": [layer.to_json(with_hex) for layer in self.layers],
             "messages": [m.to_json() for m in self.messages],
@@ -280,7 +295,11 @@ def _decode(entry: Entry, mv: memoryview, options: DecodeOptions) -> None:
         outer, kind = _detect_outer(mv, options)
     if outer is Outer.BOOKIE_ENTRY:
         if kind is None:
-            kind = bookkeeper.detect_digest(mv, pos, end, options.password) or DigestType.CRC32C
+            kind = (
+                bookkeeper.detect_digest(mv, pos, end, options.password)
+                or bookkeeper.detect_by_layout(mv, pos, end)
+                or DigestType.CRC32C
+            )
         layer, header, pos = bookkeeper.parse(mv, pos, end, kind, options.password)
         entry.layers.append(layer)
         entry.header, entry.digest_type = header, kind
@@ -296,6 +315,26 @@ def _decode(entry: Entry, mv: memoryview, options: DecodeOptions) -> None:
             )
         entry.position = entry.position or (header.ledger_id, header.entry_id)
         check = layer.check
+        if check is not None and check.ok is None and kind is DigestType.HMAC and options.verify:
+            entry.problems.append(
+                Problem(
+                    "warning",
+                    layer.name,
+                    32,
+                    "HMAC digest unverified (no password): give the ledger password with "
+                    "--password-env or --password-file",
+                )
+            )
+        if not bookkeeper.plausible_header(mv, 0, end):
+            entry.problems.append(
+                Problem(
+                    "error",
+                    layer.name,
+                    0,
+                    f"implausible entry header (ledger {header.ledger_id}, entry "
+                    f"{header.entry_id}, LAC {header.lac}, length {header.length}): damaged",
+                )
+            )
         if check is not None and check.ok is False and options.verify:
             entry.problems.append(
                 Problem(
@@ -361,9 +400,15 @@ def _detect_outer(mv: memoryview, options: DecodeOptions) -> tuple[Outer, Digest
         return Outer.PULSAR_ENTRY, None
     if compacted.plausible(mv, 0, end):
         return Outer.COMPACTED, None
-    for kind in (DigestType.CRC32C, DigestType.CRC32):
+    # no digest verified: a MAC without the password, DUMMY, or a damaged header or digest
+    by_layout = bookkeeper.detect_by_layout(mv, 0, end)
+    if by_layout is not None and bookkeeper.plausible_header(mv, 0, end):
+        return Outer.BOOKIE_ENTRY, by_layout
+    for kind in (DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC):
         if _detached_digest(mv, kind):
             return Outer.PULSAR_ENTRY, kind
+    if by_layout is not None:
+        return Outer.BOOKIE_ENTRY, by_layout
     return Outer.PULSAR_ENTRY, None
 
 

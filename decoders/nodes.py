@@ -31,6 +31,8 @@ class Check:
             "stored": self.stored,
             "computed": self.computed,
             "ok": self.ok,
+            # ok is None: nothing was verified (a MAC without password, a DUMMY digest)
+            "verified": self.ok is not None,
         }
         if self.note:
             out["note"] = self.note

@@ -52,6 +52,8 @@ class Summary:
     with_broker_metadata: int = 0
     errors: int = 0
     warnings: int = 0
+    #: entries with a digest or checksum that could not be verified (MAC without password)
+    unverified: int = 0
 
     def add(self, entry: Entry) -> None:
         self.entries += 1
@@ -72,6 +74,8 @@ class Summary:
             first = index - entry.num_messages + 1 if md is not None else index
             self.first_index = first if self.first_index is None else min(self.first_index, first)
             self.last_index = index if self.last_index is None else max(self.last_index, index)
+        if entry.unverified:
+            self.unverified += 1
         for p in entry.problems:
             if p.severity == "error":
                 self.errors += 1
@@ -92,6 +96,7 @@ class Summary:
             "with_broker_entry_metadata": self.with_broker_metadata,
             "errors": self.errors,
             "warnings": self.warnings,
+            "unverified": self.unverified,
         }
 
 

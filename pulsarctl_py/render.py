@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +32,18 @@ class OutputFormat(enum.StrEnum):
     JSONL = "jsonl"
 
 
-def resolve(fmt: OutputFormat, human: OutputFormat = OutputFormat.TREE) -> OutputFormat:
-    """AUTO becomes ``human`` on a terminal and JSON when stdout is a pipe or file."""
+def resolve(
+    fmt: OutputFormat,
+    human: OutputFormat = OutputFormat.TREE,
+    piped: OutputFormat = OutputFormat.JSON,
+) -> OutputFormat:
+    """AUTO becomes ``human`` on a terminal and ``piped`` when stdout is a pipe or file.
+
+    Scan commands (one item per entry or record) pass ``piped=JSONL``: streamed lines.
+    """
     if fmt is not OutputFormat.AUTO:
         return fmt
-    return human if sys.stdout.isatty() else OutputFormat.JSON
+    return human if sys.stdout.isatty() else piped
 
 
 def stdout_console() -> Console:
@@ -56,6 +63,31 @@ def stderr_console() -> Console:
 
 def write_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_json_stream(
+    key: str, items: Iterable[Any], tail: Callable[[], dict[str, Any]] | None = None
+) -> None:
+    """Write ``{key: [items...], **tail()}`` as ``write_json`` would, item by item.
+
+    The document is never built in memory: each item is written as it comes, then the
+    fields of ``tail()`` (computed after the last item, e.g. a summary). The text is the
+    same as ``write_json`` of the whole document.
+    """
+    import textwrap
+
+    out = sys.stdout
+    out.write("{\n  " + json.dumps(key) + ": [")
+    first = True
+    for item in items:
+        text = json.dumps(item, indent=2, ensure_ascii=False)
+        out.write(("\n" if first else ",\n") + textwrap.indent(text, "    ", lambda _: True))
+        first = False
+    out.write("]" if first else "\n  ]")
+    for name, value in (tail() if tail is not None else {}).items():
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        out.write(",\n  " + json.dumps(name) + ": " + textwrap.indent(text, "  ").lstrip())
+    out.write("\n}\n")
 
 
 def write_jsonl(objs: Iterable[Any]) -> None:
@@ -315,7 +347,7 @@ def entry_line(entry: Entry, label: str, lac: int | None = None) -> str:
     position = next((layer for layer in entry.layers if layer.name == "position-info"), None)
     if position is not None:
         f = position.fields
-        parts.append(f"mark-delete {f.get('ledgerId')}:{f.get('entryId')}")
+        parts.append(f"mark-delete {f.get('ledger_id')}:{f.get('entry_id')}")
     if lac is not None and entry.position is not None and entry.position[1] > lac:
         parts.append("[yellow]beyond LAC[/]")
     if not entry.ok:
@@ -345,6 +377,7 @@ def print_summary(console: Console, summary: Any) -> None:
         f"[{colour}]{s.entries} entries[/] in {len(s.ledgers)} ledger(s), {s.messages} messages, "
         f"{s.bytes} bytes; codecs {codecs}; time {span}; index {index}; "
         f"{s.errors} errors, {s.warnings} warnings"
+        + (f", [yellow]{s.unverified} unverified[/]" if getattr(s, "unverified", 0) else "")
     )
 
 

@@ -44,8 +44,9 @@ def _noop() -> None:
     return None
 
 
-def _pos(value: Position | None) -> list[int] | None:
-    return None if value is None else [value[0], value[1]]
+def _pos(value: Position | None) -> str | None:
+    """A position in JSON: "L:E", as everywhere in ledgerctl's JSON."""
+    return None if value is None else f"{value[0]}:{value[1]}"
 
 
 # -- counting entries ------------------------------------------------------------------------

@@ -83,7 +83,7 @@ class CursorRecord:
             "stat": self.stat.to_json(),
             "state_in": self.state_in,
             "cursors_ledger_id": self.cursors_ledger_id,
-            "mark_delete": list(self.mark_delete) if self.mark_delete else None,
+            "mark_delete": "{}:{}".format(*self.mark_delete) if self.mark_delete else None,
         }
         if self.info is not None:
             out["info"] = self.info.to_json()
@@ -123,7 +123,7 @@ class ManagedLedgerRecord:
             "stat": self.stat.to_json(),
             "ledger_ids": self.ledger_ids,
             "properties": self.properties,
-            "terminated_at": list(self.terminated_at) if self.terminated_at else None,
+            "terminated_at": "{}:{}".format(*self.terminated_at) if self.terminated_at else None,
             "cursors": [c.to_json() for c in self.cursors],
         }
         if self.info is not None:
