@@ -661,6 +661,13 @@ class ChunkAssembler:
     When the last chunk of a message arrives and every chunk before it was seen, the
     whole message is decrypted, decompressed and attached to that last entry, which is
     where a consumer's message id points.
+
+    Irregular sequences are handled as the upstream consumer does (apache/pulsar
+    ``pulsar-client/.../ConsumerImpl.java``, ``processMessageChunk``; see
+    ../shared/spec/formats.md §3.4): chunk 0 again restarts the message; a duplicate of an
+    earlier chunk (``chunk_id`` <= the last one added) is dropped and assembly goes on; a
+    gap discards the message (an error: a consumer never receives it); a chunk whose
+    chunk 0 was not read is not reassembled (a warning: the read may have started there).
     """
 
     def __init__(self, options: DecodeOptions = DEFAULT_OPTIONS) -> None:
@@ -672,26 +679,57 @@ class ChunkAssembler:
         if chunk is None:
             return None
         key = (entry.metadata.producer_name, chunk.uuid)
-        parts = self.pending.setdefault(key, [])
-        if chunk.chunk_id != len(parts):
-            outcome = (
-                "starting over from this chunk"
-                if chunk.chunk_id == 0
-                else "the message cannot be reassembled"
-            )
-            entry.problems.append(
-                Problem(
-                    "warning",
-                    "chunk",
-                    0,
-                    f"chunk {chunk.chunk_id} of {chunk.uuid} arrived after {len(parts)} "
-                    f"chunk(s); {outcome}",
+        parts = self.pending.get(key)
+        expected = 0 if parts is None else len(parts)
+        if chunk.chunk_id != expected:
+            where = f"chunk {chunk.chunk_id} of {chunk.uuid}"
+            if chunk.chunk_id == 0:  # the producer resent the message from its start
+                entry.problems.append(
+                    Problem(
+                        "warning",
+                        "chunk",
+                        0,
+                        f"{where} arrived after {expected} chunk(s): the message starts "
+                        "over from this chunk, the earlier ones are dropped",
+                    )
                 )
-            )
-            parts.clear()
-            if chunk.chunk_id != 0:
-                del self.pending[key]
+                parts = None
+            elif parts is not None and chunk.chunk_id < expected:
+                entry.problems.append(
+                    Problem(
+                        "warning",
+                        "chunk",
+                        0,
+                        f"{where} is a duplicate (chunks 0..{expected - 1} were read): "
+                        "dropped, as a consumer drops it; assembly goes on",
+                    )
+                )
                 return None
+            elif parts is not None:
+                del self.pending[key]
+                entry.problems.append(
+                    Problem(
+                        "error",
+                        "chunk",
+                        0,
+                        f"{where} follows chunk {expected - 1}: chunks "
+                        f"{expected}..{chunk.chunk_id - 1} are missing, the message is "
+                        "discarded (a consumer never receives it)",
+                    )
+                )
+                return None
+            else:
+                entry.problems.append(
+                    Problem(
+                        "warning",
+                        "chunk",
+                        0,
+                        f"{where} without its chunk 0 in what was read: not reassembled",
+                    )
+                )
+                return None
+        if parts is None:
+            parts = self.pending[key] = []
         parts.append(entry)
         if len(parts) < chunk.num_chunks:
             return None
