@@ -55,7 +55,7 @@ DUMP_LINES = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(lines=st.lists(DUMP_LINES, max_size=5), fmt=st.sampled_from(["auto", "hex", "base64"]))
 def test_text_input_parsers_raise_only_input_errors(lines: list[str], fmt: str) -> None:
     raw = "\n".join(lines).encode("utf-8", "surrogatepass")
