@@ -77,6 +77,9 @@ def _esc(text: str) -> str:
 
 
 def _dash(value: object) -> str:
+    """A value in a table cell: "-" when unknown, yes/no for flags (no Python reprs)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return "-" if value is None else str(value)
 
 
@@ -410,7 +413,7 @@ def _index_table(ledgers: list[Any]) -> Any:
     for lg in ledgers:
         table.add_row(
             str(lg.ledger_id),
-            str(lg.exists),
+            _dash(lg.exists),
             _dash(lg.fenced),
             _dash(lg.explicit_lac),
             "set" if lg.has_master_key else "-",
