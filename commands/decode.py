@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -178,45 +177,17 @@ def decode(
         raise typer.Exit(1)
 
 
-@dataclass
-class _Tally:
-    """What was decoded, counted while the entries stream by."""
+def _show(results: Iterable[tuple[str, Any]], output: OutputFormat, with_hex: bool) -> Any:
+    """Render entries as they are decoded; problems and a summary go to stderr.
 
-    entries: int = 0
-    messages: int = 0
-    errors: int = 0
-    warnings: int = 0
-    unverified: int = 0
-
-    def add(self, entry: Any) -> None:
-        self.entries += 1
-        self.messages += len(entry.messages)
-        for p in entry.problems:
-            if p.severity == "error":
-                self.errors += 1
-            else:
-                self.warnings += 1
-        if entry.unverified:
-            self.unverified += 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "entries": self.entries,
-            "messages": self.messages,
-            "errors": self.errors,
-            "warnings": self.warnings,
-            "unverified": self.unverified,
-            "ok": self.errors == 0,
-        }
-
-
-def _show(results: Iterable[tuple[str, Any]], output: OutputFormat, with_hex: bool) -> _Tally:
-    """Render entries as they are decoded; problems and a summary go to stderr."""
+    Return the summary (inspect's: entries, messages, errors, warnings, unverified...).
+    """
     from pulsarctl_py import render
+    from pulsarctl_py.inspect import Summary
 
     fmt = render.resolve(output)
     err = render.stderr_console()
-    tally = _Tally()
+    tally = Summary()
 
     def counted() -> Iterator[tuple[str, Any]]:
         for label, entry in results:
@@ -229,7 +200,7 @@ def _show(results: Iterable[tuple[str, Any]], output: OutputFormat, with_hex: bo
         render.write_json_stream(
             "entries",
             (dict(e.to_json(with_hex), input=label) for label, e in counted()),
-            lambda: {"summary": tally.to_json()},
+            lambda: {"summary": dict(tally.to_json(), ok=tally.errors == 0)},
         )
     elif fmt is OutputFormat.JSONL:
         render.write_jsonl(dict(e.to_json(with_hex), input=label) for label, e in counted())
