@@ -40,6 +40,14 @@ OUTPUT = typer.Option(
     help="table or tree for people, json or jsonl for machines; auto is a table on a "
     "terminal and json when piped.",
 )
+#: for the commands that list one item per record: piped output is streamed JSON lines
+SCAN_OUTPUT = typer.Option(
+    OutputFormat.AUTO,
+    "--output",
+    "-o",
+    help="table or tree for people, json or jsonl for machines; auto is a table on a "
+    "terminal and jsonl (one record per line, streamed) when piped.",
+)
 
 
 class DigestChoice(enum.StrEnum):
@@ -76,6 +84,9 @@ def _esc(text: str) -> str:
 
 
 def _dash(value: object) -> str:
+    """A value in a table cell: "-" when unknown, yes/no for flags (no Python reprs)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return "-" if value is None else str(value)
 
 
@@ -188,7 +199,7 @@ def log_command(
     password_env: str = PASSWORD_ENV,
     password_file: Path = PASSWORD_FILE,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    output: OutputFormat = OUTPUT,
+    output: OutputFormat = SCAN_OUTPUT,
 ) -> None:
     """List the records of one entry log, with their digests verified.
 
@@ -202,7 +213,7 @@ def log_command(
 
     kind = None if digest_type is DigestChoice.auto else DigestType.parse(digest_type.value)
     secret = password(password_env, password_file)
-    fmt = render.resolve(output, OutputFormat.TABLE)
+    fmt = render.resolve(output, OutputFormat.TABLE, piped=OutputFormat.JSONL)
     err = render.stderr_console()
     bad = 0
     with _bookie(bookie_dirs) as store:
@@ -214,6 +225,19 @@ def log_command(
             for rec in records:
                 bad += rec.digest_ok is False
                 render.write_jsonl([rec.to_json()])
+        elif fmt is OutputFormat.JSON:
+
+            def streamed() -> Iterator[Any]:
+                nonlocal bad
+                for rec in records:
+                    bad += rec.digest_ok is False
+                    yield rec.to_json()
+
+            render.write_json_stream(
+                "records",
+                streamed(),
+                lambda: {"log": log, "problems": [p.to_json() for p in store.problems]},
+            )
         else:
             with render.progress(err, "reading records") as advance:
                 rows = []
@@ -221,23 +245,14 @@ def log_command(
                     rows.append(rec)
                     bad += rec.digest_ok is False
                     advance()
-            if fmt is OutputFormat.JSON:
-                render.write_json(
-                    {
-                        "log": log,
-                        "records": [r.to_json() for r in rows],
-                        "problems": [p.to_json() for p in store.problems],
-                    }
-                )
-            else:
-                out = render.stdout_console()
-                out.print(_records_table(rows, decode))
-                if fmt is OutputFormat.TREE and decode:
-                    for rec in rows:
-                        if rec.entry is not None:
-                            label = f"{rec.ledger_id}:{rec.entry_id}"
-                            out.print(render.entry_tree(rec.entry, label))
-                err.print(f"{len(rows)} records, {bad} digest mismatches")
+            out = render.stdout_console()
+            out.print(_records_table(rows, decode))
+            if fmt is OutputFormat.TREE and decode:
+                for rec in rows:
+                    if rec.entry is not None:
+                        label = f"{rec.ledger_id}:{rec.entry_id}"
+                        out.print(render.entry_tree(rec.entry, label))
+            err.print(f"{len(rows)} records, {bad} digest mismatches")
         problems = list(store.problems)
     _print_problems(err, problems)
     if bad or any(p.severity == "error" for p in problems):
@@ -291,7 +306,7 @@ def journal_command(
         False, "--after-mark", help="Only the records after lastMark (what replay would read)."
     ),
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    output: OutputFormat = OUTPUT,
+    output: OutputFormat = SCAN_OUTPUT,
 ) -> None:
     """List the journal files and their records, with the lastMark position.
 
@@ -303,7 +318,7 @@ def journal_command(
     """
     from pulsarctl_py import bookie_views, render
 
-    fmt = render.resolve(output, OutputFormat.TABLE)
+    fmt = render.resolve(output, OutputFormat.TABLE, piped=OutputFormat.JSONL)
     err = render.stderr_console()
     with _bookie(bookie_dirs) as store:
         marks = bookie_views.last_marks(store)
@@ -418,7 +433,7 @@ def _index_table(ledgers: list[Any]) -> Any:
     for lg in ledgers:
         table.add_row(
             str(lg.ledger_id),
-            str(lg.exists),
+            _dash(lg.exists),
             _dash(lg.fenced),
             _dash(lg.explicit_lac),
             "set" if lg.has_master_key else "-",

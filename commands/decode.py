@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import enum
+import itertools
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from pulsarctl_py.commands.options import DepthChoice, password
+from pulsarctl_py.commands.options import (
+    STRICT,
+    DepthChoice,
+    password,
+    private_key_passphrase,
+)
 from pulsarctl_py.render import OutputFormat
+
+#: a PEM private key is a few KiB; refuse to read more (``--private-key /dev/zero``)
+MAX_KEY_FILE = 1 << 20
+#: Pulsar's default maxMessageSize (Commands.DEFAULT_MAX_MESSAGE_SIZE, 5 MiB) plus the
+#: frame padding it allows (Commands.MESSAGE_SIZE_FRAME_PADDING, 10 KiB)
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 + 10 * 1024
 
 
 class As(enum.StrEnum):
@@ -94,29 +108,58 @@ def decode(
     raise_errors: bool = typer.Option(
         False, "--raise", help="Debugging: raise on the first undecodable layer."
     ),
+    strict: bool = STRICT,
+    max_message_size: int = typer.Option(
+        DEFAULT_MAX_MESSAGE_SIZE,
+        "--max-message-size",
+        metavar="BYTES",
+        help="The largest payload to decompress (Pulsar's maxMessageSize, 5 MiB, plus its "
+        "10 KiB frame padding): a larger uncompressed_size is reported, not allocated. "
+        "Raise it for a broker configured with a larger maxMessageSize.",
+    ),
+    passphrase_env: str = typer.Option(
+        None,
+        "--private-key-passphrase-env",
+        metavar="VAR",
+        help="Environment variable holding the passphrase of an encrypted --private-key.",
+    ),
+    passphrase_file: Path = typer.Option(
+        None,
+        "--private-key-passphrase-file",
+        metavar="FILE",
+        help="File holding the passphrase of an encrypted --private-key.",
+    ),
 ) -> None:
     """Decode stored entries layer by layer and print their messages.
 
     Exit status 1 when a checksum or digest does not match or a layer cannot be decoded.
     """
-    from pulsarctl_py.decode import decode_sources, read_sample, read_source, samples
+    from pulsarctl_py.decode import (
+        check_readable,
+        decode_sources,
+        iter_sources,
+        read_capped,
+        read_sample,
+        samples,
+    )
     from pulsarctl_py.decoders import DecodeOptions, Depth, DigestType, Outer
     from pulsarctl_py.decoders.crypto import load_private_key
-    from pulsarctl_py.errors import LedgerctlError
 
     if sample == "list":
         for name in samples():
             typer.echo(name)
         return
-    sources = [read_sample(sample)] if sample else []
-    for path in inputs or ([] if sample else ["-"]):
-        sources.append(read_source(path, input_format.value))
+    if max_message_size < 1:
+        raise typer.BadParameter(
+            "must be a positive number of bytes", param_hint="--max-message-size"
+        )
+    paths = list(inputs or ([] if sample else ["-"]))
+    for path in paths:
+        check_readable(path)
     key = None
     if private_key is not None:
-        try:
-            key = load_private_key(private_key.read_bytes())
-        except OSError as exc:
-            raise LedgerctlError(f"cannot read private key {private_key}: {exc.strerror}") from None
+        pem = read_capped(private_key, MAX_KEY_FILE, "private key")
+        key = load_private_key(pem, private_key_passphrase(passphrase_env, passphrase_file))
     options = DecodeOptions(
         outer=Outer(outer.value),
         digest_type=None if digest_type is DigestChoice.auto else DigestType.parse(digest_type),
@@ -124,39 +167,58 @@ def decode(
         private_key=key,
         depth=Depth[depth.name.upper()],
         raise_errors=raise_errors,
+        max_uncompressed=max_message_size,
     )
-    results = decode_sources(sources, options)
-    _show(results, output, hexdump)
-    if not all(entry.ok for _, entry in results):
+    sources = iter_sources(paths, input_format.value)
+    if sample:
+        sources = itertools.chain([read_sample(sample)], sources)
+    tally = _show(decode_sources(sources, options), output, hexdump)
+    if tally.errors or (strict and tally.unverified):
         raise typer.Exit(1)
 
 
-def _show(results: list, output: OutputFormat, with_hex: bool) -> None:
+def _show(results: Iterable[tuple[str, Any]], output: OutputFormat, with_hex: bool) -> Any:
+    """Render entries as they are decoded; problems and a summary go to stderr.
+
+    Return the summary (inspect's: entries, messages, errors, warnings, unverified...).
+    """
     from pulsarctl_py import render
+    from pulsarctl_py.inspect import Summary
 
     fmt = render.resolve(output)
-    if fmt is OutputFormat.JSON:
-        docs = [dict(e.to_json(with_hex), input=label) for label, e in results]
-        render.write_json(docs[0] if len(docs) == 1 else docs)
-        return
-    if fmt is OutputFormat.JSONL:
-        render.write_jsonl(dict(e.to_json(with_hex), input=label) for label, e in results)
-        return
-    out = render.stdout_console()
-    if fmt is OutputFormat.TABLE:
-        out.print(render.layers_table(results))
-        out.print(render.messages_table(results))
-    else:
-        for label, entry in results:
-            out.print(render.entry_tree(entry, label, with_hex))
     err = render.stderr_console()
-    render.report_problems(err, results)
-    messages = sum(len(e.messages) for _, e in results)
-    problems = sum(len(e.problems) for _, e in results)
+    tally = Summary()
+
+    def counted() -> Iterator[tuple[str, Any]]:
+        for label, entry in results:
+            tally.add(entry)
+            render.report_problems(err, [(label, entry)])
+            yield label, entry
+
+    if fmt is OutputFormat.JSON:
+        # always {"entries": [...], "summary": {...}}, whatever the number of inputs
+        render.write_json_stream(
+            "entries",
+            (dict(e.to_json(with_hex), input=label) for label, e in counted()),
+            lambda: {"summary": dict(tally.to_json(), ok=tally.errors == 0)},
+        )
+    elif fmt is OutputFormat.JSONL:
+        render.write_jsonl(dict(e.to_json(with_hex), input=label) for label, e in counted())
+    elif fmt is OutputFormat.TABLE:
+        rows = list(counted())  # a table is laid out once all its rows are known
+        out = render.stdout_console()
+        out.print(render.layers_table(rows, with_hex))
+        out.print(render.messages_table(rows))
+    else:
+        out = render.stdout_console()
+        for label, entry in counted():
+            out.print(render.entry_tree(entry, label, with_hex))
     err.print(
-        f"{len(results)} entr{'y' if len(results) == 1 else 'ies'}, "
-        f"{messages} messages, {problems} problems"
+        f"{tally.entries} entr{'y' if tally.entries == 1 else 'ies'}, "
+        f"{tally.messages} messages, {tally.errors + tally.warnings} problems"
+        + (f", {tally.unverified} unverified" if tally.unverified else "")
     )
+    return tally
 
 
 def register(app: typer.Typer) -> None:

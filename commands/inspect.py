@@ -15,6 +15,7 @@ from pulsarctl_py.commands.options import (
     PASSWORD_ENV,
     PASSWORD_FILE,
     QUIET,
+    STRICT,
     DepthChoice,
     password,
     progress_wanted,
@@ -133,6 +134,7 @@ def inspect(
     hexdump: bool = typer.Option(False, "--hex", help="Add a hex dump of every layer."),
     quiet: bool = QUIET,
     no_progress: bool = NO_PROGRESS,
+    strict: bool = STRICT,
 ) -> None:
     """Decode the stored entries of a ledger, or of every ledger of a topic.
 
@@ -190,7 +192,7 @@ def inspect(
             quiet=quiet,
             show_progress=progress_wanted(quiet, no_progress),
         )
-    if summary.errors:
+    if summary.errors or (strict and summary.unverified):
         raise typer.Exit(1)
 
 
@@ -301,7 +303,7 @@ def _show(
     from pulsarctl_py import render
     from pulsarctl_py.inspect import entry_json, inspect
 
-    fmt = render.resolve(output, OutputFormat.TABLE)
+    fmt = render.resolve(output, OutputFormat.TABLE, piped=OutputFormat.JSONL)
     err = render.stderr_console()
     if show_progress:
         counter = render.progress(err, "reading entries")
@@ -309,19 +311,23 @@ def _show(
         counter = contextlib.nullcontext(lambda: None)
     on_ledger = None if quiet else (lambda v: render.print_ledger(err, v))
     if fmt is OutputFormat.JSON:
-        ledgers = []
-        with counter as advance:
-            entries = []
+        # streamed: each entry is written as it is decoded, never held for the document
+        ledgers: list = []
+
+        def streamed():
             for view, entry in inspect(source, request, summary, ledgers.append):
-                entries.append(entry_json(view, entry, with_hex))
+                yield entry_json(view, entry, with_hex)
                 advance()
-        render.write_json(
-            {
-                "ledgers": [v.to_json() for v in ledgers],
-                "entries": entries,
-                "summary": summary.to_json(),
-            }
-        )
+
+        with counter as advance:
+            render.write_json_stream(
+                "entries",
+                streamed(),
+                lambda: {"ledgers": [v.to_json() for v in ledgers], "summary": summary.to_json()},
+            )
+        _report(err, summary)
+        if not quiet:
+            render.print_summary(err, summary)
         return
     if fmt is OutputFormat.JSONL:
         with counter as advance:

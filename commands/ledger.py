@@ -113,6 +113,9 @@ def _unknown(value: int | None) -> str:
 
 
 def _dash(value: object) -> str:
+    """A value in a table cell: "-" when unknown, yes/no for flags (no Python reprs)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     return "-" if value is None else str(value)
 
 
@@ -234,7 +237,7 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
     b = doc.get("bookie")
     if b is not None:
         rows += [
-            ("bookie: exists", str(b["exists"])),
+            ("bookie: exists", _dash(b["exists"])),
             ("bookie: fenced", _dash(b["fenced"])),
             ("bookie: explicit LAC", _dash(b["explicit_lac"])),
             ("bookie: master key", "set" if b["has_master_key"] else "not set"),

@@ -16,6 +16,7 @@ class DepthChoice(enum.StrEnum):
     metadata = "metadata"
     messages = "messages"
 
+
 METADATA_URL = typer.Option(
     None,
     "--metadata-url",
@@ -38,6 +39,12 @@ PASSWORD_ENV = typer.Option(
     metavar="VAR",
     help="Environment variable holding the ledger password, overriding the one in the "
     "ledger metadata. Default: LEDGERCTL_LEDGER_PASSWORD when it is set.",
+)
+STRICT = typer.Option(
+    False,
+    "--strict",
+    help="Exit 1 also when a digest or checksum could not be verified (a MAC digest "
+    "without the ledger password, a DUMMY digest).",
 )
 PASSWORD_FILE = typer.Option(
     None, "--password-file", metavar="FILE", help="File holding the ledger password."
@@ -127,3 +134,11 @@ def client_options(
     return resolve_client_options(
         addresses=addresses, tls=tls, ca_file=ca_file, timeout=timeout, protocol=protocol
     )
+
+
+def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
+    """The passphrase of an encrypted private key, from a variable or a file."""
+    from pulsarctl_py.secrets import secret_from
+
+    secret = secret_from(env, file)
+    return secret.reveal() if secret is not None else None

@@ -56,6 +56,7 @@ def verify(
     ),
     quiet: bool = options.QUIET,
     no_progress: bool = options.NO_PROGRESS,
+    strict: bool = options.STRICT,
 ) -> None:
     """Check that topic metadata and the stored ledgers agree; list what does not.
 
@@ -104,7 +105,7 @@ def verify(
         render.print_table(render.stdout_console(), _table(collected))
     if not quiet:
         _summary(stats)
-    if not stats.ok:
+    if not stats.ok or (strict and stats.unverified):
         raise typer.Exit(1)
 
 

@@ -59,7 +59,9 @@ def digest_check(
     stored = bytes(stored)
     name = _NAMES[kind]
     if computed is None:
-        return Check(name, stored.hex(), None, None, "MAC digest needs the ledger password")
+        return Check(name, stored.hex(), None, None, "no password")
+    if kind is DigestType.DUMMY:
+        return Check(name, "", None, None, "DUMMY digest: the ledger stores none")
     return Check(name, stored.hex(), computed.hex(), computed == stored)
 
 
@@ -121,6 +123,26 @@ def plausible_header(buf: bytes | memoryview, pos: int, end: int) -> bool:
         return False
     ledger_id, entry_id, lac, length = HEADER.unpack_from(buf, pos)
     return ledger_id >= 0 and entry_id >= -1 and -1 <= lac < max(entry_id, 0) + 1 and length >= 0
+
+
+def detect_by_layout(buf: bytes | memoryview, pos: int, end: int) -> DigestType | None:
+    """The digest type whose size puts a Pulsar entry right after the header, if any.
+
+    For entries no digest verifies: a MAC without the password, a DUMMY digest, or a
+    damaged header or digest (which then shows as a digest mismatch, not as undecodable
+    message metadata). The header itself may be damaged; the layout decides.
+    """
+    from . import compacted
+
+    if end - pos < HEADER.size + 2:
+        return None
+    for kind in (DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC, DigestType.DUMMY):
+        at = pos + HEADER.size + _SIZES[kind]
+        if bytes(buf[at : at + 2]) in (b"\x0e\x01", b"\x0e\x02") or (
+            plausible_header(buf, pos, end) and compacted.plausible(buf, at, end)
+        ):
+            return kind
+    return None
 
 
 def detect_digest(

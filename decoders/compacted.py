@@ -54,8 +54,10 @@ def parse(
             )
         )
     fields = proto_fields(msg_id)
-    fields["ledgerId"] = signed64(msg_id.ledgerId)
-    fields["entryId"] = signed64(msg_id.entryId)
+    fields["ledger_id"] = signed64(msg_id.ledgerId)
+    fields["entry_id"] = signed64(msg_id.entryId)
+    # the position consumers saw the message at, as everywhere in JSON: "L:E"
+    fields["original_position"] = f"{fields['ledger_id']}:{fields['entry_id']}"
     fields["entry_size"] = entry_size
     layer = Layer(LAYER, pos, inner - pos, mv[pos:inner], fields)
     return layer, msg_id, inner, inner + entry_size

@@ -25,11 +25,21 @@ def load_private_key(pem: bytes, password: bytes | None = None) -> Any:
     from cryptography.hazmat.primitives import serialization
 
     loaders = (serialization.load_pem_private_key, serialization.load_der_private_key)
+    encrypted = wrong = False
     for loader in loaders:
         try:
             return loader(pem, password=password)
-        except (ValueError, TypeError):
-            continue
+        except TypeError as exc:  # encrypted without a passphrase, or one given needlessly
+            encrypted = encrypted or ("encrypted" in str(exc) and password is None)
+        except ValueError as exc:
+            wrong = wrong or (password is not None and "password" in str(exc).lower())
+    if encrypted:
+        raise LedgerctlError(
+            "the private key is encrypted: give its passphrase with "
+            "--private-key-passphrase-env or --private-key-passphrase-file"
+        )
+    if wrong:
+        raise LedgerctlError("the private key's passphrase is wrong")
     raise LedgerctlError("the private key file holds no PEM or DER private key")
 
 

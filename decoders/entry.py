@@ -38,6 +38,7 @@ from .payload import (
 from .protos import signed64
 from .pulsar import ChecksumLayer, MetadataLayer, build_entry, parse_prefixes
 from .speedups import bind, native
+from .text import as_text, json_map, json_text, text_map
 
 
 class Depth(enum.IntEnum):
@@ -99,12 +100,13 @@ class Message:
         return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
 
     def to_json(self) -> dict[str, Any]:
+        notes: list[dict[str, Any]] = []
         out: dict[str, Any] = {
             "message_id": self.message_id,
-            "key": self.key,
+            "key": json_text(self.key, "key", notes),
             "value": None if self.value is None else base64.b64encode(self.value).decode("ascii"),
             "size": 0 if self.value is None else len(self.value),
-            "properties": self.properties,
+            "properties": json_map(self.properties, "properties", notes) if self.properties else {},
             "batch_index": self.batch_index,
             "null_value": self.null_value,
             "event_time": self.event_time,
@@ -119,6 +121,8 @@ class Message:
             out["index"] = self.index
         if self.chunks is not None:
             out["chunks"] = self.chunks
+        if notes:
+            out["not_utf8"] = notes
         return out
 
 
@@ -161,9 +165,7 @@ class Entry:
     #: why the stored bytes could not be read (then ``data`` is empty): one line
     unreadable: str | None = None
     _records: list[BatchRecord] | None = field(default=None, init=False, repr=False)
-    _batch: tuple[Any, int, list[int] | None] | None = field(
-        default=None, init=False, repr=False
-    )
+    _batch: tuple[Any, int, list[int] | None] | None = field(default=None, init=False, repr=False)
 
     @property
     def records(self) -> list[BatchRecord] | None:
@@ -179,6 +181,19 @@ class Entry:
     @property
     def ok(self) -> bool:
         return not any(p.severity == "error" for p in self.problems)
+
+    @property
+    def unverified(self) -> list[str]:
+        """Digests and checksums present but not verified (e.g. a MAC without password)."""
+        return [
+            layer.check.kind
+            for layer in self.layers
+            if layer.check is not None and layer.check.ok is None
+        ] + [
+            str(layer.fields.get("digest_type"))
+            for layer in self.layers
+            if layer.name == "bookie-digest"
+        ]
 
     @property
     def batched(self) -> bool:
@@ -217,10 +232,12 @@ class Entry:
     def to_json(self, with_hex: bool = False) -> dict[str, Any]:
         pos = self.position
         out: dict[str, Any] = {
+            "position": f"{pos[0]}:{pos[1]}" if pos else None,
             "ledger_id": pos[0] if pos else None,
             "entry_id": pos[1] if pos else None,
             "size": len(self.data),
             "ok": self.ok,
+            "verified": not self.unverified,
             "encrypted": self.encrypted,
             "layers": [layer.to_json(with_hex) for layer in self.layers],
             "messages": [m.to_json() for m in self.messages],
@@ -278,7 +295,11 @@ def _decode(entry: Entry, mv: memoryview, options: DecodeOptions) -> None:
         outer, kind = _detect_outer(mv, options)
     if outer is Outer.BOOKIE_ENTRY:
         if kind is None:
-            kind = bookkeeper.detect_digest(mv, pos, end, options.password) or DigestType.CRC32C
+            kind = (
+                bookkeeper.detect_digest(mv, pos, end, options.password)
+                or bookkeeper.detect_by_layout(mv, pos, end)
+                or DigestType.CRC32C
+            )
         layer, header, pos = bookkeeper.parse(mv, pos, end, kind, options.password)
         entry.layers.append(layer)
         entry.header, entry.digest_type = header, kind
@@ -294,6 +315,26 @@ def _decode(entry: Entry, mv: memoryview, options: DecodeOptions) -> None:
             )
         entry.position = entry.position or (header.ledger_id, header.entry_id)
         check = layer.check
+        if check is not None and check.ok is None and kind is DigestType.HMAC and options.verify:
+            entry.problems.append(
+                Problem(
+                    "warning",
+                    layer.name,
+                    32,
+                    "HMAC digest unverified (no password): give the ledger password with "
+                    "--password-env or --password-file",
+                )
+            )
+        if not bookkeeper.plausible_header(mv, 0, end):
+            entry.problems.append(
+                Problem(
+                    "error",
+                    layer.name,
+                    0,
+                    f"implausible entry header (ledger {header.ledger_id}, entry "
+                    f"{header.entry_id}, LAC {header.lac}, length {header.length}): damaged",
+                )
+            )
         if check is not None and check.ok is False and options.verify:
             entry.problems.append(
                 Problem(
@@ -359,9 +400,15 @@ def _detect_outer(mv: memoryview, options: DecodeOptions) -> tuple[Outer, Digest
         return Outer.PULSAR_ENTRY, None
     if compacted.plausible(mv, 0, end):
         return Outer.COMPACTED, None
-    for kind in (DigestType.CRC32C, DigestType.CRC32):
+    # no digest verified: a MAC without the password, DUMMY, or a damaged header or digest
+    by_layout = bookkeeper.detect_by_layout(mv, 0, end)
+    if by_layout is not None and bookkeeper.plausible_header(mv, 0, end):
+        return Outer.BOOKIE_ENTRY, by_layout
+    for kind in (DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC):
         if _detached_digest(mv, kind):
             return Outer.PULSAR_ENTRY, kind
+    if by_layout is not None:
+        return Outer.BOOKIE_ENTRY, by_layout
     return Outer.PULSAR_ENTRY, None
 
 
@@ -398,7 +445,7 @@ def _decode_payload(
         return
     if md.num_chunks_from_msg > 1 or (md.HasField("chunk_id") and md.HasField("uuid")):
         entry.chunk = ChunkInfo(
-            md.uuid, md.chunk_id, md.num_chunks_from_msg, md.total_chunk_msg_size, payload
+            as_text(md.uuid), md.chunk_id, md.num_chunks_from_msg, md.total_chunk_msg_size, payload
         )
         entry.encrypted = len(md.encryption_keys) > 0  # each chunk is encrypted on its own
         entry.layers.append(
@@ -408,7 +455,7 @@ def _decode_payload(
                 end - pos,
                 payload,
                 {
-                    "uuid": md.uuid,
+                    "uuid": entry.chunk.uuid,
                     "chunk_id": md.chunk_id,
                     "num_chunks": md.num_chunks_from_msg,
                     "total_chunk_msg_size": md.total_chunk_msg_size,
@@ -523,11 +570,12 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
     last_index = entry.index
     if not md.HasField("num_messages_in_batch"):
         first = last_index
+        key = md.partition_key if md.HasField("partition_key") else None
         return [
             Message(
-                md.partition_key if md.HasField("partition_key") else None,
+                key if type(key) is not bytes else as_text(key),
                 None if md.null_value else plain,
-                {kv.key: kv.value for kv in md.properties},
+                text_map(md.properties),
                 -1,
                 md.null_value,
                 md.event_time if md.HasField("event_time") else None,
@@ -582,6 +630,8 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
         key = smm.partition_key
         if not key and not smm.HasField("partition_key"):
             key = None
+        elif type(key) is bytes:  # not UTF-8: protobuf hands out bytes
+            key = as_text(key)
         seq = smm.sequence_id
         if not seq and not smm.HasField("sequence_id"):
             seq = base_seq + i
@@ -589,7 +639,7 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
             message(
                 key,
                 None if null else bytes(rec.value),
-                {kv.key: kv.value for kv in props} if (props := smm.properties) else {},
+                text_map(props) if (props := smm.properties) else {},
                 i,
                 null,
                 smm.event_time if smm.HasField("event_time") else None,
@@ -611,6 +661,13 @@ class ChunkAssembler:
     When the last chunk of a message arrives and every chunk before it was seen, the
     whole message is decrypted, decompressed and attached to that last entry, which is
     where a consumer's message id points.
+
+    Irregular sequences are handled as the upstream consumer does (apache/pulsar
+    ``pulsar-client/.../ConsumerImpl.java``, ``processMessageChunk``; see
+    ../shared/spec/formats.md §3.4): chunk 0 again restarts the message; a duplicate of an
+    earlier chunk (``chunk_id`` <= the last one added) is dropped and assembly goes on; a
+    gap discards the message (an error: a consumer never receives it); a chunk whose
+    chunk 0 was not read is not reassembled (a warning: the read may have started there).
     """
 
     def __init__(self, options: DecodeOptions = DEFAULT_OPTIONS) -> None:
@@ -622,26 +679,57 @@ class ChunkAssembler:
         if chunk is None:
             return None
         key = (entry.metadata.producer_name, chunk.uuid)
-        parts = self.pending.setdefault(key, [])
-        if chunk.chunk_id != len(parts):
-            outcome = (
-                "starting over from this chunk"
-                if chunk.chunk_id == 0
-                else "the message cannot be reassembled"
-            )
-            entry.problems.append(
-                Problem(
-                    "warning",
-                    "chunk",
-                    0,
-                    f"chunk {chunk.chunk_id} of {chunk.uuid} arrived after {len(parts)} "
-                    f"chunk(s); {outcome}",
+        parts = self.pending.get(key)
+        expected = 0 if parts is None else len(parts)
+        if chunk.chunk_id != expected:
+            where = f"chunk {chunk.chunk_id} of {chunk.uuid}"
+            if chunk.chunk_id == 0:  # the producer resent the message from its start
+                entry.problems.append(
+                    Problem(
+                        "warning",
+                        "chunk",
+                        0,
+                        f"{where} arrived after {expected} chunk(s): the message starts "
+                        "over from this chunk, the earlier ones are dropped",
+                    )
                 )
-            )
-            parts.clear()
-            if chunk.chunk_id != 0:
-                del self.pending[key]
+                parts = None
+            elif parts is not None and chunk.chunk_id < expected:
+                entry.problems.append(
+                    Problem(
+                        "warning",
+                        "chunk",
+                        0,
+                        f"{where} is a duplicate (chunks 0..{expected - 1} were read): "
+                        "dropped, as a consumer drops it; assembly goes on",
+                    )
+                )
                 return None
+            elif parts is not None:
+                del self.pending[key]
+                entry.problems.append(
+                    Problem(
+                        "error",
+                        "chunk",
+                        0,
+                        f"{where} follows chunk {expected - 1}: chunks "
+                        f"{expected}..{chunk.chunk_id - 1} are missing, the message is "
+                        "discarded (a consumer never receives it)",
+                    )
+                )
+                return None
+            else:
+                entry.problems.append(
+                    Problem(
+                        "warning",
+                        "chunk",
+                        0,
+                        f"{where} without its chunk 0 in what was read: not reassembled",
+                    )
+                )
+                return None
+        if parts is None:
+            parts = self.pending[key] = []
         parts.append(entry)
         if len(parts) < chunk.num_chunks:
             return None

@@ -46,7 +46,9 @@ from pulsarctl_py.proto import pulsar_api_pb2 as api
 
 from .checksums import DigestType
 from .errors import CorruptEntryError
+from .nodes import json_value
 from .protos import parse_proto, signed64
+from .text import as_text, json_map, text_of_bytes
 
 LAYER = "ledger-metadata"
 HEADER_KEY = b"BookieMetadataFormatVersion\t"
@@ -112,6 +114,7 @@ class LedgerMetadata:
         return decode_custom_metadata(self.custom_metadata)
 
     def to_json(self) -> dict[str, Any]:
+        notes: list[dict[str, Any]] = []
         out: dict[str, Any] = {
             "ledger_id": self.ledger_id,
             "format_version": self.format_version,
@@ -125,12 +128,19 @@ class LedgerMetadata:
             "has_password": self.password is not None,
             "ctime": self.ctime,
             "ctoken": self.ctoken,
-            "ensembles": {str(k): list(v) for k, v in self.ensembles.items()},
-            "custom_metadata": {
-                k: v.decode("utf-8", errors="replace") for k, v in self.custom_metadata.items()
-            },
+            "ensembles": json_value(
+                {str(k): list(v) for k, v in self.ensembles.items()}, "ensembles", notes
+            ),
+            # values are bytes in the format; text when they are UTF-8, else noted
+            "custom_metadata": json_map(
+                {k: text_of_bytes(v) for k, v in self.custom_metadata.items()},
+                "custom_metadata",
+                notes,
+            ),
             "pulsar": self.pulsar().to_json(),
         }
+        if notes:
+            out["not_utf8"] = notes
         if self.missing:
             out["missing"] = list(self.missing)
         return out
@@ -236,7 +246,7 @@ def _from_format(
     has_password = msg.HasField("password")
     ensembles: dict[int, list[str]] = {}
     for seg in msg.segment:
-        ensembles[seg.firstEntryId] = list(seg.ensembleMember)
+        ensembles[seg.firstEntryId] = [as_text(b) for b in seg.ensembleMember]
     return LedgerMetadata(
         ensemble_size=msg.ensembleSize,
         write_quorum_size=msg.quorumSize,
@@ -249,7 +259,7 @@ def _from_format(
         password=msg.password if has_password else None,
         ctime=msg.ctime if msg.HasField("ctime") else None,
         ctoken=msg.cToken,
-        custom_metadata={e.key: e.value for e in msg.customMetadata},
+        custom_metadata={as_text(e.key): e.value for e in msg.customMetadata},
         format_version=version,
         stored_last_entry_id=msg.lastEntryId if msg.HasField("lastEntryId") else None,
         stored_length=msg.length if msg.HasField("length") else None,
@@ -529,7 +539,12 @@ class PulsarLedgerTags:
             if value is not None:
                 out[name] = value
         if self.other:
-            out["other"] = {k: v.decode("utf-8", errors="replace") for k, v in self.other.items()}
+            notes: list[dict[str, Any]] = []
+            out["other"] = json_map(
+                {k: text_of_bytes(v) for k, v in self.other.items()}, "other", notes
+            )
+            if notes:
+                out["not_utf8"] = notes
         if self.problems:
             out["problems"] = list(self.problems)
         return out

@@ -39,7 +39,9 @@ from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
 from . import codecs
 from .errors import CorruptEntryError, LedgerctlError, UnsupportedCodec
+from .nodes import json_value
 from .protos import parse_proto, proto_fields
+from .text import text_map
 
 MAGIC = 0x4778
 ENVELOPE = struct.Struct(">HI")  # magic, metadata length
@@ -84,11 +86,14 @@ class DecodedInfo(Generic[M]):
     problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        notes: list[dict[str, Any]] = []
         out: dict[str, Any] = {
             "encoding": self.encoding.value,
             "size": len(self.raw),
-            "fields": proto_fields(self.message),
+            "fields": json_value(proto_fields(self.message), "fields", notes),
         }
+        if notes:
+            out["not_utf8"] = notes
         if self.compression is not None:
             out["compression"] = self.compression
         if self.missing:
@@ -248,7 +253,7 @@ def build_position_info(message: mlpb.PositionInfo) -> bytes:
 
 def ml_properties(info: mlpb.ManagedLedgerInfo) -> dict[str, str]:
     """The ML properties as a dict (a repeated key wins the last time, like Pulsar's map)."""
-    return {kv.key: kv.value for kv in info.properties}
+    return text_map(info.properties)
 
 
 def set_ml_property(info: mlpb.ManagedLedgerInfo, key: str, value: str | None) -> None:

@@ -12,6 +12,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
+from .text import RawText
+
 
 @dataclass(slots=True)
 class Check:
@@ -29,6 +31,8 @@ class Check:
             "stored": self.stored,
             "computed": self.computed,
             "ok": self.ok,
+            # ok is None: nothing was verified (a MAC without password, a DUMMY digest)
+            "verified": self.ok is not None,
         }
         if self.note:
             out["note"] = self.note
@@ -76,7 +80,10 @@ class Layer:
         if self.space != "entry":
             out["space"] = self.space
         if self.fields:
-            out["fields"] = {k: json_value(v) for k, v in self.fields.items()}
+            notes: list[dict[str, Any]] = []
+            out["fields"] = {k: json_value(v, k, notes) for k, v in self.fields.items()}
+            if notes:
+                out["not_utf8"] = notes
         if self.check is not None:
             out["check"] = self.check.to_json()
         if self.reason is not None:
@@ -86,12 +93,36 @@ class Layer:
         return out
 
 
-def json_value(value: Any) -> Any:
-    """Typed value to JSON: bytes become base64, nested containers are walked."""
+def json_value(value: Any, path: str = "", notes: list[dict[str, Any]] | None = None) -> Any:
+    """Typed value to JSON: bytes become base64, nested containers are walked.
+
+    Text that is not UTF-8 (:class:`RawText`) becomes its escaped text, and its bytes are
+    noted in ``notes`` as ``{"field": path, "base64": ...}``.
+    """
+    if isinstance(value, RawText):
+        if notes is not None:
+            notes.append({"field": path, "base64": base64.b64encode(value).decode("ascii")})
+        return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            key = str(k)
+            sub = f"{path}.{key}" if path else key
+            if isinstance(k, RawText) and notes is not None:
+                notes.append({"field": sub, "key_base64": base64.b64encode(k).decode("ascii")})
+            out[key] = json_value(v, sub, notes)
+        return out
     if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
+        return [json_value(v, f"{path}[{i}]", notes) for i, v in enumerate(value)]
     return value
+
+
+def with_text_notes(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` made JSON-safe: text that is not UTF-8 escaped, and listed in ``not_utf8``."""
+    notes: list[dict[str, Any]] = []
+    out: dict[str, Any] = json_value(doc, "", notes)
+    if notes:
+        out["not_utf8"] = notes
+    return out

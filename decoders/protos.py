@@ -6,11 +6,13 @@ partially, report what is missing as a problem, and keep every field that did de
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
 from .errors import CorruptEntryError
+from .text import as_text
 
 M = TypeVar("M", bound=Message)
 
@@ -38,8 +40,21 @@ def parse_proto(
 _AS_IS: dict[Any, str] = {}
 
 
+#: snake_case names of protobuf fields (``ledgerId`` -> ``ledger_id``), by descriptor
+_SNAKE: dict[Any, str] = {}
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def snake_case(name: str) -> str:
+    """A protobuf field name as our JSON spells it.
+
+    ``markDeleteLedgerId`` -> ``mark_delete_ledger_id``.
+    """
+    return _CAMEL.sub(r"_\1", name).lower()
+
+
 def proto_fields(msg: Message) -> dict[str, Any]:
-    """Every field that is set, as plain Python values (enums as names)."""
+    """Every field that is set, as plain Python values (enums as names), snake_case named."""
     out: dict[str, Any] = {}
     as_is = _AS_IS
     for fd, value in msg.ListFields():
@@ -47,9 +62,13 @@ def proto_fields(msg: Message) -> dict[str, Any]:
         if name is not None:
             out[name] = value
             continue
-        out[fd.name] = _plain(fd, value)
-        if not fd.is_repeated and fd.type not in (fd.TYPE_MESSAGE, fd.TYPE_ENUM):
-            as_is[fd] = fd.name
+        snake = _SNAKE.get(fd)
+        if snake is None:
+            snake = _SNAKE[fd] = snake_case(fd.name)
+        out[snake] = _plain(fd, value)
+        # string fields are not: one that is not UTF-8 arrives as bytes (see text.RawText)
+        if not fd.is_repeated and fd.type not in (fd.TYPE_MESSAGE, fd.TYPE_ENUM, fd.TYPE_STRING):
+            as_is[fd] = snake
     return out
 
 
@@ -65,6 +84,8 @@ def _scalar(fd: Any, value: Any) -> Any:
     if fd.type == fd.TYPE_ENUM:
         ev = fd.enum_type.values_by_number.get(value)
         return ev.name if ev is not None else value
+    if fd.type == fd.TYPE_STRING and type(value) is not str:
+        return as_text(value)
     return value
 
 

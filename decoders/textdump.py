@@ -43,7 +43,12 @@ def _dump_line(line: str) -> tuple[int, bytes] | None:
     for pattern, width in ((_NETTY, 16), (_HEXDUMP_C, 16), (_XXD, 16), (_BK, 16)):
         m = pattern.match(line)
         if m:
-            data = bytes.fromhex(m.group(2).replace(" ", ""))
+            digits = m.group(2).replace(" ", "")
+            if len(digits) % 2:
+                raise InputFormatError(
+                    f"hex dump line {line[:60]!r} has an odd number of hex digits"
+                )
+            data = bytes.fromhex(digits)
             if len(data) <= width:
                 return int(m.group(1), 16), data
     return None

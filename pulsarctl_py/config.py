@@ -30,6 +30,8 @@ def _load(path: Path) -> dict | None:
             return tomllib.load(fh)
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        raise LedgerctlError(f"config file {path} is not UTF-8 (byte {exc.start})") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise LedgerctlError(f"cannot read config file {path}: {exc}") from None
 

@@ -1,8 +1,15 @@
-"""Decode entries given as files, standard input or shipped samples (`ledgerctl decode`)."""
+"""Decode entries given as files, standard input or shipped samples (`ledgerctl decode`).
+
+Inputs are read one at a time, as they are decoded, and every read is capped: memory is
+bounded by the largest input (plus the chunks of a message still being joined), never by
+their number or by what their bytes claim.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -12,8 +19,9 @@ from pulsarctl_py.decoders.textdump import read_entry
 
 from .errors import LedgerctlError
 
-#: the largest input file read whole (an entry is at most a few MiB; chunks are entries)
-MAX_INPUT = 1 << 30
+#: the most bytes one input may hold: an entry is at most Pulsar's maxMessageSize (5 MiB)
+#: plus framing, and its text hex dump about 4.5 times that
+MAX_INPUT = 64 << 20
 
 
 @dataclass(slots=True)
@@ -38,6 +46,33 @@ def read_sample(name: str) -> Source:
     return Source(f"sample:{name}", data)
 
 
+def read_capped(path: str | Path, limit: int, what: str) -> bytes:
+    """At most ``limit`` bytes of a file (a device such as /dev/zero included), or an error."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except OSError as exc:
+        raise LedgerctlError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise LedgerctlError(f"{what} {path} is larger than {limit} bytes")
+    return raw
+
+
+def check_readable(path: str) -> None:
+    """Fail early (before any output) on an input that cannot be opened."""
+    if path == "-":
+        if sys.stdin.isatty():
+            raise LedgerctlError("reading an entry from standard input, but it is a terminal")
+        return
+    if os.path.isdir(path):
+        raise LedgerctlError(f"cannot read {path}: it is a directory")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise LedgerctlError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def read_source(path: str, fmt: str = "auto") -> Source:
     """Read one input: a file path, or '-' for standard input."""
     if path == "-":
@@ -45,17 +80,15 @@ def read_source(path: str, fmt: str = "auto") -> Source:
             raise LedgerctlError("reading an entry from standard input, but it is a terminal")
         raw = sys.stdin.buffer.read(MAX_INPUT + 1)
         label = "<stdin>"
+        if len(raw) > MAX_INPUT:
+            raise LedgerctlError(f"{label}: larger than {MAX_INPUT} bytes, not one entry")
     else:
-        p = Path(path)
-        try:
-            if p.stat().st_size > MAX_INPUT:
-                raise LedgerctlError(f"{path}: larger than {MAX_INPUT} bytes, not one entry")
-            raw = p.read_bytes()
-        except OSError as exc:
-            raise LedgerctlError(f"cannot read {path}: {exc.strerror or exc}") from None
         label = path
-    if len(raw) > MAX_INPUT:
-        raise LedgerctlError(f"{label}: larger than {MAX_INPUT} bytes, not one entry")
+        try:
+            raw = read_capped(path, MAX_INPUT, "input")
+        except LedgerctlError as exc:
+            more = ", not one entry" if "larger" in str(exc) else ""
+            raise LedgerctlError(f"{exc}{more}") from None
     if not raw:
         raise LedgerctlError(f"{label}: empty input, no entry to decode")
     try:
@@ -64,7 +97,25 @@ def read_source(path: str, fmt: str = "auto") -> Source:
         raise LedgerctlError(f"{label}: {exc}") from None
 
 
-def decode_sources(sources: list[Source], options: DecodeOptions) -> list[tuple[str, Entry]]:
-    """Decode inputs in the order given, joining chunked messages across them."""
-    entries = decode_entries(((s.data, None) for s in sources), options)
-    return [(s.label, e) for s, e in zip(sources, entries, strict=True)]
+def iter_sources(paths: Iterable[str], fmt: str = "auto") -> Iterator[Source]:
+    """The inputs, each read only when the one before it was decoded."""
+    for path in paths:
+        yield read_source(path, fmt)
+
+
+def decode_sources(
+    sources: Iterable[Source], options: DecodeOptions
+) -> Iterator[tuple[str, Entry]]:
+    """Decode inputs in the order given, joining chunked messages across them.
+
+    A generator: each input is read, decoded and handed out before the next is read.
+    """
+    labels: list[str] = []
+
+    def data() -> Iterator[tuple[bytes, None]]:
+        for s in sources:
+            labels.append(s.label)
+            yield s.data, None
+
+    for entry in decode_entries(data(), options):
+        yield labels.pop(0), entry

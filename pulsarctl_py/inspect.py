@@ -72,6 +72,8 @@ class Summary:
     with_broker_metadata: int = 0
     errors: int = 0
     warnings: int = 0
+    #: entries with a digest or checksum that could not be verified (MAC without password)
+    unverified: int = 0
     #: findings about a ledger or the storage rather than one entry (counted in errors)
     problems: list[dict[str, Any]] = field(default_factory=list)
 
@@ -98,6 +100,8 @@ class Summary:
             first = index - entry.num_messages + 1 if md is not None else index
             self.first_index = first if self.first_index is None else min(self.first_index, first)
             self.last_index = index if self.last_index is None else max(self.last_index, index)
+        if entry.unverified:
+            self.unverified += 1
         for p in entry.problems:
             if p.severity == "error":
                 self.errors += 1
@@ -119,6 +123,7 @@ class Summary:
             "errors": self.errors,
             "warnings": self.warnings,
             "problems": self.problems,
+            "unverified": self.unverified,
         }
 
 

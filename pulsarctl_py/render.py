@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +32,18 @@ class OutputFormat(enum.StrEnum):
     JSONL = "jsonl"
 
 
-def resolve(fmt: OutputFormat, human: OutputFormat = OutputFormat.TREE) -> OutputFormat:
-    """AUTO becomes ``human`` on a terminal and JSON when stdout is a pipe or file."""
+def resolve(
+    fmt: OutputFormat,
+    human: OutputFormat = OutputFormat.TREE,
+    piped: OutputFormat = OutputFormat.JSON,
+) -> OutputFormat:
+    """AUTO becomes ``human`` on a terminal and ``piped`` when stdout is a pipe or file.
+
+    Scan commands (one item per entry or record) pass ``piped=JSONL``: streamed lines.
+    """
     if fmt is not OutputFormat.AUTO:
         return fmt
-    return human if sys.stdout.isatty() else OutputFormat.JSON
+    return human if sys.stdout.isatty() else piped
 
 
 def stdout_console() -> Console:
@@ -67,6 +74,31 @@ def write_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+def write_json_stream(
+    key: str, items: Iterable[Any], tail: Callable[[], dict[str, Any]] | None = None
+) -> None:
+    """Write ``{key: [items...], **tail()}`` as ``write_json`` would, item by item.
+
+    The document is never built in memory: each item is written as it comes, then the
+    fields of ``tail()`` (computed after the last item, e.g. a summary). The text is the
+    same as ``write_json`` of the whole document.
+    """
+    import textwrap
+
+    out = sys.stdout
+    out.write("{\n  " + json.dumps(key) + ": [")
+    first = True
+    for item in items:
+        text = json.dumps(item, indent=2, ensure_ascii=False)
+        out.write(("\n" if first else ",\n") + textwrap.indent(text, "    ", lambda _: True))
+        first = False
+    out.write("]" if first else "\n  ]")
+    for name, value in (tail() if tail is not None else {}).items():
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        out.write(",\n  " + json.dumps(name) + ": " + textwrap.indent(text, "  ").lstrip())
+    out.write("\n}\n")
+
+
 def write_jsonl(objs: Iterable[Any]) -> None:
     for obj in objs:
         sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -94,12 +126,40 @@ def hexdump(data: bytes | memoryview, base: int = 0) -> str:
     return "\n".join(lines)
 
 
+def human(value: Any) -> str:
+    """A value for people: no Python reprs (``b'..'``, ``None``, ``True``).
+
+    Text that is not UTF-8 shows its bytes as backslash escapes, marked; other bytes
+    are hex; containers are walked.
+    """
+    from pulsarctl_py.decoders.text import RawText
+
+    if isinstance(value, str):
+        return value
+    if isinstance(value, RawText):
+        return f"{value} (not UTF-8)"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "0x" + bytes(value).hex()
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{human(k)}: {human(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(human(v) for v in value) + "]"
+    return str(value)
+
+
 def _check_text(layer: Layer) -> str:
+    from rich.markup import escape
+
     check = layer.check
     if check is None:
         return ""
     if check.ok is None:
-        return f" [yellow]? {check.kind} {check.stored} ({check.note or 'not verified'})[/]"
+        note = check.note or "not verified"
+        return f" [yellow]? {check.kind} {check.stored} unverified ({escape(note)})[/]"
     if check.ok:
         return f" [green]✓ {check.kind} {check.stored}[/]"
     return f" [red]✗ {check.kind} stored {check.stored} computed {check.computed}[/]"
@@ -112,7 +172,8 @@ def _value_preview(value: bytes | memoryview | None, limit: int = 60) -> str:
     try:
         text = raw.decode("utf-8")
         if all(c.isprintable() for c in text):
-            return repr(text[:limit]) + ("…" if len(value) > limit else "")
+            more = "…" if len(value) > limit else ""
+            return json.dumps(text[:limit], ensure_ascii=False) + more
     except UnicodeDecodeError:
         pass
     return "0x" + raw[: limit // 2].hex() + ("…" if len(value) > limit // 2 else "")
@@ -124,11 +185,9 @@ _TIME_FIELDS = {"publish_time", "event_time", "broker_timestamp", "deliver_at_ti
 def _field_text(name: str, value: Any) -> str:
     from rich.markup import escape
 
-    if name in _TIME_FIELDS and isinstance(value, int):
+    if name in _TIME_FIELDS and isinstance(value, int) and not isinstance(value, bool):
         return f"{name}: {value} ({iso_ms(value)})"
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return f"{name}: 0x{bytes(value).hex()}"
-    return escape(f"{name}: {value}")
+    return escape(f"{name}: {human(value)}")
 
 
 def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
@@ -136,6 +195,8 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
     from rich.markup import escape
     from rich.text import Text
     from rich.tree import Tree
+
+    from pulsarctl_py.decoders.text import quoted
 
     status = "[green]ok[/]" if entry.ok else "[red]problems[/]"
     pos = f" {entry.position[0]}:{entry.position[1]}" if entry.position else ""
@@ -160,14 +221,14 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
         msgs = node.add(f"[bold]messages[/] ({len(entry.messages)})")
         for m in entry.messages:
             mid = m.message_id or f"batch index {m.batch_index}"
-            key = "null" if m.key is None else repr(m.key)
+            key = quoted(m.key)
             item = msgs.add(
                 f"[magenta]{escape(mid)}[/] key={escape(key)} "
                 f"value={escape(_value_preview(m.value))}"
                 + (" [yellow]null value[/]" if m.null_value else "")
             )
             if m.properties:
-                item.add(escape(f"properties: {m.properties}"))
+                item.add(escape(f"properties: {human(m.properties)}"))
             if m.event_time:
                 item.add(_field_text("event_time", m.event_time))
             if m.index is not None:
@@ -178,8 +239,12 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
 
 
 def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
-    """One row per message; entries without messages get one row saying why."""
+    """One row per message; entries without messages get one row saying why.
+
+    Every cell is plain text (never Rich markup): keys and values are the data's own.
+    """
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(show_lines=False)
     for col in (
@@ -198,42 +263,50 @@ def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
             why = "encrypted" if entry.encrypted else ("chunk" if entry.chunk else "no messages")
             if not entry.ok:
                 why = "; ".join(str(p) for p in entry.problems if p.severity == "error")
-            table.add_row(label, "-", "-", "-", "-", why, "", iso_ms(entry.publish_time))
+            row = (label, "-", "-", "-", "-", why, "", iso_ms(entry.publish_time))
+            table.add_row(*map(Text, row))
         for m in entry.messages:
-            table.add_row(
+            row = (
                 label,
                 m.message_id or "-",
-                "null" if m.key is None else m.key,
+                "null" if m.key is None else human(m.key),
                 str(m.batch_index),
                 str(0 if m.value is None else len(m.value)),
                 _value_preview(m.value),
-                json.dumps(m.properties, ensure_ascii=False) if m.properties else "",
+                human(m.properties) if m.properties else "",
                 iso_ms(m.publish_time),
             )
+            table.add_row(*map(Text, row))
     return table
 
 
-def layers_table(entries: Iterable[tuple[str, Entry]]) -> Table:
-    """One row per layer: where it is, what it says, and its check."""
+def layers_table(entries: Iterable[tuple[str, Entry]], with_hex: bool = False) -> Table:
+    """One row per layer: where it is, what it says, and its check (and its bytes in hex)."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table()
     for col in ("input", "layer", "offset", "length", "check", "summary"):
         table.add_column(col, overflow="fold")
+    if with_hex:
+        table.add_column("hex (first 4096 bytes)", overflow="fold")
     for label, entry in entries:
         for layer in entry.layers:
             check = layer.check
             status = (
                 ""
                 if check is None
-                else ("?" if check.ok is None else ("ok" if check.ok else "MISMATCH"))
+                else ("unverified" if check.ok is None else ("ok" if check.ok else "MISMATCH"))
             )
             summary = layer.reason or ", ".join(
-                f"{k}={v}" for k, v in layer.fields.items() if not isinstance(v, (dict, list))
+                f"{k}={human(v)}"
+                for k, v in layer.fields.items()
+                if not isinstance(v, (dict, list))
             )
-            table.add_row(
-                label, layer.name, str(layer.offset), str(layer.length), status, summary[:120]
-            )
+            row = [label, layer.name, str(layer.offset), str(layer.length), status, summary[:120]]
+            if with_hex:
+                row.append(bytes(layer.raw[: min(layer.length, 4096)]).hex())
+            table.add_row(*map(Text, row))
     return table
 
 
@@ -270,7 +343,7 @@ def entry_line(entry: Entry, label: str, lac: int | None = None) -> str:
     if entry.index is not None:
         parts.append(f"index {entry.index}")
     if entry.messages:
-        keys = sorted({m.key for m in entry.messages if m.key is not None})
+        keys = sorted({human(m.key) for m in entry.messages if m.key is not None})
         shown = ", ".join(keys[:3]) + ("…" if len(keys) > 3 else "")
         parts.append(f"{len(entry.messages)} msg" + (f" keys {escape(shown)}" if keys else ""))
     elif entry.encrypted:
@@ -283,7 +356,7 @@ def entry_line(entry: Entry, label: str, lac: int | None = None) -> str:
     position = next((layer for layer in entry.layers if layer.name == "position-info"), None)
     if position is not None:
         f = position.fields
-        parts.append(f"mark-delete {f.get('ledgerId')}:{f.get('entryId')}")
+        parts.append(f"mark-delete {f.get('ledger_id')}:{f.get('entry_id')}")
     if lac is not None and entry.position is not None and entry.position[1] > lac:
         parts.append("[yellow]beyond LAC[/]")
     if not entry.ok:
@@ -313,6 +386,7 @@ def print_summary(console: Console, summary: Any) -> None:
         f"[{colour}]{s.entries} entries[/] in {len(s.ledgers)} ledger(s), {s.messages} messages, "
         f"{s.bytes} bytes; codecs {codecs}; time {span}; index {index}; "
         f"{s.errors} errors, {s.warnings} warnings"
+        + (f", [yellow]{s.unverified} unverified[/]" if getattr(s, "unverified", 0) else "")
     )
 
 

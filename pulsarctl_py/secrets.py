@@ -13,6 +13,8 @@ from .errors import LedgerctlError
 
 #: the variable read for a ledger password when no other source is named
 LEDGER_PASSWORD_ENV = "LEDGERCTL_LEDGER_PASSWORD"
+#: the longest secret read from a file (passwords and passphrases are short)
+MAX_SECRET = 64 * 1024
 
 
 class Secret:
@@ -44,9 +46,12 @@ def secret_from(
         raise LedgerctlError("give the secret through a variable or a file, not both")
     if file is not None:
         try:
-            data = Path(file).read_bytes()
+            with open(file, "rb") as f:
+                data = f.read(MAX_SECRET + 1)  # a bounded read: the file may be a device
         except OSError as exc:
             raise LedgerctlError(f"cannot read secret file {file}: {exc.strerror}") from None
+        if len(data) > MAX_SECRET:
+            raise LedgerctlError(f"secret file {file} is larger than {MAX_SECRET} bytes")
         if data.endswith(b"\r\n"):
             data = data[:-2]
         elif data.endswith(b"\n"):

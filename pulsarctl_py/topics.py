@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.nodes import json_value, with_text_notes
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
 
 if TYPE_CHECKING:
@@ -43,8 +44,9 @@ def _noop() -> None:
     return None
 
 
-def _pos(value: Position | None) -> list[int] | None:
-    return None if value is None else [value[0], value[1]]
+def _pos(value: Position | None) -> str | None:
+    """A position in JSON: "L:E", as everywhere in ledgerctl's JSON."""
+    return None if value is None else f"{value[0]}:{value[1]}"
 
 
 # -- counting entries ------------------------------------------------------------------------
@@ -166,7 +168,7 @@ class CursorView:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "znode": self.znode,
             "path": self.path,
@@ -186,6 +188,7 @@ class CursorView:
             "version": self.version,
             "problems": list(self.problems),
         }
+        return with_text_notes(out)
 
 
 @dataclass(slots=True)
@@ -246,7 +249,8 @@ class TopicInfo:
         return None if cursor is None else cursor.properties.get(COMPACTED_LEDGER_PROPERTY)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        notes: list[dict[str, Any]] = []
+        out: dict[str, Any] = {
             "topic": self.topic,
             "managed_ledger": self.managed_ledger,
             "path": self.path,
@@ -261,7 +265,7 @@ class TopicInfo:
             "size": self.size,
             "entries_exact": self.exact,
             "cursors": [c.to_json() for c in self.cursors],
-            "properties": dict(self.properties),
+            "properties": json_value(dict(self.properties), "properties", notes),
             "index": self.index,
             "shadow_source": self.shadow_source,
             "terminated_at": _pos(self.terminated_at),
@@ -273,6 +277,9 @@ class TopicInfo:
             },
             "problems": list(self.problems),
         }
+        if notes:
+            out["not_utf8"] = notes
+        return out
 
 
 def _require_metadata(source: LedgerSource) -> Any:

@@ -51,6 +51,10 @@ The checks, with the rule each applies and where it comes from:
     An entry whose bytes cannot be read from storage, whose BookKeeper digest or stored
     ids do not match, whose 0x0e01 CRC32C does not match, or whose layers do not decode
     (operators.md §3 #8-#12). §1, §10.
+``digest-unverified`` (warning)
+    Entries whose digest could not be verified: a MAC (HMAC) digest without the ledger
+    password (neither in the metadata nor given). Counted in the summary; ``--strict``
+    makes the run exit 1. §10.
 ``entries-mismatch`` (error)
     A recorded LedgerInfo ``entries`` differs from ``lastEntryId + 1`` of the closed
     ledger: the broker uses it to know where the ledger ends. §8.1, §8.2, §9.4.
@@ -208,6 +212,8 @@ class VerifyStats:
     payload_bytes: int = 0
     findings: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITIES, 0))
     checks: dict[str, int] = field(default_factory=dict)
+    #: entries whose digest could not be verified (a MAC digest without the password)
+    unverified: int = 0
 
     def count(self, finding: Finding) -> None:
         self.findings[finding.severity] = self.findings.get(finding.severity, 0) + 1
@@ -227,6 +233,7 @@ class VerifyStats:
             "warnings": self.findings.get(WARNING, 0),
             "info": self.findings.get(INFO, 0),
             "checks": dict(sorted(self.checks.items())),
+            "unverified": self.unverified,
             "ok": self.ok,
         }
 
@@ -790,6 +797,7 @@ class _Verifier:
         missing_count = 0
         unreadable = 0
         stored_bytes = 0
+        unverified: list[int] = []
         for entry_id, entry, error in self._entries(view, 0, last):
             if entry_id > expected:
                 missing.append([expected, entry_id - 1])
@@ -832,8 +840,22 @@ class _Verifier:
                     {"problems": [p.to_json() for p in errors]},
                 )
                 continue
+            if entry.unverified:
+                unverified.append(entry_id)
             if order is not None:
                 yield from order.add(entry, pos)
+        if unverified:
+            self.stats.unverified += len(unverified)
+            yield Finding(
+                WARNING,
+                "digest-unverified",
+                topic,
+                lid,
+                unverified[0],
+                f"{what} {lid}: the digests of {len(unverified)} entries could not be verified "
+                f"({', '.join(sorted(set(entry.unverified)))}: no password?); --strict fails",
+                {"count": len(unverified), "entries": unverified[:100]},
+            )
         if expected <= last:
             missing.append([expected, last])
             missing_count += last - expected + 1

@@ -50,7 +50,7 @@ def test_java_sync_flushed_zlib_decodes(
     path.write_bytes(build_entry(md, payload))
     result = run(capsys, "decode", "-o", "json", path)
     assert result.code == 0, result.err
-    doc = result.json()
+    doc = result.json()["entries"][0]
     assert [m["value"] for m in doc["messages"]] == [__import__("base64").b64encode(plain).decode()]
     assert layer(doc, "compression")["fields"]["codec"] == "ZLIB"
 
@@ -69,7 +69,7 @@ def test_go_java_compat_vectors(
     )
     path = tmp_path / "e.bin"
     path.write_bytes(build_entry(md, payload))
-    doc = run(capsys, "decode", "-o", "json", path).json()
+    doc = run(capsys, "decode", "-o", "json", path).json()["entries"][0]
     assert doc["messages"][0]["value"] == "aGVsbG8="  # hello
 
 
@@ -79,7 +79,7 @@ def test_go_java_compat_vectors(
 def test_go_client_single_message(capsys: pytest.CaptureFixture[str]) -> None:
     doc = run(
         capsys, "decode", "-o", "json", UPSTREAM / "pulsar-client-go/rawCompatSingleMessage.bin"
-    ).json()
+    ).json()["entries"][0]
     assert doc["ok"] is True
     (msg,) = doc["messages"]
     assert msg["properties"] == {"a": "1", "b": "2"}
@@ -90,11 +90,11 @@ def test_go_client_single_message(capsys: pytest.CaptureFixture[str]) -> None:
 def test_go_client_batches(capsys: pytest.CaptureFixture[str]) -> None:
     one = run(
         capsys, "decode", "-o", "json", UPSTREAM / "pulsar-client-go/rawBatchMessage1.bin"
-    ).json()
+    ).json()["entries"][0]
     assert [m["batch_index"] for m in one["messages"]] == [0]  # a batch of one is a batch
     ten = run(
         capsys, "decode", "-o", "json", UPSTREAM / "pulsar-client-go/rawBatchMessage10.bin"
-    ).json()
+    ).json()["entries"][0]
     assert [m["value"] for m in ten["messages"]] == ["aGVsbG8="] * 10
     assert [m["sequence_id"] for m in ten["messages"]] == list(range(10))
 
@@ -105,7 +105,7 @@ def test_broker_entry_metadata_kept_when_inner_layers_are_missing(
     # only the 0x0e02 prefix: the outer layer decodes, the missing metadata is named
     result = run(capsys, "decode", "-o", "json", UPSTREAM / "pulsar-client-go/brokerEntryMeta.bin")
     assert result.code == 1
-    doc = result.json()
+    doc = result.json()["entries"][0]
     assert layer(doc, "broker-entry-metadata")["fields"] == {
         "broker_timestamp": 1646983036054,
         "index": 5,
@@ -136,7 +136,7 @@ def test_flipped_payload_byte_is_a_checksum_mismatch(
     path.write_bytes(data)
     result = run(capsys, "decode", "-o", "json", path)
     assert result.code == 1
-    doc = result.json()
+    doc = result.json()["entries"][0]
     check = layer(doc, "checksum")["check"]
     assert check["ok"] is False and check["stored"] != check["computed"]
     assert any(p["layer"] == "checksum" and "mismatch" in p["message"] for p in doc["problems"])
@@ -170,7 +170,7 @@ def test_truncated_batch_names_the_payload(
     short = build_entry(md, payload[: third + 6])
     path = tmp_path / "cut-batch.bin"
     path.write_bytes(short)
-    doc = run(capsys, "decode", "-o", "json", path).json()
+    doc = run(capsys, "decode", "-o", "json", path).json()["entries"][0]
     assert [m["batch_index"] for m in doc["messages"]] == []
     problem = doc["problems"][0]
     assert problem["layer"] == "batch" and problem["offset"] == third
@@ -200,7 +200,7 @@ def test_bookkeeper_written_entries_verify(capsys: pytest.CaptureFixture[str], k
             kind.lower(),
             path,
         )
-        doc = result.json()
+        doc = result.json()["entries"][0]
         bk = layer(doc, "bookie-entry")
         assert bk["fields"]["ledger_id"] == item["ledger_id"]
         assert bk["fields"]["entry_id"] == item["entry_id"]
@@ -224,6 +224,7 @@ def run_with_password(capsys: pytest.CaptureFixture[str], *args: object):
 def test_digest_type_detected(capsys: pytest.CaptureFixture[str]) -> None:
     for kind in ("CRC32", "CRC32C"):
         doc = run(capsys, "decode", "-o", "json", DIGESTS / kind / "L7-E4.entry").json()
+        doc = doc["entries"][0]
         assert layer(doc, "bookie-entry")["check"] == {
             **layer(doc, "bookie-entry")["check"],
             "type": kind,
@@ -235,7 +236,7 @@ def test_digest_type_detected(capsys: pytest.CaptureFixture[str]) -> None:
 def test_mac_needs_the_password(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = DIGESTS / "HMAC" / "L7-E4.entry"
     without = run(capsys, "decode", "-o", "json", "--digest-type", "mac", path)
-    check = layer(without.json(), "bookie-entry")["check"]
+    check = layer(without.json()["entries"][0], "bookie-entry")["check"]
     assert check["ok"] is None and check["computed"] is None
     wrong = tmp_path / "pw"
     wrong.write_text("not-the-secret\n")
@@ -243,12 +244,12 @@ def test_mac_needs_the_password(capsys: pytest.CaptureFixture[str], tmp_path: Pa
         capsys, "decode", "-o", "json", "--digest-type", "mac", "--password-file", wrong, path
     )
     assert bad.code == 1
-    assert layer(bad.json(), "bookie-entry")["check"]["ok"] is False
+    assert layer(bad.json()["entries"][0], "bookie-entry")["check"]["ok"] is False
     right = tmp_path / "pw2"
     right.write_text("secret\n")
     good = run(capsys, "decode", "-o", "json", "--password-file", right, path)
     assert good.code == 0
-    assert layer(good.json(), "bookie-entry")["check"]["ok"] is True
+    assert layer(good.json()["entries"][0], "bookie-entry")["check"]["ok"] is True
 
 
 def test_flipped_bookie_payload_is_a_digest_mismatch(
@@ -262,7 +263,7 @@ def test_flipped_bookie_payload_is_a_digest_mismatch(
         capsys, "decode", "-o", "json", "--as", "bookie-entry", "--digest-type", "crc32c", path
     )
     assert result.code == 1
-    doc = result.json()
+    doc = result.json()["entries"][0]
     assert layer(doc, "bookie-entry")["check"]["ok"] is False
     assert layer(doc, "checksum")["check"]["ok"] is False  # the inner CRC32C sees it too
 
@@ -276,7 +277,7 @@ def test_bookkeeper_shell_dump_is_accepted(
     dump = (DATA / "bookkeeper/live-dbledgerstorage/bk-shell/readlog-0.txt").read_text()
     path = tmp_path / "readlog.txt"
     path.write_text(dump)
-    doc = run(capsys, "decode", "-o", "json", path).json()
+    doc = run(capsys, "decode", "-o", "json", path).json()["entries"][0]
     # readlog prints the digest and the payload of the first entry (ledger 0, entry 0)
     assert doc["layers"][0]["layer"] == "bookie-digest"
     expected = json.loads((REAL_CLIENT / "nonbatched-plain" / "000000.json").read_text())
@@ -291,7 +292,7 @@ def test_hex_dumps_of_tools(
     dump = subprocess.run([*tool, str(BATCHED_LZ4)], capture_output=True, check=True).stdout
     path = tmp_path / "dump.txt"
     path.write_bytes(dump)
-    doc = run(capsys, "decode", "-o", "json", path).json()
+    doc = run(capsys, "decode", "-o", "json", path).json()["entries"][0]
     assert len(doc["messages"]) == 5 and doc["ok"]
 
 
@@ -309,7 +310,7 @@ def test_netty_pretty_hexdump(capsys: pytest.CaptureFixture[str], tmp_path: Path
     lines.append(lines[2])
     path = tmp_path / "netty.txt"
     path.write_text("\n".join(lines) + "\n")
-    doc = run(capsys, "decode", "-o", "json", path).json()
+    doc = run(capsys, "decode", "-o", "json", path).json()["entries"][0]
     assert len(doc["messages"]) == 5 and doc["ok"]
 
 

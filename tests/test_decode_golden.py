@@ -49,7 +49,7 @@ def test_decode_json_matches_sidecar(capsys: pytest.CaptureFixture[str], path: P
         files = sorted(path.parent.glob("*.bin"))
         result = run(capsys, "decode", "--output", "json", *extra, *files)
         assert result.code == 0, result.err
-        docs = result.json()
+        docs = result.json()["entries"]
         entry = docs[files.index(path)]
         chunk = next(layer for layer in entry["layers"] if layer["layer"] == "chunk")
         assert chunk["fields"]["chunk_id"] == files.index(path)
@@ -60,7 +60,7 @@ def test_decode_json_matches_sidecar(capsys: pytest.CaptureFixture[str], path: P
     else:
         result = run(capsys, "decode", "--output", "json", *extra, path)
         assert result.code == 0, result.err
-        entry = result.json()
+        entry = result.json()["entries"][0]
         got = entry["messages"]
     meta = sidecar(path)
     assert_messages_equal(got, meta["messages"])
@@ -77,7 +77,7 @@ def test_encrypted_without_key_shows_metadata(
     for path in sorted((REAL_CLIENT / scenario).glob("*.bin")):
         result = run(capsys, "decode", "-o", "json", path)
         assert result.code == 0, result.err
-        doc = result.json()
+        doc = result.json()["entries"][0]
         assert doc["encrypted"] is True
         assert doc["messages"] == []
         names = [layer["layer"] for layer in doc["layers"]]
@@ -103,7 +103,7 @@ def test_wrong_private_key_is_an_error(capsys: pytest.CaptureFixture[str], tmp_p
     path = REAL_CLIENT / "encrypted-nonbatched" / "000000.bin"
     result = run(capsys, "decode", "-o", "json", "--private-key", key, path)
     assert result.code == 1
-    doc = result.json()
+    doc = result.json()["entries"][0]
     assert any("cannot decrypt" in p["message"] for p in doc["problems"])
 
 
@@ -111,6 +111,6 @@ def test_chunk_alone_is_reported_not_invented(capsys: pytest.CaptureFixture[str]
     path = REAL_CLIENT / "chunked" / "000000.bin"
     result = run(capsys, "decode", "-o", "json", path)
     assert result.code == 0
-    doc = result.json()
+    doc = result.json()["entries"][0]
     assert doc["messages"] == []
     assert doc["layers"][-1]["layer"] == "chunk"

@@ -27,6 +27,7 @@ SEVERITY = {
     "ledger-missing-storage": {"error"},
     "entry-missing": {"error"},
     "entry-corrupt": {"error"},
+    "digest-unverified": {"warning"},
     "entries-mismatch": {"error"},
     "size-mismatch": {"error", "warning"},
     "ledger-wrong-owner": {"error"},

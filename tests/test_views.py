@@ -180,17 +180,17 @@ def test_topic_info_accepts_pulsar_names(
     assert info["properties"] == {"index": "99"} and info["index"] == 99
     cursors = {c["name"]: c for c in info["cursors"]}
     sub = cursors["sub a"]
-    assert (sub["state_in"], sub["cursors_ledger_id"], sub["mark_delete"]) == ("znode", -1, [7, 4])
+    assert (sub["state_in"], sub["cursors_ledger_id"], sub["mark_delete"]) == ("znode", -1, "7:4")
     assert (sub["mark_delete_source"], sub["backlog"], sub["backlog_exact"]) == ("znode", 0, True)
     comp = cursors["__compaction"]
     assert comp["special"] == "compaction"
     assert (comp["state_in"], comp["cursors_ledger_id"]) == ("ledger", 12)
     # the znode holds an older snapshot; the cursor ledger's last PositionInfo wins
-    assert comp["znode_mark_delete"] == [7, 1]
-    assert (comp["mark_delete"], comp["mark_delete_source"]) == ([7, 3], "cursor-ledger")
+    assert comp["znode_mark_delete"] == "7:1"
+    assert (comp["mark_delete"], comp["mark_delete_source"]) == ("7:3", "cursor-ledger")
     assert comp["properties"] == {"CompactedTopicLedger": 13}
     assert comp["backlog"] == 1
-    assert info["compaction"] == {"horizon": [7, 3], "compacted_ledger": 13}
+    assert info["compaction"] == {"horizon": "7:3", "compacted_ledger": 13}
     assert info["terminated_at"] is None and info["shadow_source"] is None
     assert info["encoding"] == "binary" and info["problems"] == []
 
@@ -200,12 +200,12 @@ def test_topic_info_backlog_acks_and_termination(
 ) -> None:
     url, _ = cluster
     info = cli_json(capsys, "topic", "info", ACKS, "--metadata-url", url)
-    assert info["terminated_at"] == [31, 4]
+    assert info["terminated_at"] == "31:4"
     assert info["index"] == 24 and info["compaction"] is None
     cursors = {c["name"]: c for c in info["cursors"]}
     # after 30:4: 15 + 5 entries, minus (30:9, 30:12] = 3 and (30:14, 31:1] = 7
     assert cursors["c1"]["backlog"] == 10
-    assert cursors["c1"]["individually_acked"] == [[[30, 9], [30, 12]], [[30, 14], [31, 1]]]
+    assert cursors["c1"]["individually_acked"] == [["30:9", "30:12"], ["30:14", "31:1"]]
     assert cursors["c1"]["last_active"] == CTIME + 99
     assert cursors["c2"]["backlog"] == 25  # mark-delete in a ledger no longer listed
     assert cursors["pulsar.dedup"]["backlog"] == 0
@@ -245,7 +245,7 @@ def test_topic_info_without_storage(capsys: pytest.CaptureFixture[str], cluster:
     info = cli_json(capsys, "topic", "info", ORDERS_0, "--metadata-url", url)
     assert info["ledgers"][1]["entries"] is None and info["entries_exact"] is False
     comp = next(c for c in info["cursors"] if c["name"] == "__compaction")
-    assert (comp["mark_delete"], comp["mark_delete_source"]) == ([7, 1], "znode")
+    assert (comp["mark_delete"], comp["mark_delete_source"]) == ("7:1", "znode")
     for fmt in ("tree", "table"):
         result = run(capsys, "topic", "info", ORDERS_0, "--metadata-url", url, "-o", fmt)
         assert result.code == 0 and "__compaction" in result.out

@@ -91,6 +91,7 @@ VARIANTS: dict[str, list[str]] = {
     "shadow-source-missing": ["shadow-source-missing"],
     "shadow-ledger-not-in-source": ["shadow-ledger-not-in-source"],
     "shadow-ledger-differs": ["shadow-ledger-differs"],
+    "digest-unverified": ["digest-unverified"],
 }
 
 
@@ -239,9 +240,16 @@ class _Builder:
             spec.payload_sizes.append(len(payload))
 
     def data_ledger(
-        self, ledger_id: int, topic: str, count: int, *, closed: bool = True, bem: bool = True
+        self,
+        ledger_id: int,
+        topic: str,
+        count: int,
+        *,
+        closed: bool = True,
+        bem: bool = True,
+        digest: DigestType = DigestType.CRC32C,
     ) -> LedgerSpec:
-        spec = LedgerSpec(ledger_id, _tags(topic), closed=closed)
+        spec = LedgerSpec(ledger_id, _tags(topic), closed=closed, digest=digest)
         self.pack(spec, [self.pulsar_entry(ledger_id, e, bem=bem) for e in range(count)])
         return spec
 
@@ -317,7 +325,17 @@ def build_world(
         ],
     )
     # -- plain and partitioned topics: no broker entry metadata ------------------------------
-    l40 = b.data_ledger(40, PLAIN, 3, bem=False)
+    if v == "digest-unverified":  # a MAC ledger whose password is not known
+        l40 = b.data_ledger(40, PLAIN, 3, bem=False, digest=DigestType.HMAC)
+        without = lm.to_format(l40.metadata())
+        without.ClearField("password")  # BookKeeper then reads no digest type either
+        l40.metadata_bytes = (
+            lm.build(l40.metadata()).split(b"\n", 1)[0]
+            + b"\n"
+            + (lm._varint(without.ByteSize()) + without.SerializeToString())
+        )
+    else:
+        l40 = b.data_ledger(40, PLAIN, 3, bem=False)
     l41 = LedgerSpec(41, _tags(PLAIN), closed=False)
     l80 = b.data_ledger(80, PARTS + "-partition-0", 2, bem=False)
     l81 = b.data_ledger(81, PARTS + "-partition-1", 1, closed=False, bem=False)

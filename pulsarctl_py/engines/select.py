@@ -15,8 +15,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pulsarctl_py.errors import LedgerctlError
-
 #: entries from which auto picks Spark: the measured crossover (docs/performance.md)
 DEFAULT_SPARK_THRESHOLD = 2_000_000
 ENV_SPARK_THRESHOLD = "LEDGERCTL_SPARK_THRESHOLD"
@@ -30,6 +28,8 @@ class EngineChoice(enum.StrEnum):
 
 def spark_threshold(explicit: int | None = None) -> int:
     """The auto threshold: explicit, then the environment, then the measured default."""
+    from pulsarctl_py.errors import LedgerctlError  # here: --help imports no decoder
+
     if explicit is not None:
         value: int | str = explicit
     else:

@@ -127,7 +127,8 @@ class LedgerInfo:
             "ledger_id": self.ledger_id,
             "exists": self.exists,
             "fenced": self.fenced,
-            "master_key": None if self.master_key is None else self.master_key.hex(),
+            # the master key is derived from the ledger password: never shown, only known
+            "has_master_key": None if self.master_key is None else bool(self.master_key),
             "explicit_lac": None if self.explicit_lac is None else self.explicit_lac.hex(),
             "explicit_lac_value": self.explicit_lac_value,
             "limbo": self.limbo,

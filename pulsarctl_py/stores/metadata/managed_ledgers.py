@@ -15,6 +15,7 @@ from typing import Any
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
+from pulsarctl_py.decoders.nodes import with_text_notes
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
 from .base import MetadataStore, Stat, join
@@ -82,7 +83,7 @@ class CursorRecord:
             "stat": self.stat.to_json(),
             "state_in": self.state_in,
             "cursors_ledger_id": self.cursors_ledger_id,
-            "mark_delete": list(self.mark_delete) if self.mark_delete else None,
+            "mark_delete": "{}:{}".format(*self.mark_delete) if self.mark_delete else None,
         }
         if self.info is not None:
             out["info"] = self.info.to_json()
@@ -122,14 +123,14 @@ class ManagedLedgerRecord:
             "stat": self.stat.to_json(),
             "ledger_ids": self.ledger_ids,
             "properties": self.properties,
-            "terminated_at": list(self.terminated_at) if self.terminated_at else None,
+            "terminated_at": "{}:{}".format(*self.terminated_at) if self.terminated_at else None,
             "cursors": [c.to_json() for c in self.cursors],
         }
         if self.info is not None:
             out["info"] = self.info.to_json()
         if self.error is not None:
             out["error"] = self.error
-        return out
+        return with_text_notes(out)
 
 
 def resolve_topic(topic: str | TopicName) -> TopicName:

@@ -147,6 +147,8 @@ def _from_config(path: Path) -> str | None:
             doc = tomllib.load(fh)
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as exc:
+        raise LedgerctlError(f"config file {path} is not UTF-8 (byte {exc.start})") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise LedgerctlError(f"cannot read config file {path}: {exc}") from None
     value = doc.get(CONFIG_KEY)
