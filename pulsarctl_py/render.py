@@ -8,6 +8,7 @@ to stdout, one object per line for streams.
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -74,6 +75,9 @@ def write_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+_NOTHING = object()
+
+
 def write_json_stream(
     key: str, items: Iterable[Any], tail: Callable[[], dict[str, Any]] | None = None
 ) -> None:
@@ -86,9 +90,13 @@ def write_json_stream(
     import textwrap
 
     out = sys.stdout
+    iterator = iter(items)
+    # the first item is taken before anything is written, so an error raised before any
+    # item (a name that does not exist, a store that cannot be opened) leaves stdout empty
+    head = next(iterator, _NOTHING)
     out.write("{\n  " + json.dumps(key) + ": [")
     first = True
-    for item in items:
+    for item in itertools.chain(() if head is _NOTHING else (head,), iterator):
         text = json.dumps(item, indent=2, ensure_ascii=False)
         out.write(("\n" if first else ",\n") + textwrap.indent(text, "    ", lambda _: True))
         first = False

@@ -220,7 +220,7 @@ def test_raw_writes_the_stored_bytes_of_one_entry(demo, tmp_path) -> None:
     decoded = run_script("decode", str(stored), "-o", "json")
     assert decoded.code == 0, decoded.err
     inspected = run_script("inspect", f"{ledger}:2", "-o", "json", *_flags(path))
-    assert decoded.json()["messages"] == inspected.json()["entries"][0]["messages"]
+    assert decoded.json()["entries"][0]["messages"] == inspected.json()["entries"][0]["messages"]
     for bad in ([str(ledger)], [f"{ledger}:2:1"]):
         result = run_script("inspect", *bad, "-o", "raw", *_flags(path))
         assert result.code == 2 and "L:E" in result.err
