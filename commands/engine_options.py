@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import enum
+
 import typer
 
-from pulsarctl_py.engines.select import EngineChoice
+
+class EngineChoice(enum.StrEnum):
+    """--engine (pulsarctl_py.engines.select.pick takes the values; not imported here, so
+    that --help does not load the engines)."""
+
+    auto = "auto"
+    local = "local"
+    spark = "spark"
+
 
 ENGINE = typer.Option(
     EngineChoice.auto,

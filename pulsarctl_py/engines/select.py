@@ -16,8 +16,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from pulsarctl_py.errors import LedgerctlError
-
 #: entries from which auto picks Spark (docs/performance.md: no crossover measured yet)
 DEFAULT_SPARK_THRESHOLD = 2_000_000
 ENV_SPARK_THRESHOLD = "LEDGERCTL_SPARK_THRESHOLD"
@@ -35,6 +33,8 @@ def spark_threshold(explicit: int | None = None) -> int:
         value: int | str = explicit
     else:
         value = os.environ.get(ENV_SPARK_THRESHOLD, "") or DEFAULT_SPARK_THRESHOLD
+    from pulsarctl_py.errors import LedgerctlError
+
     try:
         threshold = int(value)
     except ValueError:
