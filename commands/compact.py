@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.engine_options import SPARK, SPARK_CONF, SPARK_MASTER
 
 
 class CompactOutput(enum.StrEnum):
@@ -114,7 +115,7 @@ def compact(
         "--export",
         metavar="FILE",
         help="Write the compacted view as JSON lines (key, value as base64, properties, "
-        "position, publish time), one per retained message.",
+        "position, publish time), one per retained message; FILE.parquet writes Parquet.",
     ),
     memory: str = typer.Option(
         "512MiB",
@@ -150,6 +151,9 @@ def compact(
     engine: EngineChoice = typer.Option(
         EngineChoice.local, "--engine", help="Where the scan runs: local (in-process) or spark."
     ),
+    spark: bool = SPARK,
+    spark_master: str = SPARK_MASTER,
+    spark_conf: list[str] = SPARK_CONF,
     progress: bool = typer.Option(
         None,
         "--progress/--no-progress",
@@ -202,6 +206,10 @@ def compact(
         )
     from pulsarctl_py.compaction import compact as run_compact
 
+    engine, export_to = _spark_engine(engine, spark, spark_master, spark_conf), export
+    if export is not None and export.suffix.lower() == ".parquet":
+        export = export.with_name(f".{export.name}.jsonl")
+
     state: dict[str, Any] = {}
     report = run_compact(
         topic,
@@ -234,10 +242,27 @@ def compact(
         render.write_json(report.to_json())
     else:
         _print_report(report)
-    if export is not None:
-        err.print(f"compacted view written to {export}")
+    if export_to is not None and export_to != export:
+        from pulsarctl_py.export import compacted_view_to_parquet
+
+        compacted_view_to_parquet(export, export_to)
+    if export_to is not None:
+        err.print(f"compacted view written to {export_to}")
     if report.stats.problems:
         raise LedgerctlError(f"{len(report.stats.problems)} problem(s): {report.stats.problems[0]}")
+
+
+def _spark_engine(
+    engine: EngineChoice, spark: bool, master: str | None, conf: list[str] | None
+) -> EngineChoice:
+    """--spark (and --spark-master) mean the Spark engine; its session starts here."""
+    if spark or master is not None:
+        engine = EngineChoice.spark
+    if engine is EngineChoice.spark:
+        from pulsarctl_py.spark.session import get_session, parse_conf
+
+        get_session(master, parse_conf(conf or []))
+    return engine
 
 
 def _apply(
