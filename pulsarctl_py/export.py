@@ -31,9 +31,6 @@ from typing import Any
 
 from pulsarctl_py.errors import LedgerctlError
 
-# inspect's entry filter: RowFilters has the attributes it reads (broker_metadata, since, until)
-from pulsarctl_py.inspect import _keep as _keep_entry
-
 #: (name, Spark SQL type) in row order; JSON and Parquet use the same names
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("topic", "string"),
@@ -209,6 +206,20 @@ def _rows(source: Any, split: Any, filters: RowFilters, full: bool) -> Iterator[
         entries.close()
 
 
+def _keep_entry(entry: Any, filters: RowFilters) -> bool:
+    """inspect's entry filters (broker entry metadata, entry time), on RowFilters."""
+    if filters.broker_metadata is not None:
+        if (entry.broker_entry_metadata is not None) != filters.broker_metadata:
+            return False
+    if filters.since is not None or filters.until is not None:
+        ts = entry.entry_timestamp
+        if ts is None or (filters.since is not None and ts < filters.since):
+            return False
+        if filters.until is not None and ts >= filters.until:
+            return False
+    return True
+
+
 ENCRYPTED_NOTE = "warning: encryption: payload encrypted, values not exported"
 
 
@@ -237,7 +248,7 @@ def _entry_rows(
     bem = entry.broker_entry_metadata
     if bem is not None and bem.HasField("broker_timestamp"):
         base["broker_timestamp"] = bem.broker_timestamp
-    if entry.unreadable is None and not _keep_entry(entry, filters):  # type: ignore[arg-type]
+    if entry.unreadable is None and not _keep_entry(entry, filters):
         return
     if full:
         messages = entry.messages
