@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import enum
+
 import typer
 
-from pulsarctl_py.engines.select import EngineChoice
+
+class EngineChoice(enum.StrEnum):
+    """--engine (pulsarctl_py.engines.select.pick takes the values; not imported here, so
+    that --help does not load the engines)."""
+
+    auto = "auto"
+    local = "local"
+    spark = "spark"
+
 
 ENGINE = typer.Option(
     EngineChoice.auto,
@@ -32,7 +42,7 @@ SPARK_THRESHOLD = typer.Option(
     "--spark-threshold",
     metavar="ENTRIES",
     help="With --engine auto, use Spark from this many entries on. Default: "
-    "$LEDGERCTL_SPARK_THRESHOLD, else the measured crossover (docs/performance.md).",
+    "$LEDGERCTL_SPARK_THRESHOLD, else 2000000 (see docs/performance.md).",
 )
 
 

@@ -12,11 +12,11 @@ from pulsarctl_py.commands.engine_options import (
     SPARK_CONF,
     SPARK_MASTER,
     SPARK_THRESHOLD,
+    EngineChoice,
     engine_name,
 )
 from pulsarctl_py.commands.inspect import BrokerMetadata
 from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
-from pulsarctl_py.engines.select import EngineChoice
 from pulsarctl_py.render import OutputFormat
 
 
@@ -120,7 +120,7 @@ def export(
             bookie_dirs=[str(d) for d in dirs],
             split_entries=split_entries or EXPORT_SPLIT_ENTRIES,
         )
-    name = pick(chosen, plan.entries, spark_threshold)
+    name = pick(chosen.value, plan.entries, spark_threshold)
     runner = open_engine(
         name, master=spark_master, conf=conf, console=err, label=f"exporting {plan.topic}"
     )

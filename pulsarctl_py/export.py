@@ -207,14 +207,13 @@ def _rows(source: Any, split: Any, filters: RowFilters, full: bool) -> Iterator[
 
 
 def _keep_entry(entry: Any, filters: RowFilters) -> bool:
+    """inspect's entry filters (broker entry metadata, entry time), on RowFilters."""
     if filters.broker_metadata is not None:
         if (entry.broker_entry_metadata is not None) != filters.broker_metadata:
             return False
     if filters.since is not None or filters.until is not None:
         ts = entry.entry_timestamp
-        if ts is None:
-            return False
-        if filters.since is not None and ts < filters.since:
+        if ts is None or (filters.since is not None and ts < filters.since):
             return False
         if filters.until is not None and ts >= filters.until:
             return False

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
-from pulsarctl_py.decoders.errors import DataError, LedgerctlError
+from pulsarctl_py.decoders.errors import DataError
 from pulsarctl_py.engines.base import KIND_COMPACTED, KeyRecord, Split, WinnerView
 
 from .core import CompactedEntry, CompactionOptions, RawEntry, Stats, phase_one, phase_two
@@ -121,8 +121,5 @@ def phase_two_split(
 ) -> Iterator[CompactedEntry | Stats]:
     """Phase two over one split (for ``Engine.map_splits``): its entries, then its stats."""
     stats = Stats()
-    try:
-        yield from phase_two(read_split(split), winners, options, stats)
-    except LedgerctlError:
-        raise
+    yield from phase_two(read_split(split), winners, options, stats)
     yield stats

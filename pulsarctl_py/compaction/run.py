@@ -188,37 +188,27 @@ def plan_compaction(
     if split_entries is not None:
         kwargs["split_entries"] = split_entries
     if incremental:
-        assert state.compacted_ledger is not None
-        compacted = (
+        assert state.compacted_ledger is not None and state.horizon is not None
+        kwargs["after"] = state.horizon
+        kwargs["compacted"] = (
             state.compacted_ledger,
             state.compacted_entries or 0,
             state.compacted_bytes,
         )
         notes.append(
             f"incremental: compacted ledger {state.compacted_ledger} "
-            f"plus the entries after {format_position(*state.horizon)}"  # type: ignore[misc]
+            f"plus the entries after {format_position(*state.horizon)}"
         )
-        plan = build_scan_plan(
-            state.topic,
-            state.ledgers,
-            bookie_dirs=bookie_dirs,
-            metadata_url=metadata_url,
-            after=state.horizon,
-            upto=state.last,
-            compacted=compacted,
-            **kwargs,
-        )
-    else:
-        if state.compacted_ledger is not None:
-            notes.append("full: the existing compacted ledger is not read")
-        plan = build_scan_plan(
-            state.topic,
-            state.ledgers,
-            bookie_dirs=bookie_dirs,
-            metadata_url=metadata_url,
-            upto=state.last,
-            **kwargs,
-        )
+    elif state.compacted_ledger is not None:
+        notes.append("full: the existing compacted ledger is not read")
+    plan = build_scan_plan(
+        state.topic,
+        state.ledgers,
+        bookie_dirs=bookie_dirs,
+        metadata_url=metadata_url,
+        upto=state.last,
+        **kwargs,
+    )
     notes.extend(plan.notes)
     return plan, notes
 

@@ -94,6 +94,15 @@ class LocalKeyTable:
             self._dir = tempfile.mkdtemp(prefix="ledgerctl-keys-", dir=self._spill_parent)
             options = rocksdict.Options(raw_mode=True)
             options.create_if_missing(True)
+            # RocksDB's own memory counts against the budget: memtables and block cache are
+            # sized from it (defaults are 64 MiB memtables and an 8 MiB cache)
+            budget = self.memory or DEFAULT_MEMORY
+            buffer = max(1 << 20, min(64 << 20, budget // 4))
+            options.set_write_buffer_size(buffer)
+            options.set_max_write_buffer_number(2)
+            table = rocksdict.BlockBasedOptions()
+            table.set_block_cache(rocksdict.Cache(max(1 << 20, min(8 << 20, budget // 4))))
+            options.set_block_based_table_factory(table)
             self._db = rocksdict.Rdict(self._dir, options)
         return self._db
 

@@ -255,3 +255,14 @@ def test_spill_to_disk_reports_the_same_compaction(tmp_path, capsys, request):
     assert "ledgerctl compact: phase two:" in spilled.err
     bad = run(capsys, "compact", ORDERS, "--memory", "lots", *_args(world))
     assert bad.code == 2 and "--memory" in bad.err
+
+
+def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, request):
+    world = _world(tmp_path, "rocksdb", "db", request)
+    missing = run(capsys, "compact", "public/default/nothing", *_args(world))
+    assert missing.code == 1 and "not found" in missing.err
+    assert len(missing.err.strip().splitlines()) == 1
+    usage = run(capsys, "compact", ORDERS, "--deep", *_args(world))
+    assert usage.code == 2
+    partitioned = run(capsys, "compact", "tenant-b/ns/parts", *_args(world))
+    assert partitioned.code == 2 and "partitioned topic" in partitioned.err
