@@ -256,12 +256,21 @@ class LiveBookieStore:
             for e in todo:
                 by_bookie.setdefault(sets[e][attempt[e]], []).append(e)
             retry: list[int] = []
+            asked = []
             for bookie, ids in by_bookie.items():
                 if bookie in self.down:  # failed earlier in this run: not waited for again
                     for e in ids:
                         errors[e].append(self.down[bookie])
                 else:
-                    self._read_from(bookie, ledger_id, ids, kind, password, got, fallback, errors)
+                    asked.append((bookie, ids))
+            # each entry goes to one bookie per round, so the threads touch distinct keys
+            each_bookie(
+                asked,
+                lambda bookie, ids: self._read_from(
+                    bookie, ledger_id, ids, kind, password, got, fallback, errors
+                ),
+            )
+            for _, ids in by_bookie.items():
                 retry.extend(e for e in ids if e not in got)
             todo = []
             for e in retry:
@@ -311,6 +320,20 @@ class LiveBookieStore:
             for e in ids:
                 if e not in got:
                     errors[e].append(exc.one_line())
+
+
+def each_bookie(work: list[tuple[str, list[int]]], read) -> None:
+    """``read(bookie, ids)`` for every bookie, the bookies in parallel threads (one
+    connection each; blocking sockets release the GIL while they wait)."""
+    if len(work) <= 1:
+        for bookie, ids in work:
+            read(bookie, ids)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(work), 16)) as pool:
+        for future in [pool.submit(read, bookie, ids) for bookie, ids in work]:
+            future.result()
 
 
 def _write_sets(md: LedgerMetadata, entry_ids: range | list[int], order) -> dict[int, list[str]]:
