@@ -138,34 +138,30 @@ def v3_read_request(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
     return FRAME_LEN.pack(len(payload)) + payload
 
 
+def _v3_request(txn_id: int, op: int):
+    req = _pb().Request()
+    req.header.version = VERSION_THREE
+    req.header.operation = op
+    req.header.txnId = txn_id
+    return req
+
+
 def v3_read_request_pb(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
     """The same frame built with the generated protobuf module (for the tests)."""
-    pb = _pb()
-    req = pb.Request()
-    req.header.version = VERSION_THREE
-    req.header.operation = OP_READ_ENTRY
-    req.header.txnId = txn_id
+    req = _v3_request(txn_id, OP_READ_ENTRY)
     req.readRequest.ledgerId = ledger_id
     req.readRequest.entryId = entry_id
     return frame(req.SerializeToString())
 
 
 def v3_read_lac_request(txn_id: int, ledger_id: int) -> bytes:
-    pb = _pb()
-    req = pb.Request()
-    req.header.version = VERSION_THREE
-    req.header.operation = OP_READ_LAC
-    req.header.txnId = txn_id
+    req = _v3_request(txn_id, OP_READ_LAC)
     req.readLacRequest.ledgerId = ledger_id
     return frame(req.SerializeToString())
 
 
 def v3_start_tls_request(txn_id: int) -> bytes:
-    pb = _pb()
-    req = pb.Request()
-    req.header.version = VERSION_THREE
-    req.header.operation = OP_START_TLS
-    req.header.txnId = txn_id
+    req = _v3_request(txn_id, OP_START_TLS)
     req.startTLSRequest.SetInParent()
     return frame(req.SerializeToString())
 
