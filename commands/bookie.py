@@ -166,7 +166,9 @@ def log_command(
         metavar="LOG",
         help="The entry log: its id (decimal, or 0x hex), file name (<hex id>.log) or path.",
     ),
-    ledger: int = typer.Option(None, "--ledger", "-l", help="Only the records of this ledger."),
+    ledger: int = typer.Option(
+        None, "--ledger", "-l", min=0, max=2**63 - 1, help="Only the records of this ledger."
+    ),
     decode: bool = typer.Option(
         False, "--decode", help="Decode each entry as a Pulsar entry, down to its messages."
     ),
@@ -274,7 +276,9 @@ def _records_table(rows: list[Any], decode: bool) -> Any:
 
 @bookie_app.command("journal")
 def journal_command(
-    ledger: int = typer.Option(None, "--ledger", "-l", help="Only the records of this ledger."),
+    ledger: int = typer.Option(
+        None, "--ledger", "-l", min=0, max=2**63 - 1, help="Only the records of this ledger."
+    ),
     after_mark: bool = typer.Option(
         False, "--after-mark", help="Only the records after lastMark (what replay would read)."
     ),

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options as opts
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL, NO_PROGRESS, QUIET
 from pulsarctl_py.render import OutputFormat
 
 ledger_app = typer.Typer(
@@ -52,6 +52,8 @@ def list_command(
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
+    quiet: bool = QUIET,
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """List the ledgers in the metadata store (like bookkeeper shell listledgers -m).
 
@@ -66,7 +68,7 @@ def list_command(
     err = render.stderr_console()
     with (
         LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
-        render.progress(err, "reading ledgers") as advance,
+        render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
         rows = list_ledger_rows(
             source, topic=topic, kind=kind.value if kind else None, advance=advance
@@ -79,11 +81,15 @@ def list_command(
         render.write_jsonl(r.to_json() for r in rows)
         return
     out = render.stdout_console()
-    out.print(_tree(rows) if fmt is OutputFormat.TREE else _table(rows))
+    if fmt is OutputFormat.TREE:
+        out.print(_tree(rows))
+    else:
+        render.print_table(out, _table(rows))
     for row in rows:
         if row.error:
             err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
-    err.print(f"{len(rows)} ledgers")
+    if not quiet:
+        err.print(f"{len(rows)} ledgers")
 
 
 def _esc(text: str) -> str:
@@ -118,7 +124,10 @@ def _table(rows: list[Any]) -> Any:
     table = Table()
     for col in ("ledger", "state", "entries", "length", "digest", "kind", "owner", "created"):
         table.add_column(
-            col, overflow="fold", justify="right" if col in ("entries", "length") else "left"
+            col,
+            overflow="fold",
+            no_wrap=col == "owner",  # topic names stay whole: they are copied
+            justify="right" if col in ("entries", "length") else "left",
         )
     for row in rows:
         table.add_row(
@@ -152,7 +161,7 @@ def _tree(rows: list[Any]) -> Any:
 
 @ledger_app.command("meta")
 def meta_command(
-    ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
+    ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
@@ -167,10 +176,12 @@ def meta_command(
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.positions import parse_ledger_id
     from pulsarctl_py.topics import ledger_meta
 
+    ledger_id = parse_ledger_id(ledger)  # one line for ids past 2^63-1, not a traceback
     with LedgerSource.open(metadata_url, bookie_dirs) as source:
-        meta = ledger_meta(source, ledger)
+        meta = ledger_meta(source, ledger_id)
     doc = meta.to_json()
     fmt = render.resolve(output, OutputFormat.TREE)
     if fmt is OutputFormat.JSON:

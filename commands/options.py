@@ -52,6 +52,31 @@ def password(env: str | None, file: Path | None) -> bytes | None:
     return secret.reveal() if secret is not None else None
 
 
+QUIET = typer.Option(
+    False,
+    "--quiet",
+    "-q",
+    help="Only the data and the errors: no headers, summary, warnings or progress line.",
+)
+NO_PROGRESS = typer.Option(
+    False,
+    "--no-progress",
+    help="No progress line on stderr (it is shown only when stderr is a terminal and the "
+    "output goes to a file or pipe).",
+)
+
+
+def progress_wanted(quiet: bool, no_progress: bool) -> bool:
+    """A live progress line only helps when the output is not on the same terminal.
+
+    Lines written to a terminal stdout while a live line redraws on its stderr tear that
+    line apart; those lines are progress enough. So: stderr a terminal, stdout not.
+    """
+    import sys
+
+    return not (quiet or no_progress) and sys.stderr.isatty() and not sys.stdout.isatty()
+
+
 # -- running bookies (pulsarctl_py.stores.live) ------------------------------------------
 
 BOOKIE_ADDRESS = typer.Option(

@@ -1,0 +1,504 @@
+"""`ledgerctl repair ...`, `orphans`, `apply`, `undo`: metadata repairs as plans.
+
+Every repair prints its plan (keys, versions, decoded diff, what becomes unreachable) and
+writes nothing; ``--plan FILE`` saves it, ``--apply`` saves and applies it. ``apply FILE``
+executes a saved plan with compare-and-set, ``undo FILE`` restores what it replaced.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from pulsarctl_py.commands import options
+
+if TYPE_CHECKING:
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.repair.plan import Draft, Outcome, Plan
+
+
+class PlanOutput(enum.StrEnum):
+    auto = "auto"
+    table = "table"
+    json = "json"
+
+
+repair_app = typer.Typer(
+    help="Repair topic metadata: each repair prints a plan, and writes only with --apply.",
+    invoke_without_command=True,
+)
+
+OUTPUT = typer.Option(
+    PlanOutput.auto,
+    "--output",
+    "-o",
+    help="table (a readable plan) or json (the plan file's content); auto is table on a "
+    "terminal and json when piped.",
+)
+PLAN_FILE = typer.Option(
+    None, "--plan", metavar="FILE", help="Save the plan (JSON) to FILE, for review and `apply`."
+)
+APPLY = typer.Option(
+    False,
+    "--apply",
+    help="Apply the plan now (saved first to --plan FILE, default ./ledgerctl-plan-<time>.json; "
+    "the backup goes beside it). The topics must be unloaded.",
+)
+
+
+def _warn(message: str) -> None:
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    render.stderr_console().print(f"[yellow]warning:[/] {escape(message)}")
+
+
+def print_plan(plan: Plan, output: PlanOutput) -> None:
+    """The plan on stdout: JSON, or readable text with the decoded diff of every key."""
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
+    for w in plan.warnings:
+        _warn(w)
+    if fmt is render.OutputFormat.JSON:
+        render.write_json(plan.to_json())
+        return
+    out = render.stdout_console()
+    if plan.empty:
+        out.print("nothing to repair: the plan changes no key")
+        return
+    js = plan.to_json()
+    out.print(
+        f"[bold]plan[/]: {len(plan.changes)} key{'s' if len(plan.changes) != 1 else ''} in "
+        f"{escape(plan.metadata_url)}; topics to unload: {escape(', '.join(plan.topics) or '-')}"
+    )
+    for change in js["changes"]:
+        version = "absent" if change["version"] is None else f"version {change['version']}"
+        out.print(f"\n[bold]{change['action']}[/] {escape(change['key'])} ({version})")
+        for why in change["why"]:
+            out.print(f"  because: {escape(why)}")
+        for line in change["diff"][2:]:
+            colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+            text = escape(line)
+            out.print(f"  [{colour}]{text}[/]" if colour else f"  {text}")
+    u = js["unreachable"]
+    out.print("\n[bold]unreachable after this plan[/]:")
+    entries = f"{u['entries']}{'+' if u['entries_unknown'] else ''}"
+    out.print(
+        f"  ledgers: {', '.join(map(str, u['ledgers'])) or 'none'}; entries: {entries}; "
+        f"bytes: {u['size']}"
+        + (f"; time range: {u['time_range'][0]} .. {u['time_range'][1]}" if u["time_range"] else "")
+    )
+    for c in u["cursors"]:
+        moved = ", ".join(
+            f"{k.replace('_', ' ')} {v}"
+            for k, v in c.items()
+            if k.startswith("entries_") and v is not None
+        )
+        out.print(
+            f"  cursor {escape(c['cursor'])} of {escape(c['topic'])}: {c['from']} -> {c['to']}"
+            + (f" ({moved})" if moved else "")
+        )
+
+
+def print_outcome(outcome: Outcome) -> None:
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    verb = "applied" if outcome.action == "apply" else "restored"
+    err.print(f"{verb}: {len(outcome.written)} key(s) written, {len(outcome.skipped)} unchanged")
+    if outcome.backup:
+        err.print(f"backup: {escape(outcome.backup)}")
+    if outcome.action == "apply" and outcome.written:
+        err.print(f"undo with: ledgerctl undo {escape(outcome.plan)}")
+
+
+def _default_plan_path() -> Path:
+    return Path(time.strftime("ledgerctl-plan-%Y%m%dT%H%M%SZ.json", time.gmtime()))
+
+
+def _open_writable(url: str) -> Any:
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    return open_metadata_store(url, read_only=False)
+
+
+def run_repair(
+    metadata_url: str | None,
+    bookie_dirs: list[Path] | None,
+    plan_file: Path | None,
+    apply: bool,
+    output: PlanOutput,
+    build: Callable[[Draft, LedgerSource], Any],
+) -> Plan:
+    """Draft a repair on the stores, print its plan, save it, apply it when asked."""
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.repair.plan import Draft, apply_plan
+
+    with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
+        assert source.metadata is not None
+        draft = Draft(source.metadata)
+        build(draft, source)
+        plan = draft.plan()
+    print_plan(plan, output)
+    if apply and not plan.empty and plan_file is None:
+        plan_file = _default_plan_path()
+    if plan_file is not None:
+        plan.save(plan_file)
+        from pulsarctl_py import render
+
+        render.stderr_console().print(f"plan saved to {plan_file}")
+    if apply and not plan.empty:
+        assert plan_file is not None
+        with _open_writable(plan.metadata_url) as store:
+            print_outcome(apply_plan(plan_file, store))
+    return plan
+
+
+@repair_app.callback()
+def repair_root(
+    ctx: typer.Context,
+    from_verify: Path = typer.Option(
+        None,
+        "--from-verify",
+        metavar="FILE",
+        help="Plan the repairs for the findings in FILE, the output of `verify -o json` "
+        "('-' reads stdin).",
+    ),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    plan_file: Path = PLAN_FILE,
+    apply: bool = APPLY,
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """Repair topic metadata. Without a subcommand: --from-verify FILE plans the repair of
+    every finding verify reported that a repair handles (missing ledgers, cursors out of
+    range, a lost compacted ledger, shadow drift, orphan ledgers)."""
+    if ctx.invoked_subcommand is not None:
+        if from_verify is not None:
+            raise typer.BadParameter(
+                "--from-verify takes no subcommand", param_hint="--from-verify"
+            )
+        given = metadata_url or bookie_dirs or plan_file or apply or output is not PlanOutput.auto
+        if given:
+            # the subcommand has its own: these would be silently ignored
+            raise typer.BadParameter(
+                f"put the options after the subcommand: ledgerctl repair "
+                f"{ctx.invoked_subcommand} ... --option"
+            )
+        return
+    if from_verify is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(2)
+    import sys
+
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.repair.repairs import from_verify as plan_from_verify
+
+    try:
+        text = sys.stdin.read() if str(from_verify) == "-" else from_verify.read_text("utf-8")
+        report = json.loads(text)
+    except OSError as exc:
+        raise LedgerctlError(f"cannot read {from_verify}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise LedgerctlError(f"{from_verify} is not JSON (use verify -o json): {exc}") from None
+    unhandled: list[dict[str, Any]] = []
+
+    def build(draft: Draft, source: LedgerSource) -> None:
+        unhandled.extend(plan_from_verify(draft, report, source))
+
+    run_repair(metadata_url, bookie_dirs, plan_file, apply, output, build)
+    for item in unhandled:
+        _warn(f"not repaired: {item['check']} ({item['topic'] or '-'}): {item['reason']}")
+
+
+@repair_app.command("missing-ledgers")
+def missing_ledgers(
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", help="The topic (any spelling verify takes)."
+    ),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    plan_file: Path = PLAN_FILE,
+    apply: bool = APPLY,
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """Drop from the topic's ledger list the ledgers with no BookKeeper metadata (and, with
+    --bookie-dir, closed ledgers with no entries in storage); cursors inside them move to
+    the next ledger's start. The plan lists the entries, bytes and time range lost."""
+    from pulsarctl_py.repair import repairs
+
+    run_repair(
+        metadata_url,
+        bookie_dirs,
+        plan_file,
+        apply,
+        output,
+        lambda d, s: repairs.missing_ledgers(d, topic, s),
+    )
+
+
+@repair_app.command("cursor")
+def cursor(
+    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    subscription: str = typer.Argument(..., metavar="SUB", help="The subscription (cursor)."),
+    to: str = typer.Option(
+        None,
+        "--to",
+        metavar="L:E",
+        help="The next entry to deliver (as pulsar-admin reset-cursor): mark-delete L:E-1.",
+    ),
+    at_time: str = typer.Option(
+        None,
+        "--time",
+        metavar="T",
+        help="The first entry a broker's reset by time reads (ISO-8601, epoch ms, or a "
+        "duration ago: 3h); needs --bookie-dir.",
+    ),
+    earliest: bool = typer.Option(False, "--earliest", help="Back to the topic's first entry."),
+    latest: bool = typer.Option(False, "--latest", help="To the topic's end (nothing backlogged)."),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    plan_file: Path = PLAN_FILE,
+    apply: bool = APPLY,
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """Reset a cursor offline. Works when its state is in a cursor ledger: the whole
+    state moves into the znode (cursorsLedgerId = -1), which the broker then reads.
+    Individual acks are cleared; cursor properties are kept."""
+    from pulsarctl_py.positions import parse_position
+    from pulsarctl_py.repair import repairs
+
+    if sum((to is not None, at_time is not None, earliest, latest)) != 1:
+        raise typer.BadParameter("give exactly one of --to L:E, --time T, --earliest, --latest")
+    time_ms = None
+    if at_time is not None:
+        from pulsarctl_py.timeparse import parse_time_ms
+
+        time_ms = parse_time_ms(at_time)
+    target = None
+    if to is not None:
+        pos = parse_position(to, batch=False)
+        target = (pos.ledger_id, pos.entry_id)
+
+    def build(draft: Draft, source: LedgerSource) -> None:
+        repairs.reset_cursor(
+            draft,
+            topic,
+            subscription,
+            source,
+            to=target,
+            earliest=earliest,
+            latest=latest,
+            time_ms=time_ms,
+        )
+
+    run_repair(metadata_url, bookie_dirs, plan_file, apply, output, build)
+
+
+@repair_app.command("clamp-cursors")
+def clamp_cursors(
+    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    plan_file: Path = PLAN_FILE,
+    apply: bool = APPLY,
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """Move cursors that are past their ledger's last entry back to it, and cursors in a
+    ledger the topic does not list to the next listed ledger's start (or the topic's end)."""
+    from pulsarctl_py.repair import repairs
+
+    run_repair(
+        metadata_url,
+        bookie_dirs,
+        plan_file,
+        apply,
+        output,
+        lambda d, s: repairs.clamp_cursors(d, topic, s),
+    )
+
+
+@repair_app.command("compaction")
+def compaction(
+    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    clear: bool = typer.Option(
+        False,
+        "--clear",
+        help="Clear a CompactedTopicLedger whose ledger has no BookKeeper metadata, and move "
+        "the __compaction cursor to the topic's start so the next compaction reads all keys.",
+    ),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    plan_file: Path = PLAN_FILE,
+    apply: bool = APPLY,
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """Repair the compaction pointer of a topic (the __compaction cursor's
+    CompactedTopicLedger). Only --clear is implemented."""
+    from pulsarctl_py.repair import repairs
+
+    if not clear:
+        raise typer.BadParameter("say what to do: --clear", param_hint="--clear")
+    run_repair(
+        metadata_url,
+        bookie_dirs,
+        plan_file,
+        apply,
+        output,
+        lambda d, s: repairs.clear_compaction(d, topic, s),
+    )
+
+
+@repair_app.command("shadow")
+def shadow(
+    shadow_topic: str = typer.Argument(..., metavar="SHADOW", help="The shadow topic."),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    plan_file: Path = PLAN_FILE,
+    apply: bool = APPLY,
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """Resync a shadow topic from its source (PIP-180): the ledger list with entries, sizes
+    and offload contexts, and the terminated position; its own properties kept. Shadow
+    cursors in ledgers the source no longer lists move to the next ledger's start."""
+    from pulsarctl_py.repair import repairs
+
+    run_repair(
+        metadata_url,
+        bookie_dirs,
+        plan_file,
+        apply,
+        output,
+        lambda d, s: repairs.shadow(d, shadow_topic, s),
+    )
+
+
+def orphans(
+    delete: bool = typer.Option(
+        False, "--delete", help="Plan deleting the orphans' ledger metadata (see --apply)."
+    ),
+    min_age: str = typer.Option(
+        "1h",
+        "--min-age",
+        metavar="DURATION",
+        help="Only ledgers created at least this long ago (100m, 3h, 2d, 1w; 0 for all): a "
+        "ledger being created is not yet in its topic's list.",
+    ),
+    metadata_url: str = options.METADATA_URL,
+    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    plan_file: Path = PLAN_FILE,
+    apply: bool = APPLY,
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """List BookKeeper ledgers tagged application=pulsar that no topic, cursor or
+    compaction references (schema ledgers aside). A topic whose references cannot all be
+    read (its metadata does not decode, or a cursor ledger is unreadable: pass
+    --bookie-dir) keeps its ledgers. Exit 1 when orphans are listed.
+
+    With --delete: a plan deleting their ledger metadata; bookies drop the entries on
+    their next garbage collection."""
+    from pulsarctl_py import render
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.plan import Draft
+    from pulsarctl_py.timeparse import parse_duration_ms
+
+    age = 0 if min_age.strip() == "0" else parse_duration_ms(min_age)
+    if apply and not delete:
+        raise typer.BadParameter("--apply needs --delete", param_hint="--apply")
+    if delete:
+        run_repair(
+            metadata_url,
+            bookie_dirs,
+            plan_file,
+            apply,
+            output,
+            lambda d, s: repairs.delete_orphans(d, s, min_age_ms=age),
+        )
+        return
+    with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
+        assert source.metadata is not None
+        found = list(repairs.find_orphans(Draft(source.metadata), source, min_age_ms=age))
+    fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
+    if fmt is render.OutputFormat.JSON:
+        render.write_json([o.to_json() for o in found])
+    elif found:
+        from rich.table import Table
+
+        table = Table()
+        for col in ("ledger", "kind", "state", "bytes", "created", "owner"):
+            table.add_column(col, overflow="fold")
+        for o in found:
+            owner = o.owner or "-"
+            if o.owner_exists is False:
+                owner += " (gone)"
+            table.add_row(
+                str(o.ledger_id), o.kind, o.state, str(o.length), render.iso_ms(o.ctime), owner
+            )
+        render.stdout_console().print(table)
+    render.stderr_console().print(f"{len(found)} orphan ledger{'s' if len(found) != 1 else ''}")
+    if found:
+        raise typer.Exit(1)
+
+
+def apply(
+    plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
+    metadata_url: str = typer.Option(
+        None,
+        "--metadata-url",
+        metavar="URL",
+        help="The metadata store; default: the one the plan names (it must be the same).",
+    ),
+    output: PlanOutput = OUTPUT,
+) -> None:
+    """Execute a saved plan exactly: every key must still hold the value the plan read
+    (compare-and-set), else nothing is written (exit 1). The old values are written to
+    FILE.backup.json first; `ledgerctl undo FILE` restores them."""
+    from pulsarctl_py.repair.plan import Plan, apply_plan
+
+    plan = Plan.load(plan_file)
+    print_plan(plan, output)
+    if plan.empty:
+        return
+    with _open_writable(metadata_url or plan.metadata_url) as store:
+        print_outcome(apply_plan(plan_file, store))
+
+
+def undo(
+    plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
+    metadata_url: str = typer.Option(
+        None,
+        "--metadata-url",
+        metavar="URL",
+        help="The metadata store; default: the one the plan names (it must be the same).",
+    ),
+) -> None:
+    """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
+    every key still holding the applied value is set back with compare-and-set; keys
+    already at their old value are left; a key changed since aborts with nothing written."""
+    from pulsarctl_py.repair.plan import Plan, undo_plan
+
+    plan = Plan.load(plan_file)
+    for w in plan.warnings[:1]:
+        _warn(w)
+    with _open_writable(metadata_url or plan.metadata_url) as store:
+        print_outcome(undo_plan(plan_file, store))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(repair_app, name="repair")
+    app.command("orphans")(orphans)
+    app.command("apply")(apply)
+    app.command("undo")(undo)

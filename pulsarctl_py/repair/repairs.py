@@ -1,0 +1,940 @@
+"""The repairs: each drafts its changes on a :class:`~pulsarctl_py.repair.plan.Draft`.
+
+Nothing here writes; :mod:`pulsarctl_py.repair.plan` applies a plan. Every repair reads
+through the draft, so repairs run one after another (``repair --from-verify``) see what
+the earlier ones drafted.
+
+Cursor positions are mark-delete positions ``(ledger, entry)``; ``(L, -1)`` means "before
+the first entry of ledger L", the form the broker itself gives a cursor whose ledger is
+gone (formats.md §8.2, operators.md row 2). A cursor whose state is in a cursor ledger
+(``cursorsLedgerId != -1``) is moved by writing the whole state into its znode and setting
+``cursorsLedgerId = -1``: editing only the znode would be ignored by the broker, which
+reads the cursor ledger's last entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
+from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
+from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+from pulsarctl_py.stores.metadata.base import join
+
+from .plan import Draft
+
+if TYPE_CHECKING:
+    from pulsarctl_py.ledgers import LedgerSource
+
+COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+Position = tuple[int, int]
+
+
+# -- reading through the draft ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Topic:
+    name: TopicName
+    path: str
+    decoded: DecodedInfo[mlpb.ManagedLedgerInfo]
+
+    @property
+    def info(self) -> mlpb.ManagedLedgerInfo:
+        return self.decoded.message
+
+    @property
+    def ids(self) -> list[int]:
+        return [li.ledgerId for li in self.info.ledgerInfo]
+
+
+@dataclass(slots=True)
+class Cursor:
+    name: str
+    path: str
+    decoded: DecodedInfo[mlpb.ManagedCursorInfo]
+    #: the effective state: from the cursor ledger's last entry when it is there
+    position: Position | None
+    properties: list[tuple[str, int]]
+    origin: str  # "znode", "cursor ledger N", or "znode snapshot (cursor ledger N unread)"
+
+    @property
+    def in_ledger(self) -> bool:
+        return self.decoded.message.cursorsLedgerId != -1
+
+
+def load_topic(draft: Draft, topic: str | TopicName, *, changes: bool = True) -> Topic:
+    """The topic's ML info as drafted; ``changes``: the plan may change it (it is listed
+    among the topics to unload)."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    name = resolve_topic(topic)
+    data = draft.get(name.ml_path)
+    if data is None:
+        raise NotFoundError(f"topic {name.full_name} has no managed ledger ({name.ml_path})")
+    try:
+        decoded = mld.parse_ml_info(data)
+    except LedgerctlError as exc:
+        raise DataError(f"{name.ml_path} does not decode: {exc.one_line()}") from None
+    if decoded.missing:
+        raise DataError(f"{name.ml_path} lacks required fields: {', '.join(decoded.missing)}")
+    if changes:
+        draft.topic(name.full_name)
+    return Topic(name, name.ml_path, decoded)
+
+
+def load_cursors(
+    draft: Draft, topic: Topic, source: LedgerSource | None, only: str | None = None
+) -> list[Cursor]:
+    out = []
+    for znode in draft.store.children(topic.path):
+        name = _decode_name(znode)
+        if only is not None and name != only:
+            continue
+        path = join(topic.path, znode)
+        data = draft.get(path)
+        if data is None:
+            continue
+        try:
+            decoded = mld.parse_cursor_info(data)
+        except LedgerctlError as exc:
+            raise DataError(f"cursor {name!r} ({path}) does not decode: {exc.one_line()}") from None
+        msg = decoded.message
+        position: Position | None = None
+        if msg.HasField("markDeleteLedgerId") and msg.HasField("markDeleteEntryId"):
+            position = (msg.markDeleteLedgerId, msg.markDeleteEntryId)
+        props = [(p.name, p.value) for p in msg.properties]
+        origin = "znode"
+        if msg.cursorsLedgerId != -1:
+            found = cursor_ledger_state(source, msg.cursorsLedgerId)
+            if found is not None:
+                position, props = found
+                origin = f"cursor ledger {msg.cursorsLedgerId}"
+            else:
+                origin = f"znode snapshot (cursor ledger {msg.cursorsLedgerId} not read)"
+        out.append(Cursor(name, path, decoded, position, props, origin))
+    return out
+
+
+def _decode_name(znode: str) -> str:
+    try:
+        return mld.url_decode(znode)
+    except LedgerctlError:
+        return znode
+
+
+def cursor_ledger_state(
+    source: LedgerSource | None, ledger_id: int
+) -> tuple[Position, list[tuple[str, int]]] | None:
+    """The last PositionInfo of a cursor ledger, or None when it cannot be read (as the
+    broker then falls back to the znode snapshot)."""
+    if source is None or source.bookie is None:
+        return None
+    try:
+        view = source.ledger(ledger_id)
+    except LedgerctlError:
+        return None
+    last = view_last(view)
+    if last is None or last < 0:
+        return None
+    view.kind = "cursor"
+    try:
+        entries = list(source.entries(view, last, last))
+    except LedgerctlError:
+        return None
+    for entry in entries:
+        if any(p.severity == "error" for p in entry.problems):
+            return None
+        layer = entry.layers[-1] if entry.layers else None
+        if layer is None or layer.name != "position-info":
+            return None
+        info, missing = mld.parse_position_info(layer.raw)
+        if missing:
+            return None
+        return (info.ledgerId, info.entryId), [(p.name, p.value) for p in info.properties]
+    return None
+
+
+def view_last(view: Any) -> int | None:
+    """A ledger's last entry: lastEntryId when closed; else the last entry the bookie
+    holds or its LAC, whichever is higher (what opening it with recovery finds)."""
+    md = view.metadata
+    if md is not None and md.is_closed:
+        return md.last_entry_id
+    known = [v for v in (view.lac, view.last_stored) if v is not None]
+    return max(known) if known else None
+
+
+def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    for layout in (
+        lm.LedgerLayout.HIERARCHICAL,
+        lm.LedgerLayout.FLAT,
+        lm.LedgerLayout.LONG_HIERARCHICAL,
+    ):
+        if draft.get(lm.ledger_path(ledger_id, layout)) is not None:
+            return True
+    return False
+
+
+def last_entry(topic: Topic, ledger_id: int, source: LedgerSource | None) -> int | None:
+    """The last entry id of a listed ledger: the ML's count when recorded, else the
+    BookKeeper metadata (closed) or the bookie's LAC; None when nothing tells."""
+    infos = list(topic.info.ledgerInfo)
+    for i, li in enumerate(infos):
+        if li.ledgerId != ledger_id:
+            continue
+        is_last = i == len(infos) - 1
+        if not (is_last and li.entries == 0 and li.size == 0):
+            return li.entries - 1
+        break
+    if source is None:
+        return None
+    try:
+        view = source.ledger(ledger_id)
+    except LedgerctlError:
+        return None
+    return view_last(view)
+
+
+# -- writing through the draft ---------------------------------------------------------------
+
+
+def _position_text(p: Position | None) -> str:
+    return "none" if p is None else f"{p[0]}:{p[1]}"
+
+
+def write_cursor(
+    draft: Draft,
+    cursor: Cursor,
+    position: Position,
+    why: str,
+    *,
+    properties: list[tuple[str, int]] | None = None,
+    keep_acks: bool = False,
+    snapshot: bool = False,
+) -> None:
+    """Write the cursor's whole state into its znode at ``position`` (cursorsLedgerId -1).
+
+    ``snapshot``: the znode's own state is the one to keep, acks included (what the broker
+    falls back to when the cursor ledger is gone)."""
+    msg = mlpb.ManagedCursorInfo()
+    msg.CopyFrom(cursor.decoded.message)
+    msg.cursorsLedgerId = -1
+    msg.markDeleteLedgerId, msg.markDeleteEntryId = position
+    if snapshot:
+        pass
+    elif not keep_acks or cursor.in_ledger:
+        # a reset forgets every ack; a cursor ledger's acks are not in the znode snapshot
+        del msg.individualDeletedMessages[:]
+        del msg.batchedEntryDeletionIndexInfo[:]
+    else:
+        # acked ranges (lower, upper] after the new position stay acknowledged
+        kept = []
+        for r in msg.individualDeletedMessages:
+            upper = (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId)
+            if upper > position:
+                lower = max((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId), position)
+                kept.append((lower, upper))
+        del msg.individualDeletedMessages[:]
+        for lower, upper in kept:
+            r = msg.individualDeletedMessages.add()
+            r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lower
+            r.upperEndpoint.ledgerId, r.upperEndpoint.entryId = upper
+        batched = [
+            b
+            for b in msg.batchedEntryDeletionIndexInfo
+            if (b.position.ledgerId, b.position.entryId) > position
+        ]
+        del msg.batchedEntryDeletionIndexInfo[:]
+        for b in batched:
+            msg.batchedEntryDeletionIndexInfo.add().CopyFrom(b)
+    del msg.properties[:]
+    for name, value in cursor.properties if properties is None else properties:
+        msg.properties.add(name=name, value=value)
+    draft.set(cursor.path, "cursor", mld.rebuild(cursor.decoded, msg), why)
+    cursor.decoded = mld.parse_cursor_info(draft.get(cursor.path) or b"")
+    cursor.position = position
+    cursor.origin = "znode"
+
+
+def _set_topic(draft: Draft, topic: Topic, msg: mlpb.ManagedLedgerInfo, why: str) -> None:
+    draft.set(topic.path, "managed-ledger", mld.rebuild(topic.decoded, msg), why)
+    topic.decoded = mld.parse_ml_info(draft.get(topic.path) or b"")
+
+
+def _count_between(
+    topic: Topic, old: Position, new: Position, source: LedgerSource | None
+) -> int | None:
+    """Entries in (old, new] (positive) or (new, old] (negative), when the sizes are known."""
+    sign = 1
+    if new < old:
+        old, new, sign = new, old, -1
+    total = 0
+    for lid in topic.ids:
+        if lid < old[0] or lid > new[0]:
+            continue
+        last = last_entry(topic, lid, source)
+        if last is None:
+            return None
+        lo = old[1] + 1 if lid == old[0] else 0
+        hi = min(new[1], last) if lid == new[0] else last
+        total += max(0, hi - lo + 1)
+    return sign * total
+
+
+def _cursor_move(
+    draft: Draft,
+    topic: Topic,
+    cursor: Cursor,
+    to: Position,
+    source: LedgerSource | None,
+    why: str,
+    *,
+    keep_acks: bool = True,
+) -> None:
+    old = cursor.position
+    record: dict[str, Any] = {
+        "topic": topic.name.full_name,
+        "cursor": cursor.name,
+        "from": _position_text(old),
+        "from_origin": cursor.origin,
+        "to": _position_text(to),
+    }
+    if old is not None and old[0] in topic.ids:
+        n = _count_between(topic, old, to, source)
+        record["entries_skipped" if (n or 0) >= 0 else "entries_redelivered"] = (
+            None if n is None else abs(n)
+        )
+    if cursor.in_ledger:
+        record["cursors_ledger_id"] = {"from": cursor.decoded.message.cursorsLedgerId, "to": -1}
+    write_cursor(draft, cursor, to, why, keep_acks=keep_acks)
+    draft.unreachable.cursors.append(record)
+
+
+def relocate(topic: Topic, position: Position, source: LedgerSource | None) -> Position | None:
+    """Where a cursor at ``position`` belongs in the topic's ledger list, or None if fine.
+
+    A ledger the list does not hold: the next listed ledger's start (``next:-1``, the
+    broker's rule), or the topic's end when no later ledger exists. An entry after its
+    ledger's last entry: that last entry.
+    """
+    ids = topic.ids
+    lid, eid = position
+    if not ids:
+        return None
+    if lid not in ids:
+        later = [i for i in ids if i > lid]
+        if later:
+            return (later[0], -1)
+        return end_position(topic, source)
+    last = last_entry(topic, lid, source)
+    if last is not None and eid > last:
+        return (lid, last)
+    return None
+
+
+def end_position(topic: Topic, source: LedgerSource | None) -> Position:
+    """The topic's last entry (``--latest``), stepping back over empty ledgers."""
+    for lid in reversed(topic.ids):
+        last = last_entry(topic, lid, source)
+        if last is None:
+            raise DataError(
+                f"the last entry of ledger {lid} (the open ledger of {topic.name.full_name}) is "
+                "not recorded in the metadata: pass --bookie-dir to read its LAC, or give --to"
+            )
+        if last >= 0:
+            return (lid, last)
+    return (topic.ids[0], -1) if topic.ids else (-1, -1)
+
+
+# -- the repairs -----------------------------------------------------------------------------
+
+
+def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[int]:
+    """Drop ledgers with no BookKeeper metadata (or, given bookie storage, no stored entries
+    while the metadata says they hold some) from the topic's list; move cursors that
+    pointed into them. Returns the dropped ledger ids."""
+    topic = load_topic(draft, topic_name)
+    cursors = load_cursors(draft, topic, source)
+    infos = list(topic.info.ledgerInfo)
+    dropped: dict[int, str] = {}
+    for li in infos:
+        lid = li.ledgerId
+        if not ledger_has_metadata(draft, lid):
+            dropped[lid] = "has no BookKeeper metadata"
+            continue
+        if source is not None and source.bookie is not None:
+            try:
+                view = source.ledger(lid)
+            except LedgerctlError:
+                continue
+            md = view.metadata
+            if (
+                md is not None
+                and md.is_closed
+                and md.last_entry_id >= 0
+                and view.last_stored is None
+            ):
+                dropped[lid] = "has no entries in bookie storage"
+    draft.repairs.append(
+        {
+            "repair": "missing-ledgers",
+            "topic": topic.name.full_name,
+            "ledgers": [{"ledger_id": lid, "reason": why} for lid, why in dropped.items()],
+        }
+    )
+    if not dropped:
+        return []
+    msg = mlpb.ManagedLedgerInfo()
+    msg.CopyFrom(topic.info)
+    del msg.ledgerInfo[:]
+    previous_ts: int | None = None
+    for i, li in enumerate(infos):
+        if li.ledgerId in dropped:
+            u = draft.unreachable
+            u.ledgers.append(li.ledgerId)
+            recorded = not (i == len(infos) - 1 and li.entries == 0 and li.size == 0)
+            if recorded:
+                u.entries += li.entries
+                u.size += li.size
+                u.add_time(previous_ts, li.timestamp or None)
+            else:
+                u.entries_unknown = True
+        else:
+            msg.ledgerInfo.add().CopyFrom(li)
+        previous_ts = li.timestamp or previous_ts
+    if infos and infos[-1].ledgerId not in dropped and mld.ml_index(topic.info) is not None:
+        draft.warnings.append(
+            f"{topic.name.full_name}: the broker entry metadata index jumps over the entries "
+            "of the dropped ledgers (verify then reports index-gap): that data is gone"
+        )
+    reasons = ", ".join(f"{lid} {why}" for lid, why in dropped.items())
+    _set_topic(draft, topic, msg, f"drop ledgers from the list: {reasons}")
+    _move_out_of(
+        draft,
+        topic,
+        cursors,
+        set(dropped),
+        source,
+        "its position {position} was in dropped ledger {ledger}",
+    )
+    # a shadow topic lists its source's ledgers: resync those that listed a dropped one
+    from pulsarctl_py.stores.metadata import list_managed_ledgers
+
+    for ref in list_managed_ledgers(draft.store):
+        data = draft.get(ref.path)
+        try:
+            info = mld.parse_ml_info(data or b"").message
+        except LedgerctlError:
+            continue
+        src = mld.shadow_source(info)
+        if src is None or set(dropped).isdisjoint(li.ledgerId for li in info.ledgerInfo):
+            continue
+        try:
+            same = resolve_topic_name(src).persistence_name == topic.name.persistence_name
+        except LedgerctlError:
+            same = False
+        if same:
+            shadow(draft, ref.topic.full_name, source)
+    return list(dropped)
+
+
+def resolve_topic_name(name: str) -> TopicName:
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    return resolve_topic(name)
+
+
+def _move_out_of(
+    draft: Draft,
+    topic: Topic,
+    cursors: list[Cursor],
+    dropped: set[int] | None,
+    source: LedgerSource | None,
+    why: str,
+) -> None:
+    """Move the cursors in a ``dropped`` ledger (None: in any ledger the topic no longer
+    lists) to where they belong; ``why`` is formatted with {position} and {ledger}."""
+    for cursor in cursors:
+        if cursor.position is None:
+            continue
+        ledger = cursor.position[0]
+        if ledger in topic.ids if dropped is None else ledger not in dropped:
+            continue
+        target = relocate(topic, cursor.position, source)
+        if target is not None:
+            text = why.format(position=_position_text(cursor.position), ledger=ledger)
+            _cursor_move(draft, topic, cursor, target, source, text)
+
+
+def reset_cursor(
+    draft: Draft,
+    topic_name: str,
+    subscription: str,
+    source: LedgerSource | None,
+    *,
+    to: Position | None = None,
+    earliest: bool = False,
+    latest: bool = False,
+    time_ms: int | None = None,
+) -> Position:
+    """Move a cursor offline. ``to`` is the next entry to deliver (pulsar-admin's
+    reset-cursor meaning): the mark-delete position becomes the entry before it.
+    ``time_ms``: the entry a broker's reset by time reads first (``seek``'s broker rule);
+    after the last entry when every entry is older."""
+    if sum((to is not None, earliest, latest, time_ms is not None)) != 1:
+        raise LedgerctlError("give exactly one of --to, --time, --earliest, --latest")
+    seek_note = None
+    if time_ms is not None:
+        to, seek_note = _seek_time(topic_name, time_ms, source)
+        if to is None:
+            latest = True
+    topic = load_topic(draft, topic_name)
+    cursors = load_cursors(draft, topic, source, only=subscription)
+    if not cursors:
+        raise NotFoundError(f"topic {topic.name.full_name} has no cursor {subscription!r}")
+    cursor = cursors[0]
+    if not topic.ids:
+        raise DataError(f"topic {topic.name.full_name} lists no ledgers: nowhere to move to")
+    if earliest:
+        target = (topic.ids[0], -1)
+        how = "earliest"
+    elif latest:
+        target = end_position(topic, source)
+        how = "latest"
+    else:
+        assert to is not None
+        lid, eid = to
+        if lid not in topic.ids:
+            raise LedgerctlError(
+                f"ledger {lid} is not in {topic.name.full_name}'s list "
+                f"({', '.join(map(str, topic.ids[:10]))}{'...' if len(topic.ids) > 10 else ''})"
+            )
+        last = last_entry(topic, lid, source)
+        if eid < 0 or (last is not None and eid > last + 1):
+            raise LedgerctlError(
+                f"entry {eid} is outside ledger {lid} (entries 0..{last}); "
+                "the next entry to read must exist or follow the last one"
+            )
+        target = (lid, eid - 1)
+        how = f"to {lid}:{eid}"
+    if seek_note is not None:
+        how = f"{seek_note}, {how}"
+    draft.repairs.append(
+        {
+            "repair": "cursor",
+            "topic": topic.name.full_name,
+            "cursor": cursor.name,
+            "target": how,
+            "mark_delete": _position_text(target),
+        }
+    )
+    if cursor.position == target and not cursor.in_ledger:
+        return target
+    _cursor_move(
+        draft,
+        topic,
+        cursor,
+        target,
+        source,
+        f"reset {how}: mark-delete {_position_text(target)}, individual acks cleared",
+        keep_acks=False,
+    )
+    return target
+
+
+def _seek_time(
+    topic_name: str, time_ms: int, source: LedgerSource | None
+) -> tuple[Position | None, str]:
+    """The entry a reset by time reads first, by the broker's rule (``pulsarctl_py.seek``);
+    None when every entry is older than the time."""
+    try:
+        from pulsarctl_py import seek as seek_module
+    except ImportError:
+        raise LedgerctlError(
+            "--time needs ledgerctl's seek module, which this build lacks: use --to L:E"
+        ) from None
+    if source is None:
+        raise LedgerctlError("--time reads entries: pass --bookie-dir")
+    from pulsarctl_py.timeparse import format_time_ms
+
+    result = seek_module.seek(source, seek_module.SeekRequest(topic=topic_name, time_ms=time_ms))
+    if result.findings:
+        raise DataError(f"no position for {format_time_ms(time_ms)}: {'; '.join(result.findings)}")
+    head = result.head
+    note = f"time {format_time_ms(time_ms)} (broker rule)"
+    for warning in result.warnings:
+        note += f"; {warning}"
+    if head is None:
+        return None, note
+    return (head.ledger_id, head.entry_id), note
+
+
+def cursor_snapshots(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[str]:
+    """Cursors whose cursor ledger has no BookKeeper metadata (or, with bookie storage, no
+    stored entries): the broker falls back to the znode snapshot, and would again on every
+    load; make that snapshot the cursor's state (``cursorsLedgerId = -1``), acks included.
+    Returns the names of the cursors changed."""
+    topic = load_topic(draft, topic_name)
+    changed = []
+    for cursor in load_cursors(draft, topic, source):
+        cl = cursor.decoded.message.cursorsLedgerId
+        if cl == -1 or cursor.position is None:
+            continue
+        gone = not ledger_has_metadata(draft, cl)
+        if not gone and source is not None and source.bookie is not None:
+            try:
+                view = source.ledger(cl)
+            except LedgerctlError:
+                view = None
+            last = None if view is None else view_last(view)
+            gone = view is not None and last is not None and last >= 0 and view.last_stored is None
+        if not gone:
+            continue
+        write_cursor(
+            draft,
+            cursor,
+            cursor.position,
+            f"its cursor ledger {cl} is gone: keep the znode snapshot "
+            f"{_position_text(cursor.position)} as the cursor's state",
+            snapshot=True,
+        )
+        changed.append(cursor.name)
+    draft.repairs.append(
+        {"repair": "cursor-snapshot", "topic": topic.name.full_name, "cursors": changed}
+    )
+    return changed
+
+
+def clamp_cursors(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[str]:
+    """Cursors past their ledger's last entry, or in a ledger the topic does not list:
+    move them to that last entry, or to the next listed ledger's start (the topic's end
+    when none follows). Returns the names of the cursors moved."""
+    topic = load_topic(draft, topic_name)
+    moved = []
+    for cursor in load_cursors(draft, topic, source):
+        if cursor.position is None:
+            continue
+        target = relocate(topic, cursor.position, source)
+        if target is None:
+            continue
+        _cursor_move(
+            draft,
+            topic,
+            cursor,
+            target,
+            source,
+            f"clamp {_position_text(cursor.position)} ({cursor.origin}) into the topic's ledgers",
+        )
+        moved.append(cursor.name)
+    draft.repairs.append(
+        {"repair": "clamp-cursors", "topic": topic.name.full_name, "cursors": moved}
+    )
+    return moved
+
+
+def clear_compaction(draft: Draft, topic_name: str, source: LedgerSource | None) -> int | None:
+    """Clear a ``CompactedTopicLedger`` that names a ledger without BookKeeper metadata.
+
+    The ``__compaction`` cursor goes back to the topic's start as well: the next compaction
+    then reads the whole topic again, instead of only what follows the old horizon (whose
+    keys lived in the lost compacted ledger). Returns the cleared ledger id, or None.
+    """
+    topic = load_topic(draft, topic_name)
+    cursors = load_cursors(draft, topic, source, only=mld.COMPACTION_CURSOR)
+    record: dict[str, Any] = {"repair": "compaction", "topic": topic.name.full_name}
+    draft.repairs.append(record)
+    if not cursors:
+        record["cleared"] = None
+        return None
+    cursor = cursors[0]
+    props = dict(cursor.properties)
+    ledger = props.get(COMPACTED_TOPIC_LEDGER)
+    record["compacted_ledger"] = ledger
+    if ledger is None or ledger_has_metadata(draft, ledger):
+        record["cleared"] = None
+        return None
+    kept = [(k, v) for k, v in cursor.properties if k != COMPACTED_TOPIC_LEDGER]
+    start = (topic.ids[0], -1) if topic.ids else cursor.position or (-1, -1)
+    old = cursor.position
+    write_cursor(
+        draft,
+        cursor,
+        start,
+        f"{COMPACTED_TOPIC_LEDGER} {ledger} has no BookKeeper metadata: clear it, and move "
+        f"the horizon from {_position_text(old)} to the topic's start so that the next "
+        "compaction reads every key again",
+        properties=kept,
+    )
+    draft.unreachable.cursors.append(
+        {
+            "topic": topic.name.full_name,
+            "cursor": mld.COMPACTION_CURSOR,
+            "from": _position_text(old),
+            "to": _position_text(start),
+            "cleared": {COMPACTED_TOPIC_LEDGER: ledger},
+        }
+    )
+    record["cleared"] = ledger
+    return ledger
+
+
+def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
+    """Resync a shadow topic from its source (formats.md §14): the ledger list with sizes
+    and offload contexts (from the shadow's first ledger the source lists on), and the
+    terminated position, copied from the source; the shadow's own properties kept. Shadow
+    cursors in ledgers the list no longer holds move to the next ledger's start. Returns
+    whether anything changes."""
+    topic = load_topic(draft, shadow_name)
+    source_name = mld.shadow_source(topic.info)
+    if source_name is None:
+        raise DataError(
+            f"{topic.name.full_name} is not a shadow topic "
+            f"(no {mld.PROPERTY_SHADOW_SOURCE} property)"
+        )
+    try:
+        src = load_topic(draft, source_name, changes=False)
+    except NotFoundError:
+        raise DataError(
+            f"the shadow's source {source_name} has no managed ledger: nothing to resync from"
+        ) from None
+    msg = mlpb.ManagedLedgerInfo()
+    msg.CopyFrom(topic.info)
+    del msg.ledgerInfo[:]
+    # from the shadow's first ledger the source still lists on (a shadow made after the
+    # source trimmed nothing keeps its start); the whole source list when none is shared
+    shared = [lid for lid in topic.ids if lid in src.ids]
+    start = min(shared) if shared else None
+    for li in src.info.ledgerInfo:
+        if start is None or li.ledgerId >= start:
+            msg.ledgerInfo.add().CopyFrom(li)
+    if src.info.HasField("terminatedPosition"):
+        msg.terminatedPosition.CopyFrom(src.info.terminatedPosition)
+    else:
+        msg.ClearField("terminatedPosition")
+    record: dict[str, Any] = {
+        "repair": "shadow",
+        "topic": topic.name.full_name,
+        "source": src.name.full_name,
+    }
+    draft.repairs.append(record)
+    old_ids = topic.ids
+    removed = [lid for lid in old_ids if lid not in src.ids]
+    record["removed_ledgers"] = removed
+    record["added_ledgers"] = [lid for lid in src.ids if lid not in old_ids]
+    if msg.SerializeToString() == topic.info.SerializeToString():
+        return False
+    for li in topic.info.ledgerInfo:  # reachable through the shadow no more
+        if li.ledgerId in removed and li.ledgerId not in draft.unreachable.ledgers:
+            draft.unreachable.entries += li.entries
+            draft.unreachable.size += li.size
+    draft.unreachable.ledgers.extend(removed)
+    cursors = load_cursors(draft, topic, source)
+    _set_topic(draft, topic, msg, f"resync the ledger list from the source {src.name.full_name}")
+    _move_out_of(
+        draft, topic, cursors, None, source, "its ledger {ledger} is not in the source's list"
+    )
+    return True
+
+
+# -- orphans ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Orphan:
+    ledger_id: int
+    path: str
+    kind: str
+    state: str
+    length: int
+    entries: int | None  # None while open
+    ctime: int
+    owner: str | None
+    owner_exists: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ledger_id": self.ledger_id,
+            "path": self.path,
+            "kind": self.kind,
+            "state": self.state,
+            "length": self.length,
+            "entries": self.entries,
+            "ctime": self.ctime,
+            "owner": self.owner,
+            "owner_exists": self.owner_exists,
+        }
+
+
+def find_orphans(
+    draft: Draft, source: LedgerSource | None, *, min_age_ms: int = 0, now_ms: int | None = None
+) -> Iterator[Orphan]:
+    """Every BookKeeper ledger tagged ``application=pulsar`` (schema ledgers aside) that no
+    managed ledger, cursor or compacted-ledger reference holds.
+
+    No judgement (the ledger is kept) when its topic's metadata does not decode, or its
+    topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be read
+    (the reference may be there), or it is younger than ``min_age_ms``.
+    """
+    import time
+
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.stores.metadata import iter_ledger_paths, list_managed_ledgers
+
+    store = draft.store
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    referenced: set[int] = set()
+    uncertain: set[str] = set()  # persistence names whose references are not all known
+    for ref in list_managed_ledgers(store):
+        try:
+            topic = load_topic(draft, ref.topic, changes=False)
+            cursors = load_cursors(draft, topic, source)
+        except LedgerctlError:
+            uncertain.add(ref.name)
+            continue
+        referenced.update(topic.ids)
+        for cursor in cursors:
+            cl = cursor.decoded.message.cursorsLedgerId
+            if cl != -1:
+                referenced.add(cl)
+            if cursor.origin.startswith("znode snapshot"):
+                uncertain.add(ref.name)
+            for name, value in cursor.properties:
+                if name == COMPACTED_TOPIC_LEDGER:
+                    referenced.add(value)
+            for name, value in (
+                (p.name, p.value) for p in cursor.decoded.message.properties
+            ):  # the snapshot's reference too
+                if name == COMPACTED_TOPIC_LEDGER:
+                    referenced.add(value)
+    for ledger_id, path in iter_ledger_paths(store):
+        if ledger_id in referenced:
+            continue
+        data = draft.get(path)
+        if data is None:
+            continue
+        try:
+            md = lm.parse(data, ledger_id)
+        except LedgerctlError:
+            continue
+        tags = md.pulsar()
+        if tags.application != "pulsar" or tags.kind == "schema":
+            continue
+        if min_age_ms and md.ctime and now - md.ctime < min_age_ms:
+            continue
+        owner = tags.managed_ledger or tags.compacted_topic
+        exists = None
+        if owner is not None:
+            from pulsarctl_py.stores.metadata import resolve_topic
+
+            try:
+                owner_topic = resolve_topic(owner)
+            except LedgerctlError:
+                owner_topic = None
+            if owner_topic is not None:
+                if owner_topic.persistence_name in uncertain:
+                    continue
+                exists = draft.get(owner_topic.ml_path) is not None
+        entries = md.last_entry_id + 1 if md.is_closed else None
+        yield Orphan(
+            ledger_id, path, tags.kind, md.state.name, md.length, entries, md.ctime, owner, exists
+        )
+
+
+def delete_orphans(
+    draft: Draft,
+    source: LedgerSource | None,
+    *,
+    only: set[int] | None = None,
+    min_age_ms: int = 0,
+) -> list[Orphan]:
+    """Draft the deletion of every orphan's ledger znode (or of those in ``only``)."""
+    orphans = [
+        o
+        for o in find_orphans(draft, source, min_age_ms=min_age_ms)
+        if only is None or o.ledger_id in only
+    ]
+    for o in orphans:
+        draft.delete(o.path, "ledger", f"orphan {o.kind} ledger of {o.owner or 'no topic'}")
+        draft.unreachable.ledgers.append(o.ledger_id)
+        draft.unreachable.size += o.length
+        if o.entries is None:
+            draft.unreachable.entries_unknown = True
+        else:
+            draft.unreachable.entries += o.entries
+    draft.repairs.append({"repair": "orphans", "deleted": [o.to_json() for o in orphans]})
+    if orphans:
+        draft.warnings.append(
+            "only the ledgers' metadata is deleted: bookies garbage-collect the entries of "
+            "ledgers without metadata on their next GC run"
+        )
+    return orphans
+
+
+# -- from verify ---------------------------------------------------------------------------
+
+#: verify check id -> the repair that fixes it
+REPAIR_FOR_CHECK = {
+    "ledger-missing-metadata": "missing-ledgers",
+    "ledger-missing-storage": "missing-ledgers",
+    "cursor-beyond-lac": "clamp-cursors",
+    "cursor-unknown-ledger": "clamp-cursors",
+    "cursor-ledger-missing": "cursor-snapshot",
+    "compacted-ledger-missing": "compaction",
+    "shadow-ledger-not-in-source": "shadow",
+    "shadow-ledger-differs": "shadow",
+    "orphan-ledger": "orphans",
+}
+
+
+def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[dict[str, Any]]:
+    """Draft the repairs for the findings of ``verify --output json`` (or a list of
+    findings); returns the findings no repair handles, each with the reason."""
+    findings = report.get("findings") if isinstance(report, dict) else report
+    if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
+        raise LedgerctlError('not verify output: expected {"findings": [...]} from verify -o json')
+    todo: dict[tuple[str, str | None], None] = {}
+    orphans: set[int] = set()
+    unhandled = []
+    for f in findings:
+        check = f.get("check")
+        repair = REPAIR_FOR_CHECK.get(str(check))
+        if repair is None:
+            unhandled.append({"check": check, "topic": f.get("topic"), "reason": "no repair"})
+            continue
+        if repair == "orphans":
+            if isinstance(f.get("ledger_id"), int):
+                orphans.add(f["ledger_id"])
+            continue
+        topic = f.get("topic")
+        if not isinstance(topic, str):
+            unhandled.append({"check": check, "topic": topic, "reason": "names no topic"})
+            continue
+        if check == "ledger-missing-storage" and (source is None or source.bookie is None):
+            unhandled.append(
+                {"check": check, "topic": topic, "reason": "needs --bookie-dir to confirm"}
+            )
+            continue
+        todo[(repair, topic)] = None
+    # a shadow resyncs from its source once the source is repaired
+    order = ["missing-ledgers", "cursor-snapshot", "clamp-cursors", "compaction", "shadow"]
+    for repair, topic in sorted(todo, key=lambda rt: (order.index(rt[0]), rt[1] or "")):
+        assert topic is not None
+        if repair == "missing-ledgers":
+            missing_ledgers(draft, topic, source)
+        elif repair == "cursor-snapshot":
+            cursor_snapshots(draft, topic, source)
+        elif repair == "clamp-cursors":
+            clamp_cursors(draft, topic, source)
+        elif repair == "compaction":
+            clear_compaction(draft, topic, source)
+        elif repair == "shadow":
+            shadow(draft, topic, source)
+    if orphans:
+        delete_orphans(draft, source, only=orphans)
+    return unhandled
