@@ -127,3 +127,8 @@ def client_options(
     return resolve_client_options(
         addresses=addresses, tls=tls, ca_file=ca_file, timeout=timeout, protocol=protocol
     )
+
+
+def live_options(addresses: list[str] | None) -> Any:
+    """Client options for commands that take only ``--bookie-address`` (the rest from env)."""
+    return client_options(addresses, None, None, None, None)

@@ -209,7 +209,6 @@ def test_verify_reads_the_demo_live_like_offline(
                   "--bookie-dir", demo / BOOKIE_DIR, "-o", "json")  # fmt: skip
     assert offline.code == 0, offline.err
     with TestBookie(demo / BOOKIE_DIR) as b:
-        monkeypatch.setenv("LEDGERCTL_LIVE", "1")
         monkeypatch.setenv("LEDGERCTL_BOOKIE_ADDRESSES", f"{BOOKIE_ID}={b.address}")
         live = run(capsys, "verify", "--all", "--metadata-url", url, "-o", "json")
         assert live.code == 0, live.err

@@ -117,14 +117,13 @@ def test_ledger_source_decodes_the_same_entries_live_and_offline(
 
 
 def test_bookie_dir_still_wins(metadata_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LEDGERCTL_LIVE", "1")
+    monkeypatch.delenv("LEDGERCTL_BOOKIE_DIRS", raising=False)
     with LedgerSource.open(metadata_url, [LIVE_DATA], need_bookie=True) as source:
-        assert isinstance(source.bookie, BookieStore)
-    with LedgerSource.open(metadata_url, None) as source:
-        assert isinstance(source.bookie, LiveBookieStore)
-    monkeypatch.delenv("LEDGERCTL_LIVE")
-    with LedgerSource.open(metadata_url, None) as source:
-        assert source.bookie is None  # metadata-only commands stay metadata-only
+        assert isinstance(source.bookie, BookieStore) and source.live_options is None
+    with LedgerSource.open(metadata_url, None) as source:  # no dir: the running bookies
+        assert isinstance(source.bookie, LiveBookieStore) and source.live_options is not None
+    with LedgerSource.open(metadata_url, None, metadata_only=True) as source:
+        assert source.bookie is None  # listings stay metadata-only
 
 
 def test_reads_never_fence_and_share_one_connection(metadata_url: str) -> None:

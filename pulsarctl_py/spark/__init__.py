@@ -183,5 +183,6 @@ def plan_for(reader: LedgerctlReader) -> Any:
             [(reader.ledger, entries, md.length if md is not None else None)],
             bookie_dirs=dirs,
             metadata_url=url,
+            live=source.live_options,
             split_entries=reader.split_entries,
         )
