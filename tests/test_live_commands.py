@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from pulsarctl_py.demo.builder import BOOKIE_DIR, BOOKIE_ID, METADATA_DIR, create_demo
+from pulsarctl_py.demo.builder import BOOKIE_DIR, BOOKIE_ID, METADATA_DIR
 from tests.cli_helpers import run
 from tests.live_bookie import TestBookie
+from tests.live_world import away_from_bookie_dirs, demo_root
 
 #: what a bookie's files tell and a running bookie's read protocol does not
 FILE_ONLY = {"fenced", "has_master_key", "source", "limbo"}
@@ -25,17 +26,12 @@ FILE_ONLY = {"fenced", "has_master_key", "source", "limbo"}
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("live-commands") / "demo"
-    create_demo(root)
-    return root
+    return demo_root(tmp_path_factory, "live-commands")
 
 
 @pytest.fixture()
 def bookie(demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestBookie]:
-    monkeypatch.chdir(tmp_path)  # away from the demo's ledgerctl.toml (it names bookie_dirs)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))  # and from a user's config
-    for name in ("LEDGERCTL_BOOKIE_DIRS", "LEDGERCTL_BOOKIE_ADDRESSES"):
-        monkeypatch.delenv(name, raising=False)
+    away_from_bookie_dirs(tmp_path, monkeypatch)  # the demo's ledgerctl.toml names one
     with TestBookie(demo / BOOKIE_DIR) as b:
         yield b
 

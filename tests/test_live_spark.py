@@ -14,24 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from pulsarctl_py.demo.builder import BOOKIE_DIR, BOOKIE_ID, METADATA_DIR, create_demo
+from pulsarctl_py.demo.builder import BOOKIE_DIR, BOOKIE_ID, METADATA_DIR
 from tests.cli_helpers import run
 from tests.live_bookie import TestBookie
+from tests.live_world import away_from_bookie_dirs, demo_root
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("live-spark") / "demo"
-    create_demo(root)
-    return root
+    return demo_root(tmp_path_factory, "live-spark")
 
 
 @pytest.fixture()
 def bookie(demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestBookie]:
-    monkeypatch.chdir(tmp_path)  # away from any ledgerctl.toml naming bookie_dirs
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    for name in ("LEDGERCTL_BOOKIE_DIRS", "LEDGERCTL_BOOKIE_ADDRESSES"):
-        monkeypatch.delenv(name, raising=False)
+    away_from_bookie_dirs(tmp_path, monkeypatch)  # the executors get no address either
     with TestBookie(demo / BOOKIE_DIR) as b:
         yield b
 
