@@ -81,6 +81,7 @@ def compact(
     ),
     metadata_url: str = options.METADATA_URL,
     bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    bookie_address: list[str] = options.BOOKIE_ADDRESS,
     apply: bool = typer.Option(
         False,
         "--apply",
@@ -191,6 +192,11 @@ def compact(
     if delete_old and not apply:
         raise typer.BadParameter("--delete-old goes with --apply", param_hint="--delete-old")
     dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
+    if apply and not _have_bookie_dir(dirs):
+        raise LedgerctlError(
+            "--apply writes the compacted ledger into a bookie directory: pass --bookie-dir "
+            "(reading from running bookies works without one, writing does not)"
+        )
     if status:
         _status(topic, metadata_url, dirs, as_broker.value, deep, retain_null_key, fmt_out)
         return
@@ -224,6 +230,7 @@ def compact(
         progress=progress,
         generation=as_broker.value,
         on_state=lambda s: state.update(state=s),
+        live=options.live_options(bookie_address),
     )
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:
@@ -263,6 +270,12 @@ def _spark_engine(
 
         get_session(master, parse_conf(conf or []))
     return engine
+
+
+def _have_bookie_dir(dirs: list[str] | None) -> bool:
+    from pulsarctl_py.config import resolve_bookie_dirs
+
+    return bool(resolve_bookie_dirs(dirs))
 
 
 def _apply(

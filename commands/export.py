@@ -16,7 +16,7 @@ from pulsarctl_py.commands.engine_options import (
     engine_name,
 )
 from pulsarctl_py.commands.inspect import BrokerMetadata
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.commands.options import BOOKIE_ADDRESS, BOOKIE_DIRS, METADATA_URL
 from pulsarctl_py.render import OutputFormat
 
 
@@ -30,6 +30,7 @@ def export(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
+    bookie_address: list[str] = BOOKIE_ADDRESS,
     key: str = typer.Option(None, "--key", help="Only messages with this key."),
     since: str = typer.Option(
         None, "--since", metavar="TIME", help="Entries at or after TIME (ISO-8601 or epoch ms)."
@@ -74,7 +75,7 @@ def export(
     error.
     """
     from pulsarctl_py import render
-    from pulsarctl_py.commands.options import password
+    from pulsarctl_py.commands.options import live_options, password
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.engines.select import open_engine, pick
     from pulsarctl_py.errors import LedgerctlError
@@ -111,7 +112,12 @@ def export(
     dirs = resolve_bookie_dirs(bookie_dirs)
     err = render.stderr_console()
     with LedgerSource.open(
-        url, dirs, password(None, None), need_metadata=True, need_bookie=True
+        url,
+        dirs,
+        password(None, None),
+        need_metadata=True,
+        need_bookie=True,
+        live=live_options(bookie_address),
     ) as source:
         plan = topic_plan(
             source,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from pulsarctl_py.commands.options import (
+    BOOKIE_ADDRESS,
     BOOKIE_DIRS,
     METADATA_URL,
     NO_PROGRESS,
@@ -17,6 +18,7 @@ from pulsarctl_py.commands.options import (
     QUIET,
     STRICT,
     DepthChoice,
+    live_options,
     password,
     progress_wanted,
 )
@@ -58,6 +60,7 @@ def inspect(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
+    bookie_address: list[str] = BOOKIE_ADDRESS,
     first: str = typer.Option(
         None,
         "--from",
@@ -181,7 +184,11 @@ def inspect(
     )
     summary = Summary()
     with LedgerSource.open(
-        metadata_url, bookie_dirs, password(password_env, password_file), need_bookie=True
+        metadata_url,
+        bookie_dirs,
+        password(password_env, password_file),
+        need_bookie=True,
+        live=live_options(bookie_address),
     ) as source:
         _show(
             source,

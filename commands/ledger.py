@@ -67,7 +67,9 @@ def list_command(
 
     err = render.stderr_console()
     with (
-        LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
+        LedgerSource.open(
+            metadata_url, bookie_dirs, need_metadata=True, metadata_only=True
+        ) as source,
         render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
         rows = list_ledger_rows(
@@ -167,6 +169,7 @@ def meta_command(
     ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
+    bookie_address: list[str] = opts.BOOKIE_ADDRESS,
     output: OutputFormat = OUTPUT,
 ) -> None:
     """Show a ledger's full metadata and the bookie's view of it.
@@ -184,7 +187,9 @@ def meta_command(
     from pulsarctl_py.topics import ledger_meta
 
     ledger_id = parse_ledger_id(ledger)  # one line for ids past 2^63-1, not a traceback
-    with LedgerSource.open(metadata_url, bookie_dirs) as source:
+    with LedgerSource.open(
+        metadata_url, bookie_dirs, live=opts.live_options(bookie_address)
+    ) as source:
         meta = ledger_meta(source, ledger_id)
     doc = meta.to_json()
     fmt = render.resolve(output, OutputFormat.TREE)

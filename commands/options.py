@@ -142,3 +142,8 @@ def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
 
     secret = secret_from(env, file)
     return secret.reveal() if secret is not None else None
+
+
+def live_options(addresses: list[str] | None) -> Any:
+    """Client options for commands that take only ``--bookie-address`` (the rest from env)."""
+    return client_options(addresses, None, None, None, None)

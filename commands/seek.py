@@ -8,10 +8,12 @@ from pathlib import Path
 import typer
 
 from pulsarctl_py.commands.options import (
+    BOOKIE_ADDRESS,
     BOOKIE_DIRS,
     METADATA_URL,
     PASSWORD_ENV,
     PASSWORD_FILE,
+    live_options,
     password,
 )
 from pulsarctl_py.render import OutputFormat
@@ -87,6 +89,7 @@ def seek(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
+    bookie_address: list[str] = BOOKIE_ADDRESS,
     password_env: str = PASSWORD_ENV,
     password_file: Path = PASSWORD_FILE,
     output: OutputFormat = typer.Option(
@@ -135,6 +138,7 @@ def seek(
         password(password_env, password_file),
         need_metadata=ledger is None,
         need_bookie=True,
+        live=live_options(bookie_address),
     ) as source:
         result = run_seek(source, request)
     _show(result, output, explain)

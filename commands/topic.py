@@ -7,7 +7,14 @@ from typing import Any
 
 import typer
 
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL, NO_PROGRESS, QUIET
+from pulsarctl_py.commands.options import (
+    BOOKIE_ADDRESS,
+    BOOKIE_DIRS,
+    METADATA_URL,
+    NO_PROGRESS,
+    QUIET,
+    live_options,
+)
 from pulsarctl_py.render import OutputFormat
 
 topic_app = typer.Typer(
@@ -47,7 +54,9 @@ def list_command(
 
     err = render.stderr_console()
     with (
-        LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
+        LedgerSource.open(
+            metadata_url, bookie_dirs, need_metadata=True, metadata_only=True
+        ) as source,
         render.progress(err, "reading topics", not (quiet or no_progress)) as advance,
     ):
         rows = list_topics(source, namespace=namespace, advance=advance)
@@ -128,6 +137,7 @@ def info_command(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
+    bookie_address: list[str] = BOOKIE_ADDRESS,
     output: OutputFormat = OUTPUT,
 ) -> None:
     """Show a topic: ledgers, cursors with mark-delete and backlog, properties, compaction.
@@ -144,7 +154,9 @@ def info_command(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.topics import topic_info
 
-    with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source:
+    with LedgerSource.open(
+        metadata_url, bookie_dirs, need_metadata=True, live=live_options(bookie_address)
+    ) as source:
         info = topic_info(source, topic)
         compaction = _compaction_status(source, info)
     fmt = render.resolve(output, OutputFormat.TREE)

@@ -45,6 +45,7 @@ def verify(
     ),
     metadata_url: str = options.METADATA_URL,
     bookie_dirs: list[Path] = options.BOOKIE_DIRS,
+    bookie_address: list[str] = options.BOOKIE_ADDRESS,
     password_env: str = options.PASSWORD_ENV,
     password_file: Path = options.PASSWORD_FILE,
     output: VerifyOutput = typer.Option(
@@ -86,6 +87,7 @@ def verify(
             bookie_dirs or None,
             password,
             need_metadata=True,
+            live=options.live_options(bookie_address),
         ) as source,
         _progress(not (quiet or no_progress)) as progress,
     ):

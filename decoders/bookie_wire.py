@@ -14,6 +14,7 @@ the last entry the bookie holds, whose header carries the writer's LAC.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -114,6 +115,10 @@ def _varint(value: int) -> bytes:
     """A protobuf varint; negative int64 values as their 10-byte two's complement."""
     if 0 <= value < 128:
         return _SMALL[value]
+    if 0 < value < 0x200000:  # two or three bytes: entry ids and txnIds of most reads
+        if value < 0x4000:
+            return bytes(((value & 0x7F) | 0x80, value >> 7))
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     value &= 0xFFFFFFFFFFFFFFFF
     out = bytearray()
     while value > 0x7F:
@@ -132,40 +137,47 @@ def v3_read_request(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
     Encoded by hand, field by field in the order protobuf serializes them (the tests
     check it equals the generated module's bytes): this is the per-entry hot path.
     """
-    header = b"\x08\x03\x10\x01\x18" + _varint(txn_id)  # version 3, READ_ENTRY, txnId
-    read = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
-    payload = b"\x0a" + _varint(len(header)) + header + _READ_TAG + _varint(len(read)) + read
+    txn = _varint(txn_id)
+    read = _ledger_field(ledger_id) + _varint(entry_id)
+    # header {version 3, READ_ENTRY, txnId} is 5 bytes + the txnId varint (at most 10)
+    payload = b"".join((_HEADER_TAGS[len(txn)], txn, _READ_TAG, _SMALL[len(read)], read))
     return FRAME_LEN.pack(len(payload)) + payload
+
+
+#: field 1 (header), its length (5 fixed bytes + the txnId varint), version, operation
+_HEADER_TAGS = [b"\x0a" + bytes((5 + i,)) + b"\x08\x03\x10\x01\x18" for i in range(11)]
+
+
+@functools.lru_cache(maxsize=64)
+def _ledger_field(ledger_id: int) -> bytes:
+    """ReadRequest.ledgerId and the tag of entryId: the same for every read of a ledger."""
+    return b"\x08" + _varint(ledger_id) + b"\x10"
+
+
+def _v3_request(txn_id: int, op: int):
+    req = _pb().Request()
+    req.header.version = VERSION_THREE
+    req.header.operation = op
+    req.header.txnId = txn_id
+    return req
 
 
 def v3_read_request_pb(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
     """The same frame built with the generated protobuf module (for the tests)."""
-    pb = _pb()
-    req = pb.Request()
-    req.header.version = VERSION_THREE
-    req.header.operation = OP_READ_ENTRY
-    req.header.txnId = txn_id
+    req = _v3_request(txn_id, OP_READ_ENTRY)
     req.readRequest.ledgerId = ledger_id
     req.readRequest.entryId = entry_id
     return frame(req.SerializeToString())
 
 
 def v3_read_lac_request(txn_id: int, ledger_id: int) -> bytes:
-    pb = _pb()
-    req = pb.Request()
-    req.header.version = VERSION_THREE
-    req.header.operation = OP_READ_LAC
-    req.header.txnId = txn_id
+    req = _v3_request(txn_id, OP_READ_LAC)
     req.readLacRequest.ledgerId = ledger_id
     return frame(req.SerializeToString())
 
 
 def v3_start_tls_request(txn_id: int) -> bytes:
-    pb = _pb()
-    req = pb.Request()
-    req.header.version = VERSION_THREE
-    req.header.operation = OP_START_TLS
-    req.header.txnId = txn_id
+    req = _v3_request(txn_id, OP_START_TLS)
     req.startTLSRequest.SetInParent()
     return frame(req.SerializeToString())
 
@@ -176,24 +188,36 @@ def v2_read_request(ledger_id: int, entry_id: int) -> bytes:
     return frame(V2_READ_REQ.pack(header, ledger_id, entry_id))
 
 
-def parse_v3_response(payload: bytes) -> ReadReply:
-    """One v3 Response frame (without its length prefix)."""
-    from google.protobuf.message import DecodeError
+_RESPONSE: list = []  # [Response class, DecodeError], filled on the first response read
 
-    pb = _pb()
-    resp = pb.Response()
+
+def parse_v3_response(payload: bytes) -> ReadReply:
+    """One v3 Response frame (without its length prefix).
+
+    The per-entry hot path: the generated class and protobuf's DecodeError are looked up
+    once per process (an import statement here cost as much as the parse itself), and
+    each field is read once.
+    """
+    if not _RESPONSE:
+        from google.protobuf.message import DecodeError
+
+        _RESPONSE.extend((_pb().Response, DecodeError))
+    response, decode_error = _RESPONSE
+    resp = response()
     try:
         resp.ParseFromString(payload)
-    except DecodeError as exc:
+    except decode_error as exc:
         raise InputFormatError(f"bookie sent a v3 frame that does not parse: {exc}") from None
-    op = resp.header.operation
-    txn = resp.header.txnId
+    header = resp.header
+    op = header.operation
+    txn = header.txnId
     if op == OP_READ_ENTRY and resp.HasField("readResponse"):
         r = resp.readResponse
+        status = r.status
         return ReadReply(
             "read",
             txn,
-            status_name(r.status),
+            "EOK" if status == 0 else status_name(status),
             r.ledgerId,
             r.entryId,
             r.body if r.HasField("body") else None,

@@ -124,6 +124,7 @@ def topic_plan(
         bookie_dirs=[os.path.abspath(d) for d in bookie_dirs],
         metadata_url=metadata_url,
         split_entries=split_entries,
+        live=source.live_options,
     )
 
 
@@ -157,7 +158,11 @@ def split_rows(
     filters = filters or RowFilters()
     full = needs_payload(columns, filters)
     with LedgerSource.open(
-        split.metadata_url, list(split.bookie_dirs), password(None, None), need_bookie=True
+        split.metadata_url,
+        list(split.bookie_dirs),
+        password(None, None),
+        need_bookie=True,
+        live=split.live,
     ) as source:
         for row in _rows(source, split, filters, full):
             yield tuple(row[c] for c in columns)

@@ -126,18 +126,20 @@ class LedgerSource:
         need_metadata: bool = False,
         need_bookie: bool = False,
         live: ClientOptions | None = None,
+        metadata_only: bool = False,
     ) -> Iterator[LedgerSource]:
         """Open the stores named by flags or by the env/config defaults, and close them.
 
-        Without a bookie directory, entries are read from the running bookies named in
-        ledger metadata (:mod:`pulsarctl_py.stores.live`) when the command needs entries
-        (``need_bookie``), when ``live`` client options are given, or when
-        ``LEDGERCTL_LIVE=1``. A bookie directory, when given, always wins.
+        Without a bookie directory (flag, env or ledgerctl.toml) and with a metadata store,
+        entries are read from the running bookies named in ledger metadata
+        (:mod:`pulsarctl_py.stores.live`, ``live`` client options or the environment's).
+        A bookie directory, when given, always wins. ``metadata_only`` commands (listings)
+        open no bookie store at all, so they never connect to a bookie.
         """
         from pulsarctl_py.config import resolve_bookie_dirs
 
         dirs = resolve_bookie_dirs(bookie_dirs)
-        use_live = not dirs and (need_bookie or live is not None or _live_requested())
+        use_live = not dirs and not metadata_only
         store = _open_metadata(metadata_url, required=need_metadata or not dirs)
         if need_bookie and not dirs and store is None:
             raise LedgerctlError(
@@ -161,6 +163,11 @@ class LedgerSource:
                 bookie.close()
             if store is not None:
                 store.close()
+
+    @property
+    def live_options(self) -> ClientOptions | None:
+        """How this source reaches running bookies, or None when it reads files."""
+        return self.bookie.options if getattr(self.bookie, "where", None) == "live" else None  # type: ignore[union-attr]
 
     # -- one ledger --------------------------------------------------------------------
 
@@ -328,12 +335,6 @@ def _decode_position_info(entry: Entry) -> None:
             Problem("error", "position-info", start, "PositionInfo lacks " + ", ".join(missing))
         )
     entry.layers.append(Layer("position-info", start, len(raw), raw, fields))
-
-
-def _live_requested() -> bool:
-    from pulsarctl_py.stores.live.config import live_requested
-
-    return live_requested()
 
 
 def _open_metadata(url: str | None, *, required: bool) -> MetadataStore | None:

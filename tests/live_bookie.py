@@ -24,6 +24,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,10 +47,13 @@ class TestBookie:
         drop: set[tuple[int, int]] | None = None,
         tls: ssl.SSLContext | None = None,
         preload: list[int] | None = None,
+        delay: float = 0.0,
     ) -> None:
         self.store = source if isinstance(source, BookieStore) else open_bookie([Path(source)])
         self._own_store = not isinstance(source, BookieStore)
         self.mode = mode
+        self.delay = delay  # seconds before each batch of answers (a slow bookie)
+        self.busy: list[tuple[float, float]] = []  # (start, end) of each delayed batch
         self.corrupt = corrupt or {}
         self.drop = drop or set()
         self.tls = tls
@@ -215,6 +219,10 @@ class TestBookie:
                         upgrade = True
                 if self.mode == "silent":
                     continue
+                if self.delay and answers:
+                    began = time.monotonic()
+                    time.sleep(self.delay)
+                    self.busy.append((began, time.monotonic()))
                 if self.mode == "reorder":
                     answers.reverse()
                 out = b"".join(answers)

@@ -17,6 +17,7 @@ import datetime
 import json
 import ssl
 from pathlib import Path
+from typing import Any
 
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.stores.metadata import create_metadata_store, read_ledger
@@ -107,3 +108,20 @@ def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     return ctx
+
+
+def demo_root(factory: Any, name: str) -> Path:
+    """A fresh demo data directory (``ledgerctl demo``) for a module's live tests."""
+    from pulsarctl_py.demo import create_demo
+
+    root = factory.mktemp(name) / "demo"
+    create_demo(root)
+    return root
+
+
+def away_from_bookie_dirs(tmp_path: Path, monkeypatch: Any) -> None:
+    """No bookie directory from a ledgerctl.toml, a user's config or the environment."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    for name in ("LEDGERCTL_BOOKIE_DIRS", "LEDGERCTL_BOOKIE_ADDRESSES"):
+        monkeypatch.delenv(name, raising=False)

@@ -209,10 +209,35 @@ def test_verify_reads_the_demo_live_like_offline(
                   "--bookie-dir", demo / BOOKIE_DIR, "-o", "json")  # fmt: skip
     assert offline.code == 0, offline.err
     with TestBookie(demo / BOOKIE_DIR) as b:
-        monkeypatch.setenv("LEDGERCTL_LIVE", "1")
         monkeypatch.setenv("LEDGERCTL_BOOKIE_ADDRESSES", f"{BOOKIE_ID}={b.address}")
         live = run(capsys, "verify", "--all", "--metadata-url", url, "-o", "json")
         assert live.code == 0, live.err
         reads = sum(1 for r in b.requests if r.op == "read")
     assert live.json() == offline.json()
     assert reads >= live.json()["summary"]["entries"] > 0  # every entry came from the bookie
+
+
+def test_tls_flags(capsys: pytest.CaptureFixture[str], corpus_url: str, tmp_path: Path) -> None:
+    from tests.live_world import self_signed, server_context
+
+    cert, key = self_signed(tmp_path)
+    with (
+        TestBookie(LIVE_DATA, tls=server_context(cert, key)) as tls,
+        TestBookie(LIVE_DATA) as plain,
+    ):
+
+        def replicas(bookie: TestBookie, *flags: str):
+            return run(capsys, "ledger", "replicas", "4", "--metadata-url", corpus_url,
+                       "--bookie-address", f"{REAL_BOOKIE}={bookie.address}",
+                       "--bookie-timeout", "2", "-o", "json", *flags)  # fmt: skip
+
+        ok = replicas(tls, "--bookie-ca-file", str(cert))
+        assert ok.code == 0, ok.err
+        assert ok.json()["entries_checked"] == 3 and tls.requests[0].op == "tls"
+        untrusted = replicas(tls, "--bookie-tls")  # the system CAs do not know this one
+        assert untrusted.code == 3 and "certificate verify failed" in untrusted.err
+        refused = replicas(plain, "--bookie-tls")
+        assert refused.code == 3 and "refused START_TLS" in refused.err
+        assert replicas(plain, "--bookie-tls", "--bookie-protocol", "v2").code == 2
+        assert replicas(plain, "--bookie-protocol", "v2").code == 0
+        assert [(r.op, r.v2) for r in plain.requests[-3:]] == [("read", True)] * 3

@@ -117,14 +117,13 @@ def test_ledger_source_decodes_the_same_entries_live_and_offline(
 
 
 def test_bookie_dir_still_wins(metadata_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LEDGERCTL_LIVE", "1")
+    monkeypatch.delenv("LEDGERCTL_BOOKIE_DIRS", raising=False)
     with LedgerSource.open(metadata_url, [LIVE_DATA], need_bookie=True) as source:
-        assert isinstance(source.bookie, BookieStore)
-    with LedgerSource.open(metadata_url, None) as source:
-        assert isinstance(source.bookie, LiveBookieStore)
-    monkeypatch.delenv("LEDGERCTL_LIVE")
-    with LedgerSource.open(metadata_url, None) as source:
-        assert source.bookie is None  # metadata-only commands stay metadata-only
+        assert isinstance(source.bookie, BookieStore) and source.live_options is None
+    with LedgerSource.open(metadata_url, None) as source:  # no dir: the running bookies
+        assert isinstance(source.bookie, LiveBookieStore) and source.live_options is not None
+    with LedgerSource.open(metadata_url, None, metadata_only=True) as source:
+        assert source.bookie is None  # listings stay metadata-only
 
 
 def test_reads_never_fence_and_share_one_connection(metadata_url: str) -> None:
@@ -271,3 +270,26 @@ def test_client_options_from_flags_and_env(tmp_path: Path) -> None:
             resolve_client_options(env={}, **bad)
         assert info.value.exit_code == 2  # bad input
     assert parse_address_map(["x=y,z=w"]) == (("x", "y"), ("z", "w"))
+
+
+def test_the_bookies_of_an_ensemble_are_read_in_parallel(
+    offline: BookieStore, tmp_path: Path
+) -> None:
+    """E3/W1: each bookie holds a third of the entries; slow bookies answer at once."""
+    ids = ["s1:3181", "s2:3181", "s3:3181"]
+    url = replicated_metadata(tmp_path / "md", ids, 1, 1)
+    bookies = [TestBookie(LIVE_DATA, delay=0.4) for _ in ids]
+    try:
+        addresses = tuple((i, b.address) for i, b in zip(ids, bookies, strict=True))
+        options = ClientOptions(addresses=addresses, window=64)
+        with open_metadata_store(url) as md_store, LiveBookieStore(md_store, options) as store:
+            got = [(s.entry_id, s.data) for s in store.read_entries(0, 0, 39)]
+        assert got == [(s.entry_id, s.data) for s in offline.read_entries(0)]
+        for n, b in enumerate(bookies):  # entry e lives on bookie e mod 3 only
+            assert sorted(r.entry_id for r in b.requests) == list(range(n, 40, 3))
+        first = [b.busy[0] for b in bookies]
+        # the three slow answers overlapped in time: the reads did not wait for each other
+        assert max(start for start, _ in first) < min(end for _, end in first)
+    finally:
+        for b in bookies:
+            b.close()

@@ -202,6 +202,13 @@ def test_hand_encoded_read_request_equals_protobufs(txn: int, ledger: int, entry
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**22), ids, st.integers(-1, 2**22))
+def test_short_varints_equal_protobufs(txn: int, ledger: int, entry: int) -> None:
+    """The one-, two- and three-byte varint shortcuts (the ids of most reads)."""
+    assert wire.v3_read_request(txn, ledger, entry) == wire.v3_read_request_pb(txn, ledger, entry)
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=0, max_value=2**64 - 1), ids, ids, bodies, ids)
 def test_hand_encoded_read_response_equals_protobufs(
     txn: int, ledger: int, entry: int, body, lac: int

@@ -17,20 +17,25 @@ from pulsarctl_py.engines.base import KIND_COMPACTED, KeyRecord, Split, WinnerVi
 
 from .core import CompactedEntry, CompactionOptions, RawEntry, Stats, phase_one, phase_two
 
-_SOURCES: dict[tuple[str | None, tuple[str, ...]], Any] = {}
+_SOURCES: dict[tuple[str | None, tuple[str, ...], Any], Any] = {}
 _STACK = contextlib.ExitStack()
 _PARTITIONS: dict[str, int] = {}
 
 
 def source_for(split: Split) -> Any:
     """A LedgerSource for the split's stores, opened once per process and run."""
-    key = (split.metadata_url, split.bookie_dirs)
+    key = (split.metadata_url, split.bookie_dirs, split.live)
     source = _SOURCES.get(key)
     if source is None:
         from pulsarctl_py.ledgers import LedgerSource
 
         source = _STACK.enter_context(
-            LedgerSource.open(split.metadata_url, list(split.bookie_dirs) or None, need_bookie=True)
+            LedgerSource.open(
+                split.metadata_url,
+                list(split.bookie_dirs) or None,
+                need_bookie=True,
+                live=split.live,
+            )
         )
         _SOURCES[key] = source
     return source

@@ -175,6 +175,7 @@ def plan_compaction(
     metadata_url: str | None,
     bookie_dirs: list[str],
     split_entries: int | None = None,
+    live: Any = None,
 ) -> tuple[ScanPlan, list[str]]:
     """The scan plan: the compacted ledger plus the tail after the horizon, or everything."""
     notes: list[str] = []
@@ -184,7 +185,7 @@ def plan_compaction(
             f"{state.topic}: the existing compaction cannot be read ({state.compacted_problem}); "
             "run with --full to rebuild it from the topic's ledgers"
         )
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"live": live}
     if split_entries is not None:
         kwargs["split_entries"] = split_entries
     if incremental:
@@ -312,6 +313,7 @@ def compact(
     split_entries: int | None = None,
     generation: str = NEWEST,
     on_state: Callable[[TopicState], None] | None = None,
+    live: Any = None,
 ) -> CompactionReport:
     """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply)."""
     from pulsarctl_py.config import resolve_bookie_dirs
@@ -322,13 +324,10 @@ def compact(
     started = time.monotonic()
     url = str(resolve_metadata_url(metadata_url))
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
-    if not dirs:
-        raise LedgerctlError(
-            "no bookie directory given: pass --bookie-dir, set LEDGERCTL_BOOKIE_DIRS, "
-            "or put bookie_dirs in ./ledgerctl.toml"
-        )
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+    # without a bookie directory the entries come from the running bookies
+    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=live) as source:
         state = topic_state(source, topic)
+        live = source.live_options
     if on_state is not None:
         on_state(state)
     report = CompactionReport(
@@ -341,7 +340,12 @@ def compact(
         report.seconds = time.monotonic() - started
         return report
     plan, notes = plan_compaction(
-        state, full=full, metadata_url=url, bookie_dirs=dirs, split_entries=split_entries
+        state,
+        full=full,
+        metadata_url=url,
+        bookie_dirs=dirs,
+        split_entries=split_entries,
+        live=live,
     )
     report.plan, report.notes = plan, notes
     runner = get_engine(engine)

@@ -50,6 +50,9 @@ class Split:
     kind: str = KIND_TOPIC
     #: bytes this range holds according to metadata (pro rata for a partial ledger), or None
     size_hint: int | None = None
+    #: with no bookie dirs: how executors reach the bookies named in ledger metadata
+    #: (a ``stores.live.ClientOptions``: address overrides, protocol, TLS, timeout)
+    live: Any = None
 
     @property
     def entries(self) -> int:
@@ -109,6 +112,7 @@ def build_scan_plan(
     upto: tuple[int, int] | None = None,
     compacted: tuple[int, int, int | None] | None = None,
     split_entries: int = DEFAULT_SPLIT_ENTRIES,
+    live: Any = None,
 ) -> ScanPlan:
     """A plan over ``ledgers`` (``(ledger id, entries, bytes)`` in topic order).
 
@@ -116,11 +120,19 @@ def build_scan_plan(
     of an incremental run); ``upto`` stops at that position inclusive (the topic's last
     entry, taken once). ``compacted`` = ``(ledger id, entries, bytes)`` of an existing
     compacted ledger, read first. Ledgers with an unknown entry count are left out and
-    make the plan inexact (with a note).
+    make the plan inexact (with a note). Without ``bookie_dirs`` the splits carry ``live``
+    (else the client options of the flags' environment), so that executors read the
+    running bookies the way the driver would.
     """
     if split_entries < 1:
         raise ValueError("split_entries must be positive")
     dirs = tuple(str(d) for d in bookie_dirs)
+    if dirs:
+        live = None
+    elif live is None and metadata_url is not None:
+        from pulsarctl_py.stores.live.config import resolve_client_options
+
+        live = resolve_client_options()
     splits: list[Split] = []
     notes: list[str] = []
     total_entries = total_bytes = 0
@@ -134,7 +146,7 @@ def build_scan_plan(
             count = hi - lo + 1
             hint = None if size is None or entries <= 0 else size * count // entries
             splits.append(
-                Split(topic, ledger_id, lo, hi, dirs, metadata_url, len(splits), kind, hint)
+                Split(topic, ledger_id, lo, hi, dirs, metadata_url, len(splits), kind, hint, live)
             )
             total_entries += count
             total_bytes += hint or 0

@@ -12,12 +12,16 @@ One call makes it available in a session::
 
 Options: ``topic`` or ``ledger`` (one of them), ``metadata-url`` (default: as the CLI,
 $LEDGERCTL_METADATA_URL or ./ledgerctl.toml), ``bookie-dir`` (several separated by
-``,``), ``split-entries`` (entries per partition, default 10000), and inspect's filters
-``key``, ``since``, ``until`` (times as the CLI takes them).
+``,``), ``bookie-address`` (``ID=HOST:PORT`` pairs separated by ``,``, as the CLI's
+``--bookie-address``), ``split-entries`` (entries per partition, default 10000), and
+inspect's filters ``key``, ``since``, ``until`` (times as the CLI takes them).
 
 One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`); partitions are entry
-ranges of the topic's ledgers, read on the executors by ledgerctl's decoders, so the
-executors must reach the same paths (a shared file system for bookie directories).
+ranges of the topic's ledgers, read on the executors by ledgerctl's decoders. With a
+``bookie-dir`` the executors must reach the same paths (a shared file system); without
+one they read the running bookies named in ledger metadata, with the client options the
+driver resolved (carried in each split), so they need only network access to the bookies
+and to the metadata store.
 Spark does not tell Python data sources which columns a query uses; give the reader a
 schema with only the columns you need (``.schema("ledger_id bigint, entry_id bigint,
 publish_time bigint")``) and, when none of them is a message column (key, value,
@@ -134,6 +138,8 @@ class LedgerctlReader(DataSourceReader):
         self.metadata_url = _option(options, "metadata-url")
         dirs = _option(options, "bookie-dir")
         self.bookie_dirs = [d for d in (dirs or "").split(",") if d]
+        addresses = _option(options, "bookie-address")
+        self.bookie_addresses = [addresses] if addresses else None
         since, until = _option(options, "since"), _option(options, "until")
         self.filters = RowFilters(
             key=_option(options, "key"),
@@ -164,7 +170,12 @@ def plan_for(reader: LedgerctlReader) -> Any:
         if reader.topic is not None:
             raise
         url = None  # a bare bookie directory is enough to read one ledger
-    with LedgerSource.open(url, dirs, need_bookie=True) as source:
+    live = None
+    if not dirs:
+        from pulsarctl_py.stores.live.config import resolve_client_options
+
+        live = resolve_client_options(addresses=reader.bookie_addresses)
+    with LedgerSource.open(url, dirs, need_bookie=True, live=live) as source:
         if reader.topic is not None:
             return topic_plan(
                 source,
@@ -183,5 +194,6 @@ def plan_for(reader: LedgerctlReader) -> Any:
             [(reader.ledger, entries, md.length if md is not None else None)],
             bookie_dirs=dirs,
             metadata_url=url,
+            live=source.live_options,
             split_entries=reader.split_entries,
         )

@@ -1,8 +1,8 @@
 """How to reach bookies when no flag says so: environment variables.
 
-* ``LEDGERCTL_LIVE=1``: read entries from the bookies named in ledger metadata even in
-  commands that otherwise read only the metadata when no bookie directory is given
-  (commands that need entries, like ``inspect``, do so anyway).
+Commands read entries from the bookies named in ledger metadata whenever no bookie
+directory is configured and a metadata store is (see ``LedgerSource.open``).
+
 * ``LEDGERCTL_BOOKIE_ADDRESSES``: ``ID=HOST:PORT`` pairs separated by commas, for bookies
   whose ids in the metadata cannot be reached as they are (NAT, port forwards).
 * ``LEDGERCTL_BOOKIE_TLS=1`` and ``LEDGERCTL_BOOKIE_CA_FILE=path``: TLS (START_TLS).
@@ -20,7 +20,6 @@ from pulsarctl_py.errors import LedgerctlError
 
 from .client import DEFAULT_TIMEOUT, DEFAULT_WINDOW, ClientOptions
 
-ENV_LIVE = "LEDGERCTL_LIVE"
 ENV_ADDRESSES = "LEDGERCTL_BOOKIE_ADDRESSES"
 ENV_TLS = "LEDGERCTL_BOOKIE_TLS"
 ENV_CA_FILE = "LEDGERCTL_BOOKIE_CA_FILE"
@@ -46,11 +45,6 @@ def parse_address_map(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
                 )
             out.append((old.strip(), new.strip()))
     return tuple(out)
-
-
-def live_requested(env: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if env is None else env
-    return env.get(ENV_LIVE, "").strip().lower() in _TRUE
 
 
 def resolve_client_options(

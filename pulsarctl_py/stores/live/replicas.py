@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .client import BookieUnavailable
-from .store import LiveBookieStore, digest_ok, write_set
+from .store import LiveBookieStore, digest_ok, each_bookie, write_set
 
 CHUNK = 512
 
@@ -172,10 +172,15 @@ def compare_replicas(
         for e, row in rows.items():
             for b in row.write_set:
                 by_bookie.setdefault(b, []).append(e)
+        read: dict[str, dict[int, Copy]] = {}
+
+        def one(bookie: str, ids: list[int], read: dict[str, dict[int, Copy]] = read) -> None:
+            read[bookie] = _read_copies(store, report, bookie, ledger_id, ids, kind, password)
+
+        each_bookie(list(by_bookie.items()), one)
         for bookie, ids in by_bookie.items():
-            copies = _read_copies(store, report, bookie, ledger_id, ids, kind, password)
             for e in ids:
-                rows[e].copies.append(copies[e])
+                rows[e].copies.append(read[bookie][e])
         for e in range(start, end + 1):
             row = rows[e]
             row.copies.sort(key=lambda c: row.write_set.index(c.bookie))

@@ -246,22 +246,31 @@ class LiveBookieStore:
         attempt = dict.fromkeys(entry_ids, 0)
         got: dict[int, StoredEntry] = {}
         fallback: dict[int, StoredEntry] = {}  # a copy whose digest failed, if nothing better
-        errors: dict[int, list[str]] = {e: [] for e in entry_ids}
+        errors: dict[int, list[str]] = {}  # only entries a replica failed to give
         todo = [e for e in entry_ids if sets[e]]
         for e in entry_ids:
             if not sets[e]:
-                errors[e].append("no ensemble in the ledger metadata")
+                errors.setdefault(e, []).append("no ensemble in the ledger metadata")
         while todo:
             by_bookie: dict[str, list[int]] = {}
             for e in todo:
                 by_bookie.setdefault(sets[e][attempt[e]], []).append(e)
             retry: list[int] = []
+            asked = []
             for bookie, ids in by_bookie.items():
                 if bookie in self.down:  # failed earlier in this run: not waited for again
                     for e in ids:
-                        errors[e].append(self.down[bookie])
+                        errors.setdefault(e, []).append(self.down[bookie])
                 else:
-                    self._read_from(bookie, ledger_id, ids, kind, password, got, fallback, errors)
+                    asked.append((bookie, ids))
+            # each entry goes to one bookie per round, so the threads touch distinct keys
+            each_bookie(
+                asked,
+                lambda bookie, ids: self._read_from(
+                    bookie, ledger_id, ids, kind, password, got, fallback, errors
+                ),
+            )
+            for _, ids in by_bookie.items():
                 retry.extend(e for e in ids if e not in got)
             todo = []
             for e in retry:
@@ -273,7 +282,7 @@ class LiveBookieStore:
             if stored is not None:
                 yield stored
                 continue
-            errs = errors[e]
+            errs = errors.get(e, [])
             if errs and not all(msg.endswith(_ABSENT) for msg in errs):
                 raise StoreUnavailable(
                     f"entry {ledger_id}:{e}: no replica could be read: " + "; ".join(errs)
@@ -292,17 +301,19 @@ class LiveBookieStore:
         errors: dict[int, list[str]],
     ) -> None:
         conn = self.pool.get(bookie)
+        wanted = set(ids)
+        where = _location(bookie)
         try:
             for reply in conn.read_entries(ledger_id, ids):
                 e = reply.entry_id
-                if e not in errors:
+                if e not in wanted:
                     continue
                 if reply.status != "EOK" or reply.body is None:
-                    errors[e].append(f"{bookie}: {reply.status}")
+                    errors.setdefault(e, []).append(f"{bookie}: {reply.status}")
                     continue
-                stored = StoredEntry(ledger_id, e, _location(bookie), reply.body)
+                stored = StoredEntry(ledger_id, e, where, reply.body)
                 if digest_ok(reply.body, ledger_id, e, kind, password) is False:
-                    errors[e].append(f"{bookie}: digest does not verify")
+                    errors.setdefault(e, []).append(f"{bookie}: digest does not verify")
                     fallback.setdefault(e, stored)
                     continue
                 got[e] = stored
@@ -310,13 +321,31 @@ class LiveBookieStore:
             self._mark_down(bookie, exc)
             for e in ids:
                 if e not in got:
-                    errors[e].append(exc.one_line())
+                    errors.setdefault(e, []).append(exc.one_line())
+
+
+def each_bookie(work: list[tuple[str, list[int]]], read) -> None:
+    """``read(bookie, ids)`` for every bookie, the bookies in parallel threads (one
+    connection each; blocking sockets release the GIL while they wait)."""
+    if len(work) <= 1:
+        for bookie, ids in work:
+            read(bookie, ids)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(work), 16)) as pool:
+        for future in [pool.submit(read, bookie, ids) for bookie, ids in work]:
+            future.result()
 
 
 def _write_sets(md: LedgerMetadata, entry_ids: range | list[int], order) -> dict[int, list[str]]:
     """Each entry's write set in read order; one list per (segment, position) pattern."""
     patterns: dict[tuple[int, int], list[str]] = {}
     starts = sorted(md.ensembles)
+    if len(starts) == 1 and starts[0] == 0:  # one ensemble (most ledgers): n patterns
+        n = len(md.ensembles[0]) or 1
+        sets = [order(write_set(md, i)) for i in range(n)]
+        return {e: sets[e % n] for e in entry_ids}
     out = {}
     for e in entry_ids:
         first = max((s for s in starts if s <= e), default=-1)
