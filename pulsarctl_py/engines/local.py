@@ -158,7 +158,15 @@ class LocalKeyTable:
                     found = disk
         return found
 
+    def memory_table(self) -> dict[bytes, tuple[bytes, bool]] | None:
+        """The whole table as a dict of key -> (rank, tombstone) when nothing spilled, for
+        callers that look up every record (phase two); None when part of it is on disk."""
+        return self._buffer if self._db is None else None
+
     def keeps(self, key: bytes, rank: bytes) -> bool:
+        if self._db is None:  # all in memory: one dict look-up (phase two's hot path)
+            found = self._buffer.get(key)
+            return found is not None and found[0] == rank and not found[1]
         found = self.get(key)
         return found is not None and not found[1] and found[0] == rank
 
