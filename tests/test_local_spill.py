@@ -40,6 +40,11 @@ def test_spilled_table_equals_a_dict(records, memory, ordered):
         for key, (rank, tomb) in expected.items():
             assert table.get(key) == (rank, tomb)
             assert table.keeps(key, rank) is (not tomb)
+        keys = [*expected, b"absent"]
+        ranks = [*(expected[k][0] for k in expected), b"r"]
+        assert table.keeps_many(keys, ranks) == [
+            table.keeps(k, r) for k, r in zip(keys, ranks, strict=True)
+        ]
         assert len(table) == len(expected)
         assert table.live == sum(1 for _, t in expected.values() if not t)
         if memory == 1 and expected:

@@ -479,6 +479,11 @@ def _rebatch_native(
     memory = getattr(winners, "memory_table", None)
     table = memory() if memory is not None else None
     keeps = winners.keeps
+    # a spilled table answers a whole batch with one multi-get
+    many = getattr(winners, "keeps_many", None) if table is None else None
+    asked: list[int] = []
+    asked_keys: list[bytes] = []
+    asked_ranks: list[bytes] = []
     suffixes = _INDEX_SUFFIX
     retain = options.retain_null_key
     keep_set: set[int] = set()
@@ -504,8 +509,16 @@ def _rebatch_native(
             found = table.get(k)
             if found is not None and found[0] == rank and not found[1]:
                 keep_set.add(batch_index)
+        elif many is not None:
+            asked.append(batch_index)
+            asked_keys.append(k)
+            asked_ranks.append(rank)
         elif keeps(k, rank):
             keep_set.add(batch_index)
+    if asked:
+        for batch_index, kept in zip(asked, many(asked_keys, asked_ranks), strict=True):
+            if kept:
+                keep_set.add(batch_index)
     if keep_set and split.whole:
         plain = _rebuild_plain(split, keep_set, options.format == FORMAT_PIP_429)
         if plain is not None:

@@ -198,6 +198,22 @@ class LocalKeyTable:
         callers that look up every record (phase two); None when part of it is on disk."""
         return self._buffer if self._db is None else None
 
+    def keeps_many(self, keys: list[bytes], ranks: list[bytes]) -> list[bool]:
+        """``keeps`` for many keys at once: one RocksDB multi-get when the table spilled."""
+        if self._db is None:
+            return [self.keeps(key, rank) for key, rank in zip(keys, ranks, strict=True)]
+        buffer = self._buffer
+        folded = self.fold is not None
+        out = []
+        for key, rank, raw in zip(keys, ranks, self._db.get(keys), strict=True):
+            found = buffer.get(key)
+            if raw is not None and not (folded and found is not None):
+                disk = _unpack(raw)
+                if found is None or disk[0] > found[0]:
+                    found = disk
+            out.append(found is not None and not found[1] and found[0] == rank)
+        return out
+
     def keeps(self, key: bytes, rank: bytes) -> bool:
         if self._db is None:  # all in memory: one dict look-up (phase two's hot path)
             found = self._buffer.get(key)
