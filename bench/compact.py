@@ -2,7 +2,7 @@
 
     python bench/compact.py                 # 10^5 and 10^6 messages, 10^2 .. 10^5 keys
     python bench/compact.py --quick         # a small run (the smoke test uses it)
-    python bench/compact.py --messages 10000000 --keys 1000000 --memory 64MiB
+    python bench/compact.py --messages 10000000 --keys 1000000 --memory 67108864
 
 Inputs: batches of 100 messages (LZ4, a key per message drawn uniformly from the key
 space, 32-byte values, one message in 50 a tombstone), written once to a file of
