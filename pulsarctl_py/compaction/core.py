@@ -543,30 +543,16 @@ def _rebatch(
     ledger_id, entry_id = entry.position
     keep_set: set[int] = set()
     keeps = winners.keeps
-    if options.order == ORDER_PUBLISHING:
-        prefix = _POS.pack(ledger_id % 2**64, entry_id % 2**64, 0)[:16]
-        for batch_index, key, size, _t in view:
-            if key is None:
-                if options.retain_null_key:
-                    keep_set.add(batch_index)
-                else:
-                    stats.keyless_dropped += 1
-            elif size > 0:
-                i = batch_index + 1
-                suffix = _INDEX_SUFFIX[i] if i < 1025 else _index_suffix(batch_index)
-                if keeps(KEY_PREFIX + key.encode("utf-8"), prefix + suffix):
-                    keep_set.add(batch_index)
-    else:
-        for batch_index, key, size, event_time in view:
-            if key is None:
-                if options.retain_null_key:
-                    keep_set.add(batch_index)
-                else:
-                    stats.keyless_dropped += 1
-                continue
-            rank = rank_of(options, ledger_id, entry_id, batch_index, event_time, True)
-            if size > 0 and keeps(message_key(key), rank):
+    for batch_index, key, size, event_time in view:
+        if key is None:
+            if options.retain_null_key:
                 keep_set.add(batch_index)
+            else:
+                stats.keyless_dropped += 1
+            continue
+        rank = rank_of(options, ledger_id, entry_id, batch_index, event_time, True)
+        if size > 0 and keeps(message_key(key), rank):
+            keep_set.add(batch_index)
     if not keep_set:
         return None
     plain = None
