@@ -34,6 +34,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from pulsarctl_py.decoders import compacted as compacted_layer
 from pulsarctl_py.decoders.codecs import compress, decompress
 from pulsarctl_py.decoders.errors import LedgerctlError
@@ -208,44 +210,75 @@ def _batch_records(entry: RawEntry) -> tuple[list[Any], list[int]]:
     return records, holes
 
 
+#: a record of a batch: (batch index, key or None, size, event time)
+_Rec = tuple[int, str | None, int, int]
+
+
 @dataclass(slots=True)
-class _Rec:
-    """What phase one and two need of a batch record: index, key, size, event time."""
+class _Split:
+    """A readable batch as the native splitter cut it: no per-record Python objects beyond
+    the splitter's own. ``whole`` when every record is live and in order (no holes, no
+    ``compacted_batch_indexes``): then phase two can rebuild from ``plain`` directly."""
 
-    batch_index: int
-    key: str | None
-    size: int
-    event_time: int
+    plain: bytes | memoryview
+    messages: list[Any]  # entry.Message objects: key, value, batch_index, event_time
+    whole: bool
 
 
-def _batch_view(entry: RawEntry) -> list[_Rec]:
-    """The batch's live records, through the native splitter when it can (raises on damage).
-
-    ``payload_size`` is the length of the record's value in a regular batch, so the native
-    split's values give the sizes; a batch with a null-value record (whose value the split
-    does not return) takes the Python parser, which reads ``payload_size`` itself.
-    """
+def _native_split(entry: RawEntry) -> _Split | None:
+    """The native split of a readable batch, or None (no native module, or irregular input:
+    the caller takes the Python parser). Raises on damage the decompressor sees."""
     from pulsarctl_py.decoders.speedups import native
 
+    if native is None:
+        return None
     md = entry.metadata
-    if native is not None:
-        payload = memoryview(entry.data)[entry.payload_at :]
-        plain = decompress(md.compression, payload, md.uncompressed_size)
-        indexes = list(md.compacted_batch_indexes) or None
-        count = len(indexes) if indexes is not None else md.num_messages_in_batch
-        split = native.split_batch(plain, count, indexes, 0, 0, None, 0, 0)
-        if split is not None and not any(m.null_value for m in split[0]):
-            return [_Rec(m.batch_index, m.key, len(m.value), m.event_time or 0) for m in split[0]]
+    payload = memoryview(entry.data)[entry.payload_at :]
+    plain = decompress(md.compression, payload, md.uncompressed_size)
+    indexes = list(md.compacted_batch_indexes) or None
+    count = len(indexes) if indexes is not None else md.num_messages_in_batch
+    split = native.split_batch(plain, count, indexes, 0, 0, None, 0, 0)
+    if split is None:
+        return None
+    messages = split[0]
+    # payload_size is the value's length in a regular batch; a null-value record's value
+    # is not returned by the split, so such a batch takes the Python parser
+    for m in messages:
+        if m.null_value:
+            return None
+    whole = indexes is None and not split[1] and len(messages) == md.num_messages_in_batch
+    return _Split(plain, messages, whole)
+
+
+def _records_of(split: _Split) -> list[_Rec]:
+    return [(m.batch_index, m.key, len(m.value), m.event_time or 0) for m in split.messages]
+
+
+def _batch_view(entry: RawEntry) -> tuple[list[_Rec], _Split | None]:
+    """The batch's live records as (index, key, size, event time), and the native split
+    when there was one (raises on damage)."""
+    split = _native_split(entry)
+    if split is not None:
+        return _records_of(split), split
     records, _holes = _batch_records(entry)
     return [
-        _Rec(
+        (
             r.batch_index,
             r.smm.partition_key if r.smm.HasField("partition_key") else None,
             r.smm.payload_size if r.smm.HasField("payload_size") else 0,
             r.smm.event_time,
         )
         for r in records
-    ]
+    ], None
+
+
+#: 4-byte batch-index suffixes of position ranks (index + 1, so -1 sorts first)
+_INDEX_SUFFIX = [struct.pack(">I", i) for i in range(1025)]
+
+
+def _index_suffix(batch_index: int) -> bytes:
+    i = batch_index + 1
+    return _INDEX_SUFFIX[i] if 0 <= i < 1025 else struct.pack(">I", i % 2**32)
 
 
 # -- phase one --------------------------------------------------------------------------------
@@ -253,6 +286,7 @@ def _batch_view(entry: RawEntry) -> list[_Rec]:
 
 def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterator[KeyRecord]:
     """The ``(key, rank, tombstone)`` records of phase one, in topic order."""
+    publishing = options.order == ORDER_PUBLISHING
     for entry in entries:
         md = entry.metadata
         if md is None or md.HasField("marker_type"):
@@ -260,14 +294,31 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
         ledger_id, entry_id = entry.position
         if is_readable_batch(md):
             try:
-                records = _batch_view(entry)
+                split = _native_split(entry)
+                if split is None:
+                    records, _ = _batch_view(entry)
             except LedgerctlError:
                 continue  # Pulsar logs it and keeps the whole batch in phase two
-            for rec in records:
-                if rec.key is None:
+            if split is not None and publishing:
+                # the hot path: keys and sizes straight from the splitter's messages; a
+                # rank is the entry's position prefix and the record's index suffix
+                prefix = _POS.pack(ledger_id % 2**64, entry_id % 2**64, 0)[:16]
+                suffix = _INDEX_SUFFIX
+                for m in split.messages:
+                    key = m.key
+                    if key is None:
+                        continue
+                    i = m.batch_index + 1
+                    rank = prefix + (suffix[i] if i < 1025 else _index_suffix(i - 1))
+                    yield KEY_PREFIX + key.encode("utf-8"), rank, not m.value
+                continue
+            if split is not None:
+                records = _records_of(split)
+            for batch_index, key, size, event_time in records:
+                if key is None:
                     continue
-                rank = rank_of(options, ledger_id, entry_id, rec.batch_index, rec.event_time, True)
-                yield message_key(rec.key), rank, rec.size <= 0
+                rank = rank_of(options, ledger_id, entry_id, batch_index, event_time, True)
+                yield message_key(key), rank, size <= 0
             continue
         if not md.HasField("partition_key"):
             continue
@@ -305,17 +356,17 @@ def _deleted_in_phase_one(entry: RawEntry, options: CompactionOptions, records: 
             return False  # undecodable: kept whole
         if options.order == ORDER_EVENT_TIME:
             deleted = 0
-            for rec in records:
-                if rec.key is None:
+            for _i, key, size, _t in records:
+                if key is None:
                     deleted += not options.retain_null_key
-                elif rec.size <= 0:
+                elif size <= 0:
                     deleted += 1
             return deleted == md.num_messages_in_batch
-        for rec in records:
-            if rec.key is None:
+        for _i, key, size, _t in records:
+            if key is None:
                 if options.retain_null_key:
                     return False
-            elif rec.size > 0:
+            elif size > 0:
                 return False
         return True
     if not md.HasField("partition_key"):
@@ -330,6 +381,7 @@ def phase_two(
     stats: Stats,
 ) -> Iterator[CompactedEntry]:
     """The compacted entries, in topic order; ``stats`` is filled on the way."""
+    publishing = options.order == ORDER_PUBLISHING
     for entry in entries:
         stats.entries_in += 1
         stats.bytes_in += len(entry.data)
@@ -345,8 +397,19 @@ def phase_two(
         ledger_id, entry_id = entry.position
         out: CompactedEntry | None
         if is_readable_batch(md):
+            split = None
             try:
-                records = _batch_view(entry)
+                split = _native_split(entry)
+                if split is not None and publishing:
+                    out, deleted = _rebatch_native(entry, split, winners, options, stats)
+                    if not deleted:
+                        stats.to = entry.position
+                    if out is not None:
+                        stats.entries_out += 1
+                        stats.bytes_out += len(out.data)
+                        yield out
+                    continue
+                records = _records_of(split) if split is not None else _batch_view(entry)[0]
             except LedgerctlError as exc:
                 stats.undecodable += 1
                 stats.problems.append(
@@ -359,7 +422,7 @@ def phase_two(
                 count = md.num_messages_in_batch
                 out = CompactedEntry(entry.position, _frame(entry, entry.data), count, count - 1)
             else:
-                out = _rebatch(entry, records, winners, options, stats)
+                out = _rebatch(entry, records, split, winners, options, stats)
         else:
             if not _deleted_in_phase_one(entry, options, None):
                 stats.to = entry.position
@@ -401,9 +464,77 @@ def _single(
     return CompactedEntry(entry.position, _frame(entry, entry.data), count, batch_index)
 
 
+def _rebatch_native(
+    entry: RawEntry,
+    split: _Split,
+    winners: WinnerView,
+    options: CompactionOptions,
+    stats: Stats,
+) -> tuple[CompactedEntry | None, bool]:
+    """Phase two of a natively split batch in publishing order: the compacted entry (or
+    None) and whether phase one counted the batch as deleted. The same decisions as
+    ``_rebatch`` and ``_deleted_in_phase_one``, without a Python object per record."""
+    ledger_id, entry_id = entry.position
+    prefix = _POS.pack(ledger_id % 2**64, entry_id % 2**64, 0)[:16]
+    memory = getattr(winners, "memory_table", None)
+    table = memory() if memory is not None else None
+    keeps = winners.keeps
+    # a spilled table answers a whole batch with one multi-get
+    many = getattr(winners, "keeps_many", None) if table is None else None
+    asked: list[int] = []
+    asked_keys: list[bytes] = []
+    asked_ranks: list[bytes] = []
+    suffixes = _INDEX_SUFFIX
+    retain = options.retain_null_key
+    keep_set: set[int] = set()
+    dropped = 0
+    deleted = True
+    for m in split.messages:
+        key = m.key
+        batch_index = m.batch_index
+        if key is None:
+            if retain:
+                keep_set.add(batch_index)
+                deleted = False
+            else:
+                dropped += 1
+            continue
+        if not m.value:
+            continue  # a tombstone: never kept
+        deleted = False
+        i = batch_index + 1
+        rank = prefix + (suffixes[i] if i < 1025 else _index_suffix(batch_index))
+        k = KEY_PREFIX + key.encode("utf-8")
+        if table is not None:
+            found = table.get(k)
+            if found is not None and found[0] == rank and not found[1]:
+                keep_set.add(batch_index)
+        elif many is not None:
+            asked.append(batch_index)
+            asked_keys.append(k)
+            asked_ranks.append(rank)
+        elif keeps(k, rank):
+            keep_set.add(batch_index)
+    if asked:
+        for batch_index, kept in zip(asked, many(asked_keys, asked_ranks), strict=True):
+            if kept:
+                keep_set.add(batch_index)
+    if keep_set and split.whole:
+        plain = _rebuild_plain(split, keep_set, options.format == FORMAT_PIP_429)
+        if plain is not None:
+            stats.keyless_dropped += dropped
+            return _finish_rebatch(entry, plain, sorted(keep_set), options, stats), deleted
+    elif not keep_set:
+        stats.keyless_dropped += dropped
+        return None, deleted
+    # holes, indexes or a record that does not parse: the general path (it counts again)
+    return _rebatch(entry, _records_of(split), split, winners, options, stats), deleted
+
+
 def _rebatch(
     entry: RawEntry,
     view: list[_Rec],
+    split: _Split | None,
     winners: WinnerView,
     options: CompactionOptions,
     stats: Stats,
@@ -411,18 +542,24 @@ def _rebatch(
     md = entry.metadata
     ledger_id, entry_id = entry.position
     keep_set: set[int] = set()
-    for rec in view:
-        if rec.key is None:
+    keeps = winners.keeps
+    for batch_index, key, size, event_time in view:
+        if key is None:
             if options.retain_null_key:
-                keep_set.add(rec.batch_index)
+                keep_set.add(batch_index)
             else:
                 stats.keyless_dropped += 1
             continue
-        rank = rank_of(options, ledger_id, entry_id, rec.batch_index, rec.event_time, True)
-        if rec.size > 0 and winners.keeps(message_key(rec.key), rank):
-            keep_set.add(rec.batch_index)
+        rank = rank_of(options, ledger_id, entry_id, batch_index, event_time, True)
+        if size > 0 and keeps(message_key(key), rank):
+            keep_set.add(batch_index)
     if not keep_set:
         return None
+    plain = None
+    if split is not None and split.whole:
+        plain = _rebuild_plain(split, keep_set, options.format == FORMAT_PIP_429)
+    if plain is not None:
+        return _finish_rebatch(entry, plain, sorted(keep_set), options, stats)
     records, _holes = _batch_records(entry)  # the protobufs, only for batches that stay
     by_index = {rec.batch_index: rec for rec in records}
     kept_indexes = sorted(keep_set)
@@ -444,6 +581,68 @@ def _rebatch(
             else:
                 rows.append((placeholder(), None))
         plain = build_batch(rows)
+    return _finish_rebatch(entry, plain, kept_indexes, options, stats, new_md)
+
+
+#: the record of a message removed from a batch (``placeholder()`` serialized, no value)
+_PLACEHOLDER_BODY = placeholder().SerializeToString()
+_PLACEHOLDER_RECORD = struct.pack(">I", len(_PLACEHOLDER_BODY)) + _PLACEHOLDER_BODY
+_U32 = struct.Struct(">I")
+_SMM_FROM = api.SingleMessageMetadata.FromString
+
+
+def _rebuild_plain(split: _Split, keep: set[int], pip_429: bool) -> bytes | None:
+    """The rebuilt batch from the original bytes, walking record boundaries.
+
+    Each kept record's metadata is parsed from its own bytes and serialized again with
+    ``payload_size`` set from its value, exactly as ``build_batch`` writes it (and as
+    ``RawBatchConverter`` re-serializes), and its value is copied as is; removed records
+    become the constant placeholder record. Returns None when a record's metadata does not
+    parse (the caller takes the Python path, which reports it).
+    """
+    plain = split.plain
+    unpack = _U32.unpack_from
+    pos = 0
+    parts: list[bytes] = []
+    add = parts.append
+    placeholder_record = _PLACEHOLDER_RECORD
+    for m in split.messages:  # whole: one message per record, in order
+        (size,) = unpack(plain, pos)
+        start = pos + 4
+        value = m.value
+        pos = start + size + len(value)
+        if m.batch_index in keep:
+            try:
+                smm = _SMM_FROM(plain[start : start + size])
+            except DecodeError:  # the slow path reports it
+                return None
+            smm.payload_size = len(value)
+            body = smm.SerializeToString()
+            add(_U32.pack(len(body)))
+            add(body)
+            add(bytes(value))
+        elif not pip_429:
+            add(placeholder_record)
+    return b"".join(parts)
+
+
+def _finish_rebatch(
+    entry: RawEntry,
+    plain: bytes,
+    kept_indexes: list[int],
+    options: CompactionOptions,
+    stats: Stats,
+    new_md: Any = None,
+) -> CompactedEntry:
+    """Metadata, recompression, checksum and framing of a rebuilt batch."""
+    md = entry.metadata
+    if new_md is None:
+        stats.kept += len(kept_indexes)
+        new_md = api.MessageMetadata()
+        new_md.CopyFrom(md)
+        del new_md.compacted_batch_indexes[:]
+        if options.format == FORMAT_PIP_429:
+            new_md.compacted_batch_indexes.extend(kept_indexes)
     new_md.uncompressed_size = len(plain)
     payload = compress(md.compression, plain) if md.compression != api.NONE else plain
     body = build_entry(new_md, payload, checksum=True)

@@ -19,8 +19,16 @@ T = TypeVar("T")
 
 #: default budget for a key table (the CLI's --memory default)
 DEFAULT_MEMORY = 512 * 1024 * 1024
-#: what one dict slot costs beyond its key and rank bytes (dict slot, tuple, two bytes objects)
-_SLOT_OVERHEAD = 200
+#: what one buffered key costs beyond its key and rank bytes: two bytes objects' headers
+#: (2 x 33), the (rank, tombstone) tuple (56) and the dict's index and entry (about 100
+#: with its spare room); measured, not guessed: see docs/performance.md
+_SLOT_OVERHEAD = 230
+#: the share of the budget the in-memory buffer may take; RocksDB's memtables and cache
+#: take at most 5/32 more (see _open_db), the rest is left for RocksDB's table readers,
+#: compactions and the allocators' slack (measured: docs/performance.md)
+_BUFFER_SHARE = 0.4
+#: puts per RocksDB write batch when spilling
+_WRITE_BATCH = 50_000
 
 
 def _pack(rank: bytes, tombstone: bool) -> bytes:
@@ -49,6 +57,9 @@ class LocalKeyTable:
         self._dir: str | None = None
         self._count: int | None = None
         self._live: int | None = None
+        self._disk_max: bytes | None = None  # the greatest rank written to disk
+        #: the buffer's share of the budget (None: never spill)
+        self._limit = None if memory is None else int(memory * _BUFFER_SHARE)
         self.spills = 0
 
     # -- building ---------------------------------------------------------------------------
@@ -62,7 +73,7 @@ class LocalKeyTable:
         if old is None:
             buf[key] = (rank, tombstone)
             self._estimate += len(key) + len(rank) + _SLOT_OVERHEAD
-            if self.memory is not None and self._estimate > self.memory:
+            if self._limit is not None and self._estimate > self._limit:
                 self._spill()
         elif rank > old[0]:
             buf[key] = (rank, tombstone)
@@ -84,7 +95,7 @@ class LocalKeyTable:
         buf[key] = new
         if fresh:
             self._estimate += len(key) + len(new[0]) + _SLOT_OVERHEAD
-            if self.memory is not None and self._estimate > self.memory:
+            if self._limit is not None and self._estimate > self._limit:
                 self._spill()
 
     def _open_db(self) -> Any:
@@ -94,33 +105,57 @@ class LocalKeyTable:
             self._dir = tempfile.mkdtemp(prefix="ledgerctl-keys-", dir=self._spill_parent)
             options = rocksdict.Options(raw_mode=True)
             options.create_if_missing(True)
-            # RocksDB's own memory counts against the budget: memtables and block cache are
-            # sized from it (defaults are 64 MiB memtables and an 8 MiB cache)
+            # RocksDB's own memory counts against the budget (its defaults, 64 MiB memtables
+            # and an 8 MiB cache, would pass a small one): memtables together at most an
+            # eighth of it, the block cache (index and filter blocks included) a 32nd
             budget = self.memory or DEFAULT_MEMORY
-            buffer = max(1 << 20, min(64 << 20, budget // 4))
-            options.set_write_buffer_size(buffer)
+            memtables = max(2 << 20, min(128 << 20, budget // 8))
+            options.set_write_buffer_size(memtables // 2)
             options.set_max_write_buffer_number(2)
+            options.set_db_write_buffer_size(memtables)
+            options.set_max_open_files(64)
             table = rocksdict.BlockBasedOptions()
-            table.set_block_cache(rocksdict.Cache(max(1 << 20, min(8 << 20, budget // 4))))
+            table.set_block_cache(rocksdict.Cache(max(1 << 20, min(32 << 20, budget // 32))))
+            table.set_cache_index_and_filter_blocks(True)
+            table.set_bloom_filter(10, False)  # phase two looks up keys mostly not on disk
             options.set_block_based_table_factory(table)
             self._db = rocksdict.Rdict(self._dir, options)
         return self._db
 
     def _spill(self) -> None:
-        """Merge the buffer into the on-disk table and empty it."""
+        """Merge the buffer into the on-disk table, in write batches, and empty it.
+
+        When every buffered record is newer than everything already on disk (records come
+        in topic order, so that is the usual case) the buffer is written without reading
+        the disk; otherwise each key's disk state is read and the greater rank kept.
+        """
         import rocksdict
 
         db = self._open_db()
+        buffer = self._buffer
+        blind = self.fold is not None  # a fold buffer already holds the newer state
+        if not blind:
+            oldest = min(rank for rank, _ in buffer.values()) if buffer else b""
+            blind = self._disk_max is None or oldest > self._disk_max
+        newest = self._disk_max
         batch = rocksdict.WriteBatch(raw_mode=True)
-        for key, (rank, tomb) in self._buffer.items():
-            if self.fold is not None:
-                # the buffer already folded the disk state in: it is the newer state
-                batch.put(key, _pack(rank, tomb))
-                continue
-            old = db.get(key)
-            if old is None or rank > old[:-1]:
-                batch.put(key, _pack(rank, tomb))
-        db.write(batch)
+        pending = 0
+        for key, (rank, tomb) in buffer.items():
+            if not blind:
+                old = db.get(key)
+                if old is not None and rank <= old[:-1]:
+                    continue
+            batch.put(key, _pack(rank, tomb))
+            if newest is None or rank > newest:
+                newest = rank
+            pending += 1
+            if pending >= _WRITE_BATCH:
+                db.write(batch)
+                batch = rocksdict.WriteBatch(raw_mode=True)
+                pending = 0
+        if pending:
+            db.write(batch)
+        self._disk_max = newest
         self._buffer = {}
         self._estimate = 0
         self.spills += 1
@@ -158,7 +193,31 @@ class LocalKeyTable:
                     found = disk
         return found
 
+    def memory_table(self) -> dict[bytes, tuple[bytes, bool]] | None:
+        """The whole table as a dict of key -> (rank, tombstone) when nothing spilled, for
+        callers that look up every record (phase two); None when part of it is on disk."""
+        return self._buffer if self._db is None else None
+
+    def keeps_many(self, keys: list[bytes], ranks: list[bytes]) -> list[bool]:
+        """``keeps`` for many keys at once: one RocksDB multi-get when the table spilled."""
+        if self._db is None:
+            return [self.keeps(key, rank) for key, rank in zip(keys, ranks, strict=True)]
+        buffer = self._buffer
+        folded = self.fold is not None
+        out = []
+        for key, rank, raw in zip(keys, ranks, self._db.get(keys), strict=True):
+            found = buffer.get(key)
+            if raw is not None and not (folded and found is not None):
+                disk = _unpack(raw)
+                if found is None or disk[0] > found[0]:
+                    found = disk
+            out.append(found is not None and not found[1] and found[0] == rank)
+        return out
+
     def keeps(self, key: bytes, rank: bytes) -> bool:
+        if self._db is None:  # all in memory: one dict look-up (phase two's hot path)
+            found = self._buffer.get(key)
+            return found is not None and found[0] == rank and not found[1]
         found = self.get(key)
         return found is not None and not found[1] and found[0] == rank
 

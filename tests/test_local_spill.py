@@ -1,0 +1,61 @@
+"""The local key table's spill: any offer order, any budget, the same table as a dict.
+
+Records usually come in topic order, and then each spill writes the buffer without reading
+the disk; records out of order (a rank older than one already on disk) take the
+read-and-compare path. Both must give the greatest rank per key.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pulsarctl_py.engines.local import LocalKeyTable
+
+RECORDS = st.lists(
+    st.tuples(st.binary(min_size=1, max_size=3), st.binary(min_size=1, max_size=3), st.booleans()),
+    max_size=80,
+)
+
+
+def _expected(records):
+    out: dict[bytes, tuple[bytes, bool]] = {}
+    for key, rank, tomb in records:
+        if key not in out or rank > out[key][0]:
+            out[key] = (rank, tomb)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(records=RECORDS, memory=st.sampled_from([1, 600, 3000, None]), ordered=st.booleans())
+def test_spilled_table_equals_a_dict(records, memory, ordered):
+    if ordered:
+        records = sorted(records, key=lambda r: r[1])
+    expected = _expected(records)
+    with LocalKeyTable(memory) as table:
+        for key, rank, tomb in records:
+            table.offer(key, rank, tomb)
+        table.finish()
+        assert {k: (r, t) for k, r, t in table.items()} == expected
+        for key, (rank, tomb) in expected.items():
+            assert table.get(key) == (rank, tomb)
+            assert table.keeps(key, rank) is (not tomb)
+        keys = [*expected, b"absent"]
+        ranks = [*(expected[k][0] for k in expected), b"r"]
+        assert table.keeps_many(keys, ranks) == [
+            table.keeps(k, r) for k, r in zip(keys, ranks, strict=True)
+        ]
+        assert len(table) == len(expected)
+        assert table.live == sum(1 for _, t in expected.values() if not t)
+        if memory == 1 and expected:
+            assert table.spilled
+
+
+def test_the_memory_table_is_offered_only_before_a_spill():
+    with LocalKeyTable(None) as table:
+        table.offer(b"k", b"r", False)
+        assert table.memory_table() == {b"k": (b"r", False)}
+    with LocalKeyTable(1) as table:
+        table.offer(b"k", b"r", False)
+        table.finish()
+        assert table.spilled and table.memory_table() is None
