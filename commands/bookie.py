@@ -15,14 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pulsarctl_py.commands.options import BOOKIE_DIRS, PASSWORD_ENV, PASSWORD_FILE, password
+from pulsarctl_py.commands.options import (
+    BOOKIE_DIRS,
+    METADATA_URL,
+    PASSWORD_ENV,
+    PASSWORD_FILE,
+    password,
+)
 from pulsarctl_py.render import OutputFormat
 
 if TYPE_CHECKING:
     from pulsarctl_py.stores.bookie import BookieStore
 
 bookie_app = typer.Typer(
-    help="A bookie's storage read offline: entry logs, journal, and index consistency.",
+    help="A bookie's storage read offline: entry logs, journal, and index consistency; "
+    "and the bookies a cluster's metadata store knows (list, info).",
     no_args_is_help=True,
 )
 
@@ -159,7 +166,9 @@ def log_command(
         metavar="LOG",
         help="The entry log: its id (decimal, or 0x hex), file name (<hex id>.log) or path.",
     ),
-    ledger: int = typer.Option(None, "--ledger", "-l", help="Only the records of this ledger."),
+    ledger: int = typer.Option(
+        None, "--ledger", "-l", min=0, max=2**63 - 1, help="Only the records of this ledger."
+    ),
     decode: bool = typer.Option(
         False, "--decode", help="Decode each entry as a Pulsar entry, down to its messages."
     ),
@@ -267,7 +276,9 @@ def _records_table(rows: list[Any], decode: bool) -> Any:
 
 @bookie_app.command("journal")
 def journal_command(
-    ledger: int = typer.Option(None, "--ledger", "-l", help="Only the records of this ledger."),
+    ledger: int = typer.Option(
+        None, "--ledger", "-l", min=0, max=2**63 - 1, help="Only the records of this ledger."
+    ),
     after_mark: bool = typer.Option(
         False, "--after-mark", help="Only the records after lastMark (what replay would read)."
     ),
@@ -428,6 +439,94 @@ def _findings_table(findings: list[Any]) -> Any:
             _esc(f.message),
         )
     return table
+
+
+@bookie_app.command("list")
+def list_command(metadata_url: str = METADATA_URL, output: OutputFormat = OUTPUT) -> None:
+    """List the bookies the metadata store knows, without connecting to them.
+
+    A bookie is listed when it is registered as available (writable or read-only) or
+    has a cookie. Columns: bookie id, state (available, read-only, not running), the
+    endpoint it advertises, whether it has a cookie and whether the cookie's instance id
+    is the cluster's.
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.stores.live.registry import read_bookies
+
+    rows = read_bookies(metadata_url)
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    if fmt is OutputFormat.JSON:
+        render.write_json([r.to_json() for r in rows])
+        return
+    if fmt is OutputFormat.JSONL:
+        render.write_jsonl(r.to_json() for r in rows)
+        return
+    render.stdout_console().print(_bookies_table(rows))
+    render.stderr_console().print(f"{len(rows)} bookies")
+
+
+def _bookies_table(rows: list[Any]) -> Any:
+    from rich.table import Table
+
+    table = Table()
+    for col in ("bookie", "state", "endpoint", "cookie", "instance id"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        eps = ", ".join(f"{e['host']}:{e['port']}" for e in r.endpoints) or "-"
+        match = {True: "matches", False: "[red]differs[/]", None: "-"}[r.instance_matches]
+        table.add_row(_esc(r.bookie_id), r.state, _esc(eps), "yes" if r.cookie else "no", match)
+    return table
+
+
+@bookie_app.command("info")
+def info_command(
+    bookie: str = typer.Argument(..., metavar="BOOKIE_ID", help="Bookie id, e.g. host:3181."),
+    metadata_url: str = METADATA_URL,
+    output: OutputFormat = OUTPUT,
+) -> None:
+    """Show what the metadata store knows about one bookie: state, endpoints, cookie.
+
+    The cookie gives the bookie's host, journal, ledger and index dirs and the cluster
+    instance id it joined; a cookie whose instance id is not the cluster's is flagged.
+    Exit status 1 when the bookie is unknown.
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.stores.live.registry import read_bookies
+
+    record = read_bookies(metadata_url, bookie)[0]
+    doc = record.to_json()
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    if fmt is OutputFormat.JSON:
+        render.write_json(doc)
+        return
+    if fmt is OutputFormat.JSONL:
+        render.write_jsonl([doc])
+        return
+    from rich.table import Table
+
+    table = Table(title=f"bookie {_esc(bookie)}", show_header=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    table.add_row("state", record.state)
+    for ep in record.endpoints:
+        table.add_row(f"endpoint {_esc(ep['id'])}", _esc(f"{ep['protocol']}://{ep['host']}:{ep['port']}"))
+    for key, value in record.properties.items():
+        table.add_row(f"property {_esc(key)}", _esc(value))
+    cookie = record.cookie
+    if cookie is None:
+        table.add_row("cookie", "none")
+    else:
+        table.add_row("cookie layout", _dash(cookie.layout))
+        table.add_row("cookie bookie host", _esc(_dash(cookie.bookie_host)))
+        table.add_row("journal dirs", _esc(", ".join(cookie.journal_dirs) or "-"))
+        table.add_row("ledger dirs", _esc(", ".join(cookie.ledger_dirs) or "-"))
+        if cookie.index_dirs:
+            table.add_row("index dirs", _esc(", ".join(cookie.index_dirs)))
+        table.add_row("cookie instance id", _dash(cookie.instance_id))
+        if cookie.error:
+            table.add_row("cookie error", _esc(cookie.error))
+    table.add_row("cluster instance id", _dash(record.cluster_instance_id))
+    render.stdout_console().print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from pulsarctl_py.commands.options import (
     BOOKIE_DIRS,
     METADATA_URL,
+    NO_PROGRESS,
     PASSWORD_ENV,
     PASSWORD_FILE,
+    QUIET,
     DepthChoice,
     password,
+    progress_wanted,
 )
 from pulsarctl_py.render import OutputFormat
+
+if TYPE_CHECKING:
+    from pulsarctl_py.positions import Position
 
 
 class BrokerMetadata(enum.StrEnum):
@@ -24,16 +31,52 @@ class BrokerMetadata(enum.StrEnum):
     without = "without"
 
 
+class InspectOutput(enum.StrEnum):
+    """render.OutputFormat plus raw (the stored bytes of one entry)."""
+
+    auto = "auto"
+    tree = "tree"
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    raw = "raw"
+
+
 def inspect(
-    ledger: int = typer.Argument(None, metavar="LEDGER", help="Ledger id to read."),
+    target: str = typer.Argument(
+        None,
+        metavar="LEDGER|L:E",
+        help="A ledger id, or one entry as L:E (L:E:B: one message of a batch).",
+    ),
     topic: str = typer.Option(
-        None, "--topic", "-t", help="Read every ledger of this topic, in order, instead."
+        None,
+        "--topic",
+        "-t",
+        help="Read every ledger of this topic, in order, instead; a partitioned topic: "
+        "every partition, in order.",
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    first: int = typer.Option(None, "--from", metavar="ENTRY", help="First entry id."),
-    last: int = typer.Option(None, "--to", metavar="ENTRY", help="Last entry id."),
-    last_n: int = typer.Option(None, "--last", metavar="N", help="Only the last N entries."),
+    first: str = typer.Option(
+        None,
+        "--from",
+        metavar="POS",
+        help="Start at this position, L:E (or L:E:B); of a single ledger also an entry id. "
+        "On a topic it spans ledgers: --from 9:1 --to 12:40.",
+    ),
+    last: str = typer.Option(
+        None, "--to", metavar="POS", help="End at this position (included), as --from."
+    ),
+    last_n: int = typer.Option(
+        None, "--last", metavar="N", min=0, help="Only the last N entries (of the whole topic)."
+    ),
+    limit: int = typer.Option(
+        None,
+        "--limit",
+        metavar="N",
+        min=0,
+        help="Stop after N entries, counted after the filters, over the whole topic.",
+    ),
     depth: DepthChoice = typer.Option(
         DepthChoice.messages,
         "--depth",
@@ -44,11 +87,30 @@ def inspect(
         True, "--verify/--no-verify", help="Verify digests and checksums (on by default)."
     ),
     key: str = typer.Option(None, "--key", help="Only messages with this key."),
+    properties: list[str] = typer.Option(
+        None,
+        "--property",
+        metavar="NAME[=VALUE]",
+        help="Only messages with this property (and value); repeat: all must match.",
+    ),
+    producer: str = typer.Option(
+        None, "--producer", metavar="NAME", help="Only entries written by this producer."
+    ),
+    sequence_id: str = typer.Option(
+        None,
+        "--sequence-id",
+        metavar="N|A..B",
+        help="Only messages with this producer sequence id, or one in A..B (inclusive).",
+    ),
     since: str = typer.Option(
-        None, "--since", metavar="TIME", help="Entries at or after TIME (ISO-8601 or epoch ms)."
+        None,
+        "--since",
+        metavar="TIME",
+        help="Entries at or after TIME: ISO-8601 (no zone: UTC), epoch ms, now, or a "
+        "duration before now (100m, 3h, 2d, 1w).",
     ),
     until: str = typer.Option(
-        None, "--until", metavar="TIME", help="Entries before TIME (ISO-8601 or epoch ms)."
+        None, "--until", metavar="TIME", help="Entries before TIME, as --since."
     ),
     broker_metadata: BrokerMetadata = typer.Option(
         BrokerMetadata.any,
@@ -60,19 +122,23 @@ def inspect(
     ),
     password_env: str = PASSWORD_ENV,
     password_file: Path = PASSWORD_FILE,
-    output: OutputFormat = typer.Option(
-        OutputFormat.AUTO,
+    output: InspectOutput = typer.Option(
+        InspectOutput.auto,
         "--output",
         "-o",
         help="table (one line per entry) or tree for people, json or jsonl for machines; "
-        "auto is table on a terminal and jsonl when piped.",
+        "auto is table on a terminal and jsonl when piped; raw writes the stored bytes of "
+        "one entry (L:E) for decode or a bug report, never to a terminal.",
     ),
     hexdump: bool = typer.Option(False, "--hex", help="Add a hex dump of every layer."),
+    quiet: bool = QUIET,
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """Decode the stored entries of a ledger, or of every ledger of a topic.
 
     Reads the metadata store and the bookie's storage directly; no broker is needed.
-    Exit status 1 when a digest or checksum does not match or an entry cannot be decoded.
+    Exit status 1 when a digest or checksum does not match or an entry cannot be decoded,
+    2 on bad input, 3 when a store cannot be opened.
     """
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.decoders.crypto import load_private_key
@@ -81,6 +147,10 @@ def inspect(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.timeparse import parse_time_ms
 
+    ledger_id, start, end = _where(target, topic, first, last, last_n)
+    if output is InspectOutput.raw:
+        _raw(start if start == end else None, metadata_url, bookie_dirs)
+        return
     key_obj = None
     if private_key is not None:
         try:
@@ -88,11 +158,12 @@ def inspect(
         except OSError as exc:
             raise LedgerctlError(f"cannot read private key {private_key}: {exc.strerror}") from None
     request = InspectRequest(
-        ledger_id=ledger,
+        ledger_id=ledger_id,
         topic=topic,
-        first=first,
-        last=last,
+        start=start,
+        end=end,
         last_n=last_n,
+        limit=limit,
         depth=Depth[depth.name.upper()],
         verify=verify,
         key=key,
@@ -101,29 +172,149 @@ def inspect(
         broker_metadata=None
         if broker_metadata is BrokerMetadata.any
         else broker_metadata is BrokerMetadata.with_,
+        producer=producer,
+        sequence_ids=_sequence_ids(sequence_id) if sequence_id is not None else None,
+        properties=[_property(p) for p in properties or []],
         private_key=key_obj,
     )
     summary = Summary()
     with LedgerSource.open(
         metadata_url, bookie_dirs, password(password_env, password_file), need_bookie=True
     ) as source:
-        _show(source, request, summary, output, hexdump)
+        _show(
+            source,
+            request,
+            summary,
+            OutputFormat(output.value),
+            hexdump,
+            quiet=quiet,
+            show_progress=progress_wanted(quiet, no_progress),
+        )
     if summary.errors:
         raise typer.Exit(1)
 
 
-def _show(source, request, summary, output: OutputFormat, with_hex: bool) -> None:
+def _where(
+    target: str | None,
+    topic: str | None,
+    first: str | None,
+    last: str | None,
+    last_n: int | None,
+) -> tuple[int | None, Position | None, Position | None]:
+    """The ledger id and the start and end positions the arguments mean."""
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.positions import (
+        Position,
+        looks_like_position,
+        parse_ledger_id,
+        parse_position,
+    )
+
+    if (target is None) == (topic is None):
+        raise LedgerctlError("give a ledger id (or an entry as L:E), or --topic, not both")
+    if target is not None and ":" in target:
+        if not looks_like_position(target):
+            parse_position(target)  # says what is wrong with it
+        at = parse_position(target)
+        if first is not None or last is not None or last_n is not None:
+            raise LedgerctlError(
+                f"{target} names one entry: --from, --to and --last need a ledger id or --topic"
+            )
+        return at.ledger_id, at, at
+    ledger_id = parse_ledger_id(target) if target is not None else None
+
+    def position(text: str | None, flag: str) -> Position | None:
+        if text is None:
+            return None
+        if ":" in text or ledger_id is None:
+            if ":" not in text:
+                raise LedgerctlError(
+                    f"{flag} {text}: on a topic, give a position as L:E (ledger id, entry id), "
+                    "for example 12:40"
+                )
+            return parse_position(text)
+        return Position(ledger_id, parse_ledger_id(text, "entry id"))
+
+    return ledger_id, position(first, "--from"), position(last, "--to")
+
+
+def _sequence_ids(text: str) -> tuple[int, int]:
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.positions import parse_ledger_id
+
+    low, sep, high = text.partition("..")
+    first = parse_ledger_id(low, "sequence id")
+    last = parse_ledger_id(high, "sequence id") if sep else first
+    if last < first:
+        raise LedgerctlError(f"--sequence-id {text}: the range ends before it starts")
+    return first, last
+
+
+def _property(text: str) -> tuple[str, str | None]:
+    from pulsarctl_py.errors import LedgerctlError
+
+    name, sep, value = text.partition("=")
+    if not name:
+        raise LedgerctlError(f"--property {text!r}: give NAME or NAME=VALUE")
+    return name, value if sep else None
+
+
+def _raw(at: Position | None, metadata_url: str | None, bookie_dirs: list[Path]) -> None:
+    """Write one entry's stored bytes (bookie header and digest included) to stdout."""
+    import sys
+
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.ledgers import LedgerSource
+
+    if at is None or at.batch_index is not None:
+        raise LedgerctlError(
+            "--output raw writes one stored entry: give it as L:E (for example 4:2)"
+        )
+    if sys.stdout.isatty():
+        raise LedgerctlError(
+            "--output raw writes binary: redirect it to a file or a pipe "
+            f"(ledgerctl inspect {at} -o raw > entry.bin)"
+        )
+    with LedgerSource.open(metadata_url, bookie_dirs, need_bookie=True) as source:
+        view = source.ledger(at.ledger_id)
+        data = next(iter(source.raw_entries(view, at.entry_id, at.entry_id)), None)
+        if data is None or data.entry_id != at.entry_id:
+            from pulsarctl_py.errors import NotFoundError
+
+            raise NotFoundError(f"entry {at} is not in the bookie storage given")
+        sys.stdout.buffer.write(bytes(data.data))
+        sys.stdout.flush()
+
+
+def _show(
+    source,
+    request,
+    summary,
+    output: OutputFormat,
+    with_hex: bool,
+    *,
+    quiet: bool = False,
+    show_progress: bool = False,
+) -> None:
+    import contextlib
+
     from pulsarctl_py import render
     from pulsarctl_py.inspect import entry_json, inspect
 
     fmt = render.resolve(output, OutputFormat.TABLE)
     err = render.stderr_console()
+    if show_progress:
+        counter = render.progress(err, "reading entries")
+    else:
+        counter = contextlib.nullcontext(lambda: None)
+    on_ledger = None if quiet else (lambda v: render.print_ledger(err, v))
     if fmt is OutputFormat.JSON:
         ledgers = []
-        entries = [
-            entry_json(view, entry, with_hex)
-            for view, entry in inspect(source, request, summary, ledgers.append)
-        ]
+        with counter as advance:
+            entries = []
+            for view, entry in inspect(source, request, summary, ledgers.append):
+                entries.append(entry_json(view, entry, with_hex))
+                advance()
         render.write_json(
             {
                 "ledgers": [v.to_json() for v in ledgers],
@@ -133,22 +324,34 @@ def _show(source, request, summary, output: OutputFormat, with_hex: bool) -> Non
         )
         return
     if fmt is OutputFormat.JSONL:
-        render.write_jsonl(
-            entry_json(view, entry, with_hex) for view, entry in inspect(source, request, summary)
-        )
-        render.print_summary(err, summary)
+        with counter as advance:
+            for view, entry in inspect(source, request, summary):
+                render.write_jsonl([entry_json(view, entry, with_hex)])
+                advance()
+        if not quiet:
+            render.print_summary(err, summary)
         return
     out = render.stdout_console()
-    with render.progress(err, "reading entries") as advance:
-        for view, entry in inspect(source, request, summary, lambda v: render.print_ledger(err, v)):
+    with counter as advance:
+        for view, entry in inspect(source, request, summary, on_ledger):
             label = f"{view.ledger_id}:{entry.position[1] if entry.position else '?'}"
             if fmt is OutputFormat.TREE:
                 out.print(render.entry_tree(entry, label, with_hex))
             else:
                 out.print(render.entry_line(entry, label, view.lac))
-            render.report_problems(err, [(label, entry)])
+            render.report_problems(
+                err, [(label, _errors_only(entry) if quiet else entry)]
+            )
             advance()
-    render.print_summary(err, summary)
+    if not quiet:
+        render.print_summary(err, summary)
+
+
+def _errors_only(entry):
+    """A shallow stand-in for ``entry`` with only its error problems (for --quiet)."""
+    import types
+
+    return types.SimpleNamespace(problems=[p for p in entry.problems if p.severity == "error"])
 
 
 def register(app: typer.Typer) -> None:

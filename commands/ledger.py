@@ -8,7 +8,8 @@ from typing import Any
 
 import typer
 
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.commands import options as opts
+from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL, NO_PROGRESS, QUIET
 from pulsarctl_py.render import OutputFormat
 
 ledger_app = typer.Typer(
@@ -51,6 +52,8 @@ def list_command(
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
+    quiet: bool = QUIET,
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """List the ledgers in the metadata store (like bookkeeper shell listledgers -m).
 
@@ -65,7 +68,7 @@ def list_command(
     err = render.stderr_console()
     with (
         LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
-        render.progress(err, "reading ledgers") as advance,
+        render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
         rows = list_ledger_rows(
             source, topic=topic, kind=kind.value if kind else None, advance=advance
@@ -78,11 +81,15 @@ def list_command(
         render.write_jsonl(r.to_json() for r in rows)
         return
     out = render.stdout_console()
-    out.print(_tree(rows) if fmt is OutputFormat.TREE else _table(rows))
+    if fmt is OutputFormat.TREE:
+        out.print(_tree(rows))
+    else:
+        render.print_table(out, _table(rows))
     for row in rows:
         if row.error:
             err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
-    err.print(f"{len(rows)} ledgers")
+    if not quiet:
+        err.print(f"{len(rows)} ledgers")
 
 
 def _esc(text: str) -> str:
@@ -117,7 +124,10 @@ def _table(rows: list[Any]) -> Any:
     table = Table()
     for col in ("ledger", "state", "entries", "length", "digest", "kind", "owner", "created"):
         table.add_column(
-            col, overflow="fold", justify="right" if col in ("entries", "length") else "left"
+            col,
+            overflow="fold",
+            no_wrap=col == "owner",  # topic names stay whole: they are copied
+            justify="right" if col in ("entries", "length") else "left",
         )
     for row in rows:
         table.add_row(
@@ -151,7 +161,7 @@ def _tree(rows: list[Any]) -> Any:
 
 @ledger_app.command("meta")
 def meta_command(
-    ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
+    ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
@@ -166,10 +176,12 @@ def meta_command(
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.positions import parse_ledger_id
     from pulsarctl_py.topics import ledger_meta
 
+    ledger_id = parse_ledger_id(ledger)  # one line for ids past 2^63-1, not a traceback
     with LedgerSource.open(metadata_url, bookie_dirs) as source:
-        meta = ledger_meta(source, ledger)
+        meta = ledger_meta(source, ledger_id)
     doc = meta.to_json()
     fmt = render.resolve(output, OutputFormat.TREE)
     if fmt is OutputFormat.JSON:
@@ -245,6 +257,118 @@ def _meta_table(doc: dict[str, Any]) -> Any:
     table.add_column("value", overflow="fold")
     for name, value in _facts(doc):
         table.add_row(name, str(value))
+    return table
+
+
+@ledger_app.command("replicas")
+def replicas_command(
+    ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
+    first: int = typer.Option(0, "--from", metavar="E", help="First entry id to compare."),
+    last: int = typer.Option(
+        None,
+        "--to",
+        metavar="E",
+        help="Last entry id to compare. Default: the lastEntryId of a closed ledger, else "
+        "the last entry any bookie of the last ensemble holds.",
+    ),
+    metadata_url: str = METADATA_URL,
+    bookie_address: list[str] = opts.BOOKIE_ADDRESS,
+    bookie_tls: bool = opts.BOOKIE_TLS,
+    bookie_ca_file: Path = opts.BOOKIE_CA_FILE,
+    bookie_timeout: float = opts.BOOKIE_TIMEOUT,
+    bookie_protocol: str = opts.BOOKIE_PROTOCOL,
+    password_env: str = opts.PASSWORD_ENV,
+    password_file: Path = opts.PASSWORD_FILE,
+    output: OutputFormat = OUTPUT,
+) -> None:
+    """Read every replica of a ledger's entries from the running bookies and compare them.
+
+    Each entry is read from every bookie of its write set (bookies from the ledger
+    metadata; reads only, never fencing). Reported: divergent entries (replicas with
+    different bytes, and which bookie disagrees with the majority), replicas whose digest
+    does not verify, missing replicas, bookies that could not be asked, entries with fewer
+    good copies than the write quorum, and the last entry up to which every replica is
+    present and agrees (where a close could be planned). Exit status 1 when anything is
+    reported, 3 when no bookie could be reached.
+    """
+    from pulsarctl_py import render
+    from pulsarctl_py.stores.live.replicas import check_replicas
+
+    client = opts.client_options(
+        bookie_address, bookie_tls, bookie_ca_file, bookie_timeout, bookie_protocol
+    )
+    report = check_replicas(
+        metadata_url,
+        ledger,
+        first,
+        last,
+        options=client,
+        password=opts.password(password_env, password_file),
+    )
+    _check_reachable(report)
+    doc = report.to_json()
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    if fmt is OutputFormat.JSON:
+        render.write_json(doc)
+    elif fmt is OutputFormat.JSONL:
+        render.write_jsonl([doc])
+    else:
+        render.stdout_console().print(_replicas_table(doc))
+    err = render.stderr_console()
+    agreed = doc["last_agreed_entry"]
+    err.print(
+        f"ledger {ledger}: {doc['entries_checked']} entries checked, "
+        f"{len(doc['divergent'])} divergent, {len(doc['bad_digest'])} with a bad digest, "
+        f"{len(doc['missing'])} with missing replicas, {len(doc['unreachable'])} not "
+        f"fully readable, {len(doc['below_write_quorum'])} below the write quorum; "
+        f"all replicas agree up to entry {_dash(agreed)}"
+    )
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _check_reachable(report: Any) -> None:
+    """No bookie answered at all: the store is unavailable (exit 3), not a finding."""
+    from pulsarctl_py.errors import StoreUnavailable
+
+    if report.checked and report.bookies and all(report.bookies.values()):
+        errors = "; ".join(sorted(set(report.bookies.values())))
+        raise StoreUnavailable(f"ledger {report.ledger_id}: no bookie answered: {errors}")
+
+
+def _replicas_table(doc: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"ledger {doc['ledger_id']} replicas ({doc['state']})")
+    for col in ("entry", "finding", "bookies", "detail"):
+        table.add_column(col, overflow="fold")
+    rows: list[tuple[int, str, str, str]] = []
+    for row in doc["divergent"]:
+        groups = {c["digest"] for c in row["copies"] if c["digest"]}
+        rows.append(
+            (row["entry_id"], "divergent", ", ".join(row["disagreeing"]),
+             f"{len(groups)} different copies")
+        )
+    for kind, state in (
+        ("bad_digest", "bad-digest"),
+        ("missing", "missing"),
+        ("unreachable", "unreachable"),
+    ):
+        for row in doc[kind]:
+            bad = [c for c in row["copies"] if c["state"] == state]
+            detail = "; ".join(sorted({c["detail"] or "" for c in bad} - {""}))
+            rows.append(
+                (row["entry_id"], kind.replace("_", " "),
+                 ", ".join(c["bookie"] for c in bad), detail)
+            )
+    for row in doc["below_write_quorum"]:
+        good = sum(1 for c in row["copies"] if c["state"] == "ok")
+        rows.append(
+            (row["entry_id"], "below write quorum", ", ".join(row["write_set"]),
+             f"{good} of {doc['write_quorum']} good copies")
+        )
+    for entry_id, finding, bookies, detail in sorted(rows, key=lambda r: r[0]):
+        table.add_row(str(entry_id), finding, _esc(bookies), _esc(detail))
     return table
 
 

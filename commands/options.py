@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -49,3 +50,80 @@ def password(env: str | None, file: Path | None) -> bytes | None:
 
     secret = secret_from(env, file, LEDGER_PASSWORD_ENV)
     return secret.reveal() if secret is not None else None
+
+
+QUIET = typer.Option(
+    False,
+    "--quiet",
+    "-q",
+    help="Only the data and the errors: no headers, summary, warnings or progress line.",
+)
+NO_PROGRESS = typer.Option(
+    False,
+    "--no-progress",
+    help="No progress line on stderr (it is shown only when stderr is a terminal and the "
+    "output goes to a file or pipe).",
+)
+
+
+def progress_wanted(quiet: bool, no_progress: bool) -> bool:
+    """A live progress line only helps when the output is not on the same terminal.
+
+    Lines written to a terminal stdout while a live line redraws on its stderr tear that
+    line apart; those lines are progress enough. So: stderr a terminal, stdout not.
+    """
+    import sys
+
+    return not (quiet or no_progress) and sys.stderr.isatty() and not sys.stdout.isatty()
+
+
+# -- running bookies (pulsarctl_py.stores.live) ------------------------------------------
+
+BOOKIE_ADDRESS = typer.Option(
+    None,
+    "--bookie-address",
+    metavar="ID=HOST:PORT",
+    help="Reach the bookie named ID in ledger metadata at HOST:PORT instead (NAT, port "
+    "forwards); repeat for several. Default: $LEDGERCTL_BOOKIE_ADDRESSES.",
+)
+BOOKIE_TLS = typer.Option(
+    None,
+    "--bookie-tls/--no-bookie-tls",
+    help="Talk TLS to bookies (BookKeeper's START_TLS). Default: $LEDGERCTL_BOOKIE_TLS.",
+)
+BOOKIE_CA_FILE = typer.Option(
+    None,
+    "--bookie-ca-file",
+    metavar="FILE",
+    help="PEM file of the CA that signed the bookies' certificates (implies --bookie-tls). "
+    "Default: $LEDGERCTL_BOOKIE_CA_FILE, else the system CAs.",
+)
+BOOKIE_TIMEOUT = typer.Option(
+    None,
+    "--bookie-timeout",
+    metavar="SECONDS",
+    help="How long a bookie may stay silent before it counts as down. Default: "
+    "$LEDGERCTL_BOOKIE_TIMEOUT or 5.",
+)
+BOOKIE_PROTOCOL = typer.Option(
+    None,
+    "--bookie-protocol",
+    metavar="v3|v2",
+    help="Wire protocol: v3 (protobuf, the default) or v2 for old bookies. Default: "
+    "$LEDGERCTL_BOOKIE_PROTOCOL or v3.",
+)
+
+
+def client_options(
+    addresses: list[str] | None,
+    tls: bool | None,
+    ca_file: Path | None,
+    timeout: float | None,
+    protocol: str | None,
+) -> Any:
+    """The bookie client options from the flags above, then the environment."""
+    from pulsarctl_py.stores.live.config import resolve_client_options
+
+    return resolve_client_options(
+        addresses=addresses, tls=tls, ca_file=ca_file, timeout=timeout, protocol=protocol
+    )

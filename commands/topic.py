@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL, NO_PROGRESS, QUIET
 from pulsarctl_py.render import OutputFormat
 
 topic_app = typer.Typer(
@@ -32,6 +32,8 @@ def list_command(
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
+    quiet: bool = QUIET,
+    no_progress: bool = NO_PROGRESS,
 ) -> None:
     """List the topics under /managed-ledgers, partitions grouped under their topic.
 
@@ -46,7 +48,7 @@ def list_command(
     err = render.stderr_console()
     with (
         LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source,
-        render.progress(err, "reading topics") as advance,
+        render.progress(err, "reading topics", not (quiet or no_progress)) as advance,
     ):
         rows = list_topics(source, namespace=namespace, advance=advance)
     fmt = render.resolve(output, OutputFormat.TABLE)
@@ -56,10 +58,14 @@ def list_command(
         render.write_jsonl(r.to_json() for r in rows)
     else:
         out = render.stdout_console()
-        out.print(_list_tree(rows) if fmt is OutputFormat.TREE else _list_table(rows))
+        if fmt is OutputFormat.TREE:
+            out.print(_list_tree(rows))
+        else:
+            render.print_table(out, _list_table(rows))
         partitioned = sum(1 for r in rows if r.partitioned)
         managed = sum(len(r.partitions) or 1 for r in rows)
-        err.print(f"{len(rows)} topics, {partitioned} partitioned; {managed} managed ledgers")
+        if not quiet:
+            err.print(f"{len(rows)} topics, {partitioned} partitioned; {managed} managed ledgers")
 
 
 def _count(value: int, exact: bool) -> str:
@@ -70,7 +76,7 @@ def _list_table(rows: list[Any]) -> Any:
     from rich.table import Table
 
     table = Table()
-    table.add_column("topic", overflow="fold")
+    table.add_column("topic", no_wrap=True)  # names stay whole: they are copied
     for name in ("ledgers", "entries", "size", "cursors"):
         table.add_column(name, justify="right")
     for row in rows:
@@ -140,12 +146,16 @@ def info_command(
 
     with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source:
         info = topic_info(source, topic)
+        compaction = _compaction_status(source, info)
     fmt = render.resolve(output, OutputFormat.TREE)
+    doc = info.to_json()
+    if compaction is not None:
+        doc["compaction_status"] = compaction.to_json()
     if fmt is OutputFormat.JSON:
-        render.write_json(info.to_json())
+        render.write_json(doc)
         return
     if fmt is OutputFormat.JSONL:
-        render.write_jsonl([info.to_json()])
+        render.write_jsonl([doc])
         return
     out = render.stdout_console()
     if fmt is OutputFormat.TABLE:
@@ -156,6 +166,20 @@ def info_command(
     err = render.stderr_console()
     for problem in info.problems + [p for c in info.cursors for p in c.problems]:
         err.print(f"[yellow]warning[/]: {_esc(problem)}")
+    if compaction is not None:
+        last = compaction.to_json()["last_message_position"] or "-"
+        err.print(f"compaction: last message position {last}, {len(compaction.checks)} finding(s)")
+        for check in compaction.checks:
+            err.print(f"  {check['severity']} {check['check']}: {_esc(check['message'])}")
+
+
+def _compaction_status(source: Any, info: Any) -> Any:
+    """`compact --status` for a compacted topic (its checks without --deep), else None."""
+    if info.compacted_ledger is None:
+        return None
+    from pulsarctl_py.compaction.status import compaction_status
+
+    return compaction_status(source, info.topic)
 
 
 def _esc(text: str) -> str:

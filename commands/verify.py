@@ -54,6 +54,8 @@ def verify(
         help="table for people, json (findings and a summary) or jsonl (one finding per "
         "line) for machines; auto is table on a terminal and json when piped.",
     ),
+    quiet: bool = options.QUIET,
+    no_progress: bool = options.NO_PROGRESS,
 ) -> None:
     """Check that topic metadata and the stored ledgers agree; list what does not.
 
@@ -84,7 +86,7 @@ def verify(
             password,
             need_metadata=True,
         ) as source,
-        _progress() as progress,
+        _progress(not (quiet or no_progress)) as progress,
     ):
         findings = verify_topics(
             source, None if all_topics else [topic], progress=progress, stats=stats
@@ -99,16 +101,17 @@ def verify(
             {"findings": [f.to_json() for f in collected], "summary": stats.to_json()}
         )
     elif fmt is not render.OutputFormat.JSONL and collected:
-        render.stdout_console().print(_table(collected))
-    _summary(stats)
+        render.print_table(render.stdout_console(), _table(collected))
+    if not quiet:
+        _summary(stats)
     if not stats.ok:
         raise typer.Exit(1)
 
 
 @contextmanager
-def _progress() -> Iterator[ProgressCallback | None]:
+def _progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
     """A transient progress display on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
+    if not enabled or not sys.stderr.isatty():
         yield None
         return
     from rich.progress import (
@@ -162,7 +165,7 @@ def _table(findings: list[Finding]) -> Table:
 
     table = Table()
     for col in ("severity", "check", "topic", "ledger", "entry", "message"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col == "topic")
     for f in findings:
         colour = _COLOURS.get(f.severity, "white")
         table.add_row(

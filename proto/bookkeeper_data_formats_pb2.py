@@ -24,13 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0pulsarctl_py/proto/bookkeeper_data_formats.proto\x12\x14ledgerctl.bookkeeper\"\xae\x05\n\x14LedgerMetadataFormat\x12\x12\n\nquorumSize\x18\x01 \x02(\x05\x12\x14\n\x0c\x65nsembleSize\x18\x02 \x02(\x05\x12\x0e\n\x06length\x18\x03 \x02(\x03\x12\x13\n\x0blastEntryId\x18\x04 \x01(\x03\x12\x45\n\x05state\x18\x05 \x02(\x0e\x32\x30.ledgerctl.bookkeeper.LedgerMetadataFormat.State:\x04OPEN\x12\x43\n\x07segment\x18\x06 \x03(\x0b\x32\x32.ledgerctl.bookkeeper.LedgerMetadataFormat.Segment\x12I\n\ndigestType\x18\x07 \x01(\x0e\x32\x35.ledgerctl.bookkeeper.LedgerMetadataFormat.DigestType\x12\x10\n\x08password\x18\x08 \x01(\x0c\x12\x15\n\rackQuorumSize\x18\t \x01(\x05\x12\r\n\x05\x63time\x18\n \x01(\x03\x12T\n\x0e\x63ustomMetadata\x18\x0b \x03(\x0b\x32<.ledgerctl.bookkeeper.LedgerMetadataFormat.cMetadataMapEntry\x12\x0e\n\x06\x63Token\x18\x0c \x01(\x03\x1a\x37\n\x07Segment\x12\x16\n\x0e\x65nsembleMember\x18\x01 \x03(\t\x12\x14\n\x0c\x66irstEntryId\x18\x02 \x02(\x03\x1a/\n\x11\x63MetadataMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\x05State\x12\x08\n\x04OPEN\x10\x01\x12\x0f\n\x0bIN_RECOVERY\x10\x02\x12\n\n\x06\x43LOSED\x10\x03\"8\n\nDigestType\x12\t\n\x05\x43RC32\x10\x01\x12\x08\n\x04HMAC\x10\x02\x12\n\n\x06\x43RC32C\x10\x03\x12\t\n\x05\x44UMMY\x10\x04\"q\n\x0c\x43ookieFormat\x12\x12\n\nbookieHost\x18\x01 \x02(\t\x12\x12\n\njournalDir\x18\x02 \x02(\t\x12\x12\n\nledgerDirs\x18\x03 \x02(\t\x12\x12\n\ninstanceId\x18\x04 \x01(\t\x12\x11\n\tindexDirs\x18\x05 \x01(\t\"c\n\nLedgerData\x12\x0e\n\x06\x65xists\x18\x01 \x02(\x08\x12\x0e\n\x06\x66\x65nced\x18\x02 \x02(\x08\x12\x11\n\tmasterKey\x18\x03 \x02(\x0c\x12\x13\n\x0b\x65xplicitLac\x18\x04 \x01(\x0c\x12\r\n\x05limbo\x18\x05 \x01(\x08')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0pulsarctl_py/proto/bookkeeper_data_formats.proto\x12\x14ledgerctl.bookkeeper\"\xae\x05\n\x14LedgerMetadataFormat\x12\x12\n\nquorumSize\x18\x01 \x02(\x05\x12\x14\n\x0c\x65nsembleSize\x18\x02 \x02(\x05\x12\x0e\n\x06length\x18\x03 \x02(\x03\x12\x13\n\x0blastEntryId\x18\x04 \x01(\x03\x12\x45\n\x05state\x18\x05 \x02(\x0e\x32\x30.ledgerctl.bookkeeper.LedgerMetadataFormat.State:\x04OPEN\x12\x43\n\x07segment\x18\x06 \x03(\x0b\x32\x32.ledgerctl.bookkeeper.LedgerMetadataFormat.Segment\x12I\n\ndigestType\x18\x07 \x01(\x0e\x32\x35.ledgerctl.bookkeeper.LedgerMetadataFormat.DigestType\x12\x10\n\x08password\x18\x08 \x01(\x0c\x12\x15\n\rackQuorumSize\x18\t \x01(\x05\x12\r\n\x05\x63time\x18\n \x01(\x03\x12T\n\x0e\x63ustomMetadata\x18\x0b \x03(\x0b\x32<.ledgerctl.bookkeeper.LedgerMetadataFormat.cMetadataMapEntry\x12\x0e\n\x06\x63Token\x18\x0c \x01(\x03\x1a\x37\n\x07Segment\x12\x16\n\x0e\x65nsembleMember\x18\x01 \x03(\t\x12\x14\n\x0c\x66irstEntryId\x18\x02 \x02(\x03\x1a/\n\x11\x63MetadataMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\x05State\x12\x08\n\x04OPEN\x10\x01\x12\x0f\n\x0bIN_RECOVERY\x10\x02\x12\n\n\x06\x43LOSED\x10\x03\"8\n\nDigestType\x12\t\n\x05\x43RC32\x10\x01\x12\x08\n\x04HMAC\x10\x02\x12\n\n\x06\x43RC32C\x10\x03\x12\t\n\x05\x44UMMY\x10\x04\"q\n\x0c\x43ookieFormat\x12\x12\n\nbookieHost\x18\x01 \x02(\t\x12\x12\n\njournalDir\x18\x02 \x02(\t\x12\x12\n\nledgerDirs\x18\x03 \x02(\t\x12\x12\n\ninstanceId\x18\x04 \x01(\t\x12\x11\n\tindexDirs\x18\x05 \x01(\t\"c\n\nLedgerData\x12\x0e\n\x06\x65xists\x18\x01 \x02(\x08\x12\x0e\n\x06\x66\x65nced\x18\x02 \x02(\x08\x12\x11\n\tmasterKey\x18\x03 \x02(\x0c\x12\x13\n\x0b\x65xplicitLac\x18\x04 \x01(\x0c\x12\r\n\x05limbo\x18\x05 \x01(\x08\"\xd2\x02\n\x17\x42ookieServiceInfoFormat\x12I\n\tendpoints\x18\x06 \x03(\x0b\x32\x36.ledgerctl.bookkeeper.BookieServiceInfoFormat.Endpoint\x12Q\n\nproperties\x18\x07 \x03(\x0b\x32=.ledgerctl.bookkeeper.BookieServiceInfoFormat.PropertiesEntry\x1a\x66\n\x08\x45ndpoint\x12\n\n\x02id\x18\x01 \x02(\t\x12\x0c\n\x04port\x18\x02 \x02(\x05\x12\x0c\n\x04host\x18\x03 \x02(\t\x12\x10\n\x08protocol\x18\x04 \x02(\t\x12\x0c\n\x04\x61uth\x18\x05 \x03(\t\x12\x12\n\nextensions\x18\x06 \x03(\t\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pulsarctl_py.proto.bookkeeper_data_formats_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_BOOKIESERVICEINFOFORMAT_PROPERTIESENTRY']._loaded_options = None
+  _globals['_BOOKIESERVICEINFOFORMAT_PROPERTIESENTRY']._serialized_options = b'8\001'
   _globals['_LEDGERMETADATAFORMAT']._serialized_start=75
   _globals['_LEDGERMETADATAFORMAT']._serialized_end=761
   _globals['_LEDGERMETADATAFORMAT_SEGMENT']._serialized_start=551
@@ -45,4 +47,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COOKIEFORMAT']._serialized_end=876
   _globals['_LEDGERDATA']._serialized_start=878
   _globals['_LEDGERDATA']._serialized_end=977
+  _globals['_BOOKIESERVICEINFOFORMAT']._serialized_start=980
+  _globals['_BOOKIESERVICEINFOFORMAT']._serialized_end=1318
+  _globals['_BOOKIESERVICEINFOFORMAT_ENDPOINT']._serialized_start=1165
+  _globals['_BOOKIESERVICEINFOFORMAT_ENDPOINT']._serialized_end=1267
+  _globals['_BOOKIESERVICEINFOFORMAT_PROPERTIESENTRY']._serialized_start=1269
+  _globals['_BOOKIESERVICEINFOFORMAT_PROPERTIESENTRY']._serialized_end=1318
 # @@protoc_insertion_point(module_scope)

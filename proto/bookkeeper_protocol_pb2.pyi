@@ -148,6 +148,14 @@ class ReadLacRequest(_message.Message):
     ledgerId: int
     def __init__(self, ledgerId: _Optional[int] = ...) -> None: ...
 
+class StartTLSRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StartTLSResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class AuthMessage(_message.Message):
     __slots__ = ("authPluginName", "payload")
     AUTHPLUGINNAME_FIELD_NUMBER: _ClassVar[int]
@@ -157,13 +165,14 @@ class AuthMessage(_message.Message):
     def __init__(self, authPluginName: _Optional[str] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("header", "readRequest", "addRequest", "authRequest", "writeLacRequest", "readLacRequest", "requestContext")
+    __slots__ = ("header", "readRequest", "addRequest", "authRequest", "writeLacRequest", "readLacRequest", "startTLSRequest", "requestContext")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     READREQUEST_FIELD_NUMBER: _ClassVar[int]
     ADDREQUEST_FIELD_NUMBER: _ClassVar[int]
     AUTHREQUEST_FIELD_NUMBER: _ClassVar[int]
     WRITELACREQUEST_FIELD_NUMBER: _ClassVar[int]
     READLACREQUEST_FIELD_NUMBER: _ClassVar[int]
+    STARTTLSREQUEST_FIELD_NUMBER: _ClassVar[int]
     REQUESTCONTEXT_FIELD_NUMBER: _ClassVar[int]
     header: BKPacketHeader
     readRequest: ReadRequest
@@ -171,8 +180,9 @@ class Request(_message.Message):
     authRequest: AuthMessage
     writeLacRequest: WriteLacRequest
     readLacRequest: ReadLacRequest
+    startTLSRequest: StartTLSRequest
     requestContext: _containers.RepeatedCompositeFieldContainer[ContextPair]
-    def __init__(self, header: _Optional[_Union[BKPacketHeader, _Mapping]] = ..., readRequest: _Optional[_Union[ReadRequest, _Mapping]] = ..., addRequest: _Optional[_Union[AddRequest, _Mapping]] = ..., authRequest: _Optional[_Union[AuthMessage, _Mapping]] = ..., writeLacRequest: _Optional[_Union[WriteLacRequest, _Mapping]] = ..., readLacRequest: _Optional[_Union[ReadLacRequest, _Mapping]] = ..., requestContext: _Optional[_Iterable[_Union[ContextPair, _Mapping]]] = ...) -> None: ...
+    def __init__(self, header: _Optional[_Union[BKPacketHeader, _Mapping]] = ..., readRequest: _Optional[_Union[ReadRequest, _Mapping]] = ..., addRequest: _Optional[_Union[AddRequest, _Mapping]] = ..., authRequest: _Optional[_Union[AuthMessage, _Mapping]] = ..., writeLacRequest: _Optional[_Union[WriteLacRequest, _Mapping]] = ..., readLacRequest: _Optional[_Union[ReadLacRequest, _Mapping]] = ..., startTLSRequest: _Optional[_Union[StartTLSRequest, _Mapping]] = ..., requestContext: _Optional[_Iterable[_Union[ContextPair, _Mapping]]] = ...) -> None: ...
 
 class ReadResponse(_message.Message):
     __slots__ = ("status", "ledgerId", "entryId", "body", "maxLAC", "lacUpdateTimestamp")
@@ -221,7 +231,7 @@ class ReadLacResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[StatusCode, str]] = ..., ledgerId: _Optional[int] = ..., lacBody: _Optional[bytes] = ..., lastEntryBody: _Optional[bytes] = ...) -> None: ...
 
 class Response(_message.Message):
-    __slots__ = ("header", "status", "readResponse", "addResponse", "authResponse", "writeLacResponse", "readLacResponse")
+    __slots__ = ("header", "status", "readResponse", "addResponse", "authResponse", "writeLacResponse", "readLacResponse", "startTLSResponse")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     READRESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +239,7 @@ class Response(_message.Message):
     AUTHRESPONSE_FIELD_NUMBER: _ClassVar[int]
     WRITELACRESPONSE_FIELD_NUMBER: _ClassVar[int]
     READLACRESPONSE_FIELD_NUMBER: _ClassVar[int]
+    STARTTLSRESPONSE_FIELD_NUMBER: _ClassVar[int]
     header: BKPacketHeader
     status: StatusCode
     readResponse: ReadResponse
@@ -236,4 +247,5 @@ class Response(_message.Message):
     authResponse: AuthMessage
     writeLacResponse: WriteLacResponse
     readLacResponse: ReadLacResponse
-    def __init__(self, header: _Optional[_Union[BKPacketHeader, _Mapping]] = ..., status: _Optional[_Union[StatusCode, str]] = ..., readResponse: _Optional[_Union[ReadResponse, _Mapping]] = ..., addResponse: _Optional[_Union[AddResponse, _Mapping]] = ..., authResponse: _Optional[_Union[AuthMessage, _Mapping]] = ..., writeLacResponse: _Optional[_Union[WriteLacResponse, _Mapping]] = ..., readLacResponse: _Optional[_Union[ReadLacResponse, _Mapping]] = ...) -> None: ...
+    startTLSResponse: StartTLSResponse
+    def __init__(self, header: _Optional[_Union[BKPacketHeader, _Mapping]] = ..., status: _Optional[_Union[StatusCode, str]] = ..., readResponse: _Optional[_Union[ReadResponse, _Mapping]] = ..., addResponse: _Optional[_Union[AddResponse, _Mapping]] = ..., authResponse: _Optional[_Union[AuthMessage, _Mapping]] = ..., writeLacResponse: _Optional[_Union[WriteLacResponse, _Mapping]] = ..., readLacResponse: _Optional[_Union[ReadLacResponse, _Mapping]] = ..., startTLSResponse: _Optional[_Union[StartTLSResponse, _Mapping]] = ...) -> None: ...

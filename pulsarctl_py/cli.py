@@ -13,14 +13,26 @@ import sys
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import bookie, decode, demo, inspect, ledger, repair, topic, verify
+from pulsarctl_py.commands import (
+    bookie,
+    compact,
+    decode,
+    demo,
+    export,
+    inspect,
+    ledger,
+    repair,
+    seek,
+    topic,
+    verify,
+)
 
 app = typer.Typer(
     name="ledgerctl",
     help="Inspect and repair Apache Pulsar topic data where it is stored: BookKeeper "
     "ledgers and topic metadata, without a running broker.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -49,6 +61,9 @@ topic.register(app)
 ledger.register(app)
 bookie.register(app)
 verify.register(app)
+seek.register(app)
+compact.register(app)
+export.register(app)
 repair.register(app)
 
 

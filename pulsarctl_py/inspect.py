@@ -16,24 +16,44 @@ from pulsarctl_py.decoders import Depth, Entry
 from pulsarctl_py.decoders.codecs import CODECS
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.ledgers import LedgerSource, LedgerView
+from pulsarctl_py.positions import Position
 
 
 @dataclass(slots=True)
 class InspectRequest:
-    """What to read and how deep; None means no limit."""
+    """What to read and how deep; None means no limit.
+
+    ``start`` and ``end`` are positions (inclusive) in the order of the topic's ledgers,
+    so ``--from 9:1 --to 12:40`` spans ledgers; a batch index in them narrows the first
+    and last entry to those messages. ``last_n`` and ``limit`` count entries of the whole
+    ledger or topic, not of each ledger.
+    """
 
     ledger_id: int | None = None
     topic: str | None = None
-    first: int | None = None
-    last: int | None = None
+    start: Position | None = None
+    end: Position | None = None
     last_n: int | None = None
+    limit: int | None = None  # stop after this many entries (after the filters)
     depth: Depth = Depth.MESSAGES
     verify: bool = True
     key: str | None = None
     since: int | None = None  # entry timestamp, ms, inclusive
     until: int | None = None  # entry timestamp, ms, exclusive
     broker_metadata: bool | None = None  # True: only with, False: only without
+    producer: str | None = None  # producer name in the message metadata
+    sequence_ids: tuple[int, int] | None = None  # message sequence ids, inclusive
+    properties: list[tuple[str, str | None]] = field(default_factory=list)  # all must match
     private_key: Any = None
+
+    @property
+    def message_filters(self) -> bool:
+        """True when a filter looks at single messages (an entry may lose some)."""
+        return bool(
+            self.key is not None or self.sequence_ids is not None or self.properties
+            or (self.start is not None and self.start.batch_index is not None)
+            or (self.end is not None and self.end.batch_index is not None)
+        )
 
 
 @dataclass(slots=True)
@@ -103,8 +123,139 @@ def topic_ledgers(source: LedgerSource, topic: str) -> list[int]:
 
     record = read_managed_ledger(source.metadata, topic, with_cursors=False)
     if record is None:
+        partitions = topic_partitions(source, topic)
+        if partitions:
+            return [i for p in partitions for i in topic_ledgers(source, p)]
         raise NotFoundError(f"topic {topic} not found in the metadata store")
     return record.ledger_ids
+
+
+def topic_partitions(source: LedgerSource, topic: str) -> list[str]:
+    """The partitions of a partitioned topic, in order; [] when it is not one.
+
+    The count comes from the partitioned-topic metadata (``/admin/partitioned-topics``),
+    else from the partitions' managed ledgers present in the store.
+    """
+    import json
+
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, resolve_topic
+
+    store = source.metadata
+    if store is None:
+        return []
+    name = resolve_topic(topic)
+    if name.partition_index >= 0:
+        return []
+    node = store.get(
+        f"/admin/partitioned-topics/{name.namespace_name}/{name.domain}/{name.encoded_local_name}"
+    )
+    count = None
+    if node is not None:
+        try:
+            count = int(json.loads(bytes(node.data))["partitions"])
+        except (ValueError, KeyError, TypeError):
+            count = None
+    if count is not None and count > 0:
+        return [name.partition(i).full_name for i in range(count)]
+    found = sorted(
+        (ref.topic.partition_index, ref.topic.full_name)
+        for ref in list_managed_ledgers(store)
+        if ref.topic.partition_index >= 0 and ref.topic.partitioned_topic == name
+    )
+    return [full for _, full in found]
+
+
+def _ledger_ids(source: LedgerSource, request: InspectRequest) -> list[int]:
+    if (request.ledger_id is None) == (request.topic is None):
+        raise LedgerctlError("give a ledger id or --topic, not both")
+    if request.ledger_id is not None:
+        return [request.ledger_id]
+    topic = request.topic or ""
+    positional = (request.start, request.end, request.last_n)
+    if source.metadata is not None and any(v is not None for v in positional):
+        from pulsarctl_py.stores.metadata import read_managed_ledger
+
+        if read_managed_ledger(source.metadata, topic, with_cursors=False) is None:
+            partitions = topic_partitions(source, topic)
+            if partitions:
+                shown = ", ".join(partitions[:4]) + (", ..." if len(partitions) > 4 else "")
+                raise LedgerctlError(
+                    f"{topic} is a partitioned topic: --from, --to and --last need one of its "
+                    f"{len(partitions)} partitions ({shown})"
+                )
+    return topic_ledgers(source, topic)
+
+
+def _check_in(position: Position, ids: list[int], what: str, request: InspectRequest) -> None:
+    if position.ledger_id in ids:
+        return
+    if request.topic is None:
+        raise LedgerctlError(
+            f"{what} {position} is in ledger {position.ledger_id}, but ledger {ids[0]} is "
+            f"read: give an entry id, or {ids[0]}:ENTRY"
+        )
+    shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
+    raise LedgerctlError(
+        f"{what} {position}: ledger {position.ledger_id} is not a ledger of topic "
+        f"{request.topic} (its ledgers: {shown or 'none'})"
+    )
+
+
+def _plan(
+    source: LedgerSource, request: InspectRequest
+) -> Iterator[tuple[LedgerView, int, int]]:
+    """Each ledger to read with its entry range [first, last], in the topic's order."""
+    ids = _ledger_ids(source, request)
+    lo, hi = 0, len(ids) - 1
+    if request.start is not None:
+        _check_in(request.start, ids, "--from", request)
+        lo = ids.index(request.start.ledger_id)
+    if request.end is not None:
+        _check_in(request.end, ids, "--to", request)
+        hi = len(ids) - 1 - ids[::-1].index(request.end.ledger_id)
+    chosen = ids[lo : hi + 1]
+
+    def bounds(view: LedgerView, index: int) -> tuple[int, int]:
+        end = view.last_stored if view.last_stored is not None else -1
+        first = 0
+        if index == 0 and request.start is not None:
+            first = max(request.start.entry_id, 0)
+        last = end
+        if index == len(chosen) - 1 and request.end is not None:
+            last = min(request.end.entry_id, end)
+        return first, last
+
+    start, end = request.start, request.end
+    one = start is not None and end is not None and start.entry == end.entry
+    if request.last_n is None:
+        for index, ledger_id in enumerate(chosen):
+            view = source.ledger(ledger_id)
+            first, last = bounds(view, index)
+            if one and first > last:  # one entry asked for by name: say it is not there
+                held = "none" if view.last_stored is None else f"up to entry {view.last_stored}"
+                raise NotFoundError(
+                    f"entry {ledger_id}:{first} is not stored: the bookie storage given "
+                    f"holds ledger {ledger_id} {held}"
+                )
+            yield view, first, last
+        return
+    # the last N entries of the whole range: find where they start, from the end
+    views = [source.ledger(ledger_id) for ledger_id in chosen]
+    ranges = [bounds(view, index) for index, view in enumerate(views)]
+    wanted = request.last_n
+    cut = [(first, first - 1) for first, _ in ranges]
+    for index in range(len(views) - 1, -1, -1):
+        first, last = ranges[index]
+        if wanted <= 0:
+            break
+        if first > last:
+            continue
+        take = min(wanted, last - first + 1)
+        cut[index] = (last - take + 1, last)
+        wanted -= take
+    # ledgers wholly before the last N entries are not shown at all
+    begin = next((i for i, (first, last) in enumerate(cut) if first <= last), len(views) - 1)
+    yield from zip(views[begin:], *zip(*cut[begin:], strict=True), strict=True)
 
 
 def inspect(
@@ -114,19 +265,23 @@ def inspect(
     on_ledger: Callable[[LedgerView], None] | None = None,
 ) -> Iterator[tuple[LedgerView, Entry]]:
     """Decoded entries of the ledger or topic, in order, filtered; fills ``summary``."""
-    if (request.ledger_id is None) == (request.topic is None):
-        raise LedgerctlError("give a ledger id or --topic, not both")
-    ids = [request.ledger_id] if request.ledger_id is not None else topic_ledgers(
-        source, request.topic or ""
-    )
-    for ledger_id in ids:
-        view = source.ledger(ledger_id)
+    if request.depth is not Depth.MESSAGES and request.message_filters:
+        raise LedgerctlError(
+            "--key, --property, --sequence-id and a batch index look at messages: "
+            "they need --depth messages"
+        )
+    if request.depth is Depth.ENTRY and request.producer is not None:
+        raise LedgerctlError("--producer reads the message metadata: it needs --depth metadata")
+    left = request.limit
+    if left is not None and left <= 0:
+        return
+    for view, first, last in _plan(source, request):
+        ledger_id = view.ledger_id
         summary.ledgers.append(ledger_id)
         if on_ledger is not None:
             on_ledger(view)
         if view.last_stored is None:
             continue
-        first, last = _range(view, request)
         if first > last:
             continue
         for entry in source.entries(
@@ -139,26 +294,15 @@ def inspect(
             keep_going=True,
         ):
             if entry.unreadable is not None:  # no time, no messages: always reported
-                summary.add(entry)
-                yield view, entry
+                pass
+            elif not _keep(entry, request) or not _keep_messages(entry, request):
                 continue
-            if not _keep(entry, request):
-                continue
-            if request.key is not None:
-                entry.messages = [m for m in entry.messages if m.key == request.key]
-                if not entry.messages:
-                    continue
             summary.add(entry)
             yield view, entry
-
-
-def _range(view: LedgerView, request: InspectRequest) -> tuple[int, int]:
-    end = view.last_stored if view.last_stored is not None else -1
-    first = 0 if request.first is None else request.first
-    last = end if request.last is None else min(request.last, end)
-    if request.last_n is not None:
-        first = max(first, last - request.last_n + 1)
-    return first, last
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
 
 
 def _keep(entry: Entry, request: InspectRequest) -> bool:
@@ -172,6 +316,39 @@ def _keep(entry: Entry, request: InspectRequest) -> bool:
         if request.since is not None and ts < request.since:
             return False
         if request.until is not None and ts >= request.until:
+            return False
+    if request.producer is not None:
+        md = entry.metadata
+        if md is None or md.producer_name != request.producer:
+            return False
+    return True
+
+
+def _keep_messages(entry: Entry, request: InspectRequest) -> bool:
+    """Drop the messages the message filters exclude; False when none is left."""
+    if not request.message_filters:
+        return True
+    at, start, end = entry.position, request.start, request.end
+    low = start.batch_index if start is not None and at == start.entry else None
+    high = end.batch_index if end is not None and at == end.entry else None
+    entry.messages = [m for m in entry.messages if _message_kept(m, request, low, high)]
+    return bool(entry.messages)
+
+
+def _message_kept(m: Any, request: InspectRequest, low: int | None, high: int | None) -> bool:
+    index = max(m.batch_index, 0)
+    if (low is not None and index < low) or (high is not None and index > high):
+        return False
+    if request.key is not None and m.key != request.key:
+        return False
+    if request.sequence_ids is not None:
+        first, last = request.sequence_ids
+        if not first <= m.sequence_id <= last:
+            return False
+    for name, value in request.properties:
+        if name not in m.properties:
+            return False
+        if value is not None and m.properties[name] != value:
             return False
     return True
 

@@ -25,11 +25,17 @@ from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.nodes import Layer, Problem
 from pulsarctl_py.decoders.protos import proto_fields
-from pulsarctl_py.errors import CorruptEntryError, LedgerctlError, NotFoundError
+from pulsarctl_py.errors import (
+    CorruptEntryError,
+    LedgerctlError,
+    NotFoundError,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
     from pulsarctl_py.stores.bookie import BookieStore, LedgerInfo, StoredEntry
+    from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
     from pulsarctl_py.stores.metadata import MetadataStore
 
 
@@ -100,7 +106,7 @@ class LedgerSource:
     def __init__(
         self,
         metadata: MetadataStore | None,
-        bookie: BookieStore | None,
+        bookie: BookieStore | LiveBookieStore | None,
         password: bytes | None = None,
     ) -> None:
         self.metadata = metadata
@@ -117,23 +123,36 @@ class LedgerSource:
         *,
         need_metadata: bool = False,
         need_bookie: bool = False,
+        live: ClientOptions | None = None,
     ) -> Iterator[LedgerSource]:
-        """Open the stores named by flags or by the env/config defaults, and close them."""
+        """Open the stores named by flags or by the env/config defaults, and close them.
+
+        Without a bookie directory, entries are read from the running bookies named in
+        ledger metadata (:mod:`pulsarctl_py.stores.live`) when the command needs entries
+        (``need_bookie``), when ``live`` client options are given, or when
+        ``LEDGERCTL_LIVE=1``. A bookie directory, when given, always wins.
+        """
         from pulsarctl_py.config import resolve_bookie_dirs
 
         dirs = resolve_bookie_dirs(bookie_dirs)
+        use_live = not dirs and (need_bookie or live is not None or _live_requested())
         store = _open_metadata(metadata_url, required=need_metadata or not dirs)
-        if need_bookie and not dirs:
+        if need_bookie and not dirs and store is None:
             raise LedgerctlError(
                 "no bookie directory given: pass --bookie-dir, set LEDGERCTL_BOOKIE_DIRS, "
                 "or put bookie_dirs in ./ledgerctl.toml"
             )
-        bookie = None
+        bookie: Any = None
         try:
             if dirs:
                 from pulsarctl_py.stores.bookie import open_bookie
 
                 bookie = open_bookie(dirs)
+            elif use_live and store is not None:
+                from pulsarctl_py.stores.live import LiveBookieStore
+                from pulsarctl_py.stores.live.config import resolve_client_options
+
+                bookie = LiveBookieStore(store, live or resolve_client_options(), password)
             yield cls(store, bookie, password)
         finally:
             if bookie is not None:
@@ -233,7 +252,9 @@ class LedgerSource:
                     yield entry
                 return
             except LedgerctlError as exc:
-                failed = self._next_stored(view, next_id, last) if keep_going else None
+                # a store that cannot be reached (a bookie down) is no finding in the data
+                going = keep_going and not isinstance(exc, StoreUnavailable)
+                failed = self._next_stored(view, next_id, last) if going else None
                 if failed is None:
                     raise
                 yield unreadable_entry(view.ledger_id, failed, exc)
@@ -286,6 +307,12 @@ def _decode_position_info(entry: Entry) -> None:
             Problem("error", "position-info", start, "PositionInfo lacks " + ", ".join(missing))
         )
     entry.layers.append(Layer("position-info", start, len(raw), raw, fields))
+
+
+def _live_requested() -> bool:
+    from pulsarctl_py.stores.live.config import live_requested
+
+    return live_requested()
 
 
 def _open_metadata(url: str | None, *, required: bool) -> MetadataStore | None:

@@ -90,3 +90,16 @@ def looks_like_position(text: str) -> bool:
     """True for text shaped like ``L:E`` or ``L:E:B`` (digits around colons)."""
     parts = text.strip().split(":")
     return len(parts) in (2, 3) and all(p.strip().lstrip("-").isdigit() for p in parts)
+
+
+def parse_ledger_id(text: str, what: str = "ledger id") -> int:
+    """A ledger (or entry) id typed alone: a whole number from 0 to 2^63-1."""
+    token = text.strip()
+    if not token.isdigit():
+        raise LedgerctlError(f"cannot read {what} {text!r}: give a whole number, for example 12")
+    value = int(token)
+    if value > _MAX_ID:
+        raise LedgerctlError(
+            f"cannot read {what} {token}: larger than a BookKeeper id (2^63-1)"
+        )
+    return value

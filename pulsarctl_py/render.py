@@ -308,14 +308,15 @@ def print_summary(console: Console, summary: Any) -> None:
 
 
 class _Progress:
-    def __init__(self, console: Console, label: str) -> None:
+    def __init__(self, console: Console, label: str, enabled: bool = True) -> None:
         self.console = console
         self.label = label
+        self.enabled = enabled
         self.bar: Any = None
         self.task: Any = None
 
     def __enter__(self) -> Any:
-        if not self.console.is_terminal:
+        if not self.console.is_terminal or not self.enabled:
             return lambda: None
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -325,6 +326,9 @@ class _Progress:
             TimeElapsedColumn(),
             console=self.console,
             transient=True,
+            # data written to stdout meanwhile stays on stdout (Rich would move it here)
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self.bar.__enter__()
         self.task = self.bar.add_task(self.label, total=None)
@@ -335,6 +339,30 @@ class _Progress:
             self.bar.__exit__(*exc)
 
 
-def progress(console: Console, label: str) -> _Progress:
+def progress(console: Console, label: str, enabled: bool = True) -> _Progress:
     """A transient progress counter on stderr, silent when stderr is not a terminal."""
-    return _Progress(console, label)
+    return _Progress(console, label, enabled)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print a table whose ``no_wrap`` columns (topic names) are never broken or cut.
+
+    Rich squeezes a table into the terminal's width, folding or cropping even no_wrap
+    cells; a name broken across lines cannot be copied. When the table needs more room
+    than the terminal has, it is drawn at the width it needs and the terminal wraps the
+    long lines instead, keeping every name whole.
+    """
+    from rich.measure import Measurement
+
+    need = Measurement.get(console, console.options.update_width(1_000_000), table).minimum
+    if need > console.width:  # print(width=) cannot exceed the console's own width
+        from rich.console import Console
+
+        console = Console(
+            file=console.file,
+            width=need,
+            force_terminal=console.is_terminal,
+            color_system=console.color_system,
+            highlight=False,
+        )
+    console.print(table)

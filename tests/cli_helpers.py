@@ -59,3 +59,39 @@ def run_script(*args: str, stdin: bytes | None = None, env: dict[str, str] | Non
         env={**os.environ, **(env or {})},
     )
     return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def run_on_terminal(
+    *args: str, stdout_tty: bool = True, stderr_tty: bool = True, cwd: Path | None = None,
+    columns: int = 200,
+) -> tuple[int, bytes, bytes]:
+    """Run the installed ``ledgerctl`` with stdout and/or stderr on a pseudo-terminal.
+
+    Returns the exit code, what went to a pipe (stdout when it is not the terminal) and
+    everything the terminal received.
+    """
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [ledgerctl_script(), *map(str, args)],
+        cwd=cwd,
+        stdout=follower if stdout_tty else subprocess.PIPE,
+        stderr=follower if stderr_tty else subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": str(columns), "TERM": "xterm"},
+    )
+    os.close(follower)
+    screen = bytearray()
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: every writer has closed the terminal
+            break
+        if not chunk:
+            break
+        screen.extend(chunk)
+    piped = proc.stdout.read() if proc.stdout is not None else b""
+    code = proc.wait(timeout=60)
+    os.close(leader)
+    return code, piped, bytes(screen)

@@ -21,3 +21,6 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# the shared Spark session and the engine-parametrized fixture of the behaviour suite
+from tests.fixtures.spark import engine, spark  # noqa: E402, F401

@@ -59,7 +59,12 @@ def bookie(built: DemoSummary) -> Iterator[BookieStore]:
 
 
 def data_topics(summary: DemoSummary) -> list[DemoTopic]:
-    return [t for t in summary.topics if t.shadow_source is None]
+    """Topics holding real-client entries (not shadows, not the generated seek-times)."""
+    return [t for t in summary.topics if t.shadow_source is None and not generated(t)]
+
+
+def generated(topic: DemoTopic) -> bool:
+    return any(e.source.startswith("generated/") for lg in topic.ledgers for e in lg.entries)
 
 
 def sidecar(source: str) -> dict[str, Any]:
@@ -99,6 +104,27 @@ def test_the_demo_has_the_promised_topics(built: DemoSummary) -> None:
     assert [lg.ctime for lg in ledgers] == sorted(lg.ctime for lg in ledgers)
 
 
+def test_the_generated_seek_topic(built: DemoSummary, bookie: BookieStore) -> None:
+    """seek-times: four ledgers after every real-client ledger, broker entry metadata on the
+    last two only, and one region where publish times go back (a producer clock)."""
+    topic = built.topic("seek-times")
+    assert generated(topic) and [len(lg.entries) for lg in topic.ledgers] == [8, 8, 8, 6]
+    assert min(lg.ctime for lg in topic.ledgers) > max(
+        lg.ctime for t in built.topics if t is not topic for lg in t.ledgers
+    )
+    with_bem = [all(e.index is not None for e in lg.entries) for lg in topic.ledgers]
+    assert with_bem == [False, False, True, True]
+    indexes = [e.index for lg in topic.ledgers[2:] for e in lg.entries]
+    assert indexes == sorted(indexes) and topic.properties["index"] == str(indexes[-1])
+    times = [e.publish_time for lg in topic.ledgers for e in lg.entries]
+    backwards = [i for i in range(1, len(times)) if times[i] < max(times[:i])]
+    assert backwards == [11, 12, 13]  # 14:3 .. 14:5 of the second ledger
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY)
+    decoded = list(decode_entries(stored_topic(bookie, topic.ledgers), options))
+    assert [e.publish_time for e in decoded] == times
+    assert all(e.ok for e in decoded)
+
+
 def test_publish_times_never_go_back_within_a_topic(built: DemoSummary) -> None:
     for topic in data_topics(built):
         times = [e.publish_time for lg in topic.ledgers for e in lg.entries]
@@ -135,7 +161,7 @@ def test_every_ledger_has_bookkeeper_metadata(built: DemoSummary, metadata: Meta
             assert md.length == ledger.size
         else:
             assert (md.last_entry_id, md.length) == (-1, 0)
-    for topic in data_topics(built):
+    for topic in [t for t in built.topics if t.shadow_source is None]:
         for ledger in topic.ledgers:
             tags = records[ledger.ledger_id].metadata.pulsar()  # type: ignore[union-attr]
             assert tags.kind == "data" and tags.application == "pulsar"
@@ -373,7 +399,7 @@ def test_cli_creates_the_demo_and_says_what_to_run(
     assert result.code == 0, result.err
     doc = result.json()
     assert doc["directory"] == "ledgerctl-demo"
-    assert doc["entries"] == 49 and doc["ledgers"] == 13
+    assert doc["entries"] == 79 and doc["ledgers"] == 17  # 30 entries, 4 ledgers: seek-times
     assert "cd ledgerctl-demo && ledgerctl inspect --topic batched" in result.err
     assert (tmp_path / "ledgerctl-demo" / "ledgerctl.toml").is_file()
 

@@ -1,0 +1,203 @@
+"""Reading a ledger from a bookie over the network vs reading the same directory offline.
+
+Generates, with ledgerctl's own writers, a DbLedgerStorage ledger dir holding one ledger
+of N entries with 1 KiB payloads (CRC32C digest, empty password, as Pulsar writes them),
+and a RocksDB metadata store whose ledger metadata names one bookie. Then, best of
+``--runs``, in this process:
+
+* offline: ``BookieStore.read_entries`` over the directory, with each entry's digest
+  verified (``digest_ok``), as ``LiveBookieStore`` does;
+* live: ``LiveBookieStore.read_entries`` through the test bookie (tests/live_bookie.py,
+  run as a separate process serving the same directory), protocol v3, with pipelining
+  (64 reads in flight, the default) and without (1 in flight); also v2 pipelined.
+
+The test bookie runs in its own process. With ``--preload`` (the default) it holds the
+ledger's entries in memory, like a bookie's read cache, so the figures measure the client;
+``--no-preload`` makes it read every entry from the directory through the offline store.
+Goal: live pipelined >= 50% of offline entries/s at 1 KiB entries. Prints one JSON object.
+
+    python bench/live.py              # the figures in docs/performance.md (50k entries)
+    python bench/live.py --quick      # smoke run (2k entries)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _machine import machine  # bench/ is on sys.path when a bench script runs
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.live_bookie, the test bookie
+
+from pulsarctl_py.decoders import bookkeeper  # noqa: E402
+from pulsarctl_py.decoders import ledger_metadata as lm  # noqa: E402
+from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader  # noqa: E402
+from pulsarctl_py.decoders.checksums import DigestType, master_key  # noqa: E402
+from pulsarctl_py.stores.bookie import open_bookie, write_db_ledger_dir  # noqa: E402
+from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore, digest_ok  # noqa: E402
+from pulsarctl_py.stores.metadata import (  # noqa: E402
+    create_ledger,
+    create_metadata_store,
+    open_metadata_store,
+)
+
+LEDGER_ID = 7
+BOOKIE_ID = "bookie-0.example:3181"
+PAYLOAD = 1024
+PASSWORD = b""
+
+
+def generate(root: Path, entries: int) -> tuple[Path, str, int]:
+    """The bookie dir, the metadata URL, and the bytes of all stored entries."""
+    total = 0
+
+    def stored():
+        nonlocal total
+        length = 0
+        for entry_id in range(entries):
+            payload = (entry_id.to_bytes(8, "big") * (PAYLOAD // 8))[:PAYLOAD]
+            length += len(payload)
+            header = BookieEntryHeader(LEDGER_ID, entry_id, entry_id - 1, length)
+            data = bookkeeper.build(header, payload, DigestType.CRC32C, PASSWORD)
+            total += len(data)
+            yield data
+
+    bookie_dir = root / "bookie"
+    write_db_ledger_dir(bookie_dir / "current", stored(), master_key(PASSWORD))
+    md = lm.LedgerMetadata(
+        ensemble_size=1,
+        write_quorum_size=1,
+        ack_quorum_size=1,
+        state=lm.LedgerState.CLOSED,
+        ensembles={0: [BOOKIE_ID]},
+        last_entry_id=entries - 1,
+        length=entries * PAYLOAD,
+        digest_type=DigestType.CRC32C,
+        password=PASSWORD,
+    )
+    with create_metadata_store(root / "metadata") as store:
+        create_ledger(store, LEDGER_ID, md)
+    return bookie_dir, f"rocksdb://{root / 'metadata'}", total
+
+
+def read_offline(bookie_dir: Path) -> tuple[int, int, float, float]:
+    with open_bookie([bookie_dir]) as store:
+        cpu = time.process_time()
+        start = time.perf_counter()
+        count = size = 0
+        for s in store.read_entries(LEDGER_ID):
+            if digest_ok(s.data, LEDGER_ID, s.entry_id, DigestType.CRC32C, PASSWORD) is not True:
+                raise SystemExit(f"offline entry {s.entry_id} does not verify")
+            count += 1
+            size += len(s.data)
+        return count, size, time.perf_counter() - start, time.process_time() - cpu
+
+
+def read_live(url: str, address: str, window: int, v2: bool) -> tuple[int, int, float, float]:
+    options = ClientOptions(addresses=((BOOKIE_ID, address),), window=window, v2=v2)
+    with open_metadata_store(url) as md, LiveBookieStore(md, options) as store:
+        store.metadata_of(LEDGER_ID)  # metadata read outside the timing
+        cpu = time.process_time()
+        start = time.perf_counter()
+        count = size = 0
+        for s in store.read_entries(LEDGER_ID, 0, None):
+            count += 1
+            size += len(s.data)
+        return count, size, time.perf_counter() - start, time.process_time() - cpu
+
+
+def figures(count: int, size: int, seconds: float, cpu: float) -> dict[str, Any]:
+    return {
+        "entries": count,
+        "seconds": round(seconds, 3),
+        "entries_per_s": round(count / seconds),
+        "mb_per_s": round(size / seconds / 1e6, 1),
+        "reader_cpu_seconds": round(cpu, 3),  # this process only, not the test bookie
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="2k entries, one run")
+    parser.add_argument("--preload", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--tmp", type=Path, default=None, help="where to generate")
+    args = parser.parse_args(argv)
+    entries, runs = (2_000, 1) if args.quick else (args.entries, args.runs)
+    root = Path(tempfile.mkdtemp(prefix="ledgerctl-bench-live-", dir=args.tmp))
+    server = None
+    try:
+        started = time.perf_counter()
+        bookie_dir, url, total = generate(root, entries)
+        generation = round(time.perf_counter() - started, 2)
+        cmd = [sys.executable, "-m", "tests.live_bookie", str(bookie_dir)]
+        if args.preload:
+            cmd += ["--preload", str(LEDGER_ID)]
+        server = subprocess.Popen(
+            cmd, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert server.stdout is not None
+        line = server.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            raise SystemExit("the test bookie did not start")
+        address = f"127.0.0.1:{line[1]}"
+        variants = {
+            "offline": lambda: read_offline(bookie_dir),
+            "live_v3_pipelined": lambda: read_live(url, address, 64, False),
+            "live_v3_one_in_flight": lambda: read_live(url, address, 1, False),
+            "live_v2_pipelined": lambda: read_live(url, address, 64, True),
+        }
+        best: dict[str, tuple[int, int, float, float]] = {}
+        for _ in range(runs):  # interleaved, so load on the machine hits every variant
+            for name, fn in variants.items():
+                result = fn()
+                if result[0] != entries:
+                    raise SystemExit(f"{name} read {result[0]} entries, not {entries}")
+                if name not in best or result[2] < best[name][2]:
+                    best[name] = result
+        report = {
+            "benchmark": "live",
+            "quick": args.quick,
+            "machine": machine(),
+            "ledger": {
+                "entries": entries,
+                "payload_bytes": PAYLOAD,
+                "stored_bytes": total,
+                "digest_type": "CRC32C",
+                "generation_seconds": generation,
+            },
+            "server": {"preloaded": args.preload, "process": "separate"},
+            "runs": runs,
+            "reads": {name: figures(*r) for name, r in best.items()},
+        }
+        offline_rate = report["reads"]["offline"]["entries_per_s"]
+        pipelined = report["reads"]["live_v3_pipelined"]["entries_per_s"]
+        report["live_vs_offline"] = round(pipelined / offline_rate, 2)
+        report["goal"] = {"live_vs_offline_at_least": 0.5, "met": pipelined >= offline_rate / 2}
+        print(json.dumps(report, indent=1))
+        return 0
+    finally:
+        if server is not None:
+            if server.stdin is not None:
+                server.stdin.close()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""`ledgerctl seek`: find entries by time, continuous index, legacy KoP offset or position."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import typer
+
+from pulsarctl_py.commands.options import (
+    BOOKIE_DIRS,
+    METADATA_URL,
+    PASSWORD_ENV,
+    PASSWORD_FILE,
+    password,
+)
+from pulsarctl_py.render import OutputFormat
+
+
+class Rule(enum.StrEnum):
+    broker = "broker"
+    kop = "kop"
+    compacted = "compacted"
+
+
+class Era(enum.StrEnum):
+    auto = "auto"
+    ledger_entry = "ledger-entry"
+    ledger_entry_batch = "ledger-entry-batch"
+
+
+def seek(
+    topic: str = typer.Argument(None, metavar="TOPIC", help="The topic to search."),
+    ledger: int = typer.Option(
+        None, "--ledger", metavar="L", help="Search this one ledger instead of a topic."
+    ),
+    time: str = typer.Option(
+        None,
+        "--time",
+        metavar="T",
+        help="Target time: ISO-8601 (no zone = UTC), epoch ms, or a duration before now "
+        "(100m, 3h, 2d, 1w).",
+    ),
+    index: int = typer.Option(
+        None,
+        "--index",
+        "--offset",
+        metavar="N",
+        help="Target continuous index (broker entry metadata; KoP 2.8+ offset).",
+    ),
+    legacy_offset: int = typer.Option(
+        None, "--legacy-offset", metavar="N", help="Target pre-2.8 KoP offset."
+    ),
+    position: str = typer.Option(
+        None, "--position", metavar="L:E[:B]", help="Show what is stored at this position."
+    ),
+    rule: Rule = typer.Option(
+        Rule.broker,
+        "--rule",
+        help="For --time: broker (a subscription reset by time), kop (Kafka LIST_OFFSETS "
+        "by timestamp), compacted (the compacted ledger, first publish_time >= T).",
+    ),
+    clock_skew: int = typer.Option(
+        60_000,
+        "--clock-skew",
+        metavar="MS",
+        help="Broker rule: managedLedgerCursorResetLedgerCloseTimestampMaxClockSkewMillis "
+        "(the broker's default is 60000; -1 turns the close-time narrowing off).",
+    ),
+    skip_without_index: bool = typer.Option(
+        False,
+        "--skip-without-index",
+        help="Entries without broker entry metadata count as older than every index "
+        "(KoP's skipMessagesWithoutIndex) instead of stopping the search.",
+    ),
+    era: Era = typer.Option(
+        Era.auto, "--era", help="Legacy KoP offset layout (auto: the one naming a stored entry)."
+    ),
+    explain: bool = typer.Option(
+        False, "--explain", help="List every entry read: position, timestamp, comparison."
+    ),
+    exact: bool = typer.Option(
+        False,
+        "--exact",
+        help="Also scan every entry (streamed) for the true first entry at or after the "
+        "time and the regions where timestamps go backwards.",
+    ),
+    metadata_url: str = METADATA_URL,
+    bookie_dirs: list[Path] = BOOKIE_DIRS,
+    password_env: str = PASSWORD_ENV,
+    password_file: Path = PASSWORD_FILE,
+    output: OutputFormat = typer.Option(
+        OutputFormat.AUTO,
+        "--output",
+        "-o",
+        help="table for people, json for machines; auto is table on a terminal and json "
+        "when piped.",
+    ),
+) -> None:
+    """Find where a time, continuous index, KoP offset or position is stored in a topic.
+
+    Reads entry heads only, binary-searching as the broker does (at most ceil(log2 N) + 2
+    entries per ledger searched). Exit status 1 when the target cannot be answered (no
+    such index, an empty topic, an unreadable entry in the way).
+    """
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.positions import parse_position
+    from pulsarctl_py.seek import SeekRequest
+    from pulsarctl_py.seek import seek as run_seek
+    from pulsarctl_py.timeparse import parse_time_ms
+
+    if (topic is None) == (ledger is None):
+        raise LedgerctlError("give a TOPIC or --ledger L (one of them)")
+    pos = parse_position(position) if position is not None else None
+    request = SeekRequest(
+        topic=topic,
+        ledger_id=ledger,
+        time_ms=parse_time_ms(time) if time is not None else None,
+        index=index,
+        legacy_offset=legacy_offset,
+        position=None if pos is None else (pos.ledger_id, pos.entry_id, pos.batch_index),
+        rule=rule.value,
+        clock_skew_ms=clock_skew,
+        skip_without_index=skip_without_index,
+        era=era.value,
+        exact=exact,
+    )
+    kind = request.kind()
+    if kind != "time" and (rule is not Rule.broker or exact):
+        raise LedgerctlError("--rule and --exact apply to --time only")
+    with LedgerSource.open(
+        metadata_url,
+        bookie_dirs,
+        password(password_env, password_file),
+        need_metadata=ledger is None,
+        need_bookie=True,
+    ) as source:
+        result = run_seek(source, request)
+    _show(result, output, explain)
+    if not result.answered:
+        raise typer.Exit(1)
+
+
+def _show(result, output: OutputFormat, explain: bool) -> None:
+    from pulsarctl_py import render
+
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    data = result.to_json(explain)
+    if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
+        render.write_json(data)
+        return
+    from rich.table import Table
+
+    out = render.stdout_console()
+    err = render.stderr_console()
+    target = data["target"]
+    title = f"seek {target['kind']} {target['value']}"
+    if data["rule"]:
+        title += f" (rule {data['rule']})"
+    table = Table(title=title, show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    answer = data["position"] or ("after the last entry" if data["end"] else "none")
+    table.add_row("topic", str(data["topic"] or f"ledger {data['ledger_id']}"))
+    table.add_row("answer", answer)
+    if data["entry_timestamp"] is not None:
+        table.add_row(
+            "entry timestamp",
+            f"{render.iso_ms(data['entry_timestamp'])} ({data['timestamp_source']})",
+        )
+    if data["index"] is not None:
+        table.add_row("index (last message)", str(data["index"]))
+    if data["kafka_offset"] is not None:
+        table.add_row("kafka offset", str(data["kafka_offset"]))
+    if data.get("search_range"):
+        sr = data["search_range"]
+        table.add_row(
+            "search range",
+            f"{sr['start']} .. {sr['end']} ({sr['entries']} entries"
+            + (", narrowed by ledger close times" if sr["narrowed_by_close_time"] else "")
+            + ")",
+        )
+    if data.get("exact"):
+        ex = data["exact"]
+        table.add_row("exact (linear scan)", str(ex["first_at_or_after"] or "after the last entry"))
+    for msg in data.get("messages", []):
+        table.add_row(f"message {msg.get('batch_index', '')}", str(msg))
+    table.add_row("entries read", str(data["entries_read"]))
+    out.print(table)
+    if explain:
+        probes = Table(title="probes, in the order they were read")
+        for col in ("phase", "position", "timestamp", "source", "comparison"):
+            probes.add_column(col)
+        for p in data["probes"]:
+            probes.add_row(
+                p["phase"],
+                p["position"],
+                str(p["timestamp"]),
+                str(p["source"]),
+                p["comparison"] if p["error"] is None else f"unreadable: {p['error']}",
+            )
+        out.print(probes)
+    for text in data["warnings"]:
+        err.print(f"warning: {text}", markup=False, highlight=False)
+    for text in data["findings"]:
+        err.print(f"finding: {text}", markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("seek")(seek)

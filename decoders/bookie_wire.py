@@ -1,0 +1,338 @@
+"""BookKeeper client-bookie wire frames, pure bytes (formats.md section 12).
+
+Both protocol versions frame every packet as ``[u32 frameLen][frame]`` (the length
+excludes itself). v3 frames are ``Request``/``Response`` protobufs; v2 frames start with
+the packet header int ``(version << 24) | (opcode << 16) | flags``.
+
+Only what a reader needs is built here: READ_ENTRY and READ_LAC requests, and
+START_TLS for v3. No function can set FENCE_LEDGER / DO_FENCING or RECOVERY_ADD: a
+read from ledgerctl never fences a ledger. v2 has no READ_LAC request a bookie decodes
+(``BookieProtoEncoding.RequestEnDeCoderPreV3`` knows ADDENTRY, READENTRY, AUTH and
+BATCH_READ_ENTRY only); reading entry -1 (``BookieProtocol.LAST_ADD_CONFIRMED``) returns
+the last entry the bookie holds, whose header carries the writer's LAC.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from pulsarctl_py.decoders.errors import InputFormatError
+
+FRAME_LEN = struct.Struct(">I")
+MAX_FRAME = 64 * 1024 * 1024  # far above nettyMaxFrameSizeBytes' default (5 MiB)
+
+# v3 (protobuf) ------------------------------------------------------------------------
+VERSION_THREE = 3
+OP_READ_ENTRY = 1
+OP_READ_LAC = 7
+OP_START_TLS = 9
+
+# v2 (binary) --------------------------------------------------------------------------
+V2_VERSION = 2
+V2_READENTRY = 2
+V2_HEADER = struct.Struct(">i")
+V2_READ_REQ = struct.Struct(">iqq")  # header, ledgerId, entryId
+V2_RESP_HEAD = struct.Struct(">iiqq")  # header, rc, ledgerId, entryId
+
+LAST_ADD_CONFIRMED = -1  # entry id that reads the last entry a bookie holds
+
+# status codes by name, both versions -------------------------------------------------
+V3_STATUS = {
+    0: "EOK",
+    402: "ENOLEDGER",
+    403: "ENOENTRY",
+    404: "EBADREQ",
+    501: "EIO",
+    502: "EUA",
+    503: "EBADVERSION",
+    504: "EFENCED",
+    505: "EREADONLY",
+    506: "ETOOMANYREQUESTS",
+    507: "EUNKNOWNLEDGERSTATE",
+}
+V2_STATUS = {
+    0: "EOK",
+    1: "ENOLEDGER",
+    2: "ENOENTRY",
+    100: "EBADREQ",
+    101: "EIO",
+    102: "EUA",
+    103: "EBADVERSION",
+    104: "EFENCED",
+    105: "EREADONLY",
+    106: "ETOOMANYREQUESTS",
+    107: "EUNKNOWNLEDGERSTATE",
+}
+V2_FROM_NAME = {name: code for code, name in V2_STATUS.items()}
+V3_FROM_NAME = {name: code for code, name in V3_STATUS.items()}
+
+
+def status_name(code: int, v2: bool = False) -> str:
+    return (V2_STATUS if v2 else V3_STATUS).get(code, f"status {code}")
+
+
+@dataclass(slots=True)  # not frozen: one is made per entry read, and frozen init is slower
+class ReadReply:
+    """One answer to a read: ``status`` by name (EOK, ENOENTRY, ...) in either version.
+
+    ``key`` matches it to its request: the txnId in v3, (ledgerId, entryId) in v2.
+    ``body`` is the stored entry (header, digest, payload) for an entry read; for a v3
+    READ_LAC it is the last stored entry and ``lac_body`` the explicit-LAC packet.
+    """
+
+    op: str  # "read" or "lac" or "tls"
+    key: object
+    status: str
+    ledger_id: int
+    entry_id: int
+    body: bytes | None = None
+    lac_body: bytes | None = None
+    max_lac: int | None = None
+
+
+def frame(payload: bytes) -> bytes:
+    return FRAME_LEN.pack(len(payload)) + payload
+
+
+_PB = None
+
+
+def _pb():  # the generated module, imported when a v3 frame is first built or read
+    global _PB
+    if _PB is None:
+        from pulsarctl_py.proto import bookkeeper_protocol_pb2
+
+        _PB = bookkeeper_protocol_pb2
+    return _PB
+
+
+_SMALL = [bytes((i,)) for i in range(128)]
+
+
+def _varint(value: int) -> bytes:
+    """A protobuf varint; negative int64 values as their 10-byte two's complement."""
+    if 0 <= value < 128:
+        return _SMALL[value]
+    value &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_READ_TAG = _varint((100 << 3) | 2)  # Request.readRequest, length-delimited
+
+
+def v3_read_request(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """A framed v3 READ_ENTRY: no flag, no master key (so never fencing).
+
+    Encoded by hand, field by field in the order protobuf serializes them (the tests
+    check it equals the generated module's bytes): this is the per-entry hot path.
+    """
+    header = b"\x08\x03\x10\x01\x18" + _varint(txn_id)  # version 3, READ_ENTRY, txnId
+    read = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+    payload = b"\x0a" + _varint(len(header)) + header + _READ_TAG + _varint(len(read)) + read
+    return FRAME_LEN.pack(len(payload)) + payload
+
+
+def v3_read_request_pb(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """The same frame built with the generated protobuf module (for the tests)."""
+    pb = _pb()
+    req = pb.Request()
+    req.header.version = VERSION_THREE
+    req.header.operation = OP_READ_ENTRY
+    req.header.txnId = txn_id
+    req.readRequest.ledgerId = ledger_id
+    req.readRequest.entryId = entry_id
+    return frame(req.SerializeToString())
+
+
+def v3_read_lac_request(txn_id: int, ledger_id: int) -> bytes:
+    pb = _pb()
+    req = pb.Request()
+    req.header.version = VERSION_THREE
+    req.header.operation = OP_READ_LAC
+    req.header.txnId = txn_id
+    req.readLacRequest.ledgerId = ledger_id
+    return frame(req.SerializeToString())
+
+
+def v3_start_tls_request(txn_id: int) -> bytes:
+    pb = _pb()
+    req = pb.Request()
+    req.header.version = VERSION_THREE
+    req.header.operation = OP_START_TLS
+    req.header.txnId = txn_id
+    req.startTLSRequest.SetInParent()
+    return frame(req.SerializeToString())
+
+
+def v2_read_request(ledger_id: int, entry_id: int) -> bytes:
+    """A framed v2 READENTRY with flags 0 (no DO_FENCING, so no master key)."""
+    header = (V2_VERSION << 24) | (V2_READENTRY << 16)
+    return frame(V2_READ_REQ.pack(header, ledger_id, entry_id))
+
+
+def parse_v3_response(payload: bytes) -> ReadReply:
+    """One v3 Response frame (without its length prefix)."""
+    from google.protobuf.message import DecodeError
+
+    pb = _pb()
+    resp = pb.Response()
+    try:
+        resp.ParseFromString(payload)
+    except DecodeError as exc:
+        raise InputFormatError(f"bookie sent a v3 frame that does not parse: {exc}") from None
+    op = resp.header.operation
+    txn = resp.header.txnId
+    if op == OP_READ_ENTRY and resp.HasField("readResponse"):
+        r = resp.readResponse
+        return ReadReply(
+            "read",
+            txn,
+            status_name(r.status),
+            r.ledgerId,
+            r.entryId,
+            r.body if r.HasField("body") else None,
+            None,
+            r.maxLAC if r.HasField("maxLAC") else None,
+        )
+    if op == OP_READ_LAC and resp.HasField("readLacResponse"):
+        r = resp.readLacResponse
+        return ReadReply(
+            "lac",
+            txn,
+            status_name(r.status),
+            r.ledgerId,
+            LAST_ADD_CONFIRMED,
+            r.lastEntryBody if r.HasField("lastEntryBody") else None,
+            r.lacBody if r.HasField("lacBody") else None,
+        )
+    kind = {OP_READ_ENTRY: "read", OP_READ_LAC: "lac", OP_START_TLS: "tls"}.get(op, f"op{op}")
+    return ReadReply(kind, txn, status_name(resp.status), -1, -1)
+
+
+def parse_v2_response(payload: bytes) -> ReadReply:
+    """One v2 READENTRY response frame (without its length prefix)."""
+    if len(payload) < V2_RESP_HEAD.size:
+        raise InputFormatError(
+            f"bookie sent a v2 frame of {len(payload)} bytes, shorter than a read response"
+        )
+    header, rc, ledger_id, entry_id = V2_RESP_HEAD.unpack_from(payload, 0)
+    opcode = (header >> 16) & 0xFF if (header >> 24) else header & 0xFF
+    if opcode != V2_READENTRY:
+        raise InputFormatError(f"bookie sent a v2 frame with opcode {opcode}, not a read")
+    body = bytes(payload[V2_RESP_HEAD.size :]) if rc == 0 else None
+    status = status_name(rc, v2=True)
+    return ReadReply("read", (ledger_id, entry_id), status, ledger_id, entry_id, body)
+
+
+# the server side, for the test bookie and for checks against captured frames ----------
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    op: str  # read, lac, tls, other
+    key: object  # txnId (v3) or (ledgerId, entryId) (v2)
+    ledger_id: int
+    entry_id: int
+    fence: bool
+    v2: bool
+
+
+def is_v3_frame(payload: bytes) -> bool:
+    """A v3 Request starts with field 1 (header, length-delimited): byte 0x0A."""
+    return len(payload) > 0 and payload[0] == 0x0A
+
+
+def parse_request(payload: bytes) -> ParsedRequest:
+    if is_v3_frame(payload):
+        pb = _pb()
+        req = pb.Request()
+        req.ParseFromString(payload)
+        op = req.header.operation
+        txn = req.header.txnId
+        if op == OP_READ_ENTRY:
+            r = req.readRequest
+            # proto2: an unset enum reads as its first value (FENCE_LEDGER), so ask HasField
+            fence = r.HasField("flag") and r.flag == 1
+            return ParsedRequest("read", txn, r.ledgerId, r.entryId, fence, False)
+        if op == OP_READ_LAC:
+            return ParsedRequest("lac", txn, req.readLacRequest.ledgerId, -1, False, False)
+        if op == OP_START_TLS:
+            return ParsedRequest("tls", txn, -1, -1, False, False)
+        return ParsedRequest("other", txn, -1, -1, False, False)
+    header, ledger_id, entry_id = V2_READ_REQ.unpack_from(payload, 0)
+    opcode = (header >> 16) & 0xFF
+    fence = bool(header & 0x1)
+    op = "read" if opcode == V2_READENTRY else "other"
+    return ParsedRequest(op, (ledger_id, entry_id), ledger_id, entry_id, fence, True)
+
+
+def v3_read_response(
+    txn_id: int, status: str, ledger_id: int, entry_id: int, body: bytes | None, max_lac: int
+) -> bytes:
+    """A framed v3 READ_ENTRY answer, encoded by hand like v3_read_request (tests compare
+    it with :func:`v3_read_response_pb`); maxLAC only with a body, as a bookie sends it."""
+    code = _varint(V3_FROM_NAME[status])
+    header = b"\x08\x03\x10\x01\x18" + _varint(txn_id)
+    read = b"\x08" + code + b"\x10" + _varint(ledger_id) + b"\x18" + _varint(entry_id)
+    if body is not None:
+        read += b"\x22" + _varint(len(body)) + body + b"\x28" + _varint(max_lac)
+    payload = b"".join(
+        (b"\x0a", _varint(len(header)), header, b"\x10", code, _READ_TAG, _varint(len(read)), read)
+    )
+    return FRAME_LEN.pack(len(payload)) + payload
+
+
+def _v3_response(txn_id: int, op: int, status: str):
+    resp = _pb().Response()
+    resp.header.version = VERSION_THREE
+    resp.header.operation = op
+    resp.header.txnId = txn_id
+    resp.status = V3_FROM_NAME[status]
+    return resp
+
+
+def v3_read_response_pb(
+    txn_id: int, status: str, ledger_id: int, entry_id: int, body: bytes | None, max_lac: int
+) -> bytes:
+    resp = _v3_response(txn_id, OP_READ_ENTRY, status)
+    r = resp.readResponse
+    r.status = resp.status
+    r.ledgerId = ledger_id
+    r.entryId = entry_id
+    if body is not None:
+        r.body = body
+        r.maxLAC = max_lac
+    return frame(resp.SerializeToString())
+
+
+def v3_read_lac_response(
+    txn_id: int, status: str, ledger_id: int, lac_body: bytes | None, last_entry: bytes | None
+) -> bytes:
+    resp = _v3_response(txn_id, OP_READ_LAC, status)
+    r = resp.readLacResponse
+    r.status = resp.status
+    r.ledgerId = ledger_id
+    if lac_body is not None:
+        r.lacBody = lac_body
+    if last_entry is not None:
+        r.lastEntryBody = last_entry
+    return frame(resp.SerializeToString())
+
+
+def v3_simple_response(txn_id: int, op: int, status: str) -> bytes:
+    resp = _v3_response(txn_id, op, status)
+    if op == OP_START_TLS:
+        resp.startTLSResponse.SetInParent()
+    return frame(resp.SerializeToString())
+
+
+def v2_read_response(status: str, ledger_id: int, entry_id: int, body: bytes | None) -> bytes:
+    header = (V2_VERSION << 24) | (V2_READENTRY << 16)
+    head = V2_RESP_HEAD.pack(header, V2_FROM_NAME[status], ledger_id, entry_id)
+    return frame(head + (body or b""))

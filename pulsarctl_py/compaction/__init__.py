@@ -1,0 +1,16 @@
+"""Topic compaction outside the broker: Pulsar's two phases over a scan plan, on an engine.
+
+* :mod:`.core`: phase one and two as pure functions over entries (Pulsar's exact rules);
+* :mod:`.reader`: a split's entries from the stores, and the per-split functions engines run;
+* :mod:`.run`: :func:`compact` computes and reports (and spools for ``--apply``);
+* :mod:`.apply`: writes the compacted ledger and commits the ``__compaction`` cursor;
+* :mod:`.status`: the existing compaction, its checks, and ``--deep``;
+* :mod:`.lastpos`: the compacted last message position per broker generation (§7).
+"""
+
+from __future__ import annotations
+
+from .core import FORMATS, ORDERS, CompactionOptions
+from .run import CompactionReport, compact
+
+__all__ = ["FORMATS", "ORDERS", "CompactionOptions", "CompactionReport", "compact"]

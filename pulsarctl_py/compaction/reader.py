@@ -1,0 +1,128 @@
+"""Reading a split's entries as the compactor's raw reader sees them, and the per-split
+functions the engines run (module-level, picklable; each opens its stores from the split).
+
+Stores opened by a process are kept in a small cache for the run (a split is small, opening
+RocksDB for each one would dominate); :func:`close_sources` closes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
+from pulsarctl_py.decoders.errors import DataError, LedgerctlError
+from pulsarctl_py.engines.base import KIND_COMPACTED, KeyRecord, Split, WinnerView
+
+from .core import CompactedEntry, CompactionOptions, RawEntry, Stats, phase_one, phase_two
+
+_SOURCES: dict[tuple[str | None, tuple[str, ...]], Any] = {}
+_STACK = contextlib.ExitStack()
+_PARTITIONS: dict[str, int] = {}
+
+
+def source_for(split: Split) -> Any:
+    """A LedgerSource for the split's stores, opened once per process and run."""
+    key = (split.metadata_url, split.bookie_dirs)
+    source = _SOURCES.get(key)
+    if source is None:
+        from pulsarctl_py.ledgers import LedgerSource
+
+        source = _STACK.enter_context(
+            LedgerSource.open(split.metadata_url, list(split.bookie_dirs) or None, need_bookie=True)
+        )
+        _SOURCES[key] = source
+    return source
+
+
+def close_sources() -> None:
+    """Close every store this process opened for splits."""
+    global _STACK
+    try:
+        _STACK.close()
+    finally:
+        _SOURCES.clear()
+        _STACK = contextlib.ExitStack()
+
+
+def _partition(topic: str) -> int:
+    found = _PARTITIONS.get(topic)
+    if found is None:
+        from pulsarctl_py.stores.metadata import resolve_topic
+
+        found = _PARTITIONS[topic] = resolve_topic(topic).partition_index
+    return found
+
+
+def raw_entry(entry: Any, partition: int = -1) -> RawEntry:
+    """A decoded bookie entry (depth METADATA) as a :class:`RawEntry`."""
+    where = "{}:{}".format(*entry.position) if entry.position else "entry"
+    outer = ("bookie-entry", "compacted")
+    errors = [p for p in entry.problems if p.severity == "error" and p.layer in outer]
+    if errors:
+        raise DataError(f"{where}: {errors[0].message}; the compaction would copy damaged bytes")
+    start = 0
+    message_id = None
+    bem = b""
+    for layer in entry.layers:
+        if layer.name == "bookie-entry":
+            start = layer.offset + layer.length
+        elif layer.name == "compacted":
+            start = layer.offset + layer.length
+            raw = bytes(layer.raw)
+            message_id = raw[4:-4]
+        elif layer.name == "broker-entry-metadata":
+            bem = bytes(layer.raw)
+    data = bytes(memoryview(entry.data)[start:])
+    payload_at = len(data) - len(entry.payload) if entry.payload is not None else len(data)
+    position = entry.message_position or entry.position
+    return RawEntry(position, data, entry.metadata, payload_at, bem, message_id, partition)
+
+
+def read_split(split: Split) -> Iterator[RawEntry]:
+    """The split's entries in order; a missing entry is an error, not a silent gap."""
+    source = source_for(split)
+    view = source.ledger(split.ledger_id)
+    if split.kind == KIND_COMPACTED:
+        view.kind = "compacted"
+    options = DecodeOptions(
+        outer=Outer.BOOKIE_ENTRY,
+        digest_type=view.digest_type,
+        password=view.password,
+        depth=Depth.METADATA,
+        verify=True,
+    )
+    partition = _partition(split.topic)
+    expected = split.first_entry
+    for stored in source.raw_entries(view, split.first_entry, split.last_entry):
+        if stored.entry_id != expected:
+            raise DataError(
+                f"entry {split.ledger_id}:{expected} is missing from bookie storage; "
+                "a compaction without it would be wrong"
+            )
+        expected += 1
+        entry = decode_entry(stored.data, options, (split.ledger_id, stored.entry_id))
+        yield raw_entry(entry, partition)
+    if expected <= split.last_entry:
+        raise DataError(
+            f"entries {split.ledger_id}:{expected}..{split.last_entry} are missing from bookie "
+            "storage; a compaction without them would be wrong"
+        )
+
+
+def phase_one_split(split: Split, options: CompactionOptions) -> Iterator[KeyRecord]:
+    """Phase one over one split (for ``Engine.latest_per_key``)."""
+    yield from phase_one(read_split(split), options)
+
+
+def phase_two_split(
+    split: Split, winners: WinnerView, options: CompactionOptions
+) -> Iterator[CompactedEntry | Stats]:
+    """Phase two over one split (for ``Engine.map_splits``): its entries, then its stats."""
+    stats = Stats()
+    try:
+        yield from phase_two(read_split(split), winners, options, stats)
+    except LedgerctlError:
+        raise
+    yield stats

@@ -1,0 +1,187 @@
+"""ledgerctl on Apache Spark: the ``ledgerctl`` data source for your own PySpark jobs.
+
+One call makes it available in a session::
+
+    from pulsarctl_py.spark import register
+    register(spark)
+    df = (spark.read.format("ledgerctl")
+          .option("topic", "persistent://public/default/orders")
+          .option("metadata-url", "rocksdb:///pulsar/data/metadata")
+          .option("bookie-dir", "/pulsar/data/bookkeeper")
+          .load())
+
+Options: ``topic`` or ``ledger`` (one of them), ``metadata-url`` (default: as the CLI,
+$LEDGERCTL_METADATA_URL or ./ledgerctl.toml), ``bookie-dir`` (several separated by
+``,``), ``split-entries`` (entries per partition, default 10000), and inspect's filters
+``key``, ``since``, ``until`` (times as the CLI takes them).
+
+One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`); partitions are entry
+ranges of the topic's ledgers, read on the executors by ledgerctl's decoders, so the
+executors must reach the same paths (a shared file system for bookie directories).
+Spark does not tell Python data sources which columns a query uses; give the reader a
+schema with only the columns you need (``.schema("ledger_id bigint, entry_id bigint,
+publish_time bigint")``) and, when none of them is a message column (key, value,
+properties, event_time, null_value), payloads are never decompressed.
+
+This package imports pyspark; nothing else in ledgerctl imports it except the Spark engine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.export import (
+    COLUMNS,
+    EXPORT_SPLIT_ENTRIES,
+    RowFilters,
+    check_columns,
+    split_rows,
+)
+
+FORMAT = "ledgerctl"
+
+
+def register(spark: Any) -> None:
+    """Make ``spark.read.format("ledgerctl")`` available in this session."""
+    spark.dataSource.register(LedgerctlDataSource)
+
+
+class SplitPartition(InputPartition):
+    """One split of the scan plan (a ledger's entry range) as a Spark partition."""
+
+    def __init__(self, split: Any) -> None:
+        super().__init__(split.ordinal)
+        self.split = split
+
+
+class LedgerctlDataSource(DataSource):
+    """Messages of a topic (or one ledger) read where BookKeeper stores them."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return full_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LedgerctlReader(dict(self.options), schema)
+
+
+def _option(options: dict[str, str], name: str) -> str | None:
+    for key, value in options.items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def spark_type(ddl: str) -> Any:
+    """The Spark type of one of our column types (no session needed, unlike DDL parsing)."""
+    from pyspark.sql import types as t
+
+    simple = {
+        "string": t.StringType(),
+        "bigint": t.LongType(),
+        "int": t.IntegerType(),
+        "binary": t.BinaryType(),
+        "boolean": t.BooleanType(),
+        "map<string,string>": t.MapType(t.StringType(), t.StringType()),
+        "array<string>": t.ArrayType(t.StringType()),
+    }
+    return simple[ddl]
+
+
+def full_schema() -> StructType:
+    from pyspark.sql.types import StructField
+
+    return StructType([StructField(n, spark_type(d)) for n, d in COLUMNS])
+
+
+def _check_types(schema: StructType) -> tuple[str, ...]:
+    columns = check_columns(schema.fieldNames())
+    expected = dict(COLUMNS)
+    for field in schema.fields:
+        want = spark_type(expected[field.name])
+        # containers compare with their null flags: compare the type names only
+        if field.dataType.simpleString() != want.simpleString():
+            raise LedgerctlError(
+                f"column {field.name} is {expected[field.name]}, not "
+                f"{field.dataType.simpleString()}"
+            )
+    return columns
+
+
+class LedgerctlReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        from pulsarctl_py.timeparse import parse_time_ms
+
+        self.columns = _check_types(schema)
+        self.topic = _option(options, "topic")
+        ledger = _option(options, "ledger")
+        if (self.topic is None) == (ledger is None):
+            raise LedgerctlError('give the option "topic" or "ledger", one of them')
+        try:
+            self.ledger = None if ledger is None else int(ledger)
+            self.split_entries = int(_option(options, "split-entries") or EXPORT_SPLIT_ENTRIES)
+        except ValueError as exc:
+            raise LedgerctlError(f"ledger and split-entries are integers: {exc}") from None
+        self.metadata_url = _option(options, "metadata-url")
+        dirs = _option(options, "bookie-dir")
+        self.bookie_dirs = [d for d in (dirs or "").split(",") if d]
+        since, until = _option(options, "since"), _option(options, "until")
+        self.filters = RowFilters(
+            key=_option(options, "key"),
+            since=parse_time_ms(since) if since else None,
+            until=parse_time_ms(until) if until else None,
+        )
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [SplitPartition(s) for s in plan_for(self).splits]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, SplitPartition)
+        yield from split_rows(partition.split, self.columns, self.filters)
+
+
+def plan_for(reader: LedgerctlReader) -> Any:
+    """The scan plan of the reader's topic or ledger, built from metadata on the driver."""
+    from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.engines import build_scan_plan
+    from pulsarctl_py.export import absolute_url, topic_plan
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.stores.metadata.url import resolve_metadata_url
+
+    dirs = [os.path.abspath(d) for d in resolve_bookie_dirs(reader.bookie_dirs)]
+    try:
+        url: str | None = absolute_url(resolve_metadata_url(reader.metadata_url))
+    except LedgerctlError:
+        if reader.topic is not None:
+            raise
+        url = None  # a bare bookie directory is enough to read one ledger
+    with LedgerSource.open(url, dirs, need_bookie=True) as source:
+        if reader.topic is not None:
+            return topic_plan(
+                source,
+                reader.topic,
+                metadata_url=url,
+                bookie_dirs=dirs,
+                split_entries=reader.split_entries,
+            )
+        assert reader.ledger is not None
+        view = source.ledger(reader.ledger)
+        entries = 0 if view.last_stored is None else view.last_stored + 1
+        md = view.metadata
+        name = md.pulsar().managed_ledger if md is not None else None
+        return build_scan_plan(
+            name or "",
+            [(reader.ledger, entries, md.length if md is not None else None)],
+            bookie_dirs=dirs,
+            metadata_url=url,
+            split_entries=reader.split_entries,
+        )

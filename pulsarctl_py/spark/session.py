@@ -1,0 +1,212 @@
+"""A Spark session for ledgerctl: Java checked first, Spark's log kept off the terminal.
+
+pyspark starts a JVM that inherits the process's standard error and logs to it. While the
+JVM is launched, file descriptor 2 points at a log file instead, so everything the JVM
+(and the Python workers it starts) writes goes there for the life of the session, and our
+own one-line errors and progress keep the terminal. The log file's path is given when
+Spark fails.
+
+Progress comes from Spark's status tracker: :class:`StageProgress` polls the tasks of the
+active stages and shows them on stderr (only on a terminal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
+
+#: settings ledgerctl gives every session it starts (``--spark-conf`` overrides them)
+DEFAULT_CONF = {
+    "spark.app.name": "ledgerctl",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.python.worker.reuse": "true",
+}
+#: the master when none is given: every core of this machine
+DEFAULT_MASTER = "local[*]"
+
+
+def java_executable() -> str | None:
+    """The java Spark would start: $JAVA_HOME/bin/java, else java on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        return candidate if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def require_java() -> str:
+    java = java_executable()
+    if java is None:
+        raise StoreUnavailable(
+            "the Spark engine needs Java 17 or later and none was found "
+            "(install openjdk-17-jre-headless, or set JAVA_HOME)"
+        )
+    return java
+
+
+def parse_conf(items: Sequence[str]) -> list[tuple[str, str]]:
+    """``k=v`` strings of ``--spark-conf`` as pairs; a malformed one is a usage error."""
+    out = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise LedgerctlError(f"--spark-conf {item!r}: expected KEY=VALUE")
+        out.append((key.strip(), value))
+    return out
+
+
+@contextlib.contextmanager
+def _stderr_to(path: str) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` while the JVM is started (it keeps it)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+_log_path: str | None = None
+
+
+def log_path() -> str | None:
+    """Where the JVM of this process's session logs, once one was started here."""
+    return _log_path
+
+
+def get_session(
+    master: str | None = None, conf: Sequence[tuple[str, str]] = (), *, quiet: bool = True
+) -> Any:
+    """The active Spark session, or a new one on ``master`` (default ``local[*]``)."""
+    global _log_path
+    require_java()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None and not conf:
+        return active
+    master = master or DEFAULT_MASTER
+    if master.startswith("local"):
+        # executors are this machine's processes: keep Spark's sockets on loopback
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # the workers run our decoders: the same interpreter as this process, unless told
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master)
+    for key, value in {**DEFAULT_CONF, **dict(conf)}.items():
+        builder = builder.config(key, value)
+    if _log_path is None:
+        fd, _log_path = tempfile.mkstemp(prefix="ledgerctl-spark-", suffix=".log")
+        os.close(fd)
+    redirect = _stderr_to(_log_path) if quiet else contextlib.nullcontext()
+    try:
+        with redirect:
+            session = builder.getOrCreate()
+    except Exception as exc:
+        raise StoreUnavailable(
+            f"Spark could not start on {master}: {_first_line(exc)} (Spark's log: {_log_path})"
+        ) from None
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def job_error(exc: BaseException) -> LedgerctlError:
+    """A failed Spark job as one line: the Python error of the task when there is one."""
+    from pulsarctl_py.errors import DataError, NotFoundError
+
+    text = str(exc)
+    kinds: dict[str, type[LedgerctlError]] = {
+        "StoreUnavailable": StoreUnavailable,
+        "BookieDirError": StoreUnavailable,
+        "MetadataStoreError": StoreUnavailable,
+        "NotFoundError": NotFoundError,
+        "DataError": DataError,
+        "CorruptEntryError": DataError,
+        "LedgerctlError": LedgerctlError,
+    }
+    best: tuple[int, str, str] | None = None
+    for name in kinds:
+        at = text.rfind(name + ": ")
+        if at >= 0 and (best is None or at > best[0]):
+            best = (at, name, text[at + len(name) + 2 :].splitlines()[0].strip())
+    if best is not None:
+        return kinds[best[1]](best[2])
+    where = f" (Spark's log: {_log_path})" if _log_path else ""
+    return StoreUnavailable(f"the Spark job failed: {_first_line(exc)}{where}")
+
+
+class StageProgress:
+    """Tasks done / tasks of Spark's active stages, polled from the status tracker."""
+
+    def __init__(self, session: Any, label: str, console: Any = None) -> None:
+        self.sc = session.sparkContext
+        self.label = label
+        self.console = console
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.bar: Any = None
+
+    def snapshot(self) -> tuple[int, int]:
+        """(completed tasks, tasks) over the active stages now."""
+        tracker = self.sc.statusTracker()
+        done = total = 0
+        for stage_id in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                done += info.numCompletedTasks
+                total += info.numTasks
+        return done, total
+
+    def __enter__(self) -> StageProgress:
+        if self.console is None or not self.console.is_terminal:
+            return self
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} tasks"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.bar.__enter__()
+        task = self.bar.add_task(self.label, total=None)
+
+        def poll() -> None:
+            while not self._stop.wait(0.25):
+                try:
+                    done, total = self.snapshot()
+                except Exception:  # the session is closing
+                    return
+                if total:
+                    self.bar.update(task, completed=done, total=total)
+
+        self._thread = threading.Thread(target=poll, name="ledgerctl-spark-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self.bar is not None:
+            self.bar.__exit__(*exc)

@@ -1,0 +1,302 @@
+"""A bookie client that only reads: READ_ENTRY and READ_LAC over v3 or v2 frames.
+
+Plain blocking sockets, one connection per bookie, reused for every call. Reads are
+pipelined: up to ``window`` requests are in flight on a connection, and each new one is
+sent as an answer comes back. Every wait is bounded by ``timeout`` seconds (the time a
+bookie may stay silent while requests are pending); a bookie that does not answer, closes
+the connection or sends a frame that does not parse raises :class:`BookieUnavailable`
+(exit code 3) with one line naming it, and the connection is dropped.
+
+Nothing here can fence a ledger or set the recovery flag: the frame builders in
+``decoders.bookie_wire`` have no such option. TLS follows BookKeeper's own client: a v3
+START_TLS request on the plain connection, then the TLS handshake on the same socket.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pulsarctl_py.decoders import bookie_wire as wire
+from pulsarctl_py.decoders.errors import InputFormatError, LedgerctlError, StoreUnavailable
+
+DEFAULT_PORT = 3181
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_WINDOW = 64
+
+
+class BookieUnavailable(StoreUnavailable):
+    """A bookie that cannot be reached, does not answer in time, or breaks the protocol."""
+
+    def __init__(self, bookie: str, message: str) -> None:
+        super().__init__(f"bookie {bookie}: {message}")
+        self.bookie = bookie
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """How to reach bookies: protocol, TLS, timeout, pipelining, address overrides."""
+
+    v2: bool = False
+    tls: bool = False
+    ca_file: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    window: int = DEFAULT_WINDOW
+    addresses: tuple[tuple[str, str], ...] = ()  # bookie id -> host:port (NAT)
+
+    def address_of(self, bookie_id: str) -> str:
+        return dict(self.addresses).get(bookie_id, bookie_id)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        try:
+            ctx = ssl.create_default_context(
+                cafile=str(self.ca_file) if self.ca_file is not None else None
+            )
+        except (OSError, ssl.SSLError) as exc:
+            raise LedgerctlError(f"cannot load the bookie CA file {self.ca_file}: {exc}") from None
+        # bookies are named by the ids in ledger metadata, often IPs: the certificate
+        # chain is checked against the CA, the host name only when the id is a name
+        ctx.check_hostname = False
+        return ctx
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) of a bookie id; the port defaults to 3181."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "]" in port:
+        return address.strip("[]"), DEFAULT_PORT
+    try:
+        number = int(port)
+    except ValueError:
+        raise LedgerctlError(
+            f"bookie address {address!r} is not host:port; map it with "
+            "--bookie-address ID=HOST:PORT"
+        ) from None
+    return host.strip("[]"), number
+
+
+class BookieConnection:
+    """One connection to one bookie; not thread-safe (one user at a time)."""
+
+    def __init__(
+        self, address: str, options: ClientOptions, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        self.address = address
+        self.options = options
+        self._ssl = ssl_context
+        self._sock: socket.socket | None = None
+        self._buf = bytearray()
+        self._pos = 0  # start of the first unread byte in _buf
+        self._txn = 0
+        self.requests_sent = 0
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _fail(self, message: str) -> BookieUnavailable:
+        self.close()
+        return BookieUnavailable(self.address, message)
+
+    def connect(self) -> None:
+        if self._sock is not None:
+            return
+        host, port = split_address(self.address)
+        timeout = self.options.timeout
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except TimeoutError:
+            raise BookieUnavailable(self.address, f"no connection within {timeout:g}s") from None
+        except OSError as exc:
+            raise BookieUnavailable(
+                self.address, f"cannot connect: {exc.strerror or exc}"
+            ) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._buf.clear()
+        self._pos = 0
+        if self._ssl is not None:
+            self._start_tls(host)
+
+    def _start_tls(self, host: str) -> None:
+        if self.options.v2:
+            raise LedgerctlError("TLS needs protocol v3 (BookKeeper starts TLS with a v3 request)")
+        reply = self._call(wire.v3_start_tls_request(self._next_txn()))
+        if reply.status != "EOK":
+            raise self._fail(f"refused START_TLS ({reply.status})")
+        assert self._sock is not None and self._ssl is not None
+        try:
+            self._sock = self._ssl.wrap_socket(self._sock, server_hostname=host)
+        except (ssl.SSLError, OSError) as exc:
+            raise self._fail(f"TLS handshake failed: {exc}") from None
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        self._buf.clear()
+        self._pos = 0
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    # -- frames -------------------------------------------------------------------------
+
+    def _next_txn(self) -> int:
+        self._txn += 1
+        return self._txn
+
+    def _send(self, data: bytes) -> None:
+        assert self._sock is not None
+        self._sock.settimeout(self.options.timeout)
+        try:
+            self._sock.sendall(data)
+        except TimeoutError:
+            raise self._fail(f"cannot send within {self.options.timeout:g}s") from None
+        except OSError as exc:
+            raise self._fail(f"connection lost while sending: {exc.strerror or exc}") from None
+        self.requests_sent += 1
+
+    def _recv_frame(self) -> bytes:
+        """One frame, waiting at most ``timeout`` for the bookie to send anything.
+
+        Frames are cut from ``_buf`` at ``_pos``; the consumed head is dropped only when
+        more bytes are needed, so a buffer of many small answers is not shifted per frame.
+        """
+        sock = self._sock
+        assert sock is not None
+        buf = self._buf
+        deadline = time.monotonic() + self.options.timeout
+        need = 4
+        while True:
+            pos = self._pos
+            have = len(buf) - pos
+            if have >= 4:
+                size = int.from_bytes(buf[pos : pos + 4], "big")
+                if size > wire.MAX_FRAME:
+                    raise self._fail(f"sent a frame of {size} bytes, over the limit")
+                need = 4 + size
+                if have >= need:
+                    self._pos = pos + need
+                    return bytes(buf[pos + 4 : pos + need])
+            if pos:
+                del buf[:pos]
+                self._pos = 0
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._fail(f"no answer within {self.options.timeout:g}s")
+            sock.settimeout(left)
+            try:
+                chunk = sock.recv(max(262144, need - have))
+            except TimeoutError:
+                raise self._fail(f"no answer within {self.options.timeout:g}s") from None
+            except OSError as exc:
+                raise self._fail(f"connection lost: {exc.strerror or exc}") from None
+            if not chunk:
+                what = "in the middle of a response" if buf else "before answering"
+                raise self._fail(f"closed the connection {what}")
+            buf += chunk
+
+    def _reply(self) -> wire.ReadReply:
+        payload = self._recv_frame()
+        try:
+            if self.options.v2:
+                return wire.parse_v2_response(payload)
+            return wire.parse_v3_response(payload)
+        except InputFormatError as exc:
+            raise self._fail(str(exc)) from None
+
+    def _call(self, request: bytes) -> wire.ReadReply:
+        self._send(request)
+        return self._reply()
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _request(self, ledger_id: int, entry_id: int) -> tuple[object, bytes]:
+        if self.options.v2:
+            return (ledger_id, entry_id), wire.v2_read_request(ledger_id, entry_id)
+        txn = self._next_txn()
+        return txn, wire.v3_read_request(txn, ledger_id, entry_id)
+
+    def read_entry(self, ledger_id: int, entry_id: int) -> wire.ReadReply:
+        return next(self.read_entries(ledger_id, [entry_id]))
+
+    def read_entries(
+        self, ledger_id: int, entry_ids: Iterable[int], window: int | None = None
+    ) -> Iterator[wire.ReadReply]:
+        """Pipelined reads: the replies in the order they arrive (bookies may reorder)."""
+        self.connect()
+        window = max(1, window or self.options.window)
+        pending: dict[object, int] = {}
+        todo = iter(entry_ids)
+        done = False
+        low = window // 2  # refill in batches: one send for many requests, not one each
+        try:
+            while True:
+                batch = []
+                refill = len(pending) <= low
+                while refill and not done and len(pending) < window:
+                    entry_id = next(todo, None)
+                    if entry_id is None:
+                        done = True
+                        break
+                    key, frame = self._request(ledger_id, entry_id)
+                    if key in pending:
+                        continue  # the same v2 read twice: one answer serves both
+                    pending[key] = entry_id
+                    batch.append(frame)
+                if batch:
+                    self._send(b"".join(batch))
+                if not pending:
+                    return
+                reply = self._reply()
+                if pending.pop(reply.key, None) is None:
+                    raise self._fail(
+                        f"answered a request it was not asked ({reply.op} of "
+                        f"{reply.ledger_id}:{reply.entry_id})"
+                    )
+                yield reply
+        finally:
+            if pending:
+                self.close()  # answers still on the way would confuse the next call
+
+    def read_lac(self, ledger_id: int) -> wire.ReadReply:
+        """v3 READ_LAC; v2 has none a bookie decodes, so it reads entry -1 (the last one)."""
+        self.connect()
+        if self.options.v2:
+            return self._call(wire.v2_read_request(ledger_id, wire.LAST_ADD_CONFIRMED))
+        reply = self._call(wire.v3_read_lac_request(self._next_txn(), ledger_id))
+        if reply.op != "lac":
+            raise self._fail(f"answered READ_LAC with {reply.op}")
+        return reply
+
+
+class BookiePool:
+    """Connections by bookie id, made on first use and reused until closed."""
+
+    def __init__(self, options: ClientOptions | None = None) -> None:
+        self.options = options or ClientOptions()
+        self._ssl = self.options.ssl_context()
+        self._conns: dict[str, BookieConnection] = {}
+
+    def get(self, bookie_id: str) -> BookieConnection:
+        conn = self._conns.get(bookie_id)
+        if conn is None:
+            conn = BookieConnection(self.options.address_of(bookie_id), self.options, self._ssl)
+            self._conns[bookie_id] = conn
+        return conn
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def __enter__(self) -> BookiePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

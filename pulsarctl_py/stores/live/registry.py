@@ -1,0 +1,201 @@
+"""The bookies a cluster knows, from the metadata store only (formats.md section 9.3).
+
+* ``<root>/available/<bookieId>``: a running, writable bookie (ephemeral); its value is a
+  BookieServiceInfoFormat protobuf (endpoints, properties) or empty;
+* ``<root>/available/readonly/<bookieId>``: a running bookie in read-only mode;
+* ``<root>/cookies/<bookieId>``: the bookie's cookie, written once when it first joined:
+  ``"<layout>\\n"`` then CookieFormat in protobuf text format (layout 4 and later) or
+  plain lines (older layouts);
+* ``<root>/INSTANCEID``: the cluster's instance id, which every cookie should carry.
+
+Nothing here connects to a bookie.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders.ledger_metadata import DEFAULT_ROOT
+from pulsarctl_py.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from pulsarctl_py.stores.metadata import MetadataStore
+
+
+@dataclass(slots=True)
+class Cookie:
+    layout: int | None
+    bookie_host: str | None = None
+    journal_dirs: list[str] = field(default_factory=list)
+    ledger_dirs: list[str] = field(default_factory=list)
+    index_dirs: list[str] = field(default_factory=list)
+    instance_id: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "layout": self.layout,
+            "bookie_host": self.bookie_host,
+            "journal_dirs": self.journal_dirs,
+            "ledger_dirs": self.ledger_dirs,
+            "index_dirs": self.index_dirs,
+            "instance_id": self.instance_id,
+            "error": self.error,
+        }
+
+
+@dataclass(slots=True)
+class BookieRecord:
+    bookie_id: str
+    available: bool = False
+    read_only: bool = False
+    endpoints: list[dict[str, Any]] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    service_info_error: str | None = None
+    cookie: Cookie | None = None
+    registered_ms: int | None = None  # ctime of the availability znode
+    cluster_instance_id: str | None = None
+
+    @property
+    def state(self) -> str:
+        if self.read_only:
+            return "read-only"
+        return "available" if self.available else "not running"
+
+    @property
+    def instance_matches(self) -> bool | None:
+        if self.cookie is None or self.cluster_instance_id is None:
+            return None
+        return self.cookie.instance_id == self.cluster_instance_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bookie_id": self.bookie_id,
+            "state": self.state,
+            "available": self.available,
+            "read_only": self.read_only,
+            "registered_ms": self.registered_ms,
+            "endpoints": self.endpoints,
+            "properties": self.properties,
+            "service_info_error": self.service_info_error,
+            "has_cookie": self.cookie is not None,
+            "cookie": None if self.cookie is None else self.cookie.to_json(),
+            "cookie_instance_matches": self.instance_matches,
+        }
+
+
+def _split_dirs(text: str | None) -> list[str]:
+    """CookieFormat dirs: ``"<count>\\t<dir>\\t<dir>..."`` (journal: one plain dir)."""
+    if not text:
+        return []
+    parts = text.split("\t")
+    if len(parts) > 1 and parts[0].isdigit():
+        parts = parts[1:]
+    return [p for p in parts if p]
+
+
+def parse_cookie(data: bytes) -> Cookie:
+    text = data.decode("utf-8", "replace")
+    head, _, body = text.partition("\n")
+    try:
+        layout: int | None = int(head.strip())
+    except ValueError:
+        return Cookie(None, error=f"no layout version on the first line: {head[:40]!r}")
+    if layout is not None and layout <= 3:
+        lines = body.splitlines()
+        return Cookie(
+            layout,
+            bookie_host=lines[0] if lines else None,
+            journal_dirs=_split_dirs(lines[1]) if len(lines) > 1 else [],
+            ledger_dirs=_split_dirs(lines[2]) if len(lines) > 2 else [],
+        )
+    from google.protobuf import text_format
+
+    from pulsarctl_py.proto import bookkeeper_data_formats_pb2 as dfpb
+
+    msg = dfpb.CookieFormat()
+    try:
+        text_format.Parse(body, msg)
+    except text_format.ParseError as exc:
+        return Cookie(layout, error=f"cookie text does not parse: {exc}")
+    return Cookie(
+        layout,
+        bookie_host=msg.bookieHost,
+        journal_dirs=_split_dirs(msg.journalDir),
+        ledger_dirs=_split_dirs(msg.ledgerDirs),
+        index_dirs=_split_dirs(msg.indexDirs) if msg.HasField("indexDirs") else [],
+        instance_id=msg.instanceId if msg.HasField("instanceId") else None,
+    )
+
+
+def _service_info(record: BookieRecord, data: bytes) -> None:
+    if not data:
+        return
+    from google.protobuf.message import DecodeError
+
+    from pulsarctl_py.proto import bookkeeper_data_formats_pb2 as dfpb
+
+    msg = dfpb.BookieServiceInfoFormat()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as exc:
+        record.service_info_error = f"BookieServiceInfo does not parse: {exc}"
+        return
+    record.endpoints = [
+        {
+            "id": ep.id,
+            "host": ep.host,
+            "port": ep.port,
+            "protocol": ep.protocol,
+            "auth": list(ep.auth),
+            "extensions": list(ep.extensions),
+        }
+        for ep in msg.endpoints
+    ]
+    record.properties = dict(sorted(msg.properties.items()))
+
+
+def list_bookies(store: MetadataStore, root: str = DEFAULT_ROOT) -> list[BookieRecord]:
+    """Every bookie that is registered (available or read-only) or has a cookie."""
+    records: dict[str, BookieRecord] = {}
+
+    def rec(bookie_id: str) -> BookieRecord:
+        return records.setdefault(bookie_id, BookieRecord(bookie_id))
+
+    instance = store.get(f"{root}/INSTANCEID")
+    cluster_id = instance.data.decode("utf-8", "replace").strip() if instance else None
+    for folder, read_only in (("available", False), ("available/readonly", True)):
+        for name in store.children(f"{root}/{folder}"):
+            node = store.get(f"{root}/{folder}/{name}") if name != "readonly" else None
+            if node is None:
+                continue
+            r = rec(name)
+            r.read_only = r.read_only or read_only
+            r.available = r.available or not read_only
+            r.registered_ms = node.stat.created_ms if node.stat is not None else None
+            _service_info(r, node.data)
+    for name in store.children(f"{root}/cookies"):
+        node = store.get(f"{root}/cookies/{name}")
+        if node is not None:
+            rec(name).cookie = parse_cookie(node.data)
+    for r in records.values():
+        r.cluster_instance_id = cluster_id
+    return [records[k] for k in sorted(records)]
+
+
+def bookie_info(store: MetadataStore, bookie_id: str, root: str = DEFAULT_ROOT) -> BookieRecord:
+    for record in list_bookies(store, root):
+        if record.bookie_id == bookie_id:
+            return record
+    raise NotFoundError(f"bookie {bookie_id} is neither registered nor has a cookie under {root}")
+
+
+def read_bookies(metadata_url: str | None, bookie_id: str | None = None) -> list[BookieRecord]:
+    """Open the metadata store and list its bookies (or the one named)."""
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    with open_metadata_store(metadata_url) as store:
+        if bookie_id is not None:
+            return [bookie_info(store, bookie_id)]
+        return list_bookies(store)

@@ -1,0 +1,341 @@
+"""Ledgers read from running bookies, behind the interface of the offline BookieStore.
+
+:class:`LiveBookieStore` answers what :class:`pulsarctl_py.ledgers.LedgerSource` asks a
+bookie store (``ledger``, ``last_entry_id``, ``read_entry``, ``read_entries``,
+``iter_locations``, ``close``) from the bookies named in each ledger's metadata:
+
+* entry e is stored on its write set: ensemble members ``(e + i) mod ensemble size`` for
+  ``i < write quorum`` (BookKeeper's RoundRobinDistributionSchedule), the ensemble being
+  the last segment starting at or before e;
+* a read goes to the first replica of the write set that is not known to be down; on a
+  connection error, a timeout, a missing entry or a digest that does not verify, it goes
+  on to the next replica. A bookie that failed once is tried last for the rest of the run;
+* entries come back in order; reads to one bookie are pipelined (``ClientOptions.window``).
+
+The digest is verified as for offline data (the decoders do it again on the bytes
+returned); the store checks it only to choose a healthy replica. Nothing here writes,
+fences or recovers a ledger. ``where = "live"`` names this store for work split across
+processes (a split can carry it instead of a bookie directory).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pulsarctl_py.decoders import bookkeeper as bk
+from pulsarctl_py.decoders.checksums import DigestType, crc32c
+from pulsarctl_py.errors import LedgerctlError, NotFoundError, StoreUnavailable
+
+from ..bookie.model import EntryNotFound, LedgerInfo, Location, StoredEntry
+from .client import BookiePool, BookieUnavailable, ClientOptions
+
+if TYPE_CHECKING:
+    from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
+    from pulsarctl_py.stores.metadata import MetadataStore
+
+CHUNK = 1024  # entries planned at a time by read_entries
+_ABSENT = ("ENOENTRY", "ENOLEDGER")  # answers that mean "not here", not "broken"
+
+
+def write_set(md: LedgerMetadata, entry_id: int) -> list[str]:
+    """The bookies that hold ``entry_id``, in the order BookKeeper's client reads them."""
+    ensemble = md.ensemble_for(entry_id)
+    n = len(ensemble)
+    if n == 0:
+        return []
+    quorum = min(max(md.write_quorum_size, 1), n)
+    return [ensemble[(entry_id + i) % n] for i in range(quorum)]
+
+
+def digest_ok(
+    data: bytes, ledger_id: int, entry_id: int, kind: DigestType | None, password: bytes | None
+) -> bool | None:
+    """Whether a stored entry's ids and digest verify; None when it cannot be told."""
+    if len(data) < bk.HEADER.size:
+        return False
+    stored_ledger, stored_entry = bk.HEADER.unpack_from(data, 0)[:2]
+    if stored_ledger != ledger_id or (entry_id >= 0 and stored_entry != entry_id):
+        return False
+    if kind is None:
+        return None
+    if kind is DigestType.CRC32C:  # the usual digest, without building a Layer
+        at = bk.HEADER.size
+        value = crc32c(memoryview(data)[at + 4 :], crc32c(memoryview(data)[:at]))
+        return data[at : at + 4] == value.to_bytes(4, "big")
+    try:
+        layer, _, _ = bk.parse(data, 0, len(data), kind, password)
+    except LedgerctlError:
+        return False
+    return layer.check.ok if layer.check is not None else None
+
+
+@dataclass
+class _LedgerState:
+    md: LedgerMetadata
+    last: int | None = None
+    last_known: bool = False
+    lac_body: bytes | None = None
+    last_errors: list[str] = field(default_factory=list)
+
+
+class LiveBookieStore:
+    """Read-only access to ledgers on running bookies, found through ledger metadata."""
+
+    where = "live"
+
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        options: ClientOptions | None = None,
+        password: bytes | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.options = options or ClientOptions()
+        self.password = password
+        self.pool = BookiePool(self.options)
+        self.down: dict[str, str] = {}  # bookie id -> why it failed
+        self._ledgers: dict[int, _LedgerState] = {}
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def _state(self, ledger_id: int) -> _LedgerState:
+        state = self._ledgers.get(ledger_id)
+        if state is None:
+            from pulsarctl_py.stores.metadata import read_ledger
+
+            record = read_ledger(self.metadata, ledger_id)
+            if record is None or record.metadata is None:
+                why = "has no metadata" if record is None else f"metadata: {record.error}"
+                raise NotFoundError(f"ledger {ledger_id} {why}; its bookies are unknown")
+            state = _LedgerState(record.metadata)
+            self._ledgers[ledger_id] = state
+        return state
+
+    def metadata_of(self, ledger_id: int) -> LedgerMetadata:
+        return self._state(ledger_id).md
+
+    def _digest(self, md: LedgerMetadata) -> tuple[DigestType | None, bytes | None]:
+        password = self.password if self.password is not None else md.password
+        return md.digest_type, password
+
+    def order(self, bookies: list[str]) -> list[str]:
+        """Bookies in read order: the healthy ones first, keeping the write-set order."""
+        if not self.down:
+            return bookies
+        return sorted(bookies, key=lambda b: b in self.down)
+
+    def _mark_down(self, bookie: str, exc: LedgerctlError) -> None:
+        self.down.setdefault(bookie, exc.one_line())
+
+    # -- the BookieStore interface ----------------------------------------------------
+
+    def ledger(self, ledger_id: int) -> LedgerInfo:
+        state = self._state(ledger_id)
+        last = self.last_entry_id(ledger_id)
+        return LedgerInfo(
+            ledger_id,
+            exists=True,
+            fenced=None,
+            master_key=None,
+            explicit_lac=state.lac_body,
+            limbo=None,
+            last_entry_id=last,
+            source="live",
+        )
+
+    def last_entry_id(self, ledger_id: int) -> int | None:
+        """The highest entry id the bookies of the last ensemble hold (READ_LAC).
+
+        When none of them answers: the metadata's lastEntryId of a closed ledger, else
+        :class:`BookieUnavailable`.
+        """
+        state = self._state(ledger_id)
+        if state.last_known:
+            return state.last
+        md = state.md
+        last_first = max(md.ensembles) if md.ensembles else 0
+        best: int | None = None
+        answered = False
+        for bookie in self.order(list(md.ensembles.get(last_first, []))):
+            if bookie in self.down:
+                state.last_errors.append(self.down[bookie])
+                continue
+            try:
+                reply = self.pool.get(bookie).read_lac(ledger_id)
+            except BookieUnavailable as exc:
+                self._mark_down(bookie, exc)
+                state.last_errors.append(exc.one_line())
+                continue
+            answered = True
+            if reply.status != "EOK":
+                continue
+            if reply.lac_body is not None and state.lac_body is None:
+                state.lac_body = reply.lac_body
+            body = reply.body
+            if body is not None and len(body) >= bk.HEADER.size:
+                entry_id = bk.HEADER.unpack_from(body, 0)[1]
+                best = entry_id if best is None else max(best, entry_id)
+        if not answered:
+            if md.is_closed:
+                best = md.last_entry_id if md.last_entry_id >= 0 else None
+            else:
+                raise BookieUnavailable(
+                    ",".join(md.ensembles.get(last_first, [])) or "-",
+                    f"no bookie of ledger {ledger_id}'s last ensemble answered: "
+                    + "; ".join(state.last_errors),
+                )
+        state.last, state.last_known = best, True
+        return best
+
+    def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
+        for stored in self._read(ledger_id, [entry_id]):
+            return stored.data
+        raise EntryNotFound(ledger_id, entry_id)
+
+    def read_entries(
+        self, ledger_id: int, first: int = 0, last: int | None = None
+    ) -> Iterator[StoredEntry]:
+        """The entries in ``[first, last]`` the bookies hold, in order.
+
+        ``last`` defaults to the last entry the bookies hold. An entry no replica holds
+        is skipped (as offline); one whose every replica failed raises BookieUnavailable.
+        """
+        if last is None:
+            last = self.last_entry_id(ledger_id)
+            if last is None:
+                return
+        start = max(first, 0)
+        while start <= last:
+            end = min(last, start + CHUNK - 1)
+            yield from self._read(ledger_id, range(start, end + 1))
+            start = end + 1
+
+    def iter_locations(
+        self, ledger_id: int, first: int = 0, last: int | None = None
+    ) -> Iterator[tuple[int, Location]]:
+        """Entry ids in ``[first, last]`` up to the last one held (not checked one by one)."""
+        held = self.last_entry_id(ledger_id)
+        if held is None:
+            return
+        end = held if last is None else min(last, held)
+        for entry_id in range(max(first, 0), end + 1):
+            yield entry_id, _location("-", None)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> LiveBookieStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LiveBookieStore({self.metadata!r})"
+
+    # -- reading with failover ----------------------------------------------------------
+
+    def _read(self, ledger_id: int, entry_ids: range | list[int]) -> Iterator[StoredEntry]:
+        md = self._state(ledger_id).md
+        kind, password = self._digest(md)
+        sets = _write_sets(md, entry_ids, self.order)
+        attempt = dict.fromkeys(entry_ids, 0)
+        got: dict[int, StoredEntry] = {}
+        fallback: dict[int, StoredEntry] = {}  # a copy whose digest failed, if nothing better
+        errors: dict[int, list[str]] = {e: [] for e in entry_ids}
+        todo = [e for e in entry_ids if sets[e]]
+        for e in entry_ids:
+            if not sets[e]:
+                errors[e].append("no ensemble in the ledger metadata")
+        while todo:
+            by_bookie: dict[str, list[int]] = {}
+            for e in todo:
+                by_bookie.setdefault(sets[e][attempt[e]], []).append(e)
+            retry: list[int] = []
+            for bookie, ids in by_bookie.items():
+                if bookie in self.down:  # failed earlier in this run: not waited for again
+                    for e in ids:
+                        errors[e].append(self.down[bookie])
+                else:
+                    self._read_from(bookie, ledger_id, ids, kind, password, got, fallback, errors)
+                retry.extend(e for e in ids if e not in got)
+            todo = []
+            for e in retry:
+                attempt[e] += 1
+                if attempt[e] < len(sets[e]):
+                    todo.append(e)
+        for e in entry_ids:
+            stored = got.get(e) or fallback.get(e)
+            if stored is not None:
+                yield stored
+                continue
+            errs = errors[e]
+            if errs and not all(msg.endswith(_ABSENT) for msg in errs):
+                raise StoreUnavailable(
+                    f"entry {ledger_id}:{e}: no replica could be read: " + "; ".join(errs)
+                )
+            # held by no replica: skipped, as offline
+
+    def _read_from(
+        self,
+        bookie: str,
+        ledger_id: int,
+        ids: list[int],
+        kind: DigestType | None,
+        password: bytes | None,
+        got: dict[int, StoredEntry],
+        fallback: dict[int, StoredEntry],
+        errors: dict[int, list[str]],
+    ) -> None:
+        conn = self.pool.get(bookie)
+        try:
+            for reply in conn.read_entries(ledger_id, ids):
+                e = reply.entry_id
+                if e not in errors:
+                    continue
+                if reply.status != "EOK" or reply.body is None:
+                    errors[e].append(f"{bookie}: {reply.status}")
+                    continue
+                stored = StoredEntry(ledger_id, e, _location(bookie), reply.body)
+                if digest_ok(reply.body, ledger_id, e, kind, password) is False:
+                    errors[e].append(f"{bookie}: digest does not verify")
+                    fallback.setdefault(e, stored)
+                    continue
+                got[e] = stored
+        except BookieUnavailable as exc:
+            self._mark_down(bookie, exc)
+            for e in ids:
+                if e not in got:
+                    errors[e].append(exc.one_line())
+
+
+def _write_sets(md: LedgerMetadata, entry_ids: range | list[int], order) -> dict[int, list[str]]:
+    """Each entry's write set in read order; one list per (segment, position) pattern."""
+    patterns: dict[tuple[int, int], list[str]] = {}
+    starts = sorted(md.ensembles)
+    out = {}
+    for e in entry_ids:
+        first = max((s for s in starts if s <= e), default=-1)
+        n = len(md.ensembles.get(first, ())) or 1
+        key = (first, e % n)
+        ws = patterns.get(key)
+        if ws is None:
+            ws = patterns[key] = order(write_set(md, e))
+        out[e] = ws
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _location(bookie: str, size: int | None = None) -> Location:
+    """Where a live entry came from: the bookie, no file and no offset."""
+    return Location("live", Path(bookie), -1, -1, size)
+
+
+def open_live(
+    metadata: MetadataStore, options: ClientOptions | None = None, password: bytes | None = None
+) -> LiveBookieStore:
+    return LiveBookieStore(metadata, options, password)

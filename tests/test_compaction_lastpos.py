@@ -1,0 +1,78 @@
+"""The compacted last message position per broker generation (formats.md §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pulsarctl_py.compaction.lastpos import last_position
+from pulsarctl_py.decoders import compacted
+from pulsarctl_py.decoders.payload import build_batch, placeholder
+from pulsarctl_py.decoders.pulsar import build_entry
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+
+def _framed(md, payload: bytes) -> bytes:
+    return compacted.build(api.MessageIdData(ledgerId=7, entryId=3), build_entry(md, payload))
+
+
+def _batch(kept: list[bool], pip429: bool = False) -> bytes:
+    md = api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    md.num_messages_in_batch = len(kept)
+    rows = []
+    for i, keep in enumerate(kept):
+        if keep:
+            rows.append((api.SingleMessageMetadata(partition_key=f"k{i}"), b"v"))
+        elif not pip429:
+            rows.append((placeholder(), None))
+    if pip429:
+        md.compacted_batch_indexes.extend(i for i, k in enumerate(kept) if k)
+    plain = build_batch(rows)
+    md.uncompressed_size = len(plain)
+    return _framed(md, plain)
+
+
+def test_nothing_compacted_is_earliest():
+    assert last_position(None).position is None
+
+
+def test_a_trailing_placeholder_hangs_readers_only_before_18877():
+    framed = _batch([True, True, False])
+    newest = last_position(framed, "pip-429")
+    assert newest.position == "7:3:1" and not newest.hangs
+    old = last_position(framed, "pre-18877")
+    assert old.position == "7:3:2" and old.hangs
+    assert old.delivered_last == "7:3:1"
+
+
+def test_pip_429_batches_use_the_last_listed_index():
+    framed = _batch([False, True, False, False], pip429=True)
+    assert last_position(framed, "pip-429").position == "7:3:1"
+    assert last_position(framed, "pre-18877").hangs  # answers 7:3:3
+
+
+def test_single_messages_and_batches_of_one():
+    md = api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, partition_key="k")
+    single = _framed(md, b"v")
+    assert last_position(single).position == "7:3"
+    old = last_position(single, "pre-18877")
+    assert old.position == "7:3:0" and not old.hangs
+    assert old.findings[0]["code"] == "last-position-nonbatched-index"
+    one = last_position(_batch([True]))
+    assert one.position == "7:3" and one.findings == []
+
+
+def test_encrypted_batches_fail_before_pip_429():
+    md = api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    md.num_messages_in_batch = 3
+    md.encryption_keys.add(key="k", value=b"x")
+    framed = _framed(md, b"\x01" * 20)
+    assert last_position(framed, "pip-429").position == "7:3:2"
+    failed = last_position(framed, "pre-pip-429")
+    assert failed.position is None and "Invalid unknown tag type" in failed.error
+
+
+def test_unknown_generation_is_refused():
+    from pulsarctl_py.errors import LedgerctlError
+
+    with pytest.raises(LedgerctlError):
+        last_position(None, "1.0")

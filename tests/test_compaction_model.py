@@ -1,0 +1,354 @@
+"""Compaction semantics against a reference model over generated topic histories.
+
+The histories are built with the decoders' own layer builders: single messages and
+batches, every codec, tombstones (empty values) in and out of batches, keyless messages,
+encrypted batches, chunked messages, markers, broker entry metadata, batches that already
+carry placeholders (a previous compaction's output), an empty topic and topics whose keys
+are all deleted. The reference model is the compactors' rules written the plain way (a dict
+per key, formats.md §6.3-§6.4 and EventTimeOrderCompactor); the code under test runs them
+through the engine's key table (spilling to RocksDB or not) and rebuilds the entries. The
+compacted entries are then decoded like a reader would, and must hold exactly the model's
+messages, with valid CRC32C checksums, the original broker entry metadata, batch sizes
+unchanged, in topic order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pulsarctl_py.compaction.core import (
+    FORMAT_CLASSIC,
+    FORMAT_PIP_429,
+    ORDER_EVENT_TIME,
+    ORDER_PUBLISHING,
+    CompactionOptions,
+    Stats,
+    fold_for,
+    phase_one,
+    phase_two,
+)
+from pulsarctl_py.compaction.reader import raw_entry
+from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
+from pulsarctl_py.decoders.codecs import compress
+from pulsarctl_py.decoders.payload import build_batch, placeholder
+from pulsarctl_py.decoders.pulsar import build_entry
+from pulsarctl_py.engines.local import LocalKeyTable
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+KEYS = st.sampled_from(["a", "b", "c", "d", "é", ""])
+MAYBE_KEY = st.one_of(st.none(), KEYS)
+VALUE = st.one_of(st.just(b""), st.binary(min_size=1, max_size=20))
+CODEC = st.sampled_from([0, 1, 2, 3, 4])
+EVENT = st.one_of(st.none(), st.integers(1, 5))
+
+
+@dataclass
+class Msg:
+    key: str | None
+    value: bytes
+    event_time: int | None = None
+    compacted_out: bool = False
+
+
+@dataclass
+class Spec:
+    kind: str  # single, batch, encrypted, marker, chunk
+    msgs: list[Msg] = field(default_factory=list)
+    codec: int = 0
+    bem: bool = False
+    chunk: tuple[str, int, int] | None = None  # uuid, chunk id, chunks
+    size_field: bool = True
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> list[Spec]:
+    out: list[Spec] = []
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(
+            st.sampled_from(["single", "single", "batch", "batch", "encrypted", "marker", "chunk"])
+        )
+        spec = Spec(kind, codec=draw(CODEC), bem=draw(st.booleans()))
+        if kind == "single":
+            spec.msgs = [Msg(draw(MAYBE_KEY), draw(VALUE), draw(EVENT))]
+            # a message without uncompressed_size cannot have been compressed
+            spec.size_field = spec.codec != 0 or draw(st.sampled_from([True, True, False]))
+        elif kind == "batch":
+            n = draw(st.integers(1, 5))
+            spec.msgs = [
+                Msg(draw(MAYBE_KEY), draw(VALUE), draw(EVENT), draw(st.booleans()) and n > 1)
+                for _ in range(n)
+            ]
+            if all(m.compacted_out for m in spec.msgs):
+                spec.msgs[0].compacted_out = False
+        elif kind == "encrypted":
+            n = draw(st.integers(1, 4))
+            key = draw(MAYBE_KEY)
+            spec.msgs = [Msg(key, draw(st.binary(min_size=1, max_size=20))) for _ in range(n)]
+        elif kind == "chunk":
+            parts = draw(st.integers(2, 3))
+            key, value = draw(KEYS), draw(st.binary(min_size=parts, max_size=30))
+            uuid = f"p-{len(out)}"
+            for i in range(parts):
+                out.append(Spec("chunk", [Msg(key, value)], 0, spec.bem, (uuid, i, parts)))
+            continue
+        out.append(spec)
+    return out
+
+
+def build(spec: Spec, seq: int) -> bytes:
+    md = api.MessageMetadata(producer_name="gen", sequence_id=seq, publish_time=1000 + seq)
+    if spec.kind == "marker":
+        md.marker_type = 20
+        payload = b""
+    elif spec.kind == "single" or spec.kind == "chunk":
+        m = spec.msgs[0]
+        if m.key is not None:
+            md.partition_key = m.key
+        if m.event_time is not None:
+            md.event_time = m.event_time
+        md.compression = spec.codec
+        if spec.size_field:
+            md.uncompressed_size = len(m.value)
+        payload = compress(spec.codec, m.value) if spec.codec else m.value
+        if spec.chunk is not None:
+            uuid, cid, parts = spec.chunk
+            md.uuid, md.chunk_id, md.num_chunks_from_msg = uuid, cid, parts
+            md.total_chunk_msg_size = len(m.value) * parts
+            md.uncompressed_size = len(m.value) * parts
+    elif spec.kind == "batch":
+        rows = []
+        for m in spec.msgs:
+            if m.compacted_out:
+                rows.append((placeholder(), None))
+                continue
+            smm = api.SingleMessageMetadata()
+            if m.key is not None:
+                smm.partition_key = m.key
+            if m.event_time is not None:
+                smm.event_time = m.event_time
+            rows.append((smm, m.value))
+        plain = build_batch(rows)
+        md.num_messages_in_batch = len(spec.msgs)
+        md.compression = spec.codec
+        md.uncompressed_size = len(plain)
+        payload = compress(spec.codec, plain) if spec.codec else plain
+    else:  # encrypted batch: opaque payload, batch-level key (Commands.initBatchMessageMetadata)
+        md.num_messages_in_batch = len(spec.msgs)
+        if spec.msgs[0].key is not None:
+            md.partition_key = spec.msgs[0].key
+        md.encryption_keys.add(key="k", value=b"x")
+        md.encryption_param = b"\x00" * 12
+        md.uncompressed_size = 40
+        payload = b"".join(m.value for m in spec.msgs) + b"\x00" * 16
+    bem = api.BrokerEntryMetadata(broker_timestamp=5000 + seq, index=seq) if spec.bem else None
+    return build_entry(md, payload, checksum=True, broker_entry_metadata=bem)
+
+
+def history(entries: list[Spec]) -> list:
+    out = []
+    for i, spec in enumerate(entries):
+        data = build(spec, i)
+        position = (3 + i // 5, i % 5)
+        entry = decode_entry(
+            data, DecodeOptions(outer=Outer.PULSAR_ENTRY, depth=Depth.METADATA), position
+        )
+        out.append(raw_entry(entry))
+    return out
+
+
+# -- the reference model ------------------------------------------------------------------------
+
+
+def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
+    """Retained (ledger, entry, batch index) and the latest per key, the plain way."""
+    latest: dict[str, tuple] = {}  # key -> (position, event time)
+    positions = [(3 + i // 5, i % 5) for i in range(len(entries))]
+
+    def offer(key: str, pid: tuple, size: int, et: int, batched: bool) -> None:
+        if opts.order == ORDER_PUBLISHING:
+            if size > 0:
+                latest[key] = (pid, et)
+            else:
+                latest.pop(key, None)
+            return
+        old = latest.get(key)
+        newer = old is None or (et > old[1] if batched else et >= old[1])
+        if newer:
+            if size > 0:
+                latest[key] = (pid, et)
+            else:
+                latest.pop(key, None)
+
+    for spec, (lid, eid) in zip(entries, positions, strict=True):
+        if spec.kind == "marker":
+            continue
+        if spec.kind == "batch":
+            for i, m in enumerate(spec.msgs):
+                if m.compacted_out or m.key is None:
+                    continue
+                offer(m.key, (lid, eid, i), len(m.value), m.event_time or 0, True)
+        else:
+            m = spec.msgs[0]
+            if m.key is None:
+                continue
+            if spec.kind == "single":
+                size = len(m.value) if spec.size_field else 1
+            elif spec.kind == "chunk":
+                size = len(m.value) * spec.chunk[2]
+            else:
+                size = 40
+            offer(m.key, (lid, eid, -1), size, m.event_time or 0, False)
+    winners = {key: pid for key, (pid, _et) in latest.items()}
+    last_chunk = {}
+    for spec, (lid, eid) in zip(entries, positions, strict=True):
+        if spec.kind == "chunk":
+            last_chunk[spec.chunk[0]] = (lid, eid, -1)
+    kept: set = set()
+    for spec, (lid, eid) in zip(entries, positions, strict=True):
+        if spec.kind == "marker":
+            continue
+        if spec.kind == "batch":
+            for i, m in enumerate(spec.msgs):
+                if m.compacted_out:
+                    continue
+                if m.key is None:
+                    if opts.retain_null_key:
+                        kept.add((lid, eid, i))
+                elif winners.get(m.key) == (lid, eid, i) and m.value:
+                    kept.add((lid, eid, i))
+            continue
+        m = spec.msgs[0]
+        if m.key is None:
+            if opts.retain_null_key:
+                kept.add((lid, eid, -1))
+        elif winners.get(m.key) == (lid, eid, -1):
+            kept.add((lid, eid, -1))
+        elif spec.kind == "chunk" and winners.get(m.key) == last_chunk[spec.chunk[0]]:
+            kept.add((lid, eid, -1))  # an earlier chunk of the latest chunked message
+    return kept, winners
+
+
+def run(entries: list[Spec], opts: CompactionOptions, memory: int | None):
+    raws = history(entries)
+    table = LocalKeyTable(memory, fold=fold_for(opts))
+    for key, rank, tomb in phase_one(raws, opts):
+        table.offer(key, rank, tomb)
+    table.finish()
+    stats = Stats()
+    try:
+        out = list(phase_two(raws, table, opts, stats))
+    finally:
+        table.close()
+    return raws, out, stats
+
+
+OPTIONS = st.builds(
+    CompactionOptions,
+    retain_null_key=st.booleans(),
+    order=st.sampled_from([ORDER_PUBLISHING, ORDER_EVENT_TIME]),
+    format=st.sampled_from([FORMAT_CLASSIC, FORMAT_PIP_429]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries=specs(), opts=OPTIONS, memory=st.sampled_from([None, 1]))
+def test_compaction_equals_the_reference_model(entries, opts, memory):
+    raws, out, stats = run(entries, opts, memory)
+    expected, _winners = model(entries, opts)
+    by_position = {r.position: (spec, r) for spec, r in zip(entries, raws, strict=True)}
+    got: set = set()
+    positions = [c.position for c in out]
+    assert positions == sorted(positions) and len(set(positions)) == len(positions)
+    for c in out:
+        decoded = decode_entry(c.data, DecodeOptions(outer=Outer.COMPACTED))
+        assert decoded.ok, decoded.problems
+        assert decoded.message_position == c.position
+        spec, raw = by_position[c.position]
+        framed = decoded.layers[0]
+        inner = c.data[framed.offset + framed.length :]
+        assert inner.startswith(raw.bem)  # the broker entry metadata prefix is kept
+        md = decoded.metadata
+        if spec.kind == "batch":
+            assert md.num_messages_in_batch == len(spec.msgs)
+            if raw.bem:
+                assert decoded.broker_entry_metadata is not None
+            assert decoded.has_checksum
+            for m in decoded.messages:
+                if opts.format == FORMAT_PIP_429 or not _is_placeholder(decoded, m.batch_index):
+                    src = spec.msgs[m.batch_index]
+                    assert (m.key, bytes(m.value or b"")) == (src.key, src.value)
+                    got.add((*c.position, m.batch_index))
+            if opts.format == FORMAT_PIP_429:
+                assert list(md.compacted_batch_indexes) == [m.batch_index for m in decoded.messages]
+            else:
+                assert not md.compacted_batch_indexes
+                assert len(decoded.messages) + len(decoded.placeholders) == len(spec.msgs)
+        else:
+            # copied byte for byte
+            assert c.data.endswith(raw.data)
+            got.add((*c.position, -1))
+    assert got == expected
+    assert stats.entries_in == len(entries)
+    assert stats.entries_out == len(out)
+    assert stats.markers == sum(1 for s in entries if s.kind == "marker")
+    assert stats.not_compactable == sum(1 for s in entries if s.kind == "encrypted")
+    if opts.keep_chunks is False:
+        assert stats.chunks_kept == 0
+
+
+def _is_placeholder(decoded, index: int) -> bool:
+    return index in decoded.placeholders
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries=specs(), opts=OPTIONS)
+def test_spill_to_disk_gives_the_same_bytes(entries, opts):
+    _, in_memory, s1 = run(entries, opts, None)
+    _, spilled, s2 = run(entries, opts, 1)
+    assert [(c.position, c.data) for c in in_memory] == [(c.position, c.data) for c in spilled]
+    assert s1.kept == s2.kept and s1.to == s2.to
+
+
+def test_empty_topic_and_all_keys_deleted():
+    opts = CompactionOptions()
+    assert run([], opts, None)[1] == []
+    deleted = [
+        Spec("single", [Msg("a", b"v")]),
+        Spec("single", [Msg("a", b"")]),
+        Spec("batch", [Msg("b", b"x"), Msg("b", b"")]),
+    ]
+    _raws, out, stats = run(deleted, opts, None)
+    assert out == [] and stats.kept == 0
+    # Pulsar's phase one counts a batch as not deleted when any record has a value, even one
+    # its own tombstone removes later: "to" (pulsar/compactedTo) is that batch
+    assert stats.to == (3, 2)
+
+
+def test_pulsar_keeps_only_the_last_chunk_we_keep_all_of_them():
+    chunks = [Spec("chunk", [Msg("k", b"abc")], chunk=("u", i, 3)) for i in range(3)]
+    entries = [Spec("single", [Msg("k", b"old")]), *chunks]
+    _, ours, stats = run(entries, CompactionOptions(), None)
+    assert [c.position for c in ours] == [(3, 1), (3, 2), (3, 3)]
+    assert stats.chunks_kept == 2 and stats.kept == 1
+    _, pulsar, _ = run(entries, CompactionOptions(keep_chunks=False), None)
+    assert [c.position for c in pulsar] == [(3, 3)]
+
+
+def test_null_value_flag_is_not_a_tombstone_sizes_are():
+    md = api.MessageMetadata(
+        producer_name="p",
+        sequence_id=1,
+        publish_time=1,
+        partition_key="k",
+        null_value=True,
+        uncompressed_size=3,
+    )
+    flagged = build_entry(md, b"abc")
+    entry = raw_entry(
+        decode_entry(flagged, DecodeOptions(outer=Outer.PULSAR_ENTRY, depth=Depth.METADATA), (1, 0))
+    )
+    records = list(phase_one([entry], CompactionOptions()))
+    assert records and records[0][2] is False

@@ -1,0 +1,273 @@
+"""The live store against test bookies serving the real bookie's directory.
+
+What a live read returns must equal what the offline store reads from the same directory;
+faults (a bookie down, silent, closing mid-answer, holding different bytes) must end in
+failover or in one error within the timeout, never a hang.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pulsarctl_py.decoders import Depth
+from pulsarctl_py.errors import StoreUnavailable
+from pulsarctl_py.ledgers import LedgerSource
+from pulsarctl_py.stores.bookie import BookieStore, open_bookie
+from pulsarctl_py.stores.live import (
+    BookieConnection,
+    BookieUnavailable,
+    ClientOptions,
+    LiveBookieStore,
+    write_set,
+)
+from pulsarctl_py.stores.live.config import parse_address_map, resolve_client_options
+from pulsarctl_py.stores.metadata import open_metadata_store
+from tests.live_bookie import TestBookie
+from tests.live_world import (
+    LIVE_DATA,
+    REAL_BOOKIE,
+    corpus_metadata,
+    replicated_metadata,
+    self_signed,
+    server_context,
+)
+
+LEDGERS = range(9)
+
+
+@pytest.fixture(scope="module")
+def offline() -> Iterator[BookieStore]:
+    with open_bookie([LIVE_DATA]) as store:
+        yield store
+
+
+@pytest.fixture(scope="module")
+def metadata_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return corpus_metadata(tmp_path_factory.mktemp("live") / "metadata")
+
+
+@pytest.fixture(scope="module")
+def bookie() -> Iterator[TestBookie]:
+    with TestBookie(LIVE_DATA) as b:
+        yield b
+
+
+def live_store(url: str, bookie: TestBookie | str, **kw) -> LiveBookieStore:
+    address = bookie if isinstance(bookie, str) else bookie.address
+    options = ClientOptions(addresses=((REAL_BOOKIE, address),), **kw)
+    return LiveBookieStore(open_metadata_store(url), options)
+
+
+def close(store: LiveBookieStore) -> None:
+    store.close()
+    store.metadata.close()
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v3", "v2"])
+def test_every_ledger_reads_like_offline(
+    offline: BookieStore, metadata_url: str, bookie: TestBookie, v2: bool
+) -> None:
+    store = live_store(metadata_url, bookie, v2=v2)
+    try:
+        for ledger_id in LEDGERS:
+            want = [(s.entry_id, s.data) for s in offline.read_entries(ledger_id)]
+            got = [(s.entry_id, s.data) for s in store.read_entries(ledger_id)]
+            assert got == want, ledger_id
+            assert store.last_entry_id(ledger_id) == offline.last_entry_id(ledger_id)
+        # a later range starts where asked, and a single read is the same bytes
+        assert [s.entry_id for s in store.read_entries(0, 30, 33)] == [30, 31, 32, 33]
+        assert store.read_entry(4, 2) == offline.read_entry(4, 2)
+    finally:
+        close(store)
+
+
+def test_explicit_lac_comes_from_read_lac(
+    offline: BookieStore, metadata_url: str, bookie: TestBookie
+) -> None:
+    store = live_store(metadata_url, bookie)
+    try:
+        info = store.ledger(8)  # OPEN, explicit LAC stored (corpus README)
+        assert info.explicit_lac == offline.ledger(8).explicit_lac
+        assert info.explicit_lac_value is not None
+        assert info.last_entry_id == offline.last_entry_id(8)
+    finally:
+        close(store)
+
+
+def test_ledger_source_decodes_the_same_entries_live_and_offline(
+    metadata_url: str, bookie: TestBookie, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LEDGERCTL_BOOKIE_ADDRESSES", f"{REAL_BOOKIE}={bookie.address}")
+    for ledger_id in (0, 1, 2, 3, 4, 6, 7):
+        with LedgerSource.open(metadata_url, [LIVE_DATA], b"secret") as off:
+            view = off.ledger(ledger_id)
+            want = [(e.position, e.problems, e.data) for e in off.entries(view, depth=Depth.ENTRY)]
+            lac = view.lac
+        with LedgerSource.open(metadata_url, None, b"secret", need_bookie=True) as on:
+            assert isinstance(on.bookie, LiveBookieStore)
+            view = on.ledger(ledger_id)
+            got = [(e.position, e.problems, e.data) for e in on.entries(view, depth=Depth.ENTRY)]
+            assert view.lac == lac
+        assert got == want
+        assert not any(p for _, p, _ in got), ledger_id  # every digest verified
+
+
+def test_bookie_dir_still_wins(metadata_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEDGERCTL_LIVE", "1")
+    with LedgerSource.open(metadata_url, [LIVE_DATA], need_bookie=True) as source:
+        assert isinstance(source.bookie, BookieStore)
+    with LedgerSource.open(metadata_url, None) as source:
+        assert isinstance(source.bookie, LiveBookieStore)
+    monkeypatch.delenv("LEDGERCTL_LIVE")
+    with LedgerSource.open(metadata_url, None) as source:
+        assert source.bookie is None  # metadata-only commands stay metadata-only
+
+
+def test_reads_never_fence_and_share_one_connection(metadata_url: str) -> None:
+    with TestBookie(LIVE_DATA, mode="reorder") as b:
+        store = live_store(metadata_url, b, window=16)
+        try:
+            for ledger_id in LEDGERS:
+                list(store.read_entries(ledger_id))
+        finally:
+            close(store)
+        assert b.requests and {r.op for r in b.requests} <= {"read", "lac"}
+        assert not any(r.fence for r in b.requests)
+        assert b.accepted == 1  # one connection reused for every call
+
+
+def test_many_reads_in_flight_answered_out_of_order(offline: BookieStore) -> None:
+    with TestBookie(LIVE_DATA, mode="reorder") as b:
+        conn = BookieConnection(b.address, ClientOptions(window=32))
+        try:
+            ids = list(range(40)) * 3  # repeated ids: several reads of one entry in flight
+            replies = list(conn.read_entries(0, ids))
+        finally:
+            conn.close()
+        assert len(replies) == len(ids)
+        assert sorted(r.entry_id for r in replies) == sorted(ids)
+        for r in replies:
+            assert r.body == offline.read_entry(0, r.entry_id)
+        assert b.max_batch > 1  # the requests really were pipelined
+        assert b.max_batch <= 32  # and bounded by the window
+
+
+@pytest.mark.parametrize("mode", ["silent", "close-mid"])
+def test_broken_bookie_fails_within_the_timeout(metadata_url: str, mode: str) -> None:
+    with TestBookie(LIVE_DATA, mode=mode) as b:
+        store = live_store(metadata_url, b, timeout=0.5)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable) as info:
+                list(store.read_entries(0, 0, 39))
+            elapsed = time.monotonic() - started
+        finally:
+            close(store)
+    message = info.value.one_line()
+    assert "\n" not in message
+    if mode == "silent":
+        assert "no answer within 0.5s" in message
+    else:  # half an answer, then the close (a reset when requests were still unread)
+        assert "middle of a response" in message or "connection lost" in message
+    assert elapsed < 3.0  # one timeout, not one per entry
+
+
+def test_unreachable_bookie_is_one_line_error(metadata_url: str) -> None:
+    with TestBookie(LIVE_DATA) as b:
+        address = b.address  # then closed: nothing listens there any more
+    store = live_store(metadata_url, address, timeout=1)
+    try:
+        with pytest.raises(StoreUnavailable, match="cannot connect"):
+            store.read_entry(0, 0)
+    finally:
+        close(store)
+    with pytest.raises(BookieUnavailable, match="cannot connect"):
+        BookieConnection(address, ClientOptions(timeout=1)).read_lac(0)
+
+
+def test_write_set_follows_round_robin(tmp_path: Path) -> None:
+    url = replicated_metadata(tmp_path / "md", ["a:1", "b:1", "c:1"], 2, 2)
+    with open_metadata_store(url) as md_store:
+        store = LiveBookieStore(md_store)
+        md = store.metadata_of(0)
+        assert [write_set(md, e) for e in range(4)] == [
+            ["a:1", "b:1"],
+            ["b:1", "c:1"],
+            ["c:1", "a:1"],
+            ["a:1", "b:1"],
+        ]
+
+
+def test_failover_to_the_next_replica(offline: BookieStore, tmp_path: Path) -> None:
+    good = [TestBookie(LIVE_DATA) for _ in range(2)]
+    with TestBookie(LIVE_DATA) as gone:
+        down = gone.address
+    corrupt = TestBookie(LIVE_DATA, corrupt={(0, e): _flip for e in range(40)})
+    ids = ["b1:3181", "b2:3181", "b3:3181"]
+    url = replicated_metadata(tmp_path / "md", ids, 3, 2)
+    try:
+        # first replica down, second holding bad bytes: every entry from the third
+        addresses = dict(zip(ids, [down, corrupt.address, good[0].address], strict=True))
+        options = ClientOptions(addresses=tuple(addresses.items()), timeout=1)
+        with open_metadata_store(url) as md_store, LiveBookieStore(md_store, options) as store:
+            got = {s.entry_id: s.data for s in store.read_entries(0)}
+            assert got == {s.entry_id: s.data for s in offline.read_entries(0)}
+            assert set(store.down) == {"b1:3181"}
+            assert good[0].requests and not good[1].requests
+    finally:
+        corrupt.close()
+        for b in good:
+            b.close()
+
+
+def _flip(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 0xFF])
+
+
+def test_tls_with_a_ca_file(metadata_url: str, tmp_path: Path, offline: BookieStore) -> None:
+    cert, key = self_signed(tmp_path)
+    with TestBookie(LIVE_DATA, tls=server_context(cert, key)) as b:
+        store = live_store(metadata_url, b, tls=True, ca_file=cert)
+        try:
+            assert store.read_entry(0, 5) == offline.read_entry(0, 5)
+        finally:
+            close(store)
+        assert b.requests[0].op == "tls"
+        # without the CA the handshake fails: one line, the store unavailable
+        store = live_store(metadata_url, b, tls=True, timeout=2)
+        try:
+            with pytest.raises(StoreUnavailable, match="TLS handshake failed"):
+                store.read_entry(0, 5)
+        finally:
+            close(store)
+
+
+def test_client_options_from_flags_and_env(tmp_path: Path) -> None:
+    env = {
+        "LEDGERCTL_BOOKIE_ADDRESSES": "a:3181=127.0.0.1:1, b:3181=127.0.0.1:2",
+        "LEDGERCTL_BOOKIE_TIMEOUT": "2.5",
+        "LEDGERCTL_BOOKIE_PROTOCOL": "v2",
+    }
+    opts = resolve_client_options(env=env)
+    assert opts.address_of("b:3181") == "127.0.0.1:2" and opts.address_of("c:1") == "c:1"
+    assert (opts.timeout, opts.v2, opts.tls) == (2.5, True, False)
+    flags = resolve_client_options(addresses=["a:3181=h:9"], timeout=1, protocol="v3", env=env)
+    assert (flags.addresses, flags.timeout, flags.v2) == ((("a:3181", "h:9"),), 1, False)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    assert resolve_client_options(ca_file=ca, env={}).tls is True
+    for bad in (
+        {"addresses": ["nonsense"]},
+        {"timeout": 0},
+        {"protocol": "v9"},
+        {"ca_file": tmp_path / "missing.pem"},
+        {"tls": True, "protocol": "v2"},
+    ):
+        with pytest.raises(Exception) as info:
+            resolve_client_options(env={}, **bad)
+        assert info.value.exit_code == 2  # bad input
+    assert parse_address_map(["x=y,z=w"]) == (("x", "y"), ("z", "w"))

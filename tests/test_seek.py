@@ -1,0 +1,431 @@
+"""`seek` against linear references, the OpFindNewest model, KoP's quirks and the read budget.
+
+Topics here are generated in memory (:class:`MemoryReader` counts reads like a store); the
+store-backed and CLI tests are in tests/stores/test_seek_stores.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pulsarctl_py.errors import LedgerctlError, NotFoundError
+from pulsarctl_py.seek import (
+    DEFAULT_CLOCK_SKEW_MS,
+    CachedReader,
+    FlatTopic,
+    Head,
+    SeekLedger,
+    decode_legacy_offset,
+    encode_legacy_offset,
+    exact_scan,
+    find_position_range,
+    max_reads,
+    seek_index,
+    seek_legacy,
+    seek_position,
+    seek_time_broker,
+    seek_time_kop,
+)
+
+
+class MemoryReader:
+    """Heads of a generated topic; counts every read."""
+
+    def __init__(self, heads: dict[tuple[int, int], Head]) -> None:
+        self.heads = heads
+        self.reads = 0
+        self.read_positions: list[tuple[int, int]] = []
+
+    def head(self, ledger_id: int, entry_id: int) -> Head:
+        self.reads += 1
+        self.read_positions.append((ledger_id, entry_id))
+        return self.heads[(ledger_id, entry_id)]
+
+
+@dataclass
+class World:
+    ledgers: list[SeekLedger]
+    heads: dict[tuple[int, int], Head]
+
+    @property
+    def flat(self) -> FlatTopic:
+        return FlatTopic(self.ledgers)
+
+    def order(self) -> list[Head]:
+        flat = self.flat
+        return [self.heads[flat.position(i)] for i in range(flat.n)]
+
+    def reader(self) -> tuple[MemoryReader, CachedReader]:
+        inner = MemoryReader(self.heads)
+        return inner, CachedReader(inner)
+
+
+def make_world(
+    splits: list[int],
+    steps: list[int],
+    bem: list[bool],
+    *,
+    t0: int = 1_700_000_000_000,
+    close_delay: int = 5,
+    batch: list[int] | None = None,
+    open_last: bool = False,
+    missing: set[int] = frozenset(),  # type: ignore[assignment]
+) -> World:
+    """Ledgers 100, 101, ... holding ``splits`` entries, times rising by ``steps``."""
+    heads: dict[tuple[int, int], Head] = {}
+    ledgers = []
+    ts = t0
+    k = 0
+    index = -1
+    for n, (count, with_bem) in enumerate(zip(splits, bem, strict=True)):
+        lid = 100 + n
+        for e in range(count):
+            ts += steps[k % len(steps)]
+            msgs = batch[k % len(batch)] if batch else 1
+            k += 1
+            index += msgs
+            heads[(lid, e)] = Head(
+                lid,
+                e,
+                publish_time=ts,
+                broker_timestamp=ts if with_bem else None,
+                index=index if with_bem else None,
+                num_messages=msgs,
+            )
+        is_open = open_last and n == len(splits) - 1
+        close = None if is_open else ts + 1 + close_delay
+        if close is not None:
+            ts = close  # the next ledger's entries come after this one was closed
+        ledgers.append(SeekLedger(lid, count, close, "gone" if lid in missing else None))
+    return World(ledgers, heads)
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    nledgers = draw(st.integers(1, 6))
+    splits = draw(st.lists(st.integers(0, 40), min_size=nledgers, max_size=nledgers))
+    steps = draw(st.lists(st.sampled_from([0, 0, 1, 7, 30_000, 90_000]), min_size=1, max_size=8))
+    bem = draw(st.lists(st.booleans(), min_size=nledgers, max_size=nledgers))
+    batch = draw(st.lists(st.integers(1, 5), min_size=1, max_size=4))
+    open_last = draw(st.booleans())
+    close_delay = draw(st.integers(0, DEFAULT_CLOCK_SKEW_MS - 2))
+    return make_world(splits, steps, bem, batch=batch, open_last=open_last, close_delay=close_delay)
+
+
+def _target(draw_world: World, data: st.DataObject) -> int:
+    times = [h.timestamp for h in draw_world.order()]
+    if not times:
+        return data.draw(st.integers(0, 2**40))
+    choice = data.draw(st.sampled_from(["exact", "between", "before", "after"]))
+    if choice == "exact":
+        return data.draw(st.sampled_from(times))
+    if choice == "before":
+        return min(times) - data.draw(st.integers(0, 100_000))
+    if choice == "after":
+        return max(times) + data.draw(st.integers(1, 100_000))
+    return data.draw(st.integers(min(times), max(times)))
+
+
+# -- the broker rule ----------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds(), st.data(), st.sampled_from([-1, 0, 1000, DEFAULT_CLOCK_SKEW_MS]))
+def test_broker_rule_matches_the_linear_reference(world: World, data, skew: int) -> None:
+    target = _target(world, data)
+    order = world.order()
+    inner, reader = world.reader()
+    result, _ = seek_time_broker(world.flat, reader, target, skew)
+    if not order:
+        assert result.findings and result.head is None
+        return
+    expected = next((h for h in order if h.timestamp >= target), None)
+    if expected is None:
+        assert result.end and result.head is None
+    else:
+        assert not result.end
+        assert (result.head.ledger_id, result.head.entry_id) == (
+            expected.ledger_id,
+            expected.entry_id,
+        )
+        assert result.head.timestamp_source == (
+            "broker_entry_metadata" if expected.broker_timestamp is not None else "publish_time"
+        )
+    assert not result.findings
+    assert not any("backwards" in w for w in result.warnings)
+    # the read budget: ceil(log2 N) + 2 for the range searched
+    # the broker's probes (at most ceil(log2 N) + 3), plus the entry shown as the answer
+    assert inner.reads <= max_reads(max(result.search_range["entries"], 1)) + 2
+    assert len(set(inner.read_positions)) == inner.reads  # no entry read twice
+
+
+@settings(max_examples=200, deadline=None)
+@given(worlds(), st.data())
+def test_search_reads_at_most_log2_plus_two_per_ledger_searched(world: World, data) -> None:
+    """Without close-time narrowing the whole topic is one range. The broker's own probes
+    (OpFindNewest: its mid leans low and its max starts one past the range) take at most
+    ceil(log2 N) + 3 reads; the model reads exactly those, never more."""
+    target = _target(world, data)
+    _inner, reader = world.reader()
+    _result, prober = seek_time_broker(world.flat, reader, target, -1)
+    n = world.flat.n
+    if n:
+        assert len({(p.head.ledger_id, p.head.entry_id) for p in prober.probes}) <= max_reads(n) + 1
+
+
+def test_probe_order_is_opfindnewest() -> None:
+    """Traced by hand from OpFindNewest: check first, check last, then mid = min + max((max -
+    min) / 2, 1) while max > min."""
+    world = make_world([10], [10], [False], t0=0)  # timestamps 10, 20, ..., 100
+    _inner, reader = world.reader()
+    result, prober = seek_time_broker(world.flat, reader, 75, -1)
+    assert [p.head.entry_id for p in prober.probes] == [0, 9, 5, 7, 6]
+    assert [p.phase for p in prober.probes] == [
+        "check-first",
+        "check-last",
+        "search",
+        "search",
+        "search",
+    ]
+    assert result.head.entry_id == 7  # the newest entry < 75 is 6 (70): the cursor reads 7
+    assert [p.matched for p in prober.probes] == [True, False, True, False, True]
+
+
+def test_strict_less_than_lands_on_an_exact_hit() -> None:
+    world = make_world([5], [10], [False], t0=0)
+    _, reader = world.reader()
+    result, _ = seek_time_broker(world.flat, reader, 30, -1)
+    assert result.head.entry_id == 2 and result.head.timestamp == 30
+
+
+def test_equal_timestamps_start_at_the_first_of_them() -> None:
+    world = make_world([8], [10, 0, 0, 0, 10], [True], t0=0)
+    times = [h.timestamp for h in world.order()]
+    _, reader = world.reader()
+    target = times[1]
+    result, _ = seek_time_broker(world.flat, reader, target, -1)
+    assert result.head.entry_id == times.index(target)
+
+
+def test_find_position_range_follows_the_broker() -> None:
+    ledgers = [
+        SeekLedger(1, 10, 1000),
+        SeekLedger(2, 10, 1500),
+        SeekLedger(3, 10, 3000),
+        SeekLedger(4, 10, 4000),
+    ]
+    assert find_position_range(ledgers, 2000, 0) == ((2, 9), (3, 9))
+    assert find_position_range(ledgers, 2000, -1) == (None, None)
+    assert find_position_range(ledgers, 2000, 600) == ((1, 9), (3, 9))
+    ledgers.append(SeekLedger(5, 3, None))
+    assert find_position_range(ledgers, 5000, 0) == ((4, 9), None)  # open: no end
+
+
+# -- non-monotonic timestamps: the model shows what the broker does -------------------------------
+
+
+def _backwards_world() -> World:
+    """Two ledgers; a producer clock set back by 10 minutes in the middle of the second."""
+    world = make_world([10, 10], [1000], [False, False], t0=0, close_delay=0)
+    for e in range(3, 7):
+        h = world.heads[(101, e)]
+        h.publish_time -= 600_000
+    return world
+
+
+def test_backwards_time_misleads_the_binary_search_and_exact_finds_the_truth() -> None:
+    world = _backwards_world()
+    _, reader = world.reader()
+    # 101:0..2 are 11001..13001, 101:3..6 ten minutes early, 101:7.. 18001..
+    result, prober = seek_time_broker(world.flat, reader, 12_500, -1)
+    assert [p.head.position for p in prober.probes] == [
+        "100:0",
+        "101:9",
+        "101:0",
+        "101:5",
+        "101:7",
+        "101:6",
+    ]
+    assert result.head.position == "101:7"  # the broker skips 101:2 .. 101:6
+    assert len(result.warnings) == 1 and "backwards" in result.warnings[0]
+    truth = exact_scan(iter(world.order()), 12_500)
+    assert truth["first_at_or_after"] == "101:2"
+    assert [(r["first"], r["last"]) for r in truth["non_monotonic_regions"]] == [("101:3", "101:6")]
+
+
+def test_skewed_first_entry_of_the_narrowed_range_resets_to_earliest() -> None:
+    """apache/pulsar#23910: the narrowed range's first entry is not before T, so OpFindNewest
+    finds nothing and the broker resets the cursor to the first entry of the topic."""
+    world = make_world([5, 5, 5], [1000], [False, False, False], t0=0, close_delay=0)
+    # ledger 101 closed at 10001; its last entry was published by a clock 5 minutes ahead
+    world.heads[(101, 4)].publish_time += 300_000
+    _, reader = world.reader()
+    result, prober = seek_time_broker(world.flat, reader, 12_000, 0)
+    assert result.search_range["start"] == "101:4"
+    assert result.search_range["narrowed_by_close_time"]
+    assert prober.probes[0].matched is False
+    assert result.head.position == "100:0"
+    assert any("first entry of the topic" in w for w in result.warnings)
+    # with the narrowing off (the documented workaround, skew -1) it is not fooled so
+    result2, _ = seek_time_broker(world.flat, world.reader()[1], 12_000, -1)
+    assert result2.head.position != "100:0"
+
+
+def test_contradicting_probes_are_warned() -> None:
+    world = make_world([16], [1000], [True], t0=0)
+    world.heads[(100, 8)].broker_timestamp = 0  # probed: mid of 16
+    _, reader = world.reader()
+    result, prober = seek_time_broker(world.flat, reader, 12_500, -1)
+    assert any(p.head.entry_id == 8 for p in prober.probes)
+    assert any("backwards" in w for w in result.warnings)
+
+
+def test_missing_ledger_is_stepped_around_not_taken_as_earliest() -> None:
+    world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={101})
+    _, reader = world.reader()
+    result, _ = seek_time_broker(world.flat, reader, 75, -1)
+    # 101's times (60..100) are gone: the first stored entry >= 75 is 102:0 (110)
+    assert result.head.position == "102:0"
+
+
+def test_unreadable_probe_is_a_finding() -> None:
+    world = make_world([16], [10], [False], t0=0)
+    world.heads[(100, 8)] = Head(100, 8, error="checksum mismatch")
+    _, reader = world.reader()
+    result, _ = seek_time_broker(world.flat, reader, 95, -1)
+    assert result.findings and "100:8" in result.findings[0]
+
+
+def test_empty_topic_is_a_finding() -> None:
+    world = make_world([0, 0], [10], [False, False])
+    result, _ = seek_time_broker(world.flat, world.reader()[1], 5, -1)
+    assert result.findings and result.head is None
+
+
+# -- KoP ---------------------------------------------------------------------------------------
+
+
+def _kop_world() -> World:
+    # three entries of 3 messages each: indexes 2, 5, 8; publish times 10, 20, 30
+    return make_world([3], [10], [True], t0=0, batch=[3])
+
+
+def test_kop_answers_the_last_offset_of_an_entry_published_at_t() -> None:
+    result, _ = seek_time_kop(_kop_world().flat, _kop_world().reader()[1], 20)
+    assert result.kafka_offset == 5  # not 3: the entry's last offset (§13)
+    assert result.head.position == "100:1" and result.batch_index == 2
+
+
+def test_kop_answers_index_plus_one_when_the_entry_is_older() -> None:
+    result, _ = seek_time_kop(_kop_world().flat, _kop_world().reader()[1], 25)
+    assert result.kafka_offset == 6
+    assert result.head.position == "100:2" and result.batch_index == 0
+
+
+def test_kop_before_the_first_entry_skips_its_first_messages() -> None:
+    result, _ = seek_time_kop(_kop_world().flat, _kop_world().reader()[1], 1)
+    assert result.kafka_offset == 2  # the first entry's LAST offset: offsets 0, 1 are skipped
+
+
+def test_kop_after_the_last_entry_is_the_log_end_offset() -> None:
+    result, _ = seek_time_kop(_kop_world().flat, _kop_world().reader()[1], 99)
+    assert result.kafka_offset == 9 == result.extra["log_end_offset"]
+    assert result.end and result.head is None
+
+
+def test_kop_uses_publish_time_not_broker_timestamp() -> None:
+    world = _kop_world()
+    for h in world.heads.values():
+        h.broker_timestamp = 1_000_000
+    result, _ = seek_time_kop(world.flat, world.reader()[1], 20)
+    assert result.kafka_offset == 5
+
+
+def test_kop_entry_without_index() -> None:
+    world = make_world([2, 2], [10], [False, True], t0=0)
+    result, _ = seek_time_kop(world.flat, world.reader()[1], 5)
+    assert result.findings and "skip-without-index" in result.findings[0]
+    result, _ = seek_time_kop(world.flat, world.reader()[1], 5, skip_without_index=True)
+    assert not result.findings and result.kafka_offset == 0
+
+
+# -- index ----------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(worlds(), st.data())
+def test_index_matches_the_linear_reference(world: World, data) -> None:
+    # broker entry metadata from some ledger on (an interceptor enabled later)
+    first_bem = data.draw(st.integers(0, len(world.ledgers)))
+    index = -1
+    for k, lg in enumerate(world.ledgers):
+        for e in range(lg.entries):
+            h = world.heads[(lg.ledger_id, e)]
+            if k >= first_bem:
+                index += h.num_messages
+                h.index = index
+            else:
+                h.index = None
+    order = world.order()
+    last = max((h.index for h in order if h.index is not None), default=-1)
+    target = data.draw(st.integers(0, last + 3))
+    inner, reader = world.reader()
+    result, _ = seek_index(world.flat, reader, target, skip_without_index=True)
+    expected = next((h for h in order if h.index is not None and h.index >= target), None)
+    if expected is None:
+        assert result.findings and (result.end or not order)
+    else:
+        assert result.head.position == expected.position
+        assert not result.findings
+        batch = target - expected.base_index
+        assert result.batch_index == (batch if expected.num_messages > 1 else None)
+    if order:
+        assert inner.reads <= max_reads(len(order)) + 1
+
+
+def test_index_without_skip_stops_at_entries_without_metadata() -> None:
+    world = make_world([4, 4], [10], [False, True], t0=0)
+    result, _ = seek_index(world.flat, world.reader()[1], 2)
+    assert result.findings and "skip-without-index" in result.findings[0]
+
+
+def test_negative_index_is_bad_input() -> None:
+    world = make_world([4], [10], [True], t0=0)
+    with pytest.raises(LedgerctlError):
+        seek_index(world.flat, world.reader()[1], -1)
+
+
+# -- legacy offsets and positions -----------------------------------------------------------------
+
+
+@given(st.integers(0, 2**19 - 1), st.integers(0, 2**32 - 1), st.integers(0, 4095))
+def test_legacy_offsets_round_trip(ledger: int, entry: int, batch: int) -> None:
+    off = encode_legacy_offset(ledger, entry, batch, "ledger-entry-batch")
+    assert decode_legacy_offset(off, "ledger-entry-batch") == (ledger, entry, batch)
+    off = encode_legacy_offset(ledger, entry % 2**28, None, "ledger-entry")
+    assert decode_legacy_offset(off, "ledger-entry") == (ledger, entry % 2**28, None)
+
+
+def test_legacy_offset_names_a_stored_entry() -> None:
+    world = make_world([4], [10], [False], t0=0, batch=[3])
+    off = encode_legacy_offset(100, 2, 1, "ledger-entry-batch")
+    result, _ = seek_legacy(world.flat, world.reader()[1], off)
+    assert result.head.position == "100:2" and result.batch_index == 1
+    assert result.extra["era"] == "ledger-entry-batch"
+    off = encode_legacy_offset(100, 3, None, "ledger-entry")
+    result, _ = seek_legacy(world.flat, world.reader()[1], off)
+    assert result.head.position == "100:3" and result.extra["era"] == "ledger-entry"
+    result, _ = seek_legacy(world.flat, world.reader()[1], 12345)
+    assert result.findings
+
+
+def test_position_that_does_not_exist() -> None:
+    world = make_world([4], [10], [False], t0=0)
+    with pytest.raises(NotFoundError):
+        seek_position(world.flat, world.reader()[1], 100, 9, None)
+    result, _ = seek_position(world.flat, world.reader()[1], 100, 3, None)
+    assert result.head.position == "100:3" and result.entries_read == 1
