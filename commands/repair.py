@@ -339,6 +339,14 @@ def compaction(
         help="Clear a CompactedTopicLedger whose ledger has no BookKeeper metadata, and move "
         "the __compaction cursor to the topic's start so the next compaction reads all keys.",
     ),
+    to: int = typer.Option(
+        None,
+        "--to",
+        metavar="LEDGER",
+        min=0,
+        help="Re-point CompactedTopicLedger to LEDGER (a ledger `compact --apply` wrote for "
+        "this topic) and the __compaction mark-delete to its pulsar/compactedTo horizon.",
+    ),
     metadata_url: str = options.METADATA_URL,
     bookie_dirs: list[Path] = options.BOOKIE_DIRS,
     plan_file: Path = PLAN_FILE,
@@ -346,18 +354,21 @@ def compaction(
     output: PlanOutput = OUTPUT,
 ) -> None:
     """Repair the compaction pointer of a topic (the __compaction cursor's
-    CompactedTopicLedger). Only --clear is implemented."""
+    CompactedTopicLedger): --clear a pointer to a lost ledger, or --to LEDGER. A ledger
+    whose custom metadata names another topic is refused."""
     from pulsarctl_py.repair import repairs
 
-    if not clear:
-        raise typer.BadParameter("say what to do: --clear", param_hint="--clear")
+    if clear == (to is not None):
+        raise typer.BadParameter("say what to do: --clear or --to LEDGER", param_hint="--clear")
     run_repair(
         metadata_url,
         bookie_dirs,
         plan_file,
         apply,
         output,
-        lambda d, s: repairs.clear_compaction(d, topic, s),
+        (lambda d, s: repairs.clear_compaction(d, topic, s))
+        if clear
+        else (lambda d, s: repairs.point_compaction(d, topic, to, s)),
     )
 
 
