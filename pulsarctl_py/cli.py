@@ -21,6 +21,7 @@ from pulsarctl_py.commands import (
     export,
     inspect,
     ledger,
+    migrate,
     repair,
     seek,
     topic,
@@ -65,6 +66,7 @@ seek.register(app)
 compact.register(app)
 export.register(app)
 repair.register(app)
+migrate.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

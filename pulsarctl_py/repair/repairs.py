@@ -703,11 +703,21 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
 
 
 def point_compaction(
-    draft: Draft, topic_name: str, ledger_id: int, source: LedgerSource | None
+    draft: Draft,
+    topic_name: str,
+    ledger_id: int,
+    source: LedgerSource | None,
+    *,
+    horizon: Position | None = None,
 ) -> bool:
     """Re-point ``CompactedTopicLedger`` to ``ledger_id`` (a ledger ``compact --apply``
     wrote) and the ``__compaction`` mark-delete to its horizon, the position its custom
     metadata ``pulsar/compactedTo`` names (the last entry phase one read, formats.md §6).
+
+    ``pulsar/compactedTo`` is phase one's "to", the last entry not entirely deleted: it may
+    lie before the horizon the compactor acknowledged (deletions at the tail), which makes
+    the next compaction re-read those few entries, nothing worse. ``horizon`` (a
+    migration that keeps the current one) overrides it.
 
     Refused: a ledger without metadata, not a closed compacted ledger, without
     ``compactedTo``, or naming another topic in ``pulsar/compactedTopic``. Returns whether
@@ -740,7 +750,10 @@ def point_compaction(
         raise DataError(
             f"ledger {ledger_id} has no readable pulsar/compactedTo: its horizon is unknown"
         )
-    horizon = (tags.compacted_to["ledger_id"], tags.compacted_to["entry_id"])
+    origin = "the horizon kept"
+    if horizon is None:
+        horizon = (tags.compacted_to["ledger_id"], tags.compacted_to["entry_id"])
+        origin = "its pulsar/compactedTo"
     record: dict[str, Any] = {
         "repair": "compaction",
         "topic": topic.name.full_name,
@@ -787,7 +800,7 @@ def point_compaction(
         cursor,
         horizon,
         f"{COMPACTED_TOPIC_LEDGER} {previous} -> {ledger_id}; mark-delete "
-        f"{_position_text(old)} -> {_position_text(horizon)} (its pulsar/compactedTo)",
+        f"{_position_text(old)} -> {_position_text(horizon)} ({origin})",
         properties=kept + props,
     )
     draft.unreachable.cursors.append(
