@@ -506,6 +506,24 @@ def undo(
         _warn(w)
     with _open_writable(metadata_url or plan.metadata_url) as store:
         print_outcome(undo_plan(plan_file, store))
+    written = [
+        ledger
+        for r in plan.repairs
+        for ledger in (
+            [
+                *(r.get("new_ledgers") or {}).values(),
+                (r.get("migration") or {}).get("written_ledger"),
+            ]
+        )
+        if isinstance(ledger, int)
+    ]
+    if written:
+        from pulsarctl_py import render
+
+        render.stderr_console().print(
+            f"ledgers the migration wrote stay, referenced by nothing: "
+            f"{', '.join(map(str, sorted(written)))} (`ledgerctl orphans --delete` removes them)"
+        )
 
 
 def register(app: typer.Typer) -> None:

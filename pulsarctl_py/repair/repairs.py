@@ -684,6 +684,21 @@ def clear_compaction(draft: Draft, topic_name: str, source: LedgerSource | None)
     return ledger
 
 
+def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
+    """The znode path of the ledger's metadata (any layout), or None."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    for layout in (
+        lm.LedgerLayout.HIERARCHICAL,
+        lm.LedgerLayout.FLAT,
+        lm.LedgerLayout.LONG_HIERARCHICAL,
+    ):
+        path = lm.ledger_path(ledger_id, layout)
+        if draft.get(path) is not None:
+            return path
+    return None
+
+
 def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
     """The ledger's BookKeeper metadata as drafted (any layout), or None."""
     from pulsarctl_py.decoders import ledger_metadata as lm
