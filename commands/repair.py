@@ -96,6 +96,11 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
     out.print(
         f"  ledgers: {', '.join(map(str, u['ledgers'])) or 'none'}; entries: {entries}; "
         f"bytes: {u['size']}"
+        + (
+            f"; messages: {u['messages']}{'+' if u['messages_unknown'] else ''}"
+            if u["messages"] is not None
+            else ""
+        )
         + (f"; time range: {u['time_range'][0]} .. {u['time_range'][1]}" if u["time_range"] else "")
     )
     for c in u["cursors"]:

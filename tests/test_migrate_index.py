@@ -134,7 +134,12 @@ def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) 
     assert all(str(n) in r.err for n in new_ids.values()) and "orphans" in r.err
     assert _metadata(demo) == planned_md  # every byte the plan changed is back
     r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *_flags(demo))
-    assert set(new_ids.values()) <= {o["ledger_id"] for o in r.json()}
+    assert set(new_ids.values()) == {o["ledger_id"] for o in r.json()}
+    # deleting them gives up every migrated message, counted from the entries
+    r = run(capsys, "orphans", "--delete", "--min-age", "0", "-o", "json", *_flags(demo))
+    unreachable = r.json()["unreachable"]
+    assert unreachable["messages"] == dry["last_index"] + 1
+    assert unreachable["messages_unknown"] is False
 
 
 def test_migrate_index_start_and_bad_input(demo: Path, capsys) -> None:

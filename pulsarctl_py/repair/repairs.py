@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pulsarctl_py.decoders import Depth
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
 from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
@@ -166,6 +167,40 @@ def view_last(view: Any) -> int | None:
         return md.last_entry_id
     known = [v for v in (view.lac, view.last_stored) if v is not None]
     return max(known) if known else None
+
+
+def count_messages(
+    source: LedgerSource | None,
+    ledger_id: int,
+    first: int = 0,
+    last: int | None = None,
+    *,
+    kind: str | None = None,
+) -> int | None:
+    """Messages in entries [first, last] of a ledger (each entry's ``num_messages_in_batch``,
+    or 1), or None when they cannot all be read (no bookie, an entry missing or damaged)."""
+    if source is None or source.bookie is None:
+        return None
+    try:
+        view = source.ledger(ledger_id)
+        if kind == "compacted":
+            view.kind = "compacted"
+        if last is None:
+            last = view_last(view)
+        if last is None:
+            return None
+        if last < first:
+            return 0
+        total = seen = 0
+        for entry in source.entries(view, first, last, depth=Depth.METADATA):
+            md = entry.metadata
+            if md is None or any(p.severity == "error" for p in entry.problems):
+                return None
+            total += md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
+            seen += 1
+    except LedgerctlError:
+        return None
+    return total if seen == last - first + 1 else None
 
 
 def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
@@ -403,6 +438,7 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
                 u.entries += li.entries
                 u.size += li.size
                 u.add_time(previous_ts, li.timestamp or None)
+                u.add_messages(count_messages(source, li.ledgerId, 0, li.entries - 1))
             else:
                 u.entries_unknown = True
         else:
@@ -884,6 +920,7 @@ def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
         if li.ledgerId in removed and li.ledgerId not in draft.unreachable.ledgers:
             draft.unreachable.entries += li.entries
             draft.unreachable.size += li.size
+            draft.unreachable.add_messages(count_messages(source, li.ledgerId, 0, li.entries - 1))
     draft.unreachable.ledgers.extend(removed)
     cursors = load_cursors(draft, topic, source)
     _set_topic(draft, topic, msg, f"resync the ledger list from the source {src.name.full_name}")
@@ -1018,6 +1055,12 @@ def delete_orphans(
             draft.unreachable.entries_unknown = True
         else:
             draft.unreachable.entries += o.entries
+        if o.kind == "data" or o.kind == "compacted":
+            draft.unreachable.add_messages(
+                None
+                if o.entries is None
+                else count_messages(source, o.ledger_id, 0, o.entries - 1, kind=o.kind)
+            )
     draft.repairs.append({"repair": "orphans", "deleted": [o.to_json() for o in orphans]})
     if orphans:
         draft.warnings.append(
