@@ -9,15 +9,12 @@ nothing wrong, undo restores the cursor exactly, and a locked bookie is refused.
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from pulsarctl_py.demo import create_demo
 from tests.cli_helpers import run
+from tests.demo_world import demo_flags, holding_lock, make_demo
 from tests.stores.test_repair import snapshot
 
 TOPIC = "batched"
@@ -25,18 +22,7 @@ TOPIC = "batched"
 
 @pytest.fixture()
 def demo(tmp_path: Path) -> Path:
-    root = tmp_path / "demo"
-    create_demo(root)
-    return root
-
-
-def _flags(root: Path) -> list[str]:
-    return [
-        "--metadata-url",
-        f"rocksdb://{root / 'metadata'}",
-        "--bookie-dir",
-        str(root / "bookkeeper"),
-    ]
+    return make_demo(tmp_path)
 
 
 def _files(root: Path) -> dict[str, str]:
@@ -49,7 +35,7 @@ def _files(root: Path) -> dict[str, str]:
 
 def _ledger(capsys, root: Path, ledger: int) -> tuple[list, list]:
     """(kept messages as (id, key, value), the batch layers) of a compacted ledger."""
-    r = run(capsys, "inspect", str(ledger), "-o", "json", *_flags(root))
+    r = run(capsys, "inspect", str(ledger), "-o", "json", *demo_flags(root))
     assert r.code == 0, r.err
     entries = r.json()["entries"]
     assert all(e["ok"] for e in entries)
@@ -64,13 +50,15 @@ def _ledger(capsys, root: Path, ledger: int) -> tuple[list, list]:
 
 
 def _status(capsys, root: Path) -> dict:
-    r = run(capsys, "compact", TOPIC, "--status", "--deep", "-o", "json", *_flags(root))
+    r = run(capsys, "compact", TOPIC, "--status", "--deep", "-o", "json", *demo_flags(root))
     assert r.code == 0, r.err
     return r.json()
 
 
 def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: Path) -> None:
-    r = run(capsys, "compact", TOPIC, "--apply", "--format", "pip-429", "-o", "json", *_flags(demo))
+    r = run(
+        capsys, "compact", TOPIC, "--apply", "--format", "pip-429", "-o", "json", *demo_flags(demo)
+    )
     assert r.code == 0, r.err
     first = r.json()["compacted_ledger"]
     kept, batches = _ledger(capsys, demo, first)
@@ -78,7 +66,7 @@ def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: P
 
     # a dry run reads only
     before = _files(demo)
-    r = run(capsys, "migrate", "compacted", TOPIC, "--format", "classic", *_flags(demo))
+    r = run(capsys, "migrate", "compacted", TOPIC, "--format", "classic", *demo_flags(demo))
     assert r.code == 0, r.err
     assert r.json()["compacted_ledger"] == first and r.json()["batches"].get("pip-429")
     assert _files(demo) == before
@@ -95,7 +83,7 @@ def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: P
         plan,
         "-o",
         "json",
-        *_flags(demo),
+        *demo_flags(demo),
     )
     assert r.code == 0, r.err
     migration = r.json()["repairs"][0]
@@ -127,7 +115,7 @@ def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: P
         "--apply",
         "-o",
         "json",
-        *_flags(demo),
+        *demo_flags(demo),
     )
     assert r.code == 0, r.err
     third = _status(capsys, demo)["compacted_ledger"]
@@ -140,35 +128,16 @@ def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: P
     assert run(capsys, "undo", plan2).code == 0
     assert run(capsys, "undo", plan).code == 0
     assert _status(capsys, demo)["compacted_ledger"] == first
-    r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *_flags(demo))
+    r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *demo_flags(demo))
     assert {second, third} <= {o["ledger_id"] for o in r.json()}
 
 
 def test_migrate_refuses_a_locked_bookie_and_a_topic_without_compaction(demo: Path, capsys) -> None:
-    r = run(capsys, "migrate", "compacted", TOPIC, "--format", "classic", *_flags(demo))
+    r = run(capsys, "migrate", "compacted", TOPIC, "--format", "classic", *demo_flags(demo))
     assert r.code == 1 and "no compacted ledger" in r.err
-    assert run(capsys, "compact", TOPIC, "--apply", "-o", "json", *_flags(demo)).code == 0
+    assert run(capsys, "compact", TOPIC, "--apply", "-o", "json", *demo_flags(demo)).code == 0
     lock = next((demo / "bookkeeper").rglob("locations/LOCK"))
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(
-                f"""
-                import fcntl, os, sys
-                fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)
-                fcntl.lockf(fd, fcntl.LOCK_EX)
-                print("locked", flush=True)
-                sys.stdin.read()
-                """
-            ),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with holding_lock(lock):
         before = _files(demo / "bookkeeper"), snapshot(f"rocksdb://{demo / 'metadata'}")
         r = run(
             capsys,
@@ -179,12 +148,8 @@ def test_migrate_refuses_a_locked_bookie_and_a_topic_without_compaction(demo: Pa
             "pip-429",
             "--plan",
             demo / "p.json",
-            *_flags(demo),
+            *demo_flags(demo),
         )
         assert r.code == 3 and "holds its lock" in r.err, r.err
         assert "Traceback" not in r.err
         assert (_files(demo / "bookkeeper"), snapshot(f"rocksdb://{demo / 'metadata'}")) == before
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=10)

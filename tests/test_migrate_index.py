@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pulsarctl_py.demo import create_demo
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests.cli_helpers import run
+from tests.demo_world import demo_flags, make_demo
 
 TOPIC = "seek-times"
 ML = "/managed-ledgers/public/default/persistent/seek-times"
@@ -26,18 +26,7 @@ ML = "/managed-ledgers/public/default/persistent/seek-times"
 
 @pytest.fixture()
 def demo(tmp_path: Path) -> Path:
-    root = tmp_path / "demo"
-    create_demo(root)
-    return root
-
-
-def _flags(root: Path) -> list[str]:
-    return [
-        "--metadata-url",
-        f"rocksdb://{root / 'metadata'}",
-        "--bookie-dir",
-        str(root / "bookkeeper"),
-    ]
+    return make_demo(tmp_path)
 
 
 def _metadata(root: Path) -> dict[str, bytes]:
@@ -65,7 +54,7 @@ def _ml_properties(root: Path) -> dict[str, str]:
 
 def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) -> None:
     before_md, before_bk = _metadata(demo), _bookie(demo)
-    r = run(capsys, "migrate", "index", TOPIC, *_flags(demo))
+    r = run(capsys, "migrate", "index", TOPIC, *demo_flags(demo))
     assert r.code == 0, r.err
     dry = r.json()
     assert dry["first_index"] == 0 and dry["new_ledgers"] == {}
@@ -87,7 +76,7 @@ def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) 
         plan,
         "-o",
         "json",
-        *_flags(demo),
+        *demo_flags(demo),
     )
     assert r.code == 0, r.err
     shown = r.json()
@@ -107,14 +96,16 @@ def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) 
     for row in mapping:
         old_ledger, entry = map(int, row["old_position"].split(":"))
         for target in {row["first_index"], row["index"]}:
-            found = run(capsys, "seek", TOPIC, "--index", str(target), "-o", "json", *_flags(demo))
+            found = run(
+                capsys, "seek", TOPIC, "--index", str(target), "-o", "json", *demo_flags(demo)
+            )
             assert found.code == 0, found.err
             got = found.json()
             assert (got["ledger_id"], got["entry_id"]) == (new_ids[old_ledger], entry), row
             if row["messages"] > 1:
                 assert got["batch_index"] == target - row["first_index"]
     first_new = new_ids[min(new_ids)]
-    shown = run(capsys, "inspect", str(first_new), "-o", "json", *_flags(demo))
+    shown = run(capsys, "inspect", str(first_new), "-o", "json", *demo_flags(demo))
     assert shown.code == 0, shown.err
     bems = [
         layer["fields"]
@@ -125,7 +116,7 @@ def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) 
     first_rows = [m for m in mapping if m["old_position"].startswith(f"{min(new_ids)}:")]
     assert [b["index"] for b in bems] == [m["index"] for m in first_rows]
     assert all(b.get("broker_timestamp") for b in bems)
-    r = run(capsys, "verify", TOPIC, "-o", "json", *_flags(demo))
+    r = run(capsys, "verify", TOPIC, "-o", "json", *demo_flags(demo))
     checks = {f["check"] for f in r.json()["findings"]}
     assert not checks & {"index-gap", "index-regression", "index-missing"}, checks
 
@@ -133,20 +124,20 @@ def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) 
     assert r.code == 0, r.err
     assert all(str(n) in r.err for n in new_ids.values()) and "orphans" in r.err
     assert _metadata(demo) == planned_md  # every byte the plan changed is back
-    r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *_flags(demo))
+    r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *demo_flags(demo))
     assert set(new_ids.values()) == {o["ledger_id"] for o in r.json()}
     # deleting them gives up every migrated message, counted from the entries
-    r = run(capsys, "orphans", "--delete", "--min-age", "0", "-o", "json", *_flags(demo))
+    r = run(capsys, "orphans", "--delete", "--min-age", "0", "-o", "json", *demo_flags(demo))
     unreachable = r.json()["unreachable"]
     assert unreachable["messages"] == dry["last_index"] + 1
     assert unreachable["messages_unknown"] is False
 
 
 def test_migrate_index_start_and_bad_input(demo: Path, capsys) -> None:
-    r = run(capsys, "migrate", "index", TOPIC, "--start", "1000", *_flags(demo))
+    r = run(capsys, "migrate", "index", TOPIC, "--start", "1000", *demo_flags(demo))
     assert r.code == 0, r.err
     assert r.json()["first_index"] == 1000 and r.json()["mapping"][0]["index"] == 1000
-    r = run(capsys, "migrate", "index", TOPIC, "--start", "-1", *_flags(demo))
+    r = run(capsys, "migrate", "index", TOPIC, "--start", "-1", *demo_flags(demo))
     assert r.code == 2 and "Traceback" not in r.err
-    r = run(capsys, "migrate", "index", "no-such-topic", *_flags(demo))
+    r = run(capsys, "migrate", "index", "no-such-topic", *demo_flags(demo))
     assert r.code == 1 and "Traceback" not in r.err

@@ -276,6 +276,13 @@ def ledger_metadata(
             compacted_to[0], compacted_to[1], partition
         ),
     }
+    return closed_ledger_metadata(ledger_id, count, length, bookie_id, custom)
+
+
+def closed_ledger_metadata(
+    ledger_id: int, count: int, length: int, bookie_id: str, custom: dict[str, bytes]
+) -> Any:
+    """A closed ledger on one bookie, CRC32 with the empty password (what ledgerctl writes)."""
     return lm.LedgerMetadata(
         ensemble_size=1,
         write_quorum_size=1,

@@ -322,20 +322,17 @@ def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPl
 
     Refused while the bookie holds its lock or is registered as running. A failure
     removes what this call wrote (files, index keys, metadata) before it is raised."""
-    import time
-
     from pulsarctl_py.compaction.apply import (
-        PASSWORD,
         _ensure_parents,
         _Written,
         bookie_id_for,
         check_bookie_free,
+        closed_ledger_metadata,
         target_dir,
         write_bookie,
     )
     from pulsarctl_py.compaction.core import CompactedEntry
     from pulsarctl_py.decoders import ledger_metadata as lm
-    from pulsarctl_py.decoders.checksums import DigestType
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata import allocate_ledger_id, open_metadata_store, read_layout
 
@@ -367,19 +364,8 @@ def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPl
                     (CompactedEntry((new_id, i), data, 1, -1) for i, data in enumerate(entries)),
                     w,
                 )
-            md = lm.LedgerMetadata(
-                ensemble_size=1,
-                write_quorum_size=1,
-                ack_quorum_size=1,
-                state=lm.LedgerState.CLOSED,
-                ensembles={0: [bookie_id]},
-                last_entry_id=count - 1,
-                length=length,
-                digest_type=DigestType.CRC32,
-                password=PASSWORD,
-                ctime=int(time.time() * 1000),
-                custom_metadata=lm.pulsar_custom_metadata(plan.persistence_name),
-                ledger_id=new_id,
+            md = closed_ledger_metadata(
+                new_id, count, length, bookie_id, lm.pulsar_custom_metadata(plan.persistence_name)
             )
             path = lm.ledger_path(new_id, layout)
             _ensure_parents(store, path)
