@@ -161,6 +161,8 @@ class IndexPlan:
     reindexed: int = 0  # entries whose existing BEM index is replaced
     new_ids: dict[int, int] = field(default_factory=dict)  # old ledger -> new ledger
     lengths: dict[int, int] = field(default_factory=dict)  # old ledger -> new length
+    #: the highest ledger id the topic keeps before the copies (new ids must be above it)
+    floor: int = -1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -254,6 +256,7 @@ def plan_index(
     plan = IndexPlan(
         topic.name.full_name, topic.name.persistence_name, [li.ledgerId for li in rewritten], start
     )
+    plan.floor = max((li.ledgerId for li in infos[:first]), default=-1)
     index = start - 1
     try:
         for li in rewritten:
@@ -352,6 +355,11 @@ def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPl
         )
         for old in plan.ledgers:
             new_id = allocate_ledger_id(store, layout=layout)
+            if new_id <= plan.floor:
+                raise DataError(
+                    f"the ledger id generator gave {new_id}, not above ledger {plan.floor} "
+                    "that the topic keeps before the copies: the broker orders ledgers by id"
+                )
             entries = plan.entries.get(old, [])
             count = length = 0
             if entries:
