@@ -96,6 +96,11 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
     out.print(
         f"  ledgers: {', '.join(map(str, u['ledgers'])) or 'none'}; entries: {entries}; "
         f"bytes: {u['size']}"
+        + (
+            f"; messages: {u['messages']}{'+' if u['messages_unknown'] else ''}"
+            if u["messages"] is not None
+            else ""
+        )
         + (f"; time range: {u['time_range'][0]} .. {u['time_range'][1]}" if u["time_range"] else "")
     )
     for c in u["cursors"]:
@@ -339,6 +344,14 @@ def compaction(
         help="Clear a CompactedTopicLedger whose ledger has no BookKeeper metadata, and move "
         "the __compaction cursor to the topic's start so the next compaction reads all keys.",
     ),
+    to: int = typer.Option(
+        None,
+        "--to",
+        metavar="LEDGER",
+        min=0,
+        help="Re-point CompactedTopicLedger to LEDGER (a ledger `compact --apply` wrote for "
+        "this topic) and the __compaction mark-delete to its pulsar/compactedTo horizon.",
+    ),
     metadata_url: str = options.METADATA_URL,
     bookie_dirs: list[Path] = options.BOOKIE_DIRS,
     plan_file: Path = PLAN_FILE,
@@ -346,18 +359,21 @@ def compaction(
     output: PlanOutput = OUTPUT,
 ) -> None:
     """Repair the compaction pointer of a topic (the __compaction cursor's
-    CompactedTopicLedger). Only --clear is implemented."""
+    CompactedTopicLedger): --clear a pointer to a lost ledger, or --to LEDGER. A ledger
+    whose custom metadata names another topic is refused."""
     from pulsarctl_py.repair import repairs
 
-    if not clear:
-        raise typer.BadParameter("say what to do: --clear", param_hint="--clear")
+    if clear == (to is not None):
+        raise typer.BadParameter("say what to do: --clear or --to LEDGER", param_hint="--clear")
     run_repair(
         metadata_url,
         bookie_dirs,
         plan_file,
         apply,
         output,
-        lambda d, s: repairs.clear_compaction(d, topic, s),
+        (lambda d, s: repairs.clear_compaction(d, topic, s))
+        if clear
+        else (lambda d, s: repairs.point_compaction(d, topic, to, s)),
     )
 
 
@@ -495,6 +511,24 @@ def undo(
         _warn(w)
     with _open_writable(metadata_url or plan.metadata_url) as store:
         print_outcome(undo_plan(plan_file, store))
+    written = [
+        ledger
+        for r in plan.repairs
+        for ledger in (
+            [
+                *(r.get("new_ledgers") or {}).values(),
+                (r.get("migration") or {}).get("written_ledger"),
+            ]
+        )
+        if isinstance(ledger, int)
+    ]
+    if written:
+        from pulsarctl_py import render
+
+        render.stderr_console().print(
+            f"ledgers the migration wrote stay, referenced by nothing: "
+            f"{', '.join(map(str, sorted(written)))} (`ledgerctl orphans --delete` removes them)"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -23,6 +23,7 @@ from pulsarctl_py.commands import (
     export,
     inspect,
     ledger,
+    migrate,
     repair,
     seek,
     topic,
@@ -79,6 +80,7 @@ seek.register(app)
 compact.register(app)
 export.register(app)
 repair.register(app)
+migrate.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -276,6 +276,13 @@ def ledger_metadata(
             compacted_to[0], compacted_to[1], partition
         ),
     }
+    return closed_ledger_metadata(ledger_id, count, length, bookie_id, custom)
+
+
+def closed_ledger_metadata(
+    ledger_id: int, count: int, length: int, bookie_id: str, custom: dict[str, bytes]
+) -> Any:
+    """A closed ledger on one bookie, CRC32 with the empty password (what ledgerctl writes)."""
     return lm.LedgerMetadata(
         ensemble_size=1,
         write_quorum_size=1,
@@ -342,8 +349,12 @@ def apply_compaction(
     data_ledgers: list[int],
     partition: int,
     delete_old: bool = False,
+    commit_cursor: bool = True,
 ) -> ApplyResult:
-    """Write the compacted ledger and commit the cursor (see the module docstring)."""
+    """Write the compacted ledger and commit the cursor (see the module docstring).
+
+    ``commit_cursor=False``: write the ledger and create its metadata only; the cursor is
+    left to a plan (``migrate compacted``), so the new ledger is unreferenced until then."""
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata import (
         MetadataConflict,
@@ -390,7 +401,9 @@ def apply_compaction(
         cursor_path = f"{name.ml_path}/{cursor_znode}"
         txn = store.transaction().create(ledger_path, lm.build(md))
         value = cursor_value(cursor, horizon, ledger_id)
-        if cursor is None:
+        if not commit_cursor:
+            pass
+        elif cursor is None:
             txn.create(cursor_path, value)
         else:
             txn.set(cursor_path, value, cursor.stat.version)
@@ -403,6 +416,8 @@ def apply_compaction(
         ledger_id, count, length, written.log or current, kind, ledger_path, cursor_path
     )
     result.to_delete = [lid for lid in (previous, previous_cursor_ledger) if lid is not None]
+    if not commit_cursor:
+        result.to_delete = []
     try:
         if delete_old:
             for lid in result.to_delete:

@@ -197,6 +197,16 @@ class Unreachable:
     last_ms: int | None = None
     #: per cursor: what moving it skips (positive) or redelivers (negative)
     cursors: list[dict[str, Any]] = field(default_factory=list)
+    #: messages in the unreachable entries that could be read (num_messages of each entry)
+    messages: int | None = None
+    #: some unreachable entries could not be read: ``messages`` is a lower bound
+    messages_unknown: bool = False
+
+    def add_messages(self, count: int | None) -> None:
+        if count is None:
+            self.messages_unknown = True
+        else:
+            self.messages = (self.messages or 0) + count
 
     def add_time(self, start: int | None, end: int | None) -> None:
         for t in (start, end):
@@ -213,6 +223,9 @@ class Unreachable:
         self.size += other.size
         self.add_time(other.first_ms, other.last_ms)
         self.cursors.extend(other.cursors)
+        if other.messages is not None:
+            self.add_messages(other.messages)
+        self.messages_unknown |= other.messages_unknown
 
     def to_json(self) -> dict[str, Any]:
         from pulsarctl_py.timeparse import format_time_ms
@@ -221,8 +234,9 @@ class Unreachable:
             "ledgers": sorted(set(self.ledgers)),
             "entries": self.entries,
             "entries_unknown": self.entries_unknown,
-            # entries hold batches: the message count is not in the metadata
-            "messages": None,
+            # from the entries' num_messages where they could be read (None: none could)
+            "messages": self.messages,
+            "messages_unknown": self.messages_unknown,
             "size": self.size,
             "time_range": None
             if self.first_ms is None
@@ -238,11 +252,16 @@ class Unreachable:
         ledgers = obj.get("ledgers")
         cursors = obj.get("cursors")
         entries, size = obj.get("entries"), obj.get("size")
+        messages = obj.get("messages")
         return cls(
             ledgers=[i for i in ledgers if isinstance(i, int)] if isinstance(ledgers, list) else [],
             entries=entries if isinstance(entries, int) else 0,
             entries_unknown=obj.get("entries_unknown") is True,
             size=size if isinstance(size, int) else 0,
+            messages=messages
+            if isinstance(messages, int) and not isinstance(messages, bool)
+            else None,
+            messages_unknown=obj.get("messages_unknown") is True,
             cursors=[c for c in cursors if isinstance(c, dict)]
             if isinstance(cursors, list)
             else [],

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pulsarctl_py.decoders import Depth
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
 from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
@@ -166,6 +167,40 @@ def view_last(view: Any) -> int | None:
         return md.last_entry_id
     known = [v for v in (view.lac, view.last_stored) if v is not None]
     return max(known) if known else None
+
+
+def count_messages(
+    source: LedgerSource | None,
+    ledger_id: int,
+    first: int = 0,
+    last: int | None = None,
+    *,
+    kind: str | None = None,
+) -> int | None:
+    """Messages in entries [first, last] of a ledger (each entry's ``num_messages_in_batch``,
+    or 1), or None when they cannot all be read (no bookie, an entry missing or damaged)."""
+    if source is None or source.bookie is None:
+        return None
+    try:
+        view = source.ledger(ledger_id)
+        if kind == "compacted":
+            view.kind = "compacted"
+        if last is None:
+            last = view_last(view)
+        if last is None:
+            return None
+        if last < first:
+            return 0
+        total = seen = 0
+        for entry in source.entries(view, first, last, depth=Depth.METADATA):
+            md = entry.metadata
+            if md is None or any(p.severity == "error" for p in entry.problems):
+                return None
+            total += md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
+            seen += 1
+    except LedgerctlError:
+        return None
+    return total if seen == last - first + 1 else None
 
 
 def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
@@ -403,6 +438,7 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
                 u.entries += li.entries
                 u.size += li.size
                 u.add_time(previous_ts, li.timestamp or None)
+                u.add_messages(count_messages(source, li.ledgerId, 0, li.entries - 1))
             else:
                 u.entries_unknown = True
         else:
@@ -684,6 +720,157 @@ def clear_compaction(draft: Draft, topic_name: str, source: LedgerSource | None)
     return ledger
 
 
+def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
+    """The znode path of the ledger's metadata (any layout), or None."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    for layout in (
+        lm.LedgerLayout.HIERARCHICAL,
+        lm.LedgerLayout.FLAT,
+        lm.LedgerLayout.LONG_HIERARCHICAL,
+    ):
+        path = lm.ledger_path(ledger_id, layout)
+        if draft.get(path) is not None:
+            return path
+    return None
+
+
+def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
+    """The ledger's BookKeeper metadata as drafted (any layout), or None."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    for layout in (
+        lm.LedgerLayout.HIERARCHICAL,
+        lm.LedgerLayout.FLAT,
+        lm.LedgerLayout.LONG_HIERARCHICAL,
+    ):
+        data = draft.get(lm.ledger_path(ledger_id, layout))
+        if data is not None:
+            try:
+                return lm.parse(data, ledger_id)
+            except LedgerctlError as exc:
+                raise DataError(f"ledger {ledger_id}'s metadata does not decode: {exc}") from None
+    return None
+
+
+def point_compaction(
+    draft: Draft,
+    topic_name: str,
+    ledger_id: int,
+    source: LedgerSource | None,
+    *,
+    horizon: Position | None = None,
+) -> bool:
+    """Re-point ``CompactedTopicLedger`` to ``ledger_id`` (a ledger ``compact --apply``
+    wrote) and the ``__compaction`` mark-delete to its horizon, the position its custom
+    metadata ``pulsar/compactedTo`` names (the last entry phase one read, formats.md §6).
+
+    ``pulsar/compactedTo`` is phase one's "to", the last entry not entirely deleted: it may
+    lie before the horizon the compactor acknowledged (deletions at the tail), which makes
+    the next compaction re-read those few entries, nothing worse. ``horizon`` (a
+    migration that keeps the current one) overrides it.
+
+    Refused: a ledger without metadata, not a closed compacted ledger, without
+    ``compactedTo``, or naming another topic in ``pulsar/compactedTopic``. Returns whether
+    anything changes. The previous compacted ledger is not deleted (`orphans` lists it).
+    """
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    topic = load_topic(draft, topic_name)
+    md = _ledger_metadata(draft, ledger_id)
+    if md is None:
+        raise NotFoundError(f"ledger {ledger_id} has no BookKeeper metadata")
+    tags = md.pulsar()
+    if tags.compacted_topic is None:
+        raise DataError(
+            f"ledger {ledger_id} is not a compacted ledger (no pulsar/compactedTopic in its "
+            "custom metadata)"
+        )
+    try:
+        owner = resolve_topic(tags.compacted_topic).full_name
+    except LedgerctlError:
+        owner = tags.compacted_topic
+    if owner != topic.name.full_name:
+        raise DataError(
+            f"ledger {ledger_id} is the compacted ledger of {owner}, not of "
+            f"{topic.name.full_name}: refused"
+        )
+    if not md.is_closed:
+        raise DataError(f"ledger {ledger_id} is not closed ({md.state.name}): refused")
+    if tags.compacted_to is None:
+        raise DataError(
+            f"ledger {ledger_id} has no readable pulsar/compactedTo: its horizon is unknown"
+        )
+    origin = "the horizon kept"
+    if horizon is None:
+        horizon = (tags.compacted_to["ledger_id"], tags.compacted_to["entry_id"])
+        origin = "its pulsar/compactedTo"
+    record: dict[str, Any] = {
+        "repair": "compaction",
+        "topic": topic.name.full_name,
+        "to_ledger": ledger_id,
+        "horizon": _position_text(horizon),
+    }
+    draft.repairs.append(record)
+    if horizon[0] not in topic.ids:
+        draft.warnings.append(
+            f"the horizon {_position_text(horizon)} of ledger {ledger_id} is in a ledger the "
+            "topic no longer lists: the broker reads the tail from the next ledger"
+        )
+    cursors = load_cursors(draft, topic, source, only=mld.COMPACTION_CURSOR)
+    props = [(COMPACTED_TOPIC_LEDGER, ledger_id)]
+    if not cursors:
+        from pulsarctl_py.compaction.apply import cursor_value
+
+        path = join(topic.path, mld.url_encode(mld.COMPACTION_CURSOR))
+        draft.set(
+            path,
+            "cursor",
+            cursor_value(None, horizon, ledger_id),
+            f"create the __compaction cursor at the horizon of ledger {ledger_id}",
+        )
+        record["from_ledger"] = None
+        draft.unreachable.cursors.append(
+            {
+                "topic": topic.name.full_name,
+                "cursor": mld.COMPACTION_CURSOR,
+                "from": "none",
+                "to": _position_text(horizon),
+            }
+        )
+        return True
+    cursor = cursors[0]
+    previous = dict(cursor.properties).get(COMPACTED_TOPIC_LEDGER)
+    record["from_ledger"] = previous
+    if previous == ledger_id and cursor.position == horizon and not cursor.in_ledger:
+        return False
+    kept = [(k, v) for k, v in cursor.properties if k != COMPACTED_TOPIC_LEDGER]
+    old = cursor.position
+    write_cursor(
+        draft,
+        cursor,
+        horizon,
+        f"{COMPACTED_TOPIC_LEDGER} {previous} -> {ledger_id}; mark-delete "
+        f"{_position_text(old)} -> {_position_text(horizon)} ({origin})",
+        properties=kept + props,
+    )
+    draft.unreachable.cursors.append(
+        {
+            "topic": topic.name.full_name,
+            "cursor": mld.COMPACTION_CURSOR,
+            "from": _position_text(old),
+            "to": _position_text(horizon),
+            "compacted_ledger": {"from": previous, "to": ledger_id},
+        }
+    )
+    if previous is not None and previous != ledger_id:
+        draft.warnings.append(
+            f"the previous compacted ledger {previous} is kept: `ledgerctl orphans` lists it "
+            "once nothing references it"
+        )
+    return True
+
+
 def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
     """Resync a shadow topic from its source (formats.md §14): the ledger list with sizes
     and offload contexts (from the shadow's first ledger the source lists on), and the
@@ -733,6 +920,7 @@ def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
         if li.ledgerId in removed and li.ledgerId not in draft.unreachable.ledgers:
             draft.unreachable.entries += li.entries
             draft.unreachable.size += li.size
+            draft.unreachable.add_messages(count_messages(source, li.ledgerId, 0, li.entries - 1))
     draft.unreachable.ledgers.extend(removed)
     cursors = load_cursors(draft, topic, source)
     _set_topic(draft, topic, msg, f"resync the ledger list from the source {src.name.full_name}")
@@ -867,6 +1055,12 @@ def delete_orphans(
             draft.unreachable.entries_unknown = True
         else:
             draft.unreachable.entries += o.entries
+        if o.kind == "data" or o.kind == "compacted":
+            draft.unreachable.add_messages(
+                None
+                if o.entries is None
+                else count_messages(source, o.ledger_id, 0, o.entries - 1, kind=o.kind)
+            )
     draft.repairs.append({"repair": "orphans", "deleted": [o.to_json() for o in orphans]})
     if orphans:
         draft.warnings.append(

@@ -1,0 +1,535 @@
+"""Migrations that write new ledgers, then swap them in through a plan.
+
+``migrate compacted``: the topic's compacted ledger rewritten in the other batch format
+(PIP-429 ``compacted_batch_indexes``, field 31, or the classic ``compacted_out``
+placeholders) by the compaction package's phase two and writer; the ``__compaction``
+cursor is re-pointed to it by a plan (:func:`pulsarctl_py.repair.repairs.point_compaction`,
+the horizon kept).
+
+The new ledger is written (bookie side, refused while the bookie holds its lock, and its
+BookKeeper metadata) only when a plan file is asked for: until the plan is applied nothing
+references it, and ``ledgerctl orphans`` lists it if the plan is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
+
+from .plan import Draft
+from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, load_topic
+
+if TYPE_CHECKING:
+    from pulsarctl_py.compaction.core import CompactedEntry
+    from pulsarctl_py.ledgers import LedgerSource
+
+
+class _KeepAll:
+    """Phase two's winners over a compacted ledger: every record in it is its key's latest."""
+
+    def keeps(self, key: bytes, rank: bytes) -> bool:
+        return True
+
+    def get(self, key: bytes) -> tuple[bytes, bool] | None:
+        return None
+
+
+@dataclass(slots=True)
+class CompactedState:
+    topic: str
+    ledger_id: int
+    horizon: tuple[int, int]
+    compacted_to: tuple[int, int]
+    cursor_version: int | None
+    partition: int
+    data_ledgers: list[int]
+    last_entry: int
+    formats: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "compacted_ledger": self.ledger_id,
+            "horizon": "{}:{}".format(*self.horizon),
+            "compacted_to": "{}:{}".format(*self.compacted_to),
+            "entries": self.last_entry + 1,
+            "batches": dict(self.formats),
+        }
+
+
+def compacted_state(source: LedgerSource, topic_name: str) -> CompactedState:
+    """The topic's compacted ledger, horizon and the ``__compaction`` cursor's version."""
+    assert source.metadata is not None
+    draft = Draft(source.metadata)
+    topic = load_topic(draft, topic_name, changes=False)
+    cursors = load_cursors(draft, topic, source, only=mld.COMPACTION_CURSOR)
+    ledger = dict(cursors[0].properties).get(COMPACTED_TOPIC_LEDGER) if cursors else None
+    if ledger is None or cursors[0].position is None:
+        raise NotFoundError(
+            f"{topic.name.full_name} has no compacted ledger (CompactedTopicLedger)"
+        )
+    md = _ledger_metadata(draft, ledger)
+    if md is None:
+        raise DataError(
+            f"compacted ledger {ledger} has no BookKeeper metadata: "
+            "`ledgerctl repair compaction --clear` first"
+        )
+    if not md.is_closed or md.last_entry_id < 0:
+        raise DataError(f"compacted ledger {ledger} is not closed or holds no entry")
+    tags = md.pulsar()
+    to = tags.compacted_to
+    node = source.metadata.get(cursors[0].path)
+    return CompactedState(
+        topic=topic.name.full_name,
+        ledger_id=ledger,
+        horizon=cursors[0].position,
+        compacted_to=cursors[0].position if to is None else (to["ledger_id"], to["entry_id"]),
+        cursor_version=None if node is None else node.stat.version,
+        partition=topic.name.partition_index,
+        data_ledgers=topic.ids,
+        last_entry=md.last_entry_id,
+    )
+
+
+def converted_entries(
+    state: CompactedState, fmt: str, metadata_url: str, bookie_dirs: list[str]
+) -> Iterator[CompactedEntry]:
+    """The compacted ledger's entries with every readable batch rebatched in ``fmt``
+    (single messages and undecodable batches copied byte for byte); counts the input's
+    batch formats into ``state.formats``."""
+    from pulsarctl_py.compaction.core import CompactionOptions, Stats, is_readable_batch, phase_two
+    from pulsarctl_py.compaction.reader import close_sources, read_split
+    from pulsarctl_py.engines.base import KIND_COMPACTED, Split
+
+    split = Split(
+        state.topic,
+        state.ledger_id,
+        0,
+        state.last_entry,
+        tuple(bookie_dirs),
+        metadata_url,
+        0,
+        KIND_COMPACTED,
+    )
+
+    def counted() -> Iterator[Any]:
+        for raw in read_split(split):
+            md = raw.metadata
+            if md is not None and is_readable_batch(md):
+                kind = "pip-429" if md.compacted_batch_indexes else "classic"
+                state.formats[kind] = state.formats.get(kind, 0) + 1
+            else:
+                state.formats["single"] = state.formats.get("single", 0) + 1
+            yield raw
+
+    options = CompactionOptions(retain_null_key=True, format=fmt)
+    stats = Stats()
+    try:
+        yield from phase_two(counted(), _KeepAll(), options, stats)
+    finally:
+        close_sources()
+    if stats.problems:
+        raise DataError(f"compacted ledger {state.ledger_id}: {stats.problems[0]}")
+
+
+# -- migrate index ---------------------------------------------------------------------------
+
+INDEX_PROPERTY = "index"
+
+
+def legacy_kop_offset(ledger_id: int, entry_id: int, batch_index: int = 0) -> int:
+    """The offset KoP < 2.8 gave a message (formats.md §13): ledger << 44 | entry << 12 | batch."""
+    return (ledger_id << 44 | entry_id << 12) + batch_index
+
+
+@dataclass(slots=True)
+class IndexPlan:
+    """Which ledgers are rewritten, with the new entries and the mapping."""
+
+    topic: str
+    persistence_name: str
+    ledgers: list[int]  # rewritten, in topic order
+    start: int  # the index of the first rewritten message
+    last_index: int = -1
+    entries: dict[int, list[bytes]] = field(default_factory=dict)  # old ledger -> new entries
+    mapping: list[dict[str, Any]] = field(default_factory=list)
+    timestamps_from_publish_time: int = 0
+    reindexed: int = 0  # entries whose existing BEM index is replaced
+    new_ids: dict[int, int] = field(default_factory=dict)  # old ledger -> new ledger
+    lengths: dict[int, int] = field(default_factory=dict)  # old ledger -> new length
+    #: the highest ledger id the topic keeps before the copies (new ids must be above it)
+    floor: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "ledgers": list(self.ledgers),
+            "new_ledgers": {str(k): v for k, v in self.new_ids.items()},
+            "first_index": self.start,
+            "last_index": self.last_index,
+            "entries": sum(len(v) for v in self.entries.values()),
+            "messages": self.last_index - self.start + 1,
+            "broker_timestamp_from_publish_time": self.timestamps_from_publish_time,
+            "reindexed_entries": self.reindexed,
+        }
+
+
+def _entry_bem(raw: Any) -> Any:
+    from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+    if not raw.bem:
+        return None
+    bem = api.BrokerEntryMetadata()
+    bem.ParseFromString(raw.bem[6:])
+    return bem
+
+
+def plan_index(
+    source: LedgerSource,
+    topic_name: str,
+    metadata_url: str,
+    bookie_dirs: list[str],
+    start: int | None = None,
+) -> IndexPlan:
+    """Read the topic and compute the rewritten ledgers (nothing written).
+
+    Every ledger from the first one whose entries lack broker entry metadata to the end
+    of the topic is rewritten: ledger ids order positions (the broker keeps its ledgers in
+    a map sorted by id), so a new ledger (a new, higher id) cannot stand before a ledger
+    that stays. Entries that already carry an index get the continued one (reported).
+    """
+    from pulsarctl_py.compaction.reader import close_sources, read_split
+    from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
+    from pulsarctl_py.engines.base import KIND_TOPIC, Split
+    from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+    assert source.metadata is not None
+    draft = Draft(source.metadata)
+    topic = load_topic(draft, topic_name, changes=False)
+    infos = list(topic.info.ledgerInfo)
+    previous_index: int | None = None
+    first: int | None = None
+    try:
+        for pos, li in enumerate(infos):
+            if li.entries == 0:
+                continue
+            split = Split(
+                topic.name.full_name,
+                li.ledgerId,
+                0,
+                li.entries - 1,
+                tuple(bookie_dirs),
+                metadata_url,
+                0,
+                KIND_TOPIC,
+            )
+            raws = list(read_split(split))
+            indexes = [
+                b.index for b in map(_entry_bem, raws) if b is not None and b.HasField("index")
+            ]
+            if len(indexes) == len(raws):
+                previous_index = indexes[-1]
+                continue
+            first = pos
+            break
+    finally:
+        close_sources()
+    if first is None:
+        raise NotFoundError(
+            f"every entry of {topic.name.full_name} carries a broker entry metadata index: "
+            "nothing to migrate"
+        )
+    if start is None:
+        start = 0 if previous_index is None else previous_index + 1
+    elif previous_index is not None and start <= previous_index:
+        raise LedgerctlError(
+            f"--start {start} would reuse offsets: the entries before the migrated ledgers "
+            f"reach index {previous_index}"
+        )
+    if start < 0:
+        raise LedgerctlError("--start must be 0 or more")
+    rewritten = [li for li in infos[first:]]
+    plan = IndexPlan(
+        topic.name.full_name, topic.name.persistence_name, [li.ledgerId for li in rewritten], start
+    )
+    plan.floor = max((li.ledgerId for li in infos[:first]), default=-1)
+    index = start - 1
+    try:
+        for li in rewritten:
+            if li.entries == 0 and li is not infos[-1]:
+                plan.entries[li.ledgerId] = []
+                continue
+            last = li.entries - 1
+            if li is infos[-1] and li.entries == 0:
+                from .repairs import last_entry
+
+                found = last_entry(topic, li.ledgerId, source)
+                last = -1 if found is None else found
+            split = Split(
+                topic.name.full_name,
+                li.ledgerId,
+                0,
+                last,
+                tuple(bookie_dirs),
+                metadata_url,
+                0,
+                KIND_TOPIC,
+            )
+            out = plan.entries.setdefault(li.ledgerId, [])
+            for raw in read_split(split) if last >= 0 else []:
+                md = raw.metadata
+                if md is None:
+                    raise DataError(
+                        "{}:{}: no readable MessageMetadata; cannot count its messages".format(
+                            *raw.position
+                        )
+                    )
+                count = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
+                old = _entry_bem(raw)
+                index += max(count, 1)
+                new = api.BrokerEntryMetadata(index=index)
+                if old is not None and old.HasField("broker_timestamp"):
+                    new.broker_timestamp = old.broker_timestamp
+                else:
+                    new.broker_timestamp = md.publish_time
+                    plan.timestamps_from_publish_time += 1
+                if old is not None and old.HasField("index"):
+                    plan.reindexed += 1
+                body = bytes(raw.data[len(raw.bem) :])
+                out.append(BrokerEntryMetadataLayer.build(new) + body)
+                first_index = index - max(count, 1) + 1
+                plan.mapping.append(
+                    {
+                        "old_position": "{}:{}".format(*raw.position),
+                        "legacy_kop_offset": legacy_kop_offset(*raw.position),
+                        "old_index": None
+                        if old is None or not old.HasField("index")
+                        else old.index,
+                        "messages": count,
+                        "first_index": first_index,
+                        "index": index,
+                    }
+                )
+    finally:
+        close_sources()
+    plan.last_index = index
+    return plan
+
+
+def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPlan) -> None:
+    """Write the plan's new ledgers (bookie side, then their metadata); fills ``new_ids``.
+
+    Refused while the bookie holds its lock or is registered as running. A failure
+    removes what this call wrote (files, index keys, metadata) before it is raised."""
+    from pulsarctl_py.compaction.apply import (
+        _ensure_parents,
+        _Written,
+        bookie_id_for,
+        check_bookie_free,
+        closed_ledger_metadata,
+        target_dir,
+        write_bookie,
+    )
+    from pulsarctl_py.compaction.core import CompactedEntry
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.stores.metadata import allocate_ledger_id, open_metadata_store, read_layout
+
+    with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True, need_bookie=True) as ro:
+        current, kind = target_dir(ro.bookie)
+        bookie_id = bookie_id_for(current, ro, plan.ledgers)
+    store = open_metadata_store(metadata_url, read_only=False)
+    written: list[_Written] = []
+    created: list[str] = []
+    try:
+        check_bookie_free(current, store)
+        info = read_layout(store)
+        layout = (
+            info.layout
+            if info is not None and info.layout is not None
+            else lm.LedgerLayout.HIERARCHICAL
+        )
+        for old in plan.ledgers:
+            new_id = allocate_ledger_id(store, layout=layout)
+            if new_id <= plan.floor:
+                raise DataError(
+                    f"the ledger id generator gave {new_id}, not above ledger {plan.floor} "
+                    "that the topic keeps before the copies: the broker orders ledgers by id"
+                )
+            entries = plan.entries.get(old, [])
+            count = length = 0
+            if entries:
+                w = _Written()
+                written.append(w)
+                count, length = write_bookie(
+                    current,
+                    kind,
+                    new_id,
+                    (CompactedEntry((new_id, i), data, 1, -1) for i, data in enumerate(entries)),
+                    w,
+                )
+            md = closed_ledger_metadata(
+                new_id, count, length, bookie_id, lm.pulsar_custom_metadata(plan.persistence_name)
+            )
+            path = lm.ledger_path(new_id, layout)
+            _ensure_parents(store, path)
+            store.transaction().create(path, lm.build(md)).commit()
+            created.append(path)
+            plan.new_ids[old] = new_id
+            plan.lengths[old] = length
+    except BaseException:
+        for path in reversed(created):
+            node = store.exists(path)
+            if node is not None:
+                store.delete(path, node.version)
+        for w in reversed(written):
+            w.undo()
+        plan.new_ids.clear()
+        raise
+    finally:
+        store.close()
+
+
+def swap_index_ledgers(
+    draft: Draft, plan: IndexPlan, source: LedgerSource | None, *, delete_old: bool = False
+) -> None:
+    """Draft the swap: the ML list names the new ledgers (one compare-and-set on the ML
+    znode), its ``index`` property is raised to the last index, cursors and the terminated
+    position move to the same entry of the new ledger; old ledgers' metadata deleted only
+    with ``delete_old``."""
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+
+    from .repairs import _ledger_path, _set_topic
+
+    topic = load_topic(draft, plan.topic)
+    missing = [lid for lid in plan.ledgers if lid not in topic.ids]
+    if missing:
+        raise DataError(
+            f"ledgers {missing} are no longer in {plan.topic}'s list: make a new migration"
+        )
+    ids = plan.new_ids
+
+    def moved(lid: int, eid: int) -> tuple[int, int]:
+        return (ids.get(lid, lid), eid)
+
+    msg = mlpb.ManagedLedgerInfo()
+    msg.CopyFrom(topic.info)
+    for li in msg.ledgerInfo:
+        if li.ledgerId in ids:
+            old = li.ledgerId
+            li.ledgerId = ids[old]
+            li.entries = len(plan.entries.get(old, []))
+            li.size = plan.lengths.get(old, 0)
+            li.ClearField("offloadContext")
+    props = {p.key: p.value for p in msg.properties}
+    try:
+        existing = int(props.get(INDEX_PROPERTY, "-1"))
+    except ValueError:
+        existing = -1
+    value = max(existing, plan.last_index)
+    if existing > plan.last_index:
+        draft.warnings.append(
+            f"the index property stays at {existing} (above the last migrated index "
+            f"{plan.last_index}): it is never lowered, the next offsets continue after it"
+        )
+    kept = [(p.key, p.value) for p in msg.properties if p.key != INDEX_PROPERTY]
+    del msg.properties[:]
+    for k, v in [*kept, (INDEX_PROPERTY, str(value))]:
+        msg.properties.add(key=k, value=v)
+    if msg.HasField("terminatedPosition"):
+        t = msg.terminatedPosition
+        t.ledgerId, t.entryId = moved(t.ledgerId, t.entryId)
+    cursors = load_cursors(draft, topic, source)
+    _set_topic(
+        draft,
+        topic,
+        msg,
+        f"swap ledgers {plan.ledgers} for their copies with a continuous index "
+        f"{plan.start}..{plan.last_index}; index property {value}",
+    )
+    for cursor in cursors:
+        _move_cursor(draft, topic, cursor, moved, plan)
+    if delete_old:
+        for lid in plan.ledgers:
+            path = _ledger_path(draft, lid)
+            if path is not None:
+                draft.delete(path, "ledger", f"old ledger {lid}, copied into {ids[lid]}")
+    record = {"repair": "migrate-index"} | plan.to_json()
+    record["old_ledgers_deleted"] = delete_old
+    draft.repairs.append(record)
+    draft.warnings.append(
+        f"the new ledgers {sorted(ids.values())} are written already; `ledgerctl undo` "
+        "restores the metadata and leaves them unreferenced (`ledgerctl orphans` lists them)"
+    )
+    if plan.reindexed:
+        draft.warnings.append(
+            f"{plan.reindexed} entries already carried an index and get a new one: "
+            "consumers' offsets in them must be translated with the mapping too"
+        )
+    if plan.timestamps_from_publish_time:
+        draft.warnings.append(
+            f"broker_timestamp of {plan.timestamps_from_publish_time} entries is their "
+            "publish_time (the broker's append time was never recorded)"
+        )
+
+
+def _move_cursor(draft: Draft, topic: Any, cursor: Any, moved: Any, plan: IndexPlan) -> None:
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+
+    from .repairs import write_cursor
+
+    if cursor.position is None:
+        return
+    ids = plan.new_ids
+    touched = cursor.position[0] in ids or any(
+        r.lowerEndpoint.ledgerId in ids or r.upperEndpoint.ledgerId in ids
+        for r in cursor.decoded.message.individualDeletedMessages
+    )
+    compacted = dict(cursor.properties).get(COMPACTED_TOPIC_LEDGER)
+    if not touched and compacted is None:
+        return
+    if compacted is not None:
+        # the compacted ledger names the old positions: compact again after the migration
+        start = (topic.ids[0], -1)
+        write_cursor(
+            draft,
+            cursor,
+            start,
+            f"the compacted ledger {compacted} names positions of the old ledgers: clear "
+            f"{COMPACTED_TOPIC_LEDGER} and compact again",
+            properties=[(k, v) for k, v in cursor.properties if k != COMPACTED_TOPIC_LEDGER],
+        )
+        draft.warnings.append(
+            f"{COMPACTED_TOPIC_LEDGER} {compacted} is cleared: run `ledgerctl compact "
+            f"{plan.topic} --apply` after the migration"
+        )
+        return
+    if cursor.in_ledger:
+        write_cursor(
+            draft,
+            cursor,
+            moved(*cursor.position),
+            f"mark-delete {cursor.position[0]}:{cursor.position[1]} to the new ledger "
+            "(state moved into the znode; the cursor ledger's acks are not carried)",
+        )
+        return
+    msg = mlpb.ManagedCursorInfo()
+    msg.CopyFrom(cursor.decoded.message)
+    msg.markDeleteLedgerId, msg.markDeleteEntryId = moved(*cursor.position)
+    for r in msg.individualDeletedMessages:
+        for end in (r.lowerEndpoint, r.upperEndpoint):
+            end.ledgerId, end.entryId = moved(end.ledgerId, end.entryId)
+    for b in msg.batchedEntryDeletionIndexInfo:
+        b.position.ledgerId, b.position.entryId = moved(b.position.ledgerId, b.position.entryId)
+    from pulsarctl_py.decoders import managed_ledger as mld2
+
+    draft.set(
+        cursor.path,
+        "cursor",
+        mld2.rebuild(cursor.decoded, msg),
+        "positions in the old ledgers move to the same entries of the new ledgers",
+    )
