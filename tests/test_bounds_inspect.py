@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +89,30 @@ def test_max_message_size_bad_values_are_usage_errors(
     result = run(capsys, "inspect", str(LEDGER), "--bookie-dir", bookie, "--max-message-size", bad)
     assert result.code == 2
     assert "--max-message-size" in result.err and "Traceback" not in result.err
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="peak RSS from wait4 on Linux")
+def test_verify_reads_a_stored_bomb_without_decompressing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_env: None
+) -> None:
+    """verify decodes entries to metadata depth: a bomb costs it no memory (so no flag)."""
+    from tests import verify_world
+
+    real = verify_world._Builder.pulsar_entry
+
+    def with_bomb(self: Any, ledger_id: int, entry_id: int, *, bem: bool) -> bytes:
+        data = real(self, ledger_id, entry_id, bem=bem)
+        if (ledger_id, entry_id) == (40, 1):
+            data = self.pulsar[(ledger_id, entry_id)] = zstd_bomb(400 * MiB)
+        return data
+
+    monkeypatch.setattr(verify_world._Builder, "pulsar_entry", with_bomb)
+    world = verify_world.build_world(tmp_path / "world")
+    args = ("--metadata-url", world.metadata_url, "--bookie-dir", str(world.bookie_dir))
+    code, rss, err = run_measured("verify", verify_world.PLAIN, "-o", "json", *args)
+    assert code == 0, err
+    assert rss < BASELINE, f"peak RSS {rss / MiB:.0f} MiB"
+    # the same entry read by inspect is a finding under the default cap
+    code, rss, err = run_measured("inspect", "--topic", verify_world.PLAIN, "-o", "json", *args)
+    assert code == 1, err
+    assert rss < BASELINE, f"peak RSS {rss / MiB:.0f} MiB"
