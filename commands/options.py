@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +167,10 @@ MAX_MESSAGE_SIZE = typer.Option(
     show_default=False,
 )
 
-_SIZE_UNITS = {
-    "": 1,
+#: a size: a number and an optional unit (k, m, g: binary; kb, mb, gb: decimal)
+SIZE_PATTERN = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$")
+SIZE_UNITS: dict[str | None, int] = {
+    None: 1,
     "b": 1,
     "k": 1024,
     "kb": 1000,
@@ -183,17 +186,15 @@ _SIZE_UNITS = {
 
 def parse_size(text: str | None, flag: str, default: int) -> int:
     """``5MiB``, ``512m``, ``1g`` or plain bytes -> bytes; None -> ``default``."""
-    import re
-
     if text is None:
         return default
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    unit = found.group(2).lower() if found else ""
-    if not found or unit not in _SIZE_UNITS:
+    found = SIZE_PATTERN.match(text)
+    if not found:
         raise typer.BadParameter(
             f"{text!r}: expected a size such as 5MiB, 512m or 1000000", param_hint=flag
         )
-    value = int(float(found.group(1)) * _SIZE_UNITS[unit])
+    number, unit = found.groups()
+    value = int(float(number) * SIZE_UNITS[unit.lower() if unit else None])
     if value < 1:
         raise typer.BadParameter("must be a positive number of bytes", param_hint=flag)
     return value
