@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,20 +40,7 @@ class EngineChoice(enum.StrEnum):
     spark = "spark"
 
 
-_SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$")
-_UNITS = {
-    None: 1,
-    "b": 1,
-    "k": 1024,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 1024**2,
-    "mb": 1000**2,
-    "mib": 1024**2,
-    "g": 1024**3,
-    "gb": 1000**3,
-    "gib": 1024**3,
-}
+_SIZE, _UNITS = options.SIZE_PATTERN, options.SIZE_UNITS
 
 
 def parse_size(text: str) -> int:

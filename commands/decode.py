@@ -13,6 +13,7 @@ import typer
 from pulsarctl_py.commands.options import (
     STRICT,
     DepthChoice,
+    parse_size,
     password,
     private_key_passphrase,
 )
@@ -109,13 +110,15 @@ def decode(
         False, "--raise", help="Debugging: raise on the first undecodable layer."
     ),
     strict: bool = STRICT,
-    max_message_size: int = typer.Option(
-        DEFAULT_MAX_MESSAGE_SIZE,
+    max_message_size: str = typer.Option(
+        None,
         "--max-message-size",
         metavar="BYTES",
-        help="The largest payload to decompress (Pulsar's maxMessageSize, 5 MiB, plus its "
-        "10 KiB frame padding): a larger uncompressed_size is reported, not allocated. "
-        "Raise it for a broker configured with a larger maxMessageSize.",
+        help="The largest payload to decompress (5MiB, 512m or plain bytes; default "
+        "Pulsar's maxMessageSize, 5 MiB, plus its 10 KiB frame padding): a larger "
+        "uncompressed_size is reported, not allocated. Raise it for a broker configured "
+        "with a larger maxMessageSize.",
+        show_default=False,
     ),
     passphrase_env: str = typer.Option(
         None,
@@ -149,10 +152,7 @@ def decode(
         for name in samples():
             typer.echo(name)
         return
-    if max_message_size < 1:
-        raise typer.BadParameter(
-            "must be a positive number of bytes", param_hint="--max-message-size"
-        )
+    max_uncompressed = parse_size(max_message_size, "--max-message-size", DEFAULT_MAX_MESSAGE_SIZE)
     paths = list(inputs or ([] if sample else ["-"]))
     for path in paths:
         check_readable(path)
@@ -167,7 +167,8 @@ def decode(
         private_key=key,
         depth=Depth[depth.name.upper()],
         raise_errors=raise_errors,
-        max_uncompressed=max_message_size,
+        max_uncompressed=max_uncompressed,
+        limit_hint="(raise it with --max-message-size)",
     )
     sources = iter_sources(paths, input_format.value)
     if sample:

@@ -11,6 +11,8 @@ import typer
 from pulsarctl_py.commands.options import (
     BOOKIE_ADDRESS,
     BOOKIE_DIRS,
+    DEFAULT_INSPECT_MAX_MESSAGE_SIZE,
+    MAX_MESSAGE_SIZE,
     METADATA_URL,
     NO_PROGRESS,
     PASSWORD_ENV,
@@ -19,6 +21,7 @@ from pulsarctl_py.commands.options import (
     STRICT,
     DepthChoice,
     live_options,
+    parse_size,
     password,
     progress_wanted,
 )
@@ -135,6 +138,7 @@ def inspect(
         "one entry (L:E) for decode or a bug report, never to a terminal.",
     ),
     hexdump: bool = typer.Option(False, "--hex", help="Add a hex dump of every layer."),
+    max_message_size: str = MAX_MESSAGE_SIZE,
     quiet: bool = QUIET,
     no_progress: bool = NO_PROGRESS,
     strict: bool = STRICT,
@@ -181,6 +185,9 @@ def inspect(
         sequence_ids=_sequence_ids(sequence_id) if sequence_id is not None else None,
         properties=[_property(p) for p in properties or []],
         private_key=key_obj,
+        max_uncompressed=parse_size(
+            max_message_size, "--max-message-size", DEFAULT_INSPECT_MAX_MESSAGE_SIZE
+        ),
     )
     summary = Summary()
     with LedgerSource.open(

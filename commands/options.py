@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,53 @@ def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
 def live_options(addresses: list[str] | None) -> Any:
     """Client options for commands that take only ``--bookie-address`` (the rest from env)."""
     return client_options(addresses, None, None, None, None)
+
+
+# -- decompression bound (issue 7 point 10) -----------------------------------------------
+
+#: inspect's cap on a decompressed payload. Pulsar checks only the *compressed* size against
+#: maxMessageSize, so healthy data can decompress far above 5 MiB: a generous default.
+DEFAULT_INSPECT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
+
+MAX_MESSAGE_SIZE = typer.Option(
+    None,
+    "--max-message-size",
+    metavar="BYTES",
+    help="The largest size a payload may decompress to (5MiB, 512m or plain bytes); a "
+    "larger uncompressed_size is reported as an error, not allocated. Default 64MiB: the "
+    "broker checks only the compressed size against maxMessageSize, so healthy messages "
+    "may decompress far above it.",
+    show_default=False,
+)
+
+#: a size: a number and an optional unit (k, m, g: binary; kb, mb, gb: decimal)
+SIZE_PATTERN = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$")
+SIZE_UNITS: dict[str | None, int] = {
+    None: 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
+
+
+def parse_size(text: str | None, flag: str, default: int) -> int:
+    """``5MiB``, ``512m``, ``1g`` or plain bytes -> bytes; None -> ``default``."""
+    if text is None:
+        return default
+    found = SIZE_PATTERN.match(text)
+    if not found:
+        raise typer.BadParameter(
+            f"{text!r}: expected a size such as 5MiB, 512m or 1000000", param_hint=flag
+        )
+    number, unit = found.groups()
+    value = int(float(number) * SIZE_UNITS[unit.lower() if unit else None])
+    if value < 1:
+        raise typer.BadParameter("must be a positive number of bytes", param_hint=flag)
+    return value

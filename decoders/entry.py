@@ -69,6 +69,7 @@ class DecodeOptions:
     depth: Depth = Depth.MESSAGES
     verify: bool = True
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
+    limit_hint: str = ""  # appended to the message of an exceeded max_uncompressed
     raise_errors: bool = False  # re-raise instead of recording an undecoded layer
 
 
@@ -538,7 +539,10 @@ def open_payload(
             except (DecompressionError, UnsupportedCodec) as exc:
                 if options.raise_errors:
                     raise
-                entry.problems.append(Problem("error", "compression", pos, str(exc)))
+                text = str(exc)
+                if options.limit_hint and size > options.max_uncompressed:
+                    text = f"{text} {options.limit_hint}"
+                entry.problems.append(Problem("error", "compression", pos, text))
                 entry.layers.append(
                     Layer(
                         "undecoded",

@@ -45,6 +45,7 @@ class InspectRequest:
     sequence_ids: tuple[int, int] | None = None  # message sequence ids, inclusive
     properties: list[tuple[str, str | None]] = field(default_factory=list)  # all must match
     private_key: Any = None
+    max_uncompressed: int | None = None  # cap on a decompressed payload (--max-message-size)
 
     @property
     def message_filters(self) -> bool:
@@ -305,6 +306,7 @@ def inspect(
             verify=request.verify,
             private_key=request.private_key,
             keep_going=True,
+            max_uncompressed=request.max_uncompressed,
         ):
             if entry.unreadable is not None:  # no time, no messages: always reported
                 pass

@@ -251,8 +251,12 @@ class LedgerSource:
         verify: bool = True,
         private_key: Any = None,
         keep_going: bool = False,
+        max_uncompressed: int | None = None,
     ) -> Iterator[Entry]:
         """Decode the ledger's entries in [first, last] in order, joining chunked messages.
+
+        ``max_uncompressed`` caps the size a payload may decompress to (the
+        ``--max-message-size`` of inspect and verify); None keeps the decoders' default.
 
         An entry whose stored bytes cannot be read (a damaged log record or index) raises
         :class:`LedgerctlError`; with ``keep_going`` it is yielded instead as an
@@ -266,6 +270,9 @@ class LedgerSource:
             depth=Depth.ENTRY if view.kind == "cursor" else depth,
             verify=verify,
         )
+        if max_uncompressed is not None:
+            options.max_uncompressed = max_uncompressed
+            options.limit_hint = "(raise it with --max-message-size)"
         assembler = ChunkAssembler(options)
         next_id = first
         while last is None or next_id <= last:
