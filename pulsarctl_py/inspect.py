@@ -331,6 +331,8 @@ def _check_missing_storage(source: LedgerSource, view: LedgerView, summary: Summ
     md = view.metadata
     if source.bookie is None or md is None or not md.is_closed or md.last_entry_id < 0:
         return
+    if getattr(source.bookie, "where", None) == "live":  # running bookies: their answers say
+        return
     if view.storage_error is not None:  # reported with the storage's problems
         return
     dirs = ", ".join(str(d) for d in source.bookie.layout.ledger_dirs) or "(no ledger dirs)"

@@ -59,7 +59,7 @@ def test_plan_round_trip(positions: list[tuple[int, int]], version: int, delete:
         (c.key, c.old, c.new, c.version, c.action) for c in changes
     ]
     for change in plan.to_json()["changes"]:  # decoded, not bytes
-        assert change["old"]["fields"]["markDeleteLedgerId"] >= 0
+        assert change["old"]["fields"]["mark_delete_ledger_id"] >= 0
         assert any(line.startswith("-markDelete") for line in change["diff"])
 
 

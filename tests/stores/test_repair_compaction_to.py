@@ -56,7 +56,7 @@ def test_repoint_plan_apply_undo(tmp_path, capsys, request, store_kind):
     assert [c["key"].rsplit("/", 1)[-1] for c in shown["changes"]] == ["__compaction"]
     new = shown["changes"][0]["new"]["fields"]
     assert {"name": "CompactedTopicLedger", "value": 30} in new["properties"]
-    assert (new["markDeleteLedgerId"], new["markDeleteEntryId"]) == (11, 3)
+    assert (new["mark_delete_ledger_id"], new["mark_delete_entry_id"]) == (11, 3)
     assert shown["repairs"][0]["horizon"] == "11:3"
     assert shown["repairs"][0]["from_ledger"] == new_id
     assert snapshot(world.metadata_url) == after_compact  # a plan writes nothing

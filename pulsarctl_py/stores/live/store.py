@@ -24,7 +24,7 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import bookkeeper as bk
 from pulsarctl_py.decoders.checksums import DigestType, crc32c
@@ -97,6 +97,10 @@ class LiveBookieStore:
         self.options = options or ClientOptions()
         self.password = password
         self.pool = BookiePool(self.options)
+        # what an offline store reports about its own files; a running bookie's files are
+        # its own business, so these stay empty (verify and inspect read them alike)
+        self.problems: list[Any] = []
+        self.findings: list[Any] = []
         self.down: dict[str, str] = {}  # bookie id -> why it failed
         self._ledgers: dict[int, _LedgerState] = {}
 
