@@ -147,6 +147,8 @@ def seek(
 
 
 def _show(result, output: OutputFormat, explain: bool) -> None:
+    import json
+
     from pulsarctl_py import render
 
     fmt = render.resolve(output, OutputFormat.TABLE)
@@ -159,7 +161,10 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
     out = render.stdout_console()
     err = render.stderr_console()
     target = data["target"]
-    title = f"seek {target['kind']} {target['value']}"
+    shown = target["value"]
+    if target["kind"] == "time" and isinstance(shown, int):
+        shown = render.iso_ms(shown)
+    title = f"seek {target['kind']} {shown}"
     if data["rule"]:
         title += f" (rule {data['rule']})"
     table = Table(title=title, show_header=False)
@@ -189,7 +194,9 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
         ex = data["exact"]
         table.add_row("exact (linear scan)", str(ex["first_at_or_after"] or "after the last entry"))
     for msg in data.get("messages", []):
-        table.add_row(f"message {msg.get('batch_index', '')}", str(msg))
+        table.add_row(
+            f"message {msg.get('batch_index', '')}", json.dumps(msg, ensure_ascii=False)
+        )
     table.add_row("entries read", str(data["entries_read"]))
     out.print(table)
     if explain:
@@ -200,8 +207,8 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
             probes.add_row(
                 p["phase"],
                 p["position"],
-                str(p["timestamp"]),
-                str(p["source"]),
+                render.iso_ms(p["timestamp"]) if p["timestamp"] is not None else "-",
+                p["source"] or "-",
                 p["comparison"] if p["error"] is None else f"unreadable: {p['error']}",
             )
         out.print(probes)
