@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from pulsarctl_py.compaction.apply import apply_compaction
 from pulsarctl_py.compaction.run import read_spool
 from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
 from tests.cli_helpers import run
+from tests.demo_world import holding_lock
 from tests.verify_world import ORDERS, World, build_world
 
 CURSOR = "/managed-ledgers/public/default/persistent/orders/__compaction"
@@ -179,35 +177,13 @@ def test_a_stale_compare_and_set_writes_nothing(tmp_path, request, store_kind):
 def test_apply_refuses_while_the_bookie_holds_its_lock(tmp_path, capsys, request):
     world = _world(tmp_path, "rocksdb", "db", request)
     lock = world.bookie_dir / "current" / "locations" / "LOCK"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(
-                f"""
-                import fcntl, os, sys, time
-                fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)
-                fcntl.lockf(fd, fcntl.LOCK_EX)
-                print("locked", flush=True)
-                sys.stdin.read()
-                """
-            ),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with holding_lock(lock):
         before = _bookie_files(world)
         result = run(capsys, "compact", ORDERS, "--full", "--apply", "-o", "json", *_args(world))
         assert result.code == 3
         assert "holds its lock" in result.err
         assert len(result.err.strip().splitlines()) <= 2
         assert _bookie_files(world) == before
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=10)
 
 
 def test_export_writes_the_compacted_view(tmp_path, capsys, request):
