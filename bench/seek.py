@@ -4,9 +4,12 @@ A synthetic ledger store (no bytes: heads computed from the entry number) counts
 so the figures measure the search itself. The topic is split into ledgers of 50,000
 entries (the broker's default managedLedgerMaxEntriesPerLedger), one entry every 10 ms,
 each ledger closed 1 ms after its last entry. For each N, targets spread over the topic
-are sought with the broker rule (close-time narrowing at the default 60 s skew, and
-without it), and by index; the linear scan reads every head until the first at or after
-the target (the whole topic for the last targets), as `--exact` does.
+are sought with every rule: broker (close-time narrowing at the default 60 s skew, and
+without it), kop, compacted (one compacted ledger of N entries) and by index. Each rule
+reports its most reads against ceil(log2 M), M being the entries of the range it searched
+(the whole topic but for the narrowed broker rule), and checks them against the rule's
+bound (pulsarctl_py.seek.READ_SLACK). The linear scan reads every head until the first at
+or after the target (the whole topic for the last targets), as `--exact` does.
 
     python bench/seek.py            # N = 10^3 .. 10^7
     python bench/seek.py --quick    # N = 10^3 .. 10^5
@@ -31,13 +34,16 @@ from _machine import machine
 
 from pulsarctl_py.seek import (
     DEFAULT_CLOCK_SKEW_MS,
+    READ_SLACK,
     CachedReader,
     FlatTopic,
     Head,
     SeekLedger,
-    max_reads,
+    ceil_log2,
+    seek_compacted,
     seek_index,
     seek_time_broker,
+    seek_time_kop,
 )
 
 PER_LEDGER = 50_000
@@ -79,45 +85,101 @@ def linear(n: int, target: int) -> tuple[int, float]:
     return reader.reads, time.perf_counter() - start
 
 
+class Reads:
+    """One rule's reads over the targets, against ceil(log2 M) for the range searched."""
+
+    def __init__(self, rule: str) -> None:
+        self.rule = rule
+        self.reads: list[int] = []
+        self.walls: list[float] = []
+        self.over = -(10**9)
+        self.range_max = 0
+        self.ledgers_max = 0
+
+    def add(self, reads: int, wall: float, range_entries: int, ledgers: int) -> None:
+        self.reads.append(reads)
+        self.walls.append(wall)
+        self.over = max(self.over, reads - ceil_log2(range_entries))
+        self.range_max = max(self.range_max, range_entries)
+        self.ledgers_max = max(self.ledgers_max, ledgers)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "targets": len(self.reads),
+            "reads_max": max(self.reads),
+            "reads_mean": round(sum(self.reads) / len(self.reads), 2),
+            "range_entries_max": self.range_max,
+            "ledgers_searched_max": self.ledgers_max,
+            "ceil_log2_range_max": ceil_log2(self.range_max),
+            "max_reads_over_ceil_log2_range": self.over,
+            "bound_over_ceil_log2": READ_SLACK[self.rule],
+            "within_bound": self.over <= READ_SLACK[self.rule],
+            "wall_ms_mean": round(1000 * sum(self.walls) / len(self.walls), 3),
+        }
+
+
+def _ledgers_in(flat: FlatTopic, search_range: dict[str, Any] | None) -> int:
+    if not search_range or search_range["start"] is None:
+        return len(flat.used)
+    first = int(search_range["start"].split(":")[0])
+    last = int(search_range["end"].split(":")[0])
+    return sum(1 for lg in flat.used if first <= lg.ledger_id <= last)
+
+
 def measure(n: int, targets: int) -> dict[str, Any]:
     flat = topic(n)
-    out: dict[str, Any] = {"entries": n, "ledgers": len(flat.used)}
+    out: dict[str, Any] = {"entries": n, "ledgers": len(flat.used), "ceil_log2_n": ceil_log2(n)}
+    picks = [(j * (n - 1)) // max(targets - 1, 1) for j in range(targets)]
     for name, skew in (("broker_narrowed", DEFAULT_CLOCK_SKEW_MS), ("broker_whole_topic", -1)):
-        reads, walls, over = [], [], 0
-        for j in range(targets):
-            k = (j * (n - 1)) // max(targets - 1, 1)
+        stats = Reads("broker")
+        for k in picks:
             target = T0 + k * STEP_MS + 5  # between entries k and k + 1
             inner = SyntheticReader(PER_LEDGER)
             start = time.perf_counter()
             result, _ = seek_time_broker(flat, CachedReader(inner), target, skew)
-            walls.append(time.perf_counter() - start)
-            expected = k + 1
+            wall = time.perf_counter() - start
             got = None if result.head is None else result.head.index
-            assert got == (expected if expected < n else None), (n, k, got)
-            reads.append(inner.reads)
-            budget = max_reads(max(result.search_range["entries"], 1))
-            over = max(over, inner.reads - budget)
-        out[name] = {
-            "targets": targets,
-            "reads_max": max(reads),
-            "reads_mean": round(sum(reads) / len(reads), 2),
-            "log2_n_plus_2": max_reads(n),
-            "max_over_log2_range_plus_2": over,
-            "wall_ms_mean": round(1000 * sum(walls) / len(walls), 3),
-        }
-    reads = []
-    for j in range(targets):
-        k = (j * (n - 1)) // max(targets - 1, 1)
+            assert got == (k + 1 if k + 1 < n else None), (name, n, k, got)
+            sr = result.search_range
+            stats.add(inner.reads, wall, max(sr["entries"], 1), _ledgers_in(flat, sr))
+        out[name] = stats.report()
+    stats = Reads("kop")
+    for k in picks:
         inner = SyntheticReader(PER_LEDGER)
-        seek_index(flat, CachedReader(inner), k)
-        reads.append(inner.reads)
-    out["index"] = {"reads_max": max(reads), "log2_n_plus_2": max_reads(n)}
+        start = time.perf_counter()
+        result, _ = seek_time_kop(flat, CachedReader(inner), T0 + k * STEP_MS + 5)
+        wall = time.perf_counter() - start
+        assert result.kafka_offset == k + 1, ("kop", n, k, result.kafka_offset)
+        stats.add(inner.reads, wall, n, len(flat.used))
+    out["kop"] = stats.report()
+    stats = Reads("index")
+    for k in picks:
+        inner = SyntheticReader(PER_LEDGER)
+        start = time.perf_counter()
+        result, _ = seek_index(flat, CachedReader(inner), k)
+        wall = time.perf_counter() - start
+        assert result.head is not None and result.head.index == k, ("index", n, k)
+        stats.add(inner.reads, wall, n, len(flat.used))
+    out["index"] = stats.report()
+    stats = Reads("compacted")
+    for k in picks:
+        inner = SyntheticReader(n)  # one compacted ledger (id 0) of n entries
+        start = time.perf_counter()
+        result, _ = seek_compacted(0, n, CachedReader(inner), T0 + k * STEP_MS + 5)
+        wall = time.perf_counter() - start
+        got = None if result.head is None else result.head.index
+        assert got == (k + 1 if k + 1 < n else None), ("compacted", n, k, got)
+        stats.add(inner.reads, wall, n, 1)
+    out["compacted"] = stats.report()
     lin_reads, lin_wall = linear(n, T0 + n * STEP_MS)  # after the last: reads everything
     out["linear_scan"] = {"reads": lin_reads, "wall_s": round(lin_wall, 3)}
     seek_ms = out["broker_narrowed"]["wall_ms_mean"]
     out["speedup_wall"] = round(lin_wall * 1000 / seek_ms, 1) if seek_ms else None
     out["speedup_reads"] = round(lin_reads / out["broker_narrowed"]["reads_mean"], 1)
     return out
+
+
+RULES = ("broker_narrowed", "broker_whole_topic", "kop", "index", "compacted")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,16 +197,14 @@ def main(argv: list[str] | None = None) -> int:
         "per_ledger": PER_LEDGER,
         "sizes": results,
         "targets": {
-            "reads_within_log2_range_plus_3": {
-                "target": "broker probes <= ceil(log2 M) + 3 (M: entries in the range searched)",
-                "measured": max(
-                    r["broker_narrowed"]["max_over_log2_range_plus_2"] for r in results
-                ),
-                "pass": all(
-                    r[k]["max_over_log2_range_plus_2"] <= 1
-                    for r in results
-                    for k in ("broker_narrowed", "broker_whole_topic")
-                ),
+            "reads_within_rule_bounds": {
+                "target": "reads <= ceil(log2 M) + bound per rule (M: entries of the range "
+                "searched; bounds: broker, kop, index 3, compacted 1)",
+                "measured": {
+                    rule: max(r[rule]["max_reads_over_ceil_log2_range"] for r in results)
+                    for rule in RULES
+                },
+                "pass": all(r[rule]["within_bound"] for r in results for rule in RULES),
             },
             "speedup_at_largest_n": {
                 "target": ">= 1000x the linear scan (wall time)",

@@ -102,9 +102,10 @@ def seek(
 ) -> None:
     """Find where a time, continuous index, KoP offset or position is stored in a topic.
 
-    Reads entry heads only, binary-searching as the broker does (at most ceil(log2 N) + 2
-    entries per ledger searched). Exit status 1 when the target cannot be answered (no
-    such index, an empty topic, an unreadable entry in the way).
+    Reads entry heads only, probing in the broker's (or KoP's) own order: at most
+    ceil(log2 N) + 3 entries for N entries searched (--rule compacted: + 1). Exit status
+    1 when the target cannot be answered (no such index, an empty topic, an unreadable
+    entry in the way).
     """
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.ledgers import LedgerSource
@@ -194,9 +195,7 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
         ex = data["exact"]
         table.add_row("exact (linear scan)", str(ex["first_at_or_after"] or "after the last entry"))
     for msg in data.get("messages", []):
-        table.add_row(
-            f"message {msg.get('batch_index', '')}", json.dumps(msg, ensure_ascii=False)
-        )
+        table.add_row(f"message {msg.get('batch_index', '')}", json.dumps(msg, ensure_ascii=False))
     table.add_row("entries read", str(data["entries_read"]))
     out.print(table)
     if explain:

@@ -12,14 +12,20 @@ The rules, with where they come from (formats.md §13, §15; upstream sources na
   ``PersistentMessageFinder`` narrows the search range by ledger close timestamps
   (``getFindPositionRange``: start = last entry of the latest ledger closed at or before
   ``T - skew``, end = last entry of the first ledger closed after ``T + skew``, an open
-  ledger (close timestamp 0) clears the end and stops; a negative skew turns it off), then
-  ``OpFindNewest`` looks for the newest entry whose timestamp is **strictly** before ``T``:
-  it reads the first entry of the range (none matches: no position), then the entry
-  ``count`` entries after it, clamped to the last entry (it matches: that one), then
-  binary-searches with ``mid = min + max((max - min) / 2, 1)``. The entry timestamp is the
-  broker entry metadata's ``broker_timestamp`` when present, else ``publish_time``. The
-  cursor then reads from the entry after the one found; when none is found, from the
-  first position of the topic. The skew defaults to the broker's
+  ledger (close timestamp 0) clears the end and stops; a negative skew turns it off).
+  ``ManagedCursorImpl.asyncFindNewestMatching`` counts the range's entries ``M`` (both
+  ends included; no start: the first position of the managed ledger; no end: the last
+  entry), then ``OpFindNewest`` looks for the newest entry whose timestamp is
+  **strictly** before ``T``. Its probes, as offsets from the range's first entry: 0 (no
+  match: no position), then ``M`` (one past the range, clamped to the last entry of the
+  topic; a match: that one), then, from ``min = 0, max = M``, ``mid = min + max((max -
+  min) / 2, 1)`` (a match: ``min = mid``, else ``max = mid - 1``) until ``max <= min``; the
+  answer is the last matching probe. The entry timestamp is the broker entry metadata's
+  ``broker_timestamp`` when present, else ``publish_time``. The cursor then reads from
+  the entry after the one found. When none is found the broker resets to
+  ``ManagedCursorImpl.getFirstPosition()``: entry 0 of the first ledger the managed
+  ledger lists (moved on to the next valid position when that ledger holds no entry); a
+  managed ledger without ledgers fails the reset. The skew defaults to the broker's
   ``managedLedgerCursorResetLedgerCloseTimestampMaxClockSkewMillis`` = 60000
   (apache/pulsar ``ServiceConfiguration.java``).
 * ``kop`` (Kafka LIST_OFFSETS by timestamp, streamnative/kop ``OffsetFinder`` and
@@ -38,12 +44,24 @@ When timestamps go backwards the binary search gives an answer that is not the f
 entry at or after ``T`` (apache/pulsar#23910). Probes that contradict each other are
 reported as warnings; :func:`exact_scan` reads every entry head (streamed) and gives the
 true first entry at or after ``T`` and the regions where time goes backwards.
+
+Reads. The ``broker``, ``kop`` and ``--index`` searches read exactly the entries the
+broker (or KoP) probes, each once, plus the answer entry when no probe read it; that is
+what makes their answers exact on timestamps that go backwards, and no procedure can do
+it with fewer reads: flipping the outcome of any one probe changes the answer (a match
+moves every later probe above it, a miss every later probe below it), so an entry left
+unread leaves two inputs with different answers undistinguished. Those probes take up to
+``ceil(log2 N) + 3`` reads (N: entries of the range searched), one more than a plain
+binary search, because ``max`` starts one past the range and ``mid`` leans low. Smallest
+cases: the broker rule on 8 entries (T between the third and the fourth: entries 0, 7,
+4, 1, 2, 3, six reads against ``ceil(log2 8) + 2 = 5``), KoP's and the index search on
+13. ``compacted`` (a plain lower bound) reads at most ``ceil(log2 N) + 1``.
+:data:`READ_SLACK` holds these bounds; docs/performance.md has the measurements.
 """
 
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -491,6 +509,50 @@ def _answer_at(result: SeekResult, prober: Prober, i: int) -> None:
     result.head = prober.head(i)
 
 
+def _no_entries(flat: FlatTopic) -> str:
+    """Why a reset by time has nothing to land on, and what the broker does then."""
+    if not flat.ledgers:
+        return (
+            "the managed ledger lists no ledger: the broker fails a reset by time "
+            "(getFirstPosition() is null)"
+        )
+    if not any(lg.entries > 0 for lg in flat.ledgers):
+        return (
+            "the topic has no entries: a reset by time leaves the cursor at the end "
+            f"({flat.ledgers[0].ledger_id}:0 or the next valid position), with nothing to read"
+        )
+    return "no entry of the topic is in the given storage: every ledger holding one is missing"
+
+
+def _reset_to_first_position(result: SeekResult, prober: Prober, narrowed: bool) -> None:
+    """No entry matched: ``PersistentSubscription.resetCursor(long)`` resets to
+    ``ManagedCursorImpl.getFirstPosition()``, entry 0 of the first ledger the managed
+    ledger lists, and ``asyncResetCursor`` moves an invalid position on to the next valid
+    one (entry 0 of the next ledger with entries). Ledgers missing from storage count, as
+    they do for the broker."""
+    flat = prober.flat
+    first = next(lg for lg in flat.ledgers if lg.entries > 0)  # flat.n > 0 here
+    where = format_position(first.ledger_id, 0)
+    why = (
+        f"the first entry of the narrowed range {result.search_range['start']} is not before "  # type: ignore[index]
+        "the time"
+        if narrowed
+        else "no entry is before the time"
+    )
+    if first.missing is not None:
+        result.head = Head(first.ledger_id, 0, error=first.missing)
+        result.warnings.append(
+            f"{why}: the broker resets to {where}, the first position of the managed "
+            f"ledger, whose ledger is not readable here ({first.missing})"
+        )
+        return
+    _answer_at(result, prober, flat.index_of(first.ledger_id, 0))  # type: ignore[arg-type]
+    if narrowed:
+        result.warnings.append(
+            f"{why}: the broker resets to the first position of the managed ledger, {where}"
+        )
+
+
 # -- the rules --------------------------------------------------------------------------------
 
 
@@ -501,7 +563,7 @@ def seek_time_broker(
     result = SeekResult(None, "time", target, "broker")
     prober = Prober(flat, reader)
     if flat.n == 0:
-        result.findings.append("the topic has no entries: a reset by time fails on the broker")
+        result.findings.append(_no_entries(flat))
         return result, prober
     start_pos, end_pos = find_position_range(flat.ledgers, target, skew)
     start = 0 if start_pos is None else flat.first_at_or_after(*start_pos)
@@ -522,19 +584,13 @@ def seek_time_broker(
 
     found = op_find_newest(prober, start, count, pred) if count > 0 else None
     if found is None:
-        answer = 0
-        if start_pos is not None:
-            result.warnings.append(
-                f"the first entry of the narrowed range {result.search_range['start']} is not "
-                "before the time: the broker resets to the first entry of the topic"
-            )
+        _reset_to_first_position(result, prober, start_pos is not None)
     else:
-        answer = found + 1
-    _answer_at(result, prober, answer)
+        _answer_at(result, prober, found + 1)
     result.warnings.extend(_contradictions(prober.probes, lambda h: h.timestamp))
-    if result.head is not None and result.head.error is None:
+    if found is not None and result.head is not None and result.head.error is None:
         ts = result.head.timestamp
-        if ts is not None and ts < target and answer != 0:
+        if ts is not None and ts < target:
             result.warnings.append(
                 f"the entry the cursor would read first, {result.head.position}, has timestamp "
                 f"{ts}, before the time: timestamps are not in order here"
@@ -825,9 +881,19 @@ def linear_broker_reference(timestamps: Sequence[int], target: int) -> int:
     return len(timestamps)
 
 
-def max_reads(entries: int) -> int:
-    """The read budget per ledger searched: ceil(log2 N) + 2."""
-    return (math.ceil(math.log2(entries)) if entries > 1 else 0) + 2
+#: Entry reads over ceil(log2 N) a search can take, the answer entry included (N: entries
+#: of the range searched); every one of them is needed for the exact answer (module doc).
+READ_SLACK = {"broker": 3, "kop": 3, "index": 3, "compacted": 1}
+
+
+def ceil_log2(entries: int) -> int:
+    """ceil(log2 N), 0 for N <= 1."""
+    return (entries - 1).bit_length() if entries > 1 else 0
+
+
+def read_bound(entries: int, rule: str) -> int:
+    """The most entries a ``rule`` search over ``entries`` entries reads (:data:`READ_SLACK`)."""
+    return ceil_log2(entries) + READ_SLACK[rule]
 
 
 # -- entry point on stores ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ store-backed and CLI tests are in tests/stores/test_seek_stores.py.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import pytest
@@ -15,15 +16,18 @@ from hypothesis import strategies as st
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.seek import (
     DEFAULT_CLOCK_SKEW_MS,
+    READ_SLACK,
     CachedReader,
     FlatTopic,
     Head,
     SeekLedger,
+    ceil_log2,
     decode_legacy_offset,
     encode_legacy_offset,
     exact_scan,
     find_position_range,
-    max_reads,
+    read_bound,
+    seek_compacted,
     seek_index,
     seek_legacy,
     seek_position,
@@ -157,24 +161,122 @@ def test_broker_rule_matches_the_linear_reference(world: World, data, skew: int)
         )
     assert not result.findings
     assert not any("backwards" in w for w in result.warnings)
-    # the read budget: ceil(log2 N) + 2 for the range searched
-    # the broker's probes (at most ceil(log2 N) + 3), plus the entry shown as the answer
-    assert inner.reads <= max_reads(max(result.search_range["entries"], 1)) + 2
+    assert inner.reads <= read_bound(max(result.search_range["entries"], 1), "broker")
     assert len(set(inner.read_positions)) == inner.reads  # no entry read twice
+
+
+@settings(max_examples=300, deadline=None)
+@given(worlds(), st.data(), st.sampled_from([-1, 0, 1000, DEFAULT_CLOCK_SKEW_MS]))
+def test_broker_reads_its_probes_and_the_answer_at_most_log2_plus_three(
+    world: World, data, skew: int
+) -> None:
+    """The broker rule reads the entries OpFindNewest probes and the answer entry, nothing
+    else, each once: at most ceil(log2 M) + 3 for a range of M entries (the smallest case
+    needing the + 3 is test_eight_entries_need_six_reads_all_of_them_forced)."""
+    target = _target(world, data)
+    inner, reader = world.reader()
+    result, prober = seek_time_broker(world.flat, reader, target, skew)
+    if not world.flat.n:
+        assert inner.reads == 0
+        return
+    probed = {(p.head.ledger_id, p.head.entry_id) for p in prober.probes}
+    answer = set() if result.head is None else {(result.head.ledger_id, result.head.entry_id)}
+    assert set(inner.read_positions) == probed | answer
+    assert inner.reads <= read_bound(max(result.search_range["entries"], 1), "broker")
+
+
+def _pattern_world(matches: list[bool]) -> World:
+    """One ledger whose entries match ``timestamp < 50`` exactly where ``matches`` says."""
+    heads = {
+        (100, e): Head(100, e, publish_time=0 if m else 100, index=e) for e, m in enumerate(matches)
+    }
+    return World([SeekLedger(100, len(matches), None)], heads)
+
+
+def test_eight_entries_need_six_reads_all_of_them_forced() -> None:
+    """The smallest topic where the broker's answer takes more than ceil(log2 N) + 2 reads:
+    8 entries, T between the third and the fourth. OpFindNewest reads 0 (match), 7 (its
+    check-last: offset 8 clamped to the last entry; no match), then mid 4 (no), 1, 2 (match)
+    and 3 (no): 6 entries, ceil(log2 8) + 2 = 5. No procedure giving the broker's answer
+    for every input reads fewer: changing any one of those six timestamps changes the
+    broker's answer, so each must be read."""
+    world = make_world([8], [10], [False], t0=0)  # timestamps 10, 20, ..., 80
+    inner, reader = world.reader()
+    result, prober = seek_time_broker(world.flat, reader, 35, -1)
+    assert [p.head.entry_id for p in prober.probes] == [0, 7, 4, 1, 2, 3]
+    assert result.head.entry_id == 3  # the newest entry before 35 is 2 (30)
+    assert inner.reads == 6 == ceil_log2(8) + 3
+    for flipped in sorted({p.head.entry_id for p in prober.probes}):
+        other = make_world([8], [10], [False], t0=0)
+        head = other.heads[(100, flipped)]
+        head.publish_time = 100 if head.publish_time < 35 else 0
+        again, _ = seek_time_broker(other.flat, other.reader()[1], 35, -1)
+        assert again.to_json()["position"] != "100:3", flipped  # None: after the last entry
+
+
+def test_under_eight_entries_every_timestamp_order_fits_log2_plus_two() -> None:
+    """Every match pattern (timestamps in or out of order) of one ledger of N < 8 entries:
+    the broker rule needs at most ceil(log2 N) + 2 reads; at N = 8 it needs + 3."""
+    worst = {}
+    for n in range(1, 9):
+        for bits in itertools.product([True, False], repeat=n):
+            world = _pattern_world(list(bits))
+            inner, reader = world.reader()
+            seek_time_broker(world.flat, reader, 50, -1)
+            worst[n] = max(worst.get(n, 0), inner.reads - ceil_log2(n))
+    assert max(worst[n] for n in range(1, 8)) == 2
+    assert worst[8] == 3 == READ_SLACK["broker"]
+
+
+def test_kop_and_index_reach_log2_plus_three_first_at_thirteen_entries() -> None:
+    """KoP's OpFindNewestEntry and ManagedLedger.asyncFindPosition search every entry with
+    max = N - 1: up to 12 entries every pattern fits ceil(log2 N) + 2; 13 entries with
+    times in order need 7 reads (0, 12, 6, 2, 3, 4, 5)."""
+    worst: dict[str, dict[int, int]] = {"kop": {}, "index": {}}
+    for n in range(1, 13):
+        for bits in itertools.product([True, False], repeat=n):
+            world = _pattern_world(list(bits))
+            inner, reader = world.reader()
+            seek_time_kop(world.flat, reader, 50)  # publish_time <= 50
+            worst["kop"][n] = max(worst["kop"].get(n, 0), inner.reads - ceil_log2(n))
+            for h in world.heads.values():  # matches: index < 50
+                h.index = 0 if h.publish_time == 0 else 100
+            inner, reader = world.reader()
+            seek_index(world.flat, reader, 50)
+            worst["index"][n] = max(worst["index"].get(n, 0), inner.reads - ceil_log2(n))
+    assert max(worst["kop"].values()) == 2 and max(worst["index"].values()) == 2
+    world = make_world([13], [10], [True], t0=0)  # times 10 .. 130, indexes 0 .. 12
+    inner, reader = world.reader()
+    result, prober = seek_time_kop(world.flat, reader, 65)
+    assert [p.head.entry_id for p in prober.probes] == [0, 12, 6, 2, 3, 4, 5]
+    assert result.kafka_offset == 6 and inner.reads == 7 == read_bound(13, "kop")
+    inner, reader = world.reader()
+    result, _ = seek_index(world.flat, reader, 6)
+    assert result.head.position == "100:6" and inner.reads == 7 == read_bound(13, "index")
 
 
 @settings(max_examples=200, deadline=None)
 @given(worlds(), st.data())
-def test_search_reads_at_most_log2_plus_two_per_ledger_searched(world: World, data) -> None:
-    """Without close-time narrowing the whole topic is one range. The broker's own probes
-    (OpFindNewest: its mid leans low and its max starts one past the range) take at most
-    ceil(log2 N) + 3 reads; the model reads exactly those, never more."""
+def test_kop_reads_at_most_log2_plus_three(world: World, data) -> None:
     target = _target(world, data)
-    _inner, reader = world.reader()
-    _result, prober = seek_time_broker(world.flat, reader, target, -1)
-    n = world.flat.n
-    if n:
-        assert len({(p.head.ledger_id, p.head.entry_id) for p in prober.probes}) <= max_reads(n) + 1
+    inner, reader = world.reader()
+    seek_time_kop(world.flat, reader, target, skip_without_index=True)
+    assert inner.reads <= read_bound(max(world.flat.n, 1), "kop")
+    assert len(set(inner.read_positions)) == inner.reads
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0, 0, 1, 10]), min_size=1, max_size=300), st.data())
+def test_compacted_reads_at_most_log2_plus_one(steps: list[int], data) -> None:
+    """A plain lower bound: ceil(log2 (N + 1)) probes, the answer always among them."""
+    world = make_world([len(steps)], steps, [False], t0=0)
+    times = [h.publish_time for h in world.order()]
+    target = data.draw(st.integers(min(times) - 1, max(times) + 1))
+    inner, reader = world.reader()
+    result, _ = seek_compacted(100, len(steps), reader, target)
+    expected = next((h for h in world.order() if h.publish_time >= target), None)
+    assert (result.head and result.head.position) == (expected and expected.position)
+    assert inner.reads <= read_bound(len(steps), "compacted")
 
 
 def test_probe_order_is_opfindnewest() -> None:
@@ -269,7 +371,7 @@ def test_skewed_first_entry_of_the_narrowed_range_resets_to_earliest() -> None:
     assert result.search_range["narrowed_by_close_time"]
     assert prober.probes[0].matched is False
     assert result.head.position == "100:0"
-    assert any("first entry of the topic" in w for w in result.warnings)
+    assert any("first position of the managed ledger, 100:0" in w for w in result.warnings)
     # with the narrowing off (the documented workaround, skew -1) it is not fooled so
     result2, _ = seek_time_broker(world.flat, world.reader()[1], 12_000, -1)
     assert result2.head.position != "100:0"
@@ -300,10 +402,37 @@ def test_unreadable_probe_is_a_finding() -> None:
     assert result.findings and "100:8" in result.findings[0]
 
 
-def test_empty_topic_is_a_finding() -> None:
+def test_empty_topic_is_a_finding_that_says_what_the_broker_does() -> None:
     world = make_world([0, 0], [10], [False, False])
     result, _ = seek_time_broker(world.flat, world.reader()[1], 5, -1)
-    assert result.findings and result.head is None
+    assert result.head is None
+    assert result.findings == [
+        "the topic has no entries: a reset by time leaves the cursor at the end "
+        "(100:0 or the next valid position), with nothing to read"
+    ]
+    result, _ = seek_time_broker(FlatTopic([]), world.reader()[1], 5, -1)
+    assert "lists no ledger: the broker fails a reset by time" in result.findings[0]
+    gone = make_world([3], [10], [False], missing={100})
+    result, _ = seek_time_broker(gone.flat, gone.reader()[1], 5, -1)
+    assert "every ledger holding one is missing" in result.findings[0]
+
+
+def test_nothing_before_the_time_resets_to_entry_zero_of_the_first_listed_ledger() -> None:
+    """PersistentSubscription.resetCursor(long): no position found -> the cursor's
+    getFirstPosition(), entry 0 of the first ledger of the managed ledger, even when that
+    ledger is not in the storage at hand (the broker still lists it)."""
+    world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={100})
+    inner, reader = world.reader()
+    result, prober = seek_time_broker(world.flat, reader, 5, -1)
+    assert [p.head.position for p in prober.probes] == ["101:0"]  # the first stored entry
+    assert result.head.position == "100:0" and result.head.error == "gone"
+    assert result.to_json()["position"] == "100:0" and not result.findings
+    assert any("resets to 100:0" in w and "not readable here" in w for w in result.warnings)
+    assert inner.reads == 1
+    # an empty first ledger: asyncResetCursor moves on to the next valid position
+    world = make_world([0, 5, 5], [10], [False] * 3, t0=0)
+    result, _ = seek_time_broker(world.flat, world.reader()[1], 5, -1)
+    assert result.head.position == "101:0" and not result.warnings
 
 
 # -- KoP ---------------------------------------------------------------------------------------
@@ -384,7 +513,7 @@ def test_index_matches_the_linear_reference(world: World, data) -> None:
         batch = target - expected.base_index
         assert result.batch_index == (batch if expected.num_messages > 1 else None)
     if order:
-        assert inner.reads <= max_reads(len(order)) + 1
+        assert inner.reads <= read_bound(len(order), "index")
 
 
 def test_index_without_skip_stops_at_entries_without_metadata() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pulsarctl_py.errors import DataError
-from pulsarctl_py.seek import SeekRequest, StoreReader, max_reads, seek
+from pulsarctl_py.seek import SeekRequest, StoreReader, read_bound, seek
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests.cli_helpers import run
 from tests.verify_world import ORDERS, PLAIN, World, build_world
@@ -64,7 +64,7 @@ def test_broker_rule_on_rocksdb_matches_a_linear_scan(world: World) -> None:
             got = None if result.head is None else result.head.position
             assert got == (None if expected is None else expected.position), target
             assert result.answered
-            assert result.entries_read <= max_reads(11) + 2
+            assert result.entries_read <= read_bound(11, "broker")
 
 
 def test_close_times_after_the_next_ledger_mislead_the_broker(world: World) -> None:
