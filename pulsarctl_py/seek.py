@@ -975,7 +975,9 @@ def seek(source: LedgerSource, request: SeekRequest) -> SeekResult:
     store_reader = StoreReader(source)
     reader = CachedReader(store_reader)
     warnings = [
-        f"ledger {lg.ledger_id} ({lg.entries} entries) is stepped around: {lg.missing}"
+        f"ledger {lg.ledger_id} ({lg.entries} entries) is stepped around: {lg.missing} (a "
+        "broker counts its entries and reads them, so its probes differ from these where it "
+        "lies in the range searched)"
         for lg in ledgers
         if lg.missing is not None
     ]

@@ -7,6 +7,7 @@ store-backed and CLI tests are in tests/stores/test_seek_stores.py.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -20,12 +21,14 @@ from pulsarctl_py.seek import (
     CachedReader,
     FlatTopic,
     Head,
+    Prober,
     SeekLedger,
     ceil_log2,
     decode_legacy_offset,
     encode_legacy_offset,
     exact_scan,
     find_position_range,
+    op_find_newest,
     read_bound,
     seek_compacted,
     seek_index,
@@ -279,6 +282,57 @@ def test_compacted_reads_at_most_log2_plus_one(steps: list[int], data) -> None:
     assert inner.reads <= read_bound(len(steps), "compacted")
 
 
+def _opfindnewest_as_written(
+    n: int, start: int, count: int, matches: Callable[[int], bool]
+) -> tuple[int | None, list[int]]:
+    """A second, literal transcription of apache/pulsar OpFindNewest (states checkFirst,
+    checkLast, searching) over entries 0..n-1, with ManagedLedgerImpl.getPositionAfterN
+    (start excluded: the entry ``k`` after ``start``, clamped to the last entry)."""
+    read: list[int] = []
+    last = n - 1
+    state, lo, hi, mid, matched, position = "checkFirst", 0, count, 0, None, start
+    while True:
+        read.append(position)
+        ok = matches(position)
+        if state == "checkFirst":
+            if not ok:
+                return None, read
+            matched, state = position, "checkLast"
+            position = min(start + hi, last)
+        elif state == "checkLast":
+            if ok:
+                return position, read
+            state = "searching"
+            mid = lo + max((hi - lo) // 2, 1)
+            position = min(start + mid, last)
+        else:
+            if ok:
+                matched, lo = position, mid
+            else:
+                hi = mid - 1
+            mid = lo + max((hi - lo) // 2, 1)
+            if hi <= lo:
+                return matched, read
+            position = min(start + mid, last)
+
+
+def test_the_model_probes_as_opfindnewest_is_written() -> None:
+    """Every match pattern of up to 7 entries, every range: same probes, same answer."""
+    for n in range(1, 8):
+        for bits in itertools.product([True, False], repeat=n):
+            world = _pattern_world(list(bits))
+            for start in range(n):
+                for end in range(start, n):
+                    prober = Prober(world.flat, world.reader()[0])
+                    got = op_find_newest(
+                        prober, start, end - start + 1, lambda h: (h.publish_time == 0, "")
+                    )
+                    want, read = _opfindnewest_as_written(
+                        n, start, end - start + 1, lambda i, b=bits: b[i]
+                    )
+                    assert (got, [p.head.entry_id for p in prober.probes]) == (want, read)
+
+
 def test_probe_order_is_opfindnewest() -> None:
     """Traced by hand from OpFindNewest: check first, check last, then mid = min + max((max -
     min) / 2, 1) while max > min."""
@@ -529,6 +583,21 @@ def test_negative_index_is_bad_input() -> None:
 
 
 # -- legacy offsets and positions -----------------------------------------------------------------
+
+
+def test_legacy_offsets_use_kops_bit_layouts() -> None:
+    """streamnative/kop MessageIdUtils: before Sep 2019 ``ledgerId << 28 | entryId``; from
+    then to Jan 2021 LEDGER_BITS 20, ENTRY_BITS 32, BATCH_BITS 12, ``(ledgerId << 44 |
+    entryId << 12) + batchIndex``, decoded with ``offset >>> 44``, ``(offset &
+    0x0FFF_FFFF_FFFF) >>> 12`` and ``offset & 0xFFF``. Numbers worked out by hand."""
+    assert encode_legacy_offset(5, 7, 3, "ledger-entry-batch") == 87_960_930_250_755
+    assert decode_legacy_offset(87_960_930_250_755, "ledger-entry-batch") == (5, 7, 3)
+    # the largest entry id (32 bits) and batch index (12 bits) stay inside their fields
+    top = (5 << 44) + (0xFFFF_FFFF << 12) + 0xFFF
+    assert decode_legacy_offset(top, "ledger-entry-batch") == (5, 2**32 - 1, 4095)
+    assert encode_legacy_offset(5, 7, None, "ledger-entry") == 1_342_177_287
+    assert decode_legacy_offset(1_342_177_287, "ledger-entry") == (5, 7, None)
+    assert decode_legacy_offset((5 << 28) | (2**28 - 1), "ledger-entry") == (5, 2**28 - 1, None)
 
 
 @given(st.integers(0, 2**19 - 1), st.integers(0, 2**32 - 1), st.integers(0, 4095))
