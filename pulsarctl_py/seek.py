@@ -600,9 +600,19 @@ def seek_time_broker(
 
 
 def seek_time_kop(
-    flat: FlatTopic, reader: HeadReader, target: int, *, skip_without_index: bool = False
+    flat: FlatTopic,
+    reader: HeadReader,
+    target: int,
+    *,
+    skip_without_index: bool = False,
+    ml_index: int | None = None,
 ) -> tuple[SeekResult, Prober]:
-    """KoP's LIST_OFFSETS by timestamp (formats.md §13)."""
+    """KoP's LIST_OFFSETS by timestamp (formats.md §13).
+
+    KoP's current offset is the broker's index generator
+    (``ManagedLedgerInterceptorImpl.getIndex()``): recovered from the managed ledger's
+    ``index`` property (``ml_index``), then from the last entry's broker entry metadata
+    when it has an index; -1 when neither. Below 0, KoP answers ``max(0, index)``."""
     result = SeekResult(None, "time", target, "kop")
     prober = Prober(flat, reader)
     if flat.n == 0:
@@ -617,15 +627,22 @@ def seek_time_kop(
     found = op_find_newest(prober, 0, flat.n - 1, pred)
     p = 0 if found is None else found
     last = prober.head(flat.n - 1)
-    current = last.index
-    result.extra["log_end_offset"] = None if current is None else current + 1
-    if current is None:
-        result.findings.append(
-            f"the last entry {last.position} has no continuous index (broker entry metadata): "
-            "KoP 2.8+ offsets need the AppendIndexMetadataInterceptor"
+    current = last.index if last.index is not None else ml_index
+    if current is None or current < 0:
+        # KafkaRequestHandler.fetchOffsetByTimestamp: a current offset below 0 answers
+        # max(0, current) without reading the entry found
+        result.extra["log_end_offset"] = 0
+        result.kafka_offset = 0
+        result.head = prober.head(p)
+        why = "" if ml_index is not None else " and the managed ledger no 'index' property"
+        result.warnings.append(
+            f"the last entry {last.position} has no continuous index{why}: KoP's current "
+            f"index is {-1 if current is None else current} and LIST_OFFSETS answers 0 (with "
+            "the AppendIndexMetadataInterceptor KoP 2.8+ needs; without it KoP fails)"
         )
         _finish(result, prober)
         return result, prober
+    result.extra["log_end_offset"] = current + 1
     head = prober.head(p)
     if head.index is None:
         if skip_without_index:
@@ -992,8 +1009,9 @@ def seek(source: LedgerSource, request: SeekRequest) -> SeekResult:
         result, _ = seek_time_kop(
             flat,
             reader,
-            request.time_ms,
-            skip_without_index=request.skip_without_index,  # type: ignore[arg-type]
+            request.time_ms,  # type: ignore[arg-type]
+            skip_without_index=request.skip_without_index,
+            ml_index=None if info is None else info.index,
         )
     elif kind == "time":
         result, _ = seek_time_broker(flat, reader, request.time_ms, request.clock_skew_ms)  # type: ignore[arg-type]

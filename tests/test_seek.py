@@ -536,6 +536,25 @@ def test_kop_entry_without_index() -> None:
     assert not result.findings and result.kafka_offset == 0
 
 
+def test_kop_without_any_index_answers_zero_as_kop_does() -> None:
+    """KafkaRequestHandler.fetchOffsetByTimestamp: a current offset (the index generator,
+    -1 when neither the 'index' property nor the last entry gives one) below 0 answers
+    max(0, current)."""
+    world = make_world([3], [10], [False], t0=0)
+    result, _ = seek_time_kop(world.flat, world.reader()[1], 25)
+    assert result.kafka_offset == 0 and result.extra["log_end_offset"] == 0
+    assert not result.findings and "current index is -1" in result.warnings[0]
+
+
+def test_kop_takes_the_current_index_from_the_index_property() -> None:
+    """ManagedLedgerInterceptorImpl recovers the index generator from the managed ledger's
+    'index' property when the last entry carries none."""
+    world = make_world([3, 2], [10], [True, False], t0=0)  # indexes 0, 1, 2, then none
+    result, _ = seek_time_kop(world.flat, world.reader()[1], 15, ml_index=2)
+    assert result.extra["log_end_offset"] == 3
+    assert result.kafka_offset == 1 and result.head.position == "100:1"
+
+
 # -- index ----------------------------------------------------------------------------------------
 
 
