@@ -55,7 +55,8 @@ unread leaves two inputs with different answers undistinguished. Those probes ta
 binary search, because ``max`` starts one past the range and ``mid`` leans low. Smallest
 cases: the broker rule on 8 entries (T between the third and the fourth: entries 0, 7,
 4, 1, 2, 3, six reads against ``ceil(log2 8) + 2 = 5``), KoP's and the index search on
-13. ``compacted`` (a plain lower bound) reads at most ``ceil(log2 N) + 1``.
+13; counting the read that shows the answer entry, a narrowed broker range of one entry
+can take three. ``compacted`` (a plain lower bound) reads at most ``ceil(log2 N) + 1``.
 :data:`READ_SLACK` holds these bounds; docs/performance.md has the measurements.
 """
 

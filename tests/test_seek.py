@@ -217,6 +217,25 @@ def test_eight_entries_need_six_reads_all_of_them_forced() -> None:
         assert again.to_json()["position"] != "100:3", flipped  # None: after the last entry
 
 
+def test_a_narrowed_range_of_one_entry_can_take_three_reads() -> None:
+    """Ledger 100 (one entry) closed long after T, so the range is 100:0 alone; the
+    check-last reads 101:0, the entry after it, which is before T against the close times:
+    the broker answers it, and the cursor reads 101:1, read to be shown. Three reads for a
+    range of one entry: ceil(log2 1) + 3; the position alone needs the first two."""
+    heads = {
+        (100, 0): Head(100, 0, publish_time=10),
+        (101, 0): Head(101, 0, publish_time=20),
+        (101, 1): Head(101, 1, publish_time=60),
+    }
+    world = World([SeekLedger(100, 1, 10_000), SeekLedger(101, 2, 20_000)], heads)
+    inner, reader = world.reader()
+    result, prober = seek_time_broker(world.flat, reader, 50, 0)
+    assert result.search_range["entries"] == 1
+    assert [p.head.position for p in prober.probes] == ["100:0", "101:0"]
+    assert result.head.position == "101:1"
+    assert inner.reads == 3 == read_bound(1, "broker")
+
+
 def test_under_eight_entries_every_timestamp_order_fits_log2_plus_two() -> None:
     """Every match pattern (timestamps in or out of order) of one ledger of N < 8 entries:
     the broker rule needs at most ceil(log2 N) + 2 reads; at N = 8 it needs + 3."""
