@@ -29,11 +29,13 @@ The rules, with where they come from (formats.md §13, §15; upstream sources na
   ``managedLedgerCursorResetLedgerCloseTimestampMaxClockSkewMillis`` = 60000
   (apache/pulsar ``ServiceConfiguration.java``).
 * ``kop`` (Kafka LIST_OFFSETS by timestamp, streamnative/kop ``OffsetFinder`` and
-  ``KafkaRequestHandler.fetchOffsetByTimestamp``): the same binary search over every entry
-  (``count = entries - 1``, no close-time narrowing) for the newest entry with
-  ``publish_time <= T`` (publish time only, never broker_timestamp); none: the first
-  entry. The Kafka offset is that entry's stored ``index`` (its *last* offset) when its
-  publish time is ``>= T``, else ``index + 1``.
+  ``KafkaRequestHandler.fetchOffsetByTimestamp``): KoP's copy of the same search,
+  ``OpFindNewestEntry``, over every entry (``max = entries - 1``, so the check-last is the
+  last entry; no close-time narrowing) for the newest entry with ``publish_time <= T``
+  (publish time only, never broker_timestamp); none: the first entry (its check-first miss
+  returns the start position). The Kafka offset is that entry's stored ``index`` (its
+  *last* offset) when its publish time is ``>= T``, else ``index + 1``; when KoP's current
+  index (the managed ledger's ``index`` property, then the last entry's) is below 0, 0.
 * ``compacted``: the compacted ledger's first entry with ``publish_time >= T``.
 * ``--index N``: the entry holding continuous index N (``index - num_messages + 1 <= N <=
   index``); entries without broker entry metadata count as older than everything with
