@@ -81,6 +81,11 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
         f"[bold]plan[/]: {len(plan.changes)} key{'s' if len(plan.changes) != 1 else ''} in "
         f"{escape(plan.metadata_url)}; topics to unload: {escape(', '.join(plan.topics) or '-')}"
     )
+    if plan.bookie:
+        out.print(
+            f"and {len(plan.bookie)} bookie index entr{'ies' if len(plan.bookie) != 1 else 'y'} "
+            "(the bookie must be stopped)"
+        )
     for change in js["changes"]:
         version = "absent" if change["version"] is None else f"version {change['version']}"
         out.print(f"\n[bold]{change['action']}[/] {escape(change['key'])} ({version})")
@@ -90,6 +95,11 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
             colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
             text = escape(line)
             out.print(f"  [{colour}]{text}[/]" if colour else f"  {text}")
+    for bc in js.get("bookie", []):
+        out.print(f"\n[bold]delete[/] {escape(bc['path'])} (bookie {bc['kind']})")
+        for why in bc["why"]:
+            out.print(f"  because: {escape(why)}")
+        out.print(f"  [red]- {escape(bc['summary'])}[/]")
     u = js["unreachable"]
     out.print("\n[bold]unreachable after this plan[/]:")
     entries = f"{u['entries']}{'+' if u['entries_unknown'] else ''}"

@@ -1,0 +1,281 @@
+"""`orphans --delete` with an offline bookie's directories: the plan also deletes the orphan
+ledger's entries in that bookie's indexes, on both index kinds (DbLedgerStorage's RocksDB
+``ledgers``/``locations``, Interleaved/Sorted storage's ``.idx`` files) and both metadata
+stores (Pulsar's RocksDB store, a real ZooKeeper).
+
+The verify world's orphan is ledger 70 (3 entries, tagged for ``orders``, referenced by
+nothing). After apply the bookie no longer lists it while every other ledger reads the same
+bytes; undo restores the exact index bytes (RocksDB keys and values, the ``.idx`` file) and
+metadata; a change between plan and apply, or a bookie holding its lock, aborts with nothing
+written; a failure after any bookie write step leaves a state undo restores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pulsarctl_py.compaction.apply import BookieInUse
+from pulsarctl_py.errors import MetadataConflict
+from pulsarctl_py.repair.bookie_index import STEP_PREFIX
+from pulsarctl_py.repair.plan import Plan, apply_plan, backup_path, undo_plan
+from pulsarctl_py.stores.bookie import open_bookie
+from pulsarctl_py.stores.bookie.rocks import ReadOnlyRocksDB, ledger_key, location_key
+from pulsarctl_py.stores.metadata import open_metadata_store
+from tests.cli_helpers import run
+from tests.demo_world import holding_lock
+from tests.stores.test_repair import snapshot
+from tests.verify_world import World, build_world
+
+ORPHAN = 70
+ORPHAN_ENTRIES = 3
+#: the index entries each kind holds of a ledger, as the plan names them
+KINDS = {"db": {"ledger-data", "locations"}, "idx": {"index-file"}}
+
+
+@pytest.fixture(params=["db", "idx"])
+def index(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=["rocksdb", "zookeeper"])
+def world(request: pytest.FixtureRequest, tmp_path: Path, index: str) -> Iterator[World]:
+    if request.param == "rocksdb":
+        yield build_world(tmp_path / "w", "orphan-ledger", index=index)
+        return
+    url = request.getfixturevalue("scratch_zk")
+    store = open_metadata_store(url, read_only=False)
+    try:
+        yield build_world(
+            tmp_path / "w", "orphan-ledger", store=store, metadata_url=url, index=index
+        )
+    finally:
+        store.close()
+
+
+def _flags(world: World) -> list[str]:
+    return ["--metadata-url", world.metadata_url, "--bookie-dir", str(world.bookie_dir)]
+
+
+def index_dump(world: World) -> dict[str, str]:
+    """Every index record of the bookie: RocksDB keys and values, .idx files' sha256."""
+    current = world.bookie_dir / "current"
+    out: dict[str, str] = {}
+    for name in ("ledgers", "locations"):
+        if (current / name).is_dir():
+            db = ReadOnlyRocksDB(current / name)
+            try:
+                out.update({f"{name}:{k.hex()}": v.hex() for k, v in db.items()})
+            finally:
+                db.close()
+    for path in sorted(current.rglob("*.idx")):
+        out[str(path.relative_to(current))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def orphan_records(world: World, index: str) -> set[str]:
+    """The records of ``index_dump`` that belong to the orphan ledger."""
+    if index == "idx":
+        return {f"0/{ORPHAN:x}/{ORPHAN:x}.idx"}
+    return {f"ledgers:{ledger_key(ORPHAN).hex()}"} | {
+        f"locations:{location_key(ORPHAN, e).hex()}" for e in range(ORPHAN_ENTRIES)
+    }
+
+
+def stored(world: World) -> dict[int, list[bytes]]:
+    """Every ledger the bookie lists and its entries' bytes."""
+    with open_bookie([world.bookie_dir]) as bookie:
+        return {
+            lid: [e.data for e in bookie.read_entries(lid, 0, None)] for lid in bookie.ledgers()
+        }
+
+
+def _writable(world: World) -> Any:
+    return open_metadata_store(world.metadata_url, read_only=False)
+
+
+def _plan(capsys: pytest.CaptureFixture[str], world: World, path: Path) -> dict[str, Any]:
+    r = run(capsys, "orphans", "--delete", "--min-age", "0", *_flags(world), "--plan", path)
+    assert r.code == 0, r.err
+    return json.loads(path.read_text())
+
+
+def test_plan_apply_undo_on_the_bookie_index(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, world: World, index: str
+) -> None:
+    before_md, before_idx, before_data = (
+        snapshot(world.metadata_url),
+        index_dump(world),
+        stored(world),
+    )
+    mine = orphan_records(world, index)
+    assert mine <= set(before_idx) and ORPHAN in before_data
+    plan_path = tmp_path / "plan.json"
+
+    # the plan, readable: decoded index records, no write
+    r = run(capsys, "orphans", "--delete", "--min-age", "0", *_flags(world), "-o", "table")
+    assert r.code == 0, r.err
+    assert "bookie index entr" in r.out and f"ledger {ORPHAN}:" in r.out
+    assert "must be stopped" in r.err
+    shown = _plan(capsys, world, plan_path)
+    assert {c["kind"] for c in shown["bookie"]} == KINDS[index]
+    assert {c["ledger_id"] for c in shown["bookie"]} == {ORPHAN}
+    for c in shown["bookie"]:
+        assert c["action"] == "delete" and Path(c["path"]).is_absolute()
+        if c["kind"] != "ledger-data":
+            assert c["old"]["entries"] == ORPHAN_ENTRIES
+            assert (c["old"]["first_entry"], c["old"]["last_entry"]) == (0, ORPHAN_ENTRIES - 1)
+        else:
+            assert c["old"]["exists"] is True and c["old"]["master_key"] == "20 bytes"
+    assert [c["key"] for c in shown["changes"]] == [f"/ledgers/00/0000/L00{ORPHAN}"]
+    assert (snapshot(world.metadata_url), index_dump(world)) == (before_md, before_idx)
+
+    r = run(capsys, "apply", plan_path)
+    assert r.code == 0, r.err
+    after_idx = index_dump(world)
+    assert after_idx == {k: v for k, v in before_idx.items() if k not in mine}
+    after_data = stored(world)
+    assert ORPHAN not in after_data
+    assert after_data == {k: v for k, v in before_data.items() if k != ORPHAN}
+    r = run(capsys, "orphans", "--min-age", "0", *_flags(world), "-o", "json")
+    assert r.code == 0 and r.json() == []
+
+    r = run(capsys, "undo", plan_path)
+    assert r.code == 0, r.err
+    assert index_dump(world) == before_idx
+    assert snapshot(world.metadata_url) == before_md
+    assert stored(world) == before_data
+    if index == "idx":  # the exact file, byte for byte
+        (c,) = shown["bookie"]
+        assert Path(c["path"]).read_bytes() == Plan.load(plan_path).bookie[0].old
+
+
+def test_a_change_between_plan_and_apply_aborts_with_nothing_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, world: World, index: str
+) -> None:
+    plan_path = tmp_path / "plan.json"
+    shown = _plan(capsys, world, plan_path)
+    change = next(c for c in shown["bookie"] if c["kind"] != "ledger-data")
+    # the bookie wrote one more entry of the ledger meanwhile (a recovery, say)
+    if index == "idx":
+        path = Path(change["path"])
+        path.write_bytes(path.read_bytes() + (1 << 32 | 4096).to_bytes(8, "big"))
+    else:
+        from pulsarctl_py.compaction.apply import writable_rocksdb
+
+        with writable_rocksdb(Path(change["path"])) as db:
+            db[location_key(ORPHAN, ORPHAN_ENTRIES)] = (4096).to_bytes(8, "big")
+    md, idx = snapshot(world.metadata_url), index_dump(world)
+    with _writable(world) as store, pytest.raises(MetadataConflict, match="nothing was written"):
+        apply_plan(plan_path, store)
+    assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
+    assert not backup_path(plan_path).exists()
+    r = run(capsys, "apply", plan_path)
+    assert r.code == 1 and "nothing was written" in r.err and "Traceback" not in r.err
+
+
+def test_apply_refuses_while_the_bookie_holds_its_lock(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", "orphan-ledger")
+    plan_path = tmp_path / "plan.json"
+    _plan(capsys, world, plan_path)
+    md, idx = snapshot(world.metadata_url), index_dump(world)
+    with holding_lock(world.bookie_dir / "current" / "locations" / "LOCK"):
+        with _writable(world) as store, pytest.raises(BookieInUse, match="stop the bookie"):
+            apply_plan(plan_path, store)
+        r = run(capsys, "apply", plan_path)
+        assert r.code == 3 and "stop the bookie" in r.err and "Traceback" not in r.err
+    assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
+    assert not backup_path(plan_path).exists()
+
+
+def _steps(index: str) -> list[str]:
+    return ["backup", "commit", *(STEP_PREFIX + k for k in sorted(KINDS[index])), "record"]
+
+
+@pytest.mark.parametrize("at", range(5))
+def test_a_failure_after_any_write_step_is_undone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, world: World, index: str, at: int
+) -> None:
+    steps = _steps(index)
+    if at >= len(steps):
+        pytest.skip(f"{index} plans have {len(steps)} steps")
+    step = steps[at]
+    md, idx, data = snapshot(world.metadata_url), index_dump(world), stored(world)
+    plan_path = tmp_path / "plan.json"
+    _plan(capsys, world, plan_path)
+    seen: list[str] = []
+
+    class Crash(Exception):
+        pass
+
+    def crash(name: str) -> None:
+        seen.append(name)
+        if name == step:
+            raise Crash(name)
+
+    with _writable(world) as store, pytest.raises(Crash):
+        apply_plan(plan_path, store, after_step=crash)
+    assert seen[-1] == step
+    with _writable(world) as store:
+        undo_plan(plan_path, store)
+    assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
+    assert stored(world) == data
+    with _writable(world) as store:  # again: nothing left to restore
+        assert undo_plan(plan_path, store).written == []
+
+
+def test_a_failure_while_undoing_is_finished_by_undoing_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, index: str
+) -> None:
+    world = build_world(tmp_path / "w", "orphan-ledger", index=index)
+    md, idx = snapshot(world.metadata_url), index_dump(world)
+    plan_path = tmp_path / "plan.json"
+    _plan(capsys, world, plan_path)
+    assert run(capsys, "apply", plan_path).code == 0
+
+    def crash(name: str) -> None:
+        if name.startswith(STEP_PREFIX):
+            raise RuntimeError(name)
+
+    with _writable(world) as store, pytest.raises(RuntimeError):
+        undo_plan(plan_path, store, after_step=crash)
+    assert run(capsys, "undo", plan_path).code == 0
+    assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
+
+
+def test_repair_from_verify_plans_the_bookie_index_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", "orphan-ledger")
+    r = run(capsys, "verify", "--all", *_flags(world), "-o", "json")
+    report = tmp_path / "verify.json"
+    report.write_text(r.out)
+    plan_path = tmp_path / "plan.json"
+    r = run(capsys, "repair", "--from-verify", report, *_flags(world), "--plan", plan_path)
+    assert r.code == 0, r.err
+    doc = json.loads(plan_path.read_text())
+    assert {c["kind"] for c in doc["bookie"]} == KINDS["db"]
+    assert doc["version"] == 2
+
+
+def test_a_tampered_bookie_change_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    world = build_world(tmp_path / "w", "orphan-ledger", index="idx")
+    plan_path = tmp_path / "plan.json"
+    doc = _plan(capsys, world, plan_path)
+    doc["bookie"][0]["old_base64"] = "AAAA"
+    plan_path.write_text(json.dumps(doc))
+    r = run(capsys, "apply", plan_path)
+    assert r.code != 0 and "sha256" in r.err and "Traceback" not in r.err
+    doc["bookie"][0]["path"] = "relative/0.idx"
+    plan_path.write_text(json.dumps(doc))
+    r = run(capsys, "apply", plan_path)
+    assert r.code != 0 and "absolute" in r.err
