@@ -251,12 +251,22 @@ def draft_deletion(
     """Add to ``draft`` the deletion of every index entry of ``ledger_ids`` in the offline
     bookie's ledger dirs of ``source``; return the changes (none without bookie dirs)."""
     changes = []
-    for ledger_id in ledger_ids:
+    ids = list(ledger_ids)
+    for ledger_id in ids:
         for current in _ledger_dirs(source):
             for change in find_index_entries(current, ledger_id):
                 change.why.append(why)
                 changes.append(change)
     draft.bookie.extend(changes)
+    tail = getattr(source.bookie, "journal_tail_ledgers", None) if source is not None else None
+    replayed = sorted(set(ids) & tail()) if tail is not None else []
+    if replayed:
+        draft.warnings.append(
+            f"ledger(s) {', '.join(map(str, replayed))} have records in the bookie's journal "
+            "after its lastMark: a restarting bookie replays them into its index (stop the "
+            "bookie cleanly so that it flushes first; its garbage collection removes them "
+            "later either way)"
+        )
     return changes
 
 

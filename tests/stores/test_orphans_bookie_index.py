@@ -105,6 +105,16 @@ def _plan(capsys: pytest.CaptureFixture[str], world: World, path: Path) -> dict[
     return json.loads(path.read_text())
 
 
+def _planned(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, index: str = "db"
+) -> tuple[World, Path]:
+    """A verify world (RocksDB metadata) with ledger 70 orphaned, and its saved plan."""
+    world = build_world(tmp_path / "w", "orphan-ledger", index=index)
+    plan_path = tmp_path / "plan.json"
+    _plan(capsys, world, plan_path)
+    return world, plan_path
+
+
 def test_plan_apply_undo_on_the_bookie_index(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, world: World, index: str
 ) -> None:
@@ -182,9 +192,7 @@ def test_a_change_between_plan_and_apply_aborts_with_nothing_written(
 def test_apply_refuses_while_the_bookie_holds_its_lock(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    world = build_world(tmp_path / "w", "orphan-ledger")
-    plan_path = tmp_path / "plan.json"
-    _plan(capsys, world, plan_path)
+    world, plan_path = _planned(capsys, tmp_path)
     md, idx = snapshot(world.metadata_url), index_dump(world)
     with holding_lock(world.bookie_dir / "current" / "locations" / "LOCK"):
         with _writable(world) as store, pytest.raises(BookieInUse, match="stop the bookie"):
@@ -233,10 +241,8 @@ def test_a_failure_after_any_write_step_is_undone(
 def test_a_failure_while_undoing_is_finished_by_undoing_again(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, index: str
 ) -> None:
-    world = build_world(tmp_path / "w", "orphan-ledger", index=index)
+    world, plan_path = _planned(capsys, tmp_path, index)
     md, idx = snapshot(world.metadata_url), index_dump(world)
-    plan_path = tmp_path / "plan.json"
-    _plan(capsys, world, plan_path)
     assert run(capsys, "apply", plan_path).code == 0
 
     def crash(name: str) -> None:
@@ -267,9 +273,9 @@ def test_repair_from_verify_plans_the_bookie_index_too(
 def test_a_tampered_bookie_change_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    world = build_world(tmp_path / "w", "orphan-ledger", index="idx")
-    plan_path = tmp_path / "plan.json"
-    doc = _plan(capsys, world, plan_path)
+    world, plan_path = _planned(capsys, tmp_path, "idx")
+    md, idx = snapshot(world.metadata_url), index_dump(world)
+    doc = json.loads(plan_path.read_text())
     doc["bookie"][0]["old_base64"] = "AAAA"
     plan_path.write_text(json.dumps(doc))
     r = run(capsys, "apply", plan_path)
@@ -278,3 +284,93 @@ def test_a_tampered_bookie_change_is_refused(
     plan_path.write_text(json.dumps(doc))
     r = run(capsys, "apply", plan_path)
     assert r.code != 0 and "absolute" in r.err
+    assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
+
+
+def test_the_indexes_stay_locked_from_the_check_to_the_last_write(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Between apply's check and its writes nobody (a starting bookie) can open the index."""
+    from pulsarctl_py.compaction.apply import writable_rocksdb
+
+    world, plan_path = _planned(capsys, tmp_path)
+    tried: list[str] = []
+
+    def intrude(step: str) -> None:
+        if step in ("backup", "commit"):
+            with pytest.raises(BookieInUse, match="cannot open"):
+                with writable_rocksdb(world.bookie_dir / "current" / "locations"):
+                    pass
+            tried.append(step)
+
+    with _writable(world) as store:
+        apply_plan(plan_path, store, after_step=intrude)
+    assert tried == ["backup", "commit"]
+    assert ORPHAN not in stored(world)
+
+
+def test_apply_and_undo_refuse_a_bookie_registered_as_running(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """.idx storage has no RocksDB lock: the bookie's registration under
+    /ledgers/available (its id from the cookie) says it runs."""
+    world = build_world(tmp_path / "w", "orphan-ledger", index="idx")
+    bookie_id = "bookie-1.example:3181"
+    (world.bookie_dir / "current" / "VERSION").write_text(f'4\nbookieHost: "{bookie_id}"\n')
+    plan_path = tmp_path / "plan.json"
+    _plan(capsys, world, plan_path)
+    running = f"/ledgers/available/{bookie_id}"
+
+    def register(up: bool) -> None:
+        with _writable(world) as store:
+            if up:
+                if store.exists("/ledgers/available") is None:
+                    store.put("/ledgers/available", b"")
+                store.put(running, b"")
+            else:
+                store.delete(running, store.exists(running).version)
+
+    register(True)
+    md, idx = snapshot(world.metadata_url), index_dump(world)
+    r = run(capsys, "apply", plan_path)
+    assert r.code == 3 and "registered as running" in r.err and "Traceback" not in r.err
+    assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
+    register(False)
+    assert run(capsys, "apply", plan_path).code == 0
+    register(True)
+    md, idx = snapshot(world.metadata_url), index_dump(world)
+    r = run(capsys, "undo", plan_path)
+    assert r.code == 3 and "registered as running" in r.err
+    assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
+    register(False)
+    assert run(capsys, "undo", plan_path).code == 0
+    assert ORPHAN in stored(world)
+
+
+def test_a_ledger_in_the_journal_tail_is_named_in_a_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from pulsarctl_py.stores.bookie import JournalWriter
+
+    world = build_world(tmp_path / "w", "orphan-ledger")
+    with open_bookie([world.bookie_dir]) as bookie:
+        entry = bookie.read_entry(ORPHAN, ORPHAN_ENTRIES - 1)
+    with JournalWriter(world.bookie_dir / "current" / "1.txn") as journal:
+        journal.add_entry(entry)  # no lastMark: the whole journal is the tail
+    r = run(capsys, "orphans", "--delete", "--min-age", "0", *_flags(world), "-o", "json")
+    assert r.code == 0, r.err
+    assert any(
+        f"ledger(s) {ORPHAN} have records in the bookie's journal" in w
+        for w in r.json()["warnings"]
+    )
+    r = run(
+        capsys,
+        "orphans",
+        "--delete",
+        "--min-age",
+        "0",
+        *_flags(build_world(tmp_path / "v", "orphan-ledger")),
+        "-o",
+        "json",
+    )
+    assert not any("journal" in w for w in r.json()["warnings"])
