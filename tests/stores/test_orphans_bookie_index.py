@@ -279,11 +279,11 @@ def test_a_tampered_bookie_change_is_refused(
     doc["bookie"][0]["old_base64"] = "AAAA"
     plan_path.write_text(json.dumps(doc))
     r = run(capsys, "apply", plan_path)
-    assert r.code != 0 and "sha256" in r.err and "Traceback" not in r.err
+    assert r.code == 2 and "sha256" in r.err and "Traceback" not in r.err
     doc["bookie"][0]["path"] = "relative/0.idx"
     plan_path.write_text(json.dumps(doc))
     r = run(capsys, "apply", plan_path)
-    assert r.code != 0 and "absolute" in r.err
+    assert r.code == 2 and "absolute" in r.err
     assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
 
 
@@ -374,3 +374,17 @@ def test_a_ledger_in_the_journal_tail_is_named_in_a_warning(
         "json",
     )
     assert not any("journal" in w for w in r.json()["warnings"])
+
+
+def test_a_plan_with_bookie_changes_needs_format_version_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A reader that knows only version 1 refuses the plan instead of skipping its bookie
+    part; and a version-1 plan that smuggles in bookie changes is refused too."""
+    _, plan_path = _planned(capsys, tmp_path)
+    doc = json.loads(plan_path.read_text())
+    assert doc["version"] == 2 and Plan.load(plan_path).bookie
+    doc["version"] = 1
+    plan_path.write_text(json.dumps(doc))
+    r = run(capsys, "apply", plan_path)
+    assert r.code == 2 and "format version 2" in r.err
