@@ -5,10 +5,12 @@ which needs the bookie running. For a bookie that is offline (its directories gi
 ``--bookie-dir``) a plan also removes the ledger from the bookie's indexes, as the
 bookie's own ``deleteLedger`` does:
 
-* DbLedgerStorage: the ledger's ``LedgerData`` key in the ``ledgers`` RocksDB index and
-  every ``(ledger, entry)`` key in ``locations`` (formats.md §11; keys and values as
-  :mod:`pulsarctl_py.stores.bookie.rocks` reads them);
-* Interleaved/SortedLedgerStorage: the ledger's ``.idx`` file.
+* DbLedgerStorage: every ``(ledger, entry)`` key of the ledger in the ``locations`` RocksDB
+  index, then its ``LedgerData`` key in ``ledgers`` (formats.md §11; keys and values as
+  :mod:`pulsarctl_py.stores.bookie.rocks` reads them), in the order of BookKeeper's
+  ``SingleDirectoryDbLedgerStorage.deleteLedger``;
+* Interleaved/SortedLedgerStorage: the ledger's ``.idx`` file, as
+  ``IndexPersistenceMgr.removeLedger`` deletes it.
 
 The entry log bytes stay: entry log compaction drops the entries of ledgers the bookie no
 longer knows. Every change records the exact bytes it removes (the RocksDB values, the
@@ -229,7 +231,9 @@ def find_index_entries(current: Path, ledger_id: int) -> list[BookieChange]:
     from pulsarctl_py.stores.bookie.rocks import is_rocksdb_dir
 
     found = []
-    for kind, name in (("ledger-data", "ledgers"), ("locations", "locations")):
+    # the bookie's own deleteLedger order: the locations, then the LedgerData record (a
+    # crash between leaves a ledger the bookie still lists, so its GC finishes the job)
+    for kind, name in (("locations", "locations"), ("ledger-data", "ledgers")):
         db = current / name
         if is_rocksdb_dir(db):
             old = _read_db(db, ledger_id, kind)
@@ -378,7 +382,7 @@ class Writer:
         from rocksdict import WriteBatch
 
         written = []
-        for change, old in todo:
+        for change, old in reversed(todo):  # the reverse of apply's order
             if change.kind == "index-file":
                 _write_file(Path(change.path), old)
             else:
