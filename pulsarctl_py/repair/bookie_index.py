@@ -28,7 +28,7 @@ import base64
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -212,58 +212,69 @@ def _ledger_dirs(source: LedgerSource | None) -> list[Path]:
     return [] if layout is None else [Path(d).resolve() for d in layout.ledger_dirs]
 
 
-def _read_db(path: Path, ledger_id: int, kind: str) -> bytes | None:
+def _read_db(path: Path, ledger_ids: list[int], kind: str) -> dict[int, bytes]:
+    """Each ledger's bytes in one ``ledgers`` or ``locations`` database (opened once)."""
     from pulsarctl_py.stores.bookie.rocks import ReadOnlyRocksDB, ledger_key, location_key
 
+    found: dict[int, bytes] = {}
     db = ReadOnlyRocksDB(path)
     try:
-        if kind == "ledger-data":
-            return db.get(ledger_key(ledger_id))
-        high = location_key(ledger_id + 1, 0)
-        return b"".join(k + v for k, v in db.items(location_key(ledger_id, 0), high)) or None
+        for ledger_id in ledger_ids:
+            if kind == "ledger-data":
+                value = db.get(ledger_key(ledger_id))
+            else:
+                low, high = location_key(ledger_id, 0), location_key(ledger_id + 1, 0)
+                value = b"".join(k + v for k, v in db.items(low, high)) or None
+            if value is not None:
+                found[ledger_id] = value
     finally:
         db.close()
+    return found
 
 
-def find_index_entries(current: Path, ledger_id: int) -> list[BookieChange]:
-    """What the ledger dir ``current`` indexes of ``ledger_id``, as deletions."""
+def find_index_entries(current: Path, ledger_ids: Iterable[int]) -> list[BookieChange]:
+    """What the ledger dir ``current`` indexes of ``ledger_ids``, as deletions: per ledger,
+    in the bookie's own deleteLedger order (its locations, then its LedgerData record: a
+    crash between leaves a ledger the bookie still lists, so its GC finishes the job)."""
     from pulsarctl_py.decoders import index_file
     from pulsarctl_py.stores.bookie.rocks import is_rocksdb_dir
 
+    ids = list(ledger_ids)
+    held = {
+        kind: _read_db(current / name, ids, kind) if is_rocksdb_dir(current / name) else {}
+        for kind, name in (("locations", "locations"), ("ledger-data", "ledgers"))
+    }
     found = []
-    # the bookie's own deleteLedger order: the locations, then the LedgerData record (a
-    # crash between leaves a ledger the bookie still lists, so its GC finishes the job)
-    for kind, name in (("locations", "locations"), ("ledger-data", "ledgers")):
-        db = current / name
-        if is_rocksdb_dir(db):
-            old = _read_db(db, ledger_id, kind)
-            if old is not None:
-                found.append(BookieChange(kind, str(current), str(db), ledger_id, old))
-    idx = current / index_file.ledger_index_path(ledger_id)
-    if idx.is_file():
-        try:
-            old = idx.read_bytes()
-        except OSError as exc:
-            raise LedgerctlError(f"cannot read {idx}: {exc.strerror or exc}") from None
-        found.append(BookieChange("index-file", str(current), str(idx), ledger_id, old))
+    for ledger_id in ids:
+        for kind, name in (("locations", "locations"), ("ledger-data", "ledgers")):
+            if ledger_id in held[kind]:
+                db = str(current / name)
+                found.append(BookieChange(kind, str(current), db, ledger_id, held[kind][ledger_id]))
+        idx = current / index_file.ledger_index_path(ledger_id)
+        if idx.is_file():
+            try:
+                old = idx.read_bytes()
+            except OSError as exc:
+                raise LedgerctlError(f"cannot read {idx}: {exc.strerror or exc}") from None
+            found.append(BookieChange("index-file", str(current), str(idx), ledger_id, old))
     return found
 
 
 def draft_deletion(
-    draft: Draft, source: LedgerSource | None, ledger_ids: Iterable[int], why: str
+    draft: Draft, source: LedgerSource | None, ledgers: Mapping[int, str]
 ) -> list[BookieChange]:
-    """Add to ``draft`` the deletion of every index entry of ``ledger_ids`` in the offline
-    bookie's ledger dirs of ``source``; return the changes (none without bookie dirs)."""
+    """Add to ``draft`` the deletion of every index entry of ``ledgers`` (ledger id -> why)
+    in the offline bookie's ledger dirs of ``source``; return the changes (none without
+    bookie dirs)."""
     changes = []
-    ids = list(ledger_ids)
-    for ledger_id in ids:
-        for current in _ledger_dirs(source):
-            for change in find_index_entries(current, ledger_id):
-                change.why.append(why)
-                changes.append(change)
+    for current in _ledger_dirs(source):
+        for change in find_index_entries(current, ledgers):
+            change.why.append(ledgers[change.ledger_id])
+            changes.append(change)
+    changes.sort(key=lambda c: c.ledger_id)  # stable: each ledger's own order kept
     draft.bookie.extend(changes)
     tail = getattr(source.bookie, "journal_tail_ledgers", None) if source is not None else None
-    replayed = sorted(set(ids) & tail()) if tail is not None else []
+    replayed = sorted(set(ledgers) & tail()) if tail is not None else []
     if replayed:
         draft.warnings.append(
             f"ledger(s) {', '.join(map(str, replayed))} have records in the bookie's journal "

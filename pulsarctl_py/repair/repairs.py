@@ -1050,11 +1050,9 @@ def delete_orphans(
         for o in find_orphans(draft, source, min_age_ms=min_age_ms)
         if only is None or o.ledger_id in only
     ]
-    indexed = []
+    whys = {o.ledger_id: f"orphan {o.kind} ledger of {o.owner or 'no topic'}" for o in orphans}
     for o in orphans:
-        why = f"orphan {o.kind} ledger of {o.owner or 'no topic'}"
-        draft.delete(o.path, "ledger", why)
-        indexed += draft_deletion(draft, source, [o.ledger_id], why)
+        draft.delete(o.path, "ledger", whys[o.ledger_id])
         draft.unreachable.ledgers.append(o.ledger_id)
         draft.unreachable.size += o.length
         if o.entries is None:
@@ -1068,7 +1066,7 @@ def delete_orphans(
                 else count_messages(source, o.ledger_id, 0, o.entries - 1, kind=o.kind)
             )
     draft.repairs.append({"repair": "orphans", "deleted": [o.to_json() for o in orphans]})
-    if indexed:
+    if draft_deletion(draft, source, whys):
         draft.warnings.append(
             "the given bookie directories' indexes drop these ledgers (the bookie must be "
             "stopped); their entry log bytes stay until the bookie compacts its entry logs, "
