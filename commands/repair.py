@@ -52,6 +52,14 @@ APPLY = typer.Option(
     "the backup goes beside it). The topics must be unloaded.",
 )
 
+#: apply and undo: the store of a saved plan
+PLAN_STORE = typer.Option(
+    None,
+    "--metadata-url",
+    metavar="URL",
+    help="The metadata store; default: the one the plan names (it must be the same).",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class PlanFlags:
@@ -482,12 +490,7 @@ def orphans(
 
 def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
-    metadata_url: str = typer.Option(
-        None,
-        "--metadata-url",
-        metavar="URL",
-        help="The metadata store; default: the one the plan names (it must be the same).",
-    ),
+    metadata_url: str = PLAN_STORE,
     output: PlanOutput = OUTPUT,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
@@ -505,12 +508,7 @@ def apply(
 
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
-    metadata_url: str = typer.Option(
-        None,
-        "--metadata-url",
-        metavar="URL",
-        help="The metadata store; default: the one the plan names (it must be the same).",
-    ),
+    metadata_url: str = PLAN_STORE,
 ) -> None:
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys
