@@ -1,4 +1,5 @@
-"""One plan mechanism for every write ledgerctl makes to a metadata store.
+"""One plan mechanism for every write ledgerctl makes to a metadata store or, for a
+stopped bookie, to its indexes.
 
 A repair never writes directly: it drafts its changes on a :class:`Draft` (a view of the
 store with the changes laid over it, so that several repairs can follow one another), and
@@ -14,6 +15,11 @@ one WriteBatch checked under the store's lock). Any conflict aborts with nothing
 :func:`undo_plan` restores the old values with compare-and-set against the values the
 apply wrote; a key already holding its old value is left alone, so undo after an apply
 that failed half-way (or never ran) restores the state before the plan.
+
+A plan may also delete a ledger's entries in a stopped bookie's indexes (``bookie``, plan
+format version 2; :mod:`.bookie_index`): checked byte for byte with the metadata before
+anything is written, backed up in the same backup file, deleted after the metadata
+transaction commits, and written back first by undo.
 
 Metadata writes need the topics unloaded (formats.md §8.3): the owning broker caches the
 state and rewrites the znodes on every ledger roll and cursor close.
