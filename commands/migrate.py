@@ -14,8 +14,7 @@ from typing import Any
 
 import typer
 
-from pulsarctl_py.commands import options
-from pulsarctl_py.commands.repair import APPLY, OUTPUT, PLAN_FILE, PlanOutput, run_repair
+from pulsarctl_py.commands.repair import PlanFlags, plan_options
 
 migrate_app = typer.Typer(
     help="Migrate topic data: new ledgers written, then swapped in by a plan (see repair).",
@@ -28,16 +27,25 @@ class CompactedFormat(enum.StrEnum):
     classic = "classic"
 
 
-def _stores(metadata_url: str | None, bookie_dirs: list[Path] | None) -> tuple[str, list[str]]:
+def _stores(flags: PlanFlags) -> tuple[str, list[str], PlanFlags]:
+    """The metadata URL and bookie dirs the flags name (or the defaults), and the flags
+    naming them: the migration writes there, and its plan must be made there too."""
+    import dataclasses
+
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
-    return str(resolve_metadata_url(metadata_url)), [
-        str(d) for d in resolve_bookie_dirs(bookie_dirs or None)
-    ]
+    url = str(resolve_metadata_url(flags.metadata_url))
+    dirs = [str(d) for d in resolve_bookie_dirs(flags.bookie_dirs or None)]
+    return (
+        url,
+        dirs,
+        dataclasses.replace(flags, metadata_url=url, bookie_dirs=list(map(Path, dirs))),
+    )
 
 
 @migrate_app.command("compacted")
+@plan_options
 def compacted(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
     fmt: CompactedFormat = typer.Option(
@@ -46,11 +54,7 @@ def compacted(
         help="pip-429: kept batch indexes in field 31 (compacted_batch_indexes; the Java "
         "client reads it, older clients do not); classic: compacted_out placeholders.",
     ),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Rewrite the topic's compacted ledger in the other batch format, with the
     compaction's own writer (CRC32, empty password, CompactedTopicLedger custom metadata),
@@ -61,13 +65,13 @@ def compacted(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate, repairs
 
-    url, dirs = _stores(metadata_url, bookie_dirs)
+    url, dirs, flags = _stores(flags)
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
         state = migrate.compacted_state(source, topic)
     entries = list(migrate.converted_entries(state, fmt.value, url, dirs))
     report: dict[str, Any] = state.to_json() | {"format": fmt.value, "written_ledger": None}
     err = render.stderr_console()
-    if plan_file is None and not apply:
+    if flags.plan_file is None and not flags.apply:
         render.write_json(report)
         err.print(
             f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
@@ -99,10 +103,11 @@ def compacted(
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
 
-    run_repair(url, [Path(d) for d in dirs], plan_file, apply, output, build)
+    flags.run(build)
 
 
 @migrate_app.command("index")
+@plan_options
 def index(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
     start: int = typer.Option(
@@ -122,11 +127,7 @@ def index(
     delete_old: bool = typer.Option(
         False, "--delete-old", help="The plan also deletes the old ledgers' metadata."
     ),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Continuous offsets for a topic whose ledgers lack broker entry metadata (KoP before
     2.8, or the index interceptor enabled late): every ledger from the first one without
@@ -141,11 +142,11 @@ def index(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate
 
-    url, dirs = _stores(metadata_url, bookie_dirs)
+    url, dirs, flags = _stores(flags)
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
         plan = migrate.plan_index(source, topic, url, dirs, start)
-    if mapping is None and plan_file is not None:
-        mapping = plan_file.with_name(plan_file.name + ".mapping.jsonl")
+    if mapping is None and flags.plan_file is not None:
+        mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
     err = render.stderr_console()
     if mapping is not None:
         try:
@@ -158,17 +159,19 @@ def index(
             raise LedgerctlError(f"cannot write {mapping}: {exc.strerror or exc}") from None
         err.print(f"mapping of {len(plan.mapping)} entries saved to {mapping}")
     summary = plan.to_json()
-    if plan_file is None and not apply:
+    if flags.plan_file is None and not flags.apply:
         render.write_json(summary | {"mapping": plan.mapping})
         err.print(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"
         )
         return
-    if apply and plan_file is None:
+    if flags.apply and flags.plan_file is None:
+        import dataclasses
+
         from pulsarctl_py.commands.repair import _default_plan_path
 
-        plan_file = _default_plan_path()
+        flags = dataclasses.replace(flags, plan_file=_default_plan_path())
     migrate.write_index_ledgers(url, dirs, plan)
     err.print(
         f"wrote ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
@@ -180,7 +183,7 @@ def index(
         if mapping is not None:
             draft.repairs[-1]["mapping_file"] = str(mapping)
 
-    run_repair(url, [Path(d) for d in dirs], plan_file, apply, output, build)
+    flags.run(build)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
+
+Command = TypeVar("Command", bound=Callable[..., Any])
 
 
 class DepthChoice(enum.StrEnum):
@@ -58,6 +63,39 @@ def password(env: str | None, file: Path | None) -> bytes | None:
 
     secret = secret_from(env, file, LEDGER_PASSWORD_ENV)
     return secret.reveal() if secret is not None else None
+
+
+def option_set(
+    param: str, make: Callable[..., Any], fields: Mapping[str, tuple[Any, Any]]
+) -> Callable[[Command], Command]:
+    """A decorator giving a command a set of options, after its own parameters.
+
+    ``fields`` maps each parameter name to ``(type, typer.Option(...))``, in the order the
+    help lists them; the command takes none of them itself but a parameter ``param``, which
+    receives ``make(**values)``. The CLI sees exactly the options written out one by one.
+    """
+
+    def decorate(command: Command) -> Command:
+        signature = inspect.signature(command)
+        own = [p for name, p in signature.parameters.items() if name != param]
+        added = [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
+            )
+            for name, (annotation, option) in fields.items()
+        ]
+
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            values = {name: kwargs.pop(name) for name in fields}
+            return command(*args, **kwargs, **{param: make(**values)})
+
+        annotations = {k: v for k, v in command.__annotations__.items() if k != param}
+        wrapper.__annotations__ = annotations | {n: t for n, (t, _) in fields.items()}
+        wrapper.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 QUIET = typer.Option(

@@ -11,6 +11,7 @@ import enum
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,56 @@ APPLY = typer.Option(
     "the backup goes beside it). The topics must be unloaded.",
 )
 
+#: apply and undo: the store of a saved plan
+PLAN_STORE = typer.Option(
+    None,
+    "--metadata-url",
+    metavar="URL",
+    help="The metadata store; default: the one the plan names (it must be the same).",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFlags:
+    """The options of every command that makes a plan (see :data:`plan_options`)."""
+
+    metadata_url: str | None = None
+    bookie_dirs: list[Path] | None = None
+    plan_file: Path | None = None
+    apply: bool = False
+    output: PlanOutput = PlanOutput.auto
+
+    @property
+    def given(self) -> bool:
+        """Whether any of them was given on the command line."""
+        return bool(
+            self.metadata_url
+            or self.bookie_dirs
+            or self.plan_file
+            or self.apply
+            or self.output is not PlanOutput.auto
+        )
+
+    def run(self, build: Callable[[Draft, LedgerSource], Any]) -> Plan:
+        """Draft, print, save and (with --apply) apply the plan ``build`` drafts."""
+        return run_repair(
+            self.metadata_url, self.bookie_dirs, self.plan_file, self.apply, self.output, build
+        )
+
+
+#: --metadata-url, --bookie-dir, --plan, --apply, -o: the command receives ``flags``
+plan_options = options.option_set(
+    "flags",
+    PlanFlags,
+    {
+        "metadata_url": (str, options.METADATA_URL),
+        "bookie_dirs": (list[Path], options.BOOKIE_DIRS),
+        "plan_file": (Path, PLAN_FILE),
+        "apply": (bool, APPLY),
+        "output": (PlanOutput, OUTPUT),
+    },
+)
+
 
 def _warn(message: str) -> None:
     from rich.markup import escape
@@ -81,6 +132,11 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
         f"[bold]plan[/]: {len(plan.changes)} key{'s' if len(plan.changes) != 1 else ''} in "
         f"{escape(plan.metadata_url)}; topics to unload: {escape(', '.join(plan.topics) or '-')}"
     )
+    if plan.bookie:
+        out.print(
+            f"and {len(plan.bookie)} bookie index entr{'ies' if len(plan.bookie) != 1 else 'y'} "
+            "(the bookie must be stopped)"
+        )
     for change in js["changes"]:
         version = "absent" if change["version"] is None else f"version {change['version']}"
         out.print(f"\n[bold]{change['action']}[/] {escape(change['key'])} ({version})")
@@ -90,6 +146,11 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
             colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
             text = escape(line)
             out.print(f"  [{colour}]{text}[/]" if colour else f"  {text}")
+    for bc in js.get("bookie", []):
+        out.print(f"\n[bold]delete[/] {escape(bc['path'])} (bookie {bc['kind']})")
+        for why in bc["why"]:
+            out.print(f"  because: {escape(why)}")
+        out.print(f"  [red]- {escape(bc['summary'])}[/]")
     u = js["unreachable"]
     out.print("\n[bold]unreachable after this plan[/]:")
     entries = f"{u['entries']}{'+' if u['entries_unknown'] else ''}"
@@ -172,6 +233,7 @@ def run_repair(
 
 
 @repair_app.callback()
+@plan_options
 def repair_root(
     ctx: typer.Context,
     from_verify: Path = typer.Option(
@@ -181,11 +243,7 @@ def repair_root(
         help="Plan the repairs for the findings in FILE, the output of `verify -o json` "
         "('-' reads stdin).",
     ),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Repair topic metadata. Without a subcommand: --from-verify FILE plans the repair of
     every finding verify reported that a repair handles (missing ledgers, cursors out of
@@ -195,8 +253,7 @@ def repair_root(
             raise typer.BadParameter(
                 "--from-verify takes no subcommand", param_hint="--from-verify"
             )
-        given = metadata_url or bookie_dirs or plan_file or apply or output is not PlanOutput.auto
-        if given:
+        if flags.given:
             # the subcommand has its own: these would be silently ignored
             raise typer.BadParameter(
                 f"put the options after the subcommand: ledgerctl repair "
@@ -223,38 +280,31 @@ def repair_root(
     def build(draft: Draft, source: LedgerSource) -> None:
         unhandled.extend(plan_from_verify(draft, report, source))
 
-    run_repair(metadata_url, bookie_dirs, plan_file, apply, output, build)
+    flags.run(build)
     for item in unhandled:
         _warn(f"not repaired: {item['check']} ({item['topic'] or '-'}): {item['reason']}")
 
 
 @repair_app.command("missing-ledgers")
+@plan_options
 def missing_ledgers(
     topic: str = typer.Argument(
         ..., metavar="TOPIC", help="The topic (any spelling verify takes)."
     ),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Drop from the topic's ledger list the ledgers with no BookKeeper metadata (and, with
     --bookie-dir, closed ledgers with no entries in storage); cursors inside them move to
     the next ledger's start. The plan lists the entries, bytes and time range lost."""
     from pulsarctl_py.repair import repairs
 
-    run_repair(
-        metadata_url,
-        bookie_dirs,
-        plan_file,
-        apply,
-        output,
+    flags.run(
         lambda d, s: repairs.missing_ledgers(d, topic, s),
     )
 
 
 @repair_app.command("cursor")
+@plan_options
 def cursor(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
     subscription: str = typer.Argument(..., metavar="SUB", help="The subscription (cursor)."),
@@ -273,11 +323,7 @@ def cursor(
     ),
     earliest: bool = typer.Option(False, "--earliest", help="Back to the topic's first entry."),
     latest: bool = typer.Option(False, "--latest", help="To the topic's end (nothing backlogged)."),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Reset a cursor offline. Works when its state is in a cursor ledger: the whole
     state moves into the znode (cursorsLedgerId = -1), which the broker then reads.
@@ -309,33 +355,26 @@ def cursor(
             time_ms=time_ms,
         )
 
-    run_repair(metadata_url, bookie_dirs, plan_file, apply, output, build)
+    flags.run(build)
 
 
 @repair_app.command("clamp-cursors")
+@plan_options
 def clamp_cursors(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Move cursors that are past their ledger's last entry back to it, and cursors in a
     ledger the topic does not list to the next listed ledger's start (or the topic's end)."""
     from pulsarctl_py.repair import repairs
 
-    run_repair(
-        metadata_url,
-        bookie_dirs,
-        plan_file,
-        apply,
-        output,
+    flags.run(
         lambda d, s: repairs.clamp_cursors(d, topic, s),
     )
 
 
 @repair_app.command("compaction")
+@plan_options
 def compaction(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
     clear: bool = typer.Option(
@@ -352,11 +391,7 @@ def compaction(
         help="Re-point CompactedTopicLedger to LEDGER (a ledger `compact --apply` wrote for "
         "this topic) and the __compaction mark-delete to its pulsar/compactedTo horizon.",
     ),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Repair the compaction pointer of a topic (the __compaction cursor's
     CompactedTopicLedger): --clear a pointer to a lost ledger, or --to LEDGER. A ledger
@@ -365,12 +400,7 @@ def compaction(
 
     if clear == (to is not None):
         raise typer.BadParameter("say what to do: --clear or --to LEDGER", param_hint="--clear")
-    run_repair(
-        metadata_url,
-        bookie_dirs,
-        plan_file,
-        apply,
-        output,
+    flags.run(
         (lambda d, s: repairs.clear_compaction(d, topic, s))
         if clear
         else (lambda d, s: repairs.point_compaction(d, topic, to, s)),
@@ -378,32 +408,28 @@ def compaction(
 
 
 @repair_app.command("shadow")
+@plan_options
 def shadow(
     shadow_topic: str = typer.Argument(..., metavar="SHADOW", help="The shadow topic."),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Resync a shadow topic from its source (PIP-180): the ledger list with entries, sizes
     and offload contexts, and the terminated position; its own properties kept. Shadow
     cursors in ledgers the source no longer lists move to the next ledger's start."""
     from pulsarctl_py.repair import repairs
 
-    run_repair(
-        metadata_url,
-        bookie_dirs,
-        plan_file,
-        apply,
-        output,
+    flags.run(
         lambda d, s: repairs.shadow(d, shadow_topic, s),
     )
 
 
+@plan_options
 def orphans(
     delete: bool = typer.Option(
-        False, "--delete", help="Plan deleting the orphans' ledger metadata (see --apply)."
+        False,
+        "--delete",
+        help="Plan deleting the orphans' ledger metadata and, in the --bookie-dir "
+        "directories (a stopped bookie), their bookie index entries (see --apply).",
     ),
     min_age: str = typer.Option(
         "1h",
@@ -412,19 +438,17 @@ def orphans(
         help="Only ledgers created at least this long ago (100m, 3h, 2d, 1w; 0 for all): a "
         "ledger being created is not yet in its topic's list.",
     ),
-    metadata_url: str = options.METADATA_URL,
-    bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    plan_file: Path = PLAN_FILE,
-    apply: bool = APPLY,
-    output: PlanOutput = OUTPUT,
+    flags: PlanFlags = PlanFlags(),
 ) -> None:
     """List BookKeeper ledgers tagged application=pulsar that no topic, cursor or
     compaction references (schema ledgers aside). A topic whose references cannot all be
     read (its metadata does not decode, or a cursor ledger is unreadable: pass
     --bookie-dir) keeps its ledgers. Exit 1 when orphans are listed.
 
-    With --delete: a plan deleting their ledger metadata; bookies drop the entries on
-    their next garbage collection."""
+    With --delete: a plan deleting their ledger metadata and, in the --bookie-dir
+    directories, their entries in that bookie's index (RocksDB ledgers/locations keys or
+    .idx files; entry log bytes stay until the bookie compacts them); running bookies drop
+    the entries on their next garbage collection."""
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import repairs
@@ -432,22 +456,17 @@ def orphans(
     from pulsarctl_py.timeparse import parse_duration_ms
 
     age = 0 if min_age.strip() == "0" else parse_duration_ms(min_age)
-    if apply and not delete:
+    if flags.apply and not delete:
         raise typer.BadParameter("--apply needs --delete", param_hint="--apply")
     if delete:
-        run_repair(
-            metadata_url,
-            bookie_dirs,
-            plan_file,
-            apply,
-            output,
-            lambda d, s: repairs.delete_orphans(d, s, min_age_ms=age),
-        )
+        flags.run(lambda d, s: repairs.delete_orphans(d, s, min_age_ms=age))
         return
-    with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
+    with LedgerSource.open(
+        flags.metadata_url, flags.bookie_dirs or None, need_metadata=True
+    ) as source:
         assert source.metadata is not None
         found = list(repairs.find_orphans(Draft(source.metadata), source, min_age_ms=age))
-    fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
+    fmt = render.resolve(render.OutputFormat(flags.output.value), render.OutputFormat.TABLE)
     if fmt is render.OutputFormat.JSON:
         render.write_json([o.to_json() for o in found])
     elif found:
@@ -471,12 +490,7 @@ def orphans(
 
 def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
-    metadata_url: str = typer.Option(
-        None,
-        "--metadata-url",
-        metavar="URL",
-        help="The metadata store; default: the one the plan names (it must be the same).",
-    ),
+    metadata_url: str = PLAN_STORE,
     output: PlanOutput = OUTPUT,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
@@ -494,12 +508,7 @@ def apply(
 
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
-    metadata_url: str = typer.Option(
-        None,
-        "--metadata-url",
-        metavar="URL",
-        help="The metadata store; default: the one the plan names (it must be the same).",
-    ),
+    metadata_url: str = PLAN_STORE,
 ) -> None:
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys

@@ -295,11 +295,14 @@ def build_world(
     *,
     store: MetadataStore | None = None,
     metadata_url: str | None = None,
+    index: str = "db",
 ) -> World:
     """Write the world (``variant`` None: healthy) under ``root``; return where it is.
 
     The metadata goes to ``store`` (then ``metadata_url`` names it) or to a new RocksDB
-    metadata store under ``root/metadata``.
+    metadata store under ``root/metadata``. ``index``: the bookie indexes its entries as
+    DbLedgerStorage (``db``: RocksDB ``ledgers``/``locations``) or Interleaved/Sorted
+    storage does (``idx``: one ``.idx`` file per ledger).
     """
     if variant is not None and variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}")
@@ -405,7 +408,7 @@ def build_world(
     elif v == "index-property-behind":
         index_property = b.last_index[10]
     elif v == "orphan-ledger":
-        l70 = b.data_ledger(70, ORDERS, 1)
+        l70 = b.data_ledger(70, ORDERS, 3)
         ledgers.append(l70)
     elif v == "shadow-source-missing":
         shadow_source = "persistent://public/default/gone"
@@ -478,10 +481,27 @@ def build_world(
 
     bookie_dir = root / "bookie"
     entries = [e for spec in ledgers if spec.stored for e in spec.entries if e]
-    write_db_ledger_dir(bookie_dir / "current", entries, master_key(b""))
+    summary = write_db_ledger_dir(bookie_dir / "current", entries, master_key(b""))
+    if index == "idx":
+        _to_index_files(bookie_dir / "current", summary.locations)
     if v == "entry-unreadable":
         _truncate_entry(bookie_dir / "current", 11, 1)
     return World(root, metadata_url, bookie_dir, variant, dict(b.last_index))
+
+
+def _to_index_files(current: Path, locations: dict[tuple[int, int], int]) -> None:
+    """Replace the RocksDB indexes of ``current`` by one ``.idx`` file per ledger."""
+    import shutil
+
+    from pulsarctl_py.stores.bookie import write_index_file
+
+    shutil.rmtree(current / "ledgers")
+    shutil.rmtree(current / "locations")
+    by_ledger: dict[int, dict[int, int]] = {}
+    for (ledger_id, entry_id), location in locations.items():
+        by_ledger.setdefault(ledger_id, {})[entry_id] = location
+    for ledger_id, entries in sorted(by_ledger.items()):
+        write_index_file(current, ledger_id, master_key(b""), entries)
 
 
 def _write_tree(store: MetadataStore, nodes: dict[str, bytes]) -> None:

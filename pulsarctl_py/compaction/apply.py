@@ -92,18 +92,21 @@ def _cookie_bookie_id(current: Path) -> str | None:
     return None
 
 
-def check_bookie_free(current: Path, store: Any) -> None:
+def check_bookie_free(
+    current: Path, store: Any, doing: str = "writing a compacted ledger into its storage"
+) -> None:
+    """Refuse (:class:`BookieInUse`) while a bookie holds ``current``'s RocksDB locks or is
+    registered as available in the metadata store; ``doing`` names the write refused."""
     for name in ("ledgers", "locations"):
         if _locked(current / name / "LOCK"):
             raise BookieInUse(
-                f"the bookie holds its lock on {current / name}: stop the bookie before "
-                "writing a compacted ledger into its storage"
+                f"the bookie holds its lock on {current / name}: stop the bookie before {doing}"
             )
     bookie_id = _cookie_bookie_id(current)
     if bookie_id is not None and store.exists(f"/ledgers/available/{bookie_id}") is not None:
         raise BookieInUse(
             f"bookie {bookie_id} is registered as running (/ledgers/available/{bookie_id}): "
-            "stop it before writing into its storage"
+            f"stop it before {doing}"
         )
 
 
@@ -151,7 +154,7 @@ class _Written:
     def undo(self) -> None:
         for path, key in reversed(self.db_keys):
             with contextlib.suppress(Exception):
-                with _rocks(path) as db:
+                with writable_rocksdb(path) as db:
                     db.delete(key)
         if self.idx is not None:
             self.idx.unlink(missing_ok=True)
@@ -172,7 +175,7 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def _rocks(path: Path) -> Any:
+def writable_rocksdb(path: Path) -> Any:
     """An existing RocksDB index opened for writing; rocksdict's config file removed after."""
     from rocksdict import Options, Rdict
 
@@ -230,12 +233,12 @@ def write_bookie(
     _replace(last_id_path, f"{log_id:x}\n".encode())
     key = master_key(PASSWORD)
     if kind == "db":
-        with _rocks(current / "locations") as db:
+        with writable_rocksdb(current / "locations") as db:
             for entry_id, loc in locations.items():
                 k = location_key(ledger_id, entry_id)
                 db[k] = LOCATION_VALUE.pack(loc)
                 written.db_keys.append((current / "locations", k))
-        with _rocks(current / "ledgers") as db:
+        with writable_rocksdb(current / "ledgers") as db:
             k = ledger_key(ledger_id)
             db[k] = ledger_data(key)
             written.db_keys.append((current / "ledgers", k))

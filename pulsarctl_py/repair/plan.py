@@ -1,4 +1,5 @@
-"""One plan mechanism for every write ledgerctl makes to a metadata store.
+"""One plan mechanism for every write ledgerctl makes to a metadata store or, for a
+stopped bookie, to its indexes.
 
 A repair never writes directly: it drafts its changes on a :class:`Draft` (a view of the
 store with the changes laid over it, so that several repairs can follow one another), and
@@ -14,6 +15,11 @@ one WriteBatch checked under the store's lock). Any conflict aborts with nothing
 :func:`undo_plan` restores the old values with compare-and-set against the values the
 apply wrote; a key already holding its old value is left alone, so undo after an apply
 that failed half-way (or never ran) restores the state before the plan.
+
+A plan may also delete a ledger's entries in a stopped bookie's indexes (``bookie``, plan
+format version 2; :mod:`.bookie_index`): checked byte for byte with the metadata before
+anything is written, backed up in the same backup file, deleted after the metadata
+transaction commits, and written back first by undo.
 
 Metadata writes need the topics unloaded (formats.md §8.3): the owning broker caches the
 state and rewrites the znodes on every ledger roll and cursor close.
@@ -35,8 +41,12 @@ from typing import Any
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError
 from pulsarctl_py.stores.metadata.base import MetadataConflict, MetadataStore
 
+from .bookie_index import BookieChange, Writer
+
 PLAN_FORMAT = "ledgerctl-plan"
 PLAN_VERSION = 1
+#: a plan that also changes bookie indexes (``bookie``): older readers must refuse it
+PLAN_VERSION_BOOKIE = 2
 BACKUP_SUFFIX = ".backup.json"
 UNLOAD_WARNING = (
     "the topics this plan changes must be unloaded first (no broker may own them): the "
@@ -278,18 +288,21 @@ class Plan:
     unreachable: Unreachable = field(default_factory=Unreachable)
     warnings: list[str] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)
+    #: bookie index entries the plan deletes (offline bookies; see bookie_index)
+    bookie: list[BookieChange] = field(default_factory=list)
     created_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
 
     @property
     def empty(self) -> bool:
-        return not self.changes
+        return not self.changes and not self.bookie
 
     def to_json(self) -> dict[str, Any]:
         from pulsarctl_py.timeparse import format_time_ms
 
+        extra = {"bookie": [c.to_json() for c in self.bookie]} if self.bookie else {}
         return {
             "format": PLAN_FORMAT,
-            "version": PLAN_VERSION,
+            "version": PLAN_VERSION_BOOKIE if self.bookie else PLAN_VERSION,
             "created": format_time_ms(self.created_ms),
             "metadata_url": self.metadata_url,
             "topics": list(self.topics),
@@ -297,19 +310,23 @@ class Plan:
             "warnings": list(self.warnings),
             "unreachable": self.unreachable.to_json(),
             "changes": [c.to_json() for c in self.changes],
+            **extra,
         }
 
     @classmethod
     def from_json(cls, obj: Any) -> Plan:
         if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
             raise LedgerctlError(f'not a ledgerctl plan (no "format": "{PLAN_FORMAT}")')
-        if obj.get("version") != PLAN_VERSION:
+        if obj.get("version") not in (PLAN_VERSION, PLAN_VERSION_BOOKIE):
             raise LedgerctlError(f"plan format version {obj.get('version')!r} is not supported")
-        raw_changes = obj.get("changes", [])
-        if not isinstance(raw_changes, list):
-            raise LedgerctlError('plan: "changes" is not a list')
+        raw_changes, raw_bookie = obj.get("changes", []), obj.get("bookie", [])
+        if not isinstance(raw_changes, list) or not isinstance(raw_bookie, list):
+            raise LedgerctlError('plan: "changes" or "bookie" is not a list')
+        if raw_bookie and obj.get("version") != PLAN_VERSION_BOOKIE:
+            raise LedgerctlError(f"plan: bookie changes need format version {PLAN_VERSION_BOOKIE}")
         changes = [Change.from_json(c) for c in raw_changes]
-        keys = [c.key for c in changes]
+        bookie = [BookieChange.from_json(c) for c in raw_bookie]
+        keys = [c.key for c in changes] + [c.key for c in bookie]
         if len(set(keys)) != len(keys):
             raise LedgerctlError("plan: a key appears twice")
         url = obj.get("metadata_url", "")
@@ -330,6 +347,7 @@ class Plan:
             unreachable=Unreachable.from_json(obj.get("unreachable", {})),
             warnings=texts("warnings"),
             topics=texts("topics"),
+            bookie=bookie,
         )
 
     def save(self, path: Path) -> None:
@@ -385,6 +403,8 @@ class Draft:
         self.unreachable = Unreachable()
         self.warnings: list[str] = []
         self.topics: list[str] = []
+        #: bookie index entries to delete (:func:`bookie_index.draft_deletion`)
+        self.bookie: list[BookieChange] = []
 
     def _load(self, key: str) -> None:
         if key not in self._orig:
@@ -430,6 +450,7 @@ class Draft:
             unreachable=self.unreachable,
             warnings=warnings,
             topics=list(self.topics),
+            bookie=list(self.bookie),
         )
 
 
@@ -472,15 +493,34 @@ def _nothing(_: str) -> None:
     return None
 
 
+def _commit(txn: Any, conflict: str) -> None:
+    """Commit a metadata transaction (if it has anything to do); a conflict names its key."""
+    if not txn.ops:
+        return
+    try:
+        txn.commit()
+    except MetadataConflict as exc:
+        raise MetadataConflict(exc.path, conflict) from None
+
+
+def _bookie_writer(plan: Plan, store: MetadataStore) -> Any:
+    """The bookie indexes held open for writing (none when the plan has no bookie side)."""
+    import contextlib
+
+    return Writer(plan.bookie, store) if plan.bookie else contextlib.nullcontext()
+
+
 def apply_plan(
     plan_path: Path, store: MetadataStore, *, after_step: AfterStep = _nothing
 ) -> Outcome:
     """Execute the plan saved at ``plan_path`` on ``store`` (open read-write).
 
-    Every key must still hold the plan's old value at the plan's version, else
-    :class:`MetadataConflict` and nothing is written. The old values go to the backup
-    file beside the plan before anything is written; then one transaction commits every
-    change with compare-and-set.
+    Every key must still hold the plan's old value at the plan's version, and every bookie
+    index entry the plan deletes its exact old bytes (the bookie stopped), else
+    :class:`MetadataConflict` (or :class:`BookieInUse`) and nothing is written. The old
+    values go to the backup file beside the plan before anything is written; then one
+    transaction commits every metadata change with compare-and-set, and then the bookie
+    index entries are deleted (the hook sees ``bookie-<kind>`` after each).
     """
     plan = Plan.load(plan_path)
     _check_store(plan, store)
@@ -503,37 +543,64 @@ def apply_plan(
                 f"read {change.version}); nothing was written: make a new plan",
             )
         current.append(None if node is None else node.stat.version)
-    _write_json(
-        backup_path(plan_path),
-        {
-            "format": PLAN_FORMAT + "-backup",
-            "metadata_url": store.url,
-            "values": [
-                {"key": c.key, "version": v, "sha256": sha256(c.old), "base64": _b64(c.old)}
-                for c, v in zip(plan.changes, current, strict=True)
-            ],
-        },
-    )
-    after_step("backup")
-    txn = store.transaction()
-    for change in plan.changes:
-        if change.new is None:
-            txn.delete(change.key, change.version)
-        elif change.old is None:
-            txn.create(change.key, change.new)
-        else:
-            txn.set(change.key, change.new, change.version)
-    try:
-        txn.commit()
-    except MetadataConflict as exc:
-        raise MetadataConflict(exc.path, "changed while applying; nothing was written") from None
-    after_step("commit")
-    for change in plan.changes:
-        outcome.written.append(
-            {"key": change.key, "action": change.action, "sha256": sha256(change.new)}
+    with _bookie_writer(plan, store) as bookie:
+        if bookie is not None:
+            bookie.check_planned()
+        _write_json(
+            backup_path(plan_path),
+            {
+                "format": PLAN_FORMAT + "-backup",
+                "metadata_url": store.url,
+                "values": [
+                    {"key": c.key, "version": v, "sha256": sha256(c.old), "base64": _b64(c.old)}
+                    for c, v in zip(plan.changes, current, strict=True)
+                ],
+                "bookie": [
+                    {"key": c.key, "sha256": sha256(c.old), "base64": _b64(c.old)}
+                    for c in plan.bookie
+                ],
+            },
         )
+        after_step("backup")
+        txn = store.transaction()
+        for change in plan.changes:
+            if change.new is None:
+                txn.delete(change.key, change.version)
+            elif change.old is None:
+                txn.create(change.key, change.new)
+            else:
+                txn.set(change.key, change.new, change.version)
+        _commit(txn, "changed while applying; nothing was written")
+        after_step("commit")
+        for change in plan.changes:
+            outcome.written.append(
+                {"key": change.key, "action": change.action, "sha256": sha256(change.new)}
+            )
+        if bookie is not None:
+            outcome.written.extend(bookie.delete(after_step))
     after_step("record")
     return outcome
+
+
+def _backup_olds(plan: Plan, bpath: Path) -> tuple[dict[str, bytes | None], dict[str, bytes]]:
+    """The old values to restore: the backup's, else the plan's (metadata, bookie)."""
+    olds: dict[str, bytes | None] = {c.key: c.old for c in plan.changes}
+    bookie_olds: dict[str, bytes] = {c.key: c.old for c in plan.bookie}
+    if not bpath.exists():
+        return olds, bookie_olds
+    backup = _read_json(bpath, "backup")
+    try:
+        for values, into in ((backup["values"], olds), (backup.get("bookie", []), bookie_olds)):
+            for item in values:
+                data = _unb64(item.get("base64"), f"backup of {item['key']}")
+                if sha256(data) != item.get("sha256"):
+                    raise LedgerctlError(f"backup {bpath}: {item['key']} does not match its sha256")
+                if item["key"] not in into or (into is bookie_olds and data is None):
+                    raise LedgerctlError(f"backup {bpath} names {item['key']}, the plan does not")
+                into[item["key"]] = data
+    except (KeyError, TypeError, AttributeError):
+        raise LedgerctlError(f"{bpath} is not a ledgerctl backup") from None
+    return olds, bookie_olds
 
 
 def undo_plan(
@@ -543,25 +610,14 @@ def undo_plan(
 
     A key holding the value the apply wrote is restored with compare-and-set on its current
     version; a key already holding its old value is skipped; a key holding anything else
-    (changed since the apply) aborts the undo with nothing written.
+    (changed since the apply) aborts the undo with nothing written. Bookie index entries
+    the apply deleted are written back first (exact bytes; the bookie stopped), then the
+    metadata in one transaction.
     """
     plan = Plan.load(plan_path)
     _check_store(plan, store)
     bpath = backup_path(plan_path)
-    olds: dict[str, bytes | None] = {c.key: c.old for c in plan.changes}
-    if bpath.exists():
-        backup = _read_json(bpath, "backup")
-        try:
-            values = backup["values"]
-            for item in values:
-                data = _unb64(item.get("base64"), f"backup of {item['key']}")
-                if sha256(data) != item.get("sha256"):
-                    raise LedgerctlError(f"backup {bpath}: {item['key']} does not match its sha256")
-                if item["key"] not in olds:
-                    raise LedgerctlError(f"backup {bpath} names {item['key']}, the plan does not")
-                olds[item["key"]] = data
-        except (KeyError, TypeError, AttributeError):
-            raise LedgerctlError(f"{bpath} is not a ledgerctl backup") from None
+    olds, bookie_olds = _backup_olds(plan, bpath)
     outcome = Outcome("undo", str(plan_path), str(bpath) if bpath.exists() else None)
     txn = store.transaction()
     for change in plan.changes:
@@ -584,12 +640,11 @@ def undo_plan(
         else:
             txn.set(change.key, old, node.stat.version)
         outcome.written.append({"key": change.key, "action": "restore", "sha256": sha256(old)})
-    if txn.ops:
-        try:
-            txn.commit()
-        except MetadataConflict as exc:
-            raise MetadataConflict(
-                exc.path, "changed while undoing; nothing was restored"
-            ) from None
+    with _bookie_writer(plan, store) as bookie:
+        if bookie is not None:
+            todo, skipped = bookie.check_restore(bookie_olds)
+            outcome.skipped.extend(skipped)
+            outcome.written.extend(bookie.restore(todo, after_step))
+        _commit(txn, "changed while undoing; nothing was restored")
     after_step("commit")
     return outcome

@@ -1041,14 +1041,18 @@ def delete_orphans(
     only: set[int] | None = None,
     min_age_ms: int = 0,
 ) -> list[Orphan]:
-    """Draft the deletion of every orphan's ledger znode (or of those in ``only``)."""
+    """Draft the deletion of every orphan's ledger znode (or of those in ``only``) and, given
+    an offline bookie's directories, of its entries in that bookie's indexes."""
+    from .bookie_index import draft_deletion
+
     orphans = [
         o
         for o in find_orphans(draft, source, min_age_ms=min_age_ms)
         if only is None or o.ledger_id in only
     ]
+    whys = {o.ledger_id: f"orphan {o.kind} ledger of {o.owner or 'no topic'}" for o in orphans}
     for o in orphans:
-        draft.delete(o.path, "ledger", f"orphan {o.kind} ledger of {o.owner or 'no topic'}")
+        draft.delete(o.path, "ledger", whys[o.ledger_id])
         draft.unreachable.ledgers.append(o.ledger_id)
         draft.unreachable.size += o.length
         if o.entries is None:
@@ -1062,7 +1066,13 @@ def delete_orphans(
                 else count_messages(source, o.ledger_id, 0, o.entries - 1, kind=o.kind)
             )
     draft.repairs.append({"repair": "orphans", "deleted": [o.to_json() for o in orphans]})
-    if orphans:
+    if draft_deletion(draft, source, whys):
+        draft.warnings.append(
+            "the given bookie directories' indexes drop these ledgers (the bookie must be "
+            "stopped); their entry log bytes stay until the bookie compacts its entry logs, "
+            "and other bookies garbage-collect them on their next GC run"
+        )
+    elif orphans:
         draft.warnings.append(
             "only the ledgers' metadata is deleted: bookies garbage-collect the entries of "
             "ledgers without metadata on their next GC run"

@@ -45,11 +45,15 @@ class CompactedEndpoint(CaptureEndpoint):
         self,
         entries: Sequence[tuple[tuple[int, int], bytes]],
         last_message_id: tuple[int, int, int] | None,
+        *,
+        expose_broker_entry_metadata: bool = False,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.entries = list(entries)
         self.last_message_id = last_message_id
+        #: send entries as stored, as a broker with exposingBrokerEntryMetadataToClientEnabled
+        self.expose_broker_entry_metadata = expose_broker_entry_metadata
         self._delivered: dict[int, int] = {}  # consumer id -> next entry index
 
     async def _serve(self, reader, writer, peer) -> None:  # type: ignore[no-untyped-def]
@@ -116,6 +120,8 @@ class CompactedEndpoint(CaptureEndpoint):
             reply.message.consumer_id = consumer_id
             reply.message.message_id.ledgerId = lid
             reply.message.message_id.entryId = eid
-            out.append((reply, strip_broker_entry_metadata(data)))
+            if not self.expose_broker_entry_metadata:
+                data = strip_broker_entry_metadata(data)
+            out.append((reply, data))
         self._delivered[consumer_id] = start + len(out)
         return out

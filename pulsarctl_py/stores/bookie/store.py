@@ -261,6 +261,12 @@ class BookieStore:
             path=record.path,
         )
 
+    def journal_tail_ledgers(self) -> set[int]:
+        """Ledgers with records in the journal after ``lastMark``: a restarting bookie
+        replays them into its index."""
+        tail = self._journal_tail()
+        return set() if tail is None else set(tail.ledger_ids())
+
     def last_entry_id(self, ledger_id: int) -> int | None:
         """The highest entry id of the ledger stored here (None: no entry)."""
         found = [s.last_entry(ledger_id) for s in self._all_sources()]
