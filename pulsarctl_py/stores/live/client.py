@@ -9,7 +9,13 @@ the connection or sends a frame that does not parse raises :class:`BookieUnavail
 
 Nothing here can fence a ledger or set the recovery flag: the frame builders in
 ``decoders.bookie_wire`` have no such option. TLS follows BookKeeper's own client: a v3
-START_TLS request on the plain connection, then the TLS handshake on the same socket.
+START_TLS request on the plain connection, then the TLS handshake on the same socket. The
+bookie's certificate chain is checked against the CA file (or the system CAs) and, unless
+``check_hostname`` is off, its names against the host of the bookie id (the name in
+ledger metadata, also when ``--bookie-address`` sends the connection elsewhere).
+
+``auto`` starts each connection with v3; a bookie that closes the connection, stays
+silent or answers something that is not a v3 frame is asked again over v2.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class BookieUnavailable(StoreUnavailable):
     def __init__(self, bookie: str, message: str) -> None:
         super().__init__(f"bookie {bookie}: {message}")
         self.bookie = bookie
+        self.reason = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +54,18 @@ class ClientOptions:
     timeout: float = DEFAULT_TIMEOUT
     window: int = DEFAULT_WINDOW
     addresses: tuple[tuple[str, str], ...] = ()  # bookie id -> host:port (NAT)
+    auto: bool = False  # v3 first, v2 for a bookie that does not speak v3
+    check_hostname: bool = True
+    cert_file: Path | None = None  # client certificate (mutual TLS), PEM
+    key_file: Path | None = None  # its private key, if not in cert_file
+    key_password_env: str | None = None  # the variable holding the key's passphrase
 
     def address_of(self, bookie_id: str) -> str:
         return dict(self.addresses).get(bookie_id, bookie_id)
+
+    @property
+    def protocol(self) -> str:
+        return "auto" if self.auto else "v2" if self.v2 else "v3"
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
@@ -59,11 +75,33 @@ class ClientOptions:
                 cafile=str(self.ca_file) if self.ca_file is not None else None
             )
         except (OSError, ssl.SSLError) as exc:
-            raise LedgerctlError(f"cannot load the bookie CA file {self.ca_file}: {exc}") from None
-        # bookies are named by the ids in ledger metadata, often IPs: the certificate
-        # chain is checked against the CA, the host name only when the id is a name
-        ctx.check_hostname = False
+            raise LedgerctlError(
+                f"cannot load the bookie CA file {self.ca_file}: {_ssl_reason(exc)}"
+            ) from None
+        ctx.check_hostname = self.check_hostname
+        if self.cert_file is not None:
+            import os
+
+            secret = os.environ.get(self.key_password_env) if self.key_password_env else None
+            try:
+                ctx.load_cert_chain(self.cert_file, self.key_file, secret)
+            except (OSError, ssl.SSLError) as exc:
+                raise LedgerctlError(
+                    f"cannot load the bookie client certificate {self.cert_file}: "
+                    f"{_ssl_reason(exc)}"
+                ) from None
         return ctx
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    """An ssl or OS error as one short clause (no errno tuple, no file:line)."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError) and exc.reason:
+        return exc.reason.lower().replace("_", " ")
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -85,10 +123,17 @@ class BookieConnection:
     """One connection to one bookie; not thread-safe (one user at a time)."""
 
     def __init__(
-        self, address: str, options: ClientOptions, ssl_context: ssl.SSLContext | None = None
+        self,
+        address: str,
+        options: ClientOptions,
+        ssl_context: ssl.SSLContext | None = None,
+        bookie_id: str | None = None,
     ) -> None:
         self.address = address
+        self.bookie_id = bookie_id or address  # the name its certificate must carry
         self.options = options
+        self.v2 = options.v2  # auto: decided by the first exchange of each connection
+        self._probe = options.auto
         self._ssl = ssl_context
         self._sock: socket.socket | None = None
         self._buf = bytearray()
@@ -120,19 +165,27 @@ class BookieConnection:
         self._buf.clear()
         self._pos = 0
         if self._ssl is not None:
-            self._start_tls(host)
+            self._start_tls(split_address(self.bookie_id)[0])
 
     def _start_tls(self, host: str) -> None:
-        if self.options.v2:
+        if self.v2:
             raise LedgerctlError("TLS needs protocol v3 (BookKeeper starts TLS with a v3 request)")
-        reply = self._call(wire.v3_start_tls_request(self._next_txn()))
+        try:
+            reply = self._call(wire.v3_start_tls_request(self._next_txn()))
+        except BookieUnavailable as exc:
+            raise self._fail(f"no TLS: {exc.reason}") from None
         if reply.status != "EOK":
-            raise self._fail(f"refused START_TLS ({reply.status})")
+            raise self._fail(f"refused START_TLS ({reply.status}): it does not speak TLS")
         assert self._sock is not None and self._ssl is not None
+        self._sock.settimeout(self.options.timeout)
         try:
             self._sock = self._ssl.wrap_socket(self._sock, server_hostname=host)
+        except TimeoutError:
+            raise self._fail(
+                f"TLS handshake failed: no answer within {self.options.timeout:g}s"
+            ) from None
         except (ssl.SSLError, OSError) as exc:
-            raise self._fail(f"TLS handshake failed: {exc}") from None
+            raise self._fail(f"TLS handshake failed: {_ssl_reason(exc)}") from None
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
@@ -204,7 +257,7 @@ class BookieConnection:
     def _reply(self) -> wire.ReadReply:
         payload = self._recv_frame()
         try:
-            if self.options.v2:
+            if self.v2:
                 return wire.parse_v2_response(payload)
             return wire.parse_v3_response(payload)
         except InputFormatError as exc:
@@ -217,7 +270,7 @@ class BookieConnection:
     # -- reads --------------------------------------------------------------------------
 
     def _request(self, ledger_id: int, entry_id: int) -> tuple[object, bytes]:
-        if self.options.v2:
+        if self.v2:
             return (ledger_id, entry_id), wire.v2_read_request(ledger_id, entry_id)
         txn = self._next_txn()
         return txn, wire.v3_read_request(txn, ledger_id, entry_id)
@@ -230,6 +283,8 @@ class BookieConnection:
     ) -> Iterator[wire.ReadReply]:
         """Pipelined reads: the replies in the order they arrive (bookies may reorder)."""
         self.connect()
+        if self._probe:
+            self._choose_protocol(ledger_id)
         window = max(1, window or self.options.window)
         pending: dict[object, int] = {}
         todo = iter(entry_ids)
@@ -267,12 +322,32 @@ class BookieConnection:
     def read_lac(self, ledger_id: int) -> wire.ReadReply:
         """v3 READ_LAC; v2 has none a bookie decodes, so it reads entry -1 (the last one)."""
         self.connect()
-        if self.options.v2:
+        if self._probe:
+            return self._choose_protocol(ledger_id)
+        if self.v2:
             return self._call(wire.v2_read_request(ledger_id, wire.LAST_ADD_CONFIRMED))
         reply = self._call(wire.v3_read_lac_request(self._next_txn(), ledger_id))
         if reply.op != "lac":
             raise self._fail(f"answered READ_LAC with {reply.op}")
         return reply
+
+    def _choose_protocol(self, ledger_id: int) -> wire.ReadReply:
+        """``auto``: a v3 READ_LAC first; a bookie that does not answer it in v3 gets v2.
+
+        Returns the answer to that READ_LAC (v3), or to reading entry -1 (v2).
+        """
+        self._probe = False
+        try:
+            return self.read_lac(ledger_id)
+        except BookieUnavailable as v3_error:
+            self.v2 = True
+            try:
+                return self.read_lac(ledger_id)
+            except BookieUnavailable as v2_error:
+                raise BookieUnavailable(
+                    self.address,
+                    f"neither v3 ({v3_error.reason}) nor v2 ({v2_error.reason})",
+                ) from None
 
 
 class BookiePool:
@@ -286,7 +361,8 @@ class BookiePool:
     def get(self, bookie_id: str) -> BookieConnection:
         conn = self._conns.get(bookie_id)
         if conn is None:
-            conn = BookieConnection(self.options.address_of(bookie_id), self.options, self._ssl)
+            address = self.options.address_of(bookie_id)
+            conn = BookieConnection(address, self.options, self._ssl, bookie_id)
             self._conns[bookie_id] = conn
         return conn
 
