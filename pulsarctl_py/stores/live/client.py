@@ -29,6 +29,12 @@ from pathlib import Path
 
 from pulsarctl_py.decoders import bookie_wire as wire
 from pulsarctl_py.decoders.errors import InputFormatError, LedgerctlError, StoreUnavailable
+from pulsarctl_py.decoders.speedups import native
+
+#: one answer to a read: (key, status code, ledger id, entry id, body, maxLAC)
+Raw = tuple[object, int, int, int, bytes | None, int | None]
+
+_NATIVE = native if native is not None and hasattr(native, "v3_read_replies") else None
 
 DEFAULT_PORT = 3181
 DEFAULT_TIMEOUT = 5.0
@@ -214,48 +220,57 @@ class BookieConnection:
             raise self._fail(f"connection lost while sending: {exc.strerror or exc}") from None
         self.requests_sent += 1
 
-    def _recv_frame(self) -> bytes:
-        """One frame, waiting at most ``timeout`` for the bookie to send anything.
+    def _fill(self, deadline: float, need: int) -> None:
+        """Receive what the bookie sends next (at most until ``deadline``) into ``_buf``.
 
-        Frames are cut from ``_buf`` at ``_pos``; the consumed head is dropped only when
-        more bytes are needed, so a buffer of many small answers is not shifted per frame.
+        The consumed head of the buffer is dropped first, so a buffer of many small
+        answers is not shifted once per frame.
         """
         sock = self._sock
         assert sock is not None
         buf = self._buf
-        deadline = time.monotonic() + self.options.timeout
-        need = 4
-        while True:
-            pos = self._pos
-            have = len(buf) - pos
-            if have >= 4:
-                size = int.from_bytes(buf[pos : pos + 4], "big")
-                if size > wire.MAX_FRAME:
-                    raise self._fail(f"sent a frame of {size} bytes, over the limit")
-                need = 4 + size
-                if have >= need:
-                    self._pos = pos + need
-                    return bytes(buf[pos + 4 : pos + need])
-            if pos:
-                del buf[:pos]
-                self._pos = 0
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._fail(f"no answer within {self.options.timeout:g}s")
-            sock.settimeout(left)
-            try:
-                chunk = sock.recv(max(262144, need - have))
-            except TimeoutError:
-                raise self._fail(f"no answer within {self.options.timeout:g}s") from None
-            except OSError as exc:
-                raise self._fail(f"connection lost: {exc.strerror or exc}") from None
-            if not chunk:
-                what = "in the middle of a response" if buf else "before answering"
-                raise self._fail(f"closed the connection {what}")
-            buf += chunk
+        if self._pos:
+            del buf[: self._pos]
+            self._pos = 0
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._fail(f"no answer within {self.options.timeout:g}s")
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(max(262144, need - len(buf)))
+        except TimeoutError:
+            raise self._fail(f"no answer within {self.options.timeout:g}s") from None
+        except OSError as exc:
+            raise self._fail(f"connection lost: {exc.strerror or exc}") from None
+        if not chunk:
+            what = "in the middle of a response" if buf else "before answering"
+            raise self._fail(f"closed the connection {what}")
+        buf += chunk
 
-    def _reply(self) -> wire.ReadReply:
-        payload = self._recv_frame()
+    def _take_frame(self) -> bytes | int:
+        """The next complete frame in ``_buf``, else how many bytes it needs."""
+        buf, pos = self._buf, self._pos
+        have = len(buf) - pos
+        if have < 4:
+            return 4
+        size = int.from_bytes(buf[pos : pos + 4], "big")
+        if size > wire.MAX_FRAME:
+            raise self._fail(f"sent a frame of {size} bytes, over the limit")
+        if have < 4 + size:
+            return 4 + size
+        self._pos = pos + 4 + size
+        return bytes(buf[pos + 4 : pos + 4 + size])
+
+    def _recv_frame(self) -> bytes:
+        """One frame, waiting at most ``timeout`` for the bookie to send anything."""
+        deadline = time.monotonic() + self.options.timeout
+        while True:
+            frame = self._take_frame()
+            if not isinstance(frame, int):
+                return frame
+            self._fill(deadline, frame)
+
+    def _parse(self, payload: bytes) -> wire.ReadReply:
         try:
             if self.v2:
                 return wire.parse_v2_response(payload)
@@ -263,61 +278,113 @@ class BookieConnection:
         except InputFormatError as exc:
             raise self._fail(str(exc)) from None
 
+    def _reply(self) -> wire.ReadReply:
+        return self._parse(self._recv_frame())
+
     def _call(self, request: bytes) -> wire.ReadReply:
         self._send(request)
         return self._reply()
 
+    def _replies(self) -> list[Raw]:
+        """The answers to reads that have arrived, at least one (waiting for it at most
+        ``timeout``): every buffered v3 answer in one call of the C parser when it is
+        built, any other frame one at a time through the Python parser."""
+        deadline = time.monotonic() + self.options.timeout
+        fast = None if self.v2 else _NATIVE
+        while True:
+            if fast is not None:
+                out: list[Raw] = []
+                self._pos = fast.v3_read_replies(self._buf, self._pos, wire.MAX_FRAME, out)
+                if out:
+                    return out
+            frame = self._take_frame()
+            if isinstance(frame, int):
+                self._fill(deadline, frame)
+                continue
+            reply = self._parse(frame)
+            if reply.op != "read":
+                raise self._fail(
+                    f"answered a request it was not asked ({reply.op} of "
+                    f"{reply.ledger_id}:{reply.entry_id})"
+                )
+            code = (wire.V2_FROM_NAME if self.v2 else wire.V3_FROM_NAME).get(reply.status)
+            if code is None:  # "status N": a code the protocol does not name
+                code = int(reply.status.rpartition(" ")[2])
+            return [(reply.key, code, reply.ledger_id, reply.entry_id, reply.body, reply.max_lac)]
+
     # -- reads --------------------------------------------------------------------------
 
-    def _request(self, ledger_id: int, entry_id: int) -> tuple[object, bytes]:
+    def _requests(self, ledger_id: int, entry_ids: list[int], pending: dict) -> bytes:
+        """The frames reading ``entry_ids``, each recorded in ``pending`` by its key."""
         if self.v2:
-            return (ledger_id, entry_id), wire.v2_read_request(ledger_id, entry_id)
-        txn = self._next_txn()
-        return txn, wire.v3_read_request(txn, ledger_id, entry_id)
+            frames = []
+            for entry_id in entry_ids:
+                key = (ledger_id, entry_id)
+                if key not in pending:  # the same v2 read twice: one answer serves both
+                    pending[key] = entry_id
+                    frames.append(wire.v2_read_request(ledger_id, entry_id))
+            return b"".join(frames)
+        txn = self._txn
+        request = wire.v3_read_request
+        frames = []
+        for entry_id in entry_ids:
+            txn += 1
+            pending[txn] = entry_id
+            frames.append(request(txn, ledger_id, entry_id))
+        self._txn = txn
+        return b"".join(frames)
 
     def read_entry(self, ledger_id: int, entry_id: int) -> wire.ReadReply:
         return next(self.read_entries(ledger_id, [entry_id]))
 
-    def read_entries(
+    def read_raw(
         self, ledger_id: int, entry_ids: Iterable[int], window: int | None = None
-    ) -> Iterator[wire.ReadReply]:
-        """Pipelined reads: the replies in the order they arrive (bookies may reorder)."""
+    ) -> Iterator[list[Raw]]:
+        """Pipelined reads: lists of answers ``(key, status code, ledger id, entry id,
+        body or None, maxLAC or None)`` in the order they arrive (bookies may reorder).
+
+        At most ``window`` requests are in flight; when half of them have been answered,
+        the next ones go out in one send. Status codes are the protocol's own (EOK is 0
+        in both versions; ``bookie_wire.status_name`` names them).
+        """
         self.connect()
         if self._probe:
             self._choose_protocol(ledger_id)
         window = max(1, window or self.options.window)
+        ids = entry_ids if isinstance(entry_ids, list | range) else list(entry_ids)
         pending: dict[object, int] = {}
-        todo = iter(entry_ids)
-        done = False
-        low = window // 2  # refill in batches: one send for many requests, not one each
+        low = window // 2
+        at, count = 0, len(ids)
         try:
             while True:
-                batch = []
-                refill = len(pending) <= low
-                while refill and not done and len(pending) < window:
-                    entry_id = next(todo, None)
-                    if entry_id is None:
-                        done = True
-                        break
-                    key, frame = self._request(ledger_id, entry_id)
-                    if key in pending:
-                        continue  # the same v2 read twice: one answer serves both
-                    pending[key] = entry_id
-                    batch.append(frame)
-                if batch:
-                    self._send(b"".join(batch))
+                if at < count and len(pending) <= low:
+                    room = window - len(pending)
+                    self._send(self._requests(ledger_id, list(ids[at : at + room]), pending))
+                    at += room
                 if not pending:
                     return
-                reply = self._reply()
-                if pending.pop(reply.key, None) is None:
-                    raise self._fail(
-                        f"answered a request it was not asked ({reply.op} of "
-                        f"{reply.ledger_id}:{reply.entry_id})"
-                    )
-                yield reply
+                replies = self._replies()
+                pop = pending.pop
+                for reply in replies:
+                    if pop(reply[0], None) is None:
+                        raise self._fail(
+                            f"answered a request it was not asked (read of "
+                            f"{reply[2]}:{reply[3]})"
+                        )
+                yield replies
         finally:
             if pending:
                 self.close()  # answers still on the way would confuse the next call
+
+    def read_entries(
+        self, ledger_id: int, entry_ids: Iterable[int], window: int | None = None
+    ) -> Iterator[wire.ReadReply]:
+        """Pipelined reads as :class:`ReadReply` objects, in the order they arrive."""
+        v2 = self.v2
+        for replies in self.read_raw(ledger_id, entry_ids, window):
+            for key, code, ledger, entry, body, max_lac in replies:
+                status = wire.status_name(code, v2=v2)
+                yield wire.ReadReply("read", key, status, ledger, entry, body, None, max_lac)
 
     def read_lac(self, ledger_id: int) -> wire.ReadReply:
         """v3 READ_LAC; v2 has none a bookie decodes, so it reads entry -1 (the last one)."""
