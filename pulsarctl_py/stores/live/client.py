@@ -20,6 +20,7 @@ silent or answers something that is not a v3 frame is asked again over v2.
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import time
@@ -93,18 +94,19 @@ class ClientOptions:
                 ctx.load_cert_chain(self.cert_file, self.key_file, secret)
             except (OSError, ssl.SSLError) as exc:
                 raise LedgerctlError(
-                    f"cannot load the bookie client certificate {self.cert_file}: "
-                    f"{_ssl_reason(exc)}"
+                    f"cannot load the bookie client certificate {self.cert_file} "
+                    f"(a PEM certificate and its private key): {_ssl_reason(exc)}"
                 ) from None
         return ctx
 
 
 def _ssl_reason(exc: BaseException) -> str:
-    """An ssl or OS error as one short clause (no errno tuple, no file:line)."""
+    """An ssl or OS error as one short clause (no errno tuple, no ``(_ssl.c:N)``)."""
     if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
         return f"certificate verify failed: {exc.verify_message}"
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return exc.reason.lower().replace("_", " ")
+    if isinstance(exc, ssl.SSLError):
+        text = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], str) else str(exc)
+        return re.sub(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)$", "", text) or type(exc).__name__
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
@@ -217,8 +219,15 @@ class BookieConnection:
         except TimeoutError:
             raise self._fail(f"cannot send within {self.options.timeout:g}s") from None
         except OSError as exc:
-            raise self._fail(f"connection lost while sending: {exc.strerror or exc}") from None
+            raise self._fail(f"connection lost while sending: {self._why(exc)}") from None
         self.requests_sent += 1
+
+    def _why(self, exc: OSError) -> str:
+        why = _ssl_reason(exc)
+        if isinstance(exc, ssl.SSLError) and self.options.cert_file is None:
+            # TLS 1.3 reports a refused client certificate only after the handshake
+            why += " (if the bookie requires a client certificate: LEDGERCTL_BOOKIE_TLS_CERT_FILE)"
+        return why
 
     def _fill(self, deadline: float, need: int) -> None:
         """Receive what the bookie sends next (at most until ``deadline``) into ``_buf``.
@@ -241,7 +250,7 @@ class BookieConnection:
         except TimeoutError:
             raise self._fail(f"no answer within {self.options.timeout:g}s") from None
         except OSError as exc:
-            raise self._fail(f"connection lost: {exc.strerror or exc}") from None
+            raise self._fail(f"connection lost: {self._why(exc)}") from None
         if not chunk:
             what = "in the middle of a response" if buf else "before answering"
             raise self._fail(f"closed the connection {what}")
@@ -368,8 +377,7 @@ class BookieConnection:
                 for reply in replies:
                     if pop(reply[0], None) is None:
                         raise self._fail(
-                            f"answered a request it was not asked (read of "
-                            f"{reply[2]}:{reply[3]})"
+                            f"answered a request it was not asked (read of {reply[2]}:{reply[3]})"
                         )
                 yield replies
         finally:
