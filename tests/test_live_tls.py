@@ -66,6 +66,17 @@ def inspect(capsys: pytest.CaptureFixture[str], url: str, bookie: TestBookie, *f
                "--bookie-address", f"{REAL_BOOKIE}={bookie.address}", *flags)  # fmt: skip
 
 
+def encrypted(key_file: Path, passphrase: bytes) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_file.read_bytes(), None)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(passphrase),
+    )
+
+
 def one_line_error(res) -> str:
     assert res.out == ""
     assert res.err.startswith("ledgerctl: error: ") and res.err.count("\n") == 1, res.err
@@ -139,6 +150,20 @@ def test_mutual_tls_takes_the_client_certificate_from_the_environment(
         assert res.code == 0, res.err
         assert len(res.json()["entries"]) == 40
         assert str(tls["client_key"]) not in res.err + res.out
+        # an encrypted key, its passphrase from the environment (never a flag)
+        locked = tls["client_key"].with_name("locked.key")
+        locked.write_bytes(encrypted(tls["client_key"], b"s3cret-pass"))
+        monkeypatch.setenv("LEDGERCTL_BOOKIE_TLS_KEY_FILE", str(locked))
+        monkeypatch.setenv("LEDGERCTL_BOOKIE_TLS_KEY_PASSWORD", "s3cret-pass")
+        res = inspect(capsys, url, b, "--bookie-ca-file", tls["ca"])
+        assert res.code == 0, res.err
+        monkeypatch.setenv("LEDGERCTL_BOOKIE_TLS_KEY_PASSWORD", "wrong")
+        res = inspect(capsys, url, b, "--bookie-ca-file", tls["ca"])
+        assert res.code == 2 and "s3cret" not in res.err and "wrong" not in res.err
+        monkeypatch.delenv("LEDGERCTL_BOOKIE_TLS_KEY_PASSWORD")
+        res = inspect(capsys, url, b, "--bookie-ca-file", tls["ca"])  # no prompt, one line
+        assert res.code == 2
+        assert "is encrypted: put its passphrase in" in one_line_error(res)
     monkeypatch.setenv("LEDGERCTL_BOOKIE_TLS_KEY_FILE", str(tls["ca"]))  # not its key
     with TestBookie(LIVE_DATA, tls=tls_server_context(tls)) as b:
         res = inspect(capsys, url, b, "--bookie-ca-file", tls["ca"])

@@ -90,8 +90,16 @@ class ClientOptions:
             import os
 
             secret = os.environ.get(self.key_password_env) if self.key_password_env else None
+            key = self.key_file or self.cert_file
+
+            def no_prompt() -> bytes:  # never OpenSSL's own prompt on the terminal
+                raise LedgerctlError(
+                    f"the bookie client key {key} is encrypted: put its passphrase in "
+                    "LEDGERCTL_BOOKIE_TLS_KEY_PASSWORD"
+                )
+
             try:
-                ctx.load_cert_chain(self.cert_file, self.key_file, secret)
+                ctx.load_cert_chain(self.cert_file, self.key_file, secret or no_prompt)
             except (OSError, ssl.SSLError) as exc:
                 raise LedgerctlError(
                     f"cannot load the bookie client certificate {self.cert_file} "
