@@ -20,6 +20,7 @@ silent or answers something that is not a v3 frame is asked again over v2.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import ssl
@@ -70,10 +71,6 @@ class ClientOptions:
     def address_of(self, bookie_id: str) -> str:
         return dict(self.addresses).get(bookie_id, bookie_id)
 
-    @property
-    def protocol(self) -> str:
-        return "auto" if self.auto else "v2" if self.v2 else "v3"
-
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
@@ -87,8 +84,6 @@ class ClientOptions:
             ) from None
         ctx.check_hostname = self.check_hostname
         if self.cert_file is not None:
-            import os
-
             secret = os.environ.get(self.key_password_env) if self.key_password_env else None
             key = self.key_file or self.cert_file
 
