@@ -216,3 +216,19 @@ def test_generated_answers_give_the_same_replies(payloads: list[bytes]) -> None:
     # the stream ends when the bookie closes it, or earlier at an answer that is not a read
     ends = ("closed the connection before answering", "answered a request it was not asked")
     assert ends[0] in with_c[1] or ends[1] in with_c[1]
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200), st.integers(0, 2**32 - 1))
+def test_arbitrary_bytes_never_crash_and_take_only_what_protobuf_takes(
+    data: bytes, size: int
+) -> None:
+    """Any bytes, behind their true length or a random one: whatever the C parser takes
+    is what protobuf's parse gives for that frame."""
+    for buf in (frame(data), struct.pack(">I", size) + data):
+        out: list[tuple] = []
+        pos = native.v3_read_replies(buf, 0, wire.MAX_FRAME, out)
+        assert pos in (0, len(buf))
+        if out:
+            assert len(out) == 1 and pos == len(buf)
+            assert out[0] == python_parse(buf[4:])
