@@ -203,6 +203,15 @@ def test_flags_beat_the_environment(
         res = inspect(capsys, url, b, "--no-bookie-tls", "--bookie-protocol", "v3")
         assert res.code == 0, res.err
         assert not any(r.v2 for r in b.requests[count:])
+        # the address flag wins over an environment that points at nothing
+        with TestBookie(LIVE_DATA) as gone:
+            nowhere = gone.address
+        monkeypatch.setenv("LEDGERCTL_BOOKIE_ADDRESSES", f"{REAL_BOOKIE}={nowhere}")
+        res = run(capsys, "inspect", "0", "--metadata-url", url, "--no-bookie-tls",
+                  "--bookie-timeout", "2")  # fmt: skip
+        assert res.code == 3 and nowhere in one_line_error(res)
+        res = inspect(capsys, url, b, "--no-bookie-tls")
+        assert res.code == 0, res.err
 
 
 def test_protocol_auto_falls_back_to_v2_for_an_old_bookie(
