@@ -57,6 +57,7 @@ def parse_size(text: str) -> int:
     return value
 
 
+@options.bookie_flags
 def compact(
     topic: str = typer.Argument(
         ...,
@@ -67,7 +68,7 @@ def compact(
     ),
     metadata_url: str = options.METADATA_URL,
     bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    bookie_address: list[str] = options.BOOKIE_ADDRESS,
+    bookie: options.BookieFlags = options.BOOKIE,
     apply: bool = typer.Option(
         False,
         "--apply",
@@ -216,7 +217,7 @@ def compact(
         progress=progress,
         generation=as_broker.value,
         on_state=lambda s: state.update(state=s),
-        live=options.live_options(bookie_address),
+        live=bookie.client(),
     )
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:

@@ -16,10 +16,17 @@ from pulsarctl_py.commands.engine_options import (
     engine_name,
 )
 from pulsarctl_py.commands.inspect import BrokerMetadata
-from pulsarctl_py.commands.options import BOOKIE_ADDRESS, BOOKIE_DIRS, METADATA_URL
+from pulsarctl_py.commands.options import (
+    BOOKIE,
+    BOOKIE_DIRS,
+    METADATA_URL,
+    BookieFlags,
+    bookie_flags,
+)
 from pulsarctl_py.render import OutputFormat
 
 
+@bookie_flags
 def export(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic to export."),
     to: Path = typer.Option(
@@ -30,7 +37,7 @@ def export(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    bookie_address: list[str] = BOOKIE_ADDRESS,
+    bookie: BookieFlags = BOOKIE,
     key: str = typer.Option(None, "--key", help="Only messages with this key."),
     since: str = typer.Option(
         None, "--since", metavar="TIME", help="Entries at or after TIME (ISO-8601 or epoch ms)."
@@ -75,7 +82,7 @@ def export(
     error.
     """
     from pulsarctl_py import render
-    from pulsarctl_py.commands.options import live_options, password
+    from pulsarctl_py.commands.options import password
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.engines.select import open_engine, pick
     from pulsarctl_py.errors import LedgerctlError
@@ -117,7 +124,7 @@ def export(
         password(None, None),
         need_metadata=True,
         need_bookie=True,
-        live=live_options(bookie_address),
+        live=bookie.client(),
     ) as source:
         plan = topic_plan(
             source,

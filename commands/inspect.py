@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from pulsarctl_py.commands.options import (
-    BOOKIE_ADDRESS,
+    BOOKIE,
     BOOKIE_DIRS,
     DEFAULT_INSPECT_MAX_MESSAGE_SIZE,
     MAX_MESSAGE_SIZE,
@@ -19,8 +19,9 @@ from pulsarctl_py.commands.options import (
     PASSWORD_FILE,
     QUIET,
     STRICT,
+    BookieFlags,
     DepthChoice,
-    live_options,
+    bookie_flags,
     parse_size,
     password,
     progress_wanted,
@@ -48,6 +49,7 @@ class InspectOutput(enum.StrEnum):
     raw = "raw"
 
 
+@bookie_flags
 def inspect(
     target: str = typer.Argument(
         None,
@@ -63,7 +65,7 @@ def inspect(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    bookie_address: list[str] = BOOKIE_ADDRESS,
+    bookie: BookieFlags = BOOKIE,
     first: str = typer.Option(
         None,
         "--from",
@@ -195,7 +197,7 @@ def inspect(
         bookie_dirs,
         password(password_env, password_file),
         need_bookie=True,
-        live=live_options(bookie_address),
+        live=bookie.client(),
     ) as source:
         _show(
             source,

@@ -165,11 +165,12 @@ def _tree(rows: list[Any]) -> Any:
 
 
 @ledger_app.command("meta")
+@opts.bookie_flags
 def meta_command(
     ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    bookie_address: list[str] = opts.BOOKIE_ADDRESS,
+    bookie: opts.BookieFlags = opts.BOOKIE,
     output: OutputFormat = OUTPUT,
 ) -> None:
     """Show a ledger's full metadata and the bookie's view of it.
@@ -187,9 +188,7 @@ def meta_command(
     from pulsarctl_py.topics import ledger_meta
 
     ledger_id = parse_ledger_id(ledger)  # one line for ids past 2^63-1, not a traceback
-    with LedgerSource.open(
-        metadata_url, bookie_dirs, live=opts.live_options(bookie_address)
-    ) as source:
+    with LedgerSource.open(metadata_url, bookie_dirs, live=bookie.client()) as source:
         meta = ledger_meta(source, ledger_id)
     doc = meta.to_json()
     fmt = render.resolve(output, OutputFormat.TREE)
@@ -274,6 +273,7 @@ def _meta_table(doc: dict[str, Any]) -> Any:
 
 
 @ledger_app.command("replicas")
+@opts.bookie_flags
 def replicas_command(
     ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     first: int = typer.Option(0, "--from", metavar="E", help="First entry id to compare."),
@@ -285,11 +285,7 @@ def replicas_command(
         "the last entry any bookie of the last ensemble holds.",
     ),
     metadata_url: str = METADATA_URL,
-    bookie_address: list[str] = opts.BOOKIE_ADDRESS,
-    bookie_tls: bool = opts.BOOKIE_TLS,
-    bookie_ca_file: Path = opts.BOOKIE_CA_FILE,
-    bookie_timeout: float = opts.BOOKIE_TIMEOUT,
-    bookie_protocol: str = opts.BOOKIE_PROTOCOL,
+    bookie: opts.BookieFlags = opts.BOOKIE,
     password_env: str = opts.PASSWORD_ENV,
     password_file: Path = opts.PASSWORD_FILE,
     output: OutputFormat = OUTPUT,
@@ -307,9 +303,7 @@ def replicas_command(
     from pulsarctl_py import render
     from pulsarctl_py.stores.live.replicas import check_replicas
 
-    client = opts.client_options(
-        bookie_address, bookie_tls, bookie_ca_file, bookie_timeout, bookie_protocol
-    )
+    client = bookie.client()
     report = check_replicas(
         metadata_url,
         ledger,

@@ -6,7 +6,9 @@ import enum
 import functools
 import inspect
 import re
+import typing
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -124,23 +126,32 @@ def progress_wanted(quiet: bool, no_progress: bool) -> bool:
 
 
 # -- running bookies (pulsarctl_py.stores.live) ------------------------------------------
+#
+# One flag set for every command that reads ledgers: a command declares one parameter,
+# ``bookie: BookieFlags = BOOKIE``, and is wrapped by :func:`bookie_flags`, which puts the
+# flags below in that parameter's place and hands the command their values as one object.
+# Precedence: a flag, then its environment variable, then the default
+# (pulsarctl_py/stores/live/config.py); a client certificate for mutual TLS comes only from
+# the environment (LEDGERCTL_BOOKIE_TLS_CERT_FILE / _KEY_FILE / _KEY_PASSWORD).
 
 BOOKIE_ADDRESS = typer.Option(
     None,
     "--bookie-address",
     metavar="ID=HOST:PORT",
     help="Reach the bookie named ID in ledger metadata at HOST:PORT instead (NAT, port "
-    "forwards); repeat for several. Default: $LEDGERCTL_BOOKIE_ADDRESSES.",
+    "forwards); repeat for several. Default: $LEDGERCTL_BOOKIE_ADDRESSES (comma-separated).",
 )
 BOOKIE_TLS = typer.Option(
     None,
     "--bookie-tls/--no-bookie-tls",
-    help="Talk TLS to bookies (BookKeeper's START_TLS). Default: $LEDGERCTL_BOOKIE_TLS.",
+    help="Talk TLS to bookies (BookKeeper's START_TLS); the certificate must chain to the CA "
+    "and name the bookie id's host. Default: $LEDGERCTL_BOOKIE_TLS, else off.",
+    show_default=False,
 )
 BOOKIE_CA_FILE = typer.Option(
     None,
     "--bookie-ca-file",
-    metavar="FILE",
+    metavar="PATH",
     help="PEM file of the CA that signed the bookies' certificates (implies --bookie-tls). "
     "Default: $LEDGERCTL_BOOKIE_CA_FILE, else the system CAs.",
 )
@@ -149,30 +160,85 @@ BOOKIE_TIMEOUT = typer.Option(
     "--bookie-timeout",
     metavar="SECONDS",
     help="How long a bookie may stay silent before it counts as down. Default: "
-    "$LEDGERCTL_BOOKIE_TIMEOUT or 5.",
+    "$LEDGERCTL_BOOKIE_TIMEOUT, else 5.",
 )
 BOOKIE_PROTOCOL = typer.Option(
     None,
     "--bookie-protocol",
-    metavar="v3|v2",
-    help="Wire protocol: v3 (protobuf, the default) or v2 for old bookies. Default: "
-    "$LEDGERCTL_BOOKIE_PROTOCOL or v3.",
+    metavar="v3|v2|auto",
+    help="Wire protocol: v3 (protobuf), v2 for old bookies, or auto (v3, then v2 for a "
+    "bookie that does not answer v3). Default: $LEDGERCTL_BOOKIE_PROTOCOL, else v3.",
 )
 
+#: the flags :func:`bookie_flags` adds, by parameter name
+_BOOKIE_FLAGS: dict[str, tuple[Any, Any]] = {
+    "bookie_address": (list[str], BOOKIE_ADDRESS),
+    "bookie_tls": (bool, BOOKIE_TLS),
+    "bookie_ca_file": (Path, BOOKIE_CA_FILE),
+    "bookie_timeout": (float, BOOKIE_TIMEOUT),
+    "bookie_protocol": (str, BOOKIE_PROTOCOL),
+}
 
-def client_options(
-    addresses: list[str] | None,
-    tls: bool | None,
-    ca_file: Path | None,
-    timeout: float | None,
-    protocol: str | None,
-) -> Any:
-    """The bookie client options from the flags above, then the environment."""
-    from pulsarctl_py.stores.live.config import resolve_client_options
 
-    return resolve_client_options(
-        addresses=addresses, tls=tls, ca_file=ca_file, timeout=timeout, protocol=protocol
-    )
+@dataclass(frozen=True)
+class BookieFlags:
+    """The values of the bookie flags as given (None: not given)."""
+
+    bookie_address: list[str] | None = None
+    bookie_tls: bool | None = None
+    bookie_ca_file: Path | None = None
+    bookie_timeout: float | None = None
+    bookie_protocol: str | None = None
+
+    def client(self) -> Any:
+        """The client options: these flags, then the environment, then the defaults."""
+        from pulsarctl_py.stores.live.config import resolve_client_options
+
+        return resolve_client_options(
+            addresses=self.bookie_address,
+            tls=self.bookie_tls,
+            ca_file=self.bookie_ca_file,
+            timeout=self.bookie_timeout,
+            protocol=self.bookie_protocol,
+        )
+
+
+#: the default of a command's ``bookie`` parameter (replaced by :func:`bookie_flags`)
+BOOKIE = BookieFlags()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def bookie_flags(command: F) -> F:
+    """Give ``command`` the bookie flag set in place of its ``bookie`` parameter.
+
+    Typer reads the wrapper's signature, so ``--help`` lists the flags where the
+    parameter stands; the command receives one :class:`BookieFlags`.
+    """
+    hints = typing.get_type_hints(command)
+    sig = inspect.signature(command)
+    params: list[inspect.Parameter] = []
+    for param in sig.parameters.values():
+        if param.name == "bookie":
+            params += [
+                inspect.Parameter(name, param.kind, default=default, annotation=kind)
+                for name, (kind, default) in _BOOKIE_FLAGS.items()
+            ]
+        else:
+            params.append(param.replace(annotation=hints.get(param.name, param.annotation)))
+    if len(params) == len(sig.parameters):
+        raise TypeError(f"{command.__name__} has no 'bookie' parameter")
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name, None) for name in _BOOKIE_FLAGS}
+        return command(*args, bookie=BookieFlags(**values), **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    if "return" in hints:
+        wrapper.__annotations__["return"] = hints["return"]
+    return wrapper  # type: ignore[return-value]
 
 
 def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
@@ -181,11 +247,6 @@ def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
 
     secret = secret_from(env, file)
     return secret.reveal() if secret is not None else None
-
-
-def live_options(addresses: list[str] | None) -> Any:
-    """Client options for commands that take only ``--bookie-address`` (the rest from env)."""
-    return client_options(addresses, None, None, None, None)
 
 
 # -- decompression bound (issue 7 point 10) -----------------------------------------------

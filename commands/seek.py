@@ -8,12 +8,13 @@ from pathlib import Path
 import typer
 
 from pulsarctl_py.commands.options import (
-    BOOKIE_ADDRESS,
+    BOOKIE,
     BOOKIE_DIRS,
     METADATA_URL,
     PASSWORD_ENV,
     PASSWORD_FILE,
-    live_options,
+    BookieFlags,
+    bookie_flags,
     password,
 )
 from pulsarctl_py.render import OutputFormat
@@ -31,6 +32,7 @@ class Era(enum.StrEnum):
     ledger_entry_batch = "ledger-entry-batch"
 
 
+@bookie_flags
 def seek(
     topic: str = typer.Argument(None, metavar="TOPIC", help="The topic to search."),
     ledger: int = typer.Option(
@@ -89,7 +91,7 @@ def seek(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    bookie_address: list[str] = BOOKIE_ADDRESS,
+    bookie: BookieFlags = BOOKIE,
     password_env: str = PASSWORD_ENV,
     password_file: Path = PASSWORD_FILE,
     output: OutputFormat = typer.Option(
@@ -139,7 +141,7 @@ def seek(
         password(password_env, password_file),
         need_metadata=ledger is None,
         need_bookie=True,
-        live=live_options(bookie_address),
+        live=bookie.client(),
     ) as source:
         result = run_seek(source, request)
     _show(result, output, explain)

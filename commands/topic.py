@@ -8,12 +8,13 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands.options import (
-    BOOKIE_ADDRESS,
+    BOOKIE,
     BOOKIE_DIRS,
     METADATA_URL,
     NO_PROGRESS,
     QUIET,
-    live_options,
+    BookieFlags,
+    bookie_flags,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -129,6 +130,7 @@ def _list_tree(rows: list[Any]) -> Any:
 
 
 @topic_app.command("info")
+@bookie_flags
 def info_command(
     topic: str = typer.Argument(
         ...,
@@ -137,7 +139,7 @@ def info_command(
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
-    bookie_address: list[str] = BOOKIE_ADDRESS,
+    bookie: BookieFlags = BOOKIE,
     output: OutputFormat = OUTPUT,
 ) -> None:
     """Show a topic: ledgers, cursors with mark-delete and backlog, properties, compaction.
@@ -155,7 +157,7 @@ def info_command(
     from pulsarctl_py.topics import topic_info
 
     with LedgerSource.open(
-        metadata_url, bookie_dirs, need_metadata=True, live=live_options(bookie_address)
+        metadata_url, bookie_dirs, need_metadata=True, live=bookie.client()
     ) as source:
         info = topic_info(source, topic)
         compaction = _compaction_status(source, info)

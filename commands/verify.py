@@ -29,6 +29,7 @@ class VerifyOutput(enum.StrEnum):
 _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
+@options.bookie_flags
 def verify(
     topic: str = typer.Argument(
         None,
@@ -45,7 +46,7 @@ def verify(
     ),
     metadata_url: str = options.METADATA_URL,
     bookie_dirs: list[Path] = options.BOOKIE_DIRS,
-    bookie_address: list[str] = options.BOOKIE_ADDRESS,
+    bookie: options.BookieFlags = options.BOOKIE,
     password_env: str = options.PASSWORD_ENV,
     password_file: Path = options.PASSWORD_FILE,
     output: VerifyOutput = typer.Option(
@@ -87,7 +88,7 @@ def verify(
             bookie_dirs or None,
             password,
             need_metadata=True,
-            live=options.live_options(bookie_address),
+            live=bookie.client(),
         ) as source,
         _progress(not (quiet or no_progress)) as progress,
     ):

@@ -1,13 +1,27 @@
-"""How to reach bookies when no flag says so: environment variables.
+"""How to reach bookies: flags first, then environment variables, then the defaults.
 
 Commands read entries from the bookies named in ledger metadata whenever no bookie
-directory is configured and a metadata store is (see ``LedgerSource.open``).
+directory is configured and a metadata store is (see ``LedgerSource.open``). Every
+command that reads ledgers takes the same flags (``commands/options.py``); each has an
+environment variable that applies when the flag is not given:
 
-* ``LEDGERCTL_BOOKIE_ADDRESSES``: ``ID=HOST:PORT`` pairs separated by commas, for bookies
-  whose ids in the metadata cannot be reached as they are (NAT, port forwards).
-* ``LEDGERCTL_BOOKIE_TLS=1`` and ``LEDGERCTL_BOOKIE_CA_FILE=path``: TLS (START_TLS).
-* ``LEDGERCTL_BOOKIE_TIMEOUT``: seconds a bookie may stay silent (default 5).
-* ``LEDGERCTL_BOOKIE_PROTOCOL``: ``v3`` (default) or ``v2``.
+* ``--bookie-address ID=HOST:PORT`` / ``LEDGERCTL_BOOKIE_ADDRESSES`` (comma-separated
+  pairs): reach the bookie named ID in ledger metadata at HOST:PORT (NAT, port forwards).
+* ``--bookie-tls`` / ``LEDGERCTL_BOOKIE_TLS=1``: TLS (BookKeeper's START_TLS).
+* ``--bookie-ca-file`` / ``LEDGERCTL_BOOKIE_CA_FILE``: the CA bundle (PEM) that signed
+  the bookies' certificates; implies TLS. Without it, the system CAs.
+* ``--bookie-timeout`` / ``LEDGERCTL_BOOKIE_TIMEOUT``: seconds a bookie may stay silent
+  (default 5).
+* ``--bookie-protocol`` / ``LEDGERCTL_BOOKIE_PROTOCOL``: ``v3`` (default), ``v2`` or
+  ``auto`` (v3, then v2 for a bookie that does not answer a v3 request).
+
+Only from the environment (they are about secrets, or weaken a check):
+
+* ``LEDGERCTL_BOOKIE_TLS_CERT_FILE`` and ``LEDGERCTL_BOOKIE_TLS_KEY_FILE``: the client
+  certificate and private key (PEM) for bookies that require mutual TLS;
+  ``LEDGERCTL_BOOKIE_TLS_KEY_PASSWORD``: the key's passphrase, if it is encrypted.
+* ``LEDGERCTL_BOOKIE_TLS_HOSTNAME_CHECK=0``: do not check that a bookie's certificate
+  names the host of its bookie id (the chain is still checked against the CA).
 """
 
 from __future__ import annotations
@@ -25,8 +39,15 @@ ENV_TLS = "LEDGERCTL_BOOKIE_TLS"
 ENV_CA_FILE = "LEDGERCTL_BOOKIE_CA_FILE"
 ENV_TIMEOUT = "LEDGERCTL_BOOKIE_TIMEOUT"
 ENV_PROTOCOL = "LEDGERCTL_BOOKIE_PROTOCOL"
+ENV_CERT_FILE = "LEDGERCTL_BOOKIE_TLS_CERT_FILE"
+ENV_KEY_FILE = "LEDGERCTL_BOOKIE_TLS_KEY_FILE"
+ENV_KEY_PASSWORD = "LEDGERCTL_BOOKIE_TLS_KEY_PASSWORD"
+ENV_HOSTNAME_CHECK = "LEDGERCTL_BOOKIE_TLS_HOSTNAME_CHECK"
+
+PROTOCOLS = ("v3", "v2", "auto")
 
 _TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def parse_address_map(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -47,6 +68,23 @@ def parse_address_map(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool | None:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise LedgerctlError(f"{name}={raw!r}: use 1 or 0")
+
+
+def _file(path: Path | None, what: str) -> Path | None:
+    if path is not None and not path.is_file():
+        raise LedgerctlError(f"{what} {path} is not a file")
+    return path
+
+
 def resolve_client_options(
     *,
     addresses: Sequence[str] | None = None,
@@ -57,19 +95,21 @@ def resolve_client_options(
     window: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ClientOptions:
-    """Client options from explicit values, then the environment, then the defaults."""
+    """Client options from explicit values (flags), then the environment, then defaults."""
     env = os.environ if env is None else env
     pairs = list(addresses or [])
     if not pairs and env.get(ENV_ADDRESSES):
         pairs = [env[ENV_ADDRESSES]]
-    if tls is None:
-        tls = env.get(ENV_TLS, "").strip().lower() in _TRUE
     if ca_file is None and env.get(ENV_CA_FILE):
         ca_file = Path(env[ENV_CA_FILE])
-    if ca_file is not None:
-        if not ca_file.is_file():
-            raise LedgerctlError(f"bookie CA file {ca_file} is not a file")
-        tls = True
+    _file(ca_file, "bookie CA file")
+    if tls is None:
+        tls = _flag(env, ENV_TLS) or ca_file is not None
+    cert_file = _file(Path(env[ENV_CERT_FILE]), ENV_CERT_FILE) if env.get(ENV_CERT_FILE) else None
+    key_file = _file(Path(env[ENV_KEY_FILE]), ENV_KEY_FILE) if env.get(ENV_KEY_FILE) else None
+    if key_file is not None and cert_file is None:
+        raise LedgerctlError(f"{ENV_KEY_FILE} is set without {ENV_CERT_FILE}")
+    check_hostname = _flag(env, ENV_HOSTNAME_CHECK)
     if timeout is None:
         raw = env.get(ENV_TIMEOUT)
         try:
@@ -79,8 +119,8 @@ def resolve_client_options(
     if not timeout > 0:
         raise LedgerctlError("the bookie timeout must be more than 0 seconds")
     protocol = (protocol or env.get(ENV_PROTOCOL) or "v3").strip().lower()
-    if protocol not in ("v2", "v3"):
-        raise LedgerctlError(f"bookie protocol {protocol!r}: use v3 or v2")
+    if protocol not in PROTOCOLS:
+        raise LedgerctlError(f"bookie protocol {protocol!r}: use v3, v2 or auto")
     if tls and protocol == "v2":
         raise LedgerctlError("TLS needs protocol v3 (BookKeeper starts TLS with a v3 request)")
     return ClientOptions(
@@ -90,4 +130,9 @@ def resolve_client_options(
         timeout=timeout,
         window=window or DEFAULT_WINDOW,
         addresses=parse_address_map(pairs),
+        auto=protocol == "auto" and not tls,
+        check_hostname=check_hostname is not False,
+        cert_file=cert_file,
+        key_file=key_file,
+        key_password_env=ENV_KEY_PASSWORD if env.get(ENV_KEY_PASSWORD) else None,
     )

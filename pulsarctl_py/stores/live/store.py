@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import bookkeeper as bk
+from pulsarctl_py.decoders.bookie_wire import status_name
 from pulsarctl_py.decoders.checksums import DigestType, crc32c
 from pulsarctl_py.errors import LedgerctlError, NotFoundError, StoreUnavailable
 
@@ -308,19 +309,21 @@ class LiveBookieStore:
         wanted = set(ids)
         where = _location(bookie)
         try:
-            for reply in conn.read_entries(ledger_id, ids):
-                e = reply.entry_id
-                if e not in wanted:
-                    continue
-                if reply.status != "EOK" or reply.body is None:
-                    errors.setdefault(e, []).append(f"{bookie}: {reply.status}")
-                    continue
-                stored = StoredEntry(ledger_id, e, where, reply.body)
-                if digest_ok(reply.body, ledger_id, e, kind, password) is False:
-                    errors.setdefault(e, []).append(f"{bookie}: digest does not verify")
-                    fallback.setdefault(e, stored)
-                    continue
-                got[e] = stored
+            # the per-entry loop of a live read: kept to a few dictionary operations
+            for replies in conn.read_raw(ledger_id, ids):
+                for _, code, _, e, body, _ in replies:
+                    if e not in wanted:
+                        continue
+                    if code or body is None:
+                        status = status_name(code, v2=conn.v2)
+                        errors.setdefault(e, []).append(f"{bookie}: {status}")
+                        continue
+                    stored = StoredEntry(ledger_id, e, where, body)
+                    if digest_ok(body, ledger_id, e, kind, password) is False:
+                        errors.setdefault(e, []).append(f"{bookie}: digest does not verify")
+                        fallback.setdefault(e, stored)
+                        continue
+                    got[e] = stored
         except BookieUnavailable as exc:
             self._mark_down(bookie, exc)
             for e in ids:
