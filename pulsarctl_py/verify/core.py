@@ -123,17 +123,21 @@ def verify_topics(
     *,
     progress: ProgressCallback | None = None,
     stats: VerifyStats | None = None,
+    fast: bool = True,
 ) -> Iterator[Finding]:
     """Verify the named topics (None: every topic, plus the orphan-ledger check).
 
     A topic name may be a full or short topic name or a managed-ledger name; a
     partitioned topic's name stands for its partitions. Raise LedgerctlError when there is
     no metadata store or a named topic does not exist. Findings stream as they are found;
-    ``stats`` (when given) is filled in on the way.
+    ``stats`` (when given) is filled in on the way. ``fast=False`` reads every entry
+    through the general decode path, never the fast path (:mod:`.fastscan`); the
+    findings are the same.
     """
     if source.metadata is None:
         raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
     run = Run(source, progress, stats if stats is not None else VerifyStats())
+    run.fast = fast
     yield from _drive(run, topics)
 
 
@@ -239,6 +243,8 @@ class Run:
         self.unreadable: set[str] = set()
         self.topics_done = 0
         self.topics_total = 0
+        #: whether entries may go through the fast path (:mod:`.fastscan`)
+        self.fast = True
 
     def emit(self, finding: Finding) -> Finding:
         self.stats.count(finding)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import Entry
 from pulsarctl_py.decoders import managed_ledger as mld
@@ -128,6 +128,161 @@ def payload_size(entry: Entry, digest_size: int | None) -> int:
     return max(len(entry.data) - BK_HEADER.size - (digest_size or 0), 0)
 
 
+class LedgerScan:
+    """The scan of one ledger's entries 0..last, entry by entry or in runs of clean ones
+    (:mod:`.fastscan`), and what it found: missing, unreadable and unverified entries, the
+    stored payload bytes; the ordered checks of ``order`` on the way."""
+
+    def __init__(
+        self, run: Run, topic: str, led: LedgerFacts, order: TopicOrder | None, what: str
+    ) -> None:
+        self.run = run
+        self.topic = topic
+        self.led = led
+        self.lid = led.ledger_id
+        self.order = order
+        self.what = what
+        kind = led.view.digest_type if led.view is not None else None
+        self.digest_size = DIGESTS[kind].size if kind is not None else None
+        self.expected = 0  # the next entry id
+        self.missing: list[list[int]] = []
+        self.missing_count = 0
+        self.unreadable = 0
+        self.stored_bytes = 0
+        self.unverified: list[int] = []
+        self.unverified_kinds: set[str] = set()
+
+    def skip_to(self, entry_id: int) -> None:
+        """The next entry read is ``entry_id``: the ones before it are missing."""
+        if entry_id > self.expected:
+            self.missing.append([self.expected, entry_id - 1])
+            self.missing_count += entry_id - self.expected
+            if self.order is not None:
+                self.order.break_index()
+        self.expected = entry_id
+
+    def counted(self, entries: int, payload_bytes: int) -> None:
+        """``entries`` more entries read, holding ``payload_bytes``."""
+        stats = self.run.stats
+        before = stats.entries
+        stats.entries += entries
+        if before // PROGRESS_EVERY != stats.entries // PROGRESS_EVERY:
+            self.run.report("entries", self.topic, self.lid)
+        self.stored_bytes += payload_bytes
+        stats.payload_bytes += payload_bytes
+
+    def entry(self, entry_id: int, entry: Entry | None, error: str | None) -> Iterator[Finding]:
+        """One entry of the general path (``Run.entries``)."""
+        self.skip_to(entry_id)
+        self.expected = entry_id + 1
+        order, lid = self.order, self.lid
+        if entry is None:
+            self.unreadable += 1
+            if order is not None:
+                order.break_index()
+            yield self._corrupt(entry_id, f" cannot be read from storage: {error}", [error])
+            return
+        self.counted(1, payload_size(entry, self.digest_size))
+        errors = [p for p in entry.problems if p.severity == ERROR]
+        if errors:
+            if order is not None:
+                order.break_index()
+            text = ": " + "; ".join(str(p) for p in errors)
+            yield self._corrupt(entry_id, text, [p.to_json() for p in errors])
+            return
+        if entry.unverified:
+            self.unverified.append(entry_id)
+            self.unverified_kinds.update(entry.unverified)
+        if order is not None:
+            yield from order.add(entry, (lid, entry_id))
+
+    def _corrupt(self, entry_id: int, text: str, problems: list[Any]) -> Finding:
+        lid = self.lid
+        return Finding(
+            ERROR,
+            "entry-corrupt",
+            self.topic,
+            lid,
+            entry_id,
+            f"entry {lid}:{entry_id}{text}",
+            {"problems": problems},
+        )
+
+    def values(
+        self,
+        entry_id: int,
+        size: int,
+        index: int | None,
+        count: int,
+        timestamp: int,
+        broker_timestamp: bool,
+    ) -> Iterator[Finding]:
+        """One clean entry of the fast path, for the ordered checks."""
+        self.skip_to(entry_id)
+        self.expected = entry_id + 1
+        self.counted(1, size)
+        if self.order is not None:
+            yield from self.order.add_values(
+                (self.lid, entry_id), index, count, timestamp, broker_timestamp
+            )
+
+    def general(self, first: int, last: int) -> Iterator[Finding]:
+        """Entries ``first..last`` by the general path."""
+        assert self.led.view is not None
+        for entry_id, entry, error in self.run.entries(self.led.view, first, last):
+            yield from self.entry(entry_id, entry, error)
+
+    def finish(self, result: ScanResult | None) -> Iterator[Finding]:
+        """The findings about the whole ledger, once every entry was read."""
+        lid, what, last = self.lid, self.what, self.led.last
+        assert last is not None and self.led.view is not None
+        if self.unverified:
+            self.run.stats.unverified += len(self.unverified)
+            yield Finding(
+                WARNING,
+                "digest-unverified",
+                self.topic,
+                lid,
+                self.unverified[0],
+                f"{what} {lid}: the digests of {len(self.unverified)} entries could not be "
+                f"verified ({', '.join(sorted(self.unverified_kinds))}: no password?); "
+                "--strict fails",
+                {"count": len(self.unverified), "entries": self.unverified[:100]},
+            )
+        if self.expected <= last:
+            self.skip_to(last + 1)
+        missing, missing_count = self.missing, self.missing_count
+        if missing:
+            shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in missing[:10])
+            more = f" and {len(missing) - 10} more ranges" if len(missing) > 10 else ""
+            yield Finding(
+                ERROR,
+                "entry-missing",
+                self.topic,
+                lid,
+                missing[0][0],
+                f"{what} {lid}: {missing_count} of its entries 0..{last} "
+                f"{'is' if missing_count == 1 else 'are'} not in storage: {shown}{more}",
+                {"missing": missing[:100], "count": missing_count, "last_entry_id": last},
+            )
+        md = self.led.view.metadata
+        complete = not missing and not self.unreadable
+        stored_bytes = self.stored_bytes
+        if complete and md is not None and self.led.closed and stored_bytes != md.length:
+            yield Finding(
+                ERROR,
+                "size-mismatch",
+                self.topic,
+                lid,
+                None,
+                f"{what} {lid}: its stored entries hold {stored_bytes} payload bytes, "
+                f"its BookKeeper metadata says length {md.length}",
+                {"stored_bytes": stored_bytes, "bk_length": md.length},
+            )
+        if result is not None and complete:
+            result.stored_bytes = stored_bytes
+
+
 def scan(
     run: Run,
     topic: str,
@@ -136,7 +291,13 @@ def scan(
     what: str,
     result: ScanResult | None = None,
 ) -> Iterator[Finding]:
-    """Read entries 0..last: missing and corrupt entries, sizes, and the ordered checks."""
+    """Read entries 0..last: missing and corrupt entries, sizes, and the ordered checks.
+
+    A topic's data ledgers go through the fast path (:mod:`.fastscan`) where the storage
+    can serve it; everything else through the general decode path. Both find the same.
+    """
+    from pulsarctl_py.verify.fastscan import fast_scan
+
     view = led.view
     last = led.last
     if run.source.bookie is None or (last is not None and last < 0):
@@ -145,113 +306,15 @@ def scan(
         if order is not None:
             order.break_index()  # its entries are unknown: no continuity across it
         return
-    lid = led.ledger_id
     if not led.stored:
         if order is not None:
             order.break_index()
         yield storage_missing(topic, led, what)
         return
-    kind = view.digest_type
-    digest_size = DIGESTS[kind].size if kind is not None else None
-    stats = run.stats
-    expected = 0
-    missing: list[list[int]] = []
-    missing_count = 0
-    unreadable = 0
-    stored_bytes = 0
-    unverified: list[int] = []
-    unverified_kinds: set[str] = set()
-    for entry_id, entry, error in run.entries(view, 0, last):
-        if entry_id > expected:
-            missing.append([expected, entry_id - 1])
-            missing_count += entry_id - expected
-            if order is not None:
-                order.break_index()
-        expected = entry_id + 1
-        if entry is None:
-            unreadable += 1
-            if order is not None:
-                order.break_index()
-            yield Finding(
-                ERROR,
-                "entry-corrupt",
-                topic,
-                lid,
-                entry_id,
-                f"entry {lid}:{entry_id} cannot be read from storage: {error}",
-                {"problems": [error]},
-            )
-            continue
-        stats.entries += 1
-        if stats.entries % PROGRESS_EVERY == 0:
-            run.report("entries", topic, lid)
-        size = payload_size(entry, digest_size)
-        stored_bytes += size
-        stats.payload_bytes += size
-        errors = [p for p in entry.problems if p.severity == ERROR]
-        if errors:
-            if order is not None:
-                order.break_index()
-            yield Finding(
-                ERROR,
-                "entry-corrupt",
-                topic,
-                lid,
-                entry_id,
-                f"entry {lid}:{entry_id}: " + "; ".join(str(p) for p in errors),
-                {"problems": [p.to_json() for p in errors]},
-            )
-            continue
-        if entry.unverified:
-            unverified.append(entry_id)
-            unverified_kinds.update(entry.unverified)
-        if order is not None:
-            yield from order.add(entry, (lid, entry_id))
-    if unverified:
-        stats.unverified += len(unverified)
-        yield Finding(
-            WARNING,
-            "digest-unverified",
-            topic,
-            lid,
-            unverified[0],
-            f"{what} {lid}: the digests of {len(unverified)} entries could not be verified "
-            f"({', '.join(sorted(unverified_kinds))}: no password?); --strict fails",
-            {"count": len(unverified), "entries": unverified[:100]},
-        )
-    if expected <= last:
-        missing.append([expected, last])
-        missing_count += last - expected + 1
-        if order is not None:
-            order.break_index()
-    if missing:
-        shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in missing[:10])
-        more = f" and {len(missing) - 10} more ranges" if len(missing) > 10 else ""
-        yield Finding(
-            ERROR,
-            "entry-missing",
-            topic,
-            lid,
-            missing[0][0],
-            f"{what} {lid}: {missing_count} of its entries 0..{last} "
-            f"{'is' if missing_count == 1 else 'are'} not in storage: {shown}{more}",
-            {"missing": missing[:100], "count": missing_count, "last_entry_id": last},
-        )
-    md = view.metadata
-    complete = not missing and not unreadable
-    if complete and md is not None and led.closed and stored_bytes != md.length:
-        yield Finding(
-            ERROR,
-            "size-mismatch",
-            topic,
-            lid,
-            None,
-            f"{what} {lid}: its stored entries hold {stored_bytes} payload bytes, "
-            f"its BookKeeper metadata says length {md.length}",
-            {"stored_bytes": stored_bytes, "bk_length": md.length},
-        )
-    if result is not None and complete:
-        result.stored_bytes = stored_bytes
+    scanned = LedgerScan(run, topic, led, order, what)
+    fast = fast_scan(run, scanned, view, last) if order is not None and run.fast else None
+    yield from scanned.general(0, last) if fast is None else fast
+    yield from scanned.finish(result)
 
 
 def data_ledgers(

@@ -42,11 +42,37 @@ class TopicOrder:
         self.prev_pos = None
 
     def add(self, entry: Entry, pos: tuple[int, int]) -> Iterator[Finding]:
-        yield from self._index(entry, pos)
-        yield from self._timestamp(entry, pos)
+        bem = entry.broker_entry_metadata
+        yield from self.add_values(
+            pos,
+            entry.index,
+            entry.num_messages if entry.metadata is not None else None,
+            entry.entry_timestamp,
+            bem is not None and bem.HasField("broker_timestamp"),
+        )
 
-    def _index(self, entry: Entry, pos: tuple[int, int]) -> Iterator[Finding]:
-        index = entry.index
+    def add_values(
+        self,
+        pos: tuple[int, int],
+        index: int | None,
+        count: int | None,
+        timestamp: int | None,
+        broker_timestamp: bool,
+    ) -> Iterator[Finding]:
+        """The ordered checks of one entry, from what they read of it: its BEM index, its
+        message count (None: its MessageMetadata did not decode), its timestamp and
+        whether that is the BEM ``broker_timestamp`` (else ``publish_time``)."""
+        yield from self._index(index, count, pos)
+        yield from self._timestamp(timestamp, broker_timestamp, pos)
+
+    @property
+    def quiet(self) -> bool:
+        """No index-missing run or timestamp region is open (see ``verify_heads``)."""
+        return self.missing_run is None and self.region is None
+
+    def _index(
+        self, index: int | None, count: int | None, pos: tuple[int, int]
+    ) -> Iterator[Finding]:
         if index is None:
             if self.bem_seen:
                 if self.missing_run is None:
@@ -61,10 +87,9 @@ class TopicOrder:
         ):
             self.max_index_before_last = index
             self.max_index_at = pos
-        if entry.metadata is None:  # no message count: judge nothing across this entry
+        if count is None:  # no message count: judge nothing across this entry
             self.break_index()
             return
-        count = entry.num_messages
         if self.prev_index is not None and self.prev_pos is not None:
             expected = self.prev_index + count
             if index != expected:
@@ -108,20 +133,16 @@ class TopicOrder:
             {"first": list(first), "last": list(last), "entries": count},
         )
 
-    def _timestamp(self, entry: Entry, pos: tuple[int, int]) -> Iterator[Finding]:
-        ts = entry.entry_timestamp
+    def _timestamp(
+        self, ts: int | None, broker_timestamp: bool, pos: tuple[int, int]
+    ) -> Iterator[Finding]:
         if not ts:
             return
         if self.ts_max is None or ts >= self.ts_max:
             yield from self._flush_region()
             self.ts_max, self.ts_max_at = ts, pos
             return
-        bem = entry.broker_entry_metadata
-        source = (
-            "broker_timestamp"
-            if bem is not None and bem.HasField("broker_timestamp")
-            else "publish_time"
-        )
+        source = "broker_timestamp" if broker_timestamp else "publish_time"
         region = self.region
         if region is None:
             self.region = {

@@ -1,0 +1,311 @@
+"""verify's fast path (pulsarctl_py/verify/fastscan.py, the native ``verify_heads``) and
+its general decode path find the same: same findings, same summary, on every world.
+
+Each test verifies the same stores twice, ``fast=True`` and ``fast=False``, and compares
+the findings' JSON and the statistics. The worlds: every broken world of
+tests/verify_world.py; the demo data, healthy and damaged each way of tests/damage.py
+that changes bytes; and a corpus world whose ledgers hold every entry the official
+client wrote (tests/data/real-client), under each digest type, with and without broker
+entry metadata and BookKeeper metadata, with index gaps, runs without index, timestamps
+going back and entries missing, and copies of the corpus entries damaged at random and
+packed with a valid digest (so that the damage is met past the digest: the checksum,
+the prefixes, the metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pulsarctl_py.decoders import bookkeeper
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
+from pulsarctl_py.decoders.checksums import DigestType, master_key
+from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
+from pulsarctl_py.decoders.speedups import native
+from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.ledgers import LedgerSource
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+from pulsarctl_py.verify import VerifyStats, fastscan, verify_topics
+from tests import damage
+from tests.cli_helpers import REAL_CLIENT
+from tests.verify_world import T0, VARIANTS, LedgerSpec, _ml_info, _tags, _write_tree, build_world
+
+needs_native = pytest.mark.skipif(
+    native is None or getattr(native, "VERIFY_SLOTS", None) != fastscan.SLOTS,
+    reason="the native module is not built (or LEDGERCTL_PURE_PYTHON is set)",
+)
+
+Opener = Callable[[], AbstractContextManager[LedgerSource]]
+
+
+def _run(open_source: Opener, fast: bool) -> tuple[Any, dict[str, Any]]:
+    """The findings (or the one-line error) and the summary of one verify --all run; the
+    name of a damaged RocksDB store's scratch copy, which differs from run to run, is
+    left out."""
+    stats = VerifyStats()
+    with open_source() as source:
+        try:
+            found: Any = [f.to_json() for f in verify_topics(source, None, stats=stats, fast=fast)]
+        except LedgerctlError as exc:
+            found = f"{type(exc).__name__}: {exc}"
+    text = re.sub(r"ledgerctl-rocksdb-\w+", "*", json.dumps(found))
+    return json.loads(text), stats.to_json()
+
+
+def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the calls of the real verify_heads (it still runs)."""
+    calls: list[int] = []
+    real = native.verify_heads
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(native, "verify_heads", counted)
+    return calls
+
+
+def assert_same(open_source: Opener) -> tuple[Any, dict[str, Any]]:
+    fast = _run(open_source, True)
+    general = _run(open_source, False)
+    assert fast == general
+    return fast
+
+
+# -- the verify worlds -------------------------------------------------------------------------
+
+
+@needs_native
+@pytest.mark.parametrize("variant", [None, *sorted(VARIANTS)])
+def test_verify_worlds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str | None
+) -> None:
+    world = build_world(tmp_path / "w", variant)
+    calls = _native_calls(monkeypatch)
+    found, _ = assert_same(world.source)
+    assert calls  # the data ledgers went the fast way
+    if variant is not None:
+        assert sorted(f["check"] for f in found) == sorted(VARIANTS[variant])
+
+
+# -- the demo data, healthy and damaged ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pulsarctl_py.demo import create_demo
+
+    root = tmp_path_factory.mktemp("demo") / "demo"
+    create_demo(root)
+    return root
+
+
+def _demo_opener(root: Path) -> Opener:
+    return lambda: LedgerSource.open(
+        f"rocksdb://{root / 'metadata'}", [root / "bookkeeper"], need_metadata=True
+    )
+
+
+@needs_native
+@pytest.mark.parametrize("name", [None, *sorted(damage.BYTES)])
+def test_demo_data_healthy_and_damaged(
+    demo_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str | None
+) -> None:
+    root = tmp_path / "demo"
+    shutil.copytree(demo_copy, root, symlinks=True)
+    if name is not None:
+        damage.BYTES[name](root)
+    calls = _native_calls(monkeypatch)
+    found, stats = assert_same(_demo_opener(root))
+    if name is None:
+        assert calls and stats["entries"] > 0
+        assert [f["check"] for f in found] == ["timestamp-regression"]  # planned in the demo
+
+
+# -- every corpus entry, every digest, damaged past the digest -------------------------------------
+
+CORPUS = sorted(REAL_CLIENT.glob("*/*.bin"))
+
+
+def _corpus_topic(name: str) -> str:
+    return f"persistent://public/corpus/{name}"
+
+
+def _with_bem(entry: bytes, index: int | None, ts: int | None) -> bytes:
+    bem = api.BrokerEntryMetadata()
+    if ts is not None:
+        bem.broker_timestamp = ts
+    if index is not None:
+        bem.index = index
+    return BrokerEntryMetadataLayer.build(bem) + entry
+
+
+def _count(entry: bytes) -> int:
+    from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
+
+    decoded = decode_entry(entry, DecodeOptions(outer=Outer.PULSAR_ENTRY, depth=Depth.METADATA))
+    return decoded.num_messages
+
+
+def _ledger(
+    ledger_id: int,
+    topic: str,
+    payloads: list[bytes | None],
+    digest: DigestType,
+    *,
+    with_metadata: bool = True,
+) -> LedgerSpec:
+    """A closed ledger; a None payload is an entry id left out of the storage."""
+    spec = LedgerSpec(ledger_id, _tags(topic), digest=digest, with_metadata=with_metadata)
+    length = 0
+    for entry_id, payload in enumerate(payloads):
+        data = payload or b""
+        length += len(data)
+        header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
+        packed = bookkeeper.build(header, data, digest, b"")
+        spec.entries.append(packed if payload is not None else b"")
+        spec.payload_sizes.append(len(data))
+    return spec
+
+
+def _order_cases(corpus: list[bytes]) -> list[list[bytes | None]]:
+    """Two ledgers of one topic: continuous, then gaps, a run without index, timestamps
+    going back (a region of several entries), an entry missing, a reused index."""
+    first: list[bytes | None] = []
+    second: list[bytes | None] = []
+    index, ts = -1, T0
+    for raw in corpus:
+        index += _count(raw)
+        ts += 1000
+        first.append(_with_bem(raw, index, ts))
+    for i, raw in enumerate(corpus):
+        count = _count(raw)
+        ts += 1000
+        index += count
+        if i == 3:
+            index += 7  # a gap
+        if i == 9:
+            index -= 2  # reused
+        stamp = ts - 20_000 if 12 <= i < 16 else ts  # a region going back
+        if 20 <= i < 24:
+            second.append(raw)  # no broker entry metadata: index-missing
+            index -= count
+        elif i == 30:
+            second.append(None)  # missing from storage
+        elif i == 33:
+            second.append(_with_bem(raw, None, stamp))  # BEM without index
+            index -= count
+        else:
+            second.append(_with_bem(raw, index, stamp))
+    return [first, second]
+
+
+def _damaged(corpus: list[bytes], seed: int, n: int) -> list[bytes | None]:
+    """Corpus entries with a few random bytes changed (or cut), each then packed with a
+    valid digest: the damage is met by the checks after the digest."""
+    rng = random.Random(seed)
+    out: list[bytes | None] = []
+    for i in range(n):
+        raw = bytearray(
+            _with_bem(corpus[i % len(corpus)], i, T0 + i) if i % 2 else corpus[i % len(corpus)]
+        )
+        how = rng.randrange(4)
+        if how == 0:  # flip bytes anywhere
+            for _ in range(rng.randint(1, 3)):
+                raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        elif how == 1:  # flip a byte in the first 40 (prefixes, metadata size, metadata)
+            raw[rng.randrange(min(40, len(raw)))] ^= 0xFF
+        elif how == 2:  # cut
+            del raw[rng.randrange(1, len(raw)) :]
+        else:  # the 0x0e01 checksum left out, a metadata byte changed
+            at = max(raw.find(b"\x0e\x01"), 0)
+            if raw[at : at + 2] == b"\x0e\x01":
+                del raw[at : at + 6]
+            raw[min(at + 8, len(raw) - 1)] ^= 0x08
+        out.append(bytes(raw))
+    return out
+
+
+def _corpus_world(root: Path) -> Opener:
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.stores.bookie import write_db_ledger_dir
+    from pulsarctl_py.stores.metadata import create_metadata_store
+
+    corpus = [p.read_bytes() for p in CORPUS]
+    nodes: dict[str, bytes] = {}
+    ledgers: list[LedgerSpec] = []
+    lid = 100
+
+    def topic(name: str, specs: list[LedgerSpec]) -> None:
+        ledgers.extend(specs)
+        info = _ml_info([(s, True) for s in specs], {mld.PROPERTY_INDEX: "0"})
+        nodes[mld.TopicName.parse(_corpus_topic(name)).ml_path] = mld.build_info(info)
+
+    for digest in DigestType:
+        name = digest.name.lower()
+        specs = []
+        for payloads in _order_cases(corpus):
+            specs.append(_ledger(lid, _corpus_topic(name), payloads, digest))
+            lid += 1
+        topic(name, specs)
+        bare = _ledger(lid, _corpus_topic(f"{name}-no-metadata"), [*corpus], digest)
+        bare.with_metadata = False  # the digest type is detected from the entries
+        lid += 1
+        topic(f"{name}-no-metadata", [bare])
+    for seed in range(3):
+        for digest in (DigestType.CRC32C, DigestType.CRC32):
+            name = f"damaged-{seed}-{digest.name.lower()}"
+            topic(name, [_ledger(lid, _corpus_topic(name), _damaged(corpus, seed, 60), digest)])
+            lid += 1
+    for spec in ledgers:
+        if spec.with_metadata:
+            nodes[lm.ledger_path(spec.ledger_id)] = lm.build(spec.metadata())
+    root.mkdir(parents=True)
+    store = create_metadata_store(root / "metadata")
+    try:
+        _write_tree(store, nodes)
+    finally:
+        store.close()
+    entries = [e for spec in ledgers for e in spec.entries if e]
+    write_db_ledger_dir(root / "bookie" / "current", entries, master_key(b""))
+    return lambda: LedgerSource.open(
+        f"rocksdb://{root / 'metadata'}", [root / "bookie"], need_metadata=True
+    )
+
+
+@needs_native
+def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    open_source = _corpus_world(tmp_path / "corpus")
+    calls = _native_calls(monkeypatch)
+    found, stats = assert_same(open_source)
+    assert len(calls) > 10
+    checks = {f["check"] for f in found}
+    # the order cases and the damage were all seen
+    assert {
+        "index-gap",
+        "index-missing",
+        "timestamp-regression",
+        "entry-missing",
+        "entry-corrupt",
+        "ledger-missing-metadata",
+    } <= checks, checks
+    assert stats["entries"] == 4 * (3 * len(CORPUS) - 1) + 6 * 60  # every stored entry
+
+
+def test_the_general_path_alone_without_the_native_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the native module every entry takes the general path, and finds the same."""
+    world = build_world(tmp_path / "w", "index-gap")
+    with_native = _run(world.source, True)
+    monkeypatch.setattr(fastscan, "native", None)
+    assert _run(world.source, True) == with_native
