@@ -235,51 +235,53 @@ def _damaged(corpus: list[bytes], seed: int, n: int) -> list[bytes | None]:
     return out
 
 
-def _corpus_world(root: Path) -> Opener:
+def _write_world(root: Path, topics: dict[str, list[LedgerSpec]]) -> Opener:
+    """Topics (short name -> ledgers) in a RocksDB metadata store and a bookie directory."""
     from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.stores.bookie import write_db_ledger_dir
     from pulsarctl_py.stores.metadata import create_metadata_store
 
-    corpus = [p.read_bytes() for p in CORPUS]
     nodes: dict[str, bytes] = {}
-    ledgers: list[LedgerSpec] = []
-    lid = 100
-
-    def topic(name: str, specs: list[LedgerSpec]) -> None:
-        ledgers.extend(specs)
+    for name, specs in topics.items():
         info = _ml_info([(s, True) for s in specs], {mld.PROPERTY_INDEX: "0"})
         nodes[mld.TopicName.parse(_corpus_topic(name)).ml_path] = mld.build_info(info)
-
-    for digest in DigestType:
-        name = digest.name.lower()
-        specs = []
-        for payloads in _order_cases(corpus):
-            specs.append(_ledger(lid, _corpus_topic(name), payloads, digest))
-            lid += 1
-        topic(name, specs)
-        bare = _ledger(lid, _corpus_topic(f"{name}-no-metadata"), [*corpus], digest)
-        bare.with_metadata = False  # the digest type is detected from the entries
-        lid += 1
-        topic(f"{name}-no-metadata", [bare])
-    for seed in range(3):
-        for digest in (DigestType.CRC32C, DigestType.CRC32):
-            name = f"damaged-{seed}-{digest.name.lower()}"
-            topic(name, [_ledger(lid, _corpus_topic(name), _damaged(corpus, seed, 60), digest)])
-            lid += 1
-    for spec in ledgers:
-        if spec.with_metadata:
-            nodes[lm.ledger_path(spec.ledger_id)] = lm.build(spec.metadata())
+        for spec in specs:
+            if spec.with_metadata:
+                nodes[lm.ledger_path(spec.ledger_id)] = lm.build(spec.metadata())
     root.mkdir(parents=True)
     store = create_metadata_store(root / "metadata")
     try:
         _write_tree(store, nodes)
     finally:
         store.close()
-    entries = [e for spec in ledgers for e in spec.entries if e]
+    entries = [e for specs in topics.values() for spec in specs for e in spec.entries if e]
     write_db_ledger_dir(root / "bookie" / "current", entries, master_key(b""))
     return lambda: LedgerSource.open(
         f"rocksdb://{root / 'metadata'}", [root / "bookie"], need_metadata=True
     )
+
+
+def _corpus_world(root: Path) -> Opener:
+    corpus = [p.read_bytes() for p in CORPUS]
+    topics: dict[str, list[LedgerSpec]] = {}
+    lid = 100
+    for digest in DigestType:
+        name = digest.name.lower()
+        topics[name] = []
+        for payloads in _order_cases(corpus):
+            topics[name].append(_ledger(lid, _corpus_topic(name), payloads, digest))
+            lid += 1
+        # no BookKeeper metadata: the digest type is detected from the entries
+        bare = f"{name}-no-metadata"
+        topics[bare] = [_ledger(lid, _corpus_topic(bare), [*corpus], digest, with_metadata=False)]
+        lid += 1
+    for seed in range(3):
+        for digest in (DigestType.CRC32C, DigestType.CRC32):
+            name = f"damaged-{seed}-{digest.name.lower()}"
+            payloads = _damaged(corpus, seed, 60)
+            topics[name] = [_ledger(lid, _corpus_topic(name), payloads, digest)]
+            lid += 1
+    return _write_world(root, topics)
 
 
 @needs_native
@@ -299,6 +301,34 @@ def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "ledger-missing-metadata",
     } <= checks, checks
     assert stats["entries"] == 4 * (3 * len(CORPUS) - 1) + 6 * 60  # every stored entry
+
+
+@needs_native
+@pytest.mark.parametrize("digest", [DigestType.CRC32C, DigestType.CRC32])
+def test_an_unknown_digest_type_is_detected_once_per_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: DigestType
+) -> None:
+    """Without BookKeeper metadata the general path detects the digest type of every entry
+    (computing its digest), then checks it (computing it again); the fast path detects it
+    once, from the ledger's first entry, and computes one digest per entry."""
+    corpus = [p.read_bytes() for p in CORPUS]
+    spec = _ledger(7, _corpus_topic("bare"), corpus, digest, with_metadata=False)
+    open_source = _write_world(tmp_path / "w", {"bare": [spec]})
+    calls: list[DigestType] = []
+    real = bookkeeper.digest_check
+
+    def counted(kind: DigestType, *args: Any) -> Any:
+        calls.append(kind)
+        return real(kind, *args)
+
+    monkeypatch.setattr(bookkeeper, "digest_check", counted)
+    fast = _run(open_source, True)
+    in_python = len(calls)
+    calls.clear()
+    assert fast == _run(open_source, False)
+    assert fast[1]["entries"] == len(corpus)
+    assert len(calls) >= 2 * len(corpus)  # the general path: twice per entry
+    assert in_python <= 3  # the first entry's detection and check, then the native scan
 
 
 def test_the_general_path_alone_without_the_native_module(
