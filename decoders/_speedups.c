@@ -17,6 +17,7 @@
  *   crc32c(data, crc=0)      CRC32C (Castagnoli), SSE4.2 where the CPU has it
  *   entry_heads(...)         bookie entries cut from an entry log: ids, digest, BEM
  *   verify_heads(...)        the same, checked as `verify` checks every entry
+ *   verify_records(...)      entries already read (any storage), checked the same way
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1056,18 +1057,183 @@ add_slot(PyObject *state, int slot, long long n)
     return set_slot(state, slot, total);
 }
 
+/* What verify_heads and verify_records carry over from one entry to the next. */
+typedef struct {
+    long long expected, entries, nbytes;
+    uint64_t prev_index, max_before, ts_max;
+    int has_prev, has_max, has_ts_max, bem_seen, in_last, ordered;
+    long long prev_entry, max_entry, ts_entry; /* -1: not moved by this call */
+    /* the values of an entry handed to Python (VALUES) */
+    long long v_entry, v_payload;
+    uint64_t v_index, v_ts;
+    int v_has_index, v_broker_ts;
+    int32_t v_count;
+} VState;
+
+/* The state list's slots into st; digest into its size. 0 ok, -1 Python error. */
+static int
+vstate_load(PyObject *state, int digest, VState *st, int *digest_size)
+{
+    if (PyList_GET_SIZE(state) != S_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "verify: state of the wrong size");
+        return -1;
+    }
+    if (digest != 3 && digest != 1) {
+        PyErr_SetString(PyExc_ValueError, "verify: digest must be CRC32C (3) or CRC32 (1)");
+        return -1;
+    }
+    *digest_size = digest == 3 ? 4 : 8;
+    memset(st, 0, sizeof(*st));
+    st->expected = PyLong_AsLongLong(PyList_GET_ITEM(state, S_EXPECTED));
+    if (st->expected == -1 && PyErr_Occurred())
+        return -1;
+    st->has_prev = get_u64(state, S_PREV_INDEX, &st->prev_index);
+    st->has_max = get_u64(state, S_MAX_BEFORE, &st->max_before);
+    st->has_ts_max = get_u64(state, S_TS_MAX, &st->ts_max);
+    st->bem_seen = PyObject_IsTrue(PyList_GET_ITEM(state, S_BEM_SEEN));
+    st->in_last = PyObject_IsTrue(PyList_GET_ITEM(state, S_IN_LAST));
+    st->ordered = PyObject_IsTrue(PyList_GET_ITEM(state, S_ORDERED));
+    if (st->bem_seen < 0 || st->in_last < 0 || st->ordered < 0)
+        return -1;
+    if (st->has_prev < 0 || st->has_max < 0 || st->has_ts_max < 0)
+        st->ordered = 0; /* values C cannot hold: the Python side judges every entry */
+    st->prev_entry = st->max_entry = st->ts_entry = -1;
+    return 0;
+}
+
+/* st back into the state list; the S_V_* slots when status is VALUES. */
+static PyObject *
+vstate_store(PyObject *state, VState *st, Py_ssize_t i, int status)
+{
+    if (set_slot(state, S_EXPECTED, PyLong_FromLongLong(st->expected)) < 0 ||
+        add_slot(state, S_ENTRIES, st->entries) < 0 || add_slot(state, S_BYTES, st->nbytes) < 0)
+        return NULL;
+    if (st->prev_entry >= 0 &&
+        (set_slot(state, S_PREV_INDEX, PyLong_FromUnsignedLongLong(st->prev_index)) < 0 ||
+         set_slot(state, S_PREV_ENTRY, PyLong_FromLongLong(st->prev_entry)) < 0))
+        return NULL;
+    if (st->max_entry >= 0 &&
+        (set_slot(state, S_MAX_BEFORE, PyLong_FromUnsignedLongLong(st->max_before)) < 0 ||
+         set_slot(state, S_MAX_ENTRY, PyLong_FromLongLong(st->max_entry)) < 0))
+        return NULL;
+    if (st->ts_entry >= 0 &&
+        (set_slot(state, S_TS_MAX, PyLong_FromUnsignedLongLong(st->ts_max)) < 0 ||
+         set_slot(state, S_TS_ENTRY, PyLong_FromLongLong(st->ts_entry)) < 0))
+        return NULL;
+    if (set_slot(state, S_BEM_SEEN, PyBool_FromLong(st->bem_seen)) < 0)
+        return NULL;
+    if (status == VERIFY_VALUES &&
+        (set_slot(state, S_V_ENTRY, PyLong_FromLongLong(st->v_entry)) < 0 ||
+         set_slot(state, S_V_PAYLOAD, PyLong_FromLongLong(st->v_payload)) < 0 ||
+         set_slot(state, S_V_INDEX,
+                  st->v_has_index ? PyLong_FromUnsignedLongLong(st->v_index)
+                                  : new_ref(Py_None)) < 0 ||
+         set_slot(state, S_V_COUNT, PyLong_FromLong(st->v_count)) < 0 ||
+         set_slot(state, S_V_TS, PyLong_FromUnsignedLongLong(st->v_ts)) < 0 ||
+         set_slot(state, S_V_BROKER_TS, PyBool_FromLong(st->v_broker_ts)) < 0))
+        return NULL;
+    return Py_BuildValue("(ni)", i, status);
+}
+
+/*
+ * One stored entry (ids already checked to be entry_id of the ledger), checked as verify's
+ * general path checks it: a plausible header, the digest, the prefix layers in order, the
+ * 0x0e01 CRC32C, a regular MessageMetadata; then the ordered checks where they have
+ * nothing to say. -1: clean and counted; VERIFY_VALUES: clean, values in st for Python;
+ * HEADS_IRREGULAR: anything else (the general path reads it).
+ */
+static int
+verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, int digest,
+             int digest_size)
+{
+    int64_t lac = be64(entry + 16), length = be64(entry + 24);
+    if (lac < -1 || lac > entry_id || length < 0) /* an implausible header */
+        return HEADS_IRREGULAR;
+    const uint8_t *payload = entry + BK_HEADER + digest_size, *end = entry + size;
+    if (digest == 3) {
+        uint32_t crc = crc32c_update(0, entry, BK_HEADER);
+        crc = crc32c_update(crc, payload, (size_t)(end - payload));
+        if (crc != be32(entry + BK_HEADER))
+            return HEADS_IRREGULAR;
+    }
+    else {
+        uint32_t crc = crc32_update(0, entry, BK_HEADER);
+        crc = crc32_update(crc, payload, (size_t)(end - payload));
+        if (be32(entry + BK_HEADER) != 0 || crc != be32(entry + BK_HEADER + 4))
+            return HEADS_IRREGULAR;
+    }
+    /* [0x0e02 size BEM] [0x0e01 crc32c] md_size MessageMetadata payload */
+    const uint8_t *p = payload;
+    uint64_t ts = 0, index = 0;
+    int has_ts = 0, has_index = 0;
+    if (end - p >= 2 && p[0] == 0x0E && p[1] == 0x02 &&
+        (p = skip_bem(p, end, &ts, &has_ts, &index, &has_index)) == NULL)
+        return HEADS_IRREGULAR;
+    if (end - p >= 2 && p[0] == 0x0E && p[1] == 0x01) {
+        if (end - p < 6 || crc32c_update(0, p + 6, (size_t)(end - p - 6)) != be32(p + 2))
+            return HEADS_IRREGULAR;
+        p += 6;
+    }
+    if (end - p < 4 || (p[0] == 0x0E && (p[1] == 0x01 || p[1] == 0x02)))
+        return HEADS_IRREGULAR; /* a prefix again, or no metadata size */
+    uint32_t md_size = be32(p);
+    p += 4;
+    Md md;
+    if ((uint64_t)md_size > (uint64_t)(end - p) || !regular_metadata(p, p + md_size, &md))
+        return HEADS_IRREGULAR;
+    long long payload_size = end - payload;
+    uint64_t stamp = has_ts ? ts : md.publish_time;
+    int32_t count = md.batched ? md.num_messages : 1;
+    /* the ordered checks (verify.order.TopicOrder) where nothing happens */
+    int values = !st->ordered;
+    if (!values && has_index)
+        values = st->has_prev && (__int128)st->prev_index + count != (__int128)index;
+    else if (!values)
+        values = st->bem_seen; /* an entry without index after entries with one */
+    if (!values && stamp != 0 && st->has_ts_max && stamp < st->ts_max)
+        values = 1; /* timestamps go back */
+    if (values) {
+        st->v_entry = entry_id;
+        st->v_payload = payload_size;
+        st->v_has_index = has_index;
+        st->v_index = index;
+        st->v_count = count;
+        st->v_ts = stamp;
+        st->v_broker_ts = has_ts;
+        return VERIFY_VALUES;
+    }
+    if (has_index) {
+        st->bem_seen = 1;
+        if (!st->in_last && (!st->has_max || index > st->max_before)) {
+            st->max_before = index;
+            st->has_max = 1;
+            st->max_entry = entry_id;
+        }
+        st->prev_index = index;
+        st->has_prev = 1;
+        st->prev_entry = entry_id;
+    }
+    if (stamp != 0) {
+        st->ts_max = stamp;
+        st->has_ts_max = 1;
+        st->ts_entry = entry_id;
+    }
+    st->entries++;
+    st->nbytes += payload_size;
+    st->expected = entry_id + 1;
+    return -1;
+}
+
 /*
  * verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state)
  *     -> (i, status)
  *
  * items, log_id, window, window_start as for scan_heads; digest: 3 CRC32C, 1 CRC32 (the
- * DigestType numbers). For each entry from items[start] on that is clean (as scan_heads
- * checks it, plus a plausible header, the prefixes in order, the 0x0e01 CRC32C when
- * present, a regular MessageMetadata): count it and its payload bytes, and run the
- * ordered checks on the state. Stops at item i with END, WINDOW, IRREGULAR,
- * OTHER_LEDGER (as scan_heads), GAP (its entry id is past S_EXPECTED) or VALUES (clean,
- * but the ordered checks have something to say, or are Python's: its values are in the
- * S_V_* slots and it is not counted).
+ * DigestType numbers). For each entry from items[start] on that verify_entry finds
+ * clean: count it and its payload bytes, and run the ordered checks on the state. Stops
+ * at item i with END, WINDOW, IRREGULAR, OTHER_LEDGER (as scan_heads), GAP (its entry id
+ * is past S_EXPECTED) or VALUES (clean, but the ordered checks have something to say, or
+ * are Python's: its values are in the S_V_* slots and it is not counted).
  */
 static PyObject *
 sp_verify_heads(PyObject *self, PyObject *args)
@@ -1075,39 +1241,16 @@ sp_verify_heads(PyObject *self, PyObject *args)
     PyObject *items, *ledger_obj, *window, *state;
     Py_ssize_t start;
     long long log_id, window_start;
-    int digest;
+    int digest, digest_size;
+    VState st;
     if (!PyArg_ParseTuple(args, "O!nOLOLiO!:verify_heads", &PyList_Type, &items, &start,
                           &ledger_obj, &log_id, &window, &window_start, &digest, &PyList_Type,
-                          &state))
+                          &state) ||
+        vstate_load(state, digest, &st, &digest_size) < 0)
         return NULL;
-    if (PyList_GET_SIZE(state) != S_SLOTS) {
-        PyErr_SetString(PyExc_ValueError, "verify_heads: state of the wrong size");
-        return NULL;
-    }
-    if (digest != 3 && digest != 1) {
-        PyErr_SetString(PyExc_ValueError, "verify_heads: digest must be CRC32C (3) or CRC32 (1)");
-        return NULL;
-    }
-    int digest_size = digest == 3 ? 4 : 8;
     long long ledger_id = PyLong_AsLongLong(ledger_obj);
     if (ledger_id == -1 && PyErr_Occurred())
         return NULL;
-    long long expected = PyLong_AsLongLong(PyList_GET_ITEM(state, S_EXPECTED));
-    if (expected == -1 && PyErr_Occurred())
-        return NULL;
-    uint64_t prev_index = 0, max_before = 0, ts_max = 0;
-    int has_prev = get_u64(state, S_PREV_INDEX, &prev_index);
-    int has_max = get_u64(state, S_MAX_BEFORE, &max_before);
-    int has_ts_max = get_u64(state, S_TS_MAX, &ts_max);
-    int bem_seen = PyObject_IsTrue(PyList_GET_ITEM(state, S_BEM_SEEN));
-    int in_last = PyObject_IsTrue(PyList_GET_ITEM(state, S_IN_LAST));
-    int ordered = PyObject_IsTrue(PyList_GET_ITEM(state, S_ORDERED));
-    if (bem_seen < 0 || in_last < 0 || ordered < 0)
-        return NULL;
-    if (has_prev < 0 || has_max < 0 || has_ts_max < 0)
-        ordered = 0; /* values C cannot hold: the Python side judges every entry */
-    long long prev_entry = -1, max_entry = -1, ts_entry = -1, entries = 0, nbytes = 0;
-
     Py_buffer view = {0};
     int have_window = window != Py_None;
     if (have_window && PyObject_GetBuffer(window, &view, PyBUF_SIMPLE) < 0)
@@ -1117,152 +1260,75 @@ sp_verify_heads(PyObject *self, PyObject *args)
 
     Py_ssize_t n = PyList_GET_SIZE(items), i = start;
     int status = HEADS_END;
-    /* the values of an entry handed to Python (VALUES) */
-    long long v_entry = 0, v_payload = 0;
-    uint64_t v_index = 0, v_ts = 0;
-    int v_has_index = 0, v_broker_ts = 0;
-    int32_t v_count = 1;
     for (; i < n; i++) {
         int64_t entry_id;
         const uint8_t *entry;
         int32_t size;
         int found = locate_entry(PyList_GET_ITEM(items, i), ledger_id, log_id, buf, window_start,
                                  window_end, digest_size, &entry_id, &entry, &size);
+        if (found < 0 && entry_id != st.expected)
+            found = entry_id > st.expected ? VERIFY_GAP : HEADS_IRREGULAR;
+        if (found < 0)
+            found = verify_entry(&st, entry, size, entry_id, digest, digest_size);
         if (found >= 0) {
             status = found;
             break;
         }
-        if (entry_id != expected) {
-            status = entry_id > expected ? VERIFY_GAP : HEADS_IRREGULAR;
-            break;
-        }
-        int64_t lac = be64(entry + 16), length = be64(entry + 24);
-        if (lac < -1 || lac > entry_id || length < 0) { /* an implausible header */
-            status = HEADS_IRREGULAR;
-            break;
-        }
-        const uint8_t *payload = entry + BK_HEADER + digest_size, *end = entry + size;
-        if (digest == 3) {
-            uint32_t crc = crc32c_update(0, entry, BK_HEADER);
-            crc = crc32c_update(crc, payload, (size_t)(end - payload));
-            if (crc != be32(entry + BK_HEADER)) {
-                status = HEADS_IRREGULAR;
-                break;
-            }
-        }
-        else {
-            uint32_t crc = crc32_update(0, entry, BK_HEADER);
-            crc = crc32_update(crc, payload, (size_t)(end - payload));
-            if (be32(entry + BK_HEADER) != 0 || crc != be32(entry + BK_HEADER + 4)) {
-                status = HEADS_IRREGULAR;
-                break;
-            }
-        }
-        /* [0x0e02 size BEM] [0x0e01 crc32c] md_size MessageMetadata payload */
-        const uint8_t *p = payload;
-        uint64_t ts = 0, index = 0;
-        int has_ts = 0, has_index = 0;
-        if (end - p >= 2 && p[0] == 0x0E && p[1] == 0x02 &&
-            (p = skip_bem(p, end, &ts, &has_ts, &index, &has_index)) == NULL) {
-            status = HEADS_IRREGULAR;
-            break;
-        }
-        if (end - p >= 2 && p[0] == 0x0E && p[1] == 0x01) {
-            if (end - p < 6) {
-                status = HEADS_IRREGULAR;
-                break;
-            }
-            if (crc32c_update(0, p + 6, (size_t)(end - p - 6)) != be32(p + 2)) {
-                status = HEADS_IRREGULAR;
-                break;
-            }
-            p += 6;
-        }
-        if (end - p < 4 || (p[0] == 0x0E && (p[1] == 0x01 || p[1] == 0x02))) {
-            status = HEADS_IRREGULAR; /* a prefix again, or no metadata size */
-            break;
-        }
-        uint32_t md_size = be32(p);
-        p += 4;
-        Md md;
-        if ((uint64_t)md_size > (uint64_t)(end - p) || !regular_metadata(p, p + md_size, &md)) {
-            status = HEADS_IRREGULAR;
-            break;
-        }
-        long long payload_size = end - payload;
-        uint64_t stamp = has_ts ? ts : md.publish_time;
-        /* the ordered checks (verify.order.TopicOrder) where nothing happens */
-        int values = !ordered;
-        __int128 want = 0;
-        if (!values && has_index) {
-            want = (__int128)prev_index + (md.batched ? md.num_messages : 1);
-            values = has_prev && want != (__int128)index;
-        }
-        else if (!values)
-            values = bem_seen; /* an entry without index after entries with one */
-        if (!values && stamp != 0 && has_ts_max && stamp < ts_max)
-            values = 1; /* timestamps go back */
-        if (values) {
-            v_entry = entry_id;
-            v_payload = payload_size;
-            v_has_index = has_index;
-            v_index = index;
-            v_count = md.batched ? md.num_messages : 1;
-            v_ts = stamp;
-            v_broker_ts = has_ts;
-            status = VERIFY_VALUES;
-            break;
-        }
-        if (has_index) {
-            bem_seen = 1;
-            if (!in_last && (!has_max || index > max_before)) {
-                max_before = index;
-                has_max = 1;
-                max_entry = entry_id;
-            }
-            prev_index = index;
-            has_prev = 1;
-            prev_entry = entry_id;
-        }
-        if (stamp != 0) {
-            ts_max = stamp;
-            has_ts_max = 1;
-            ts_entry = entry_id;
-        }
-        entries++;
-        nbytes += payload_size;
-        expected = entry_id + 1;
     }
     if (have_window)
         PyBuffer_Release(&view);
-    /* write the state back */
-    if (set_slot(state, S_EXPECTED, PyLong_FromLongLong(expected)) < 0 ||
-        add_slot(state, S_ENTRIES, entries) < 0 || add_slot(state, S_BYTES, nbytes) < 0)
+    return vstate_store(state, &st, i, status);
+}
+
+/*
+ * verify_records(records, start, ledger_id, digest, state) -> (i, status)
+ *
+ * verify_heads for entries already read, from any storage: records is a list of
+ * (entry_id, bytes-like) pairs in entry order. Statuses END, IRREGULAR (a record whose
+ * size or ids are not those of the entry), GAP, VALUES as verify_heads.
+ */
+static PyObject *
+sp_verify_records(PyObject *self, PyObject *args)
+{
+    PyObject *records, *state;
+    Py_ssize_t start;
+    long long ledger_id;
+    int digest, digest_size;
+    VState st;
+    if (!PyArg_ParseTuple(args, "O!nLiO!:verify_records", &PyList_Type, &records, &start,
+                          &ledger_id, &digest, &PyList_Type, &state) ||
+        vstate_load(state, digest, &st, &digest_size) < 0)
         return NULL;
-    if (prev_entry >= 0 &&
-        (set_slot(state, S_PREV_INDEX, PyLong_FromUnsignedLongLong(prev_index)) < 0 ||
-         set_slot(state, S_PREV_ENTRY, PyLong_FromLongLong(prev_entry)) < 0))
-        return NULL;
-    if (max_entry >= 0 &&
-        (set_slot(state, S_MAX_BEFORE, PyLong_FromUnsignedLongLong(max_before)) < 0 ||
-         set_slot(state, S_MAX_ENTRY, PyLong_FromLongLong(max_entry)) < 0))
-        return NULL;
-    if (ts_entry >= 0 &&
-        (set_slot(state, S_TS_MAX, PyLong_FromUnsignedLongLong(ts_max)) < 0 ||
-         set_slot(state, S_TS_ENTRY, PyLong_FromLongLong(ts_entry)) < 0))
-        return NULL;
-    if (set_slot(state, S_BEM_SEEN, PyBool_FromLong(bem_seen)) < 0)
-        return NULL;
-    if (status == VERIFY_VALUES &&
-        (set_slot(state, S_V_ENTRY, PyLong_FromLongLong(v_entry)) < 0 ||
-         set_slot(state, S_V_PAYLOAD, PyLong_FromLongLong(v_payload)) < 0 ||
-         set_slot(state, S_V_INDEX,
-                  v_has_index ? PyLong_FromUnsignedLongLong(v_index) : new_ref(Py_None)) < 0 ||
-         set_slot(state, S_V_COUNT, PyLong_FromLong(v_count)) < 0 ||
-         set_slot(state, S_V_TS, PyLong_FromUnsignedLongLong(v_ts)) < 0 ||
-         set_slot(state, S_V_BROKER_TS, PyBool_FromLong(v_broker_ts)) < 0))
-        return NULL;
-    return Py_BuildValue("(ni)", i, status);
+    Py_ssize_t n = PyList_GET_SIZE(records), i = start;
+    int status = HEADS_END;
+    for (; i < n; i++) {
+        PyObject *record = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 2) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        long long entry_id = PyLong_AsLongLong(PyTuple_GET_ITEM(record, 0));
+        if (entry_id == -1 && PyErr_Occurred())
+            return NULL;
+        if (entry_id != st.expected) {
+            status = entry_id > st.expected ? VERIFY_GAP : HEADS_IRREGULAR;
+            break;
+        }
+        Py_buffer view;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(record, 1), &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        const uint8_t *entry = (const uint8_t *)view.buf;
+        int found = HEADS_IRREGULAR;
+        if (view.len >= BK_HEADER + digest_size && view.len <= INT32_MAX &&
+            be64(entry) == ledger_id && be64(entry + 8) == entry_id)
+            found = verify_entry(&st, entry, (int32_t)view.len, entry_id, digest, digest_size);
+        PyBuffer_Release(&view);
+        if (found >= 0) {
+            status = found;
+            break;
+        }
+    }
+    return vstate_store(state, &st, i, status);
 }
 
 /* -- module ---------------------------------------------------------------------------- */
@@ -1279,6 +1345,8 @@ static PyMethodDef methods[] = {
     {"verify_heads", sp_verify_heads, METH_VARARGS,
      "verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state) -> "
      "(i, status)."},
+    {"verify_records", sp_verify_records, METH_VARARGS,
+     "verify_records(records, start, ledger_id, digest, state) -> (i, status)."},
     {NULL, NULL, 0, NULL},
 };
 

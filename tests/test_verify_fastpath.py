@@ -61,16 +61,17 @@ def _run(open_source: Opener, fast: bool) -> tuple[Any, dict[str, Any]]:
     return json.loads(text), stats.to_json()
 
 
-def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the calls of the real verify_heads (it still runs)."""
-    calls: list[int] = []
-    real = native.verify_heads
+def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count the calls of the real verify_heads and verify_records (they still run)."""
+    calls: list[str] = []
+    for name in ("verify_heads", "verify_records"):
+        real = getattr(native, name)
 
-    def counted(*args: Any) -> Any:
-        calls.append(1)
-        return real(*args)
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(*args)
 
-    monkeypatch.setattr(native, "verify_heads", counted)
+        monkeypatch.setattr(native, name, counted)
     return calls
 
 
@@ -235,8 +236,11 @@ def _damaged(corpus: list[bytes], seed: int, n: int) -> list[bytes | None]:
     return out
 
 
-def _write_world(root: Path, topics: dict[str, list[LedgerSpec]]) -> Opener:
-    """Topics (short name -> ledgers) in a RocksDB metadata store and a bookie directory."""
+def _write_world(
+    root: Path, topics: dict[str, list[LedgerSpec]], *, index_files: bool = False
+) -> Opener:
+    """Topics (short name -> ledgers) in a RocksDB metadata store and a bookie directory:
+    DbLedgerStorage, or one entry log with an index file per ledger (``index_files``)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.stores.bookie import write_db_ledger_dir
     from pulsarctl_py.stores.metadata import create_metadata_store
@@ -255,13 +259,26 @@ def _write_world(root: Path, topics: dict[str, list[LedgerSpec]]) -> Opener:
     finally:
         store.close()
     entries = [e for specs in topics.values() for spec in specs for e in spec.entries if e]
-    write_db_ledger_dir(root / "bookie" / "current", entries, master_key(b""))
+    current = root / "bookie" / "current"
+    if index_files:
+        from pulsarctl_py.decoders import entrylog
+        from pulsarctl_py.stores.bookie import write_entry_log, write_index_file
+
+        current.mkdir(parents=True)
+        locations = write_entry_log(current / entrylog.log_file_name(0), entries, log_id=0)
+        by_ledger: dict[int, dict[int, int]] = {}
+        for (lid, eid), location in locations.items():
+            by_ledger.setdefault(lid, {})[eid] = location
+        for lid, locs in by_ledger.items():
+            write_index_file(current, lid, master_key(b""), locs)
+    else:
+        write_db_ledger_dir(current, entries, master_key(b""))
     return lambda: LedgerSource.open(
         f"rocksdb://{root / 'metadata'}", [root / "bookie"], need_metadata=True
     )
 
 
-def _corpus_world(root: Path) -> Opener:
+def _corpus_world(root: Path, *, index_files: bool = False) -> Opener:
     corpus = [p.read_bytes() for p in CORPUS]
     topics: dict[str, list[LedgerSpec]] = {}
     lid = 100
@@ -281,15 +298,17 @@ def _corpus_world(root: Path) -> Opener:
             payloads = _damaged(corpus, seed, 60)
             topics[name] = [_ledger(lid, _corpus_topic(name), payloads, digest)]
             lid += 1
-    return _write_world(root, topics)
+    return _write_world(root, topics, index_files=index_files)
 
 
 @needs_native
-def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    open_source = _corpus_world(tmp_path / "corpus")
+@pytest.mark.parametrize("storage", ["db", "index-files"])
+def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str) -> None:
+    open_source = _corpus_world(tmp_path / "corpus", index_files=storage == "index-files")
     calls = _native_calls(monkeypatch)
     found, stats = assert_same(open_source)
-    assert len(calls) > 10
+    native_scan = "verify_heads" if storage == "db" else "verify_records"
+    assert calls.count(native_scan) > 10 and set(calls) == {native_scan}
     checks = {f["check"] for f in found}
     # the order cases and the damage were all seen
     assert {

@@ -1,22 +1,25 @@
 """verify's entry checks on the head scan: one pass over a ledger, no Entry per entry.
 
-Where one DbLedgerStorage index holds a data ledger alone (as
-``BookieStore.read_heads`` takes its native path) and the ledger's digest is CRC32C or
-CRC32, the native ``verify_heads`` (decoders/_speedups.c) reads the locations index a
-batch at a time and checks each entry in a window of its entry log as the general path
-does: record and ids, the digest, a plausible header, the prefix layers in order, the
-0x0e01 CRC32C, a MessageMetadata with its required fields; and runs the ordered checks
-of :class:`~.order.TopicOrder` where they have nothing to say (index continuous,
-timestamps not going back). One digest and one checksum computation per entry.
+For a data ledger in bookie directories whose digest is CRC32C or CRC32: where one
+DbLedgerStorage index holds the ledger alone (as ``BookieStore.read_heads`` takes its
+native path), the native ``verify_heads`` (decoders/_speedups.c) reads the locations
+index a batch at a time and checks each entry in a window of its entry log; in any other
+storage (entry logs with index files, a journal, several directories) ``verify_records``
+checks the entries ``BookieStore.read_entries`` reads. Both check each entry as the
+general path does: record and ids, the digest, a plausible header, the prefix layers in
+order, the 0x0e01 CRC32C, a MessageMetadata with its required fields and valid UTF-8
+text; and run the ordered checks of :class:`~.order.TopicOrder` where they have nothing
+to say (index continuous, timestamps not going back). One digest and one checksum
+computation per entry.
 
 It stops at anything else, and this side does for that one entry what the general path
 does: an entry that is not clean (damaged, a MAC digest, compacted framing, text that is
-not ASCII, ...) is read and decoded by ``Run.entries`` exactly as the general path reads
+not UTF-8, ...) is read and decoded by ``Run.entries`` exactly as the general path reads
 it; a clean entry the ordered checks have something to say about goes to
 ``TopicOrder.add_values`` with the values the native scan read. A ledger whose digest
 type is not in its metadata has it detected once, from its first entry. Everything the
-fast path cannot serve (no native module, live bookies, other storage kinds, other
-digests, cursor and compacted ledgers) takes the general path. tests/test_verify_fastpath.py
+fast path cannot serve (no native module, live bookies, MAC and DUMMY digests, cursor
+and compacted ledgers) takes the general path. tests/test_verify_fastpath.py
 checks that both give the same findings, on healthy and on damaged ledgers.
 """
 
@@ -86,14 +89,12 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
     try:
         db = bookie._sole_db_index(view.ledger_id, 0, last)
     except LedgerctlError:
-        return None
-    if db is None or db.locations is None:
-        return None
+        db = None  # the entries as read_entries finds them
     return _scan(scan, view, last, bookie, db)
 
 
 def _scan(
-    scan: LedgerScan, view: LedgerView, last: int, bookie: BookieStore, db: DbIndex
+    scan: LedgerScan, view: LedgerView, last: int, bookie: BookieStore, db: DbIndex | None
 ) -> Iterator[Finding]:
     digest = view.digest_type
     if digest is None:  # detected once, from the first entry the general path reads clean
@@ -108,7 +109,10 @@ def _scan(
             return
     if scan.expected > last:
         return
-    yield from _native(scan, view, last, bookie, db, digest)
+    if db is not None and db.locations is not None:
+        yield from _native(scan, view, last, bookie, db, digest)
+    else:
+        yield from _records(scan, view, last, bookie, digest)
 
 
 def _native(
@@ -158,14 +162,7 @@ def _native(
                 elif status == gap:
                     scan.skip_to(decode_location_item(*batch[i])[1])
                 elif status == values:
-                    yield from scan.values(
-                        state[V_ENTRY],
-                        state[V_PAYLOAD],
-                        state[V_INDEX],
-                        state[V_COUNT],
-                        state[V_TS],
-                        state[V_BROKER_TS],
-                    )
+                    yield from _values(scan, state)
                     i += 1
                 elif (
                     status == need_window
@@ -192,6 +189,70 @@ def _native(
         window.release()
     if scan.expected <= last:  # what the native pass left (if anything): the general path
         yield from scan.general(scan.expected, last)
+
+
+def _records(
+    scan: LedgerScan, view: LedgerView, last: int, bookie: BookieStore, digest: DigestType
+) -> Iterator[Finding]:
+    """Any other storage (entry logs with index files, a journal, several indexes): the
+    entries as ``read_entries`` reads them, checked by the native ``verify_records``."""
+    from itertools import islice
+
+    assert scan.order is not None
+    order = scan.order
+    lid = view.ledger_id
+    verify = native.verify_records
+    end, gap, values = native.HEADS_END, native.VERIFY_GAP, native.VERIFY_VALUES
+    state: list[Any] = [None] * SLOTS
+    state[ENTRIES] = state[BYTES] = 0
+    kind = int(digest)
+    irregular = 0
+    stop = False  # the native pass ends here: the general path reads what is left
+    stored = bookie.read_entries(lid, scan.expected, last)
+    try:
+        while not stop:
+            try:
+                batch = [(e.entry_id, e.data) for e in islice(stored, BATCH)]
+            except LedgerctlError:
+                break  # the general path meets the same error, and goes on after it
+            if not batch:
+                break
+            i = 0
+            while i < len(batch) and not stop:
+                _state_in(state, scan, order)
+                i, status = verify(batch, i, lid, kind, state)
+                _state_out(state, scan, order, lid)
+                if status == end:
+                    break
+                if status == gap:
+                    scan.skip_to(batch[i][0])
+                elif status == values:
+                    yield from _values(scan, state)
+                    i += 1
+                else:  # not clean: the general path, for this entry
+                    entry_id = batch[i][0]
+                    if entry_id < scan.expected:
+                        stop = True
+                        break
+                    yield from scan.general(entry_id, entry_id)
+                    irregular += 1
+                    i += 1
+                    stop = irregular > GIVE_UP_AFTER and irregular * 2 > scan.expected
+    finally:
+        stored.close()
+    if scan.expected <= last:
+        yield from scan.general(scan.expected, last)
+
+
+def _values(scan: LedgerScan, state: list[Any]) -> Iterator[Finding]:
+    return scan.values(
+        state[V_ENTRY],
+        state[V_PAYLOAD],
+        state[V_INDEX],
+        state[V_COUNT],
+        state[V_TS],
+        state[V_BROKER_TS],
+    )
 
 
 def _state_in(state: list[Any], scan: LedgerScan, order: TopicOrder) -> None:
