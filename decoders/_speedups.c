@@ -16,6 +16,8 @@
  *   split_batch(...)         a decompressed batch -> Message objects (formats.md §4)
  *   crc32c(data, crc=0)      CRC32C (Castagnoli), SSE4.2 where the CPU has it
  *   entry_heads(...)         bookie entries cut from an entry log: ids, digest, BEM
+ *   verify_heads(...)        the same, checked as `verify` checks every entry
+ *   verify_records(...)      entries already read (any storage), checked the same way
  *   v3_read_replies(...)     a bookie's v3 answers to reads, many frames in one call
  */
 #define PY_SSIZE_T_CLEAN
@@ -519,48 +521,63 @@ done:
 
 /* -- CRC32C -------------------------------------------------------------------------- */
 
-static uint32_t crc_table[8][256];
+static uint32_t crc_table[8][256];   /* CRC32C (Castagnoli) */
+static uint32_t crc32_table[8][256]; /* CRC32 (zlib) */
 static int have_sse42;
 
+/* The slicing-by-8 tables of a reflected CRC-32 polynomial. */
 static void
-crc_init(void)
+crc_tables(uint32_t t[8][256], uint32_t poly)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[0][i] = c;
+            c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
+        t[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+        for (int k = 1; k < 8; k++)
+            t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+}
+
+static void
+crc_init(void)
+{
+    crc_tables(crc_table, 0x82F63B78u);
+    crc_tables(crc32_table, 0xEDB88320u);
 #ifdef HAVE_SSE42_BUILTIN
     __builtin_cpu_init();
     have_sse42 = __builtin_cpu_supports("sse4.2") != 0;
 #endif
 }
 
+/* The raw (not inverted) CRC register after n bytes, by the tables t. */
 static uint32_t
-crc_soft(uint32_t crc, const uint8_t *p, size_t n)
+crc_slice8(uint32_t t[8][256], uint32_t crc, const uint8_t *p, size_t n)
 {
     while (n && ((uintptr_t)p & 7)) {
-        crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+        crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
         n--;
     }
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
         w ^= crc;
-        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^
-              crc_table[5][(w >> 16) & 0xff] ^ crc_table[4][(w >> 24) & 0xff] ^
-              crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
-              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+        crc = t[7][w & 0xff] ^ t[6][(w >> 8) & 0xff] ^ t[5][(w >> 16) & 0xff] ^
+              t[4][(w >> 24) & 0xff] ^ t[3][(w >> 32) & 0xff] ^ t[2][(w >> 40) & 0xff] ^
+              t[1][(w >> 48) & 0xff] ^ t[0][w >> 56];
         p += 8;
         n -= 8;
     }
     while (n--)
-        crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+        crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return crc;
+}
+
+static uint32_t
+crc_soft(uint32_t crc, const uint8_t *p, size_t n)
+{
+    return crc_slice8(crc_table, crc, p, n);
 }
 
 #ifdef HAVE_SSE42_BUILTIN
@@ -662,6 +679,64 @@ parse_bem(const uint8_t *p, const uint8_t *end, uint64_t *ts, int *has_ts, uint6
     return 1;
 }
 
+/* The 0x0e02 layer at p (its magic checked by the caller): the byte after it, or NULL
+ * when it is not regular. */
+static const uint8_t *
+skip_bem(const uint8_t *p, const uint8_t *end, uint64_t *ts, int *has_ts, uint64_t *index,
+         int *has_index)
+{
+    if (end - p < 6)
+        return NULL;
+    uint32_t bem_size = be32(p + 2);
+    const uint8_t *body = p + 6;
+    if ((uint64_t)bem_size > (uint64_t)(end - body) ||
+        !parse_bem(body, body + bem_size, ts, has_ts, index, has_index))
+        return NULL;
+    return body + bem_size;
+}
+
+/* The entry an item of the locations index names, found in the window (the log's bytes
+ * [window_start, window_end), buf NULL when there is none) and checked as BookKeeper's
+ * readEntry checks it (record size, ledger and entry ids): -1, with *entry_id, *entry and
+ * *size set; else the status to stop at this item with. */
+static int
+locate_entry(PyObject *item, long long ledger_id, long long log_id, const uint8_t *buf,
+             long long window_start, long long window_end, int digest_size,
+             int64_t *entry_id_out, const uint8_t **entry_out, int32_t *size_out)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+        !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1)) ||
+        PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0)) != 16 ||
+        PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1)) != 8)
+        return HEADS_IRREGULAR;
+    const uint8_t *key = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0));
+    const uint8_t *value = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1));
+    int64_t found_ledger = be64(key), entry_id = be64(key + 8), packed = be64(value);
+    if (found_ledger != ledger_id)
+        return HEADS_OTHER_LEDGER;
+    if (packed < 0 || entry_id < 0)
+        return HEADS_IRREGULAR;
+    long long offset = packed & 0xFFFFFFFFLL;
+    if ((packed >> 32) != log_id || buf == NULL || offset - 4 < window_start ||
+        offset > window_end)
+        return HEADS_WINDOW;
+    if (offset < 4)
+        return HEADS_IRREGULAR;
+    const uint8_t *rec = buf + (offset - 4 - window_start);
+    int32_t size = (int32_t)be32(rec);
+    if (size < BK_HEADER + digest_size)
+        return HEADS_IRREGULAR;
+    if (offset + size > window_end)
+        return HEADS_WINDOW;
+    const uint8_t *entry = rec + 4;
+    if (be64(entry) != ledger_id || be64(entry + 8) != entry_id)
+        return HEADS_IRREGULAR;
+    *entry_id_out = entry_id;
+    *entry_out = entry;
+    *size_out = size;
+    return -1;
+}
+
 /*
  * scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)
  *
@@ -703,48 +778,13 @@ sp_scan_heads(PyObject *self, PyObject *args)
     Py_ssize_t n = PyList_GET_SIZE(items), i = start;
     int status = HEADS_END;
     for (; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1)) ||
-            PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0)) != 16 ||
-            PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1)) != 8) {
-            status = HEADS_IRREGULAR;
-            break;
-        }
-        const uint8_t *key = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0));
-        const uint8_t *value = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1));
-        int64_t found_ledger = be64(key), entry_id = be64(key + 8), packed = be64(value);
-        if (found_ledger != ledger_id) {
-            status = HEADS_OTHER_LEDGER;
-            break;
-        }
-        if (packed < 0 || entry_id < 0) {
-            status = HEADS_IRREGULAR;
-            break;
-        }
-        long long offset = packed & 0xFFFFFFFFLL;
-        if ((packed >> 32) != log_id || !have_window || offset - 4 < window_start ||
-            offset > window_end) {
-            status = HEADS_WINDOW;
-            break;
-        }
-        if (offset < 4) {
-            status = HEADS_IRREGULAR;
-            break;
-        }
-        const uint8_t *rec = buf + (offset - 4 - window_start);
-        int32_t size = (int32_t)be32(rec);
-        if (size < BK_HEADER + CRC32C_DIGEST) {
-            status = HEADS_IRREGULAR;
-            break;
-        }
-        if (offset + size > window_end) {
-            status = HEADS_WINDOW;
-            break;
-        }
-        const uint8_t *entry = rec + 4;
-        if (be64(entry) != ledger_id || be64(entry + 8) != entry_id) {
-            status = HEADS_IRREGULAR;
+        int64_t entry_id;
+        const uint8_t *entry;
+        int32_t size;
+        int found = locate_entry(PyList_GET_ITEM(items, i), ledger_id, log_id, buf, window_start,
+                                 window_end, CRC32C_DIGEST, &entry_id, &entry, &size);
+        if (found >= 0) {
+            status = found;
             break;
         }
         const uint8_t *payload = entry + BK_HEADER + CRC32C_DIGEST, *end = entry + size;
@@ -765,19 +805,8 @@ sp_scan_heads(PyObject *self, PyObject *args)
         }
         unsigned magic = ((unsigned)payload[0] << 8) | payload[1];
         if (magic == MAGIC_BEM) {
-            if (end - payload < 6) {
-                status = HEADS_IRREGULAR;
-                break;
-            }
-            uint32_t bem_size = be32(payload + 2);
-            const uint8_t *body = payload + 6;
-            if ((uint64_t)bem_size > (uint64_t)(end - body) ||
-                !parse_bem(body, body + bem_size, &ts, &has_ts, &index, &has_index)) {
-                status = HEADS_IRREGULAR;
-                break;
-            }
-            const uint8_t *next = body + bem_size;
-            if (end - next >= 2 && next[0] == 0x0E && next[1] == 0x02) {
+            const uint8_t *next = skip_bem(payload, end, &ts, &has_ts, &index, &has_index);
+            if (next == NULL || (end - next >= 2 && next[0] == 0x0E && next[1] == 0x02)) {
                 status = HEADS_IRREGULAR;
                 break;
             }
@@ -822,6 +851,485 @@ error:
     if (have_window)
         PyBuffer_Release(&view);
     return NULL;
+}
+
+/* -- verify_heads: the entry checks of `ledgerctl verify` -------------------------------
+ *
+ * The head scan of scan_heads, continued to what verify checks on every entry: the
+ * 0x0e01 CRC32C over metadata and payload, the MessageMetadata (required fields, batch
+ * count, publish time), and the ordered checks of pulsarctl_py.verify.order for the
+ * entries where nothing happens (index continuous, timestamps not going back). It stops
+ * at anything else and says why; the Python side then does what the general path does
+ * for that one entry. One digest and one checksum computation per entry. */
+
+/* zlib's crc32 (java.util.zip.CRC32) continuing from crc (0 to start). */
+static uint32_t
+crc32_update(uint32_t crc, const uint8_t *p, size_t n)
+{
+    return ~crc_slice8(crc32_table, ~crc, p, n);
+}
+
+/* Valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF): text the
+ * Python decoder takes as it is. Anything else is left to it. */
+static int
+utf8(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        }
+        else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        }
+        else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        }
+        else
+            return 0;
+        if (n - i < len)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* A message of string/bytes fields 1 and 2 (both required; KeyValue, EncryptionKeys with
+ * its KeyValue list in field 3): 1 regular, 0 not. */
+static int
+regular_pair(const uint8_t *p, const uint8_t *end, int text_value, int nested)
+{
+    int has_key = 0, has_value = 0;
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        const uint8_t *s;
+        Py_ssize_t n;
+        if (!read_tag(&p, end, &field, &wire))
+            return 0;
+        if (field == 1 || field == 2 || (nested && field == 3)) {
+            if (wire != 2 || !read_bytes(&p, end, &s, &n))
+                return 0;
+            if (field == 1) {
+                if (!utf8(s, n))
+                    return 0;
+                has_key = 1;
+            }
+            else if (field == 2) {
+                if (text_value && !utf8(s, n))
+                    return 0;
+                has_value = 1;
+            }
+            else if (!regular_pair(s, s + n, 1, 0))
+                return 0;
+        }
+        else if (!skip_field(&p, end, wire))
+            return 0;
+    }
+    return has_key && has_value;
+}
+
+typedef struct {
+    uint64_t publish_time;
+    int32_t num_messages;
+    int batched;
+} Md;
+
+/* A MessageMetadata the Python decoder reads without a problem: 1 regular, 0 not. */
+static int
+regular_metadata(const uint8_t *p, const uint8_t *end, Md *md)
+{
+    int has_producer = 0, has_sequence = 0, has_publish = 0;
+    md->batched = 0;
+    md->num_messages = 1;
+    while (p < end) {
+        uint32_t field;
+        int wire;
+        uint64_t v;
+        const uint8_t *s;
+        Py_ssize_t n;
+        if (!read_tag(&p, end, &field, &wire))
+            return 0;
+        switch (field) {
+        case 1: case 5: case 6: case 7: case 14: case 26: /* strings */
+            if (wire != 2 || !read_bytes(&p, end, &s, &n) || !utf8(s, n))
+                return 0;
+            has_producer |= field == 1;
+            break;
+        case 2: case 3: case 11:
+            if (wire != 0 || !read_varint(&p, end, &v))
+                return 0;
+            if (field == 2)
+                has_sequence = 1;
+            else if (field == 3) {
+                has_publish = 1;
+                md->publish_time = v;
+            }
+            else {
+                md->batched = 1;
+                md->num_messages = (int32_t)(uint32_t)v;
+            }
+            break;
+        case 4: case 13: /* KeyValue, EncryptionKeys */
+            if (wire != 2 || !read_bytes(&p, end, &s, &n) ||
+                !regular_pair(s, s + n, field == 4, field == 13))
+                return 0;
+            break;
+        default:
+            if (wire == 3 || wire == 4 || !skip_field(&p, end, wire))
+                return 0;
+        }
+    }
+    return has_producer && has_sequence && has_publish;
+}
+
+enum { VERIFY_GAP = 4, VERIFY_VALUES = 5 };
+
+/* verify_heads state slots (a list the Python side keeps between calls) */
+enum {
+    S_EXPECTED,     /* the next entry id expected */
+    S_ENTRIES,      /* entries checked here (added to) */
+    S_BYTES,        /* their payload bytes (added to) */
+    S_PREV_INDEX,   /* the previous BEM index in topic order, or None */
+    S_PREV_ENTRY,   /* set to the entry id when the previous index moves here */
+    S_BEM_SEEN,     /* 0/1: an entry with BEM was seen in the topic */
+    S_IN_LAST,      /* 0/1: this is the topic's last ledger */
+    S_MAX_BEFORE,   /* the largest index in ledgers before the last, or None */
+    S_MAX_ENTRY,    /* set to the entry id when it moves here */
+    S_TS_MAX,       /* the largest timestamp so far, or None */
+    S_TS_ENTRY,     /* set to the entry id when it moves here */
+    S_ORDERED,      /* 0: the ordered checks are Python's for now: every entry is VALUES */
+    /* VALUES: the entry the ordered checks need Python for */
+    S_V_ENTRY, S_V_PAYLOAD, S_V_INDEX, S_V_COUNT, S_V_TS, S_V_BROKER_TS,
+    S_SLOTS
+};
+
+/* An optional uint64 slot: 1 set, 0 None, -1 not a uint64 (the Python side must judge). */
+static int
+get_u64(PyObject *state, int slot, uint64_t *out)
+{
+    PyObject *o = PyList_GET_ITEM(state, slot);
+    if (o == Py_None)
+        return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+static int
+set_slot(PyObject *state, int slot, PyObject *value)
+{
+    if (value == NULL)
+        return -1;
+    return PyList_SetItem(state, slot, value); /* steals value */
+}
+
+/* state[slot] += n */
+static int
+add_slot(PyObject *state, int slot, long long n)
+{
+    PyObject *delta = PyLong_FromLongLong(n);
+    if (delta == NULL)
+        return -1;
+    PyObject *total = PyNumber_Add(PyList_GET_ITEM(state, slot), delta);
+    Py_DECREF(delta);
+    return set_slot(state, slot, total);
+}
+
+/* What verify_heads and verify_records carry over from one entry to the next. */
+typedef struct {
+    long long expected, entries, nbytes;
+    uint64_t prev_index, max_before, ts_max;
+    int has_prev, has_max, has_ts_max, bem_seen, in_last, ordered;
+    long long prev_entry, max_entry, ts_entry; /* -1: not moved by this call */
+    /* the values of an entry handed to Python (VALUES) */
+    long long v_entry, v_payload;
+    uint64_t v_index, v_ts;
+    int v_has_index, v_broker_ts;
+    int32_t v_count;
+} VState;
+
+/* The state list's slots into st; digest into its size. 0 ok, -1 Python error. */
+static int
+vstate_load(PyObject *state, int digest, VState *st, int *digest_size)
+{
+    if (PyList_GET_SIZE(state) != S_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "verify: state of the wrong size");
+        return -1;
+    }
+    if (digest != 3 && digest != 1) {
+        PyErr_SetString(PyExc_ValueError, "verify: digest must be CRC32C (3) or CRC32 (1)");
+        return -1;
+    }
+    *digest_size = digest == 3 ? 4 : 8;
+    memset(st, 0, sizeof(*st));
+    st->expected = PyLong_AsLongLong(PyList_GET_ITEM(state, S_EXPECTED));
+    if (st->expected == -1 && PyErr_Occurred())
+        return -1;
+    st->has_prev = get_u64(state, S_PREV_INDEX, &st->prev_index);
+    st->has_max = get_u64(state, S_MAX_BEFORE, &st->max_before);
+    st->has_ts_max = get_u64(state, S_TS_MAX, &st->ts_max);
+    st->bem_seen = PyObject_IsTrue(PyList_GET_ITEM(state, S_BEM_SEEN));
+    st->in_last = PyObject_IsTrue(PyList_GET_ITEM(state, S_IN_LAST));
+    st->ordered = PyObject_IsTrue(PyList_GET_ITEM(state, S_ORDERED));
+    if (st->bem_seen < 0 || st->in_last < 0 || st->ordered < 0)
+        return -1;
+    if (st->has_prev < 0 || st->has_max < 0 || st->has_ts_max < 0)
+        st->ordered = 0; /* values C cannot hold: the Python side judges every entry */
+    st->prev_entry = st->max_entry = st->ts_entry = -1;
+    return 0;
+}
+
+/* st back into the state list; the S_V_* slots when status is VALUES. */
+static PyObject *
+vstate_store(PyObject *state, VState *st, Py_ssize_t i, int status)
+{
+    if (set_slot(state, S_EXPECTED, PyLong_FromLongLong(st->expected)) < 0 ||
+        add_slot(state, S_ENTRIES, st->entries) < 0 || add_slot(state, S_BYTES, st->nbytes) < 0)
+        return NULL;
+    if (st->prev_entry >= 0 &&
+        (set_slot(state, S_PREV_INDEX, PyLong_FromUnsignedLongLong(st->prev_index)) < 0 ||
+         set_slot(state, S_PREV_ENTRY, PyLong_FromLongLong(st->prev_entry)) < 0))
+        return NULL;
+    if (st->max_entry >= 0 &&
+        (set_slot(state, S_MAX_BEFORE, PyLong_FromUnsignedLongLong(st->max_before)) < 0 ||
+         set_slot(state, S_MAX_ENTRY, PyLong_FromLongLong(st->max_entry)) < 0))
+        return NULL;
+    if (st->ts_entry >= 0 &&
+        (set_slot(state, S_TS_MAX, PyLong_FromUnsignedLongLong(st->ts_max)) < 0 ||
+         set_slot(state, S_TS_ENTRY, PyLong_FromLongLong(st->ts_entry)) < 0))
+        return NULL;
+    if (set_slot(state, S_BEM_SEEN, PyBool_FromLong(st->bem_seen)) < 0)
+        return NULL;
+    if (status == VERIFY_VALUES &&
+        (set_slot(state, S_V_ENTRY, PyLong_FromLongLong(st->v_entry)) < 0 ||
+         set_slot(state, S_V_PAYLOAD, PyLong_FromLongLong(st->v_payload)) < 0 ||
+         set_slot(state, S_V_INDEX,
+                  st->v_has_index ? PyLong_FromUnsignedLongLong(st->v_index)
+                                  : new_ref(Py_None)) < 0 ||
+         set_slot(state, S_V_COUNT, PyLong_FromLong(st->v_count)) < 0 ||
+         set_slot(state, S_V_TS, PyLong_FromUnsignedLongLong(st->v_ts)) < 0 ||
+         set_slot(state, S_V_BROKER_TS, PyBool_FromLong(st->v_broker_ts)) < 0))
+        return NULL;
+    return Py_BuildValue("(ni)", i, status);
+}
+
+/*
+ * One stored entry (ids already checked to be entry_id of the ledger), checked as verify's
+ * general path checks it: a plausible header, the digest, the prefix layers in order, the
+ * 0x0e01 CRC32C, a regular MessageMetadata; then the ordered checks where they have
+ * nothing to say. -1: clean and counted; VERIFY_VALUES: clean, values in st for Python;
+ * HEADS_IRREGULAR: anything else (the general path reads it).
+ */
+static int
+verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, int digest,
+             int digest_size)
+{
+    int64_t lac = be64(entry + 16), length = be64(entry + 24);
+    if (lac < -1 || lac > entry_id || length < 0) /* an implausible header */
+        return HEADS_IRREGULAR;
+    const uint8_t *payload = entry + BK_HEADER + digest_size, *end = entry + size;
+    if (digest == 3) {
+        uint32_t crc = crc32c_update(0, entry, BK_HEADER);
+        crc = crc32c_update(crc, payload, (size_t)(end - payload));
+        if (crc != be32(entry + BK_HEADER))
+            return HEADS_IRREGULAR;
+    }
+    else {
+        uint32_t crc = crc32_update(0, entry, BK_HEADER);
+        crc = crc32_update(crc, payload, (size_t)(end - payload));
+        if (be32(entry + BK_HEADER) != 0 || crc != be32(entry + BK_HEADER + 4))
+            return HEADS_IRREGULAR;
+    }
+    /* [0x0e02 size BEM] [0x0e01 crc32c] md_size MessageMetadata payload */
+    const uint8_t *p = payload;
+    uint64_t ts = 0, index = 0;
+    int has_ts = 0, has_index = 0;
+    if (end - p >= 2 && p[0] == 0x0E && p[1] == 0x02 &&
+        (p = skip_bem(p, end, &ts, &has_ts, &index, &has_index)) == NULL)
+        return HEADS_IRREGULAR;
+    if (end - p >= 2 && p[0] == 0x0E && p[1] == 0x01) {
+        if (end - p < 6 || crc32c_update(0, p + 6, (size_t)(end - p - 6)) != be32(p + 2))
+            return HEADS_IRREGULAR;
+        p += 6;
+    }
+    if (end - p < 4 || (p[0] == 0x0E && (p[1] == 0x01 || p[1] == 0x02)))
+        return HEADS_IRREGULAR; /* a prefix again, or no metadata size */
+    uint32_t md_size = be32(p);
+    p += 4;
+    Md md;
+    if ((uint64_t)md_size > (uint64_t)(end - p) || !regular_metadata(p, p + md_size, &md))
+        return HEADS_IRREGULAR;
+    long long payload_size = end - payload;
+    uint64_t stamp = has_ts ? ts : md.publish_time;
+    int32_t count = md.batched ? md.num_messages : 1;
+    /* the ordered checks (verify.order.TopicOrder) where nothing happens */
+    int values = !st->ordered;
+    if (!values && has_index)
+        values = st->has_prev && (__int128)st->prev_index + count != (__int128)index;
+    else if (!values)
+        values = st->bem_seen; /* an entry without index after entries with one */
+    if (!values && stamp != 0 && st->has_ts_max && stamp < st->ts_max)
+        values = 1; /* timestamps go back */
+    if (values) {
+        st->v_entry = entry_id;
+        st->v_payload = payload_size;
+        st->v_has_index = has_index;
+        st->v_index = index;
+        st->v_count = count;
+        st->v_ts = stamp;
+        st->v_broker_ts = has_ts;
+        return VERIFY_VALUES;
+    }
+    if (has_index) {
+        st->bem_seen = 1;
+        if (!st->in_last && (!st->has_max || index > st->max_before)) {
+            st->max_before = index;
+            st->has_max = 1;
+            st->max_entry = entry_id;
+        }
+        st->prev_index = index;
+        st->has_prev = 1;
+        st->prev_entry = entry_id;
+    }
+    if (stamp != 0) {
+        st->ts_max = stamp;
+        st->has_ts_max = 1;
+        st->ts_entry = entry_id;
+    }
+    st->entries++;
+    st->nbytes += payload_size;
+    st->expected = entry_id + 1;
+    return -1;
+}
+
+/*
+ * verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state)
+ *     -> (i, status)
+ *
+ * items, log_id, window, window_start as for scan_heads; digest: 3 CRC32C, 1 CRC32 (the
+ * DigestType numbers). For each entry from items[start] on that verify_entry finds
+ * clean: count it and its payload bytes, and run the ordered checks on the state. Stops
+ * at item i with END, WINDOW, IRREGULAR, OTHER_LEDGER (as scan_heads), GAP (its entry id
+ * is past S_EXPECTED) or VALUES (clean, but the ordered checks have something to say, or
+ * are Python's: its values are in the S_V_* slots and it is not counted).
+ */
+static PyObject *
+sp_verify_heads(PyObject *self, PyObject *args)
+{
+    PyObject *items, *ledger_obj, *window, *state;
+    Py_ssize_t start;
+    long long log_id, window_start;
+    int digest, digest_size;
+    VState st;
+    if (!PyArg_ParseTuple(args, "O!nOLOLiO!:verify_heads", &PyList_Type, &items, &start,
+                          &ledger_obj, &log_id, &window, &window_start, &digest, &PyList_Type,
+                          &state) ||
+        vstate_load(state, digest, &st, &digest_size) < 0)
+        return NULL;
+    long long ledger_id = PyLong_AsLongLong(ledger_obj);
+    if (ledger_id == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view = {0};
+    int have_window = window != Py_None;
+    if (have_window && PyObject_GetBuffer(window, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *buf = have_window ? (const uint8_t *)view.buf : NULL;
+    long long window_end = have_window ? window_start + view.len : window_start;
+
+    Py_ssize_t n = PyList_GET_SIZE(items), i = start;
+    int status = HEADS_END;
+    for (; i < n; i++) {
+        int64_t entry_id;
+        const uint8_t *entry;
+        int32_t size;
+        int found = locate_entry(PyList_GET_ITEM(items, i), ledger_id, log_id, buf, window_start,
+                                 window_end, digest_size, &entry_id, &entry, &size);
+        if (found < 0 && entry_id != st.expected)
+            found = entry_id > st.expected ? VERIFY_GAP : HEADS_IRREGULAR;
+        if (found < 0)
+            found = verify_entry(&st, entry, size, entry_id, digest, digest_size);
+        if (found >= 0) {
+            status = found;
+            break;
+        }
+    }
+    if (have_window)
+        PyBuffer_Release(&view);
+    return vstate_store(state, &st, i, status);
+}
+
+/*
+ * verify_records(records, start, ledger_id, digest, state) -> (i, status)
+ *
+ * verify_heads for entries already read, from any storage: records is a list of
+ * (entry_id, bytes-like) pairs in entry order. Statuses END, IRREGULAR (a record whose
+ * size or ids are not those of the entry), GAP, VALUES as verify_heads.
+ */
+static PyObject *
+sp_verify_records(PyObject *self, PyObject *args)
+{
+    PyObject *records, *state;
+    Py_ssize_t start;
+    long long ledger_id;
+    int digest, digest_size;
+    VState st;
+    if (!PyArg_ParseTuple(args, "O!nLiO!:verify_records", &PyList_Type, &records, &start,
+                          &ledger_id, &digest, &PyList_Type, &state) ||
+        vstate_load(state, digest, &st, &digest_size) < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records), i = start;
+    int status = HEADS_END;
+    for (; i < n; i++) {
+        PyObject *record = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 2) {
+            status = HEADS_IRREGULAR;
+            break;
+        }
+        long long entry_id = PyLong_AsLongLong(PyTuple_GET_ITEM(record, 0));
+        if (entry_id == -1 && PyErr_Occurred())
+            return NULL;
+        if (entry_id != st.expected) {
+            status = entry_id > st.expected ? VERIFY_GAP : HEADS_IRREGULAR;
+            break;
+        }
+        Py_buffer view;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(record, 1), &view, PyBUF_SIMPLE) < 0)
+            return NULL;
+        const uint8_t *entry = (const uint8_t *)view.buf;
+        int found = HEADS_IRREGULAR;
+        if (view.len >= BK_HEADER + digest_size && view.len <= INT32_MAX &&
+            be64(entry) == ledger_id && be64(entry + 8) == entry_id)
+            found = verify_entry(&st, entry, (int32_t)view.len, entry_id, digest, digest_size);
+        PyBuffer_Release(&view);
+        if (found >= 0) {
+            status = found;
+            break;
+        }
+    }
+    return vstate_store(state, &st, i, status);
 }
 
 /* -- bookie protocol v3: READ_ENTRY responses (formats.md §12.1) ---------------------- */
@@ -1016,6 +1524,11 @@ static PyMethodDef methods[] = {
      "crc32c(data, crc=0, soft=False) -> CRC32C of data continuing from crc."},
     {"scan_heads", sp_scan_heads, METH_VARARGS,
      "scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)."},
+    {"verify_heads", sp_verify_heads, METH_VARARGS,
+     "verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state) -> "
+     "(i, status)."},
+    {"verify_records", sp_verify_records, METH_VARARGS,
+     "verify_records(records, start, ledger_id, digest, state) -> (i, status)."},
     {"v3_read_replies", sp_v3_read_replies, METH_VARARGS,
      "v3_read_replies(buf, pos, max_frame, out) -> pos: regular v3 read answers as tuples."},
     {NULL, NULL, 0, NULL},
@@ -1040,6 +1553,9 @@ PyInit__speedups(void)
         PyModule_AddIntConstant(m, "HEADS_WINDOW", HEADS_WINDOW) < 0 ||
         PyModule_AddIntConstant(m, "HEADS_IRREGULAR", HEADS_IRREGULAR) < 0 ||
         PyModule_AddIntConstant(m, "HEADS_OTHER_LEDGER", HEADS_OTHER_LEDGER) < 0 ||
+        PyModule_AddIntConstant(m, "VERIFY_GAP", VERIFY_GAP) < 0 ||
+        PyModule_AddIntConstant(m, "VERIFY_VALUES", VERIFY_VALUES) < 0 ||
+        PyModule_AddIntConstant(m, "VERIFY_SLOTS", S_SLOTS) < 0 ||
         PyModule_AddIntConstant(m, "HARDWARE_CRC32C", have_sse42) < 0) {
         Py_DECREF(m);
         return NULL;

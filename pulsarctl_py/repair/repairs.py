@@ -24,6 +24,7 @@ from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundErro
 from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 from pulsarctl_py.stores.metadata.base import join
+from pulsarctl_py.verify import codes
 
 from .plan import Draft
 
@@ -969,13 +970,10 @@ def find_orphans(
     topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be read
     (the reference may be there), or it is younger than ``min_age_ms``.
     """
-    import time
-
-    from pulsarctl_py.decoders import ledger_metadata as lm
-    from pulsarctl_py.stores.metadata import iter_ledger_paths, list_managed_ledgers
+    from pulsarctl_py.stores.metadata import list_managed_ledgers
+    from pulsarctl_py.verify.orphans import unreferenced_ledgers
 
     store = draft.store
-    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     referenced: set[int] = set()
     uncertain: set[str] = set()  # persistence names whose references are not all known
     for ref in list_managed_ledgers(store):
@@ -1000,37 +998,21 @@ def find_orphans(
             ):  # the snapshot's reference too
                 if name == COMPACTED_TOPIC_LEDGER:
                     referenced.add(value)
-    for ledger_id, path in iter_ledger_paths(store):
-        if ledger_id in referenced:
-            continue
-        data = draft.get(path)
-        if data is None:
-            continue
-        try:
-            md = lm.parse(data, ledger_id)
-        except LedgerctlError:
-            continue
-        tags = md.pulsar()
-        if tags.application != "pulsar" or tags.kind == "schema":
-            continue
-        if min_age_ms and md.ctime and now - md.ctime < min_age_ms:
-            continue
-        owner = tags.managed_ledger or tags.compacted_topic
-        exists = None
-        if owner is not None:
-            from pulsarctl_py.stores.metadata import resolve_topic
-
-            try:
-                owner_topic = resolve_topic(owner)
-            except LedgerctlError:
-                owner_topic = None
-            if owner_topic is not None:
-                if owner_topic.persistence_name in uncertain:
-                    continue
-                exists = draft.get(owner_topic.ml_path) is not None
+    for o in unreferenced_ledgers(
+        store, referenced, uncertain, read=draft.get, min_age_ms=min_age_ms, now_ms=now_ms
+    ):
+        md = o.metadata
         entries = md.last_entry_id + 1 if md.is_closed else None
         yield Orphan(
-            ledger_id, path, tags.kind, md.state.name, md.length, entries, md.ctime, owner, exists
+            o.ledger_id,
+            o.path,
+            o.tags.kind,
+            md.state.name,
+            md.length,
+            entries,
+            md.ctime,
+            o.owner,
+            o.owner_exists,
         )
 
 
@@ -1082,18 +1064,8 @@ def delete_orphans(
 
 # -- from verify ---------------------------------------------------------------------------
 
-#: verify check id -> the repair that fixes it
-REPAIR_FOR_CHECK = {
-    "ledger-missing-metadata": "missing-ledgers",
-    "ledger-missing-storage": "missing-ledgers",
-    "cursor-beyond-lac": "clamp-cursors",
-    "cursor-unknown-ledger": "clamp-cursors",
-    "cursor-ledger-missing": "cursor-snapshot",
-    "compacted-ledger-missing": "compaction",
-    "shadow-ledger-not-in-source": "shadow",
-    "shadow-ledger-differs": "shadow",
-    "orphan-ledger": "orphans",
-}
+#: verify check id -> the repair that fixes it: verify's table of finding codes
+REPAIR_FOR_CHECK = codes.REPAIR_FOR_CHECK
 
 
 def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[dict[str, Any]]:

@@ -1,0 +1,193 @@
+"""Check that a topic's metadata and its stored ledgers agree: ``ledgerctl verify``.
+
+:func:`verify_topics` walks topics (managed ledgers) through a :class:`LedgerSource` and
+yields :class:`Finding` objects as it goes, streaming: each ledger's entries are read once,
+in topic order, decoded to ``Depth.METADATA`` (bookie header and digest, broker entry
+metadata, the producer's CRC32C and MessageMetadata; payloads are not decompressed), with
+every digest and checksum verified. Memory is bounded by the number of ledgers, never by
+the number of entries.
+
+Every finding has a severity (``error``: reads or offsets are or will be wrong;
+``warning``: inconsistent, Pulsar copes or it costs space or accuracy; ``info``: something
+could not be checked), a stable ``check`` id, and the topic, ledger and entry it is about.
+
+Terms. A ledger is *closed* when its BookKeeper metadata says CLOSED. Its *last entry* is
+``lastEntryId`` when closed; for an open ledger it is what recovery would close it at:
+the larger of the LAC the bookie knows (explicit LAC, or the LAC piggybacked on the last
+stored entry) and the highest stored entry id; without metadata, the ML ``entries - 1``.
+An ML LedgerInfo is *recorded* unless it is the topic's last ledger with ``entries=0`` and
+``size=0``: Pulsar writes only ``ledgerId`` (and timestamp 0) when it creates a ledger and
+fills entries/size/timestamp when it closes it (formats.md §8.2), so the open last ledger
+is compared with nothing. Ledgers offloaded and deleted from BookKeeper
+(``offloadContext.complete`` and ``bookkeeperDeleted``) are not looked for in BookKeeper.
+The storage checks assume the bookie directories given hold every entry (a standalone
+bookie, or the directories of every bookie of the ensembles).
+
+The checks, with the rule each applies and where it comes from:
+
+``ml-unreadable`` (error)
+    The topic's ManagedLedgerInfo znode does not decode, or lacks required fields (a broker
+    cannot load the topic). §8.1, §8.3.
+``ledger-list-unordered`` (error)
+    The ML ledger ids are not strictly ascending (Pulsar keeps them in a sorted map). §8.1.
+``ledger-missing-metadata`` (error)
+    A ledger of the ML list has no BookKeeper metadata znode (reads fail with "No such
+    ledger exists"; operators.md §3 #1, #3). §9.1.
+``ledger-metadata-unreadable`` (error)
+    The ledger znode exists but does not decode or lacks required fields. §9.4.
+``ledger-wrong-owner`` (error)
+    The ledger's custom metadata names another managed ledger (``pulsar/managed-ledger``),
+    or says it is a cursor, compacted or schema ledger, or another application's. A shadow
+    topic's ledgers must name the source. Untagged ledgers pass. §9.4, §14.
+``ledger-not-closed`` (warning)
+    A ledger other than the topic's last one (or a compacted ledger) is not CLOSED:
+    Pulsar closes a ledger before it rolls to the next. §8.2.
+``ledger-missing-storage`` (error)
+    The ledger's last entry is >= 0 but the bookie storage holds none of its entries
+    (operators.md §3 #4, #5). §10, §11.
+``entry-missing`` (error)
+    Entries 0..last entry that the storage does not hold (ranges listed). §10, §11.
+``entry-corrupt`` (error)
+    An entry whose bytes cannot be read from storage, whose BookKeeper digest or stored
+    ids do not match, whose 0x0e01 CRC32C does not match, or whose layers do not decode
+    (operators.md §3 #8-#12). §1, §10.
+``digest-unverified`` (warning)
+    Entries whose digest could not be verified: a MAC (HMAC) digest without the ledger
+    password (neither in the metadata nor given). Counted in the summary; ``--strict``
+    makes the run exit 1. §10.
+``entries-mismatch`` (error)
+    A recorded LedgerInfo ``entries`` differs from ``lastEntryId + 1`` of the closed
+    ledger: the broker uses it to know where the ledger ends. §8.1, §8.2, §9.4.
+``size-mismatch`` (error / warning)
+    For a closed ledger: the sum of the stored payload sizes (each entry's length minus the
+    32-byte BookKeeper header and the digest) differs from the metadata ``length`` (error:
+    the stored bytes are not what BookKeeper recorded); a recorded LedgerInfo ``size``
+    differs from ``length`` (warning: only sizes and retention are off). Without BookKeeper
+    metadata the LedgerInfo ``size`` is compared with the stored bytes (warning). Checked
+    only when every entry 0..last was read. §8.1, §9.4, §10.
+``cursor-unreadable`` (error)
+    A cursor znode does not decode or lacks required fields. §8.1.
+``cursor-ledger-missing`` (warning)
+    A cursor whose state is in a cursor ledger (``cursorsLedgerId != -1``) names a ledger
+    that is missing from BookKeeper metadata or storage: the broker falls back to the
+    znode snapshot and redelivers what was acknowledged since. §8.2.
+``cursor-beyond-lac`` (error)
+    The mark-delete position (from the cursor ledger's last PositionInfo when the state is
+    there, else the znode) is in a ledger of the topic but after that ledger's last entry
+    (operators.md §3 #35). §8.2.
+``cursor-unknown-ledger`` (error / warning)
+    The mark-delete position is in a ledger the topic does not list. After the topic's last
+    ledger it is an error (a position ahead of all data). Before it, a warning: the broker
+    moves such a cursor to the next existing ledger when it loads it (deleted empty or
+    trimmed ledgers; operators.md §3 #2). §8.2.
+``compacted-ledger-missing`` (error)
+    The ``__compaction`` cursor's ``CompactedTopicLedger`` property names a ledger without
+    BookKeeper metadata (operators.md §3 #21). §6.1.
+``compacted-ledger-wrong-topic`` (error / warning)
+    That ledger's ``pulsar/compactedTopic`` names another topic, or the ledger is tagged as
+    another kind (error); it carries no compaction tags at all (warning). §6.1, §9.4.
+``compacted-horizon-mismatch`` (warning)
+    The compacted ledger's ``pulsar/compactedTo`` (ledger, entry) differs from the
+    ``__compaction`` mark-delete position, the compaction horizon: the compactor acks the
+    phase-one "to" with the new ledger's id. §6.1, §6.4.
+``index-gap`` (error)
+    Broker entry metadata (BEM) index not continuous: for consecutive entries with an index
+    in topic order (ledgers in ML order, across ledgers), ``index - num_messages`` of the
+    later one must equal the earlier one's ``index`` (the stored index is the last
+    message's; num_messages is ``num_messages_in_batch`` or 1). Entries without BEM use no
+    index and are stepped over; continuity restarts after entries or ledgers that could not
+    be read, and after offloaded ledgers. A topic without BEM is fine. §2.
+``index-missing`` (warning)
+    Entries without BEM after entries with it (the interceptor was turned off, or
+    ``numberOfMessages <= 0``): one finding per run of such entries. Entries without BEM
+    before the first entry with it are fine (the interceptor was turned on later). §2.
+``index-property-invalid`` (error)
+    The ML ``index`` property is not a decimal number. §2, §8.4.
+``index-property-behind`` (error)
+    The ML ``index`` property (missing counts as -1) is below the last BEM index of a ledger
+    before the ML's last ledger. The broker rewrites the property at every ledger roll with
+    its generator, so it may lag only inside the last ledger, whose LAC entry the broker
+    reads on load; below a closed ledger's index, offsets would be reused if the last
+    ledger were lost or empty. Not checked on shadow topics. §2, §8.4.
+``timestamp-regression`` (warning)
+    Entry timestamps (BEM ``broker_timestamp``, else ``publish_time``; 0 means unknown and
+    is skipped) not monotone in topic order. Each non-monotonic region is listed: from the
+    first entry below the running maximum to the last one before the timestamps reach it
+    again, with how far back they went. Seeks by time binary-search assuming order
+    (operators.md §3 #29). §15.
+``orphan-ledger`` (warning, ``--all`` only)
+    A ledger whose custom metadata says ``application=pulsar`` and that nothing references:
+    no ML ledger list, no cursor's ``cursorsLedgerId``, no ``CompactedTopicLedger``.
+    Schema ledgers are not judged (their references live under /schemas, not read here).
+    A ledger a live broker has just created may show up until the broker records it
+    (operators.md §3 #22, #23). §9.4.
+``shadow-source-missing`` (error)
+    A shadow topic's ``PULSAR.SHADOW_SOURCE`` names a topic without a managed ledger. §14.
+``shadow-ledger-not-in-source`` (error)
+    A shadow topic lists a ledger its source does not: the shadow's list must be a subset of
+    the source's. §14.
+``shadow-ledger-differs`` (warning)
+    A ledger recorded in both lists with different entries or size. §14.
+``storage-not-checked`` (info)
+    No bookie storage was given: only the metadata checks ran.
+``storage-index-unusable`` (error)
+    A bookie index (DbLedgerStorage ``locations`` or ``ledgers``, or any index for a dir of
+    entry logs) is missing or cannot be read. ledgerctl found the entries by scanning the
+    entry logs, but a bookie could not serve them.
+``storage-damaged`` (error)
+    An error met reading the storage's own files: an unreadable RocksDB index block, an
+    entry log whose header or ledgers map is damaged, a journal that cannot be read or is
+    shorter than its lastMark.
+
+A shadow topic's entries are its source's: its ledgers are checked against BookKeeper
+metadata and the source's list, never scanned; verify the source to scan them. Ledgers a
+shadow shares with a source verified in the same run are checked once, under the source.
+Entry-level findings (entry-corrupt, index-gap, index-missing, timestamp-regression) are
+listed up to :data:`MAX_LISTED` per topic and check, then summed up in one more finding.
+
+The package: :mod:`.core` (findings, statistics, progress, the limiter, the driver),
+one module per check family (:mod:`.ledgers`, :mod:`.order`, :mod:`.cursors`,
+:mod:`.compaction`, :mod:`.shadow`, :mod:`.orphans`), and :mod:`.codes`, the table of
+every check id with the repair that fixes it (each finding's ``repair``; ``ledgerctl
+repair --from-verify`` dispatches on it).
+"""
+
+from __future__ import annotations
+
+from pulsarctl_py.verify.codes import CODES, REPAIR_FOR_CHECK, repair_command
+from pulsarctl_py.verify.core import (
+    COMPACTED_TOPIC_LEDGER,
+    ERROR,
+    INFO,
+    MAX_LISTED,
+    PROGRESS_EVERY,
+    SEVERITIES,
+    WARNING,
+    Finding,
+    ProgressCallback,
+    VerifyProgress,
+    VerifyStats,
+    storage_findings,
+    verify_topics,
+)
+from pulsarctl_py.verify.core import Limiter as _Limiter
+
+__all__ = [
+    "CODES",
+    "COMPACTED_TOPIC_LEDGER",
+    "ERROR",
+    "INFO",
+    "MAX_LISTED",
+    "PROGRESS_EVERY",
+    "REPAIR_FOR_CHECK",
+    "SEVERITIES",
+    "WARNING",
+    "Finding",
+    "ProgressCallback",
+    "VerifyProgress",
+    "VerifyStats",
+    "_Limiter",
+    "repair_command",
+    "storage_findings",
+    "verify_topics",
+]

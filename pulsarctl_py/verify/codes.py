@@ -1,0 +1,160 @@
+"""Every finding code of ``verify``: its family, severities, meaning, and the repair that
+fixes it (or none).
+
+This table is the one place that says which repair answers which finding:
+``verify`` puts the repair command in each finding (``repair`` in its JSON), and
+``ledgerctl repair --from-verify`` dispatches on :data:`REPAIR_FOR_CHECK`, taken from it.
+The rule behind each check is in the docstring of :mod:`pulsarctl_py.verify`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """One finding code."""
+
+    check: str
+    family: str  # the module of pulsarctl_py.verify that reports it
+    severities: tuple[str, ...]
+    summary: str
+    #: the repair ``repair --from-verify`` runs for it (None: no repair does)
+    repair: str | None = None
+
+
+#: repair name -> the command an operator runs for it (``{topic}``: the finding's topic)
+REPAIR_COMMANDS = {
+    "missing-ledgers": "ledgerctl repair missing-ledgers {topic}",
+    "clamp-cursors": "ledgerctl repair clamp-cursors {topic}",
+    "cursor-snapshot": "ledgerctl repair --from-verify REPORT",
+    "compaction": "ledgerctl repair compaction {topic} --clear",
+    "shadow": "ledgerctl repair shadow {topic}",
+    "orphans": "ledgerctl orphans --delete",
+}
+
+_E, _W, _I = ("error",), ("warning",), ("info",)
+_EW = ("error", "warning")
+
+CODES: dict[str, Code] = {
+    c.check: c
+    for c in (
+        Code("ml-unreadable", "core", _E, "the managed-ledger znode does not decode"),
+        Code("ledger-list-unordered", "core", _E, "the topic's ledger ids are not ascending"),
+        Code(
+            "ledger-missing-metadata",
+            "ledgers",
+            _E,
+            "a ledger the topic lists has no BookKeeper metadata",
+            "missing-ledgers",
+        ),
+        Code("ledger-metadata-unreadable", "ledgers", _E, "a ledger's metadata does not decode"),
+        Code("ledger-wrong-owner", "ledgers", _E, "a ledger's custom metadata names another owner"),
+        Code("ledger-not-closed", "ledgers", _W, "a ledger before the last one is not closed"),
+        Code(
+            "ledger-missing-storage",
+            "ledgers",
+            _E,
+            "no entry of a ledger is in bookie storage",
+            "missing-ledgers",
+        ),
+        Code("entry-missing", "ledgers", _E, "entries of a ledger are not in storage"),
+        Code("entry-corrupt", "ledgers", _E, "an entry cannot be read or does not verify"),
+        Code("digest-unverified", "ledgers", _W, "digests could not be verified (no password)"),
+        Code("entries-mismatch", "ledgers", _E, "LedgerInfo entries differ from the closed ledger"),
+        Code("size-mismatch", "ledgers", _EW, "stored, BookKeeper and LedgerInfo sizes differ"),
+        Code("cursor-unreadable", "cursors", _E, "a cursor znode does not decode"),
+        Code(
+            "cursor-ledger-missing",
+            "cursors",
+            _W,
+            "a cursor ledger is gone: the broker falls back to the znode snapshot",
+            "cursor-snapshot",
+        ),
+        Code(
+            "cursor-beyond-lac",
+            "cursors",
+            _E,
+            "a mark-delete position is after its ledger's last entry",
+            "clamp-cursors",
+        ),
+        Code(
+            "cursor-unknown-ledger",
+            "cursors",
+            _EW,
+            "a mark-delete position is in a ledger the topic does not list",
+            "clamp-cursors",
+        ),
+        Code(
+            "compacted-ledger-missing",
+            "compaction",
+            _E,
+            "CompactedTopicLedger names a ledger without metadata",
+            "compaction",
+        ),
+        Code(
+            "compacted-ledger-wrong-topic",
+            "compaction",
+            _EW,
+            "the compacted ledger names another topic, or none",
+        ),
+        Code(
+            "compacted-horizon-mismatch",
+            "compaction",
+            _W,
+            "pulsar/compactedTo differs from the __compaction mark-delete position",
+        ),
+        Code("index-gap", "order", _E, "the broker entry metadata index is not continuous"),
+        Code("index-missing", "order", _W, "entries without an index after entries with one"),
+        Code("index-property-invalid", "order", _E, "the ML index property is not a number"),
+        Code("index-property-behind", "order", _E, "the ML index property is behind the data"),
+        Code("timestamp-regression", "order", _W, "entry timestamps go back"),
+        Code(
+            "orphan-ledger",
+            "orphans",
+            _W,
+            "a Pulsar ledger nothing references",
+            "orphans",
+        ),
+        Code(
+            "shadow-source-missing", "shadow", _E, "a shadow topic's source has no managed ledger"
+        ),
+        Code(
+            "shadow-ledger-not-in-source",
+            "shadow",
+            _E,
+            "a shadow topic lists a ledger its source does not",
+            "shadow",
+        ),
+        Code(
+            "shadow-ledger-differs",
+            "shadow",
+            _W,
+            "a ledger recorded differently in the shadow and its source",
+            "shadow",
+        ),
+        Code("storage-not-checked", "core", _I, "no bookie storage given: metadata checks only"),
+        Code("storage-index-unusable", "core", _E, "a bookie index is missing or unreadable"),
+        Code("storage-damaged", "core", _E, "the storage's own files are damaged"),
+    )
+}
+
+#: verify check id -> the repair (``repair --from-verify``) that fixes it
+REPAIR_FOR_CHECK: dict[str, str] = {c.check: c.repair for c in CODES.values() if c.repair}
+
+#: findings about single entries: listed up to a limit per topic and check, then counted
+ENTRY_LEVEL = frozenset({"entry-corrupt", "index-gap", "index-missing", "timestamp-regression"})
+
+
+def repair_command(check: str, topic: str | None) -> str | None:
+    """The command that repairs a finding of ``check`` about ``topic``; None: no repair."""
+    code = CODES.get(check)
+    if code is None or code.repair is None:
+        return None
+    command = REPAIR_COMMANDS[code.repair]
+    if "{topic}" in command:
+        if topic is None:
+            return None
+        command = command.replace("{topic}", topic)
+    return command

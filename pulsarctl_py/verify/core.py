@@ -1,0 +1,418 @@
+"""The core of ``verify``: findings, the run's statistics and progress, the limiter for
+entry-level findings, the context the check families share, and the driver.
+
+The driver (:func:`verify_topics`) walks the topics and hands each part of a topic to
+its check family: :mod:`.ledgers` (the ledger list, metadata, owners, storage, entry
+scans, counts and sizes), :mod:`.order` (index continuity, the ``index`` property,
+timestamps), :mod:`.cursors`, :mod:`.compaction`, :mod:`.shadow` and :mod:`.orphans`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import Depth
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.errors import LedgerctlError, NotFoundError
+from pulsarctl_py.verify.codes import ENTRY_LEVEL, repair_command
+
+if TYPE_CHECKING:
+    from pulsarctl_py.ledgers import LedgerSource, LedgerView
+    from pulsarctl_py.stores.metadata import ManagedLedgerRef
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+
+#: entry-level findings listed per topic and check before they are only counted
+MAX_LISTED = 20
+#: progress is reported every this many entries
+PROGRESS_EVERY = 500
+
+COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+
+
+@dataclass(slots=True)
+class Finding:
+    """One thing verify found wrong (or could not check)."""
+
+    severity: str  # "error", "warning" or "info"
+    check: str  # stable id, e.g. "ledger-missing-metadata"
+    topic: str | None
+    ledger_id: int | None
+    entry_id: int | None
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def repair(self) -> str | None:
+        """The command that repairs what this finding reports, or None (no repair)."""
+        return repair_command(self.check, self.topic)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "check": self.check,
+            "topic": self.topic,
+            "ledger_id": self.ledger_id,
+            "entry_id": self.entry_id,
+            "message": self.message,
+            "details": self.details,
+            "repair": self.repair,
+        }
+
+
+@dataclass(slots=True)
+class VerifyStats:
+    """What a run looked at; filled in while :func:`verify_topics` runs."""
+
+    topics: int = 0
+    ledgers: int = 0
+    entries: int = 0
+    payload_bytes: int = 0
+    findings: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITIES, 0))
+    checks: dict[str, int] = field(default_factory=dict)
+    #: entries whose digest could not be verified (a MAC digest without the password)
+    unverified: int = 0
+
+    def count(self, finding: Finding) -> None:
+        self.findings[finding.severity] = self.findings.get(finding.severity, 0) + 1
+        self.checks[finding.check] = self.checks.get(finding.check, 0) + 1
+
+    @property
+    def ok(self) -> bool:
+        return self.findings.get(ERROR, 0) == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topics": self.topics,
+            "ledgers": self.ledgers,
+            "entries": self.entries,
+            "payload_bytes": self.payload_bytes,
+            "errors": self.findings.get(ERROR, 0),
+            "warnings": self.findings.get(WARNING, 0),
+            "info": self.findings.get(INFO, 0),
+            "checks": dict(sorted(self.checks.items())),
+            "unverified": self.unverified,
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyProgress:
+    """Where a run is, for a progress display."""
+
+    stage: str  # "topic", "ledger", "entries", "orphans", "done"
+    topics_done: int
+    topics_total: int
+    topic: str | None = None
+    ledger_id: int | None = None
+    entries: int = 0  # entries read so far in the whole run
+
+
+ProgressCallback = Callable[[VerifyProgress], None]
+
+
+def verify_topics(
+    source: LedgerSource,
+    topics: list[str] | None = None,
+    *,
+    progress: ProgressCallback | None = None,
+    stats: VerifyStats | None = None,
+    fast: bool = True,
+) -> Iterator[Finding]:
+    """Verify the named topics (None: every topic, plus the orphan-ledger check).
+
+    A topic name may be a full or short topic name or a managed-ledger name; a
+    partitioned topic's name stands for its partitions. Raise LedgerctlError when there is
+    no metadata store or a named topic does not exist. Findings stream as they are found;
+    ``stats`` (when given) is filled in on the way. ``fast=False`` reads every entry
+    through the general decode path, never the fast path (:mod:`.fastscan`); the
+    findings are the same.
+    """
+    if source.metadata is None:
+        raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
+    run = Run(source, progress, stats if stats is not None else VerifyStats())
+    run.fast = fast
+    yield from _drive(run, topics)
+
+
+def storage_findings(source: LedgerSource) -> list[Finding]:
+    """What the bookie storage reported about itself while it was read, as findings.
+
+    ``storage-index-unusable``: an index that is missing or cannot be read, so entries
+    were located by scanning the entry logs (a bookie could not serve them);
+    ``storage-damaged``: an error met reading the storage's own files (an entry log's
+    header or ledgers map, a journal, the lastMark).
+    """
+    bookie = source.bookie
+    if bookie is None:
+        return []
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for found in bookie.findings:
+        if found.kind == "unusable-index" and found.message not in seen:
+            seen.add(found.message)
+            out.append(
+                Finding(ERROR, "storage-index-unusable", None, found.ledger_id, None, found.message)
+            )
+    for problem in bookie.problems:
+        text = str(problem)
+        if problem.severity == ERROR and text not in seen:
+            seen.add(text)
+            out.append(Finding(ERROR, "storage-damaged", None, None, None, text))
+    return out
+
+
+# -- what the check families share -----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LedgerFacts:
+    """One ledger as verify sees it before reading its entries."""
+
+    ledger_id: int
+    view: LedgerView | None
+    problem: str | None = None  # why there is no view
+    last_entry_error: str | None = None  # the last stored entry could not be read
+    last: int | None = None  # last entry id (-1: empty; None: unknown)
+    closed: bool = False
+
+    @property
+    def stored(self) -> bool:
+        return self.view is not None and self.view.last_stored is not None
+
+
+class Limiter:
+    """Lists the first MAX_LISTED entry-level findings per check, counts the rest."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        self.severity: dict[str, str] = {}
+
+    def allow(self, finding: Finding) -> bool:
+        if finding.check not in ENTRY_LEVEL:
+            return True
+        n = self.seen.get(finding.check, 0) + 1
+        self.seen[finding.check] = n
+        if n > MAX_LISTED:
+            worst = self.severity.get(finding.check, INFO)
+            if SEVERITIES.index(finding.severity) < SEVERITIES.index(worst):
+                self.severity[finding.check] = finding.severity
+            else:
+                self.severity.setdefault(finding.check, finding.severity)
+            return False
+        return True
+
+    def summary(self, topic: str | None) -> Iterator[Finding]:
+        for check, n in self.seen.items():
+            if n > MAX_LISTED:
+                more = n - MAX_LISTED
+                yield Finding(
+                    self.severity.get(check, WARNING),
+                    check,
+                    topic,
+                    None,
+                    None,
+                    f"{more} more {check} findings in this topic, not listed one by one",
+                    {"not_listed": more, "total": n},
+                )
+        self.seen.clear()
+        self.severity.clear()
+
+
+class Run:
+    """One verify run: the stores, what it has counted and referenced so far."""
+
+    def __init__(
+        self, source: LedgerSource, progress: ProgressCallback | None, stats: VerifyStats
+    ) -> None:
+        self.source = source
+        assert source.metadata is not None
+        self.store = source.metadata
+        self.progress = progress
+        self.stats = stats
+        #: ledgers some topic, cursor or compaction references (for the orphan check)
+        self.referenced: set[int] = set()
+        self.run_names: set[str] = set()
+        #: managed ledgers whose ledger list could not be read: their ledgers are no orphans
+        self.unreadable: set[str] = set()
+        self.topics_done = 0
+        self.topics_total = 0
+        #: whether entries may go through the fast path (:mod:`.fastscan`)
+        self.fast = True
+
+    def emit(self, finding: Finding) -> Finding:
+        self.stats.count(finding)
+        return finding
+
+    def report(self, stage: str, topic: str | None, ledger_id: int | None = None) -> None:
+        if self.progress is not None:
+            self.progress(
+                VerifyProgress(
+                    stage,
+                    self.topics_done,
+                    self.topics_total,
+                    topic,
+                    ledger_id,
+                    self.stats.entries,
+                )
+            )
+
+    def ledger(self, ledger_id: int, ml_entries: int | None = None) -> LedgerFacts:
+        """The ledger's view and its last entry id (see the module docstring's terms)."""
+        try:
+            view = self.source.ledger(ledger_id)
+        except LedgerctlError as exc:
+            led = LedgerFacts(ledger_id, None, exc.one_line(), None)
+            led.last = None if ml_entries is None else ml_entries - 1
+            return led
+        led = LedgerFacts(ledger_id, view, None, view.last_entry_error)
+        md = view.metadata
+        if md is not None and md.is_closed:
+            led.last, led.closed = md.last_entry_id, True
+        elif md is None and ml_entries is not None:
+            led.last = ml_entries - 1
+        else:
+            known = [v for v in (view.lac, view.last_stored) if v is not None]
+            if known:
+                led.last = max(known)
+            elif self.source.bookie is not None:
+                led.last = -1
+            elif ml_entries is not None:
+                led.last = ml_entries - 1
+        return led
+
+    def entries(self, view: LedgerView, first: int, last: int) -> Iterator[Any]:
+        """(entry_id, Entry or None, error or None) for the stored entries in [first, last],
+        decoded to ``Depth.METADATA``.
+
+        An entry whose bytes cannot be read is reported with its error and skipped.
+        """
+        for entry in self.source.entries(view, first, last, depth=Depth.METADATA, keep_going=True):
+            entry_id = entry.position[1] if entry.position else first
+            if entry.unreadable is not None:
+                yield entry_id, None, entry.unreadable
+            else:
+                yield entry_id, entry, None
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+
+def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
+    from pulsarctl_py.stores.metadata import list_managed_ledgers
+    from pulsarctl_py.verify.orphans import orphan_findings
+
+    if topics is None:
+        from pulsarctl_py.topics import require_pulsar_data
+
+        require_pulsar_data(run.store)  # an empty answer from the wrong place is no "ok"
+    refs = list_managed_ledgers(run.store) if topics is None else _resolve(run, topics)
+    run.run_names = {ref.name for ref in refs}
+    run.topics_total = len(refs)
+    if run.source.bookie is None:
+        yield run.emit(
+            Finding(
+                INFO,
+                "storage-not-checked",
+                None,
+                None,
+                None,
+                "no bookie storage given: entries, sizes and digests were not checked",
+            )
+        )
+    for ref in refs:
+        run.report("topic", ref.topic.full_name)
+        for finding in _topic(run, ref.topic):
+            yield run.emit(finding)
+        run.topics_done += 1
+        run.stats.topics += 1
+    if topics is None:
+        run.report("orphans", None)
+        for finding in orphan_findings(run):
+            yield run.emit(finding)
+    for finding in storage_findings(run.source):
+        yield run.emit(finding)
+    run.report("done", None)
+
+
+def _resolve(run: Run, names: list[str]) -> list[ManagedLedgerRef]:
+    from pulsarctl_py.stores.metadata import ManagedLedgerRef, resolve_topic
+
+    out: list[ManagedLedgerRef] = []
+    seen: set[str] = set()
+    for name in names:
+        topic = resolve_topic(name)
+        found: list[mld.TopicName] = []
+        if run.store.exists(topic.ml_path) is not None:
+            found.append(topic)
+        elif topic.partition_index < 0:
+            parent = topic.ml_path.rsplit("/", 1)[0]
+            prefix = mld.url_encode(topic.local_name + mld.PARTITION_SUFFIX)
+            for child in run.store.children(parent):
+                if child.startswith(prefix) and child[len(prefix) :].isdigit():
+                    found.append(topic.partition(int(child[len(prefix) :])))
+            found.sort(key=lambda t: t.partition_index)
+        if not found:
+            raise NotFoundError(f"no managed ledger for topic {topic.full_name}")
+        for t in found:
+            if t.persistence_name not in seen:
+                seen.add(t.persistence_name)
+                out.append(ManagedLedgerRef(t.persistence_name, t.ml_path, t))
+    return out
+
+
+def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
+    from pulsarctl_py.stores.metadata import read_managed_ledger
+    from pulsarctl_py.verify.cursors import cursor_findings
+    from pulsarctl_py.verify.ledgers import data_ledgers
+    from pulsarctl_py.verify.shadow import shadow_findings
+
+    record = read_managed_ledger(run.store, name)
+    topic = name.full_name
+    if record is None:  # deleted while we ran
+        return
+    if record.info is None or record.info.missing:
+        yield Finding(
+            ERROR,
+            "ml-unreadable",
+            topic,
+            None,
+            None,
+            f"the managed-ledger znode {record.ref.path} does not decode: {record.error}",
+            {"path": record.ref.path, "error": record.error},
+        )
+        if record.info is None:
+            run.unreadable.add(record.ref.name)
+            return
+    infos = list(record.info.message.ledgerInfo)
+    ids = [li.ledgerId for li in infos]
+    run.referenced.update(ids)
+    if any(b <= a for a, b in itertools.pairwise(ids)):
+        yield Finding(
+            ERROR,
+            "ledger-list-unordered",
+            topic,
+            None,
+            None,
+            f"the ledger ids of {record.ref.name} are not strictly ascending: {ids[:50]}",
+            {"ledger_ids": ids[:1000]},
+        )
+    source_name = record.properties.get(mld.PROPERTY_SHADOW_SOURCE)
+    limiter = Limiter()
+    facts: dict[int, LedgerFacts] = {}
+    if source_name is not None:
+        gen = shadow_findings(run, record, source_name, facts)
+    else:
+        gen = data_ledgers(run, record, infos, facts)
+    for finding in gen:
+        if limiter.allow(finding):
+            yield finding
+    yield from limiter.summary(topic)
+    for cursor in record.cursors:
+        yield from cursor_findings(run, record, cursor, ids, facts)

@@ -1,0 +1,397 @@
+"""Checks of a topic's ledgers: BookKeeper metadata, owner tags, storage, the entry scan
+(missing and corrupt entries, unverified digests), entry counts and sizes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import Entry
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
+from pulsarctl_py.decoders.checksums import DIGESTS
+from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.verify.core import ERROR, PROGRESS_EVERY, WARNING, Finding, LedgerFacts, Run
+from pulsarctl_py.verify.order import TopicOrder, index_property
+
+if TYPE_CHECKING:
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+    from pulsarctl_py.stores.metadata import ManagedLedgerRecord
+
+
+@dataclass(slots=True)
+class ScanResult:
+    #: the payload bytes of entries 0..last, when every one of them was read
+    stored_bytes: int | None = None
+
+
+def recorded(li: mlpb.ManagedLedgerInfo.LedgerInfo, is_last: bool) -> bool:
+    """Whether the ML has recorded the ledger's entries and size (it does when closed)."""
+    return not (is_last and li.entries == 0 and li.size == 0)
+
+
+def offloaded(li: mlpb.ManagedLedgerInfo.LedgerInfo) -> bool:
+    if not li.HasField("offloadContext"):
+        return False
+    ctx = li.offloadContext
+    return ctx.complete and ctx.bookkeeperDeleted
+
+
+def _same_ml(name: str | None, expected: str) -> bool:
+    if name is None:
+        return True
+    if name == expected:
+        return True
+    try:
+        return mld.TopicName.from_persistence_name(name).persistence_name == expected
+    except LedgerctlError:
+        return False
+
+
+def metadata_findings(topic: str, led: LedgerFacts, what: str, run: Run) -> Iterator[Finding]:
+    """ledger-missing-metadata / ledger-metadata-unreadable for one ledger."""
+    view = led.view
+    lid = led.ledger_id
+    if view is None or (view.metadata is None and view.metadata_error is None):
+        where = (
+            " (nor in bookie storage)" if run.source.bookie is not None and not led.stored else ""
+        )
+        yield Finding(
+            ERROR,
+            "ledger-missing-metadata",
+            topic,
+            lid,
+            None,
+            f"{what} {lid} has no BookKeeper metadata{where}: reads of it fail with "
+            "'No such ledger exists'",
+            {"problem": led.problem} if led.problem else {},
+        )
+    elif view.metadata_error is not None:
+        yield Finding(
+            ERROR,
+            "ledger-metadata-unreadable",
+            topic,
+            lid,
+            None,
+            f"{what} {lid}: BookKeeper metadata does not decode: {view.metadata_error}",
+            {"error": view.metadata_error},
+        )
+
+
+def owner_findings(topic: str, led: LedgerFacts, owner_ml: str) -> Iterator[Finding]:
+    """ledger-wrong-owner: the ledger's tags name another managed ledger or kind."""
+    view = led.view
+    if view is None or view.metadata is None:
+        return
+    tags = view.metadata.pulsar()
+    lid = led.ledger_id
+    wrong = None
+    if tags.application is not None and tags.application != "pulsar":
+        wrong = f"application={tags.application}"
+    elif tags.kind in ("cursor", "compacted", "schema"):
+        wrong = f"a {tags.kind} ledger"
+    elif not _same_ml(tags.managed_ledger, owner_ml):
+        wrong = f"managed ledger {tags.managed_ledger}"
+    if wrong is not None:
+        yield Finding(
+            ERROR,
+            "ledger-wrong-owner",
+            topic,
+            lid,
+            None,
+            f"ledger {lid} is in the list of {owner_ml} but its custom metadata says {wrong}",
+            {"expected_managed_ledger": owner_ml, "tags": tags.to_json()},
+        )
+
+
+def storage_missing(topic: str, led: LedgerFacts, what: str) -> Finding:
+    return Finding(
+        ERROR,
+        "ledger-missing-storage",
+        topic,
+        led.ledger_id,
+        None,
+        f"{what} {led.ledger_id} should hold entries 0..{led.last} but the bookie storage "
+        "holds none of them",
+        {"last_entry_id": led.last},
+    )
+
+
+def payload_size(entry: Entry, digest_size: int | None) -> int:
+    """The entry's payload bytes: its length less the BookKeeper header and digest."""
+    bk = entry.layers[0] if entry.layers else None
+    if bk is not None and bk.name == "bookie-entry" and "payload_size" in bk.fields:
+        return int(bk.fields["payload_size"])
+    if digest_size is None and entry.digest_type is not None:
+        digest_size = DIGESTS[entry.digest_type].size
+    return max(len(entry.data) - BK_HEADER.size - (digest_size or 0), 0)
+
+
+class LedgerScan:
+    """The scan of one ledger's entries 0..last, entry by entry or in runs of clean ones
+    (:mod:`.fastscan`), and what it found: missing, unreadable and unverified entries, the
+    stored payload bytes; the ordered checks of ``order`` on the way."""
+
+    def __init__(
+        self, run: Run, topic: str, led: LedgerFacts, order: TopicOrder | None, what: str
+    ) -> None:
+        self.run = run
+        self.topic = topic
+        self.led = led
+        self.lid = led.ledger_id
+        self.order = order
+        self.what = what
+        kind = led.view.digest_type if led.view is not None else None
+        self.digest_size = DIGESTS[kind].size if kind is not None else None
+        self.expected = 0  # the next entry id
+        self.missing: list[list[int]] = []
+        self.missing_count = 0
+        self.unreadable = 0
+        self.stored_bytes = 0
+        self.unverified: list[int] = []
+        self.unverified_kinds: set[str] = set()
+
+    def skip_to(self, entry_id: int) -> None:
+        """The next entry read is ``entry_id``: the ones before it are missing."""
+        if entry_id > self.expected:
+            self.missing.append([self.expected, entry_id - 1])
+            self.missing_count += entry_id - self.expected
+            if self.order is not None:
+                self.order.break_index()
+        self.expected = entry_id
+
+    def counted(self, entries: int, payload_bytes: int) -> None:
+        """``entries`` more entries read, holding ``payload_bytes``."""
+        stats = self.run.stats
+        before = stats.entries
+        stats.entries += entries
+        if before // PROGRESS_EVERY != stats.entries // PROGRESS_EVERY:
+            self.run.report("entries", self.topic, self.lid)
+        self.stored_bytes += payload_bytes
+        stats.payload_bytes += payload_bytes
+
+    def entry(self, entry_id: int, entry: Entry | None, error: str | None) -> Iterator[Finding]:
+        """One entry of the general path (``Run.entries``)."""
+        self.skip_to(entry_id)
+        self.expected = entry_id + 1
+        order, lid = self.order, self.lid
+        if entry is None:
+            self.unreadable += 1
+            if order is not None:
+                order.break_index()
+            yield self._corrupt(entry_id, f" cannot be read from storage: {error}", [error])
+            return
+        self.counted(1, payload_size(entry, self.digest_size))
+        errors = [p for p in entry.problems if p.severity == ERROR]
+        if errors:
+            if order is not None:
+                order.break_index()
+            text = ": " + "; ".join(str(p) for p in errors)
+            yield self._corrupt(entry_id, text, [p.to_json() for p in errors])
+            return
+        if entry.unverified:
+            self.unverified.append(entry_id)
+            self.unverified_kinds.update(entry.unverified)
+        if order is not None:
+            yield from order.add(entry, (lid, entry_id))
+
+    def _corrupt(self, entry_id: int, text: str, problems: list[Any]) -> Finding:
+        lid = self.lid
+        return Finding(
+            ERROR,
+            "entry-corrupt",
+            self.topic,
+            lid,
+            entry_id,
+            f"entry {lid}:{entry_id}{text}",
+            {"problems": problems},
+        )
+
+    def values(
+        self,
+        entry_id: int,
+        size: int,
+        index: int | None,
+        count: int,
+        timestamp: int,
+        broker_timestamp: bool,
+    ) -> Iterator[Finding]:
+        """One clean entry of the fast path, for the ordered checks."""
+        self.skip_to(entry_id)
+        self.expected = entry_id + 1
+        self.counted(1, size)
+        if self.order is not None:
+            yield from self.order.add_values(
+                (self.lid, entry_id), index, count, timestamp, broker_timestamp
+            )
+
+    def general(self, first: int, last: int) -> Iterator[Finding]:
+        """Entries ``first..last`` by the general path."""
+        assert self.led.view is not None
+        for entry_id, entry, error in self.run.entries(self.led.view, first, last):
+            yield from self.entry(entry_id, entry, error)
+
+    def finish(self, result: ScanResult | None) -> Iterator[Finding]:
+        """The findings about the whole ledger, once every entry was read."""
+        lid, what, last = self.lid, self.what, self.led.last
+        assert last is not None and self.led.view is not None
+        if self.unverified:
+            self.run.stats.unverified += len(self.unverified)
+            yield Finding(
+                WARNING,
+                "digest-unverified",
+                self.topic,
+                lid,
+                self.unverified[0],
+                f"{what} {lid}: the digests of {len(self.unverified)} entries could not be "
+                f"verified ({', '.join(sorted(self.unverified_kinds))}: no password?); "
+                "--strict fails",
+                {"count": len(self.unverified), "entries": self.unverified[:100]},
+            )
+        if self.expected <= last:
+            self.skip_to(last + 1)
+        missing, missing_count = self.missing, self.missing_count
+        if missing:
+            shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in missing[:10])
+            more = f" and {len(missing) - 10} more ranges" if len(missing) > 10 else ""
+            yield Finding(
+                ERROR,
+                "entry-missing",
+                self.topic,
+                lid,
+                missing[0][0],
+                f"{what} {lid}: {missing_count} of its entries 0..{last} "
+                f"{'is' if missing_count == 1 else 'are'} not in storage: {shown}{more}",
+                {"missing": missing[:100], "count": missing_count, "last_entry_id": last},
+            )
+        md = self.led.view.metadata
+        complete = not missing and not self.unreadable
+        stored_bytes = self.stored_bytes
+        if complete and md is not None and self.led.closed and stored_bytes != md.length:
+            yield Finding(
+                ERROR,
+                "size-mismatch",
+                self.topic,
+                lid,
+                None,
+                f"{what} {lid}: its stored entries hold {stored_bytes} payload bytes, "
+                f"its BookKeeper metadata says length {md.length}",
+                {"stored_bytes": stored_bytes, "bk_length": md.length},
+            )
+        if result is not None and complete:
+            result.stored_bytes = stored_bytes
+
+
+def scan(
+    run: Run,
+    topic: str,
+    led: LedgerFacts,
+    order: TopicOrder | None,
+    what: str,
+    result: ScanResult | None = None,
+) -> Iterator[Finding]:
+    """Read entries 0..last: missing and corrupt entries, sizes, and the ordered checks.
+
+    A topic's data ledgers go through the fast path (:mod:`.fastscan`) where the storage
+    can serve it; everything else through the general decode path. Both find the same.
+    """
+    from pulsarctl_py.verify.fastscan import fast_scan
+
+    view = led.view
+    last = led.last
+    if run.source.bookie is None or (last is not None and last < 0):
+        return  # nothing to read, or nothing stored to read it from
+    if view is None or last is None:
+        if order is not None:
+            order.break_index()  # its entries are unknown: no continuity across it
+        return
+    if not led.stored:
+        if order is not None:
+            order.break_index()
+        yield storage_missing(topic, led, what)
+        return
+    scanned = LedgerScan(run, topic, led, order, what)
+    fast = fast_scan(run, scanned, view, last) if order is not None and run.fast else None
+    yield from scanned.general(0, last) if fast is None else fast
+    yield from scanned.finish(result)
+
+
+def data_ledgers(
+    run: Run,
+    record: ManagedLedgerRecord,
+    infos: list[mlpb.ManagedLedgerInfo.LedgerInfo],
+    facts: dict[int, LedgerFacts],
+) -> Iterator[Finding]:
+    """Every ledger of a (non-shadow) topic, in order, then the topic's ordered checks."""
+    topic = record.ref.topic.full_name
+    order = TopicOrder(topic)
+    for i, li in enumerate(infos):
+        is_last = i == len(infos) - 1
+        lid = li.ledgerId
+        run.stats.ledgers += 1
+        run.report("ledger", topic, lid)
+        order.start_ledger(is_last)
+        if offloaded(li):
+            order.break_index()
+            continue
+        is_recorded = recorded(li, is_last)
+        led = run.ledger(lid, li.entries if is_recorded else None)
+        facts[lid] = led
+        yield from metadata_findings(topic, led, "ledger", run)
+        yield from owner_findings(topic, led, record.ref.name)
+        md = led.view.metadata if led.view is not None else None
+        if md is not None and not md.is_closed and not is_last:
+            yield Finding(
+                WARNING,
+                "ledger-not-closed",
+                topic,
+                lid,
+                None,
+                f"ledger {lid} is {md.state.name} in BookKeeper but is not the topic's last "
+                "ledger (Pulsar closes a ledger before rolling to the next)",
+                {"state": md.state.name},
+            )
+        if is_recorded and md is not None and led.closed:
+            if li.entries != md.last_entry_id + 1:
+                yield Finding(
+                    ERROR,
+                    "entries-mismatch",
+                    topic,
+                    lid,
+                    None,
+                    f"ledger {lid}: the managed ledger records {li.entries} entries, "
+                    f"BookKeeper closed it at entry {md.last_entry_id} "
+                    f"({md.last_entry_id + 1} entries)",
+                    {"ml_entries": li.entries, "bk_last_entry_id": md.last_entry_id},
+                )
+            if li.size != md.length:
+                yield Finding(
+                    WARNING,
+                    "size-mismatch",
+                    topic,
+                    lid,
+                    None,
+                    f"ledger {lid}: the managed ledger records size {li.size}, "
+                    f"BookKeeper metadata says length {md.length}",
+                    {"ml_size": li.size, "bk_length": md.length},
+                )
+        if led.last_entry_error is not None:
+            order.break_index()
+        scanned = ScanResult()
+        yield from scan(run, topic, led, order, "ledger", scanned)
+        if is_recorded and md is None and scanned.stored_bytes is not None:
+            if li.size != scanned.stored_bytes:
+                yield Finding(
+                    WARNING,
+                    "size-mismatch",
+                    topic,
+                    lid,
+                    None,
+                    f"ledger {lid}: the managed ledger records size {li.size}, its stored "
+                    f"entries hold {scanned.stored_bytes} payload bytes",
+                    {"ml_size": li.size, "stored_bytes": scanned.stored_bytes},
+                )
+    yield from order.finish()
+    if record.properties.get(mld.PROPERTY_SHADOW_SOURCE) is None:
+        yield from index_property(record, order)

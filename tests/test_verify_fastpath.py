@@ -1,0 +1,360 @@
+"""verify's fast path (pulsarctl_py/verify/fastscan.py, the native ``verify_heads``) and
+its general decode path find the same: same findings, same summary, on every world.
+
+Each test verifies the same stores twice, ``fast=True`` and ``fast=False``, and compares
+the findings' JSON and the statistics. The worlds: every broken world of
+tests/verify_world.py; the demo data, healthy and damaged each way of tests/damage.py
+that changes bytes; and a corpus world whose ledgers hold every entry the official
+client wrote (tests/data/real-client), under each digest type, with and without broker
+entry metadata and BookKeeper metadata, with index gaps, runs without index, timestamps
+going back and entries missing, and copies of the corpus entries damaged at random and
+packed with a valid digest (so that the damage is met past the digest: the checksum,
+the prefixes, the metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pulsarctl_py.decoders import bookkeeper
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
+from pulsarctl_py.decoders.checksums import DigestType, master_key
+from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
+from pulsarctl_py.decoders.speedups import native
+from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.ledgers import LedgerSource
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+from pulsarctl_py.verify import VerifyStats, fastscan, verify_topics
+from tests import damage
+from tests.cli_helpers import REAL_CLIENT
+from tests.verify_world import T0, VARIANTS, LedgerSpec, _ml_info, _tags, _write_tree, build_world
+
+needs_native = pytest.mark.skipif(
+    native is None or getattr(native, "VERIFY_SLOTS", None) != fastscan.SLOTS,
+    reason="the native module is not built (or LEDGERCTL_PURE_PYTHON is set)",
+)
+
+Opener = Callable[[], AbstractContextManager[LedgerSource]]
+
+
+def _run(open_source: Opener, fast: bool) -> tuple[Any, dict[str, Any]]:
+    """The findings (or the one-line error) and the summary of one verify --all run; the
+    name of a damaged RocksDB store's scratch copy, which differs from run to run, is
+    left out."""
+    stats = VerifyStats()
+    with open_source() as source:
+        try:
+            found: Any = [f.to_json() for f in verify_topics(source, None, stats=stats, fast=fast)]
+        except LedgerctlError as exc:
+            found = f"{type(exc).__name__}: {exc}"
+    text = re.sub(r"ledgerctl-rocksdb-\w+", "*", json.dumps(found))
+    return json.loads(text), stats.to_json()
+
+
+def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count the calls of the real verify_heads and verify_records (they still run)."""
+    calls: list[str] = []
+    for name in ("verify_heads", "verify_records"):
+        real = getattr(native, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(native, name, counted)
+    return calls
+
+
+def assert_same(open_source: Opener) -> tuple[Any, dict[str, Any]]:
+    fast = _run(open_source, True)
+    general = _run(open_source, False)
+    assert fast == general
+    return fast
+
+
+# -- the verify worlds -------------------------------------------------------------------------
+
+
+@needs_native
+@pytest.mark.parametrize("variant", [None, *sorted(VARIANTS)])
+def test_verify_worlds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str | None
+) -> None:
+    world = build_world(tmp_path / "w", variant)
+    calls = _native_calls(monkeypatch)
+    found, _ = assert_same(world.source)
+    assert calls  # the data ledgers went the fast way
+    if variant is not None:
+        assert sorted(f["check"] for f in found) == sorted(VARIANTS[variant])
+
+
+# -- the demo data, healthy and damaged ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pulsarctl_py.demo import create_demo
+
+    root = tmp_path_factory.mktemp("demo") / "demo"
+    create_demo(root)
+    return root
+
+
+def _demo_opener(root: Path) -> Opener:
+    return lambda: LedgerSource.open(
+        f"rocksdb://{root / 'metadata'}", [root / "bookkeeper"], need_metadata=True
+    )
+
+
+@needs_native
+@pytest.mark.parametrize("name", [None, *sorted(damage.BYTES)])
+def test_demo_data_healthy_and_damaged(
+    demo_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str | None
+) -> None:
+    root = tmp_path / "demo"
+    shutil.copytree(demo_copy, root, symlinks=True)
+    if name is not None:
+        damage.BYTES[name](root)
+    calls = _native_calls(monkeypatch)
+    found, stats = assert_same(_demo_opener(root))
+    if name is None:
+        assert calls and stats["entries"] > 0
+        assert [f["check"] for f in found] == ["timestamp-regression"]  # planned in the demo
+
+
+# -- every corpus entry, every digest, damaged past the digest -------------------------------------
+
+CORPUS = sorted(REAL_CLIENT.glob("*/*.bin"))
+
+
+def _corpus_topic(name: str) -> str:
+    return f"persistent://public/corpus/{name}"
+
+
+def _with_bem(entry: bytes, index: int | None, ts: int | None) -> bytes:
+    bem = api.BrokerEntryMetadata()
+    if ts is not None:
+        bem.broker_timestamp = ts
+    if index is not None:
+        bem.index = index
+    return BrokerEntryMetadataLayer.build(bem) + entry
+
+
+def _count(entry: bytes) -> int:
+    from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
+
+    decoded = decode_entry(entry, DecodeOptions(outer=Outer.PULSAR_ENTRY, depth=Depth.METADATA))
+    return decoded.num_messages
+
+
+def _ledger(
+    ledger_id: int,
+    topic: str,
+    payloads: list[bytes | None],
+    digest: DigestType,
+    *,
+    with_metadata: bool = True,
+) -> LedgerSpec:
+    """A closed ledger; a None payload is an entry id left out of the storage."""
+    spec = LedgerSpec(ledger_id, _tags(topic), digest=digest, with_metadata=with_metadata)
+    length = 0
+    for entry_id, payload in enumerate(payloads):
+        data = payload or b""
+        length += len(data)
+        header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
+        packed = bookkeeper.build(header, data, digest, b"")
+        spec.entries.append(packed if payload is not None else b"")
+        spec.payload_sizes.append(len(data))
+    return spec
+
+
+def _order_cases(corpus: list[bytes]) -> list[list[bytes | None]]:
+    """Two ledgers of one topic: continuous, then gaps, a run without index, timestamps
+    going back (a region of several entries), an entry missing, a reused index."""
+    first: list[bytes | None] = []
+    second: list[bytes | None] = []
+    index, ts = -1, T0
+    for raw in corpus:
+        index += _count(raw)
+        ts += 1000
+        first.append(_with_bem(raw, index, ts))
+    for i, raw in enumerate(corpus):
+        count = _count(raw)
+        ts += 1000
+        index += count
+        if i == 3:
+            index += 7  # a gap
+        if i == 9:
+            index -= 2  # reused
+        stamp = ts - 20_000 if 12 <= i < 16 else ts  # a region going back
+        if 20 <= i < 24:
+            second.append(raw)  # no broker entry metadata: index-missing
+            index -= count
+        elif i == 30:
+            second.append(None)  # missing from storage
+        elif i == 33:
+            second.append(_with_bem(raw, None, stamp))  # BEM without index
+            index -= count
+        else:
+            second.append(_with_bem(raw, index, stamp))
+    return [first, second]
+
+
+def _damaged(corpus: list[bytes], seed: int, n: int) -> list[bytes | None]:
+    """Corpus entries with a few random bytes changed (or cut), each then packed with a
+    valid digest: the damage is met by the checks after the digest."""
+    rng = random.Random(seed)
+    out: list[bytes | None] = []
+    for i in range(n):
+        raw = bytearray(
+            _with_bem(corpus[i % len(corpus)], i, T0 + i) if i % 2 else corpus[i % len(corpus)]
+        )
+        how = rng.randrange(4)
+        if how == 0:  # flip bytes anywhere
+            for _ in range(rng.randint(1, 3)):
+                raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
+        elif how == 1:  # flip a byte in the first 40 (prefixes, metadata size, metadata)
+            raw[rng.randrange(min(40, len(raw)))] ^= 0xFF
+        elif how == 2:  # cut
+            del raw[rng.randrange(1, len(raw)) :]
+        else:  # the 0x0e01 checksum left out, a metadata byte changed
+            at = max(raw.find(b"\x0e\x01"), 0)
+            if raw[at : at + 2] == b"\x0e\x01":
+                del raw[at : at + 6]
+            raw[min(at + 8, len(raw) - 1)] ^= 0x08
+        out.append(bytes(raw))
+    return out
+
+
+def _write_world(
+    root: Path, topics: dict[str, list[LedgerSpec]], *, index_files: bool = False
+) -> Opener:
+    """Topics (short name -> ledgers) in a RocksDB metadata store and a bookie directory:
+    DbLedgerStorage, or one entry log with an index file per ledger (``index_files``)."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.stores.bookie import write_db_ledger_dir
+    from pulsarctl_py.stores.metadata import create_metadata_store
+
+    nodes: dict[str, bytes] = {}
+    for name, specs in topics.items():
+        info = _ml_info([(s, True) for s in specs], {mld.PROPERTY_INDEX: "0"})
+        nodes[mld.TopicName.parse(_corpus_topic(name)).ml_path] = mld.build_info(info)
+        for spec in specs:
+            if spec.with_metadata:
+                nodes[lm.ledger_path(spec.ledger_id)] = lm.build(spec.metadata())
+    root.mkdir(parents=True)
+    store = create_metadata_store(root / "metadata")
+    try:
+        _write_tree(store, nodes)
+    finally:
+        store.close()
+    entries = [e for specs in topics.values() for spec in specs for e in spec.entries if e]
+    current = root / "bookie" / "current"
+    if index_files:
+        from pulsarctl_py.decoders import entrylog
+        from pulsarctl_py.stores.bookie import write_entry_log, write_index_file
+
+        current.mkdir(parents=True)
+        locations = write_entry_log(current / entrylog.log_file_name(0), entries, log_id=0)
+        by_ledger: dict[int, dict[int, int]] = {}
+        for (lid, eid), location in locations.items():
+            by_ledger.setdefault(lid, {})[eid] = location
+        for lid, locs in by_ledger.items():
+            write_index_file(current, lid, master_key(b""), locs)
+    else:
+        write_db_ledger_dir(current, entries, master_key(b""))
+    return lambda: LedgerSource.open(
+        f"rocksdb://{root / 'metadata'}", [root / "bookie"], need_metadata=True
+    )
+
+
+def _corpus_world(root: Path, *, index_files: bool = False) -> Opener:
+    corpus = [p.read_bytes() for p in CORPUS]
+    topics: dict[str, list[LedgerSpec]] = {}
+    lid = 100
+    for digest in DigestType:
+        name = digest.name.lower()
+        topics[name] = []
+        for payloads in _order_cases(corpus):
+            topics[name].append(_ledger(lid, _corpus_topic(name), payloads, digest))
+            lid += 1
+        # no BookKeeper metadata: the digest type is detected from the entries
+        bare = f"{name}-no-metadata"
+        topics[bare] = [_ledger(lid, _corpus_topic(bare), [*corpus], digest, with_metadata=False)]
+        lid += 1
+    for seed in range(3):
+        for digest in (DigestType.CRC32C, DigestType.CRC32):
+            name = f"damaged-{seed}-{digest.name.lower()}"
+            payloads = _damaged(corpus, seed, 60)
+            topics[name] = [_ledger(lid, _corpus_topic(name), payloads, digest)]
+            lid += 1
+    return _write_world(root, topics, index_files=index_files)
+
+
+@needs_native
+@pytest.mark.parametrize("storage", ["db", "index-files"])
+def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str) -> None:
+    open_source = _corpus_world(tmp_path / "corpus", index_files=storage == "index-files")
+    calls = _native_calls(monkeypatch)
+    found, stats = assert_same(open_source)
+    native_scan = "verify_heads" if storage == "db" else "verify_records"
+    assert calls.count(native_scan) > 10 and set(calls) == {native_scan}
+    checks = {f["check"] for f in found}
+    # the order cases and the damage were all seen
+    assert {
+        "index-gap",
+        "index-missing",
+        "timestamp-regression",
+        "entry-missing",
+        "entry-corrupt",
+        "ledger-missing-metadata",
+    } <= checks, checks
+    assert stats["entries"] == 4 * (3 * len(CORPUS) - 1) + 6 * 60  # every stored entry
+
+
+@needs_native
+@pytest.mark.parametrize("digest", [DigestType.CRC32C, DigestType.CRC32])
+def test_an_unknown_digest_type_is_detected_once_per_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: DigestType
+) -> None:
+    """Without BookKeeper metadata the general path detects the digest type of every entry
+    (computing its digest), then checks it (computing it again); the fast path detects it
+    once, from the ledger's first entry, and computes one digest per entry."""
+    corpus = [p.read_bytes() for p in CORPUS]
+    spec = _ledger(7, _corpus_topic("bare"), corpus, digest, with_metadata=False)
+    open_source = _write_world(tmp_path / "w", {"bare": [spec]})
+    calls: list[DigestType] = []
+    real = bookkeeper.digest_check
+
+    def counted(kind: DigestType, *args: Any) -> Any:
+        calls.append(kind)
+        return real(kind, *args)
+
+    monkeypatch.setattr(bookkeeper, "digest_check", counted)
+    fast = _run(open_source, True)
+    in_python = len(calls)
+    calls.clear()
+    assert fast == _run(open_source, False)
+    assert fast[1]["entries"] == len(corpus)
+    assert len(calls) >= 2 * len(corpus)  # the general path: twice per entry
+    assert in_python <= 3  # the first entry's detection and check, then the native scan
+
+
+def test_the_general_path_alone_without_the_native_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the native module every entry takes the general path, and finds the same."""
+    world = build_world(tmp_path / "w", "index-gap")
+    with_native = _run(world.source, True)
+    monkeypatch.setattr(fastscan, "native", None)
+    assert _run(world.source, True) == with_native
