@@ -74,3 +74,87 @@ def open_engine(
     from .spark import SparkEngine
 
     return SparkEngine(master=master, conf=conf, console=console, label=label)
+
+
+def listed_entries(source: Any, topics: Sequence[str] | None) -> int:
+    """The entries the managed-ledger metadata lists for ``topics`` (None: every topic).
+
+    What ``auto`` weighs for verify and seek before any entry is read; a name without a
+    managed ledger of its own (a partitioned topic's parent) counts its partitions.
+    """
+    from pulsarctl_py.stores.metadata import (
+        list_managed_ledgers,
+        read_managed_ledger,
+        resolve_topic,
+    )
+
+    store = source.metadata
+    if store is None:
+        return 0
+    if topics is None:
+        names: list[Any] = [ref.topic for ref in list_managed_ledgers(store)]
+    else:
+        names = list(topics)
+    total = 0
+    for name in names:
+        record = read_managed_ledger(store, name, with_cursors=False)
+        if record is None and topics is not None:
+            prefix = resolve_topic(name).full_name + "-partition-"
+            total += sum(
+                listed_entries(source, [ref.topic])
+                for ref in list_managed_ledgers(store)
+                if ref.topic.full_name.startswith(prefix)
+            )
+            continue
+        if record is not None and record.info is not None:
+            total += sum(li.entries for li in record.info.message.ledgerInfo)
+    return total
+
+
+class ScanReads:
+    """The engine of a verify or seek --exact scan, as a context manager.
+
+    ``__enter__`` gives an :class:`~pulsarctl_py.engines.reads.EngineReads` on Spark, or
+    None when the scan stays in this process (``local``, or ``auto`` below the threshold);
+    ``entries`` is called only for ``auto``.
+    """
+
+    def __init__(
+        self,
+        choice: EngineChoice | str,
+        entries: Any,
+        *,
+        location: Any,
+        master: str | None = None,
+        conf: Sequence[str] = (),
+        threshold: int | None = None,
+        console: Any = None,
+        label: str = "scanning on Spark",
+    ) -> None:
+        self.choice = EngineChoice(choice)
+        self.entries = entries
+        self.location = location
+        self.master = master
+        self.conf = conf
+        self.threshold = threshold
+        self.console = console
+        self.label = label
+        self.engine: Any = None
+
+    def __enter__(self) -> Any:
+        count = self.entries() if self.choice is EngineChoice.auto else 0
+        if pick(self.choice, count, self.threshold) == "local":
+            return None
+        from pulsarctl_py.spark.session import parse_conf
+
+        from .reads import EngineReads
+
+        conf = parse_conf(list(self.conf))
+        self.engine = open_engine(
+            "spark", master=self.master, conf=conf, console=self.console, label=self.label
+        )
+        return EngineReads(self.engine, self.location)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.engine is not None:
+            self.engine.close()
