@@ -134,7 +134,65 @@ def generate(root: Path, entries: int, ledgers: int, batch: int) -> dict[str, An
     }
 
 
-def child(root: Path, engine: str, master: str | None, split_entries: int) -> None:
+def _proc_cpu(pid: int) -> tuple[str, float]:
+    """(command, CPU seconds) of a live process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+        stat = f.read()
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return name, (int(fields[11]) + int(fields[12])) / ticks
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (the JVM, its Python daemon and workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def cpu_by_process() -> dict[str, Any]:
+    """CPU seconds of this (driver) process and of each live descendant, by kind."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out: dict[str, Any] = {"driver": round(usage.ru_utime + usage.ru_stime, 2)}
+    workers = []
+    jvm = 0.0
+    for pid in _descendants(os.getpid()):
+        try:
+            name, cpu = _proc_cpu(pid)
+        except OSError:
+            continue
+        if name.startswith("java"):
+            jvm += cpu
+        else:
+            workers.append(round(cpu, 2))
+    if jvm or workers:
+        out["jvm"] = round(jvm, 2)
+        out["python_workers"] = sorted(workers, reverse=True)
+    return out
+
+
+def child(
+    root: Path,
+    engine: str,
+    master: str | None,
+    split_entries: int,
+    conf: list[tuple[str, str]],
+) -> None:
     start = time.perf_counter()
     startup = 0.0
     from pulsarctl_py.engines import LocalEngine
@@ -146,7 +204,7 @@ def child(root: Path, engine: str, master: str | None, split_entries: int) -> No
         from pulsarctl_py.engines.spark import SparkEngine
         from pulsarctl_py.spark.session import get_session
 
-        session = get_session(master)
+        session = get_session(master, conf)
         startup = time.perf_counter() - start
         runner: Any = SparkEngine(session)
     else:
@@ -155,9 +213,23 @@ def child(root: Path, engine: str, master: str | None, split_entries: int) -> No
         plan = topic_plan(
             source, TOPIC, metadata_url=url, bookie_dirs=dirs, split_entries=split_entries
         )
+    import pulsarctl_py.export as export_module
+
+    joined: dict[str, float] = {}
+    join = export_module._join
+
+    def timed_join(*args: Any, **kwargs: Any) -> None:
+        # the driver's serial part: the part files joined into one file, in plan order
+        t = time.perf_counter()
+        join(*args, **kwargs)
+        joined["join_s"] = time.perf_counter() - t
+
+    export_module._join = timed_join
+    before = cpu_by_process()
     begin = time.perf_counter()
     result = export_plan(plan, runner, root / f"out-{os.getpid()}.parquet")
     end = time.perf_counter()
+    after = cpu_by_process()
     os.unlink(root / f"out-{os.getpid()}.parquet")
     print(
         json.dumps(
@@ -168,6 +240,13 @@ def child(root: Path, engine: str, master: str | None, split_entries: int) -> No
                 "splits": result.splits,
                 "startup_s": round(startup, 2),
                 "export_s": round(end - begin, 2),
+                "join_s": round(joined.get("join_s", 0.0), 2),
+                "cpu_s": {
+                    "driver": round(after["driver"] - before["driver"], 2),
+                    "jvm": round(after.get("jvm", 0.0) - before.get("jvm", 0.0), 2),
+                    "python_workers": after.get("python_workers", []),
+                },
+                "load_average": [round(x, 2) for x in os.getloadavg()],
                 "total_s": round(end - start, 2),
                 "driver_peak_rss_mib": round(
                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
@@ -177,71 +256,130 @@ def child(root: Path, engine: str, master: str | None, split_entries: int) -> No
     )
 
 
+def run_child(
+    root: Path, engine: str, master: str, split_entries: int, conf: list[str]
+) -> dict[str, Any]:
+    """One export in a fresh interpreter (and, on Spark, a fresh session); its JSON."""
+    command = [sys.executable, __file__, "--child", str(root), engine, master]
+    command += ["--split-entries", str(split_entries)]
+    for item in conf:
+        command += ["--spark-conf", item]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{engine} {master} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def crossover(sizes: list[int], local: list[float], spark: list[float]) -> int | None:
+    """The entries from which Spark's total (start-up included) beats the local engine's.
+
+    Between the largest size where local wins and the next one, where Spark wins, the
+    difference of the two totals is interpolated linearly; None when Spark never wins,
+    and the smallest size when it already wins there.
+    """
+    for i, n in enumerate(sizes):
+        if spark[i] < local[i]:
+            if i == 0:
+                return n
+            d0, d1 = spark[i - 1] - local[i - 1], spark[i] - local[i]
+            return int(sizes[i - 1] + (n - sizes[i - 1]) * d0 / (d0 - d1))
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument(
+        "--sizes",
+        default="2000,20000,100000",
+        help="topic sizes (entries) where the local engine and Spark local[*] are timed",
+    )
     ap.add_argument("--ledgers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--split-entries", type=int, default=10_000)
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--child", nargs=3, metavar=("ROOT", "ENGINE", "MASTER"))
     args = ap.parse_args()
     if args.child:
         root, engine, master = args.child
-        child(Path(root), engine, None if master == "-" else master, args.split_entries)
+        child(
+            Path(root),
+            engine,
+            None if master == "-" else master,
+            args.split_entries,
+            [tuple(c.split("=", 1)) for c in args.spark_conf],
+        )
         return
-    if args.quick:
-        args.entries, args.split_entries = 2_000, 500
+    sizes = sorted({int(n) for n in args.sizes.split(",") if n})
+    if args.quick:  # one tiny topic, one Spark session: the smoke test
+        args.entries, args.split_entries, sizes = 400, 100, []
     root = Path(tempfile.mkdtemp(prefix="ledgerctl-bench-spark-", dir=args.tmp))
+    topics: dict[int, tuple[Path, dict[str, Any]]] = {}
+
+    def topic(n: int) -> tuple[Path, dict[str, Any]]:
+        if n not in topics:
+            where = root / f"topic-{n}"
+            start = time.perf_counter()
+            inputs = generate(where, n, args.ledgers, args.batch)
+            inputs["generation_s"] = round(time.perf_counter() - start, 2)
+            topics[n] = (where, inputs)
+        return topics[n]
+
+    def export(n: int, engine: str, master: str) -> dict[str, Any]:
+        where, inputs = topic(n)
+        out = run_child(where, engine, master, args.split_entries, args.spark_conf)
+        if out["rows"] != inputs["messages"]:
+            raise SystemExit(f"{engine} {master}: {out['rows']} rows, not {inputs['messages']}")
+        return out
+
     try:
-        gen_start = time.perf_counter()
-        inputs = generate(root, args.entries, args.ledgers, args.batch)
-        inputs["generation_s"] = round(time.perf_counter() - gen_start, 2)
-        runs = {}
-        for label, engine, master in (
-            ("local", "local", "-"),
-            ("spark_local_1", "spark", "local[1]"),
-            ("spark_local_2", "spark", "local[2]"),
-        ):
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    str(root),
-                    engine,
-                    master,
-                    "--split-entries",
-                    str(args.split_entries),
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise SystemExit(f"{label} failed: {proc.stderr.strip().splitlines()[-1:]}")
-            runs[label] = json.loads(proc.stdout.strip().splitlines()[-1])
-            if runs[label]["rows"] != inputs["messages"]:
-                raise SystemExit(f"{label}: {runs[label]['rows']} rows, not {inputs['messages']}")
-        n = inputs["entries"]
-        a = runs["local"]["export_s"] / n
-        b = runs["spark_local_2"]["export_s"] / n
-        s = runs["spark_local_2"]["startup_s"]
-        report = {
+        masters = [("local", "local", "-"), ("spark_local_2", "spark", "local[2]")]
+        if not args.quick:
+            masters.insert(1, ("spark_local_1", "spark", "local[1]"))
+        runs = {label: export(args.entries, engine, master) for label, engine, master in masters}
+        report: dict[str, Any] = {
             "benchmark": "spark-export",
             "machine": machine(),
-            "inputs": inputs,
+            "inputs": topic(args.entries)[1],
             "split_entries": args.split_entries,
+            "spark_conf": args.spark_conf,
             "runs": runs,
-            "local_2_vs_local_1": round(
-                runs["spark_local_1"]["export_s"] / runs["spark_local_2"]["export_s"], 2
-            ),
-            "spark_2_vs_local": round(
-                runs["local"]["export_s"] / runs["spark_local_2"]["export_s"], 2
-            ),
-            "crossover_entries": None if b >= a else int(s / (a - b)),
         }
+        if "spark_local_1" in runs:
+            report["local_2_vs_local_1"] = round(
+                runs["spark_local_1"]["export_s"] / runs["spark_local_2"]["export_s"], 2
+            )
+            one, two = runs["spark_local_1"]["cpu_s"], runs["spark_local_2"]["cpu_s"]
+            report["cpu_s_local_1_vs_local_2"] = [
+                round(one["driver"] + one["jvm"] + sum(one["python_workers"]), 2),
+                round(two["driver"] + two["jvm"] + sum(two["python_workers"]), 2),
+            ]
+        report["spark_2_vs_local"] = round(
+            runs["local"]["export_s"] / runs["spark_local_2"]["export_s"], 2
+        )
+        # the crossover: what `--engine auto` weighs, each run as a command would be (a
+        # fresh interpreter; on Spark a fresh local[*] session, its start-up included)
+        points = []
+        for n in sizes:
+            local = export(n, "local", "-")
+            spark = export(n, "spark", "local[*]")
+            points.append(
+                {
+                    "entries": n,
+                    "local_s": local["total_s"],
+                    "spark_s": spark["total_s"],
+                    "spark_startup_s": spark["startup_s"],
+                    "load_average": spark["load_average"],
+                }
+            )
+        report["sizes"] = points
+        report["crossover_entries"] = crossover(
+            [p["entries"] for p in points],
+            [p["local_s"] for p in points],
+            [p["spark_s"] for p in points],
+        )
         print(json.dumps(report, indent=2))
     finally:
         shutil.rmtree(root, ignore_errors=True)
