@@ -1,21 +1,31 @@
-"""Export of one topic on the local engine and on Spark ``local[1]`` and ``local[2]``.
+"""Export of one topic on the local engine and on Spark ``local[1]`` and ``local[2]``, and
+the crossover of ``--engine auto``.
 
-Generates, deterministically and with ledgerctl's own writers, a topic of ``--entries``
-entries in ``--ledgers`` ledgers (a RocksDB metadata store with its managed ledger and
-BookKeeper ledger metadata, and a DbLedgerStorage bookie directory). Every entry is a
-batch of ``--batch`` messages (keys of 10^4 values, values of 40-200 bytes, LZ4), with
-broker entry metadata; a pool of distinct Pulsar entries is built once and only the
-bookie header and digest differ per entry.
+Generates, deterministically and with ledgerctl's own writers, topics of ``--entries``
+entries (and of each of ``--sizes``) in ``--ledgers`` ledgers (a RocksDB metadata store
+with its managed ledger and BookKeeper ledger metadata, and a DbLedgerStorage bookie
+directory). Every entry is a batch of ``--batch`` messages (keys of 10^4 values, values of
+40-200 bytes, LZ4), with broker entry metadata; a pool of distinct Pulsar entries is built
+once and only the bookie header and digest differ per entry.
 
-Each run is a fresh interpreter (``--child``) that exports the whole topic to Parquet with
-:func:`pulsarctl_py.export.export_plan` and reports its wall time, the Spark session's
-start-up time, rows, and its own peak RSS (the driver's Python process; the JVM and the
-Python workers are other processes). From the local time per entry ``a``, Spark's time
-per entry ``b`` and its start-up ``s``, the crossover is ``s / (a - b)`` entries (none
-when Spark is not faster per entry). Prints one JSON object.
+Each run is a fresh interpreter (``--child``), as a command would be, that exports the
+whole topic to Parquet with :func:`pulsarctl_py.export.export_plan` and reports its wall
+time, the Spark session's start-up, the driver's join of the part files, rows, its own
+peak RSS, the load average, and the CPU time of every process: the driver, the JVM and
+each Spark Python worker (from /proc, before the session stops).
+
+* Scaling: ``--entries`` on Spark ``local[1]`` and ``local[2]``: ``local_2_vs_local_1``
+  from wall times, and ``local_2_vs_local_1_on_idle_cores`` from CPU times (the serial
+  driver work, the busiest worker, the JVM's share of the cores): the figure that does
+  not depend on what other jobs took of a shared machine.
+* Crossover: at each of ``--sizes`` the local engine and Spark ``local[*]`` (what ``auto``
+  starts), each total counted from the interpreter's start (imports, session start-up,
+  plan, export). ``crossover_entries`` is where Spark's wall time beats the local one's
+  (interpolated between sizes), ``crossover_entries_on_idle_cores`` the same from CPU
+  times, and ``..._extrapolated`` where the lines through the two largest sizes cross.
 
     python bench/spark.py                 # the figures in docs/performance.md
-    python bench/spark.py --quick         # smoke run: 2,000 entries
+    python bench/spark.py --quick         # smoke run: 400 entries, local and local[2]
 """
 
 from __future__ import annotations
@@ -246,6 +256,8 @@ def child(
                     "jvm": round(after.get("jvm", 0.0) - before.get("jvm", 0.0), 2),
                     "python_workers": after.get("python_workers", []),
                 },
+                # CPU until the export started: imports, the session, the plan
+                "startup_cpu_s": round(before["driver"] + before.get("jvm", 0.0), 2),
                 "load_average": [round(x, 2) for x in os.getloadavg()],
                 "total_s": round(end - start, 2),
                 "driver_peak_rss_mib": round(
@@ -270,6 +282,21 @@ def run_child(
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def on_idle_cores(run: dict[str, Any], cores: int) -> float:
+    """What a run would take with its cores to itself, from the CPU time of its processes.
+
+    The start-up and the driver's own work (the plan, the join of the parts) are serial;
+    the Python workers run side by side, so the busiest one is the critical path (the
+    daemon that forks them is one of the list, and idle meanwhile); the JVM's scheduling
+    shares the cores with them. On a machine shared with other jobs this is the figure
+    that does not depend on how much of the cores the others took.
+    """
+    cpu = run["cpu_s"]
+    workers = cpu["python_workers"]
+    busiest = max(workers) if workers else 0.0
+    return round(run["startup_cpu_s"] + cpu["driver"] + busiest + cpu["jvm"] / cores, 2)
+
+
 def crossover(sizes: list[int], local: list[float], spark: list[float]) -> int | None:
     """The entries from which Spark's total (start-up included) beats the local engine's.
 
@@ -286,17 +313,30 @@ def crossover(sizes: list[int], local: list[float], spark: list[float]) -> int |
     return None
 
 
+def extrapolated(sizes: list[int], local: list[float], spark: list[float]) -> int | None:
+    """Where the lines through the two largest sizes' totals cross, past the largest size
+    (Spark's start-up over the difference of the per-entry times); None when Spark is not
+    faster per entry there."""
+    if len(sizes) < 2:
+        return None
+    dn = sizes[-1] - sizes[-2]
+    a, b = (local[-1] - local[-2]) / dn, (spark[-1] - spark[-2]) / dn
+    if b >= a:
+        return None
+    return int(sizes[-1] + (spark[-1] - local[-1]) / (a - b))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument(
         "--sizes",
-        default="2000,20000,100000",
+        default="10000,100000,300000",
         help="topic sizes (entries) where the local engine and Spark local[*] are timed",
     )
     ap.add_argument("--ledgers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=10)
-    ap.add_argument("--split-entries", type=int, default=10_000)
+    ap.add_argument("--split-entries", type=int, default=5_000)
     ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tmp", default=None)
@@ -348,20 +388,21 @@ def main() -> None:
             "runs": runs,
         }
         if "spark_local_1" in runs:
-            report["local_2_vs_local_1"] = round(
-                runs["spark_local_1"]["export_s"] / runs["spark_local_2"]["export_s"], 2
-            )
-            one, two = runs["spark_local_1"]["cpu_s"], runs["spark_local_2"]["cpu_s"]
-            report["cpu_s_local_1_vs_local_2"] = [
-                round(one["driver"] + one["jvm"] + sum(one["python_workers"]), 2),
-                round(two["driver"] + two["jvm"] + sum(two["python_workers"]), 2),
+            one, two = runs["spark_local_1"], runs["spark_local_2"]
+            report["local_2_vs_local_1"] = round(one["export_s"] / two["export_s"], 2)
+            # the same on idle cores, from CPU times (start-up left out, as export_s does)
+            idle = [
+                on_idle_cores(one, 1) - one["startup_cpu_s"],
+                on_idle_cores(two, 2) - two["startup_cpu_s"],
             ]
+            report["local_2_vs_local_1_on_idle_cores"] = round(idle[0] / idle[1], 2)
         report["spark_2_vs_local"] = round(
             runs["local"]["export_s"] / runs["spark_local_2"]["export_s"], 2
         )
         # the crossover: what `--engine auto` weighs, each run as a command would be (a
         # fresh interpreter; on Spark a fresh local[*] session, its start-up included)
         points = []
+        cores = os.cpu_count() or 1
         for n in sizes:
             local = export(n, "local", "-")
             spark = export(n, "spark", "local[*]")
@@ -371,14 +412,22 @@ def main() -> None:
                     "local_s": local["total_s"],
                     "spark_s": spark["total_s"],
                     "spark_startup_s": spark["startup_s"],
+                    "spark_driver_peak_rss_mib": spark["driver_peak_rss_mib"],
+                    "local_on_idle_cores_s": on_idle_cores(local, 1),
+                    "spark_on_idle_cores_s": on_idle_cores(spark, cores),
                     "load_average": spark["load_average"],
                 }
             )
         report["sizes"] = points
+        entries = [p["entries"] for p in points]
         report["crossover_entries"] = crossover(
-            [p["entries"] for p in points],
-            [p["local_s"] for p in points],
-            [p["spark_s"] for p in points],
+            entries, [p["local_s"] for p in points], [p["spark_s"] for p in points]
+        )
+        idle_local = [p["local_on_idle_cores_s"] for p in points]
+        idle_spark = [p["spark_on_idle_cores_s"] for p in points]
+        report["crossover_entries_on_idle_cores"] = crossover(entries, idle_local, idle_spark)
+        report["crossover_entries_on_idle_cores_extrapolated"] = extrapolated(
+            entries, idle_local, idle_spark
         )
         print(json.dumps(report, indent=2))
     finally:

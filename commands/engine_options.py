@@ -45,7 +45,8 @@ SPARK_THRESHOLD = typer.Option(
     "--spark-threshold",
     metavar="ENTRIES",
     help="With --engine auto, use Spark from this many entries on. Default: "
-    "$LEDGERCTL_SPARK_THRESHOLD, else 2000000 (see docs/performance.md).",
+    "$LEDGERCTL_SPARK_THRESHOLD, else 200000, the measured crossover (see "
+    "docs/performance.md).",
 )
 
 

@@ -116,3 +116,22 @@ def test_verify_and_seek_cli_on_spark_answer_as_local(spark, demo, capsys):
     on_spark = run(capsys, *seek, "--engine", "spark", *demo_flags(demo))
     assert local.code == on_spark.code, on_spark.err
     assert on_spark.json() == local.json() and local.json()["exact"]["non_monotonic_regions"]
+
+
+def test_auto_weighs_the_entries_the_metadata_lists(spark, worlds):
+    from pulsarctl_py.engines.select import ScanReads, listed_entries
+
+    world = worlds["index-gap"]
+    location = StoreLocation(world.metadata_url, (str(world.bookie_dir),))
+    with world.source() as source:
+        # orders: ledgers 10 (5 entries) and 11 (4); 12 is open, its count not recorded
+        assert listed_entries(source, ["public/default/orders"]) == 9
+        # a partitioned topic counts its partitions: 80 (2 entries); 81 is open
+        assert listed_entries(source, ["tenant-b/ns/parts"]) == 2
+        assert listed_entries(source, None) > 9 + 2
+        with ScanReads("auto", lambda: 9, location=location, threshold=10) as reads:
+            assert reads is None
+        with ScanReads("auto", lambda: 9, location=location, threshold=9) as reads:
+            assert reads is not None and reads.name == "spark"
+        with ScanReads("local", lambda: 10**9, location=location, threshold=0) as reads:
+            assert reads is None

@@ -28,7 +28,8 @@ def _bench_module():
 
 
 def test_crossover_interpolates_where_spark_starts_to_win() -> None:
-    crossover = _bench_module().crossover
+    bench = _bench_module()
+    crossover, extrapolated = bench.crossover, bench.extrapolated
     # local 1 s per 1,000 entries; Spark 10 s to start, then 0.5 s per 1,000
     sizes = [1_000, 10_000, 40_000]
     local = [n / 1000 for n in sizes]
@@ -36,6 +37,11 @@ def test_crossover_interpolates_where_spark_starts_to_win() -> None:
     assert crossover(sizes, local, spark) == 20_000
     assert crossover(sizes, [s + 100 for s in spark], spark) == 1_000  # wins everywhere
     assert crossover(sizes, local, [s + 100 for s in spark]) is None  # never wins
+    # past the sizes measured: with 100 s more start-up, the lines through the two largest
+    # sizes cross 105 s / 0.5 ms per entry = 210,000 entries after 10,000
+    assert crossover(sizes[:2], local[:2], spark[:2]) is None
+    assert extrapolated(sizes[:2], local[:2], [s + 100 for s in spark[:2]]) == 220_000
+    assert extrapolated(sizes, spark, local) is None  # Spark slower per entry
 
 
 def test_spark_bench_quick_prints_the_report() -> None:
