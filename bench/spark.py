@@ -18,6 +18,8 @@ each Spark Python worker (from /proc, before the session stops).
   from wall times, and ``local_2_vs_local_1_on_idle_cores`` from CPU times (the serial
   driver work, the busiest worker, the JVM's share of the cores): the figure that does
   not depend on what other jobs took of a shared machine.
+* Compaction (``compact`` without --apply: phase one, phase two's rebatching) of the
+  ``--entries`` topic on the same three engines; every engine's report must be the same.
 * Crossover: at each of ``--sizes`` the local engine and Spark ``local[*]`` (what ``auto``
   starts), each total counted from the interpreter's start (imports, session start-up,
   plan, export). ``crossover_entries`` is where Spark's wall time beats the local one's
@@ -25,7 +27,8 @@ each Spark Python worker (from /proc, before the session stops).
   times, and ``..._extrapolated`` where the lines through the two largest sizes cross.
 
     python bench/spark.py                 # the figures in docs/performance.md
-    python bench/spark.py --quick         # smoke run: 400 entries, local and local[2]
+    python bench/spark.py --quick         # smoke: 400 entries, local and local[2] (export),
+                                          # local (compaction)
 """
 
 from __future__ import annotations
@@ -202,6 +205,7 @@ def child(
     master: str | None,
     split_entries: int,
     conf: list[tuple[str, str]],
+    task: str = "export",
 ) -> None:
     start = time.perf_counter()
     startup = 0.0
@@ -219,6 +223,9 @@ def child(
         runner: Any = SparkEngine(session)
     else:
         runner = LocalEngine()
+    if task == "compact":
+        compaction(engine, master, url, dirs, split_entries, start, startup)
+        return
     with LedgerSource.open(url, dirs) as source:
         plan = topic_plan(
             source, TOPIC, metadata_url=url, bookie_dirs=dirs, split_entries=split_entries
@@ -268,12 +275,69 @@ def child(
     )
 
 
+def compaction(
+    engine: str,
+    master: str | None,
+    url: str,
+    dirs: list[str],
+    split_entries: int,
+    start: float,
+    startup: float,
+) -> None:
+    """Compute the topic's compaction (phase one, phase two's rebatching; nothing applied)
+    on the engine this child started; print its figures and a digest of its report."""
+    import hashlib
+
+    from pulsarctl_py.compaction import compact
+
+    before = cpu_by_process()
+    begin = time.perf_counter()
+    report = compact(
+        TOPIC, metadata_url=url, bookie_dirs=dirs, engine=engine, split_entries=split_entries
+    )
+    end = time.perf_counter()
+    after = cpu_by_process()
+    doc = report.to_json()
+    doc.pop("engine")
+    doc.pop("seconds", None)
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+    print(
+        json.dumps(
+            {
+                "engine": engine,
+                "master": master,
+                "kept": report.stats.kept,
+                "report_sha256": digest,
+                "startup_s": round(startup, 2),
+                "compact_s": round(end - begin, 2),
+                "cpu_s": {
+                    "driver": round(after["driver"] - before["driver"], 2),
+                    "jvm": round(after.get("jvm", 0.0) - before.get("jvm", 0.0), 2),
+                    "python_workers": after.get("python_workers", []),
+                },
+                "startup_cpu_s": round(before["driver"] + before.get("jvm", 0.0), 2),
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "total_s": round(end - start, 2),
+                "driver_peak_rss_mib": round(
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+                ),
+            }
+        )
+    )
+
+
 def run_child(
-    root: Path, engine: str, master: str, split_entries: int, conf: list[str]
+    root: Path,
+    engine: str,
+    master: str,
+    split_entries: int,
+    conf: list[str],
+    task: str = "export",
 ) -> dict[str, Any]:
-    """One export in a fresh interpreter (and, on Spark, a fresh session); its JSON."""
+    """One export (or compaction) in a fresh interpreter (and, on Spark, a fresh
+    session); its JSON."""
     command = [sys.executable, __file__, "--child", str(root), engine, master]
-    command += ["--split-entries", str(split_entries)]
+    command += ["--split-entries", str(split_entries), "--task", task]
     for item in conf:
         command += ["--spark-conf", item]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -326,6 +390,27 @@ def extrapolated(sizes: list[int], local: list[float], spark: list[float]) -> in
     return int(sizes[-1] + (spark[-1] - local[-1]) / (a - b))
 
 
+def compactions(root: Path, masters: list[tuple[str, str, str]], args: Any) -> dict[str, Any]:
+    """The topic's compaction on each engine: the same report everywhere, and the scaling
+    of local[2] against local[1] (wall and idle cores, as for the export)."""
+    runs = {
+        label: run_child(root, engine, master, args.split_entries, args.spark_conf, "compact")
+        for label, engine, master in masters
+    }
+    if len({r["report_sha256"] for r in runs.values()}) != 1:
+        raise SystemExit(f"the compaction reports differ between engines: {runs}")
+    out: dict[str, Any] = {"runs": runs}
+    one, two = runs.get("spark_local_1"), runs.get("spark_local_2")
+    if one is not None and two is not None:
+        out["local_2_vs_local_1"] = round(one["compact_s"] / two["compact_s"], 2)
+        idle = [
+            on_idle_cores(one, 1) - one["startup_cpu_s"],
+            on_idle_cores(two, 2) - two["startup_cpu_s"],
+        ]
+        out["local_2_vs_local_1_on_idle_cores"] = round(idle[0] / idle[1], 2)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=100_000)
@@ -341,6 +426,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--child", nargs=3, metavar=("ROOT", "ENGINE", "MASTER"))
+    ap.add_argument("--task", choices=("export", "compact"), default="export")
+    ap.add_argument(
+        "--no-compact", action="store_true", help="skip the compaction runs (phase one, two)"
+    )
     args = ap.parse_args()
     if args.child:
         root, engine, master = args.child
@@ -350,6 +439,7 @@ def main() -> None:
             None if master == "-" else master,
             args.split_entries,
             [tuple(c.split("=", 1)) for c in args.spark_conf],
+            args.task,
         )
         return
     sizes = sorted({int(n) for n in args.sizes.split(",") if n})
@@ -399,6 +489,9 @@ def main() -> None:
         report["spark_2_vs_local"] = round(
             runs["local"]["export_s"] / runs["spark_local_2"]["export_s"], 2
         )
+        if not args.no_compact:  # --quick: on the local engine only
+            chosen = masters[:1] if args.quick else masters
+            report["compaction"] = compactions(topic(args.entries)[0], chosen, args)
         # the crossover: what `--engine auto` weighs, each run as a command would be (a
         # fresh interpreter; on Spark a fresh local[*] session, its start-up included)
         points = []

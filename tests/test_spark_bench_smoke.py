@@ -69,3 +69,5 @@ def test_spark_bench_quick_prints_the_report() -> None:
     spark = report["runs"]["spark_local_2"]
     assert spark["startup_s"] > 0 and spark["cpu_s"]["python_workers"]
     assert report["spark_2_vs_local"] > 0 and "crossover_entries" in report
+    (compaction,) = report["compaction"]["runs"].values()
+    assert compaction["kept"] > 0 and len(compaction["report_sha256"]) == 64

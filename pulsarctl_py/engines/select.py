@@ -5,9 +5,9 @@ names a cluster) when the managed-ledger metadata says it holds at least
 :data:`DEFAULT_SPARK_THRESHOLD` entries, and in-process below that; without Java it
 stays local. The default is the crossover ``bench/spark.py`` measured (docs/performance.md,
 "Spark engine"): from CPU times on 2 cores, Spark ``local[*]`` (its start-up included)
-beats the local engine from 207,334 entries of an export. On a machine whose cores other
-jobs keep busy there is no crossover (Spark's second core is not free), so
-``--spark-threshold`` or ``$LEDGERCTL_SPARK_THRESHOLD`` changes it.
+beats the local engine from 203,448 entries of an export (207,334 in another run). On a
+machine whose cores other jobs keep busy there is no crossover (Spark's second core is not
+free), so ``--spark-threshold`` or ``$LEDGERCTL_SPARK_THRESHOLD`` changes it.
 """
 
 from __future__ import annotations
