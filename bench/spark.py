@@ -258,21 +258,28 @@ def child(
                 "startup_s": round(startup, 2),
                 "export_s": round(end - begin, 2),
                 "join_s": round(joined.get("join_s", 0.0), 2),
-                "cpu_s": {
-                    "driver": round(after["driver"] - before["driver"], 2),
-                    "jvm": round(after.get("jvm", 0.0) - before.get("jvm", 0.0), 2),
-                    "python_workers": after.get("python_workers", []),
-                },
-                # CPU until the export started: imports, the session, the plan
-                "startup_cpu_s": round(before["driver"] + before.get("jvm", 0.0), 2),
-                "load_average": [round(x, 2) for x in os.getloadavg()],
-                "total_s": round(end - start, 2),
-                "driver_peak_rss_mib": round(
-                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
-                ),
+                **figures(before, after, start, end),
             }
         )
     )
+
+
+def figures(
+    before: dict[str, Any], after: dict[str, Any], start: float, end: float
+) -> dict[str, Any]:
+    """What every run reports besides its own time: CPU per process during the task, CPU
+    before it (imports, the session, the plan), the load, the total, the driver's RSS."""
+    return {
+        "cpu_s": {
+            "driver": round(after["driver"] - before["driver"], 2),
+            "jvm": round(after.get("jvm", 0.0) - before.get("jvm", 0.0), 2),
+            "python_workers": after.get("python_workers", []),
+        },
+        "startup_cpu_s": round(before["driver"] + before.get("jvm", 0.0), 2),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "total_s": round(end - start, 2),
+        "driver_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
 
 
 def compaction(
@@ -310,17 +317,7 @@ def compaction(
                 "report_sha256": digest,
                 "startup_s": round(startup, 2),
                 "compact_s": round(end - begin, 2),
-                "cpu_s": {
-                    "driver": round(after["driver"] - before["driver"], 2),
-                    "jvm": round(after.get("jvm", 0.0) - before.get("jvm", 0.0), 2),
-                    "python_workers": after.get("python_workers", []),
-                },
-                "startup_cpu_s": round(before["driver"] + before.get("jvm", 0.0), 2),
-                "load_average": [round(x, 2) for x in os.getloadavg()],
-                "total_s": round(end - start, 2),
-                "driver_peak_rss_mib": round(
-                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
-                ),
+                **figures(before, after, start, end),
             }
         )
     )
