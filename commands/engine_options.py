@@ -74,7 +74,7 @@ def scan_reads(
     bookie_dirs: list[Path] | None,
     password: bytes | None,
     source: Any,
-    entries: Callable[[], int],
+    entries: Callable[[int], int],
     label: str,
     progress: bool = True,
 ) -> Any:

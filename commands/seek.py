@@ -163,7 +163,7 @@ def seek(
             bookie_dirs=bookie_dirs,
             password=secret,
             source=source,
-            entries=lambda: listed_entries(source, None if topic is None else [topic]),
+            entries=lambda limit: listed_entries(source, None if topic is None else [topic], limit),
             label="seek --exact on Spark",
         )
         with scan as reads:

@@ -110,7 +110,7 @@ def verify(
             bookie_dirs=bookie_dirs,
             password=password,
             source=source,
-            entries=lambda: listed_entries(source, topics),
+            entries=lambda limit: listed_entries(source, topics, limit),
             label="verifying on Spark",
             progress=False,
         ) as reads,

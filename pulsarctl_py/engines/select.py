@@ -77,11 +77,12 @@ def open_engine(
     return SparkEngine(master=master, conf=conf, console=console, label=label)
 
 
-def listed_entries(source: Any, topics: Sequence[str] | None) -> int:
+def listed_entries(source: Any, topics: Sequence[str] | None, limit: int | None = None) -> int:
     """The entries the managed-ledger metadata lists for ``topics`` (None: every topic).
 
     What ``auto`` weighs for verify and seek before any entry is read; a name without a
-    managed ledger of its own (a partitioned topic's parent) counts its partitions.
+    managed ledger of its own (a partitioned topic's parent) counts its partitions. The
+    count stops once it reaches ``limit`` (the threshold: no need to read further).
     """
     from pulsarctl_py.stores.metadata import (
         list_managed_ledgers,
@@ -98,6 +99,8 @@ def listed_entries(source: Any, topics: Sequence[str] | None) -> int:
         names = list(topics)
     total = 0
     for name in names:
+        if limit is not None and total >= limit:
+            break
         record = read_managed_ledger(store, name, with_cursors=False)
         if record is None and topics is not None:
             prefix = resolve_topic(name).full_name + "-partition-"
@@ -117,7 +120,8 @@ class ScanReads:
 
     ``__enter__`` gives an :class:`~pulsarctl_py.engines.reads.EngineReads` on Spark, or
     None when the scan stays in this process (``local``, or ``auto`` below the threshold);
-    ``entries`` is called only for ``auto``.
+    ``entries(threshold)`` (the scan's entries, counted up to the threshold at least) is
+    called only for ``auto``.
     """
 
     def __init__(
@@ -143,7 +147,9 @@ class ScanReads:
         self.engine: Any = None
 
     def __enter__(self) -> Any:
-        count = self.entries() if self.choice is EngineChoice.auto else 0
+        count = 0
+        if self.choice is EngineChoice.auto:
+            count = self.entries(spark_threshold(self.threshold))
         if pick(self.choice, count, self.threshold) == "local":
             return None
         from pulsarctl_py.spark.session import parse_conf
