@@ -1,21 +1,34 @@
-"""Export of one topic on the local engine and on Spark ``local[1]`` and ``local[2]``.
+"""Export of one topic on the local engine and on Spark ``local[1]`` and ``local[2]``, and
+the crossover of ``--engine auto``.
 
-Generates, deterministically and with ledgerctl's own writers, a topic of ``--entries``
-entries in ``--ledgers`` ledgers (a RocksDB metadata store with its managed ledger and
-BookKeeper ledger metadata, and a DbLedgerStorage bookie directory). Every entry is a
-batch of ``--batch`` messages (keys of 10^4 values, values of 40-200 bytes, LZ4), with
-broker entry metadata; a pool of distinct Pulsar entries is built once and only the
-bookie header and digest differ per entry.
+Generates, deterministically and with ledgerctl's own writers, topics of ``--entries``
+entries (and of each of ``--sizes``) in ``--ledgers`` ledgers (a RocksDB metadata store
+with its managed ledger and BookKeeper ledger metadata, and a DbLedgerStorage bookie
+directory). Every entry is a batch of ``--batch`` messages (keys of 10^4 values, values of
+40-200 bytes, LZ4), with broker entry metadata; a pool of distinct Pulsar entries is built
+once and only the bookie header and digest differ per entry.
 
-Each run is a fresh interpreter (``--child``) that exports the whole topic to Parquet with
-:func:`pulsarctl_py.export.export_plan` and reports its wall time, the Spark session's
-start-up time, rows, and its own peak RSS (the driver's Python process; the JVM and the
-Python workers are other processes). From the local time per entry ``a``, Spark's time
-per entry ``b`` and its start-up ``s``, the crossover is ``s / (a - b)`` entries (none
-when Spark is not faster per entry). Prints one JSON object.
+Each run is a fresh interpreter (``--child``), as a command would be, that exports the
+whole topic to Parquet with :func:`pulsarctl_py.export.export_plan` and reports its wall
+time, the Spark session's start-up, the driver's join of the part files, rows, its own
+peak RSS, the load average, and the CPU time of every process: the driver, the JVM and
+each Spark Python worker (from /proc, before the session stops).
+
+* Scaling: ``--entries`` on Spark ``local[1]`` and ``local[2]``: ``local_2_vs_local_1``
+  from wall times, and ``local_2_vs_local_1_on_idle_cores`` from CPU times (the serial
+  driver work, the busiest worker, the JVM's share of the cores): the figure that does
+  not depend on what other jobs took of a shared machine.
+* Compaction (``compact`` without --apply: phase one, phase two's rebatching) of the
+  ``--entries`` topic on the same three engines; every engine's report must be the same.
+* Crossover: at each of ``--sizes`` the local engine and Spark ``local[*]`` (what ``auto``
+  starts), each total counted from the interpreter's start (imports, session start-up,
+  plan, export). ``crossover_entries`` is where Spark's wall time beats the local one's
+  (interpolated between sizes), ``crossover_entries_on_idle_cores`` the same from CPU
+  times, and ``..._extrapolated`` where the lines through the two largest sizes cross.
 
     python bench/spark.py                 # the figures in docs/performance.md
-    python bench/spark.py --quick         # smoke run: 2,000 entries
+    python bench/spark.py --quick         # smoke: 400 entries, local and local[2] (export),
+                                          # local (compaction)
 """
 
 from __future__ import annotations
@@ -134,7 +147,66 @@ def generate(root: Path, entries: int, ledgers: int, batch: int) -> dict[str, An
     }
 
 
-def child(root: Path, engine: str, master: str | None, split_entries: int) -> None:
+def _proc_cpu(pid: int) -> tuple[str, float]:
+    """(command, CPU seconds) of a live process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+        stat = f.read()
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return name, (int(fields[11]) + int(fields[12])) / ticks
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (the JVM, its Python daemon and workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def cpu_by_process() -> dict[str, Any]:
+    """CPU seconds of this (driver) process and of each live descendant, by kind."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out: dict[str, Any] = {"driver": round(usage.ru_utime + usage.ru_stime, 2)}
+    workers = []
+    jvm = 0.0
+    for pid in _descendants(os.getpid()):
+        try:
+            name, cpu = _proc_cpu(pid)
+        except OSError:
+            continue
+        if name.startswith("java"):
+            jvm += cpu
+        else:
+            workers.append(round(cpu, 2))
+    if jvm or workers:
+        out["jvm"] = round(jvm, 2)
+        out["python_workers"] = sorted(workers, reverse=True)
+    return out
+
+
+def child(
+    root: Path,
+    engine: str,
+    master: str | None,
+    split_entries: int,
+    conf: list[tuple[str, str]],
+    task: str = "export",
+) -> None:
     start = time.perf_counter()
     startup = 0.0
     from pulsarctl_py.engines import LocalEngine
@@ -146,18 +218,35 @@ def child(root: Path, engine: str, master: str | None, split_entries: int) -> No
         from pulsarctl_py.engines.spark import SparkEngine
         from pulsarctl_py.spark.session import get_session
 
-        session = get_session(master)
+        session = get_session(master, conf)
         startup = time.perf_counter() - start
         runner: Any = SparkEngine(session)
     else:
         runner = LocalEngine()
+    if task == "compact":
+        compaction(engine, master, url, dirs, split_entries, start, startup)
+        return
     with LedgerSource.open(url, dirs) as source:
         plan = topic_plan(
             source, TOPIC, metadata_url=url, bookie_dirs=dirs, split_entries=split_entries
         )
+    import pulsarctl_py.export as export_module
+
+    joined: dict[str, float] = {}
+    join = export_module._join
+
+    def timed_join(*args: Any, **kwargs: Any) -> None:
+        # the driver's serial part: the part files joined into one file, in plan order
+        t = time.perf_counter()
+        join(*args, **kwargs)
+        joined["join_s"] = time.perf_counter() - t
+
+    export_module._join = timed_join
+    before = cpu_by_process()
     begin = time.perf_counter()
     result = export_plan(plan, runner, root / f"out-{os.getpid()}.parquet")
     end = time.perf_counter()
+    after = cpu_by_process()
     os.unlink(root / f"out-{os.getpid()}.parquet")
     print(
         json.dumps(
@@ -168,80 +257,268 @@ def child(root: Path, engine: str, master: str | None, split_entries: int) -> No
                 "splits": result.splits,
                 "startup_s": round(startup, 2),
                 "export_s": round(end - begin, 2),
-                "total_s": round(end - start, 2),
-                "driver_peak_rss_mib": round(
-                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
-                ),
+                "join_s": round(joined.get("join_s", 0.0), 2),
+                **figures(before, after, start, end),
             }
         )
     )
 
 
+def figures(
+    before: dict[str, Any], after: dict[str, Any], start: float, end: float
+) -> dict[str, Any]:
+    """What every run reports besides its own time: CPU per process during the task, CPU
+    before it (imports, the session, the plan), the load, the total, the driver's RSS."""
+    return {
+        "cpu_s": {
+            "driver": round(after["driver"] - before["driver"], 2),
+            "jvm": round(after.get("jvm", 0.0) - before.get("jvm", 0.0), 2),
+            "python_workers": after.get("python_workers", []),
+        },
+        "startup_cpu_s": round(before["driver"] + before.get("jvm", 0.0), 2),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "total_s": round(end - start, 2),
+        "driver_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def compaction(
+    engine: str,
+    master: str | None,
+    url: str,
+    dirs: list[str],
+    split_entries: int,
+    start: float,
+    startup: float,
+) -> None:
+    """Compute the topic's compaction (phase one, phase two's rebatching; nothing applied)
+    on the engine this child started; print its figures and a digest of its report."""
+    import hashlib
+
+    from pulsarctl_py.compaction import compact
+
+    before = cpu_by_process()
+    begin = time.perf_counter()
+    report = compact(
+        TOPIC, metadata_url=url, bookie_dirs=dirs, engine=engine, split_entries=split_entries
+    )
+    end = time.perf_counter()
+    after = cpu_by_process()
+    doc = report.to_json()
+    doc.pop("engine")
+    doc.pop("seconds", None)
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+    print(
+        json.dumps(
+            {
+                "engine": engine,
+                "master": master,
+                "kept": report.stats.kept,
+                "report_sha256": digest,
+                "startup_s": round(startup, 2),
+                "compact_s": round(end - begin, 2),
+                **figures(before, after, start, end),
+            }
+        )
+    )
+
+
+def run_child(
+    root: Path,
+    engine: str,
+    master: str,
+    split_entries: int,
+    conf: list[str],
+    task: str = "export",
+) -> dict[str, Any]:
+    """One export (or compaction) in a fresh interpreter (and, on Spark, a fresh
+    session); its JSON."""
+    command = [sys.executable, __file__, "--child", str(root), engine, master]
+    command += ["--split-entries", str(split_entries), "--task", task]
+    for item in conf:
+        command += ["--spark-conf", item]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{engine} {master} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def on_idle_cores(run: dict[str, Any], cores: int) -> float:
+    """What a run would take with its cores to itself, from the CPU time of its processes.
+
+    The start-up and the driver's own work (the plan, the join of the parts) are serial;
+    the Python workers run side by side, so the busiest one is the critical path (the
+    daemon that forks them is one of the list, and idle meanwhile); the JVM's scheduling
+    shares the cores with them. On a machine shared with other jobs this is the figure
+    that does not depend on how much of the cores the others took.
+    """
+    cpu = run["cpu_s"]
+    workers = cpu["python_workers"]
+    busiest = max(workers) if workers else 0.0
+    return round(run["startup_cpu_s"] + cpu["driver"] + busiest + cpu["jvm"] / cores, 2)
+
+
+def crossover(sizes: list[int], local: list[float], spark: list[float]) -> int | None:
+    """The entries from which Spark's total (start-up included) beats the local engine's.
+
+    Between the largest size where local wins and the next one, where Spark wins, the
+    difference of the two totals is interpolated linearly; None when Spark never wins,
+    and the smallest size when it already wins there.
+    """
+    for i, n in enumerate(sizes):
+        if spark[i] < local[i]:
+            if i == 0:
+                return n
+            d0, d1 = spark[i - 1] - local[i - 1], spark[i] - local[i]
+            return int(sizes[i - 1] + (n - sizes[i - 1]) * d0 / (d0 - d1))
+    return None
+
+
+def extrapolated(sizes: list[int], local: list[float], spark: list[float]) -> int | None:
+    """Where the lines through the two largest sizes' totals cross, past the largest size
+    (Spark's start-up over the difference of the per-entry times); None when Spark is not
+    faster per entry there."""
+    if len(sizes) < 2:
+        return None
+    dn = sizes[-1] - sizes[-2]
+    a, b = (local[-1] - local[-2]) / dn, (spark[-1] - spark[-2]) / dn
+    if b >= a:
+        return None
+    return int(sizes[-1] + (spark[-1] - local[-1]) / (a - b))
+
+
+def compactions(root: Path, masters: list[tuple[str, str, str]], args: Any) -> dict[str, Any]:
+    """The topic's compaction on each engine: the same report everywhere, and the scaling
+    of local[2] against local[1] (wall and idle cores, as for the export)."""
+    runs = {
+        label: run_child(root, engine, master, args.split_entries, args.spark_conf, "compact")
+        for label, engine, master in masters
+    }
+    if len({r["report_sha256"] for r in runs.values()}) != 1:
+        raise SystemExit(f"the compaction reports differ between engines: {runs}")
+    out: dict[str, Any] = {"runs": runs}
+    one, two = runs.get("spark_local_1"), runs.get("spark_local_2")
+    if one is not None and two is not None:
+        out["local_2_vs_local_1"] = round(one["compact_s"] / two["compact_s"], 2)
+        idle = [
+            on_idle_cores(one, 1) - one["startup_cpu_s"],
+            on_idle_cores(two, 2) - two["startup_cpu_s"],
+        ]
+        out["local_2_vs_local_1_on_idle_cores"] = round(idle[0] / idle[1], 2)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument(
+        "--sizes",
+        default="10000,100000,300000",
+        help="topic sizes (entries) where the local engine and Spark local[*] are timed",
+    )
     ap.add_argument("--ledgers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=10)
-    ap.add_argument("--split-entries", type=int, default=10_000)
+    ap.add_argument("--split-entries", type=int, default=5_000)
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--child", nargs=3, metavar=("ROOT", "ENGINE", "MASTER"))
+    ap.add_argument("--task", choices=("export", "compact"), default="export")
+    ap.add_argument(
+        "--no-compact", action="store_true", help="skip the compaction runs (phase one, two)"
+    )
     args = ap.parse_args()
     if args.child:
         root, engine, master = args.child
-        child(Path(root), engine, None if master == "-" else master, args.split_entries)
+        child(
+            Path(root),
+            engine,
+            None if master == "-" else master,
+            args.split_entries,
+            [tuple(c.split("=", 1)) for c in args.spark_conf],
+            args.task,
+        )
         return
-    if args.quick:
-        args.entries, args.split_entries = 2_000, 500
+    sizes = sorted({int(n) for n in args.sizes.split(",") if n})
+    if args.quick:  # one tiny topic, one Spark session: the smoke test
+        args.entries, args.split_entries, sizes = 400, 100, []
     root = Path(tempfile.mkdtemp(prefix="ledgerctl-bench-spark-", dir=args.tmp))
+    topics: dict[int, tuple[Path, dict[str, Any]]] = {}
+
+    def topic(n: int) -> tuple[Path, dict[str, Any]]:
+        if n not in topics:
+            where = root / f"topic-{n}"
+            start = time.perf_counter()
+            inputs = generate(where, n, args.ledgers, args.batch)
+            inputs["generation_s"] = round(time.perf_counter() - start, 2)
+            topics[n] = (where, inputs)
+        return topics[n]
+
+    def export(n: int, engine: str, master: str) -> dict[str, Any]:
+        where, inputs = topic(n)
+        out = run_child(where, engine, master, args.split_entries, args.spark_conf)
+        if out["rows"] != inputs["messages"]:
+            raise SystemExit(f"{engine} {master}: {out['rows']} rows, not {inputs['messages']}")
+        return out
+
     try:
-        gen_start = time.perf_counter()
-        inputs = generate(root, args.entries, args.ledgers, args.batch)
-        inputs["generation_s"] = round(time.perf_counter() - gen_start, 2)
-        runs = {}
-        for label, engine, master in (
-            ("local", "local", "-"),
-            ("spark_local_1", "spark", "local[1]"),
-            ("spark_local_2", "spark", "local[2]"),
-        ):
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    str(root),
-                    engine,
-                    master,
-                    "--split-entries",
-                    str(args.split_entries),
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise SystemExit(f"{label} failed: {proc.stderr.strip().splitlines()[-1:]}")
-            runs[label] = json.loads(proc.stdout.strip().splitlines()[-1])
-            if runs[label]["rows"] != inputs["messages"]:
-                raise SystemExit(f"{label}: {runs[label]['rows']} rows, not {inputs['messages']}")
-        n = inputs["entries"]
-        a = runs["local"]["export_s"] / n
-        b = runs["spark_local_2"]["export_s"] / n
-        s = runs["spark_local_2"]["startup_s"]
-        report = {
+        masters = [("local", "local", "-"), ("spark_local_2", "spark", "local[2]")]
+        if not args.quick:
+            masters.insert(1, ("spark_local_1", "spark", "local[1]"))
+        runs = {label: export(args.entries, engine, master) for label, engine, master in masters}
+        report: dict[str, Any] = {
             "benchmark": "spark-export",
             "machine": machine(),
-            "inputs": inputs,
+            "inputs": topic(args.entries)[1],
             "split_entries": args.split_entries,
+            "spark_conf": args.spark_conf,
             "runs": runs,
-            "local_2_vs_local_1": round(
-                runs["spark_local_1"]["export_s"] / runs["spark_local_2"]["export_s"], 2
-            ),
-            "spark_2_vs_local": round(
-                runs["local"]["export_s"] / runs["spark_local_2"]["export_s"], 2
-            ),
-            "crossover_entries": None if b >= a else int(s / (a - b)),
         }
+        if "spark_local_1" in runs:
+            one, two = runs["spark_local_1"], runs["spark_local_2"]
+            report["local_2_vs_local_1"] = round(one["export_s"] / two["export_s"], 2)
+            # the same on idle cores, from CPU times (start-up left out, as export_s does)
+            idle = [
+                on_idle_cores(one, 1) - one["startup_cpu_s"],
+                on_idle_cores(two, 2) - two["startup_cpu_s"],
+            ]
+            report["local_2_vs_local_1_on_idle_cores"] = round(idle[0] / idle[1], 2)
+        report["spark_2_vs_local"] = round(
+            runs["local"]["export_s"] / runs["spark_local_2"]["export_s"], 2
+        )
+        if not args.no_compact:  # --quick: on the local engine only
+            chosen = masters[:1] if args.quick else masters
+            report["compaction"] = compactions(topic(args.entries)[0], chosen, args)
+        # the crossover: what `--engine auto` weighs, each run as a command would be (a
+        # fresh interpreter; on Spark a fresh local[*] session, its start-up included)
+        points = []
+        cores = os.cpu_count() or 1
+        for n in sizes:
+            local = export(n, "local", "-")
+            spark = export(n, "spark", "local[*]")
+            points.append(
+                {
+                    "entries": n,
+                    "local_s": local["total_s"],
+                    "spark_s": spark["total_s"],
+                    "spark_startup_s": spark["startup_s"],
+                    "spark_driver_peak_rss_mib": spark["driver_peak_rss_mib"],
+                    "local_on_idle_cores_s": on_idle_cores(local, 1),
+                    "spark_on_idle_cores_s": on_idle_cores(spark, cores),
+                    "load_average": spark["load_average"],
+                }
+            )
+        report["sizes"] = points
+        entries = [p["entries"] for p in points]
+        report["crossover_entries"] = crossover(
+            entries, [p["local_s"] for p in points], [p["spark_s"] for p in points]
+        )
+        idle_local = [p["local_on_idle_cores_s"] for p in points]
+        idle_spark = [p["spark_on_idle_cores_s"] for p in points]
+        report["crossover_entries_on_idle_cores"] = crossover(entries, idle_local, idle_spark)
+        report["crossover_entries_on_idle_cores_extrapolated"] = extrapolated(
+            entries, idle_local, idle_spark
+        )
         print(json.dumps(report, indent=2))
     finally:
         shutil.rmtree(root, ignore_errors=True)

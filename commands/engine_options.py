@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -42,7 +45,8 @@ SPARK_THRESHOLD = typer.Option(
     "--spark-threshold",
     metavar="ENTRIES",
     help="With --engine auto, use Spark from this many entries on. Default: "
-    "$LEDGERCTL_SPARK_THRESHOLD, else 2000000 (see docs/performance.md).",
+    "$LEDGERCTL_SPARK_THRESHOLD, else 200000, the measured crossover (see "
+    "docs/performance.md).",
 )
 
 
@@ -57,3 +61,44 @@ def engine_name(engine: EngineChoice, spark: bool, master: str | None) -> Engine
     if master is not None and engine is EngineChoice.local:
         raise LedgerctlError("--spark-master needs the Spark engine, not --engine local")
     return engine
+
+
+def scan_reads(
+    engine: EngineChoice,
+    spark: bool,
+    master: str | None,
+    conf: list[str] | None,
+    threshold: int | None,
+    *,
+    metadata_url: str | None,
+    bookie_dirs: list[Path] | None,
+    password: bytes | None,
+    source: Any,
+    entries: Callable[[int], int],
+    label: str,
+    progress: bool = True,
+) -> Any:
+    """The engine of a verify or seek --exact scan (a context manager giving EngineReads on
+    Spark, None in-process): --engine, --spark, --spark-master, --spark-conf and
+    --spark-threshold as export takes them; ``entries`` weighs the scan for auto. With
+    ``progress``, Spark's tasks are shown on stderr (when it is a terminal); commands that
+    show their own progress line turn it off (one live display at a time)."""
+    from pulsarctl_py import render
+    from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.engines.reads import location_of
+    from pulsarctl_py.engines.select import ScanReads
+    from pulsarctl_py.stores.metadata.url import resolve_metadata_url
+
+    chosen = engine_name(engine, spark, master)
+    url = None if source.metadata is None else str(resolve_metadata_url(metadata_url))
+    location = location_of(url, resolve_bookie_dirs(bookie_dirs), password, source)
+    return ScanReads(
+        chosen,
+        entries,
+        location=location,
+        master=master,
+        conf=conf or [],
+        threshold=threshold,
+        console=render.stderr_console() if progress else None,
+        label=label,
+    )

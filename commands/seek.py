@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from pulsarctl_py.commands import engine_options as eo
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
@@ -87,8 +88,14 @@ def seek(
         False,
         "--exact",
         help="Also scan every entry (streamed) for the true first entry at or after the "
-        "time and the regions where timestamps go backwards.",
+        "time and the regions where timestamps go backwards (in-process or on Spark: "
+        "--engine).",
     ),
+    engine: eo.EngineChoice = eo.ENGINE,
+    spark: bool = eo.SPARK,
+    spark_master: str = eo.SPARK_MASTER,
+    spark_conf: list[str] = eo.SPARK_CONF,
+    spark_threshold: int = eo.SPARK_THRESHOLD,
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     bookie: BookieFlags = BOOKIE,
@@ -135,15 +142,35 @@ def seek(
     kind = request.kind()
     if kind != "time" and (rule is not Rule.broker or exact):
         raise LedgerctlError("--rule and --exact apply to --time only")
+    chosen = eo.engine_name(engine, spark, spark_master)
+    if chosen is eo.EngineChoice.spark and not exact:
+        raise LedgerctlError("--spark, --spark-master and --engine spark apply to --exact only")
+    secret = password(password_env, password_file)
     with LedgerSource.open(
         metadata_url,
         bookie_dirs,
-        password(password_env, password_file),
+        secret,
         need_metadata=ledger is None,
         need_bookie=True,
         live=bookie.client(),
     ) as source:
-        result = run_seek(source, request)
+        from pulsarctl_py.engines.select import listed_entries
+
+        scan = eo.scan_reads(
+            chosen if exact else eo.EngineChoice.local,
+            False,
+            spark_master if exact else None,
+            spark_conf,
+            spark_threshold,
+            metadata_url=metadata_url,
+            bookie_dirs=bookie_dirs,
+            password=secret,
+            source=source,
+            entries=lambda limit: listed_entries(source, None if topic is None else [topic], limit),
+            label="seek --exact on Spark",
+        )
+        with scan as reads:
+            result = run_seek(source, request, reads)
     _show(result, output, explain)
     if not result.answered:
         raise typer.Exit(1)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from pulsarctl_py.commands import engine_options as eo
 from pulsarctl_py.commands import options
 
 if TYPE_CHECKING:
@@ -59,6 +60,11 @@ def verify(
     quiet: bool = options.QUIET,
     no_progress: bool = options.NO_PROGRESS,
     strict: bool = options.STRICT,
+    engine: eo.EngineChoice = eo.ENGINE,
+    spark: bool = eo.SPARK,
+    spark_master: str = eo.SPARK_MASTER,
+    spark_conf: list[str] = eo.SPARK_CONF,
+    spark_threshold: int = eo.SPARK_THRESHOLD,
 ) -> None:
     """Check that topic metadata and the stored ledgers agree; list what does not.
 
@@ -71,15 +77,20 @@ def verify(
     orphaned. Each finding has a severity (error, warning, info) and a check id; see
     the guide for the rule behind each.
 
+    The entry scans run in-process or on Spark (--engine), with the same findings.
+
     Exit status 1 when any finding is an error, else 0 (warnings and info included).
     """
     from pulsarctl_py import render
+    from pulsarctl_py.engines.select import listed_entries
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.verify import VerifyStats, verify_topics
 
     if (topic is None) == (not all_topics):
         raise typer.BadParameter("give a TOPIC or --all (one of them)", param_hint="TOPIC")
+    eo.engine_name(engine, spark, spark_master)
     password = options.password(password_env, password_file)
+    topics = None if all_topics else [topic]
     fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
     stats = VerifyStats()
     with (
@@ -90,11 +101,23 @@ def verify(
             need_metadata=True,
             live=bookie.client(),
         ) as source,
+        eo.scan_reads(
+            engine,
+            spark,
+            spark_master,
+            spark_conf,
+            spark_threshold,
+            metadata_url=metadata_url,
+            bookie_dirs=bookie_dirs,
+            password=password,
+            source=source,
+            entries=lambda limit: listed_entries(source, topics, limit),
+            label="verifying on Spark",
+            progress=False,
+        ) as reads,
         _progress(not (quiet or no_progress)) as progress,
     ):
-        findings = verify_topics(
-            source, None if all_topics else [topic], progress=progress, stats=stats
-        )
+        findings = verify_topics(source, topics, progress=progress, stats=stats, reads=reads)
         if fmt is render.OutputFormat.JSONL:
             render.write_jsonl(f.to_json() for f in findings)
             collected: list[Finding] = []

@@ -981,8 +981,12 @@ def topic_ledgers(
     return info.topic, rows, info
 
 
-def seek(source: LedgerSource, request: SeekRequest) -> SeekResult:
-    """Answer one seek request on real stores."""
+def seek(source: LedgerSource, request: SeekRequest, reads: Any = None) -> SeekResult:
+    """Answer one seek request on real stores.
+
+    ``reads`` (an :class:`pulsarctl_py.engines.reads.EngineReads`) runs the --exact scan
+    on its engine; the answer is the same.
+    """
     kind = request.kind()
     if request.rule not in RULES:
         raise LedgerctlError(f"unknown rule {request.rule!r}: one of {', '.join(RULES)}")
@@ -1033,19 +1037,31 @@ def seek(source: LedgerSource, request: SeekRequest) -> SeekResult:
     result.topic = topic
     result.warnings[:0] = warnings
     if request.exact and kind == "time":
-        _exact(result, flat, store_reader, request)
+        _exact(result, flat, store_reader, request, reads)
     result.entries_read = store_reader.reads
     if result.head is not None and kind in ("position", "legacy-offset"):
         result.extra["messages"] = _messages(source, store_reader, result.head, result.batch_index)
     return result
 
 
-def _exact(result: SeekResult, flat: FlatTopic, reader: StoreReader, request: SeekRequest) -> None:
+def _exact(
+    result: SeekResult,
+    flat: FlatTopic,
+    reader: StoreReader,
+    request: SeekRequest,
+    reads: Any = None,
+) -> None:
     """The linear scan: the true first entry at or after the time, next to the rule's answer."""
     if request.rule == "compacted":
         return
 
     def heads() -> Iterator[Head]:
+        if reads is not None:
+            ranges = [(lg.ledger_id, 0, lg.entries - 1) for lg in flat.used]
+            for head in reads.heads(reader.source.bookie, ranges):
+                reader.reads += 1
+                yield head
+            return
         for lg in flat.used:
             yield from reader.stream(lg.ledger_id, 0, lg.entries - 1)
 

@@ -6,6 +6,7 @@ import functools
 import pickle
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,3 +112,37 @@ def test_fold_runs_in_plan_order_with_or_without_spill(seed, memory):
     ) as table:
         assert sorted(expected.items()) == [(k, (r, t)) for k, r, t in table.items()]
         assert all(table.get(k) == v for k, v in expected.items())
+
+
+def _entries_slowly(split: Split):
+    # later splits finish first, so that completion order is not plan order
+    import time
+
+    time.sleep(0.01 * (split.ordinal % 3 == 0))
+    for entry in range(split.first_entry, split.last_entry + 1):
+        yield split.ledger_id, entry
+
+
+def _fails_at_five(split: Split):
+    from pulsarctl_py.errors import DataError
+
+    if split.ordinal == 5:
+        raise DataError(f"split {split.ordinal} is damaged")
+    yield split.ordinal
+
+
+def test_map_splits_gives_plan_order_and_one_line_errors_on_every_engine(engine):
+    from pulsarctl_py.errors import DataError
+
+    plan = build_scan_plan("t", [(1, 40, None), (2, 9, None)], split_entries=3)
+    if engine.name == "spark":
+        engine.wave = 2  # many waves, two in flight
+    expected = [(1, e) for e in range(40)] + [(2, e) for e in range(9)]
+    assert list(engine.map_splits(plan, _entries_slowly)) == expected
+    got = []
+    with pytest.raises(DataError, match=r"^split 5 is damaged$"):
+        for item in engine.map_splits(plan, _fails_at_five):
+            got.append(item)
+    assert got == list(range(len(got))) and len(got) <= 5
+    # the engine still runs plans after a failed one
+    assert list(engine.map_splits(plan, _entries_slowly)) == expected

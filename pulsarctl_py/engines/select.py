@@ -3,10 +3,11 @@
 ``auto`` runs a plan on Spark (a local session, every core, unless ``--spark-master``
 names a cluster) when the managed-ledger metadata says it holds at least
 :data:`DEFAULT_SPARK_THRESHOLD` entries, and in-process below that; without Java it
-stays local. ``bench/spark.py`` measures the crossover (docs/performance.md, "Spark
-engine"); on the shared 2-core machine it found none, so the default is a conservative
-2,000,000 entries until a measurement on an idle machine replaces it.
-``--spark-threshold`` or ``$LEDGERCTL_SPARK_THRESHOLD`` changes it.
+stays local. The default is the crossover ``bench/spark.py`` measured (docs/performance.md,
+"Spark engine"): from CPU times on 2 cores, Spark ``local[*]`` (its start-up included)
+beats the local engine from 203,448 entries of an export (207,334 in another run). On a
+machine whose cores other jobs keep busy there is no crossover (Spark's second core is not
+free), so ``--spark-threshold`` or ``$LEDGERCTL_SPARK_THRESHOLD`` changes it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-#: entries from which auto picks Spark (docs/performance.md: no crossover measured yet)
-DEFAULT_SPARK_THRESHOLD = 2_000_000
+#: entries from which auto picks Spark: the measured crossover, rounded (docs/performance.md)
+DEFAULT_SPARK_THRESHOLD = 200_000
 ENV_SPARK_THRESHOLD = "LEDGERCTL_SPARK_THRESHOLD"
 
 
@@ -74,3 +75,93 @@ def open_engine(
     from .spark import SparkEngine
 
     return SparkEngine(master=master, conf=conf, console=console, label=label)
+
+
+def listed_entries(source: Any, topics: Sequence[str] | None, limit: int | None = None) -> int:
+    """The entries the managed-ledger metadata lists for ``topics`` (None: every topic).
+
+    What ``auto`` weighs for verify and seek before any entry is read; a name without a
+    managed ledger of its own (a partitioned topic's parent) counts its partitions. The
+    count stops once it reaches ``limit`` (the threshold: no need to read further).
+    """
+    from pulsarctl_py.stores.metadata import (
+        list_managed_ledgers,
+        read_managed_ledger,
+        resolve_topic,
+    )
+
+    store = source.metadata
+    if store is None:
+        return 0
+    if topics is None:
+        names: list[Any] = [ref.topic for ref in list_managed_ledgers(store)]
+    else:
+        names = list(topics)
+    total = 0
+    for name in names:
+        if limit is not None and total >= limit:
+            break
+        record = read_managed_ledger(store, name, with_cursors=False)
+        if record is None and topics is not None:
+            prefix = resolve_topic(name).full_name + "-partition-"
+            total += sum(
+                listed_entries(source, [ref.topic])
+                for ref in list_managed_ledgers(store)
+                if ref.topic.full_name.startswith(prefix)
+            )
+            continue
+        if record is not None and record.info is not None:
+            total += sum(li.entries for li in record.info.message.ledgerInfo)
+    return total
+
+
+class ScanReads:
+    """The engine of a verify or seek --exact scan, as a context manager.
+
+    ``__enter__`` gives an :class:`~pulsarctl_py.engines.reads.EngineReads` on Spark, or
+    None when the scan stays in this process (``local``, or ``auto`` below the threshold);
+    ``entries(threshold)`` (the scan's entries, counted up to the threshold at least) is
+    called only for ``auto``.
+    """
+
+    def __init__(
+        self,
+        choice: EngineChoice | str,
+        entries: Any,
+        *,
+        location: Any,
+        master: str | None = None,
+        conf: Sequence[str] = (),
+        threshold: int | None = None,
+        console: Any = None,
+        label: str = "scanning on Spark",
+    ) -> None:
+        self.choice = EngineChoice(choice)
+        self.entries = entries
+        self.location = location
+        self.master = master
+        self.conf = conf
+        self.threshold = threshold
+        self.console = console
+        self.label = label
+        self.engine: Any = None
+
+    def __enter__(self) -> Any:
+        count = 0
+        if self.choice is EngineChoice.auto:
+            count = self.entries(spark_threshold(self.threshold))
+        if pick(self.choice, count, self.threshold) == "local":
+            return None
+        from pulsarctl_py.spark.session import parse_conf
+
+        from .reads import EngineReads
+
+        conf = parse_conf(list(self.conf))
+        self.engine = open_engine(
+            "spark", master=self.master, conf=conf, console=self.console, label=self.label
+        )
+        return EngineReads(self.engine, self.location)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.engine is not None:
+            self.engine.close()

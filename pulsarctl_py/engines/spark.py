@@ -1,10 +1,11 @@
 """The Spark engine: the same scan plans as the local engine, run on Spark executors.
 
 * ``map_splits``: one Spark partition per split; partitions run in waves of a few times
-  the cluster's parallelism (``sc.runJob`` over a range of partitions), and each wave's
-  results come back in plan order before the next one starts, so the driver holds one
-  wave's results at a time, never the whole scan. With ``winners`` (phase two of a
-  compaction), the winners are broadcast to the executors as a dict.
+  the cluster's parallelism (``sc.runJob`` over a range of partitions, two waves in flight
+  so that no core waits for the end of a wave), and the waves' results come back in plan
+  order, so the driver holds two or three waves' results at a time, never the whole scan.
+  With ``winners`` (phase two of a compaction), the winners are broadcast to the
+  executors as a dict.
 * ``latest_per_key``: a distributed reduction (``reduceByKey`` keeping the greatest rank;
   with ``fold``, the key's records sorted into plan order and folded on the executor),
   streamed back into a :class:`~pulsarctl_py.engines.local.LocalKeyTable`, which spills to
@@ -16,7 +17,10 @@ the only importer in the CLI's paths.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import functools
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -24,6 +28,9 @@ from .base import Fold, KeyRecord, KeyState, ScanPlan, Split
 from .local import DEFAULT_MEMORY, LocalKeyTable
 
 T = TypeVar("T")
+
+#: waves of map_splits in flight at once (each a Spark job of 2 x parallelism partitions)
+AHEAD = 2
 
 
 class DictView:
@@ -116,8 +123,6 @@ class SparkEngine:
         fn: Callable[..., Iterable[T]],
         winners: Any = None,
     ) -> Iterator[T]:
-        from pulsarctl_py.spark.session import job_error
-
         splits = list(plan.splits)
         if not splits:
             return
@@ -130,19 +135,51 @@ class SparkEngine:
             broadcast = sc.broadcast({k: (r, t) for k, r, t in winners.items()})
             rdd = rdd.mapPartitions(functools.partial(_run_splits_with, fn, broadcast))
         wave = self.wave or max(2, 2 * self.parallelism)
+        waves = [list(range(i, min(len(splits), i + wave))) for i in range(0, len(splits), wave)]
         try:
-            for start in range(0, len(splits), wave):
-                with self._progress():
-                    try:
-                        results = sc.runJob(
-                            rdd, _identity, list(range(start, min(len(splits), start + wave)))
-                        )
-                    except Exception as exc:
-                        raise job_error(exc) from None
-                yield from results
+            with self._progress():
+                yield from self._waves(rdd, waves)
         finally:
             if broadcast is not None:
                 broadcast.unpersist()
+
+    def _waves(self, rdd: Any, waves: list[list[int]]) -> Iterator[Any]:
+        """Run the waves of partitions as jobs, :data:`AHEAD` of them at a time, and yield
+        their results in order: while the driver takes one wave's results, the executors
+        already run the next wave's tasks, and a core that finishes its last task of a
+        wave picks up one of the next (no core waits for a wave's slowest task)."""
+        from pulsarctl_py.spark.session import job_error
+
+        sc = self.session.sparkContext
+        group = f"ledgerctl-{uuid.uuid4().hex}"
+
+        def run(partitions: list[int]) -> list[Any]:
+            sc.setJobGroup(group, self.label, interruptOnCancel=True)
+            return list(sc.runJob(rdd, _identity, partitions))
+
+        pool = concurrent.futures.ThreadPoolExecutor(AHEAD, thread_name_prefix="ledgerctl-wave")
+        pending: collections.deque[concurrent.futures.Future[list[Any]]] = collections.deque()
+        done = False
+        try:
+            for partitions in waves[:AHEAD]:
+                pending.append(pool.submit(run, partitions))
+            following = iter(waves[AHEAD:])
+            while pending:
+                try:
+                    results = pending.popleft().result()
+                except Exception as exc:
+                    raise job_error(exc) from None
+                partitions = next(following, None)
+                if partitions is not None:
+                    pending.append(pool.submit(run, partitions))
+                yield from results
+            done = True
+        finally:
+            if not done:  # a failure, or the caller stopped reading: stop what still runs
+                for future in pending:
+                    future.cancel()
+                sc.cancelJobGroup(group)
+            pool.shutdown(wait=True)
 
     def latest_per_key(
         self,

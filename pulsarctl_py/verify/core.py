@@ -124,6 +124,7 @@ def verify_topics(
     progress: ProgressCallback | None = None,
     stats: VerifyStats | None = None,
     fast: bool = True,
+    reads: Any = None,
 ) -> Iterator[Finding]:
     """Verify the named topics (None: every topic, plus the orphan-ledger check).
 
@@ -131,13 +132,15 @@ def verify_topics(
     partitioned topic's name stands for its partitions. Raise LedgerctlError when there is
     no metadata store or a named topic does not exist. Findings stream as they are found;
     ``stats`` (when given) is filled in on the way. ``fast=False`` reads every entry
-    through the general decode path, never the fast path (:mod:`.fastscan`); the
+    through the general decode path, never the fast path (:mod:`.fastscan`); ``reads`` (an
+    :class:`pulsarctl_py.engines.reads.EngineReads`) reads the entries on its engine
+    instead of in this process (the fast path is in-process, so it is not taken then); the
     findings are the same.
     """
     if source.metadata is None:
         raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
-    run = Run(source, progress, stats if stats is not None else VerifyStats())
-    run.fast = fast
+    run = Run(source, progress, stats if stats is not None else VerifyStats(), reads)
+    run.fast = fast and reads is None
     yield from _drive(run, topics)
 
 
@@ -229,9 +232,14 @@ class Run:
     """One verify run: the stores, what it has counted and referenced so far."""
 
     def __init__(
-        self, source: LedgerSource, progress: ProgressCallback | None, stats: VerifyStats
+        self,
+        source: LedgerSource,
+        progress: ProgressCallback | None,
+        stats: VerifyStats,
+        reads: Any = None,
     ) -> None:
         self.source = source
+        self.reads = reads
         assert source.metadata is not None
         self.store = source.metadata
         self.progress = progress
@@ -291,9 +299,15 @@ class Run:
         """(entry_id, Entry or None, error or None) for the stored entries in [first, last],
         decoded to ``Depth.METADATA``.
 
-        An entry whose bytes cannot be read is reported with its error and skipped.
+        An entry whose bytes cannot be read is reported with its error and skipped. With
+        ``reads``, the range is read on its engine (cursor ledgers, decoded as the view
+        says, stay in this process).
         """
-        for entry in self.source.entries(view, first, last, depth=Depth.METADATA, keep_going=True):
+        if self.reads is not None and view.kind != "cursor":
+            found = self.reads.entries(self.source.bookie, view.ledger_id, first, last)
+        else:
+            found = self.source.entries(view, first, last, depth=Depth.METADATA, keep_going=True)
+        for entry in found:
             entry_id = entry.position[1] if entry.position else first
             if entry.unreadable is not None:
                 yield entry_id, None, entry.unreadable
