@@ -392,15 +392,24 @@ def _message_kept(m: Any, request: InspectRequest, low: int | None, high: int | 
     return True
 
 
-def entry_json(view: LedgerView, entry: Entry, with_hex: bool = False) -> dict[str, Any]:
-    """The per-entry JSON of inspect: decode's shape plus digest, LAC and kind."""
+def entry_json(
+    view: LedgerView, entry: Entry, with_hex: bool = False, with_hash: bool = False
+) -> dict[str, Any]:
+    """The per-entry JSON of inspect: decode's shape plus digest, LAC and kind.
+
+    ``with_hash`` adds ``payload_sha256``, the SHA-256 of what follows the bookie header
+    and digest: it lets two copies of an entry (bookies, backups) be compared without
+    the bytes. It is asked for (``--hash``): a hash per entry costs a scan's time.
+    """
     doc = entry.to_json(with_hex)
-    bk = entry.layers[0] if entry.layers and entry.layers[0].name == "bookie-entry" else None
-    doc["digest"] = bk.check.to_json() if bk is not None and bk.check is not None else None
-    if bk is not None:
-        # lets two copies of an entry (bookies, backups) be compared without the bytes
+    layers = entry.layers
+    bk = layers[0] if layers and layers[0].name == "bookie-entry" else None
+    # the bookie layer's check, as its layer shows it
+    doc["digest"] = doc["layers"][0].get("check") if bk is not None else None
+    if bk is not None and with_hash:
         doc["payload_sha256"] = hashlib.sha256(entry.data[bk.offset + bk.length :]).hexdigest()
     lac = view.lac
-    doc["confirmed"] = None if lac is None or doc["entry_id"] is None else doc["entry_id"] <= lac
+    entry_id = doc["entry_id"]
+    doc["confirmed"] = None if lac is None or entry_id is None else entry_id <= lac
     doc["ledger_kind"] = view.kind
     return doc

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import itertools
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -107,9 +108,45 @@ def write_json_stream(
     out.write("\n}\n")
 
 
-def write_jsonl(objs: Iterable[Any]) -> None:
+#: the JSON line of one object, as ``json.dumps(obj, ensure_ascii=False, separators=(",",
+#: ":"))`` writes it; one encoder for every line (json.dumps makes one per call)
+_compact_json = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), check_circular=False
+).encode
+
+
+def jsonl_encoder(no_floats: bool = False) -> Callable[[Any], str]:
+    """The function that gives an object's JSON line (without the newline).
+
+    ``no_floats``: the objects hold no float, as decoded entries do (the protobufs of
+    Pulsar and BookKeeper have no float field). Then orjson, when installed, writes them:
+    several times faster, and the same text as the standard library's, byte for byte
+    (compact, UTF-8 unescaped, keys in order); floats are where the two differ (orjson
+    writes ``1e-7`` for ``1e-07``). What orjson refuses (an int wider than 64 bits) is
+    left to the standard library.
+    """
+    if no_floats:
+        try:
+            from orjson import dumps
+        except ImportError:  # pragma: no cover - a platform without its wheel
+            return _compact_json
+        fallback = _compact_json
+
+        def encode(obj: Any) -> str:
+            try:
+                return dumps(obj).decode("utf-8")
+            except TypeError:  # orjson.JSONEncodeError
+                return fallback(obj)
+
+        return encode
+    return _compact_json
+
+
+def write_jsonl(objs: Iterable[Any], no_floats: bool = False) -> None:
+    encode = jsonl_encoder(no_floats)
+    write = sys.stdout.write
     for obj in objs:
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+        write(encode(obj) + "\n")
 
 
 def iso_ms(ms: int | None) -> str:
@@ -328,48 +365,117 @@ def report_problems(console: Console, entries: Iterable[tuple[str, Entry]]) -> N
             console.print(f"[{colour}]{p.severity}[/]: {escape(label)}: {escape(str(p))}")
 
 
-def entry_line(entry: Entry, label: str, lac: int | None = None) -> str:
-    """One line per entry: position, size, digest and checksum, time, messages, index."""
-    from rich.markup import escape
+def entry_parts(entry: Entry, label: str, lac: int | None = None) -> list[tuple[str, str]]:
+    """The table view's line for one entry, as (text, style) pieces; style "" is none.
 
-    def mark(check: Any) -> str:
+    Position, size, digest and checksum, time, messages, index: :func:`entry_line` makes
+    Rich markup of it, :class:`EntryLines` writes it without a Rich layout per line.
+    """
+
+    def mark(check: Any) -> tuple[str, str]:
         if check is None:
-            return "[dim]-[/]"
+            return "-", "dim"
         if check.ok is None:
-            return "[yellow]?[/]"
-        return "[green]✓[/]" if check.ok else "[red]✗[/]"
+            return "?", "yellow"
+        return ("✓", "green") if check.ok else ("✗", "red")
 
-    digest = next((layer.check for layer in entry.layers if layer.name == "bookie-entry"), None)
-    crc = next((layer.check for layer in entry.layers if layer.name == "checksum"), None)
+    digest = crc = marker = position = None
+    for layer in entry.layers:
+        name = layer.name
+        if name == "bookie-entry" and digest is None:
+            digest = layer.check
+        elif name == "checksum" and crc is None:
+            crc = layer.check
+        elif name == "marker" and marker is None:
+            marker = layer
+        elif name == "position-info" and position is None:
+            position = layer
+    gap = ("  ", "")
     parts = [
-        f"[bold]{escape(label)}[/]",
-        f"{len(entry.data):>7}B",
-        f"digest {mark(digest)}",
-        f"crc {mark(crc)}",
-        iso_ms(entry.entry_timestamp),
+        (label, "bold"),
+        gap,
+        (f"{len(entry.data):>7}B", ""),
+        gap,
+        ("digest ", ""),
+        mark(digest),
+        gap,
+        ("crc ", ""),
+        mark(crc),
+        gap,
+        (iso_ms(entry.entry_timestamp), ""),
     ]
     if entry.index is not None:
-        parts.append(f"index {entry.index}")
+        parts += (gap, (f"index {entry.index}", ""))
     if entry.messages:
         keys = sorted({human(m.key) for m in entry.messages if m.key is not None})
         shown = ", ".join(keys[:3]) + ("…" if len(keys) > 3 else "")
-        parts.append(f"{len(entry.messages)} msg" + (f" keys {escape(shown)}" if keys else ""))
+        parts += (gap, (f"{len(entry.messages)} msg" + (f" keys {shown}" if keys else ""), ""))
     elif entry.encrypted:
-        parts.append("[yellow]encrypted[/]")
+        parts += (gap, ("encrypted", "yellow"))
     elif entry.chunk is not None:
-        parts.append(f"chunk {entry.chunk.chunk_id + 1}/{entry.chunk.num_chunks}")
-    marker = next((layer for layer in entry.layers if layer.name == "marker"), None)
+        parts += (gap, (f"chunk {entry.chunk.chunk_id + 1}/{entry.chunk.num_chunks}", ""))
     if marker is not None:
-        parts.append(f"marker {marker.fields.get('name')}")
-    position = next((layer for layer in entry.layers if layer.name == "position-info"), None)
+        parts += (gap, (f"marker {marker.fields.get('name')}", ""))
     if position is not None:
         f = position.fields
-        parts.append(f"mark-delete {f.get('ledger_id')}:{f.get('entry_id')}")
+        parts += (gap, (f"mark-delete {f.get('ledger_id')}:{f.get('entry_id')}", ""))
     if lac is not None and entry.position is not None and entry.position[1] > lac:
-        parts.append("[yellow]beyond LAC[/]")
+        parts += (gap, ("beyond LAC", "yellow"))
     if not entry.ok:
-        parts.append("[red]problems[/]")
-    return "  ".join(parts)
+        parts += (gap, ("problems", "red"))
+    return parts
+
+
+def entry_line(entry: Entry, label: str, lac: int | None = None) -> str:
+    """One line per entry (:func:`entry_parts`) as Rich markup."""
+    from rich.markup import escape
+
+    return "".join(
+        f"[{style}]{escape(text)}[/]" if style else escape(text)
+        for text, style in entry_parts(entry, label, lac)
+    )
+
+
+#: characters Rich would not print as they are (it expands tabs and drops some controls)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class EntryLines:
+    """Write the table view's line per entry to a console's file, as Rich would print it.
+
+    Rich lays out every printed line (markup parse, segments, wrapping): a scan of millions
+    of entries would spend most of its time there. The styles are rendered once, through
+    the console, and each line is joined from plain strings. A line whose text holds a
+    control character (tab, newline, escape) is left to Rich; no line goes through Rich's
+    emoji codes (a key ``:x:`` is shown as it is). A line wider than the terminal is
+    wrapped by the terminal, not at a word.
+    """
+
+    def __init__(self, console: Console) -> None:
+        from rich.text import Text
+
+        self.console = console
+        self.write = console.file.write
+        self.codes: dict[str, tuple[str, str]] = {"": ("", "")}
+        for style in ("bold", "dim", "green", "yellow", "red"):
+            with console.capture() as capture:
+                console.print(Text("\0", style=style), end="")
+            start, _, end = capture.get().partition("\0")
+            self.codes[style] = (start, end)
+
+    def __call__(self, entry: Entry, label: str, lac: int | None = None) -> None:
+        parts = entry_parts(entry, label, lac)
+        if _CONTROL.search("".join(text for text, _ in parts)) is not None:
+            self.console.print(entry_line(entry, label, lac), emoji=False)
+            return
+        codes = self.codes
+        self.write(
+            "".join(
+                text if not style else codes[style][0] + text + codes[style][1]
+                for text, style in parts
+            )
+            + "\n"
+        )
 
 
 def print_ledger(console: Console, view: Any) -> None:
