@@ -347,6 +347,7 @@ def _show(
                 "entries",
                 streamed(),
                 lambda: {"ledgers": [v.to_json() for v in ledgers], "summary": summary.to_json()},
+                no_floats=True,  # entries hold no float
             )
         _report(err, summary)
         if not quiet:

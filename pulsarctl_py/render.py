@@ -8,6 +8,7 @@ to stdout, one object per line for streams.
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 import json
 import re
@@ -80,17 +81,20 @@ _NOTHING = object()
 
 
 def write_json_stream(
-    key: str, items: Iterable[Any], tail: Callable[[], dict[str, Any]] | None = None
+    key: str,
+    items: Iterable[Any],
+    tail: Callable[[], dict[str, Any]] | None = None,
+    no_floats: bool = False,
 ) -> None:
     """Write ``{key: [items...], **tail()}`` as ``write_json`` would, item by item.
 
     The document is never built in memory: each item is written as it comes, then the
     fields of ``tail()`` (computed after the last item, e.g. a summary). The text is the
-    same as ``write_json`` of the whole document.
+    same as ``write_json`` of the whole document. ``no_floats``: the items hold no float,
+    as for :func:`jsonl_encoder`, and orjson may write them.
     """
-    import textwrap
-
     out = sys.stdout
+    dumps = indented_encoder(no_floats)
     iterator = iter(items)
     # the first item is taken before anything is written, so an error raised before any
     # item (a name that does not exist, a store that cannot be opened) leaves stdout empty
@@ -98,14 +102,35 @@ def write_json_stream(
     out.write("{\n  " + json.dumps(key) + ": [")
     first = True
     for item in itertools.chain(() if head is _NOTHING else (head,), iterator):
-        text = json.dumps(item, indent=2, ensure_ascii=False)
-        out.write(("\n" if first else ",\n") + textwrap.indent(text, "    ", lambda _: True))
+        # every line indented: only JSON's own newlines, text escapes its line breaks
+        # (textwrap would also break at U+2028, U+0085 and the like inside a string)
+        text = dumps(item).replace("\n", "\n    ")
+        out.write(("\n    " if first else ",\n    ") + text)
         first = False
     out.write("]" if first else "\n  ]")
     for name, value in (tail() if tail is not None else {}).items():
-        text = json.dumps(value, indent=2, ensure_ascii=False)
-        out.write(",\n  " + json.dumps(name) + ": " + textwrap.indent(text, "  ").lstrip())
+        text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        out.write(",\n  " + json.dumps(name) + ": " + text)
     out.write("\n}\n")
+
+
+def indented_encoder(no_floats: bool) -> Callable[[Any], str]:
+    """``json.dumps(obj, indent=2, ensure_ascii=False)``, or orjson's same text (no floats)."""
+    if no_floats:
+        try:
+            from orjson import OPT_INDENT_2, dumps
+        except ImportError:  # pragma: no cover - a platform without its wheel
+            pass
+        else:
+
+            def encode(obj: Any) -> str:
+                try:
+                    return dumps(obj, option=OPT_INDENT_2).decode("utf-8")
+                except TypeError:  # orjson.JSONEncodeError
+                    return json.dumps(obj, indent=2, ensure_ascii=False)
+
+            return encode
+    return functools.partial(json.dumps, indent=2, ensure_ascii=False)
 
 
 #: the JSON line of one object, as ``json.dumps(obj, ensure_ascii=False, separators=(",",

@@ -151,9 +151,9 @@ def assert_same_output(view: Any, entry: Entry) -> None:
             text = STDLIB_LINE(want)
             assert line(got) == text
             assert render.jsonl_encoder()(got) == text
-            assert json.dumps(got, indent=2, ensure_ascii=False) == json.dumps(
-                want, indent=2, ensure_ascii=False
-            )
+            indented = json.dumps(want, indent=2, ensure_ascii=False)
+            assert render.indented_encoder(no_floats=True)(got) == indented
+            assert json.dumps(got, indent=2, ensure_ascii=False) == indented
     label = "in" if entry.position is None else f"{entry.position[0]}:{entry.position[1]}"
     for kind in CONSOLES:
         assert fast_line(kind, entry, label, view.lac) == reference_line(
@@ -281,6 +281,21 @@ def test_what_orjson_refuses_is_written_by_the_standard_library() -> None:
     doc = {"big": 2**70, "text": "a\u2028b\x00", "nested": [{"k": -(2**63)}]}
     want = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
     assert render.jsonl_encoder(no_floats=True)(doc) == want
+
+
+def test_json_document_streamed_is_the_whole_document_with_line_breaks_in_text_kept(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Text may hold U+2028, U+2029 and U+0085 as they are: they stay inside their string."""
+    items = [{"key": "a\u2028b", "n": 1, "nested": [{"p": "c\x85d"}]}, {"e": [], "f": {}}]
+    tail = {"summary": {"message": "x\u2029y", "count": 2}}
+    for no_floats in (False, True):
+        capsys.readouterr()
+        render.write_json_stream("entries", iter(items), lambda: tail, no_floats=no_floats)
+        streamed = capsys.readouterr().out
+        render.write_json({"entries": items, **tail})
+        assert streamed == capsys.readouterr().out
+        assert json.loads(streamed) == {"entries": items, **tail}
 
 
 def test_table_line_shows_emoji_codes_and_markup_in_keys_as_they_are() -> None:
