@@ -373,9 +373,8 @@ def _show(
                 out.print(render.entry_tree(entry, label, with_hex))
             else:
                 entry_line(entry, label, view.lac)
-            render.report_problems(
-                err, [(label, _errors_only(entry) if quiet else entry)]
-            )
+            if entry.problems:
+                render.report_problems(err, [(label, _errors_only(entry) if quiet else entry)])
             advance()
     _report(err, summary)
     if not quiet:

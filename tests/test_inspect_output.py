@@ -16,6 +16,7 @@ import io
 import json
 import random
 import types
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +297,26 @@ def test_json_document_streamed_is_the_whole_document_with_line_breaks_in_text_k
         render.write_json({"entries": items, **tail})
         assert streamed == capsys.readouterr().out
         assert json.loads(streamed) == {"entries": items, **tail}
+
+
+def old_iso_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+@settings(max_examples=2000, deadline=None)
+@given(ms=st.integers(1, (1000 << 32) + 5000) | st.integers(1, 2_000_000_000_000))
+def test_iso_ms_by_the_second_is_the_float_path(ms: int) -> None:
+    """iso_ms keeps the text of the last second: the same text as the float path."""
+    assert render.iso_ms(ms) == old_iso_ms(ms)
+    assert render.iso_ms(ms - 1) == old_iso_ms(ms - 1) if ms > 1 else True
+
+
+def test_iso_ms_at_the_edges() -> None:
+    for ms in (1, 999, 1000, 1001, 1_717_200_000_999, (1000 << 32) - 1, 1000 << 32):
+        assert render.iso_ms(ms) == old_iso_ms(ms)
+    assert render.iso_ms(0) == render.iso_ms(None) == "-"
+    assert render.iso_ms(-1) == old_iso_ms(-1)
+    assert render.iso_ms(10**20).endswith("(out of range)")
 
 
 def test_table_line_shows_emoji_codes_and_markup_in_keys_as_they_are() -> None:
