@@ -250,10 +250,12 @@ def time_raw(pool: Sequence[PoolEntry], order: Sequence[int]) -> tuple[float, in
     return elapsed, total
 
 
-def time_bare(pool: Sequence[PoolEntry], order: Sequence[int]) -> tuple[float, int]:
-    """SingleMessageMetadata.FromString of every record: seconds and records parsed."""
+def time_bare(
+    pool: Sequence[PoolEntry], order: Sequence[int], parse: Callable[[bytes], Any] | None = None
+) -> tuple[float, int]:
+    """SingleMessageMetadata.FromString (or ``parse``) of every record: seconds, records."""
     per_entry = [pool[i].smms for i in order]
-    parse = api.SingleMessageMetadata.FromString
+    parse = parse or api.SingleMessageMetadata.FromString
     count = 0
     start = CLOCK()
     for smms in per_entry:
@@ -269,16 +271,7 @@ def time_bare_reused(pool: Sequence[PoolEntry], order: Sequence[int]) -> tuple[f
 
     The faster bare baseline: no message object is allocated per record.
     """
-    per_entry = [pool[i].smms for i in order]
-    parse = api.SingleMessageMetadata().ParseFromString
-    count = 0
-    start = CLOCK()
-    for smms in per_entry:
-        for raw in smms:
-            parse(raw)
-        count += len(smms)
-    elapsed = CLOCK() - start
-    return elapsed, count
+    return time_bare(pool, order, api.SingleMessageMetadata().ParseFromString)
 
 
 def time_floor(pool: Sequence[PoolEntry], order: Sequence[int]) -> tuple[float, int]:
