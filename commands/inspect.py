@@ -311,6 +311,7 @@ def _show(
     *,
     quiet: bool = False,
     show_progress: bool = False,
+    fast: bool = True,
 ) -> None:
     import contextlib
 
@@ -329,7 +330,7 @@ def _show(
         ledgers: list = []
 
         def streamed():
-            for view, entry in inspect(source, request, summary, ledgers.append):
+            for view, entry in inspect(source, request, summary, ledgers.append, fast=fast):
                 yield entry_json(view, entry, with_hex)
                 advance()
 
@@ -344,9 +345,16 @@ def _show(
             render.print_summary(err, summary)
         return
     if fmt is OutputFormat.JSONL:
+        import sys
+
+        write = sys.stdout.write
         with counter as advance:
-            for view, entry in inspect(source, request, summary):
-                render.write_jsonl([entry_json(view, entry, with_hex)])
+            # at --depth entry a regular entry comes as its JSON line, built from its head
+            for view, entry in inspect(source, request, summary, fast=fast, lines=not with_hex):
+                if type(entry) is str:
+                    write(entry)
+                else:
+                    render.write_jsonl([entry_json(view, entry, with_hex)])
                 advance()
         _report(err, summary)
         if not quiet:
@@ -354,7 +362,7 @@ def _show(
         return
     out = render.stdout_console()
     with counter as advance:
-        for view, entry in inspect(source, request, summary, on_ledger):
+        for view, entry in inspect(source, request, summary, on_ledger, fast=fast):
             label = f"{view.ledger_id}:{entry.position[1] if entry.position else '?'}"
             if fmt is OutputFormat.TREE:
                 out.print(render.entry_tree(entry, label, with_hex))
