@@ -351,6 +351,11 @@ def _show(
         with counter as advance:
             # at --depth entry a regular entry comes as its JSON line, built from its head
             for view, entry in inspect(source, request, summary, fast=fast, lines=not with_hex):
+                if type(entry) is list:  # lines of consecutive entries
+                    write("".join(entry))
+                    for _ in entry:
+                        advance()
+                    continue
                 if type(entry) is str:
                     write(entry)
                 else:

@@ -284,7 +284,8 @@ def inspect(
 
     ``fast``: at ``Depth.ENTRY`` read bookie storage through entry heads
     (:mod:`pulsarctl_py.inspect_heads`; the same entries, filters and summary). With
-    ``lines`` too, a regular entry comes as its JSON line (a ``str``), ready to write.
+    ``lines`` too, a regular entry comes as its JSON line (a ``str``), ready to write,
+    and without ``limit`` consecutive lines come as a ``list``.
     """
     from pulsarctl_py.inspect_heads import read_from_heads, serves
 
@@ -318,7 +319,7 @@ def inspect(
         else:
             items = read_entries(source, view, first, last, request)
         for entry in items:
-            if type(entry) is str:  # a JSON line: kept and counted already
+            if type(entry) is str or type(entry) is list:  # JSON lines: kept and counted
                 pass
             elif entry.unreadable is not None:  # no time, no messages: always reported
                 summary.add(entry)

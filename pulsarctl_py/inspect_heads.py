@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 #: entries read before a ledger whose entries are mostly not regular goes the general way
 PROBE = 64
+#: JSON lines handed on at once when no --limit counts them one by one
+CHUNK = 256
 _BOOKIE = HEADER.size + 4  # header and CRC32C digest: where the payload starts
 _BEM_MAGIC = b"\x0e\x02"
 _CHECKSUM_MAGIC = b"\x0e\x01"
@@ -174,12 +176,13 @@ def read_from_heads(
     summary: Summary,
     *,
     lines: bool,
-) -> Iterator[Entry | str]:
+) -> Iterator[Entry | str | list[str]]:
     """The ledger's entries in [first, last] as inspect reads them at ``Depth.ENTRY``.
 
     A ``str`` is the JSON line of a kept entry (only with ``lines``), already counted in
-    ``summary``; an ``Entry`` is what ``LedgerSource.entries`` yields, still to be
-    filtered and counted by the caller. ``options`` are the general path's
+    ``summary``; without ``--limit``, consecutive lines come as a ``list`` of up to
+    :data:`CHUNK` of them. An ``Entry`` is what ``LedgerSource.entries`` yields, still to
+    be filtered and counted by the caller. ``options`` are the general path's
     (``LedgerSource.entry_options``).
     """
     bookie: Any = source.bookie
@@ -190,6 +193,8 @@ def read_from_heads(
         or request.since is not None
         or request.until is not None
     )
+    chunked = request.limit is None  # no entry count to stop at: lines go in lists
+    chunk: list[str] = []
     ledger_id = view.ledger_id
     next_id = first
     regular = seen = 0
@@ -205,15 +210,28 @@ def read_from_heads(
             if filtering and not keep_head(head, request):
                 continue
             made = line(head, data) if line is not None else None
-            if made is not None:
-                count_head(summary, head)
-                yield made
-            else:
+            if made is None:
+                if chunk:
+                    yield chunk
+                    chunk = []
                 yield decode_entry(data, options, (ledger_id, head.entry_id))
+                continue
+            count_head(summary, head)
+            if not chunked:
+                yield made
+                continue
+            chunk.append(made)
+            if len(chunk) == CHUNK:
+                yield chunk
+                chunk = []
         else:
+            if chunk:
+                yield chunk
             return
     except StoreUnavailable:
         raise
     except LedgerctlError:
         pass  # the general path reads on from here and reports the damage as it does
+    if chunk:
+        yield chunk
     yield from read_entries(source, view, next_id, last, request)

@@ -249,7 +249,14 @@ def _odd_ledgers(current: Path) -> None:
     write_db_ledger_dir(current, entries, master_key(b""))
 
 
-def test_odd_shapes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk", [inspect_heads.CHUNK, 3])
+def test_odd_shapes(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk: int,
+) -> None:
+    monkeypatch.setattr(inspect_heads, "CHUNK", chunk)  # lines handed on in lists of 3
     _odd_ledgers(tmp_path / "bookie" / "current")
     assert assert_same_output(capsys, (None, [tmp_path / "bookie"])) > 300
 
