@@ -319,6 +319,7 @@ def _show(
     with_hash: bool = False,
     quiet: bool = False,
     show_progress: bool = False,
+    fast: bool = True,
 ) -> None:
     import contextlib
     import sys
@@ -338,7 +339,7 @@ def _show(
         ledgers: list = []
 
         def streamed():
-            for view, entry in inspect(source, request, summary, ledgers.append):
+            for view, entry in inspect(source, request, summary, ledgers.append, fast=fast):
                 yield entry_json(view, entry, with_hex, with_hash)
                 advance()
 
@@ -354,11 +355,22 @@ def _show(
             render.print_summary(err, summary)
         return
     if fmt is OutputFormat.JSONL:
-        line = render.jsonl_encoder(no_floats=True)  # entries hold no float
+        encode = render.jsonl_encoder(no_floats=True)  # entries hold no float
         write = sys.stdout.write
         with counter as advance:
-            for view, entry in inspect(source, request, summary):
-                write(line(entry_json(view, entry, with_hex, with_hash)) + "\n")
+            # at --depth entry a regular entry comes as its JSON line, built from its head
+            for view, entry in inspect(
+                source, request, summary, fast=fast, lines=not with_hex, hashes=with_hash
+            ):
+                if type(entry) is list:  # lines of consecutive entries
+                    write("".join(entry))
+                    for _ in entry:
+                        advance()
+                    continue
+                if type(entry) is str:
+                    write(entry)
+                else:
+                    write(encode(entry_json(view, entry, with_hex, with_hash)) + "\n")
                 advance()
         _report(err, summary)
         if not quiet:
@@ -367,7 +379,7 @@ def _show(
     out = render.stdout_console()
     entry_line = render.EntryLines(out)
     with counter as advance:
-        for view, entry in inspect(source, request, summary, on_ledger):
+        for view, entry in inspect(source, request, summary, on_ledger, fast=fast):
             label = f"{view.ledger_id}:{entry.position[1] if entry.position else '?'}"
             if fmt is OutputFormat.TREE:
                 out.print(render.entry_tree(entry, label, with_hex))

@@ -262,17 +262,7 @@ class LedgerSource:
         :class:`LedgerctlError`; with ``keep_going`` it is yielded instead as an
         :func:`unreadable_entry` carrying the error, and the read goes on after it.
         """
-        options = DecodeOptions(
-            outer=Outer.BOOKIE_ENTRY,
-            digest_type=view.digest_type,
-            password=view.password,
-            private_key=private_key,
-            depth=Depth.ENTRY if view.kind == "cursor" else depth,
-            verify=verify,
-        )
-        if max_uncompressed is not None:
-            options.max_uncompressed = max_uncompressed
-            options.limit_hint = "(raise it with --max-message-size)"
+        options = self.entry_options(view, depth, verify, private_key, max_uncompressed)
         assembler = ChunkAssembler(options)
         next_id = first
         while last is None or next_id <= last:
@@ -294,6 +284,28 @@ class LedgerSource:
                     raise
                 yield unreadable_entry(view.ledger_id, failed, exc)
                 next_id = failed + 1
+
+    @staticmethod
+    def entry_options(
+        view: LedgerView,
+        depth: Depth = Depth.MESSAGES,
+        verify: bool = True,
+        private_key: Any = None,
+        max_uncompressed: int | None = None,
+    ) -> DecodeOptions:
+        """How :meth:`entries` decodes this ledger's entries."""
+        options = DecodeOptions(
+            outer=Outer.BOOKIE_ENTRY,
+            digest_type=view.digest_type,
+            password=view.password,
+            private_key=private_key,
+            depth=Depth.ENTRY if view.kind == "cursor" else depth,
+            verify=verify,
+        )
+        if max_uncompressed is not None:
+            options.max_uncompressed = max_uncompressed
+            options.limit_hint = "(raise it with --max-message-size)"
+        return options
 
     def _next_stored(self, view: LedgerView, first: int, last: int | None) -> int | None:
         """The id of the first entry in [first, last] the bookie index lists."""
