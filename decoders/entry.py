@@ -199,6 +199,15 @@ class Entry:
         ]
 
     @property
+    def all_verified(self) -> bool:
+        """``not self.unverified``, without building its list (once per entry in a scan)."""
+        for layer in self.layers:
+            check = layer.check
+            if (check is not None and check.ok is None) or layer.name == "bookie-digest":
+                return False
+        return True
+
+    @property
     def batched(self) -> bool:
         return self.metadata is not None and self.metadata.HasField("num_messages_in_batch")
 
@@ -240,21 +249,12 @@ class Entry:
             "entry_id": pos[1] if pos else None,
             "size": len(self.data),
             "ok": self.ok,
-            "verified": True,  # set below: not self.unverified, in the loop over the layers
+            "verified": self.all_verified,
             "encrypted": self.encrypted,
-            "layers": None,
+            "layers": [layer.to_json(with_hex) for layer in self.layers],
             "messages": [m.to_json() for m in self.messages],
             "problems": [p.to_json() for p in self.problems],
         }
-        layers = []
-        verified = True
-        for layer in self.layers:
-            layers.append(layer.to_json(with_hex))
-            check = layer.check
-            if (check is not None and check.ok is None) or layer.name == "bookie-digest":
-                verified = False
-        out["verified"] = verified
-        out["layers"] = layers
         return out
 
 

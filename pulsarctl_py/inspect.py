@@ -92,16 +92,20 @@ class Summary:
             self.codecs[codec.name if codec else str(md.compression)] += 1
         ts = entry.entry_timestamp
         if ts:
-            self.first_time = ts if self.first_time is None else min(self.first_time, ts)
-            self.last_time = ts if self.last_time is None else max(self.last_time, ts)
+            if self.first_time is None or ts < self.first_time:
+                self.first_time = ts
+            if self.last_time is None or ts > self.last_time:
+                self.last_time = ts
         if entry.broker_entry_metadata is not None:
             self.with_broker_metadata += 1
         index = entry.index
         if index is not None:
             first = index - entry.num_messages + 1 if md is not None else index
-            self.first_index = first if self.first_index is None else min(self.first_index, first)
-            self.last_index = index if self.last_index is None else max(self.last_index, index)
-        if entry.unverified:
+            if self.first_index is None or first < self.first_index:
+                self.first_index = first
+            if self.last_index is None or index > self.last_index:
+                self.last_index = index
+        if not entry.all_verified:
             self.unverified += 1
         for p in entry.problems:
             if p.severity == "error":
