@@ -252,8 +252,11 @@ class LedgerSource:
         private_key: Any = None,
         keep_going: bool = False,
         max_uncompressed: int | None = None,
+        assembler: ChunkAssembler | None = None,
     ) -> Iterator[Entry]:
         """Decode the ledger's entries in [first, last] in order, joining chunked messages.
+
+        ``assembler``: the chunks read so far, when this read goes on from another one.
 
         ``max_uncompressed`` caps the size a payload may decompress to (the
         ``--max-message-size`` of inspect and verify); None keeps the decoders' default.
@@ -263,7 +266,8 @@ class LedgerSource:
         :func:`unreadable_entry` carrying the error, and the read goes on after it.
         """
         options = self.entry_options(view, depth, verify, private_key, max_uncompressed)
-        assembler = ChunkAssembler(options)
+        if assembler is None:
+            assembler = ChunkAssembler(options)
         next_id = first
         while last is None or next_id <= last:
             try:
