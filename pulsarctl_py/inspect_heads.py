@@ -38,10 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import ChunkAssembler, DecodeOptions, Depth, Entry, decode_entry
 from pulsarctl_py.decoders.bookkeeper import HEADER
-from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.checksums import DigestType, crc32c
 from pulsarctl_py.decoders.heads import EntryHead
+from pulsarctl_py.decoders.protos import parse_proto
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
 from pulsarctl_py.inspect import in_time_range, read_entries
+from pulsarctl_py.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
     from pulsarctl_py.inspect import InspectRequest, Summary
@@ -130,10 +132,17 @@ def line_maker(view: LedgerView) -> Callable[[EntryHead, bytes], str | None]:
     sha256 = hashlib.sha256
     varint = _VARINT
     bookie, payload_at = _BOOKIE, _BOOKIE + 2
+    # digest type not known: a head the Python path made may hold another digest type
+    # (detected per entry); the line is for one detection calls CRC32C
+    detected = view.digest_type is None
 
     def line(head: EntryHead, data: bytes) -> str | None:
         size = head.size
         if head.problems or head.digest_ok is not True or size < payload_at:
+            return None
+        if detected and crc32c(data[bookie:], crc32c(data[:32])) != int.from_bytes(
+            data[32:bookie], "big"
+        ):
             return None
         entry_id, entry_lac, length = head.entry_id, head.lac, head.length
         if head.ledger_id != ledger or entry_id < 0 or length is None or length < 0:
@@ -188,12 +197,31 @@ def line_maker(view: LedgerView) -> Callable[[EntryHead, bytes], str | None]:
     return line
 
 
-def _chunk_like(entry: Entry) -> bool:
-    """Whether the message metadata may make this entry a chunk (``_decode_payload``)."""
-    md = entry.metadata
+def _chunk_like(md: Any) -> bool:
+    """Whether this message metadata may make its entry a chunk (``_decode_payload``)."""
     return md is not None and (
         md.num_chunks_from_msg > 1 or md.HasField("chunk_id") or md.HasField("uuid")
     )
+
+
+def _metadata(data: bytes) -> Any:
+    """The message metadata of a regular entry (see :func:`line_maker`) as the decoder
+    reads it, found from the layout; ``...`` when the layout is not the regular one."""
+    pos = _BOOKIE
+    if data[pos : pos + 2] == _BEM_MAGIC:
+        pos += 6 + int.from_bytes(data[pos + 2 : pos + 6], "big")
+    if data[pos : pos + 2] == _CHECKSUM_MAGIC:
+        pos += 6
+    size = int.from_bytes(data[pos : pos + 4], "big")
+    if data[pos : pos + 2] in (_BEM_MAGIC, _CHECKSUM_MAGIC) or size > len(data) - pos - 4:
+        return ...
+    try:
+        md, _missing = parse_proto(
+            api.MessageMetadata, memoryview(data)[pos + 4 : pos + 4 + size], "", pos + 4
+        )
+    except LedgerctlError:
+        return ...
+    return md
 
 
 def read_from_heads(
@@ -243,10 +271,14 @@ def read_from_heads(
                     break
             position = (ledger_id, head.entry_id)
             if filtering and dropped(head, request):
-                if messages and _chunk_like(decode_entry(data, probe, position)):
-                    entry = decode_entry(data, options, position)
-                    if entry.chunk is not None and assembler is not None:
-                        assembler.add(entry)
+                if messages:  # a chunk still goes to the assembler
+                    md = _metadata(data) if maker(head, data) is not None else ...
+                    if md is ...:
+                        md = decode_entry(data, probe, position).metadata
+                    if _chunk_like(md):
+                        entry = decode_entry(data, options, position)
+                        if entry.chunk is not None and assembler is not None:
+                            assembler.add(entry)
                 continue
             made = line(head, data) if line is not None else None
             if made is None:
