@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulsarctl_py.decoders import Depth, Entry
+from pulsarctl_py.decoders import ChunkAssembler, Depth, Entry
 from pulsarctl_py.decoders.codecs import CODECS
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.ledgers import LedgerSource, LedgerView
@@ -347,7 +347,12 @@ def inspect(
 
 
 def read_entries(
-    source: LedgerSource, view: LedgerView, first: int, last: int, request: InspectRequest
+    source: LedgerSource,
+    view: LedgerView,
+    first: int,
+    last: int,
+    request: InspectRequest,
+    assembler: ChunkAssembler | None = None,
 ) -> Iterator[Entry]:
     """The ledger's entries in [first, last], decoded as ``request`` asks, unfiltered."""
     return source.entries(
@@ -359,6 +364,7 @@ def read_entries(
         private_key=request.private_key,
         keep_going=True,
         max_uncompressed=request.max_uncompressed,
+        assembler=assembler,
     )
 
 

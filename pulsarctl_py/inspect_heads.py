@@ -1,4 +1,4 @@
-"""`inspect --depth entry` read from entry heads: one pass, one digest computation per entry.
+"""inspect read from entry heads: one pass, one digest computation per entry.
 
 At ``--depth entry`` inspect shows each entry's bookie header, digest check and broker
 entry metadata: what :meth:`BookieStore.read_heads_with_data` gives in one pass over the
@@ -6,15 +6,20 @@ ledger (the native scanner of ``decoders/_speedups.c`` verifies the CRC32C diges
 reads the broker entry metadata of clean entries; any other entry takes the Python path,
 see :mod:`pulsarctl_py.stores.bookie.heads`). From the heads:
 
-* the filters that look at the entry at this depth (``--since``/``--until`` on the broker
-  timestamp, ``--broker-metadata``) drop entries before anything is built: a head holds
-  the same broker entry metadata ``decode_entry`` at ``Depth.ENTRY`` finds;
-* a clean entry of the regular shape (a plausible header, its CRC32C digest verified,
-  broker entry metadata of broker_timestamp and index only, or none, then the 0x0e01
-  checksum) gets its JSON line straight from the head and its bytes (:func:`line_maker`),
-  the same bytes ``entry_json`` and ``render.write_jsonl`` write for the decoded entry;
-* any other entry is decoded by ``decode_entry`` from the bytes already read, with the
-  options the general path (``LedgerSource.entries``) uses.
+* the filters on broker entry metadata (``--since``/``--until`` on the broker timestamp,
+  ``--broker-metadata``) drop entries before anything is built, at every depth: a head
+  holds the broker entry metadata ``decode_entry`` finds. Below ``--depth entry`` an entry
+  without a broker timestamp is timed by its publish time, so it is decoded and the
+  general filter decides; at ``--depth messages`` a dropped entry whose message metadata
+  makes it a chunk is still decoded and given to the chunk assembler, so a message whose
+  last chunk is kept is joined from the chunks before the cut, as the general path does;
+* at ``--depth entry`` a clean entry of the regular shape (a plausible header, its CRC32C
+  digest verified, broker entry metadata of broker_timestamp and index only, or none,
+  then the 0x0e01 checksum) gets its JSON line straight from the head and its bytes
+  (:func:`line_maker`): the bytes ``entry_json`` and ``render.write_jsonl`` write for the
+  decoded entry;
+* any other kept entry is decoded by ``decode_entry`` from the bytes already read, with
+  the options the general path (``LedgerSource.entries``) uses.
 
 A store error (a damaged record or index) hands the rest of the ledger to the general
 path, which reports it as it always does; so does a ledger whose entries are mostly not
@@ -28,14 +33,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.decoders import DecodeOptions, Depth, Entry, decode_entry
+from pulsarctl_py.decoders import ChunkAssembler, DecodeOptions, Depth, Entry, decode_entry
 from pulsarctl_py.decoders.bookkeeper import HEADER
-from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.checksums import DigestType, crc32c
 from pulsarctl_py.decoders.heads import EntryHead
+from pulsarctl_py.decoders.protos import parse_proto
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
 from pulsarctl_py.inspect import in_time_range, read_entries
+from pulsarctl_py.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
     from pulsarctl_py.inspect import InspectRequest, Summary
@@ -51,26 +59,42 @@ _CHECKSUM_MAGIC = b"\x0e\x01"
 
 
 def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> bool:
-    """Whether this ledger's entries can be read from heads for this request."""
+    """Whether this ledger's entries are read from heads for this request."""
     bookie = source.bookie
     return (
-        request.depth is Depth.ENTRY
-        and request.verify
+        request.verify
         and view.kind != "cursor"  # decoded as PositionInfo: the general path
         and view.digest_type in (DigestType.CRC32C, None)
         and getattr(bookie, "where", None) != "live"
         and hasattr(bookie, "read_heads_with_data")
+        # deeper, heads only save the entries the filters on broker metadata drop
+        and (request.depth is Depth.ENTRY or _head_filters(request))
     )
 
 
-def keep_head(head: EntryHead, request: InspectRequest) -> bool:
-    """inspect's entry filters (``_keep``) at ``Depth.ENTRY``, from the head."""
+def _head_filters(request: InspectRequest) -> bool:
+    return (
+        request.broker_metadata is not None
+        or request.since is not None
+        or request.until is not None
+    )
+
+
+def dropped(head: EntryHead, request: InspectRequest) -> bool:
+    """Whether inspect's entry filters (``_keep``) surely drop this entry, from its head.
+
+    The broker entry metadata of a head is the decoded entry's. The entry timestamp is
+    the broker timestamp, else (below ``Depth.ENTRY``) the publish time, which a head
+    does not hold: then only the decoded entry can tell.
+    """
     if request.broker_metadata is not None and head.broker_metadata != request.broker_metadata:
-        return False
+        return True
     if request.since is not None or request.until is not None:
-        # the entry timestamp, when no message metadata is decoded
-        return in_time_range(head.broker_timestamp, request)
-    return True
+        ts = head.broker_timestamp
+        if ts is None:
+            return request.depth is Depth.ENTRY  # no metadata decoded: no time at all
+        return not in_time_range(ts, request)
+    return False
 
 
 def count_head(summary: Summary, head: EntryHead) -> None:
@@ -111,10 +135,17 @@ def line_maker(
     sha256 = hashlib.sha256
     varint = _VARINT
     bookie, payload_at = _BOOKIE, _BOOKIE + 2
+    # digest type not known: a head the Python path made may hold another digest type
+    # (detected per entry); the line is for one detection calls CRC32C
+    detected = view.digest_type is None
 
     def line(head: EntryHead, data: bytes) -> str | None:
         size = head.size
         if head.problems or head.digest_ok is not True or size < payload_at:
+            return None
+        if detected and crc32c(data[bookie:], crc32c(data[:32])) != int.from_bytes(
+            data[32:bookie], "big"
+        ):
             return None
         entry_id, entry_lac, length = head.entry_id, head.lac, head.length
         if head.ledger_id != ledger or entry_id < 0 or length is None or length < 0:
@@ -170,6 +201,33 @@ def line_maker(
     return line
 
 
+def _chunk_like(md: Any) -> bool:
+    """Whether this message metadata may make its entry a chunk (``_decode_payload``)."""
+    return md is not None and (
+        md.num_chunks_from_msg > 1 or md.HasField("chunk_id") or md.HasField("uuid")
+    )
+
+
+def _metadata(data: bytes) -> Any:
+    """The message metadata of a regular entry (see :func:`line_maker`) as the decoder
+    reads it, found from the layout; ``...`` when the layout is not the regular one."""
+    pos = _BOOKIE
+    if data[pos : pos + 2] == _BEM_MAGIC:
+        pos += 6 + int.from_bytes(data[pos + 2 : pos + 6], "big")
+    if data[pos : pos + 2] == _CHECKSUM_MAGIC:
+        pos += 6
+    size = int.from_bytes(data[pos : pos + 4], "big")
+    if data[pos : pos + 2] in (_BEM_MAGIC, _CHECKSUM_MAGIC) or size > len(data) - pos - 4:
+        return ...
+    try:
+        md, _missing = parse_proto(
+            api.MessageMetadata, memoryview(data)[pos + 4 : pos + 4 + size], "", pos + 4
+        )
+    except LedgerctlError:
+        return ...
+    return md
+
+
 def read_from_heads(
     source: LedgerSource,
     view: LedgerView,
@@ -182,23 +240,27 @@ def read_from_heads(
     lines: bool,
     hashes: bool = False,
 ) -> Iterator[Entry | str | list[str]]:
-    """The ledger's entries in [first, last] as inspect reads them at ``Depth.ENTRY``.
+    """The ledger's entries in [first, last] as inspect reads them, the filters on broker
+    entry metadata decided on heads.
 
-    A ``str`` is the JSON line of a kept entry (only with ``lines``), already counted in
-    ``summary``; without ``--limit``, consecutive lines come as a ``list`` of up to
-    :data:`CHUNK` of them. An ``Entry`` is what ``LedgerSource.entries`` yields, still to
-    be filtered and counted by the caller. ``options`` are the general path's
-    (``LedgerSource.entry_options``); ``hashes``: lines with ``payload_sha256``.
+    A ``str`` is the JSON line of a kept entry (``Depth.ENTRY`` with ``lines``), already
+    counted in ``summary``; without ``--limit``, consecutive lines come as a ``list`` of
+    up to :data:`CHUNK` of them. An ``Entry`` is what ``LedgerSource.entries`` yields,
+    still to be filtered and counted by the caller. ``options`` are the general path's
+    (``LedgerSource.entry_options``); ``hashes``: lines with ``payload_sha256``. At
+    ``Depth.MESSAGES`` an entry the filters drop may still be a chunk of a message a kept
+    entry completes: its message metadata is read, and a chunk is decoded and given to
+    the chunk assembler, as the general path does with every entry.
     """
     bookie: Any = source.bookie
+    depth = request.depth
     maker = line_maker(view, hashes)
-    line = maker if lines else None
-    filtering = (
-        request.broker_metadata is not None
-        or request.since is not None
-        or request.until is not None
-    )
+    line = maker if lines and depth is Depth.ENTRY else None
+    filtering = _head_filters(request)
     chunked = request.limit is None  # no entry count to stop at: lines go in lists
+    messages = depth is Depth.MESSAGES
+    assembler = ChunkAssembler(options) if messages else None
+    probe = replace(options, depth=Depth.METADATA, verify=False)
     chunk: list[str] = []
     ledger_id = view.ledger_id
     next_id = first
@@ -212,14 +274,26 @@ def read_from_heads(
                 if seen == PROBE and regular * 2 < seen:
                     next_id -= 1  # mostly irregular: decoding from heads would decode twice
                     break
-            if filtering and not keep_head(head, request):
+            position = (ledger_id, head.entry_id)
+            if filtering and dropped(head, request):
+                if messages:  # a chunk still goes to the assembler
+                    md = _metadata(data) if maker(head, data) is not None else ...
+                    if md is ...:
+                        md = decode_entry(data, probe, position).metadata
+                    if _chunk_like(md):
+                        entry = decode_entry(data, options, position)
+                        if entry.chunk is not None and assembler is not None:
+                            assembler.add(entry)
                 continue
             made = line(head, data) if line is not None else None
             if made is None:
                 if chunk:
                     yield chunk
                     chunk = []
-                yield decode_entry(data, options, (ledger_id, head.entry_id))
+                entry = decode_entry(data, options, position)
+                if entry.chunk is not None and assembler is not None:
+                    assembler.add(entry)
+                yield entry
                 continue
             count_head(summary, head)
             if not chunked:
@@ -239,4 +313,4 @@ def read_from_heads(
         pass  # the general path reads on from here and reports the damage as it does
     if chunk:
         yield chunk
-    yield from read_entries(source, view, next_id, last, request)
+    yield from read_entries(source, view, next_id, last, request, assembler)
