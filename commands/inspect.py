@@ -140,6 +140,12 @@ def inspect(
         "one entry (L:E) for decode or a bug report, never to a terminal.",
     ),
     hexdump: bool = typer.Option(False, "--hex", help="Add a hex dump of every layer."),
+    with_hash: bool = typer.Option(
+        False,
+        "--hash",
+        help="Add payload_sha256 to each entry's JSON: the SHA-256 of the entry's payload "
+        "(after the bookie header and digest), to compare copies of an entry.",
+    ),
     max_message_size: str = MAX_MESSAGE_SIZE,
     quiet: bool = QUIET,
     no_progress: bool = NO_PROGRESS,
@@ -205,6 +211,7 @@ def inspect(
             summary,
             OutputFormat(output.value),
             hexdump,
+            with_hash=with_hash,
             quiet=quiet,
             show_progress=progress_wanted(quiet, no_progress),
         )
@@ -311,10 +318,13 @@ def _show(
     output: OutputFormat,
     with_hex: bool,
     *,
+    with_hash: bool = False,
     quiet: bool = False,
     show_progress: bool = False,
+    fast: bool = True,
 ) -> None:
     import contextlib
+    import sys
 
     from pulsarctl_py import render
     from pulsarctl_py.inspect import entry_json, inspect
@@ -331,8 +341,8 @@ def _show(
         ledgers: list = []
 
         def streamed():
-            for view, entry in inspect(source, request, summary, ledgers.append):
-                yield entry_json(view, entry, with_hex)
+            for view, entry in inspect(source, request, summary, ledgers.append, fast=fast):
+                yield entry_json(view, entry, with_hex, with_hash)
                 advance()
 
         with counter as advance:
@@ -340,31 +350,45 @@ def _show(
                 "entries",
                 streamed(),
                 lambda: {"ledgers": [v.to_json() for v in ledgers], "summary": summary.to_json()},
+                no_floats=True,  # entries hold no float
             )
         _report(err, summary)
         if not quiet:
             render.print_summary(err, summary)
         return
     if fmt is OutputFormat.JSONL:
+        encode = render.jsonl_encoder(no_floats=True)  # entries hold no float
+        write = sys.stdout.write
         with counter as advance:
-            for view, entry in inspect(source, request, summary):
-                render.write_jsonl([entry_json(view, entry, with_hex)])
+            # at --depth entry a regular entry comes as its JSON line, built from its head
+            for view, entry in inspect(
+                source, request, summary, fast=fast, lines=not with_hex, hashes=with_hash
+            ):
+                if type(entry) is list:  # lines of consecutive entries
+                    write("".join(entry))
+                    for _ in entry:
+                        advance()
+                    continue
+                if type(entry) is str:
+                    write(entry)
+                else:
+                    write(encode(entry_json(view, entry, with_hex, with_hash)) + "\n")
                 advance()
         _report(err, summary)
         if not quiet:
             render.print_summary(err, summary)
         return
     out = render.stdout_console()
+    entry_line = render.EntryLines(out)
     with counter as advance:
-        for view, entry in inspect(source, request, summary, on_ledger):
+        for view, entry in inspect(source, request, summary, on_ledger, fast=fast):
             label = f"{view.ledger_id}:{entry.position[1] if entry.position else '?'}"
             if fmt is OutputFormat.TREE:
                 out.print(render.entry_tree(entry, label, with_hex))
             else:
-                out.print(render.entry_line(entry, label, view.lac))
-            render.report_problems(
-                err, [(label, _errors_only(entry) if quiet else entry)]
-            )
+                entry_line(entry, label, view.lac)
+            if entry.problems:
+                render.report_problems(err, [(label, _errors_only(entry) if quiet else entry)])
             advance()
     _report(err, summary)
     if not quiet:

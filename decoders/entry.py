@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import enum
+from binascii import b2a_base64
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,12 +103,13 @@ class Message:
 
     def to_json(self) -> dict[str, Any]:
         notes: list[dict[str, Any]] = []
+        key, value, properties = self.key, self.value, self.properties
         out: dict[str, Any] = {
             "message_id": self.message_id,
-            "key": json_text(self.key, "key", notes),
-            "value": None if self.value is None else base64.b64encode(self.value).decode("ascii"),
-            "size": 0 if self.value is None else len(self.value),
-            "properties": json_map(self.properties, "properties", notes) if self.properties else {},
+            "key": key if type(key) is str else json_text(key, "key", notes),
+            "value": None if value is None else b2a_base64(value, newline=False).decode("ascii"),
+            "size": 0 if value is None else len(value),
+            "properties": json_map(properties, "properties", notes) if properties else {},
             "batch_index": self.batch_index,
             "null_value": self.null_value,
             "event_time": self.event_time,
@@ -197,6 +199,15 @@ class Entry:
         ]
 
     @property
+    def all_verified(self) -> bool:
+        """``not self.unverified``, without building its list (once per entry in a scan)."""
+        for layer in self.layers:
+            check = layer.check
+            if (check is not None and check.ok is None) or layer.name == "bookie-digest":
+                return False
+        return True
+
+    @property
     def batched(self) -> bool:
         return self.metadata is not None and self.metadata.HasField("num_messages_in_batch")
 
@@ -238,7 +249,7 @@ class Entry:
             "entry_id": pos[1] if pos else None,
             "size": len(self.data),
             "ok": self.ok,
-            "verified": not self.unverified,
+            "verified": self.all_verified,
             "encrypted": self.encrypted,
             "layers": [layer.to_json(with_hex) for layer in self.layers],
             "messages": [m.to_json() for m in self.messages],

@@ -81,7 +81,7 @@ class Layer:
             out["space"] = self.space
         if self.fields:
             notes: list[dict[str, Any]] = []
-            out["fields"] = {k: json_value(v, k, notes) for k, v in self.fields.items()}
+            out["fields"] = fields_json(self.fields, notes)
             if notes:
                 out["not_utf8"] = notes
         if self.check is not None:
@@ -117,6 +117,44 @@ def json_value(value: Any, path: str = "", notes: list[dict[str, Any]] | None = 
     if isinstance(value, (list, tuple)):
         return [json_value(v, f"{path}[{i}]", notes) for i, v in enumerate(value)]
     return value
+
+
+#: the types JSON takes as they are (exact types: RawText is bytes, an IntEnum is not int)
+_PLAIN = frozenset((str, int, bool, type(None), float))
+
+
+def fields_json(fields: dict[str, Any], notes: list[dict[str, Any]]) -> dict[str, Any]:
+    """A layer's fields for JSON: what :func:`json_value` gives, without walking each value.
+
+    The layers' fields are mostly plain values (ids, sizes, times, names) and lists of
+    them or of flat text maps (``properties``); those are copied as they are. Anything
+    else (bytes, text that is not UTF-8, nested messages) goes through :func:`json_value`.
+    """
+    plain = _PLAIN
+    out: dict[str, Any] = {}
+    for k, v in fields.items():
+        kind = type(v)
+        if kind in plain:
+            out[k] = v
+        elif kind is list:
+            out[k] = _list_json(v, k, notes)
+        else:
+            out[k] = json_value(v, k, notes)
+    return out
+
+
+def _list_json(values: list[Any], path: str, notes: list[dict[str, Any]]) -> list[Any]:
+    plain = _PLAIN
+    out: list[Any] = []
+    for i, v in enumerate(values):
+        kind = type(v)
+        if kind in plain:
+            out.append(v)
+        elif kind is dict and all(type(k) is str and type(x) in plain for k, x in v.items()):
+            out.append(dict(v))
+        else:
+            out.append(json_value(v, f"{path}[{i}]", notes))
+    return out
 
 
 def with_text_notes(doc: dict[str, Any]) -> dict[str, Any]:

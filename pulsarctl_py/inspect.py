@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulsarctl_py.decoders import Depth, Entry
+from pulsarctl_py.decoders import ChunkAssembler, Depth, Entry
 from pulsarctl_py.decoders.codecs import CODECS
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.ledgers import LedgerSource, LedgerView
@@ -92,16 +92,20 @@ class Summary:
             self.codecs[codec.name if codec else str(md.compression)] += 1
         ts = entry.entry_timestamp
         if ts:
-            self.first_time = ts if self.first_time is None else min(self.first_time, ts)
-            self.last_time = ts if self.last_time is None else max(self.last_time, ts)
+            if self.first_time is None or ts < self.first_time:
+                self.first_time = ts
+            if self.last_time is None or ts > self.last_time:
+                self.last_time = ts
         if entry.broker_entry_metadata is not None:
             self.with_broker_metadata += 1
         index = entry.index
         if index is not None:
             first = index - entry.num_messages + 1 if md is not None else index
-            self.first_index = first if self.first_index is None else min(self.first_index, first)
-            self.last_index = index if self.last_index is None else max(self.last_index, index)
-        if entry.unverified:
+            if self.first_index is None or first < self.first_index:
+                self.first_index = first
+            if self.last_index is None or index > self.last_index:
+                self.last_index = index
+        if not entry.all_verified:
             self.unverified += 1
         for p in entry.problems:
             if p.severity == "error":
@@ -276,8 +280,21 @@ def inspect(
     request: InspectRequest,
     summary: Summary,
     on_ledger: Callable[[LedgerView], None] | None = None,
-) -> Iterator[tuple[LedgerView, Entry]]:
-    """Decoded entries of the ledger or topic, in order, filtered; fills ``summary``."""
+    *,
+    fast: bool = True,
+    lines: bool = False,
+    hashes: bool = False,
+) -> Iterator[tuple[LedgerView, Any]]:
+    """Decoded entries of the ledger or topic, in order, filtered; fills ``summary``.
+
+    ``fast``: at ``Depth.ENTRY`` read bookie storage through entry heads
+    (:mod:`pulsarctl_py.inspect_heads`; the same entries, filters and summary). With
+    ``lines`` too, a regular entry comes as its JSON line (a ``str``), ready to write,
+    and without ``limit`` consecutive lines come as a ``list``; ``hashes``: the lines have
+    ``payload_sha256`` (``entry_json``'s ``with_hash``).
+    """
+    from pulsarctl_py.inspect_heads import read_from_heads, serves
+
     if request.depth is not Depth.MESSAGES and request.message_filters:
         raise LedgerctlError(
             "--key, --property, --sequence-id and a batch index look at messages: "
@@ -298,21 +315,24 @@ def inspect(
             continue
         if first > last:
             continue
-        for entry in source.entries(
-            view,
-            first,
-            last,
-            depth=request.depth,
-            verify=request.verify,
-            private_key=request.private_key,
-            keep_going=True,
-            max_uncompressed=request.max_uncompressed,
-        ):
-            if entry.unreadable is not None:  # no time, no messages: always reported
+        if fast and serves(source, view, request):
+            options = source.entry_options(
+                view, request.depth, request.verify, request.private_key, request.max_uncompressed
+            )
+            items = read_from_heads(
+                source, view, first, last, request, options, summary, lines=lines, hashes=hashes
+            )
+        else:
+            items = read_entries(source, view, first, last, request)
+        for entry in items:
+            if type(entry) is str or type(entry) is list:  # JSON lines: kept and counted
                 pass
+            elif entry.unreadable is not None:  # no time, no messages: always reported
+                summary.add(entry)
             elif not _keep(entry, request) or not _keep_messages(entry, request):
                 continue
-            summary.add(entry)
+            else:
+                summary.add(entry)
             yield view, entry
             if left is not None:
                 left -= 1
@@ -324,6 +344,37 @@ def inspect(
 
     for finding in storage_findings(source):
         summary.problem(finding.check, finding.ledger_id, finding.message)
+
+
+def read_entries(
+    source: LedgerSource,
+    view: LedgerView,
+    first: int,
+    last: int,
+    request: InspectRequest,
+    assembler: ChunkAssembler | None = None,
+) -> Iterator[Entry]:
+    """The ledger's entries in [first, last], decoded as ``request`` asks, unfiltered."""
+    return source.entries(
+        view,
+        first,
+        last,
+        depth=request.depth,
+        verify=request.verify,
+        private_key=request.private_key,
+        keep_going=True,
+        max_uncompressed=request.max_uncompressed,
+        assembler=assembler,
+    )
+
+
+def in_time_range(ts: int | None, request: InspectRequest) -> bool:
+    """Whether an entry timestamp passes ``--since`` and ``--until`` (None never does)."""
+    if ts is None:
+        return False
+    if request.since is not None and ts < request.since:
+        return False
+    return request.until is None or ts < request.until
 
 
 def _check_missing_storage(source: LedgerSource, view: LedgerView, summary: Summary) -> None:
@@ -349,12 +400,7 @@ def _keep(entry: Entry, request: InspectRequest) -> bool:
         if (entry.broker_entry_metadata is not None) != request.broker_metadata:
             return False
     if request.since is not None or request.until is not None:
-        ts = entry.entry_timestamp
-        if ts is None:
-            return False
-        if request.since is not None and ts < request.since:
-            return False
-        if request.until is not None and ts >= request.until:
+        if not in_time_range(entry.entry_timestamp, request):
             return False
     if request.producer is not None:
         md = entry.metadata
@@ -392,15 +438,24 @@ def _message_kept(m: Any, request: InspectRequest, low: int | None, high: int | 
     return True
 
 
-def entry_json(view: LedgerView, entry: Entry, with_hex: bool = False) -> dict[str, Any]:
-    """The per-entry JSON of inspect: decode's shape plus digest, LAC and kind."""
+def entry_json(
+    view: LedgerView, entry: Entry, with_hex: bool = False, with_hash: bool = False
+) -> dict[str, Any]:
+    """The per-entry JSON of inspect: decode's shape plus digest, LAC and kind.
+
+    ``with_hash`` adds ``payload_sha256``, the SHA-256 of what follows the bookie header
+    and digest: it lets two copies of an entry (bookies, backups) be compared without
+    the bytes. It is asked for (``--hash``): a hash per entry costs a scan's time.
+    """
     doc = entry.to_json(with_hex)
-    bk = entry.layers[0] if entry.layers and entry.layers[0].name == "bookie-entry" else None
-    doc["digest"] = bk.check.to_json() if bk is not None and bk.check is not None else None
-    if bk is not None:
-        # lets two copies of an entry (bookies, backups) be compared without the bytes
+    layers = entry.layers
+    bk = layers[0] if layers and layers[0].name == "bookie-entry" else None
+    # the bookie layer's check, as its layer shows it
+    doc["digest"] = doc["layers"][0].get("check") if bk is not None else None
+    if bk is not None and with_hash:
         doc["payload_sha256"] = hashlib.sha256(entry.data[bk.offset + bk.length :]).hexdigest()
     lac = view.lac
-    doc["confirmed"] = None if lac is None or doc["entry_id"] is None else doc["entry_id"] <= lac
+    entry_id = doc["entry_id"]
+    doc["confirmed"] = None if lac is None or entry_id is None else entry_id <= lac
     doc["ledger_kind"] = view.kind
     return doc

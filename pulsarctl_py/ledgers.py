@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import ChunkAssembler, DecodeOptions, Depth, Entry, Outer, decode_entry
 from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
+from pulsarctl_py.decoders.bookkeeper import plausible_header
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.nodes import Layer, Problem
 from pulsarctl_py.decoders.protos import proto_fields
@@ -252,8 +253,11 @@ class LedgerSource:
         private_key: Any = None,
         keep_going: bool = False,
         max_uncompressed: int | None = None,
+        assembler: ChunkAssembler | None = None,
     ) -> Iterator[Entry]:
         """Decode the ledger's entries in [first, last] in order, joining chunked messages.
+
+        ``assembler``: the chunks read so far, when this read goes on from another one.
 
         ``max_uncompressed`` caps the size a payload may decompress to (the
         ``--max-message-size`` of inspect and verify); None keeps the decoders' default.
@@ -262,24 +266,20 @@ class LedgerSource:
         :class:`LedgerctlError`; with ``keep_going`` it is yielded instead as an
         :func:`unreadable_entry` carrying the error, and the read goes on after it.
         """
-        options = DecodeOptions(
-            outer=Outer.BOOKIE_ENTRY,
-            digest_type=view.digest_type,
-            password=view.password,
-            private_key=private_key,
-            depth=Depth.ENTRY if view.kind == "cursor" else depth,
-            verify=verify,
-        )
-        if max_uncompressed is not None:
-            options.max_uncompressed = max_uncompressed
-            options.limit_hint = "(raise it with --max-message-size)"
-        assembler = ChunkAssembler(options)
+        options = self.entry_options(view, depth, verify, private_key, max_uncompressed)
+        if assembler is None:
+            assembler = ChunkAssembler(options)
+        decode = _Detecting(options) if options.digest_type is None and verify else None
         next_id = first
         while last is None or next_id <= last:
             try:
                 for stored in self.raw_entries(view, next_id, last):
                     next_id = stored.entry_id + 1
-                    entry = decode_entry(stored.data, options, (view.ledger_id, stored.entry_id))
+                    position = (view.ledger_id, stored.entry_id)
+                    if decode is not None:
+                        entry = decode(stored.data, position)
+                    else:
+                        entry = decode_entry(stored.data, options, position)
                     if view.kind == "cursor":
                         _decode_position_info(entry)
                     elif entry.chunk is not None and depth is Depth.MESSAGES:
@@ -295,12 +295,68 @@ class LedgerSource:
                 yield unreadable_entry(view.ledger_id, failed, exc)
                 next_id = failed + 1
 
+    @staticmethod
+    def entry_options(
+        view: LedgerView,
+        depth: Depth = Depth.MESSAGES,
+        verify: bool = True,
+        private_key: Any = None,
+        max_uncompressed: int | None = None,
+    ) -> DecodeOptions:
+        """How :meth:`entries` decodes this ledger's entries."""
+        options = DecodeOptions(
+            outer=Outer.BOOKIE_ENTRY,
+            digest_type=view.digest_type,
+            password=view.password,
+            private_key=private_key,
+            depth=Depth.ENTRY if view.kind == "cursor" else depth,
+            verify=verify,
+        )
+        if max_uncompressed is not None:
+            options.max_uncompressed = max_uncompressed
+            options.limit_hint = "(raise it with --max-message-size)"
+        return options
+
     def _next_stored(self, view: LedgerView, first: int, last: int | None) -> int | None:
         """The id of the first entry in [first, last] the bookie index lists."""
         if self.bookie is None:
             return None
         found = next(iter(self.bookie.iter_locations(view.ledger_id, first, last)), None)
         return None if found is None else found[0]
+
+
+class _Detecting:
+    """Decode a ledger's entries whose digest type is not known (no metadata) computing
+    each digest once.
+
+    Detection (``decode_entry`` with no digest type) verifies CRC32C first, then decodes
+    with the type it found, computing the digest a second time. Once an entry of the
+    ledger was detected as CRC32C, the next ones are decoded as CRC32C directly: when the
+    header is plausible and the digest verifies, that is what detection would have found
+    and decoded. An entry that does not is decoded again the detecting way, and the
+    ledger goes back to detecting until an entry is CRC32C again.
+    """
+
+    def __init__(self, options: DecodeOptions) -> None:
+        self.options = options
+        self.crc32c = replace(options, digest_type=DigestType.CRC32C)
+        self.known = False
+
+    def __call__(self, data: bytes | memoryview, position: tuple[int, int]) -> Entry:
+        if self.known:
+            entry = decode_entry(data, self.crc32c, position)
+            bk = entry.layers[0] if entry.layers else None
+            if (
+                bk is not None
+                and bk.name == "bookie-entry"
+                and bk.check is not None
+                and bk.check.ok is True
+                and plausible_header(data, 0, len(data))
+            ):
+                return entry
+        entry = decode_entry(data, self.options, position)
+        self.known = entry.digest_type is DigestType.CRC32C
+        return entry
 
 
 def unreadable_entry(ledger_id: int, entry_id: int, exc: LedgerctlError) -> Entry:

@@ -31,10 +31,13 @@ def test_decode_bench_quick_prints_the_report() -> None:
         assert {"messages_per_s", "mb_per_s"} <= section["full_decode"].keys()
         assert "mb_per_s" in section["raw_libraries"]
         assert "messages_per_s" in section["bare_parse"]
+        assert section["reused_message_parse"]["messages_per_s"] > 0
         assert {
             "mb_per_s_vs_raw_libraries",
             "messages_per_s_vs_bare_parse",
+            "messages_per_s_vs_reused_message_parse",
         } <= section["ratios"].keys()
+    assert report["reported"]["small_messages_vs_reused_message_parse"]["measured"] > 0
     assert report["large_values"]["inputs"]["value_size"][0] >= 16 * 1024
     targets = report["targets"]
     for name in ("small_messages_vs_bare_parse", "large_values_vs_raw_libraries"):

@@ -123,9 +123,9 @@ def test_ranges(ledgers_dir: Path, first: int, last: int | None) -> None:
     assert fast_heads(ledgers_dir, 3, first, last) == python_heads(ledgers_dir, 3, first, last)
 
 
-@needs_native
-def test_the_native_scanner_does_the_work(ledgers_dir: Path, monkeypatch: Any) -> None:
-    """Most heads come from the native scanner; only odd entries take the Python path."""
+@pytest.fixture
+def python_path_calls(monkeypatch: Any) -> list[int]:
+    """One item per entry the native scan leaves to the Python path."""
     calls: list[int] = []
     python_head = heads_module._python_head
 
@@ -134,9 +134,15 @@ def test_the_native_scanner_does_the_work(ledgers_dir: Path, monkeypatch: Any) -
         return python_head(*args)
 
     monkeypatch.setattr(heads_module, "_python_head", counted)
+    return calls
+
+
+@needs_native
+def test_the_native_scanner_does_the_work(ledgers_dir: Path, python_path_calls: list[int]) -> None:
+    """Most heads come from the native scanner; only odd entries take the Python path."""
     heads = fast_heads(ledgers_dir, 3)
     assert len(heads) == 700
-    assert 0 < len(calls) < 200  # compacted framing and too-short payloads (about 10%)
+    assert 0 < len(python_path_calls) < 200  # compacted framing, too-short payloads (~10%)
 
 
 @needs_native
@@ -163,7 +169,16 @@ def test_without_the_native_module(ledgers_dir: Path, monkeypatch: Any) -> None:
 )
 @given(data=st.data())
 def test_damaged_logs_read_the_same(ledgers_dir: Path, tmp_path_factory: Any, data: Any) -> None:
-    """Flipped bytes anywhere in an entry log: the same heads, or the same error."""
+    """Flipped bytes anywhere in an entry log: the same heads, or the same error; read
+    with their bytes and no digest type given, too."""
+    path, ledger_id = damaged_copy(ledgers_dir, tmp_path_factory, data)
+    assert fast_heads(path, ledger_id) == python_heads(path, ledger_id)
+    got = heads_with_data(path, ledger_id, UNKNOWN)
+    assert got == python_heads_with_data(path, ledger_id, UNKNOWN)
+
+
+def damaged_copy(ledgers_dir: Path, tmp_path_factory: Any, data: Any) -> tuple[Path, int]:
+    """A copy of ``ledgers_dir`` with 1-4 bits flipped in one entry log; a ledger to read."""
     path = tmp_path_factory.mktemp("damaged") / "current"
     shutil.copytree(ledgers_dir, path)
     logs = sorted(p for p in path.iterdir() if entrylog.parse_log_file_name(p.name) is not None)
@@ -173,8 +188,7 @@ def test_damaged_logs_read_the_same(ledgers_dir: Path, tmp_path_factory: Any, da
         at = data.draw(st.integers(entrylog.DIRECT_HEADER_SIZE, len(raw) - 1))
         raw[at] ^= 1 << data.draw(st.integers(0, 7))
     log.write_bytes(bytes(raw))
-    ledger_id = data.draw(st.sampled_from([3, 9]))
-    assert fast_heads(path, ledger_id) == python_heads(path, ledger_id)
+    return path, data.draw(st.sampled_from([3, 9]))
 
 
 def test_real_bookie_ledgers(tmp_path: Path) -> None:
@@ -193,3 +207,58 @@ def test_real_bookie_ledgers(tmp_path: Path) -> None:
         assert heads == expected
         assert [h.entry_id for h in heads] == [e["entry_id"] for e in spec["entries"]]
         assert all(h.digest_ok for h in heads)
+
+
+UNKNOWN = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=None, depth=Depth.ENTRY)
+
+
+def heads_with_data(path: Path, ledger_id: int, options: DecodeOptions) -> Any:
+    with open_bookie(path) as store:
+        try:
+            return [
+                (h, bytes(d)) for h, d in store.read_heads_with_data(ledger_id, options=options)
+            ]
+        except LedgerctlError as exc:
+            return str(exc)
+
+
+def python_heads_with_data(path: Path, ledger_id: int, options: DecodeOptions) -> Any:
+    with open_bookie(path) as store:
+        try:
+            return [
+                (decode_head(s.data, options, (ledger_id, s.entry_id)), bytes(s.data))
+                for s in store.read_entries(ledger_id)
+            ]
+        except LedgerctlError as exc:
+            return str(exc)
+
+
+@needs_native
+@pytest.mark.parametrize("options", [OPTIONS, UNKNOWN], ids=["crc32c", "digest-unknown"])
+@pytest.mark.parametrize("ledger_id", [3, 9])
+def test_heads_with_their_bytes(
+    ledgers_dir: Path,
+    ledger_id: int,
+    options: DecodeOptions,
+    monkeypatch: Any,
+    python_path_calls: list[int],
+) -> None:
+    """Each head with the stored bytes read_entries gives; a digest type not known from
+    metadata is detected per entry, the native scanner still doing most of the work."""
+    got = heads_with_data(ledgers_dir, ledger_id, options)
+    assert got == python_heads_with_data(ledgers_dir, ledger_id, options)
+    assert len(got) > 100 and 0 < len(python_path_calls) < len(got) // 4
+    monkeypatch.setattr(heads_module, "WINDOW", 512)  # many windows, entries cut from each
+    assert heads_with_data(ledgers_dir, ledger_id, options) == got
+
+
+def test_real_bookie_ledgers_digest_unknown() -> None:
+    """BookKeeper-written ledgers of every digest type, read with no digest type given."""
+    options = DecodeOptions(
+        outer=Outer.BOOKIE_ENTRY, digest_type=None, password=b"secret", depth=Depth.ENTRY
+    )
+    for spec in live_manifest()["ledgers"]:
+        lid = spec["ledger_id"]
+        assert heads_with_data(LIVE_DATA, lid, options) == python_heads_with_data(
+            LIVE_DATA, lid, options
+        )

@@ -37,7 +37,7 @@ def rocks_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 def inspect_json(capsys: pytest.CaptureFixture[str], ledger: int, url: str) -> dict:
     result = run(
         capsys, "inspect", str(ledger), "--metadata-url", url, "--bookie-dir", str(BOOKIE),
-        "-o", "json",
+        "-o", "json", "--hash",
     )
     assert result.code == 0, result.err
     return result.json()

@@ -81,8 +81,13 @@ def scan_db_heads(
     first: int,
     last: int | None,
     options: DecodeOptions,
-) -> Iterator[EntryHead]:
-    """The heads of the ledger's entries in ``[first, last]`` held in ``db``, in order."""
+    with_data: bool = False,
+) -> Iterator[Any]:
+    """The heads of the ledger's entries in ``[first, last]`` held in ``db``, in order.
+
+    With ``with_data``, ``(head, data)`` pairs: each head with the entry's stored bytes
+    (cut out of the window the native scanner read them from, or read by the Python path).
+    """
     if db.locations is None:
         return
     low = location_key(ledger_id, max(first, 0))
@@ -103,7 +108,10 @@ def scan_db_heads(
                     batch, i, ledger_id, window.log_id, window.data, window.start, out
                 )
                 if out:
-                    yield from out
+                    if with_data:
+                        yield from _with_data(out, batch, i, window)
+                    else:
+                        yield from out
                     out.clear()
                 if status == end:
                     break
@@ -115,13 +123,26 @@ def scan_db_heads(
                         loaded_for = i
                         continue
                 # irregular, or no window can hold it: the Python path, for this item only
-                head = _python_head(store, db, ledger_id, batch[i], options)
-                if head is None:
+                found = _python_head(store, db, ledger_id, batch[i], options)
+                if found is None:
                     return
-                yield head
+                yield found if with_data else found[0]
                 i += 1
     finally:
         window.release()
+
+
+def _with_data(
+    heads: list[EntryHead], batch: list[tuple[bytes, bytes]], end: int, window: _Window
+) -> Iterator[tuple[EntryHead, bytes]]:
+    """The heads the native scanner made for ``batch[end - len(heads):end]``, each with its
+    entry's bytes from the window (the scanner checked that each lies inside it)."""
+    data, start = window.data, window.start
+    assert data is not None
+    unpack = LOCATION_VALUE.unpack
+    for head, (_key, value) in zip(heads, batch[end - len(heads) : end], strict=True):
+        at = (unpack(value)[0] & 0xFFFFFFFF) - start
+        yield head, data[at : at + head.size]
 
 
 def _python_head(
@@ -130,9 +151,9 @@ def _python_head(
     ledger_id: int,
     item: tuple[bytes, bytes],
     options: DecodeOptions,
-) -> EntryHead | None:
+) -> tuple[EntryHead, bytes] | None:
     found_ledger, entry_id, packed = decode_location_item(*item)  # raises when malformed
     if found_ledger != ledger_id:
         return None
     data = store.read_at_location(ledger_id, entry_id, db.location(packed))
-    return decode_head(data, options, (ledger_id, entry_id))
+    return decode_head(data, options, (ledger_id, entry_id)), data

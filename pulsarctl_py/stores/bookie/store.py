@@ -18,7 +18,7 @@ import heapq
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pulsarctl_py.decoders import entrylog
 from pulsarctl_py.decoders import journal as journal_format
@@ -365,15 +365,40 @@ class BookieStore:
         The entries of :meth:`read_entries`, each decoded to its broker entry metadata
         (``decoders.heads``): ``options`` gives the digest type and password. Where one
         DbLedgerStorage index holds the ledger alone and its digest is CRC32C, the native
-        scanner reads them (:mod:`.heads`), with the same results.
+        scanner reads them (:mod:`.heads`), with the same results. A digest type of None
+        (not known: detected per entry) is served the same way: CRC32C is the first type
+        detection tries, so an entry whose CRC32C digest verifies is detected as CRC32C,
+        and any other entry takes the Python path, which detects.
         """
+        yield from self._heads(ledger_id, first, last, options, False)
+
+    def read_heads_with_data(
+        self,
+        ledger_id: int,
+        first: int = 0,
+        last: int | None = None,
+        options: DecodeOptions | None = None,
+    ) -> Iterator[tuple[EntryHead, bytes]]:
+        """:meth:`read_heads`, each head with the stored bytes of its entry."""
+        yield from self._heads(ledger_id, first, last, options, True)
+
+    def _heads(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int | None,
+        options: DecodeOptions | None,
+        with_data: bool,
+    ) -> Iterator[Any]:
         opts = head_options(options or DecodeOptions(digest_type=DigestType.CRC32C))
         db = self._sole_db_index(ledger_id, first, last)
-        if db is not None and opts.digest_type is DigestType.CRC32C and native is not None:
-            yield from scan_db_heads(self, db, ledger_id, first, last, opts)
+        native_digest = opts.digest_type in (DigestType.CRC32C, None)
+        if db is not None and native_digest and native is not None:
+            yield from scan_db_heads(self, db, ledger_id, first, last, opts, with_data)
             return
         for stored in self.read_entries(ledger_id, first, last):
-            yield decode_head(stored.data, opts, (ledger_id, stored.entry_id))
+            head = decode_head(stored.data, opts, (ledger_id, stored.entry_id))
+            yield (head, stored.data) if with_data else head
 
     def _sole_db_index(self, ledger_id: int, first: int, last: int | None) -> DbIndex | None:
         """The DbLedgerStorage index that is the only source of these entries, if any."""

@@ -1,0 +1,316 @@
+"""inspect read from entry heads: one pass, one digest computation per entry.
+
+At ``--depth entry`` inspect shows each entry's bookie header, digest check and broker
+entry metadata: what :meth:`BookieStore.read_heads_with_data` gives in one pass over the
+ledger (the native scanner of ``decoders/_speedups.c`` verifies the CRC32C digest and
+reads the broker entry metadata of clean entries; any other entry takes the Python path,
+see :mod:`pulsarctl_py.stores.bookie.heads`). From the heads:
+
+* the filters on broker entry metadata (``--since``/``--until`` on the broker timestamp,
+  ``--broker-metadata``) drop entries before anything is built, at every depth: a head
+  holds the broker entry metadata ``decode_entry`` finds. Below ``--depth entry`` an entry
+  without a broker timestamp is timed by its publish time, so it is decoded and the
+  general filter decides; at ``--depth messages`` a dropped entry whose message metadata
+  makes it a chunk is still decoded and given to the chunk assembler, so a message whose
+  last chunk is kept is joined from the chunks before the cut, as the general path does;
+* at ``--depth entry`` a clean entry of the regular shape (a plausible header, its CRC32C
+  digest verified, broker entry metadata of broker_timestamp and index only, or none,
+  then the 0x0e01 checksum) gets its JSON line straight from the head and its bytes
+  (:func:`line_maker`): the bytes ``entry_json`` and ``render.write_jsonl`` write for the
+  decoded entry;
+* any other kept entry is decoded by ``decode_entry`` from the bytes already read, with
+  the options the general path (``LedgerSource.entries``) uses.
+
+A store error (a damaged record or index) hands the rest of the ledger to the general
+path, which reports it as it always does; so does a ledger whose entries are mostly not
+regular (another digest type found by detection, compacted framing), where decoding
+twice would cost more than it saves. tests/test_inspect_heads.py checks that both paths
+write the same bytes and the same summary, on every corpus and on damaged stores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import ChunkAssembler, DecodeOptions, Depth, Entry, decode_entry
+from pulsarctl_py.decoders.bookkeeper import HEADER
+from pulsarctl_py.decoders.checksums import DigestType, crc32c
+from pulsarctl_py.decoders.heads import EntryHead
+from pulsarctl_py.decoders.protos import parse_proto
+from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
+from pulsarctl_py.inspect import in_time_range, read_entries
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+if TYPE_CHECKING:
+    from pulsarctl_py.inspect import InspectRequest, Summary
+    from pulsarctl_py.ledgers import LedgerSource, LedgerView
+
+#: entries read before a ledger whose entries are mostly not regular goes the general way
+PROBE = 64
+#: JSON lines handed on at once when no --limit counts them one by one
+CHUNK = 256
+_BOOKIE = HEADER.size + 4  # header and CRC32C digest: where the payload starts
+_BEM_MAGIC = b"\x0e\x02"
+_CHECKSUM_MAGIC = b"\x0e\x01"
+
+
+def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> bool:
+    """Whether this ledger's entries are read from heads for this request."""
+    bookie = source.bookie
+    return (
+        request.verify
+        and view.kind != "cursor"  # decoded as PositionInfo: the general path
+        and view.digest_type in (DigestType.CRC32C, None)
+        and getattr(bookie, "where", None) != "live"
+        and hasattr(bookie, "read_heads_with_data")
+        # deeper, heads only save the entries the filters on broker metadata drop
+        and (request.depth is Depth.ENTRY or _head_filters(request))
+    )
+
+
+def _head_filters(request: InspectRequest) -> bool:
+    return (
+        request.broker_metadata is not None
+        or request.since is not None
+        or request.until is not None
+    )
+
+
+def dropped(head: EntryHead, request: InspectRequest) -> bool:
+    """Whether inspect's entry filters (``_keep``) surely drop this entry, from its head.
+
+    The broker entry metadata of a head is the decoded entry's. The entry timestamp is
+    the broker timestamp, else (below ``Depth.ENTRY``) the publish time, which a head
+    does not hold: then only the decoded entry can tell.
+    """
+    if request.broker_metadata is not None and head.broker_metadata != request.broker_metadata:
+        return True
+    if request.since is not None or request.until is not None:
+        ts = head.broker_timestamp
+        if ts is None:
+            return request.depth is Depth.ENTRY  # no metadata decoded: no time at all
+        return not in_time_range(ts, request)
+    return False
+
+
+def count_head(summary: Summary, head: EntryHead) -> None:
+    """``Summary.add`` of a clean entry decoded at ``Depth.ENTRY``, from its head."""
+    summary.entries += 1
+    summary.bytes += head.size
+    ts = head.broker_timestamp
+    if ts:
+        if summary.first_time is None or ts < summary.first_time:
+            summary.first_time = ts
+        if summary.last_time is None or ts > summary.last_time:
+            summary.last_time = ts
+    if head.broker_metadata:
+        summary.with_broker_metadata += 1
+    index = head.index
+    if index is not None:
+        if summary.first_index is None or index < summary.first_index:
+            summary.first_index = index
+        if summary.last_index is None or index > summary.last_index:
+            summary.last_index = index
+
+
+#: bytes of a varint by the bit length of its value
+_VARINT = tuple(max(1, (bits + 6) // 7) for bits in range(65))
+
+
+def line_maker(
+    view: LedgerView, hashes: bool = False
+) -> Callable[[EntryHead, bytes], str | None]:
+    """``line(head, data)``: the JSON line inspect writes for this ledger's entry at
+    ``Depth.ENTRY``, or None when the entry is not of the regular shape (then it must be
+    decoded); ``hashes``: with ``payload_sha256`` (``--hash``). What is the same for
+    every entry of the ledger is formatted once."""
+    lac = view.lac
+    ledger = view.ledger_id
+    tail = f',"ledger_kind":{json.dumps(view.kind, ensure_ascii=False)}}}\n'
+    bem_layer = f',{{"layer":"broker-entry-metadata","offset":{_BOOKIE},"length":'
+    sha256 = hashlib.sha256
+    varint = _VARINT
+    bookie, payload_at = _BOOKIE, _BOOKIE + 2
+    # digest type not known: a head the Python path made may hold another digest type
+    # (detected per entry); the line is for one detection calls CRC32C
+    detected = view.digest_type is None
+
+    def line(head: EntryHead, data: bytes) -> str | None:
+        size = head.size
+        if head.problems or head.digest_ok is not True or size < payload_at:
+            return None
+        if detected and crc32c(data[bookie:], crc32c(data[:32])) != int.from_bytes(
+            data[32:bookie], "big"
+        ):
+            return None
+        entry_id, entry_lac, length = head.entry_id, head.lac, head.length
+        if head.ledger_id != ledger or entry_id < 0 or length is None or length < 0:
+            return None
+        if entry_lac is None or not -1 <= entry_lac <= entry_id:
+            return None  # the decoder adds a problem for an implausible header
+        magic = data[bookie:payload_at]
+        if head.broker_metadata:
+            if magic != _BEM_MAGIC:
+                return None
+            ts, index = head.broker_timestamp, head.index
+            bem_size = int.from_bytes(data[payload_at : payload_at + 4], "big")
+            # what the fields take encoded, so that nothing else is in it (the decoder
+            # would show other fields, or a field repeated)
+            if ts is not None and index is not None:
+                if bem_size != 2 + varint[ts.bit_length()] + varint[index.bit_length()]:
+                    return None
+                bem = (
+                    f'{bem_layer}{6 + bem_size},"fields":{{"broker_timestamp":{ts},'
+                    f'"index":{index}}}}}'
+                )
+            elif ts is not None or index is not None:
+                value = ts if ts is not None else index
+                if bem_size != 1 + varint[value.bit_length()]:
+                    return None
+                name = "broker_timestamp" if ts is not None else "index"
+                bem = f'{bem_layer}{6 + bem_size},"fields":{{"{name}":{value}}}}}'
+            elif bem_size == 0:
+                bem = f"{bem_layer}6}}"
+            else:
+                return None
+        elif magic == _CHECKSUM_MAGIC:
+            bem = ""
+        else:
+            return None
+        digest = data[32:bookie].hex()
+        check = (
+            f'{{"type":"CRC32C","stored":"{digest}","computed":"{digest}","ok":true,'
+            '"verified":true}'
+        )
+        confirmed = "null" if lac is None else ("true" if entry_id <= lac else "false")
+        return (
+            f'{{"position":"{ledger}:{entry_id}","ledger_id":{ledger},"entry_id":'
+            f'{entry_id},"size":{size},"ok":true,"verified":true,"encrypted":false,"layers":'
+            f'[{{"layer":"bookie-entry","offset":0,"length":{bookie},"fields":{{"ledger_id":'
+            f'{ledger},"entry_id":{entry_id},"lac":{entry_lac},"length":{length},'
+            f'"digest_type":"CRC32C","payload_size":{size - bookie}}},"check":{check}}}{bem}],'
+            f'"messages":[],"problems":[],"digest":{check}'
+            + (f',"payload_sha256":"{sha256(data[bookie:]).hexdigest()}"' if hashes else "")
+            + f',"confirmed":{confirmed}{tail}'
+        )
+
+    return line
+
+
+def _chunk_like(md: Any) -> bool:
+    """Whether this message metadata may make its entry a chunk (``_decode_payload``)."""
+    return md is not None and (
+        md.num_chunks_from_msg > 1 or md.HasField("chunk_id") or md.HasField("uuid")
+    )
+
+
+def _metadata(data: bytes) -> Any:
+    """The message metadata of a regular entry (see :func:`line_maker`) as the decoder
+    reads it, found from the layout; ``...`` when the layout is not the regular one."""
+    pos = _BOOKIE
+    if data[pos : pos + 2] == _BEM_MAGIC:
+        pos += 6 + int.from_bytes(data[pos + 2 : pos + 6], "big")
+    if data[pos : pos + 2] == _CHECKSUM_MAGIC:
+        pos += 6
+    size = int.from_bytes(data[pos : pos + 4], "big")
+    if data[pos : pos + 2] in (_BEM_MAGIC, _CHECKSUM_MAGIC) or size > len(data) - pos - 4:
+        return ...
+    try:
+        md, _missing = parse_proto(
+            api.MessageMetadata, memoryview(data)[pos + 4 : pos + 4 + size], "", pos + 4
+        )
+    except LedgerctlError:
+        return ...
+    return md
+
+
+def read_from_heads(
+    source: LedgerSource,
+    view: LedgerView,
+    first: int,
+    last: int,
+    request: InspectRequest,
+    options: DecodeOptions,
+    summary: Summary,
+    *,
+    lines: bool,
+    hashes: bool = False,
+) -> Iterator[Entry | str | list[str]]:
+    """The ledger's entries in [first, last] as inspect reads them, the filters on broker
+    entry metadata decided on heads.
+
+    A ``str`` is the JSON line of a kept entry (``Depth.ENTRY`` with ``lines``), already
+    counted in ``summary``; without ``--limit``, consecutive lines come as a ``list`` of
+    up to :data:`CHUNK` of them. An ``Entry`` is what ``LedgerSource.entries`` yields,
+    still to be filtered and counted by the caller. ``options`` are the general path's
+    (``LedgerSource.entry_options``); ``hashes``: lines with ``payload_sha256``. At
+    ``Depth.MESSAGES`` an entry the filters drop may still be a chunk of a message a kept
+    entry completes: its message metadata is read, and a chunk is decoded and given to
+    the chunk assembler, as the general path does with every entry.
+    """
+    bookie: Any = source.bookie
+    depth = request.depth
+    maker = line_maker(view, hashes)
+    line = maker if lines and depth is Depth.ENTRY else None
+    filtering = _head_filters(request)
+    chunked = request.limit is None  # no entry count to stop at: lines go in lists
+    messages = depth is Depth.MESSAGES
+    assembler = ChunkAssembler(options) if messages else None
+    probe = replace(options, depth=Depth.METADATA, verify=False)
+    chunk: list[str] = []
+    ledger_id = view.ledger_id
+    next_id = first
+    regular = seen = 0
+    try:
+        for head, data in bookie.read_heads_with_data(ledger_id, first, last, options):
+            next_id = head.entry_id + 1
+            if seen < PROBE:
+                seen += 1
+                regular += maker(head, data) is not None
+                if seen == PROBE and regular * 2 < seen:
+                    next_id -= 1  # mostly irregular: decoding from heads would decode twice
+                    break
+            position = (ledger_id, head.entry_id)
+            if filtering and dropped(head, request):
+                if messages:  # a chunk still goes to the assembler
+                    md = _metadata(data) if maker(head, data) is not None else ...
+                    if md is ...:
+                        md = decode_entry(data, probe, position).metadata
+                    if _chunk_like(md):
+                        entry = decode_entry(data, options, position)
+                        if entry.chunk is not None and assembler is not None:
+                            assembler.add(entry)
+                continue
+            made = line(head, data) if line is not None else None
+            if made is None:
+                if chunk:
+                    yield chunk
+                    chunk = []
+                entry = decode_entry(data, options, position)
+                if entry.chunk is not None and assembler is not None:
+                    assembler.add(entry)
+                yield entry
+                continue
+            count_head(summary, head)
+            if not chunked:
+                yield made
+                continue
+            chunk.append(made)
+            if len(chunk) == CHUNK:
+                yield chunk
+                chunk = []
+        else:
+            if chunk:
+                yield chunk
+            return
+    except StoreUnavailable:
+        raise
+    except LedgerctlError:
+        pass  # the general path reads on from here and reports the damage as it does
+    if chunk:
+        yield chunk
+    yield from read_entries(source, view, next_id, last, request, assembler)
