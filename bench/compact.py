@@ -79,7 +79,7 @@ def _stream(path: Path):  # type: ignore[no-untyped-def]
 
 
 def child(path: Path, mode: str, memory: int | None) -> dict:
-    from pulsarctl_py.compaction.core import CompactionOptions, Stats, phase_one, phase_two
+    from pulsarctl_py.compaction.core import CompactionOptions, Stats, phase_one_into, phase_two
     from pulsarctl_py.decoders import DecodeOptions, Outer, decode_entry
     from pulsarctl_py.engines.local import LocalKeyTable
 
@@ -96,10 +96,8 @@ def child(path: Path, mode: str, memory: int | None) -> dict:
     else:
         opts = CompactionOptions()
         table = LocalKeyTable(memory)
-        messages = 0
-        for key, rank, tomb in phase_one(_stream(path), opts):
-            table.offer(key, rank, tomb)
-            messages += 1
+        # what the local engine runs: whole batches into the key table in native calls
+        messages = phase_one_into(_stream(path), opts, table)
         table.finish()
         stats = Stats()
         for _ in phase_two(_stream(path), table, opts, stats):

@@ -823,6 +823,611 @@ error:
     return NULL;
 }
 
+/* -- compaction: phase one's key table, phase two's kept records ----------------------
+ *
+ * compact_offer and compact_keep walk a decompressed batch with split_batch's grammar and
+ * its notion of regular input (the same records are irregular for both, and then these
+ * return None and the caller takes the Python path), without building a Message per
+ * record: phase one updates the key table (a dict key -> (rank, tombstone)) in place, phase
+ * two answers which records a batch keeps and, for a batch whose records are all live and
+ * in order, rebuilds it. A kept record is copied verbatim only when its metadata is in the
+ * canonical form protobuf serializes (fields in number order, each once except the
+ * repeated properties, minimal varints, booleans 0 or 1, no unknown fields): then parsing
+ * it and serializing it again, as the Python path does, gives the same bytes. Otherwise
+ * the rebuild answers None and the Python path rebuilds the batch.
+ */
+
+typedef struct {
+    const uint8_t *record; /* the 4-byte metadata size, the metadata, the value */
+    Py_ssize_t length;     /* the whole record */
+    const uint8_t *key;
+    Py_ssize_t key_len;
+    long long batch_index;
+    int32_t payload_size;
+    char has_key, canonical;
+} LiveRecord;
+
+/* The varint that ended at end and began at start is as short as it can be. */
+static inline int
+varint_minimal(const uint8_t *start, const uint8_t *end)
+{
+    return end - start == 1 || end[-1] != 0;
+}
+
+/* Valid UTF-8 as split_batch requires it (Python's strict decoder decides past ASCII).
+ * 1 valid, 0 not, -1 Python error. */
+static int
+utf8_ok(const uint8_t *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] & 0x80) {
+            PyObject *t = text(s, n);
+            if (t == NULL)
+                return PyErr_Occurred() ? -1 : 0;
+            Py_DECREF(t);
+            return 1;
+        }
+    }
+    return 1;
+}
+
+/* One KeyValue, accepted as parse_property accepts it. 1 ok, 0 irregular, -1 error. */
+static int
+scan_property(const uint8_t *p, const uint8_t *end, char *canonical)
+{
+    const uint8_t *key = NULL, *value = NULL;
+    Py_ssize_t key_len = 0, value_len = 0;
+    uint32_t last = 0;
+    while (p < end) {
+        const uint8_t *at = p;
+        uint32_t field;
+        int wire;
+        if (!read_tag(&p, end, &field, &wire))
+            return 0;
+        if (p - at != 1)
+            *canonical = 0;
+        if (field == 1 || field == 2) {
+            const uint8_t *length_at = p, *s;
+            Py_ssize_t n;
+            if (wire != 2 || !read_bytes(&p, end, &s, &n))
+                return 0;
+            if (!varint_minimal(length_at, s) || field <= last)
+                *canonical = 0;
+            last = field;
+            if (field == 1) {
+                key = s;
+                key_len = n;
+            }
+            else {
+                value = s;
+                value_len = n;
+            }
+        }
+        else {
+            if (!skip_field(&p, end, wire))
+                return 0;
+            *canonical = 0;
+        }
+    }
+    if (key == NULL || value == NULL)
+        return 0;
+    int rc = utf8_ok(key, key_len);
+    return rc <= 0 ? rc : utf8_ok(value, value_len);
+}
+
+/* A SingleMessageMetadata, accepted as parse_smm accepts it, without building objects.
+ * 1 ok, 0 irregular, -1 error. */
+static int
+scan_smm(const uint8_t *p, const uint8_t *end, LiveRecord *r, char *compacted_out,
+         char *null_value)
+{
+    int has_payload_size = 0;
+    uint32_t last = 0;
+    r->has_key = 0;
+    r->canonical = 1;
+    *compacted_out = *null_value = 0;
+    while (p < end) {
+        const uint8_t *at = p;
+        uint32_t field;
+        int wire;
+        if (!read_tag(&p, end, &field, &wire))
+            return 0;
+        if (p - at != 1)
+            r->canonical = 0;
+        if (field > 10) {
+            if (!skip_field(&p, end, wire))
+                return 0;
+            r->canonical = 0;
+            continue;
+        }
+        int want = (field == 1 || field == 2 || field == 7) ? 2 : 0;
+        if (wire != want)
+            return 0;
+        if (field < last || (field == last && field != 1))
+            r->canonical = 0;
+        last = field;
+        uint64_t v = 0;
+        const uint8_t *s = NULL;
+        Py_ssize_t n = 0;
+        at = p;
+        if (want == 2) {
+            if (!read_bytes(&p, end, &s, &n))
+                return 0;
+            if (!varint_minimal(at, s))
+                r->canonical = 0;
+        }
+        else {
+            if (!read_varint(&p, end, &v))
+                return 0;
+            if (!varint_minimal(at, p))
+                r->canonical = 0;
+        }
+        switch (field) {
+        case 1: {
+            int rc = scan_property(s, s + n, &r->canonical);
+            if (rc <= 0)
+                return rc;
+            break;
+        }
+        case 2:
+            r->key = s;
+            r->key_len = n;
+            r->has_key = 1;
+            break;
+        case 3:
+            r->payload_size = (int32_t)(uint32_t)v;
+            has_payload_size = 1;
+            if (v > INT32_MAX)
+                r->canonical = 0;
+            break;
+        case 4:
+        case 6:
+        case 9:
+        case 10:
+            if (v > 1)
+                r->canonical = 0;
+            if (field == 4)
+                *compacted_out = v != 0;
+            else if (field == 9)
+                *null_value = v != 0;
+            break;
+        default: /* 5, 7, 8 */
+            break;
+        }
+    }
+    return has_payload_size;
+}
+
+/* The live records of a batch, in order, as split_batch would return them (placeholders
+ * counted in *holes). recs has room for count records. A live record with null_value, or
+ * a batch index outside -1 .. 2^32 - 2, is irregular here (the Python path decides).
+ * 1 regular, 0 irregular, -1 error. */
+static int
+walk_batch(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, PyObject *indexes,
+           LiveRecord *recs, Py_ssize_t *live, Py_ssize_t *holes)
+{
+    Py_ssize_t pos = 0, n = 0, h = 0;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        long long batch_index = j;
+        if (indexes != Py_None) {
+            PyObject *o = PyList_GET_ITEM(indexes, j);
+            int overflow = 0;
+            if (!PyLong_CheckExact(o))
+                return 0;
+            batch_index = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow)
+                return 0;
+            if (batch_index == -1 && PyErr_Occurred())
+                return -1;
+        }
+        if (end - pos < 4)
+            return 0;
+        const uint8_t *record = buf + pos;
+        uint32_t size = be32(record);
+        pos += 4;
+        if ((uint64_t)size > (uint64_t)(end - pos))
+            return 0;
+        LiveRecord *r = &recs[n];
+        char compacted_out, null_value;
+        int rc = scan_smm(buf + pos, buf + pos + size, r, &compacted_out, &null_value);
+        if (rc <= 0)
+            return rc;
+        pos += size;
+        if (r->payload_size < 0 || r->payload_size > end - pos)
+            return 0;
+        pos += r->payload_size;
+        if (compacted_out) {
+            h++;
+            continue;
+        }
+        if (null_value || batch_index < -1 || batch_index > 0xFFFFFFFELL)
+            return 0;
+        if (r->has_key && (rc = utf8_ok(r->key, r->key_len)) <= 0)
+            return rc;
+        r->batch_index = batch_index;
+        r->record = record;
+        r->length = (buf + pos) - record;
+        n++;
+    }
+    *live = n;
+    *holes = h;
+    return 1;
+}
+
+/* Arguments both functions share, checked; recs allocated (PyMem_Free it). 1 regular,
+ * 0 irregular (return None), -1 error. */
+static int
+compact_walk(PyObject *plain, Py_ssize_t count, PyObject *indexes, PyObject *rank_prefix,
+             Py_buffer *view, LiveRecord **recs, Py_ssize_t *live, Py_ssize_t *holes)
+{
+    *recs = NULL;
+    if (PyBytes_GET_SIZE(rank_prefix) != 16) {
+        PyErr_SetString(PyExc_ValueError, "rank prefix must be 16 bytes");
+        return -1;
+    }
+    if (indexes != Py_None && (!PyList_Check(indexes) || PyList_GET_SIZE(indexes) != count))
+        return 0;
+    if (PyObject_GetBuffer(plain, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    /* every record takes at least 4 + 2 bytes: more records than that cannot be regular */
+    if (count < 0 || count > view->len / 4)
+        return 0;
+    *recs = PyMem_Malloc(sizeof(LiveRecord) * (size_t)(count ? count : 1));
+    if (*recs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return walk_batch((const uint8_t *)view->buf, view->len, count, indexes, *recs, live,
+                      holes);
+}
+
+static PyObject *
+record_key(PyObject *key_prefix, const LiveRecord *r)
+{
+    Py_ssize_t kp = PyBytes_GET_SIZE(key_prefix);
+    PyObject *key = PyBytes_FromStringAndSize(NULL, kp + r->key_len);
+    if (key != NULL) {
+        memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(key_prefix), (size_t)kp);
+        memcpy(PyBytes_AS_STRING(key) + kp, r->key, (size_t)r->key_len);
+    }
+    return key;
+}
+
+/* A record's rank: the entry's 16-byte position prefix and (batch index + 1) as uint32 BE,
+ * as core.position_rank packs it. */
+static inline void
+record_rank(uint8_t *out, PyObject *rank_prefix, const LiveRecord *r)
+{
+    uint32_t i = (uint32_t)(r->batch_index + 1);
+    memcpy(out, PyBytes_AS_STRING(rank_prefix), 16);
+    out[16] = (uint8_t)(i >> 24);
+    out[17] = (uint8_t)(i >> 16);
+    out[18] = (uint8_t)(i >> 8);
+    out[19] = (uint8_t)i;
+}
+
+/* A key table state: (rank bytes, tombstone). 1 ok, -1 error (not a key table value). */
+static int
+table_state(PyObject *state, PyObject **rank, int *tombstone)
+{
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 2 ||
+        !PyBytes_Check(PyTuple_GET_ITEM(state, 0))) {
+        PyErr_SetString(PyExc_TypeError, "key table values must be (rank, tombstone)");
+        return -1;
+    }
+    *rank = PyTuple_GET_ITEM(state, 0);
+    *tombstone = PyObject_IsTrue(PyTuple_GET_ITEM(state, 1));
+    return *tombstone < 0 ? -1 : 1;
+}
+
+/* bytes comparison of a 20-byte rank with a bytes object: <0, 0, >0 */
+static inline int
+rank_cmp(const uint8_t *rank, PyObject *other)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(other);
+    int c = memcmp(rank, PyBytes_AS_STRING(other), (size_t)(n < 20 ? n : 20));
+    return c != 0 ? c : (20 > n) - (20 < n);
+}
+
+/*
+ * compact_offer(plain, count, indexes, key_prefix, rank_prefix, table)
+ *     -> (records, new_keys, new_key_bytes) | None
+ *
+ * Phase one of a batch in publishing order: for every live keyed record, table[key_prefix
+ * + key] = (rank, payload_size <= 0) when the key is absent or the rank is greater than its
+ * rank (LocalKeyTable.offer). records: keyed records offered; new_key_bytes: the length of
+ * the new keys and their ranks. None (the table unchanged): not regular.
+ */
+static PyObject *
+sp_compact_offer(PyObject *self, PyObject *args)
+{
+    PyObject *plain, *indexes, *key_prefix, *rank_prefix, *table;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "OnOSSO!:compact_offer", &plain, &count, &indexes, &key_prefix,
+                          &rank_prefix, &PyDict_Type, &table))
+        return NULL;
+    Py_buffer view = {0};
+    LiveRecord *recs;
+    Py_ssize_t live = 0, holes = 0, offered = 0, new_keys = 0, new_bytes = 0;
+    PyObject *result = NULL;
+    int rc = compact_walk(plain, count, indexes, rank_prefix, &view, &recs, &live, &holes);
+    if (rc <= 0) {
+        if (rc == 0)
+            result = new_ref(Py_None);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < live; i++) {
+        const LiveRecord *r = &recs[i];
+        if (!r->has_key)
+            continue;
+        offered++;
+        uint8_t rank_bytes[20];
+        record_rank(rank_bytes, rank_prefix, r);
+        PyObject *key = record_key(key_prefix, r);
+        if (key == NULL)
+            goto done;
+        PyObject *old = PyDict_GetItemWithError(table, key); /* borrowed */
+        if (old == NULL && PyErr_Occurred()) {
+            Py_DECREF(key);
+            goto done;
+        }
+        if (old != NULL) {
+            PyObject *old_rank;
+            int old_tomb;
+            if (table_state(old, &old_rank, &old_tomb) < 0) {
+                Py_DECREF(key);
+                goto done;
+            }
+            if (rank_cmp(rank_bytes, old_rank) <= 0) {
+                Py_DECREF(key);
+                continue;
+            }
+        }
+        PyObject *rank = PyBytes_FromStringAndSize((const char *)rank_bytes, 20);
+        PyObject *state = rank == NULL ? NULL
+                                       : PyTuple_Pack(2, rank, r->payload_size <= 0 ? Py_True
+                                                                                    : Py_False);
+        Py_XDECREF(rank);
+        if (state == NULL || PyDict_SetItem(table, key, state) < 0) {
+            Py_XDECREF(state);
+            Py_DECREF(key);
+            goto done;
+        }
+        Py_DECREF(state);
+        if (old == NULL) {
+            new_keys++;
+            new_bytes += PyBytes_GET_SIZE(key) + 20;
+        }
+        Py_DECREF(key);
+    }
+    result = Py_BuildValue("(nnn)", offered, new_keys, new_bytes);
+done:
+    PyMem_Free(recs);
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+}
+
+/* The batch rebuilt from its records (all live and in order): kept[i] records copied,
+ * the others replaced by ``placeholder`` (dropped for PIP-429). None when a kept record's
+ * metadata is not canonical. */
+static PyObject *
+rebuild_batch(const LiveRecord *recs, Py_ssize_t live, const char *kept, int pip_429,
+              PyObject *placeholder)
+{
+    Py_ssize_t total = 0, ph = PyBytes_GET_SIZE(placeholder);
+    for (Py_ssize_t i = 0; i < live; i++) {
+        if (kept[i]) {
+            if (!recs[i].canonical)
+                Py_RETURN_NONE;
+            total += recs[i].length;
+        }
+        else if (!pip_429)
+            total += ph;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    char *w = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < live; i++) {
+        if (kept[i]) {
+            memcpy(w, recs[i].record, (size_t)recs[i].length);
+            w += recs[i].length;
+        }
+        else if (!pip_429) {
+            memcpy(w, PyBytes_AS_STRING(placeholder), (size_t)ph);
+            w += ph;
+        }
+    }
+    return out;
+}
+
+/*
+ * compact_keep(plain, count, indexes, key_prefix, rank_prefix, table, retain_null_key,
+ *              pip_429, placeholder)
+ *     -> (keep, keyless_dropped, deleted, whole, rebuilt, asked) | None
+ *
+ * Phase two of a batch in publishing order. keep: batch indexes kept, in record order
+ * (keyless ones when retained; with a dict ``table``, the records that are their key's
+ * live winner). With ``table`` None, asked = (indexes, keys, ranks) of the records whose
+ * key the caller must look up (live keyed records), else None. deleted: phase one's
+ * ``deletedMessage`` for the batch. whole: every record live and in order (no placeholders,
+ * no compacted_batch_indexes). rebuilt: the new batch when whole, the table is a dict,
+ * something is kept and every kept record is canonical; else None.
+ */
+static PyObject *
+sp_compact_keep(PyObject *self, PyObject *args)
+{
+    PyObject *plain, *indexes, *key_prefix, *rank_prefix, *table, *placeholder;
+    Py_ssize_t count;
+    int retain, pip_429;
+    if (!PyArg_ParseTuple(args, "OnOSSOppS:compact_keep", &plain, &count, &indexes, &key_prefix,
+                          &rank_prefix, &table, &retain, &pip_429, &placeholder))
+        return NULL;
+    if (table != Py_None && !PyDict_Check(table)) {
+        PyErr_SetString(PyExc_TypeError, "table must be a dict or None");
+        return NULL;
+    }
+    Py_buffer view = {0};
+    LiveRecord *recs;
+    char *kept = NULL;
+    Py_ssize_t live = 0, holes = 0, dropped = 0;
+    int deleted = 1;
+    PyObject *result = NULL, *keep = NULL, *asked = NULL, *ask_idx = NULL, *ask_keys = NULL,
+             *ask_ranks = NULL, *rebuilt = NULL;
+    int rc = compact_walk(plain, count, indexes, rank_prefix, &view, &recs, &live, &holes);
+    if (rc <= 0) {
+        if (rc == 0)
+            result = new_ref(Py_None);
+        goto done;
+    }
+    int whole = indexes == Py_None && holes == 0 && live == count;
+    if ((kept = PyMem_Calloc((size_t)(live ? live : 1), 1)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if ((keep = PyList_New(0)) == NULL)
+        goto done;
+    if (table == Py_None && ((ask_idx = PyList_New(0)) == NULL ||
+                             (ask_keys = PyList_New(0)) == NULL ||
+                             (ask_ranks = PyList_New(0)) == NULL))
+        goto done;
+    Py_ssize_t kept_count = 0;
+    for (Py_ssize_t i = 0; i < live; i++) {
+        const LiveRecord *r = &recs[i];
+        if (!r->has_key) {
+            if (retain) {
+                kept[i] = 1;
+                deleted = 0;
+            }
+            else
+                dropped++;
+        }
+        else if (r->payload_size > 0) { /* a tombstone is never kept */
+            deleted = 0;
+            uint8_t rank_bytes[20];
+            record_rank(rank_bytes, rank_prefix, r);
+            PyObject *key = record_key(key_prefix, r);
+            if (key == NULL)
+                goto done;
+            if (table != Py_None) {
+                PyObject *found = PyDict_GetItemWithError(table, key); /* borrowed */
+                Py_DECREF(key);
+                if (found == NULL) {
+                    if (PyErr_Occurred())
+                        goto done;
+                    continue;
+                }
+                PyObject *found_rank;
+                int tomb;
+                if (table_state(found, &found_rank, &tomb) < 0)
+                    goto done;
+                kept[i] = !tomb && rank_cmp(rank_bytes, found_rank) == 0;
+            }
+            else {
+                PyObject *rank = PyBytes_FromStringAndSize((const char *)rank_bytes, 20);
+                PyObject *index = PyLong_FromLongLong(r->batch_index);
+                int bad = rank == NULL || index == NULL || PyList_Append(ask_keys, key) < 0 ||
+                          PyList_Append(ask_ranks, rank) < 0 ||
+                          PyList_Append(ask_idx, index) < 0;
+                Py_DECREF(key);
+                Py_XDECREF(rank);
+                Py_XDECREF(index);
+                if (bad)
+                    goto done;
+            }
+        }
+        if (kept[i]) {
+            kept_count++;
+            PyObject *index = PyLong_FromLongLong(r->batch_index);
+            if (index == NULL || PyList_Append(keep, index) < 0) {
+                Py_XDECREF(index);
+                goto done;
+            }
+            Py_DECREF(index);
+        }
+    }
+    if (table == Py_None) {
+        if ((asked = PyTuple_Pack(3, ask_idx, ask_keys, ask_ranks)) == NULL)
+            goto done;
+    }
+    else
+        asked = new_ref(Py_None);
+    if (whole && kept_count && table != Py_None)
+        rebuilt = rebuild_batch(recs, live, kept, pip_429, placeholder);
+    else
+        rebuilt = new_ref(Py_None);
+    if (rebuilt == NULL)
+        goto done;
+    result = Py_BuildValue("(OnOOOO)", keep, dropped, deleted ? Py_True : Py_False,
+                           whole ? Py_True : Py_False, rebuilt, asked);
+done:
+    Py_XDECREF(keep);
+    Py_XDECREF(asked);
+    Py_XDECREF(ask_idx);
+    Py_XDECREF(ask_keys);
+    Py_XDECREF(ask_ranks);
+    Py_XDECREF(rebuilt);
+    PyMem_Free(kept);
+    PyMem_Free(recs);
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+}
+
+/*
+ * compact_rebuild(plain, count, keep, pip_429, placeholder) -> bytes | None
+ *
+ * The rebuilt batch of a whole batch (every record live, in order) keeping the records
+ * whose batch index is in ``keep``; None when the batch is not regular and whole, or a
+ * kept record is not canonical (the Python path rebuilds it).
+ */
+static PyObject *
+sp_compact_rebuild(PyObject *self, PyObject *args)
+{
+    PyObject *plain, *keep_list, *placeholder;
+    Py_ssize_t count;
+    int pip_429;
+    if (!PyArg_ParseTuple(args, "OnO!pS:compact_rebuild", &plain, &count, &PyList_Type,
+                          &keep_list, &pip_429, &placeholder))
+        return NULL;
+    static PyObject *prefix16 = NULL;
+    if (prefix16 == NULL && (prefix16 = PyBytes_FromStringAndSize(NULL, 16)) == NULL)
+        return NULL;
+    Py_buffer view = {0};
+    LiveRecord *recs;
+    char *kept = NULL;
+    Py_ssize_t live = 0, holes = 0;
+    PyObject *result = NULL;
+    int rc = compact_walk(plain, count, Py_None, prefix16, &view, &recs, &live, &holes);
+    if (rc <= 0 || holes != 0 || live != count) {
+        if (rc >= 0)
+            result = new_ref(Py_None);
+        goto done;
+    }
+    if ((kept = PyMem_Calloc((size_t)(live ? live : 1), 1)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keep_list); i++) {
+        Py_ssize_t index = PyLong_AsSsize_t(PyList_GET_ITEM(keep_list, i));
+        if (index == -1 && PyErr_Occurred())
+            goto done;
+        if (index < 0 || index >= live) {
+            PyErr_SetString(PyExc_IndexError, "kept batch index out of range");
+            goto done;
+        }
+        kept[index] = 1;
+    }
+    result = rebuild_batch(recs, live, kept, pip_429, placeholder);
+done:
+    PyMem_Free(kept);
+    PyMem_Free(recs);
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+}
+
 /* -- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -834,6 +1439,15 @@ static PyMethodDef methods[] = {
      "crc32c(data, crc=0, soft=False) -> CRC32C of data continuing from crc."},
     {"scan_heads", sp_scan_heads, METH_VARARGS,
      "scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)."},
+    {"compact_offer", sp_compact_offer, METH_VARARGS,
+     "compact_offer(plain, count, indexes, key_prefix, rank_prefix, table) -> (records, "
+     "new_keys, new_key_bytes) or None: phase one of a batch into a key table."},
+    {"compact_keep", sp_compact_keep, METH_VARARGS,
+     "compact_keep(plain, count, indexes, key_prefix, rank_prefix, table, retain_null_key, "
+     "pip_429, placeholder) -> (keep, keyless_dropped, deleted, whole, rebuilt, asked) or "
+     "None: phase two of a batch."},
+    {"compact_rebuild", sp_compact_rebuild, METH_VARARGS,
+     "compact_rebuild(plain, count, keep, pip_429, placeholder) -> bytes or None."},
     {NULL, NULL, 0, NULL},
 };
 

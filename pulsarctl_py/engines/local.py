@@ -78,6 +78,33 @@ class LocalKeyTable:
         elif rank > old[0]:
             buf[key] = (rank, tombstone)
 
+    def offer_batch(
+        self,
+        plain: bytes,
+        count: int,
+        indexes: list[int] | None,
+        key_prefix: bytes,
+        rank_prefix: bytes,
+    ) -> int | None:
+        """``offer`` for every keyed record of a batch in Pulsar's batch format, in one
+        native call (``_speedups.compact_offer``): key ``key_prefix`` + the record's key,
+        rank ``rank_prefix`` + its batch index + 1 (uint32 BE), tombstone when its payload is
+        empty. The number of records offered, or None (nothing offered) when the native
+        module is absent, the table folds, or the batch is not regular."""
+        from pulsarctl_py.decoders.speedups import native
+
+        if native is None or self.fold is not None:
+            return None
+        done = native.compact_offer(plain, count, indexes, key_prefix, rank_prefix, self._buffer)
+        if done is None:
+            return None
+        offered, new_keys, new_bytes = done
+        if new_keys:
+            self._estimate += new_bytes + new_keys * _SLOT_OVERHEAD
+            if self._limit is not None and self._estimate > self._limit:
+                self._spill()
+        return offered  # type: ignore[no-any-return]
+
     def _offer_fold(self, key: bytes, rank: bytes, tombstone: bool) -> None:
         assert self.fold is not None
         buf = self._buffer
@@ -290,11 +317,17 @@ class LocalEngine:
         fold: Fold | None = None,
     ) -> LocalKeyTable:
         table = LocalKeyTable(memory, self.spill_dir, fold)
+        # a function with ``into(split, table)`` offers its records itself (phase one of
+        # compaction: whole batches in one native call); fn(split) gives the same records
+        into = getattr(fn, "into", None)
         try:
             for split in plan.splits:
-                offer = table.offer
-                for key, rank, tomb in fn(split):
-                    offer(key, rank, tomb)
+                if into is not None:
+                    into(split, table)
+                else:
+                    offer = table.offer
+                    for key, rank, tomb in fn(split):
+                        offer(key, rank, tomb)
                 if progress is not None:
                     progress(split)
             return table.finish()
