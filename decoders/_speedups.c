@@ -823,12 +823,401 @@ error:
     return NULL;
 }
 
+/* -- KeyTable: the local engine's in-memory key table -----------------------------------
+ *
+ * key -> (rank, tombstone), the greatest rank per key, in one open-addressing array of
+ * slots (hash, where key and rank are, their lengths, tombstone) and one byte arena that
+ * holds each key followed by its rank: two allocations for the whole table instead of a
+ * key, a rank and a tuple object per key, so it takes a third of a dict's memory and a
+ * look-up touches about two cache lines. Hashes are Python's (SipHash with the process
+ * secret), so crafted keys cannot force collisions. compact_offer and compact_keep read
+ * and update it directly.
+ */
+
+typedef struct {
+    uint64_t hash; /* 0: an empty slot (a key's hash is never 0) */
+    uint64_t at;   /* the key's bytes, then its rank's, in the arena */
+    uint32_t key_len;
+    uint16_t rank_len;
+    uint8_t tombstone;
+    uint8_t pad;
+} KTSlot;
+
+typedef struct {
+    PyObject_HEAD
+    KTSlot *slots;
+    size_t cap;  /* slots: a power of two, or 0 */
+    size_t used; /* keys */
+    size_t live; /* keys whose winner is not a tombstone */
+    uint8_t *arena;
+    size_t arena_len, arena_cap;
+} KeyTableObject;
+
+static PyTypeObject KeyTableType;
+
+static inline uint64_t
+kt_hash(const uint8_t *key, size_t len)
+{
+    uint64_t h = (uint64_t)_Py_HashBytes(key, (Py_ssize_t)len);
+    return h ? h : 1;
+}
+
+/* The slot holding key, or the empty slot where it would go (the table has room). */
+static inline KTSlot *
+kt_slot(KeyTableObject *t, const uint8_t *key, size_t len, uint64_t h)
+{
+    size_t mask = t->cap - 1, i = (size_t)h & mask;
+    for (;;) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash == 0 ||
+            (s->hash == h && s->key_len == len && memcmp(t->arena + s->at, key, len) == 0))
+            return s;
+        i = (i + 1) & mask;
+    }
+}
+
+/* Room for one more key: the load stays at most 2/3. 0 ok, -1 no memory. */
+static int
+kt_reserve(KeyTableObject *t)
+{
+    if ((t->used + 1) * 3 <= t->cap * 2)
+        return 0;
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    KTSlot *slots = PyMem_Calloc(cap, sizeof(KTSlot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash == 0)
+            continue;
+        size_t j = (size_t)s->hash & (cap - 1);
+        while (slots[j].hash != 0)
+            j = (j + 1) & (cap - 1);
+        slots[j] = *s;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* Arena room for n more bytes. 0 ok, -1 no memory. */
+static int
+kt_arena(KeyTableObject *t, size_t n)
+{
+    if (t->arena_len + n <= t->arena_cap)
+        return 0;
+    size_t cap = t->arena_cap ? t->arena_cap : 4096;
+    while (cap < t->arena_len + n)
+        cap += cap / 2;
+    uint8_t *arena = PyMem_Realloc(t->arena, cap);
+    if (arena == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->arena = arena;
+    t->arena_cap = cap;
+    return 0;
+}
+
+static inline int
+kt_rank_cmp(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len)
+{
+    int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
+    return c != 0 ? c : (a_len > b_len) - (a_len < b_len);
+}
+
+/*
+ * Set key's state to (rank, tombstone): always (``only_greater`` 0) or when the key is
+ * absent or rank is greater than its rank (1, bytes order as Python compares them).
+ * 1 a new key, 0 an existing key, -1 error.
+ */
+static int
+kt_set(KeyTableObject *t, const uint8_t *key, size_t key_len, const uint8_t *rank,
+       size_t rank_len, int tombstone, int only_greater)
+{
+    if (key_len > UINT32_MAX || rank_len > UINT16_MAX) {
+        PyErr_SetString(PyExc_ValueError, "key or rank too long for the key table");
+        return -1;
+    }
+    if (kt_reserve(t) < 0)
+        return -1;
+    uint64_t h = kt_hash(key, key_len);
+    KTSlot *s = kt_slot(t, key, key_len, h);
+    if (s->hash != 0) {
+        uint8_t *old = t->arena + s->at + s->key_len;
+        if (only_greater && kt_rank_cmp(rank, rank_len, old, s->rank_len) <= 0)
+            return 0;
+        if (s->rank_len == rank_len)
+            memcpy(old, rank, rank_len);
+        else { /* another length: key and rank again at the arena's end (rare) */
+            size_t at = s->at;
+            if (kt_arena(t, key_len + rank_len) < 0)
+                return -1;
+            s->at = t->arena_len;
+            memmove(t->arena + s->at, t->arena + at, key_len);
+            memcpy(t->arena + s->at + key_len, rank, rank_len);
+            t->arena_len += key_len + rank_len;
+            s->rank_len = (uint16_t)rank_len;
+        }
+        t->live += (size_t)!tombstone - (size_t)!s->tombstone;
+        s->tombstone = (uint8_t)(tombstone != 0);
+        return 0;
+    }
+    if (kt_arena(t, key_len + rank_len) < 0)
+        return -1;
+    s->hash = h;
+    s->at = t->arena_len;
+    s->key_len = (uint32_t)key_len;
+    s->rank_len = (uint16_t)rank_len;
+    s->tombstone = (uint8_t)(tombstone != 0);
+    memcpy(t->arena + t->arena_len, key, key_len);
+    memcpy(t->arena + t->arena_len + key_len, rank, rank_len);
+    t->arena_len += key_len + rank_len;
+    t->used++;
+    t->live += !tombstone;
+    return 1;
+}
+
+/* The slot of key, or NULL. */
+static inline KTSlot *
+kt_find(KeyTableObject *t, const uint8_t *key, size_t key_len)
+{
+    if (t->cap == 0)
+        return NULL;
+    KTSlot *s = kt_slot(t, key, key_len, kt_hash(key, key_len));
+    return s->hash != 0 ? s : NULL;
+}
+
+static PyObject *
+kt_state(KeyTableObject *t, KTSlot *s)
+{
+    PyObject *rank =
+        PyBytes_FromStringAndSize((const char *)t->arena + s->at + s->key_len, s->rank_len);
+    if (rank == NULL)
+        return NULL;
+    PyObject *out = PyTuple_Pack(2, rank, s->tombstone ? Py_True : Py_False);
+    Py_DECREF(rank);
+    return out;
+}
+
+static void
+kt_clear(KeyTableObject *t)
+{
+    PyMem_Free(t->slots);
+    PyMem_Free(t->arena);
+    t->slots = NULL;
+    t->arena = NULL;
+    t->cap = t->used = t->live = t->arena_len = t->arena_cap = 0;
+}
+
+static void
+kt_dealloc(KeyTableObject *t)
+{
+    kt_clear(t);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static int
+kt_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *name)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", name, want);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < want && i < 2; i++) {
+        if (!PyBytes_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: keys and ranks are bytes", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+kt_put_common(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs, int only_greater)
+{
+    if (kt_args(args, nargs, 3, only_greater ? "offer" : "put") < 0)
+        return NULL;
+    int tombstone = PyObject_IsTrue(args[2]);
+    if (tombstone < 0)
+        return NULL;
+    int rc = kt_set(t, (const uint8_t *)PyBytes_AS_STRING(args[0]),
+                    (size_t)PyBytes_GET_SIZE(args[0]), (const uint8_t *)PyBytes_AS_STRING(args[1]),
+                    (size_t)PyBytes_GET_SIZE(args[1]), tombstone, only_greater);
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(rc);
+}
+
+/* offer(key, rank, tombstone) -> True when the key is new: the greater rank wins. */
+static PyObject *
+kt_offer(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    return kt_put_common(t, args, nargs, 1);
+}
+
+/* put(key, rank, tombstone) -> True when the key is new: set the key's state. */
+static PyObject *
+kt_put(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    return kt_put_common(t, args, nargs, 0);
+}
+
+/* get(key) -> (rank, tombstone) or None */
+static PyObject *
+kt_get(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (kt_args(args, nargs, 1, "get") < 0)
+        return NULL;
+    KTSlot *s = kt_find(t, (const uint8_t *)PyBytes_AS_STRING(args[0]),
+                        (size_t)PyBytes_GET_SIZE(args[0]));
+    if (s == NULL)
+        Py_RETURN_NONE;
+    return kt_state(t, s);
+}
+
+/* min_rank() -> the least rank of any key, or None when empty */
+static PyObject *
+kt_min_rank(KeyTableObject *t, PyObject *unused)
+{
+    KTSlot *least = NULL;
+    for (size_t i = 0; i < t->cap; i++) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash != 0 &&
+            (least == NULL || kt_rank_cmp(t->arena + s->at + s->key_len, s->rank_len,
+                                          t->arena + least->at + least->key_len,
+                                          least->rank_len) < 0))
+            least = s;
+    }
+    if (least == NULL)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)t->arena + least->at + least->key_len,
+                                     least->rank_len);
+}
+
+/* scan(pos, limit) -> (next, [(key, rank, tombstone), ...]): up to limit keys from slot
+ * pos on, in slot order; next is -1 after the last. The table must not change between
+ * the calls of one scan. */
+static PyObject *
+kt_scan(KeyTableObject *t, PyObject *args)
+{
+    Py_ssize_t pos, limit;
+    if (!PyArg_ParseTuple(args, "nn:scan", &pos, &limit))
+        return NULL;
+    if (pos < 0 || limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "scan(pos >= 0, limit >= 1)");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    size_t i = (size_t)pos;
+    for (; i < t->cap && PyList_GET_SIZE(out) < limit; i++) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash == 0)
+            continue;
+        PyObject *key = PyBytes_FromStringAndSize((const char *)t->arena + s->at, s->key_len);
+        PyObject *rank = key == NULL ? NULL
+                                     : PyBytes_FromStringAndSize(
+                                           (const char *)t->arena + s->at + s->key_len,
+                                           s->rank_len);
+        PyObject *item = rank == NULL ? NULL
+                                      : PyTuple_Pack(3, key, rank,
+                                                     s->tombstone ? Py_True : Py_False);
+        Py_XDECREF(key);
+        Py_XDECREF(rank);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    Py_ssize_t next = i < t->cap ? (Py_ssize_t)i : -1;
+    PyObject *result = Py_BuildValue("(nO)", next, out);
+    Py_DECREF(out);
+    return result;
+}
+
+/* clear(): forget every key and give the memory back */
+static PyObject *
+kt_clear_method(KeyTableObject *t, PyObject *unused)
+{
+    kt_clear(t);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t
+kt_len(KeyTableObject *t)
+{
+    return (Py_ssize_t)t->used;
+}
+
+static PyObject *
+kt_get_live(KeyTableObject *t, void *closure)
+{
+    return PyLong_FromSize_t(t->live);
+}
+
+static PyObject *
+kt_get_nbytes(KeyTableObject *t, void *closure)
+{
+    return PyLong_FromSize_t(t->cap * sizeof(KTSlot) + t->arena_cap);
+}
+
+static PyMethodDef kt_methods[] = {
+    {"offer", (PyCFunction)(void (*)(void))kt_offer, METH_FASTCALL,
+     "offer(key, rank, tombstone) -> bool: keep the greater rank; True for a new key."},
+    {"put", (PyCFunction)(void (*)(void))kt_put, METH_FASTCALL,
+     "put(key, rank, tombstone) -> bool: set the key's state; True for a new key."},
+    {"get", (PyCFunction)(void (*)(void))kt_get, METH_FASTCALL,
+     "get(key) -> (rank, tombstone) or None."},
+    {"min_rank", (PyCFunction)kt_min_rank, METH_NOARGS, "min_rank() -> bytes or None."},
+    {"scan", (PyCFunction)kt_scan, METH_VARARGS,
+     "scan(pos, limit) -> (next, [(key, rank, tombstone)]); next -1 at the end."},
+    {"clear", (PyCFunction)kt_clear_method, METH_NOARGS, "clear(): empty the table."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kt_getset[] = {
+    {"live", (getter)kt_get_live, NULL, "keys whose winner is not a tombstone", NULL},
+    {"nbytes", (getter)kt_get_nbytes, NULL, "bytes the table has allocated", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods kt_as_sequence = {
+    .sq_length = (lenfunc)kt_len,
+};
+
+static PyTypeObject KeyTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pulsarctl_py.decoders._speedups.KeyTable",
+    .tp_basicsize = sizeof(KeyTableObject),
+    .tp_dealloc = (destructor)kt_dealloc,
+    .tp_as_sequence = &kt_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "KeyTable(): key -> (rank, tombstone), the greatest rank per key, in C memory.",
+    .tp_methods = kt_methods,
+    .tp_getset = kt_getset,
+};
+
+/* key_table() -> a new, empty KeyTable */
+static PyObject *
+sp_key_table(PyObject *self, PyObject *unused)
+{
+    if (!(KeyTableType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&KeyTableType) < 0)
+        return NULL;
+    return KeyTableType.tp_alloc(&KeyTableType, 0); /* zeroed: an empty table */
+}
+
 /* -- compaction: phase one's key table, phase two's kept records ----------------------
  *
  * compact_offer and compact_keep walk a decompressed batch with split_batch's grammar and
  * its notion of regular input (the same records are irregular for both, and then these
  * return None and the caller takes the Python path), without building a Message per
- * record: phase one updates the key table (a dict key -> (rank, tombstone)) in place, phase
+ * record: phase one updates the key table (a KeyTable) in place, phase
  * two answers which records a batch keeps and, for a batch whose records are all live and
  * in order, rebuilds it. A kept record is copied verbatim only when its metadata is in the
  * canonical form protobuf serializes (fields in number order, each once except the
@@ -1106,49 +1495,49 @@ record_rank(uint8_t *out, PyObject *rank_prefix, const LiveRecord *r)
     out[19] = (uint8_t)i;
 }
 
-/* A key table state: (rank bytes, tombstone). 1 ok, -1 error (not a key table value). */
-static int
-table_state(PyObject *state, PyObject **rank, int *tombstone)
+/* The table key of a record, key_prefix + key, in *buf (grown as needed). Its length, or
+ * -1 with no memory. */
+static Py_ssize_t
+record_table_key(PyObject *key_prefix, const LiveRecord *r, uint8_t **buf, size_t *cap)
 {
-    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != 2 ||
-        !PyBytes_Check(PyTuple_GET_ITEM(state, 0))) {
-        PyErr_SetString(PyExc_TypeError, "key table values must be (rank, tombstone)");
-        return -1;
+    size_t kp = (size_t)PyBytes_GET_SIZE(key_prefix), n = kp + (size_t)r->key_len;
+    if (n > *cap) {
+        uint8_t *grown = PyMem_Realloc(*buf, n);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *buf = grown;
+        *cap = n;
     }
-    *rank = PyTuple_GET_ITEM(state, 0);
-    *tombstone = PyObject_IsTrue(PyTuple_GET_ITEM(state, 1));
-    return *tombstone < 0 ? -1 : 1;
-}
-
-/* bytes comparison of a 20-byte rank with a bytes object: <0, 0, >0 */
-static inline int
-rank_cmp(const uint8_t *rank, PyObject *other)
-{
-    Py_ssize_t n = PyBytes_GET_SIZE(other);
-    int c = memcmp(rank, PyBytes_AS_STRING(other), (size_t)(n < 20 ? n : 20));
-    return c != 0 ? c : (20 > n) - (20 < n);
+    memcpy(*buf, PyBytes_AS_STRING(key_prefix), kp);
+    memcpy(*buf + kp, r->key, (size_t)r->key_len);
+    return (Py_ssize_t)n;
 }
 
 /*
  * compact_offer(plain, count, indexes, key_prefix, rank_prefix, table)
- *     -> (records, new_keys, new_key_bytes) | None
+ *     -> (records, new_keys) | None
  *
- * Phase one of a batch in publishing order: for every live keyed record, table[key_prefix
- * + key] = (rank, payload_size <= 0) when the key is absent or the rank is greater than its
- * rank (LocalKeyTable.offer). records: keyed records offered; new_key_bytes: the length of
- * the new keys and their ranks. None (the table unchanged): not regular.
+ * Phase one of a batch in publishing order into a KeyTable: every live keyed record is
+ * offered as (key_prefix + key, rank, payload_size <= 0), the greater rank winning
+ * (LocalKeyTable.offer). records: keyed records offered. None (the table unchanged): the
+ * batch is not regular.
  */
 static PyObject *
 sp_compact_offer(PyObject *self, PyObject *args)
 {
-    PyObject *plain, *indexes, *key_prefix, *rank_prefix, *table;
+    PyObject *plain, *indexes, *key_prefix, *rank_prefix;
+    KeyTableObject *table;
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "OnOSSO!:compact_offer", &plain, &count, &indexes, &key_prefix,
-                          &rank_prefix, &PyDict_Type, &table))
+                          &rank_prefix, &KeyTableType, &table))
         return NULL;
     Py_buffer view = {0};
     LiveRecord *recs;
-    Py_ssize_t live = 0, holes = 0, offered = 0, new_keys = 0, new_bytes = 0;
+    uint8_t *key = NULL;
+    size_t key_cap = 0;
+    Py_ssize_t live = 0, holes = 0, offered = 0, new_keys = 0;
     PyObject *result = NULL;
     int rc = compact_walk(plain, count, indexes, rank_prefix, &view, &recs, &live, &holes);
     if (rc <= 0) {
@@ -1161,47 +1550,19 @@ sp_compact_offer(PyObject *self, PyObject *args)
         if (!r->has_key)
             continue;
         offered++;
-        uint8_t rank_bytes[20];
-        record_rank(rank_bytes, rank_prefix, r);
-        PyObject *key = record_key(key_prefix, r);
-        if (key == NULL)
+        uint8_t rank[20];
+        record_rank(rank, rank_prefix, r);
+        Py_ssize_t key_len = record_table_key(key_prefix, r, &key, &key_cap);
+        if (key_len < 0)
             goto done;
-        PyObject *old = PyDict_GetItemWithError(table, key); /* borrowed */
-        if (old == NULL && PyErr_Occurred()) {
-            Py_DECREF(key);
+        rc = kt_set(table, key, (size_t)key_len, rank, 20, r->payload_size <= 0, 1);
+        if (rc < 0)
             goto done;
-        }
-        if (old != NULL) {
-            PyObject *old_rank;
-            int old_tomb;
-            if (table_state(old, &old_rank, &old_tomb) < 0) {
-                Py_DECREF(key);
-                goto done;
-            }
-            if (rank_cmp(rank_bytes, old_rank) <= 0) {
-                Py_DECREF(key);
-                continue;
-            }
-        }
-        PyObject *rank = PyBytes_FromStringAndSize((const char *)rank_bytes, 20);
-        PyObject *state = rank == NULL ? NULL
-                                       : PyTuple_Pack(2, rank, r->payload_size <= 0 ? Py_True
-                                                                                    : Py_False);
-        Py_XDECREF(rank);
-        if (state == NULL || PyDict_SetItem(table, key, state) < 0) {
-            Py_XDECREF(state);
-            Py_DECREF(key);
-            goto done;
-        }
-        Py_DECREF(state);
-        if (old == NULL) {
-            new_keys++;
-            new_bytes += PyBytes_GET_SIZE(key) + 20;
-        }
-        Py_DECREF(key);
+        new_keys += rc;
     }
-    result = Py_BuildValue("(nnn)", offered, new_keys, new_bytes);
+    result = Py_BuildValue("(nn)", offered, new_keys);
 done:
+    PyMem_Free(key);
     PyMem_Free(recs);
     if (view.obj != NULL)
         PyBuffer_Release(&view);
@@ -1248,11 +1609,11 @@ rebuild_batch(const LiveRecord *recs, Py_ssize_t live, const char *kept, int pip
  *     -> (keep, keyless_dropped, deleted, whole, rebuilt, asked) | None
  *
  * Phase two of a batch in publishing order. keep: batch indexes kept, in record order
- * (keyless ones when retained; with a dict ``table``, the records that are their key's
+ * (keyless ones when retained; with a KeyTable ``table``, the records that are their key's
  * live winner). With ``table`` None, asked = (indexes, keys, ranks) of the records whose
  * key the caller must look up (live keyed records), else None. deleted: phase one's
  * ``deletedMessage`` for the batch. whole: every record live and in order (no placeholders,
- * no compacted_batch_indexes). rebuilt: the new batch when whole, the table is a dict,
+ * no compacted_batch_indexes). rebuilt: the new batch when whole, the table is a KeyTable,
  * something is kept and every kept record is canonical; else None.
  */
 static PyObject *
@@ -1264,13 +1625,15 @@ sp_compact_keep(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnOSSOppS:compact_keep", &plain, &count, &indexes, &key_prefix,
                           &rank_prefix, &table, &retain, &pip_429, &placeholder))
         return NULL;
-    if (table != Py_None && !PyDict_Check(table)) {
-        PyErr_SetString(PyExc_TypeError, "table must be a dict or None");
+    if (table != Py_None && !Py_IS_TYPE(table, &KeyTableType)) {
+        PyErr_SetString(PyExc_TypeError, "table must be a KeyTable or None");
         return NULL;
     }
     Py_buffer view = {0};
     LiveRecord *recs;
     char *kept = NULL;
+    uint8_t *key_buf = NULL;
+    size_t key_cap = 0;
     Py_ssize_t live = 0, holes = 0, dropped = 0;
     int deleted = 1;
     PyObject *result = NULL, *keep = NULL, *asked = NULL, *ask_idx = NULL, *ask_keys = NULL,
@@ -1307,24 +1670,19 @@ sp_compact_keep(PyObject *self, PyObject *args)
             deleted = 0;
             uint8_t rank_bytes[20];
             record_rank(rank_bytes, rank_prefix, r);
-            PyObject *key = record_key(key_prefix, r);
-            if (key == NULL)
-                goto done;
             if (table != Py_None) {
-                PyObject *found = PyDict_GetItemWithError(table, key); /* borrowed */
-                Py_DECREF(key);
-                if (found == NULL) {
-                    if (PyErr_Occurred())
-                        goto done;
-                    continue;
-                }
-                PyObject *found_rank;
-                int tomb;
-                if (table_state(found, &found_rank, &tomb) < 0)
+                Py_ssize_t key_len = record_table_key(key_prefix, r, &key_buf, &key_cap);
+                if (key_len < 0)
                     goto done;
-                kept[i] = !tomb && rank_cmp(rank_bytes, found_rank) == 0;
+                KTSlot *s = kt_find((KeyTableObject *)table, key_buf, (size_t)key_len);
+                kept[i] = s != NULL && !s->tombstone && s->rank_len == 20 &&
+                          memcmp(((KeyTableObject *)table)->arena + s->at + s->key_len,
+                                 rank_bytes, 20) == 0;
             }
             else {
+                PyObject *key = record_key(key_prefix, r);
+                if (key == NULL)
+                    goto done;
                 PyObject *rank = PyBytes_FromStringAndSize((const char *)rank_bytes, 20);
                 PyObject *index = PyLong_FromLongLong(r->batch_index);
                 int bad = rank == NULL || index == NULL || PyList_Append(ask_keys, key) < 0 ||
@@ -1368,6 +1726,7 @@ done:
     Py_XDECREF(ask_keys);
     Py_XDECREF(ask_ranks);
     Py_XDECREF(rebuilt);
+    PyMem_Free(key_buf);
     PyMem_Free(kept);
     PyMem_Free(recs);
     if (view.obj != NULL)
@@ -1439,9 +1798,10 @@ static PyMethodDef methods[] = {
      "crc32c(data, crc=0, soft=False) -> CRC32C of data continuing from crc."},
     {"scan_heads", sp_scan_heads, METH_VARARGS,
      "scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)."},
+    {"key_table", sp_key_table, METH_NOARGS, "key_table() -> a new, empty KeyTable."},
     {"compact_offer", sp_compact_offer, METH_VARARGS,
      "compact_offer(plain, count, indexes, key_prefix, rank_prefix, table) -> (records, "
-     "new_keys, new_key_bytes) or None: phase one of a batch into a key table."},
+     "new_keys) or None: phase one of a batch into a KeyTable."},
     {"compact_keep", sp_compact_keep, METH_VARARGS,
      "compact_keep(plain, count, indexes, key_prefix, rank_prefix, table, retain_null_key, "
      "pip_429, placeholder) -> (keep, keyless_dropped, deleted, whole, rebuilt, asked) or "

@@ -538,7 +538,8 @@ def _keep_native(
     records the helper asks about (one multi-get when the table spilled)."""
     plain, count, indexes, prefix = _batch_args(entry)
     memory = getattr(winners, "memory_table", None)
-    table = memory() if memory is not None else None
+    # the local engine's native key table, when the whole table is in memory
+    table = getattr(memory() if memory is not None else None, "native", None)
     pip_429 = options.format == FORMAT_PIP_429
     done = native.compact_keep(
         plain,
