@@ -935,8 +935,8 @@ kt_rank_cmp(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len)
  * 1 a new key, 0 an existing key, -1 error.
  */
 static int
-kt_set(KeyTableObject *t, const uint8_t *key, size_t key_len, const uint8_t *rank,
-       size_t rank_len, int tombstone, int only_greater)
+kt_set_h(KeyTableObject *t, const uint8_t *key, size_t key_len, uint64_t h, const uint8_t *rank,
+         size_t rank_len, int tombstone, int only_greater)
 {
     if (key_len > UINT32_MAX || rank_len > UINT16_MAX) {
         PyErr_SetString(PyExc_ValueError, "key or rank too long for the key table");
@@ -944,7 +944,6 @@ kt_set(KeyTableObject *t, const uint8_t *key, size_t key_len, const uint8_t *ran
     }
     if (kt_reserve(t) < 0)
         return -1;
-    uint64_t h = kt_hash(key, key_len);
     KTSlot *s = kt_slot(t, key, key_len, h);
     if (s->hash != 0) {
         uint8_t *old = t->arena + s->at + s->key_len;
@@ -981,14 +980,28 @@ kt_set(KeyTableObject *t, const uint8_t *key, size_t key_len, const uint8_t *ran
     return 1;
 }
 
-/* The slot of key, or NULL. */
+static int
+kt_set(KeyTableObject *t, const uint8_t *key, size_t key_len, const uint8_t *rank,
+       size_t rank_len, int tombstone, int only_greater)
+{
+    return kt_set_h(t, key, key_len, kt_hash(key, key_len), rank, rank_len, tombstone,
+                    only_greater);
+}
+
+/* The slot of key (whose hash is h), or NULL. */
 static inline KTSlot *
-kt_find(KeyTableObject *t, const uint8_t *key, size_t key_len)
+kt_find_h(KeyTableObject *t, const uint8_t *key, size_t key_len, uint64_t h)
 {
     if (t->cap == 0)
         return NULL;
-    KTSlot *s = kt_slot(t, key, key_len, kt_hash(key, key_len));
+    KTSlot *s = kt_slot(t, key, key_len, h);
     return s->hash != 0 ? s : NULL;
+}
+
+static inline KTSlot *
+kt_find(KeyTableObject *t, const uint8_t *key, size_t key_len)
+{
+    return kt_find_h(t, key, key_len, kt_hash(key, key_len));
 }
 
 static PyObject *
@@ -1232,6 +1245,8 @@ typedef struct {
     const uint8_t *key;
     Py_ssize_t key_len;
     long long batch_index;
+    uint64_t hash;      /* of the table key (table_keys) */
+    Py_ssize_t key_at;  /* the table key's offset in Walk.keys */
     int32_t payload_size;
     char has_key, canonical;
 } LiveRecord;
@@ -1443,43 +1458,96 @@ walk_batch(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, PyObject *index
     return 1;
 }
 
-/* Arguments both functions share, checked; recs allocated (PyMem_Free it). 1 regular,
- * 0 irregular (return None), -1 error. */
+/* A walked batch: its live records, their table keys, and what to release. */
+typedef struct {
+    Py_buffer view;
+    LiveRecord *recs;
+    Py_ssize_t live, holes;
+    uint8_t *keys; /* each keyed record's table key (key prefix + key), one after another */
+    char *kept;    /* phase two: kept[i] for recs[i] */
+} Walk;
+
+static void
+walk_release(Walk *w)
+{
+    PyMem_Free(w->keys);
+    PyMem_Free(w->kept);
+    PyMem_Free(w->recs);
+    if (w->view.obj != NULL)
+        PyBuffer_Release(&w->view);
+}
+
+/* The arguments the helpers share, checked, and the batch walked into w (zeroed by the
+ * caller, walk_release it). 1 regular, 0 irregular (answer None), -1 error. */
 static int
 compact_walk(PyObject *plain, Py_ssize_t count, PyObject *indexes, PyObject *rank_prefix,
-             Py_buffer *view, LiveRecord **recs, Py_ssize_t *live, Py_ssize_t *holes)
+             Walk *w)
 {
-    *recs = NULL;
-    if (PyBytes_GET_SIZE(rank_prefix) != 16) {
+    if (rank_prefix != NULL && PyBytes_GET_SIZE(rank_prefix) != 16) {
         PyErr_SetString(PyExc_ValueError, "rank prefix must be 16 bytes");
         return -1;
     }
     if (indexes != Py_None && (!PyList_Check(indexes) || PyList_GET_SIZE(indexes) != count))
         return 0;
-    if (PyObject_GetBuffer(plain, view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(plain, &w->view, PyBUF_SIMPLE) < 0)
         return -1;
     /* every record takes at least 4 + 2 bytes: more records than that cannot be regular */
-    if (count < 0 || count > view->len / 4)
+    if (count < 0 || count > w->view.len / 4)
         return 0;
-    *recs = PyMem_Malloc(sizeof(LiveRecord) * (size_t)(count ? count : 1));
-    if (*recs == NULL) {
+    w->recs = PyMem_Malloc(sizeof(LiveRecord) * (size_t)(count ? count : 1));
+    w->kept = PyMem_Calloc((size_t)(count ? count : 1), 1);
+    if (w->recs == NULL || w->kept == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    return walk_batch((const uint8_t *)view->buf, view->len, count, indexes, *recs, live,
-                      holes);
+    return walk_batch((const uint8_t *)w->view.buf, w->view.len, count, indexes, w->recs,
+                      &w->live, &w->holes);
 }
 
-static PyObject *
-record_key(PyObject *key_prefix, const LiveRecord *r)
+/*
+ * The table key of every keyed record (key_prefix + key) into w->keys, and its hash. With
+ * a table, the slots the keys hash to are prefetched, then the arena bytes of the keys
+ * found there: a batch's look-ups then wait for memory together, not one after another.
+ * 0 ok, -1 no memory.
+ */
+static int
+table_keys(Walk *w, PyObject *key_prefix, KeyTableObject *t)
 {
-    Py_ssize_t kp = PyBytes_GET_SIZE(key_prefix);
-    PyObject *key = PyBytes_FromStringAndSize(NULL, kp + r->key_len);
-    if (key != NULL) {
-        memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(key_prefix), (size_t)kp);
-        memcpy(PyBytes_AS_STRING(key) + kp, r->key, (size_t)r->key_len);
+    size_t kp = (size_t)PyBytes_GET_SIZE(key_prefix), total = 0;
+    for (Py_ssize_t i = 0; i < w->live; i++)
+        if (w->recs[i].has_key)
+            total += kp + (size_t)w->recs[i].key_len;
+    if ((w->keys = PyMem_Malloc(total ? total : 1)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    return key;
+    size_t at = 0;
+    for (Py_ssize_t i = 0; i < w->live; i++) {
+        LiveRecord *r = &w->recs[i];
+        if (!r->has_key)
+            continue;
+        r->key_at = (Py_ssize_t)at;
+        memcpy(w->keys + at, PyBytes_AS_STRING(key_prefix), kp);
+        memcpy(w->keys + at + kp, r->key, (size_t)r->key_len);
+        at += kp + (size_t)r->key_len;
+        if (t != NULL) {
+            r->hash = kt_hash(w->keys + r->key_at, kp + (size_t)r->key_len);
+#ifdef __GNUC__
+            if (t->cap)
+                __builtin_prefetch(&t->slots[(size_t)r->hash & (t->cap - 1)]);
+#endif
+        }
+    }
+#ifdef __GNUC__
+    if (t != NULL && t->cap) {
+        for (Py_ssize_t i = 0; i < w->live; i++) {
+            const KTSlot *s = &t->slots[(size_t)w->recs[i].hash & (t->cap - 1)];
+            if (w->recs[i].has_key && s->hash == w->recs[i].hash)
+                __builtin_prefetch(t->arena + s->at);
+        }
+    }
+#endif
+    return 0;
 }
 
 /* A record's rank: the entry's 16-byte position prefix and (batch index + 1) as uint32 BE,
@@ -1495,24 +1563,10 @@ record_rank(uint8_t *out, PyObject *rank_prefix, const LiveRecord *r)
     out[19] = (uint8_t)i;
 }
 
-/* The table key of a record, key_prefix + key, in *buf (grown as needed). Its length, or
- * -1 with no memory. */
-static Py_ssize_t
-record_table_key(PyObject *key_prefix, const LiveRecord *r, uint8_t **buf, size_t *cap)
+static inline size_t
+table_key_len(PyObject *key_prefix, const LiveRecord *r)
 {
-    size_t kp = (size_t)PyBytes_GET_SIZE(key_prefix), n = kp + (size_t)r->key_len;
-    if (n > *cap) {
-        uint8_t *grown = PyMem_Realloc(*buf, n);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        *buf = grown;
-        *cap = n;
-    }
-    memcpy(*buf, PyBytes_AS_STRING(key_prefix), kp);
-    memcpy(*buf + kp, r->key, (size_t)r->key_len);
-    return (Py_ssize_t)n;
+    return (size_t)PyBytes_GET_SIZE(key_prefix) + (size_t)r->key_len;
 }
 
 /*
@@ -1533,55 +1587,48 @@ sp_compact_offer(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnOSSO!:compact_offer", &plain, &count, &indexes, &key_prefix,
                           &rank_prefix, &KeyTableType, &table))
         return NULL;
-    Py_buffer view = {0};
-    LiveRecord *recs;
-    uint8_t *key = NULL;
-    size_t key_cap = 0;
-    Py_ssize_t live = 0, holes = 0, offered = 0, new_keys = 0;
+    Walk w = {0};
+    Py_ssize_t offered = 0, new_keys = 0;
     PyObject *result = NULL;
-    int rc = compact_walk(plain, count, indexes, rank_prefix, &view, &recs, &live, &holes);
+    int rc = compact_walk(plain, count, indexes, rank_prefix, &w);
     if (rc <= 0) {
         if (rc == 0)
             result = new_ref(Py_None);
         goto done;
     }
-    for (Py_ssize_t i = 0; i < live; i++) {
-        const LiveRecord *r = &recs[i];
+    if (table_keys(&w, key_prefix, table) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < w.live; i++) {
+        const LiveRecord *r = &w.recs[i];
         if (!r->has_key)
             continue;
         offered++;
         uint8_t rank[20];
         record_rank(rank, rank_prefix, r);
-        Py_ssize_t key_len = record_table_key(key_prefix, r, &key, &key_cap);
-        if (key_len < 0)
-            goto done;
-        rc = kt_set(table, key, (size_t)key_len, rank, 20, r->payload_size <= 0, 1);
+        rc = kt_set_h(table, w.keys + r->key_at, table_key_len(key_prefix, r), r->hash, rank, 20,
+                      r->payload_size <= 0, 1);
         if (rc < 0)
             goto done;
         new_keys += rc;
     }
     result = Py_BuildValue("(nn)", offered, new_keys);
 done:
-    PyMem_Free(key);
-    PyMem_Free(recs);
-    if (view.obj != NULL)
-        PyBuffer_Release(&view);
+    walk_release(&w);
     return result;
 }
 
-/* The batch rebuilt from its records (all live and in order): kept[i] records copied,
- * the others replaced by ``placeholder`` (dropped for PIP-429). None when a kept record's
+/* The batch rebuilt from its records (all live and in order): kept records copied, the
+ * others replaced by ``placeholder`` (dropped for PIP-429). None when a kept record's
  * metadata is not canonical. */
 static PyObject *
-rebuild_batch(const LiveRecord *recs, Py_ssize_t live, const char *kept, int pip_429,
-              PyObject *placeholder)
+rebuild_batch(const Walk *w, int pip_429, PyObject *placeholder)
 {
     Py_ssize_t total = 0, ph = PyBytes_GET_SIZE(placeholder);
-    for (Py_ssize_t i = 0; i < live; i++) {
-        if (kept[i]) {
-            if (!recs[i].canonical)
+    for (Py_ssize_t i = 0; i < w->live; i++) {
+        if (w->kept[i]) {
+            if (!w->recs[i].canonical)
                 Py_RETURN_NONE;
-            total += recs[i].length;
+            total += w->recs[i].length;
         }
         else if (!pip_429)
             total += ph;
@@ -1589,18 +1636,38 @@ rebuild_batch(const LiveRecord *recs, Py_ssize_t live, const char *kept, int pip
     PyObject *out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL)
         return NULL;
-    char *w = PyBytes_AS_STRING(out);
-    for (Py_ssize_t i = 0; i < live; i++) {
-        if (kept[i]) {
-            memcpy(w, recs[i].record, (size_t)recs[i].length);
-            w += recs[i].length;
+    char *at = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < w->live; i++) {
+        if (w->kept[i]) {
+            memcpy(at, w->recs[i].record, (size_t)w->recs[i].length);
+            at += w->recs[i].length;
         }
         else if (!pip_429) {
-            memcpy(w, PyBytes_AS_STRING(placeholder), (size_t)ph);
-            w += ph;
+            memcpy(at, PyBytes_AS_STRING(placeholder), (size_t)ph);
+            at += ph;
         }
     }
     return out;
+}
+
+/* Append (index, key, rank) of a record phase two asks the caller about. 0 ok, -1 error. */
+static int
+ask(PyObject *lists[3], const Walk *w, const LiveRecord *r, PyObject *key_prefix,
+    const uint8_t *rank_bytes)
+{
+    PyObject *item[3] = {
+        PyLong_FromLongLong(r->batch_index),
+        PyBytes_FromStringAndSize((const char *)w->keys + r->key_at,
+                                  (Py_ssize_t)table_key_len(key_prefix, r)),
+        PyBytes_FromStringAndSize((const char *)rank_bytes, 20),
+    };
+    int rc = 0;
+    for (int k = 0; k < 3; k++) {
+        if (rc == 0 && (item[k] == NULL || PyList_Append(lists[k], item[k]) < 0))
+            rc = -1;
+        Py_XDECREF(item[k]);
+    }
+    return rc;
 }
 
 /*
@@ -1629,38 +1696,28 @@ sp_compact_keep(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "table must be a KeyTable or None");
         return NULL;
     }
-    Py_buffer view = {0};
-    LiveRecord *recs;
-    char *kept = NULL;
-    uint8_t *key_buf = NULL;
-    size_t key_cap = 0;
-    Py_ssize_t live = 0, holes = 0, dropped = 0;
+    KeyTableObject *t = table == Py_None ? NULL : (KeyTableObject *)table;
+    Walk w = {0};
+    Py_ssize_t dropped = 0, kept_count = 0;
     int deleted = 1;
-    PyObject *result = NULL, *keep = NULL, *asked = NULL, *ask_idx = NULL, *ask_keys = NULL,
-             *ask_ranks = NULL, *rebuilt = NULL;
-    int rc = compact_walk(plain, count, indexes, rank_prefix, &view, &recs, &live, &holes);
+    PyObject *result = NULL, *keep = NULL, *asked = NULL, *rebuilt = NULL;
+    PyObject *lists[3] = {NULL, NULL, NULL};
+    int rc = compact_walk(plain, count, indexes, rank_prefix, &w);
     if (rc <= 0) {
         if (rc == 0)
             result = new_ref(Py_None);
         goto done;
     }
-    int whole = indexes == Py_None && holes == 0 && live == count;
-    if ((kept = PyMem_Calloc((size_t)(live ? live : 1), 1)) == NULL) {
-        PyErr_NoMemory();
+    if (table_keys(&w, key_prefix, t) < 0 || (keep = PyList_New(0)) == NULL)
         goto done;
-    }
-    if ((keep = PyList_New(0)) == NULL)
-        goto done;
-    if (table == Py_None && ((ask_idx = PyList_New(0)) == NULL ||
-                             (ask_keys = PyList_New(0)) == NULL ||
-                             (ask_ranks = PyList_New(0)) == NULL))
-        goto done;
-    Py_ssize_t kept_count = 0;
-    for (Py_ssize_t i = 0; i < live; i++) {
-        const LiveRecord *r = &recs[i];
+    for (int k = 0; t == NULL && k < 3; k++)
+        if ((lists[k] = PyList_New(0)) == NULL)
+            goto done;
+    for (Py_ssize_t i = 0; i < w.live; i++) {
+        const LiveRecord *r = &w.recs[i];
         if (!r->has_key) {
             if (retain) {
-                kept[i] = 1;
+                w.kept[i] = 1;
                 deleted = 0;
             }
             else
@@ -1668,34 +1725,19 @@ sp_compact_keep(PyObject *self, PyObject *args)
         }
         else if (r->payload_size > 0) { /* a tombstone is never kept */
             deleted = 0;
-            uint8_t rank_bytes[20];
-            record_rank(rank_bytes, rank_prefix, r);
-            if (table != Py_None) {
-                Py_ssize_t key_len = record_table_key(key_prefix, r, &key_buf, &key_cap);
-                if (key_len < 0)
+            uint8_t rank[20];
+            record_rank(rank, rank_prefix, r);
+            if (t == NULL) {
+                if (ask(lists, &w, r, key_prefix, rank) < 0)
                     goto done;
-                KTSlot *s = kt_find((KeyTableObject *)table, key_buf, (size_t)key_len);
-                kept[i] = s != NULL && !s->tombstone && s->rank_len == 20 &&
-                          memcmp(((KeyTableObject *)table)->arena + s->at + s->key_len,
-                                 rank_bytes, 20) == 0;
             }
             else {
-                PyObject *key = record_key(key_prefix, r);
-                if (key == NULL)
-                    goto done;
-                PyObject *rank = PyBytes_FromStringAndSize((const char *)rank_bytes, 20);
-                PyObject *index = PyLong_FromLongLong(r->batch_index);
-                int bad = rank == NULL || index == NULL || PyList_Append(ask_keys, key) < 0 ||
-                          PyList_Append(ask_ranks, rank) < 0 ||
-                          PyList_Append(ask_idx, index) < 0;
-                Py_DECREF(key);
-                Py_XDECREF(rank);
-                Py_XDECREF(index);
-                if (bad)
-                    goto done;
+                KTSlot *s = kt_find_h(t, w.keys + r->key_at, table_key_len(key_prefix, r), r->hash);
+                w.kept[i] = s != NULL && !s->tombstone && s->rank_len == 20 &&
+                            memcmp(t->arena + s->at + s->key_len, rank, 20) == 0;
             }
         }
-        if (kept[i]) {
+        if (w.kept[i]) {
             kept_count++;
             PyObject *index = PyLong_FromLongLong(r->batch_index);
             if (index == NULL || PyList_Append(keep, index) < 0) {
@@ -1705,32 +1747,25 @@ sp_compact_keep(PyObject *self, PyObject *args)
             Py_DECREF(index);
         }
     }
-    if (table == Py_None) {
-        if ((asked = PyTuple_Pack(3, ask_idx, ask_keys, ask_ranks)) == NULL)
-            goto done;
-    }
+    int whole = indexes == Py_None && w.holes == 0 && w.live == count;
+    if (t == NULL)
+        asked = PyTuple_Pack(3, lists[0], lists[1], lists[2]);
     else
         asked = new_ref(Py_None);
-    if (whole && kept_count && table != Py_None)
-        rebuilt = rebuild_batch(recs, live, kept, pip_429, placeholder);
+    if (whole && kept_count && t != NULL)
+        rebuilt = rebuild_batch(&w, pip_429, placeholder);
     else
         rebuilt = new_ref(Py_None);
-    if (rebuilt == NULL)
-        goto done;
-    result = Py_BuildValue("(OnOOOO)", keep, dropped, deleted ? Py_True : Py_False,
-                           whole ? Py_True : Py_False, rebuilt, asked);
+    if (asked != NULL && rebuilt != NULL)
+        result = Py_BuildValue("(OnOOOO)", keep, dropped, deleted ? Py_True : Py_False,
+                               whole ? Py_True : Py_False, rebuilt, asked);
 done:
     Py_XDECREF(keep);
     Py_XDECREF(asked);
-    Py_XDECREF(ask_idx);
-    Py_XDECREF(ask_keys);
-    Py_XDECREF(ask_ranks);
     Py_XDECREF(rebuilt);
-    PyMem_Free(key_buf);
-    PyMem_Free(kept);
-    PyMem_Free(recs);
-    if (view.obj != NULL)
-        PyBuffer_Release(&view);
+    for (int k = 0; k < 3; k++)
+        Py_XDECREF(lists[k]);
+    walk_release(&w);
     return result;
 }
 
@@ -1750,40 +1785,27 @@ sp_compact_rebuild(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnO!pS:compact_rebuild", &plain, &count, &PyList_Type,
                           &keep_list, &pip_429, &placeholder))
         return NULL;
-    static PyObject *prefix16 = NULL;
-    if (prefix16 == NULL && (prefix16 = PyBytes_FromStringAndSize(NULL, 16)) == NULL)
-        return NULL;
-    Py_buffer view = {0};
-    LiveRecord *recs;
-    char *kept = NULL;
-    Py_ssize_t live = 0, holes = 0;
+    Walk w = {0};
     PyObject *result = NULL;
-    int rc = compact_walk(plain, count, Py_None, prefix16, &view, &recs, &live, &holes);
-    if (rc <= 0 || holes != 0 || live != count) {
+    int rc = compact_walk(plain, count, Py_None, NULL, &w);
+    if (rc <= 0 || w.holes != 0 || w.live != count) {
         if (rc >= 0)
             result = new_ref(Py_None);
-        goto done;
-    }
-    if ((kept = PyMem_Calloc((size_t)(live ? live : 1), 1)) == NULL) {
-        PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keep_list); i++) {
         Py_ssize_t index = PyLong_AsSsize_t(PyList_GET_ITEM(keep_list, i));
         if (index == -1 && PyErr_Occurred())
             goto done;
-        if (index < 0 || index >= live) {
+        if (index < 0 || index >= w.live) {
             PyErr_SetString(PyExc_IndexError, "kept batch index out of range");
             goto done;
         }
-        kept[index] = 1;
+        w.kept[index] = 1;
     }
-    result = rebuild_batch(recs, live, kept, pip_429, placeholder);
+    result = rebuild_batch(&w, pip_429, placeholder);
 done:
-    PyMem_Free(kept);
-    PyMem_Free(recs);
-    if (view.obj != NULL)
-        PyBuffer_Release(&view);
+    walk_release(&w);
     return result;
 }
 
