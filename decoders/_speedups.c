@@ -1181,6 +1181,16 @@ kt_get_nbytes(KeyTableObject *t, void *closure)
     return PyLong_FromSize_t(t->cap * sizeof(KTSlot) + t->arena_cap);
 }
 
+/* What the table may hold at once when it next grows: the old and the new slot array
+ * during a rehash (three times the present one), the arena during a realloc that copies
+ * (twice). A budget checked against this before a batch holds through the batch. */
+static PyObject *
+kt_get_peak_nbytes(KeyTableObject *t, void *closure)
+{
+    size_t cap = t->cap ? t->cap : 64;
+    return PyLong_FromSize_t(3 * cap * sizeof(KTSlot) + 2 * t->arena_cap);
+}
+
 static PyMethodDef kt_methods[] = {
     {"offer", (PyCFunction)(void (*)(void))kt_offer, METH_FASTCALL,
      "offer(key, rank, tombstone) -> bool: keep the greater rank; True for a new key."},
@@ -1198,6 +1208,8 @@ static PyMethodDef kt_methods[] = {
 static PyGetSetDef kt_getset[] = {
     {"live", (getter)kt_get_live, NULL, "keys whose winner is not a tombstone", NULL},
     {"nbytes", (getter)kt_get_nbytes, NULL, "bytes the table has allocated", NULL},
+    {"peak_nbytes", (getter)kt_get_peak_nbytes, NULL, "bytes it may hold when it next grows",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

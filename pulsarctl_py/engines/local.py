@@ -46,6 +46,11 @@ class _DictBuffer(dict[bytes, tuple[bytes, bool]]):
 
     nbytes = 0
 
+    @property
+    def budget_bytes(self) -> int:
+        """What counts against the buffer's share of the budget."""
+        return self.nbytes
+
     def offer(self, key: bytes, rank: bytes, tombstone: bool) -> bool:
         old = self.get(key)
         if old is None:
@@ -104,6 +109,13 @@ class _NativeBuffer(Mapping[bytes, tuple[bytes, bool]]):
     @property
     def nbytes(self) -> int:
         return self.native.nbytes  # type: ignore[no-any-return]
+
+    @property
+    def budget_bytes(self) -> int:
+        """What counts against the budget: the most the table may hold at once when it next
+        grows (a rehash holds the old and the new slot array), not only what it holds now,
+        so that no growth in the middle of a batch passes the budget."""
+        return self.native.peak_nbytes  # type: ignore[no-any-return]
 
     @property
     def live(self) -> int:
@@ -167,7 +179,7 @@ class LocalKeyTable:
             self._check_budget()
 
     def _check_budget(self) -> None:
-        if self._limit is not None and self._buffer.nbytes > self._limit:
+        if self._limit is not None and self._buffer.budget_bytes > self._limit:
             self._spill()
 
     def offer_batch(
