@@ -24,8 +24,10 @@ pytestmark = pytest.mark.skipif(native is None, reason="the native module is not
 
 
 def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the general path is what runs when the splitter finds a batch irregular
+    # the general path is what runs when the splitter finds a batch irregular (and the
+    # native compaction helpers are not there)
     monkeypatch.setattr(core, "_native_split", lambda entry: None)
+    monkeypatch.setattr(core, "_native", lambda: None)
 
 
 @settings(max_examples=150, deadline=None)
@@ -55,12 +57,20 @@ def test_fast_phase_one_gives_the_same_records(entries):
 
 
 def test_the_fast_path_is_taken(monkeypatch):
-    """Guard: a plain batch goes through the native rebuild (else the test above is moot)."""
+    """Guard: a plain batch goes through the native helpers, phase one's and phase two's,
+    and is rebuilt in C (else the tests above are moot)."""
     from tests.test_compaction_model import Msg, Spec
 
-    calls = []
-    original = core._rebuild_plain
-    monkeypatch.setattr(core, "_rebuild_plain", lambda *a: calls.append(1) or original(*a))
+    calls: list[str] = []
+    for name in ("compact_offer", "compact_keep"):
+        original = getattr(native, name)
+        monkeypatch.setattr(
+            native, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a)
+        )
+    rebuilds: list[int] = []
+    slow = core._rebuild_plain
+    monkeypatch.setattr(core, "_rebuild_plain", lambda *a: rebuilds.append(1) or slow(*a))
     batch = Spec("batch", [Msg("a", b"1"), Msg("b", b"2"), Msg("a", b"3")], codec=1)
     _raws, out, stats = run([batch], CompactionOptions(), None)
-    assert calls and len(out) == 1 and stats.kept == 2
+    assert calls == ["compact_offer", "compact_keep"]
+    assert not rebuilds and len(out) == 1 and stats.kept == 2

@@ -28,6 +28,7 @@ from pulsarctl_py.compaction.core import (
     Stats,
     fold_for,
     phase_one,
+    phase_one_into,
     phase_two,
 )
 from pulsarctl_py.compaction.reader import raw_entry
@@ -234,8 +235,7 @@ def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
 def run(entries: list[Spec], opts: CompactionOptions, memory: int | None):
     raws = history(entries)
     table = LocalKeyTable(memory, fold=fold_for(opts))
-    for key, rank, tomb in phase_one(raws, opts):
-        table.offer(key, rank, tomb)
+    phase_one_into(raws, opts, table)  # what the local engine runs
     table.finish()
     stats = Stats()
     try:

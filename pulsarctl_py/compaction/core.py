@@ -328,6 +328,58 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
             yield chunk_group(md), rank, False
 
 
+def _native() -> Any:
+    from pulsarctl_py.decoders.speedups import native
+
+    return native
+
+
+def _batch_args(entry: RawEntry) -> tuple[bytes, int, list[int] | None, bytes]:
+    """A readable batch's decompressed records, record count, ``compacted_batch_indexes``
+    (None when absent) and rank prefix (the entry's position), for the native helpers.
+    Raises on damage the decompressor sees."""
+    md = entry.metadata
+    plain = decompress(
+        md.compression, memoryview(entry.data)[entry.payload_at :], md.uncompressed_size
+    )
+    indexes = list(md.compacted_batch_indexes) or None
+    count = len(indexes) if indexes is not None else md.num_messages_in_batch
+    ledger_id, entry_id = entry.position
+    return plain, count, indexes, _POS.pack(ledger_id % 2**64, entry_id % 2**64, 0)[:16]
+
+
+def phase_one_into(entries: Iterable[RawEntry], options: CompactionOptions, table: Any) -> int:
+    """Phase one straight into ``table`` (a key table with ``offer``); the number of records
+    offered. The same records as :func:`phase_one`; a table with ``offer_batch`` (the local
+    engine's, in publishing order) takes a regular batch's records in one native call."""
+    native = _native()
+    offer_batch = getattr(table, "offer_batch", None)
+    if native is None or options.order != ORDER_PUBLISHING:
+        offer_batch = None
+    offer = table.offer
+    offered = 0
+    for entry in entries:
+        md = entry.metadata
+        if (
+            offer_batch is not None
+            and md is not None
+            and not md.HasField("marker_type")
+            and is_readable_batch(md)
+        ):
+            try:
+                plain, count, indexes, prefix = _batch_args(entry)
+            except LedgerctlError:
+                continue  # as phase_one: Pulsar logs it and keeps the whole batch
+            done = offer_batch(plain, count, indexes, KEY_PREFIX, prefix)
+            if done is not None:
+                offered += done
+                continue
+        for key, rank, tomb in phase_one((entry,), options):
+            offer(key, rank, tomb)
+            offered += 1
+    return offered
+
+
 # -- phase two --------------------------------------------------------------------------------
 
 
@@ -382,6 +434,7 @@ def phase_two(
 ) -> Iterator[CompactedEntry]:
     """The compacted entries, in topic order; ``stats`` is filled on the way."""
     publishing = options.order == ORDER_PUBLISHING
+    native = _native()
     for entry in entries:
         stats.entries_in += 1
         stats.bytes_in += len(entry.data)
@@ -399,9 +452,16 @@ def phase_two(
         if is_readable_batch(md):
             split = None
             try:
-                split = _native_split(entry)
-                if split is not None and publishing:
-                    out, deleted = _rebatch_native(entry, split, winners, options, stats)
+                done = None
+                if native is not None and publishing:
+                    # the native helper; if it finds the batch irregular, the native split
+                    done = _keep_native(entry, native, winners, options, stats)
+                if done is None:
+                    split = _native_split(entry)
+                    if split is not None and publishing:
+                        done = _rebatch_native(entry, split, winners, options, stats)
+                if done is not None:
+                    out, deleted = done
                     if not deleted:
                         stats.to = entry.position
                     if out is not None:
@@ -462,6 +522,61 @@ def _single(
         stats.kept += count  # a leading chunk is part of one message, counted at its last
     batch_index = count - 1 if md.HasField("num_messages_in_batch") else -1
     return CompactedEntry(entry.position, _frame(entry, entry.data), count, batch_index)
+
+
+def _keep_native(
+    entry: RawEntry,
+    native: Any,
+    winners: WinnerView,
+    options: CompactionOptions,
+    stats: Stats,
+) -> tuple[CompactedEntry | None, bool] | None:
+    """Phase two of a readable batch in publishing order through the native helper: the
+    compacted entry (or None) and phase one's ``deletedMessage``; None when the helper finds
+    the batch irregular (the caller takes the Python path). The decisions of
+    ``_rebatch_native``: an in-memory table is looked up in C, any other view answers the
+    records the helper asks about (one multi-get when the table spilled)."""
+    plain, count, indexes, prefix = _batch_args(entry)
+    memory = getattr(winners, "memory_table", None)
+    # the local engine's native key table, when the whole table is in memory
+    table = getattr(memory() if memory is not None else None, "native", None)
+    pip_429 = options.format == FORMAT_PIP_429
+    done = native.compact_keep(
+        plain,
+        count,
+        indexes,
+        KEY_PREFIX,
+        prefix,
+        table,
+        options.retain_null_key,
+        pip_429,
+        _PLACEHOLDER_RECORD,
+    )
+    if done is None:
+        return None
+    keep, dropped, deleted, whole, rebuilt, asked = done
+    if asked is not None:
+        if asked[0]:
+            many = getattr(winners, "keeps_many", None)
+            keys, ranks = asked[1], asked[2]
+            if many is not None:
+                flags = many(keys, ranks)
+            else:
+                flags = [winners.keeps(k, r) for k, r in zip(keys, ranks, strict=True)]
+            keep.extend(i for i, kept in zip(asked[0], flags, strict=True) if kept)
+            keep.sort()
+        if keep and whole:
+            rebuilt = native.compact_rebuild(plain, count, keep, pip_429, _PLACEHOLDER_RECORD)
+    if not keep:
+        stats.keyless_dropped += dropped
+        return None, deleted
+    if whole and rebuilt is not None:
+        stats.keyless_dropped += dropped
+        return _finish_rebatch(entry, rebuilt, keep, options, stats), deleted
+    # placeholders or indexes already there, or a kept record not in canonical form: the
+    # Python path (it decides and counts again)
+    records, split = _batch_view(entry)
+    return _rebatch(entry, records, split, winners, options, stats), deleted
 
 
 def _rebatch_native(

@@ -15,7 +15,15 @@ from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
 from pulsarctl_py.decoders.errors import DataError
 from pulsarctl_py.engines.base import KIND_COMPACTED, KeyRecord, Split, WinnerView
 
-from .core import CompactedEntry, CompactionOptions, RawEntry, Stats, phase_one, phase_two
+from .core import (
+    CompactedEntry,
+    CompactionOptions,
+    RawEntry,
+    Stats,
+    phase_one,
+    phase_one_into,
+    phase_two,
+)
 
 _SOURCES: dict[tuple[str | None, tuple[str, ...], Any], Any] = {}
 _STACK = contextlib.ExitStack()
@@ -119,6 +127,21 @@ def read_split(split: Split) -> Iterator[RawEntry]:
 def phase_one_split(split: Split, options: CompactionOptions) -> Iterator[KeyRecord]:
     """Phase one over one split (for ``Engine.latest_per_key``)."""
     yield from phase_one(read_split(split), options)
+
+
+class PhaseOneSplits:
+    """Phase one per split for ``Engine.latest_per_key`` (picklable): called with a split it
+    gives the split's records; ``into(split, table)`` offers them to a table directly, which
+    the local engine prefers (a batch in one native call, no record tuples)."""
+
+    def __init__(self, options: CompactionOptions) -> None:
+        self.options = options
+
+    def __call__(self, split: Split) -> Iterator[KeyRecord]:
+        return phase_one_split(split, self.options)
+
+    def into(self, split: Split, table: Any) -> int:
+        return phase_one_into(read_split(split), self.options, table)
 
 
 def phase_two_split(

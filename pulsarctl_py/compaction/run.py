@@ -33,7 +33,7 @@ from .core import (
     fold_for,
 )
 from .lastpos import NEWEST, LastPosition, last_position
-from .reader import close_sources, phase_one_split, phase_two_split
+from .reader import PhaseOneSplits, close_sources, phase_two_split
 
 _SPOOL = struct.Struct(">qqI")
 
@@ -356,7 +356,7 @@ def compact(
         tracker.start("phase one")
         table = runner.latest_per_key(
             plan,
-            functools.partial(phase_one_split, options=options),
+            PhaseOneSplits(options),
             memory=memory,
             progress=tracker.split_done,
             fold=fold_for(options),

@@ -226,7 +226,7 @@ def _deep(
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
     from .core import CompactionOptions, Stats
-    from .reader import close_sources, phase_one_split, phase_two_split
+    from .reader import PhaseOneSplits, close_sources, phase_two_split
 
     options = CompactionOptions(retain_null_key=retain_null_key)
     url = str(resolve_metadata_url(metadata_url))
@@ -238,9 +238,7 @@ def _deep(
     engine = LocalEngine()
     fresh = []
     try:
-        with engine.latest_per_key(
-            plan, functools.partial(phase_one_split, options=options)
-        ) as table:
+        with engine.latest_per_key(plan, PhaseOneSplits(options)) as table:
             for item in engine.map_splits(
                 plan, functools.partial(phase_two_split, options=options), table
             ):

@@ -4,13 +4,18 @@ Its key table lives in a dict until an estimate of its size passes the memory bu
 then the dict is merged into an embedded RocksDB (rocksdict, raw bytes) in a temporary
 directory and emptied, and so on until the scan ends, when the last buffer is merged.
 Memory therefore grows with keys up to the budget and no further; the disk holds the rest.
+
+The in-memory part is the native module's ``KeyTable`` (decoders/_speedups.c: one slot
+array and one byte arena, no Python object per key; it reports the bytes it allocated)
+when the module is built, else a dict of key -> (rank, tombstone) with an estimate of its
+size. Both answer the same methods (``_DictBuffer`` and ``_NativeBuffer`` below).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from .base import Fold, KeyRecord, KeyTable, ScanPlan, Split
@@ -29,6 +34,110 @@ _SLOT_OVERHEAD = 230
 _BUFFER_SHARE = 0.4
 #: puts per RocksDB write batch when spilling
 _WRITE_BATCH = 50_000
+
+
+#: keys per chunk when the native table is read out (spill, items)
+_SCAN_CHUNK = 4096
+
+
+class _DictBuffer(dict[bytes, tuple[bytes, bool]]):
+    """The pure-Python buffer: a dict of key -> (rank, tombstone), with an estimate of its
+    size in ``nbytes`` (key and rank bytes plus a measured per-key overhead)."""
+
+    nbytes = 0
+
+    @property
+    def budget_bytes(self) -> int:
+        """What counts against the buffer's share of the budget."""
+        return self.nbytes
+
+    def offer(self, key: bytes, rank: bytes, tombstone: bool) -> bool:
+        old = self.get(key)
+        if old is None:
+            self[key] = (rank, tombstone)
+            self.nbytes += len(key) + len(rank) + _SLOT_OVERHEAD
+            return True
+        if rank > old[0]:
+            self[key] = (rank, tombstone)
+        return False
+
+    def put(self, key: bytes, rank: bytes, tombstone: bool) -> bool:
+        fresh = key not in self
+        self[key] = (rank, tombstone)
+        if fresh:
+            self.nbytes += len(key) + len(rank) + _SLOT_OVERHEAD
+        return fresh
+
+    @property
+    def live(self) -> int:
+        return sum(1 for _, tomb in self.values() if not tomb)
+
+    def min_rank(self) -> bytes | None:
+        return min((rank for rank, _ in self.values()), default=None)
+
+    def records(self) -> Iterator[tuple[bytes, bytes, bool]]:
+        for key, (rank, tomb) in self.items():
+            yield key, rank, tomb
+
+
+class _NativeBuffer(Mapping[bytes, tuple[bytes, bool]]):
+    """The native ``KeyTable`` with the buffer's methods (its own, bound once) and the
+    read-only mapping of key -> (rank, tombstone) that ``memory_table`` promises.
+    ``native`` is the table itself, which the compaction's native helpers take."""
+
+    __slots__ = ("get", "native", "offer", "put")
+
+    def __init__(self, table: Any) -> None:
+        self.native = table
+        self.offer = table.offer
+        self.put = table.put
+        self.get = table.get  # type: ignore[method-assign]
+
+    def __getitem__(self, key: bytes) -> tuple[bytes, bool]:
+        found = self.native.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found  # type: ignore[no-any-return]
+
+    def __len__(self) -> int:
+        return len(self.native)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for key, _rank, _tomb in self.records():
+            yield key
+
+    @property
+    def nbytes(self) -> int:
+        return self.native.nbytes  # type: ignore[no-any-return]
+
+    @property
+    def budget_bytes(self) -> int:
+        """What counts against the budget: the most the table may hold at once when it next
+        grows (a rehash holds the old and the new slot array), not only what it holds now,
+        so that no growth in the middle of a batch passes the budget."""
+        return self.native.peak_nbytes  # type: ignore[no-any-return]
+
+    @property
+    def live(self) -> int:
+        return self.native.live  # type: ignore[no-any-return]
+
+    def min_rank(self) -> bytes | None:
+        return self.native.min_rank()  # type: ignore[no-any-return]
+
+    def records(self) -> Iterator[tuple[bytes, bytes, bool]]:
+        """Every (key, rank, tombstone), in no particular order; no offer meanwhile."""
+        pos = 0
+        while pos >= 0:
+            pos, chunk = self.native.scan(pos, _SCAN_CHUNK)
+            yield from chunk
+
+
+def _new_buffer() -> _DictBuffer | _NativeBuffer:
+    from pulsarctl_py.decoders.speedups import native
+
+    if native is None:
+        return _DictBuffer()
+    return _NativeBuffer(native.key_table())
 
 
 def _pack(rank: bytes, tombstone: bool) -> bytes:
@@ -51,8 +160,7 @@ class LocalKeyTable:
         self.memory = memory
         self.fold = fold
         self._spill_parent = spill_dir
-        self._buffer: dict[bytes, tuple[bytes, bool]] = {}
-        self._estimate = 0
+        self._buffer = _new_buffer()
         self._db: Any = None
         self._dir: str | None = None
         self._count: int | None = None
@@ -65,18 +173,40 @@ class LocalKeyTable:
     # -- building ---------------------------------------------------------------------------
 
     def offer(self, key: bytes, rank: bytes, tombstone: bool) -> None:
-        buf = self._buffer
         if self.fold is not None:
             self._offer_fold(key, rank, tombstone)
-            return
-        old = buf.get(key)
-        if old is None:
-            buf[key] = (rank, tombstone)
-            self._estimate += len(key) + len(rank) + _SLOT_OVERHEAD
-            if self._limit is not None and self._estimate > self._limit:
-                self._spill()
-        elif rank > old[0]:
-            buf[key] = (rank, tombstone)
+        elif self._buffer.offer(key, rank, tombstone):
+            self._check_budget()
+
+    def _check_budget(self) -> None:
+        if self._limit is not None and self._buffer.budget_bytes > self._limit:
+            self._spill()
+
+    def offer_batch(
+        self,
+        plain: bytes,
+        count: int,
+        indexes: list[int] | None,
+        key_prefix: bytes,
+        rank_prefix: bytes,
+    ) -> int | None:
+        """``offer`` for every keyed record of a batch in Pulsar's batch format, in one
+        native call (``_speedups.compact_offer``): key ``key_prefix`` + the record's key,
+        rank ``rank_prefix`` + its batch index + 1 (uint32 BE), tombstone when its payload is
+        empty. The number of records offered, or None (nothing offered) when the native
+        table is absent, the table folds, or the batch is not regular."""
+        buf = self._buffer
+        if self.fold is not None or not isinstance(buf, _NativeBuffer):
+            return None
+        from pulsarctl_py.decoders.speedups import native
+
+        done = native.compact_offer(plain, count, indexes, key_prefix, rank_prefix, buf.native)
+        if done is None:
+            return None
+        offered, new_keys = done
+        if new_keys:
+            self._check_budget()
+        return offered  # type: ignore[no-any-return]
 
     def _offer_fold(self, key: bytes, rank: bytes, tombstone: bool) -> None:
         assert self.fold is not None
@@ -92,11 +222,8 @@ class LocalKeyTable:
             new = state
         if new is None:
             return
-        buf[key] = new
-        if fresh:
-            self._estimate += len(key) + len(new[0]) + _SLOT_OVERHEAD
-            if self._limit is not None and self._estimate > self._limit:
-                self._spill()
+        if buf.put(key, new[0], new[1]):
+            self._check_budget()
 
     def _open_db(self) -> Any:
         if self._db is None:
@@ -135,12 +262,12 @@ class LocalKeyTable:
         buffer = self._buffer
         blind = self.fold is not None  # a fold buffer already holds the newer state
         if not blind:
-            oldest = min(rank for rank, _ in buffer.values()) if buffer else b""
+            oldest = buffer.min_rank() or b""
             blind = self._disk_max is None or oldest > self._disk_max
         newest = self._disk_max
         batch = rocksdict.WriteBatch(raw_mode=True)
         pending = 0
-        for key, (rank, tomb) in buffer.items():
+        for key, rank, tomb in buffer.records():
             if not blind:
                 old = db.get(key)
                 if old is not None and rank <= old[:-1]:
@@ -156,8 +283,7 @@ class LocalKeyTable:
         if pending:
             db.write(batch)
         self._disk_max = newest
-        self._buffer = {}
-        self._estimate = 0
+        self._buffer = _new_buffer()
         self.spills += 1
 
     def finish(self) -> LocalKeyTable:
@@ -172,7 +298,7 @@ class LocalKeyTable:
             self._count, self._live = count, live
         else:
             self._count = len(self._buffer)
-            self._live = sum(1 for _, tomb in self._buffer.values() if not tomb)
+            self._live = self._buffer.live
         return self
 
     # -- KeyTable -------------------------------------------------------------------------
@@ -193,9 +319,10 @@ class LocalKeyTable:
                     found = disk
         return found
 
-    def memory_table(self) -> dict[bytes, tuple[bytes, bool]] | None:
-        """The whole table as a dict of key -> (rank, tombstone) when nothing spilled, for
-        callers that look up every record (phase two); None when part of it is on disk."""
+    def memory_table(self) -> Mapping[bytes, tuple[bytes, bool]] | None:
+        """The whole table as a mapping of key -> (rank, tombstone) when nothing spilled,
+        for callers that look up every record (phase two; its ``native`` attribute, when
+        there is one, is the native table); None when part of it is on disk."""
         return self._buffer if self._db is None else None
 
     def keeps_many(self, keys: list[bytes], ranks: list[bytes]) -> list[bool]:
@@ -234,9 +361,7 @@ class LocalKeyTable:
 
     def items(self) -> Iterator[tuple[bytes, bytes, bool]]:
         if self._db is None:
-            for key in sorted(self._buffer):
-                rank, tomb = self._buffer[key]
-                yield key, rank, tomb
+            yield from sorted(self._buffer.records())
             return
         if self._buffer:
             self._spill()
@@ -245,7 +370,7 @@ class LocalKeyTable:
             yield bytes(key), rank, tomb
 
     def close(self) -> None:
-        self._buffer = {}
+        self._buffer = _new_buffer()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -290,11 +415,17 @@ class LocalEngine:
         fold: Fold | None = None,
     ) -> LocalKeyTable:
         table = LocalKeyTable(memory, self.spill_dir, fold)
+        # a function with ``into(split, table)`` offers its records itself (phase one of
+        # compaction: whole batches in one native call); fn(split) gives the same records
+        into = getattr(fn, "into", None)
         try:
             for split in plan.splits:
-                offer = table.offer
-                for key, rank, tomb in fn(split):
-                    offer(key, rank, tomb)
+                if into is not None:
+                    into(split, table)
+                else:
+                    offer = table.offer
+                    for key, rank, tomb in fn(split):
+                        offer(key, rank, tomb)
                 if progress is not None:
                     progress(split)
             return table.finish()
