@@ -327,9 +327,9 @@ def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: 
 def test_an_unknown_digest_type_is_detected_once_per_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: DigestType
 ) -> None:
-    """Without BookKeeper metadata the general path detects the digest type of every entry
-    (computing its digest), then checks it (computing it again); the fast path detects it
-    once, from the ledger's first entry, and computes one digest per entry."""
+    """Without BookKeeper metadata the fast path detects the digest type once, from the
+    ledger's first entry, and computes one digest per entry in the native scan; the general
+    path computes each entry's digest in Python and finds the same."""
     corpus = [p.read_bytes() for p in CORPUS]
     spec = _ledger(7, _corpus_topic("bare"), corpus, digest, with_metadata=False)
     open_source = _write_world(tmp_path / "w", {"bare": [spec]})
@@ -346,7 +346,7 @@ def test_an_unknown_digest_type_is_detected_once_per_ledger(
     calls.clear()
     assert fast == _run(open_source, False)
     assert fast[1]["entries"] == len(corpus)
-    assert len(calls) >= 2 * len(corpus)  # the general path: twice per entry
+    assert len(calls) >= len(corpus)  # the general path: each entry's digest in Python
     assert in_python <= 3  # the first entry's detection and check, then the native scan
 
 
