@@ -13,8 +13,8 @@ with ``fast`` on and off; both write the same bytes, tests/test_inspect_heads.py
 
 Prints one JSON object per line.
 
-    python bench/cli.py --entries 100000 --runs 1 --data /tmp/cli-data
-    python bench/inspect_paths.py /tmp/cli-data/n100000
+    python bench/cli.py --entries 100000 --runs 1 --data DIR
+    python bench/inspect_paths.py DIR/n100000
 """
 
 from __future__ import annotations
