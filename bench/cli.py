@@ -51,7 +51,7 @@ costs, not the disk's. Prints one JSON object on stdout.
 
     python bench/cli.py                       # 10^6 and 10^5 entries, 3 rounds
     python bench/cli.py --quick               # 2,000 and 200 entries, 1 round (smoke)
-    python bench/cli.py --data /tmp/cli-data  # generate there once, reuse on the next run
+    python bench/cli.py --data DIR            # generate there once, reuse on the next run
 """
 
 from __future__ import annotations
