@@ -460,3 +460,34 @@ def test_key_table_grows_past_many_keys_and_rejects_what_is_not_bytes():
         table.get(1)
     table.clear()
     assert len(table) == 0 and table.get(b"k1") is None and table.nbytes == 0
+
+
+@pytest.mark.parametrize("fmt", [FORMAT_CLASSIC, FORMAT_PIP_429])
+@pytest.mark.parametrize("with_helpers", [True, False])
+def test_a_batch_count_past_the_bound_is_damage_not_a_giant_rebuild(fmt, with_helpers):
+    """A PIP-429 batch whose num_messages_in_batch claims 2^31 - 1 records (one retained)
+    must not size a rebuilt batch or its list of holes by that count: it is damage, and
+    compaction keeps the entry whole as it keeps every batch it cannot read."""
+    rec = Rec("k", b"v", [_field(2, 2, b"k"), _field(3, 0, 1)], False)
+    plain = encode_batch([rec])
+    md = api.MessageMetadata(producer_name="gen", sequence_id=1, publish_time=1000)
+    md.num_messages_in_batch = 2**31 - 1
+    md.compacted_batch_indexes.extend([0])
+    md.uncompressed_size = len(plain)
+    data = build_entry(md, plain, checksum=True)
+    options = DecodeOptions(outer=Outer.PULSAR_ENTRY, depth=Depth.METADATA)
+    raw = raw_entry(decode_entry(data, options, (5, 0)))
+    opts = CompactionOptions(format=fmt)
+    with pytest.MonkeyPatch.context() as mp:
+        if not with_helpers:
+            mp.setattr(core, "_native", lambda: None)
+            mp.setattr(core, "_native_split", lambda entry: None)
+        table = LocalKeyTable(None)
+        try:
+            phase_one_into([raw], opts, table)
+            table.finish()
+            out = list(phase_two([raw], table, opts, Stats()))
+        finally:
+            table.close()
+    assert [c.position for c in out] == [(5, 0)]
+    assert out[0].data.endswith(data)  # the stored entry, not a rebuilt batch

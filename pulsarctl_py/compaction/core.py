@@ -38,7 +38,8 @@ from google.protobuf.message import DecodeError
 
 from pulsarctl_py.decoders import compacted as compacted_layer
 from pulsarctl_py.decoders.codecs import compress, decompress
-from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.decoders.entry import MAX_BATCH_MESSAGES
+from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
 from pulsarctl_py.decoders.payload import build_batch, parse_batch, placeholder
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.engines.base import KeyRecord, KeyState, WinnerView
@@ -195,9 +196,22 @@ def _single_size(entry: RawEntry) -> int:
     return len(entry.data) - len(entry.bem)
 
 
+def _batch_count(md: Any) -> int:
+    """The batch's ``num_messages_in_batch``, refused past the decoder's bound: a batch
+    rebuilt with placeholders (and its list of holes) is as long as that count, whatever
+    ``compacted_batch_indexes`` says, so a damaged count must not size them."""
+    count = md.num_messages_in_batch
+    if not 0 <= count <= MAX_BATCH_MESSAGES:
+        raise CorruptEntryError(
+            "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
+        )
+    return count
+
+
 def _batch_records(entry: RawEntry) -> tuple[list[Any], list[int]]:
     """The batch's live records and its compacted-out indexes (raises on damage)."""
     md = entry.metadata
+    _batch_count(md)
     payload = memoryview(entry.data)[entry.payload_at :]
     plain = decompress(md.compression, payload, md.uncompressed_size)
     indexes = list(md.compacted_batch_indexes) or None
@@ -233,6 +247,7 @@ def _native_split(entry: RawEntry) -> _Split | None:
     if native is None:
         return None
     md = entry.metadata
+    _batch_count(md)
     payload = memoryview(entry.data)[entry.payload_at :]
     plain = decompress(md.compression, payload, md.uncompressed_size)
     indexes = list(md.compacted_batch_indexes) or None
@@ -337,8 +352,9 @@ def _native() -> Any:
 def _batch_args(entry: RawEntry) -> tuple[bytes, int, list[int] | None, bytes]:
     """A readable batch's decompressed records, record count, ``compacted_batch_indexes``
     (None when absent) and rank prefix (the entry's position), for the native helpers.
-    Raises on damage the decompressor sees."""
+    Raises on damage the decompressor sees, and on a count past the decoder's bound."""
     md = entry.metadata
+    _batch_count(md)
     plain = decompress(
         md.compression, memoryview(entry.data)[entry.payload_at :], md.uncompressed_size
     )
