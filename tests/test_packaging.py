@@ -43,8 +43,18 @@ def test_wheel_has_only_pulsarctl_py_at_top_level(tmp_path: Path) -> None:
     tops = {n.split("/")[0] for n in names}
     dist_info = {t for t in tops if t.endswith(".dist-info")}
     assert tops - dist_info == {"pulsarctl_py"}
-    for sub in ("commands", "decoders", "proto", "stores", "stores/bookie", "stores/metadata"):
-        assert f"pulsarctl_py/{sub}/__init__.py" in names
+    # every Python module of the source tree is in the wheel (a package left out of
+    # pyproject's list installs, then fails at its first import)
+    folders = {
+        "pulsarctl_py": "",
+        "commands": "commands/",
+        "decoders": "decoders/",
+        "proto": "proto/",
+    }
+    for folder, prefix in folders.items():
+        for module in sorted((src / folder).rglob("*.py")):
+            rel = module.relative_to(src / folder).as_posix()
+            assert f"pulsarctl_py/{prefix}{rel}" in names, f"{folder}/{rel} is not in the wheel"
     assert "pulsarctl_py/proto/pulsar_api_pb2.py" in names
     assert not any(n.startswith(("tests/", "bench/", "docs/", "scripts/")) for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
