@@ -46,7 +46,7 @@ SPARK_THRESHOLD = typer.Option(
     metavar="ENTRIES",
     help="With --engine auto, use Spark from this many entries on. Default: "
     "$LEDGERCTL_SPARK_THRESHOLD, else 200000, the measured crossover (see "
-    "docs/performance.md).",
+    "docs/performance.md); verify and seek --exact stay in this process unless one is set.",
 )
 
 

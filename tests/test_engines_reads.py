@@ -138,3 +138,29 @@ def test_auto_weighs_the_entries_the_metadata_lists(spark, worlds):
             assert reads is not None and reads.name == "spark"
         with ScanReads("local", lambda _limit: 10**9, location=location, threshold=0) as reads:
             assert reads is None
+
+
+def test_auto_keeps_verify_and_seek_scans_in_process_without_a_threshold(
+    worlds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No local Spark session beats the in-process head scan, so auto without a threshold
+    (flag or environment) never counts entries nor starts Spark for verify or seek; with
+    the environment's threshold it weighs them as export does."""
+    from pulsarctl_py.engines.select import ENV_SPARK_THRESHOLD, ScanReads
+
+    world = worlds["index-gap"]
+    location = StoreLocation(world.metadata_url, (str(world.bookie_dir),))
+    counted: list[int] = []
+
+    def entries(limit: int) -> int:
+        counted.append(limit)
+        return 10**9
+
+    monkeypatch.delenv(ENV_SPARK_THRESHOLD, raising=False)
+    with ScanReads("auto", entries, location=location) as reads:
+        assert reads is None
+    assert counted == []
+    monkeypatch.setenv(ENV_SPARK_THRESHOLD, str(10**10))
+    with ScanReads("auto", entries, location=location) as reads:
+        assert reads is None
+    assert counted == [10**10]

@@ -121,7 +121,9 @@ class ScanReads:
     ``__enter__`` gives an :class:`~pulsarctl_py.engines.reads.EngineReads` on Spark, or
     None when the scan stays in this process (``local``, or ``auto`` below the threshold);
     ``entries(threshold)`` (the scan's entries, counted up to the threshold at least) is
-    called only for ``auto``.
+    called only for ``auto``. Unlike export and compaction, ``auto`` keeps these scans in
+    this process unless a threshold is given (``--spark-threshold`` or the environment):
+    their in-process path is the head scan, which no local Spark session beats.
     """
 
     def __init__(
@@ -149,6 +151,11 @@ class ScanReads:
     def __enter__(self) -> Any:
         count = 0
         if self.choice is EngineChoice.auto:
+            if self.threshold is None and not os.environ.get(ENV_SPARK_THRESHOLD):
+                # no measured crossover for these scans: the in-process head scan checks an
+                # entry in about a microsecond, less than the Python work the Spark driver
+                # still does per entry, so a local session never wins (docs/performance.md)
+                return None
             count = self.entries(spark_threshold(self.threshold))
         if pick(self.choice, count, self.threshold) == "local":
             return None
