@@ -25,3 +25,21 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "protobuf_backend": api_implementation.Type(),
     }
+
+
+def peak_rss_mib() -> float:
+    """This process's own peak RSS in MiB: VmHWM, which exec resets, where /proc has it.
+
+    Not ``ru_maxrss``: Linux carries that over fork and exec, so a child that a bench
+    spawned after generating its inputs reports at least the bench's own peak.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

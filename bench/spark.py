@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _machine import machine  # bench/ is on sys.path when a bench script runs
+from _machine import machine, peak_rss_mib  # bench/ is on sys.path when a bench script runs
 
 TOPIC = "persistent://public/default/bench"
 SEED = 20261123
@@ -278,7 +278,7 @@ def figures(
         "startup_cpu_s": round(before["driver"] + before.get("jvm", 0.0), 2),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "total_s": round(end - start, 2),
-        "driver_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "driver_peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -503,6 +503,7 @@ def main() -> None:
                     "spark_s": spark["total_s"],
                     "spark_startup_s": spark["startup_s"],
                     "spark_driver_peak_rss_mib": spark["driver_peak_rss_mib"],
+                    "local_peak_rss_mib": local["driver_peak_rss_mib"],
                     "local_on_idle_cores_s": on_idle_cores(local, 1),
                     "spark_on_idle_cores_s": on_idle_cores(spark, cores),
                     "load_average": spark["load_average"],

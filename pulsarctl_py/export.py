@@ -486,15 +486,24 @@ def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> N
                 with open(path, "rb") as src:
                     shutil.copyfileobj(src, dst, 1 << 20)
         return
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    # One row group in memory at a time, decoded on this thread: Arrow's thread pools
+    # each keep a heap, and the pool keeps what it freed, so a threaded read left the
+    # driver's RSS wherever the largest part's decoding had taken it (and higher with
+    # more parts and more threads). Closed and released after every part, the join's
+    # memory is one row group's, whatever the topic's size (docs/performance.md).
+    pool = pa.default_memory_pool()
     with pq.ParquetWriter(out, arrow_schema(columns)) as writer:
         for path in paths:
-            part = pq.ParquetFile(path)
-            for group in range(part.num_row_groups):
-                table = part.read_row_group(group)
-                if table.num_rows:
-                    writer.write_table(table)
+            with pq.ParquetFile(path) as part:
+                for group in range(part.num_row_groups):
+                    table = part.read_row_group(group, use_threads=False)
+                    if table.num_rows:
+                        writer.write_table(table)
+                    del table
+            pool.release_unused()
 
 
 # -- compact --export FILE.parquet -----------------------------------------------------------
