@@ -339,6 +339,9 @@ def inspect(
                 if left <= 0:
                     break
         if left is not None and left <= 0:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()  # read_from_heads adds what it counted when it ends
             break
     from pulsarctl_py.verify import storage_findings
 
