@@ -250,6 +250,9 @@ def run_child(argv: list[str], *, terminal: bool = False) -> dict[str, Any]:
     """Run ``argv`` with stdout on a pipe (or a pseudo-terminal); count what it writes."""
     env = {**os.environ, "COLUMNS": str(COLUMNS), "LINES": "50", "TERM": "xterm"}
     env.pop("NO_COLOR", None)
+    # with the modules' bytecode cached, as an installed package has it: without the
+    # cache every run compiles what it imports again (about 0.15 s of CPU per command)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryFile() as err:
         if terminal:
             leader, follower = pty.openpty()
