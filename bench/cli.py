@@ -16,7 +16,9 @@ rounds interleaved, CPU time of that process:
   is the child's user + system time from ``os.wait4``, interpreter start-up and imports
   included; peak RSS is the child's ``ru_maxrss``):
 
-  - ``verify``: ``ledgerctl verify TOPIC -o jsonl``;
+  - ``verify``: ``ledgerctl verify TOPIC --engine local -o jsonl`` (in this process: at
+    the default ``--engine auto`` a topic of ``--spark-threshold`` entries or more is
+    verified on Spark);
   - ``entry_jsonl``: ``ledgerctl inspect LEDGER --depth entry -o jsonl``;
   - ``jsonl``: ``ledgerctl inspect LEDGER -o jsonl``;
   - ``table``: ``ledgerctl inspect LEDGER -o table`` written to a pseudo-terminal of
@@ -309,7 +311,10 @@ def command_argv(name: str, root: Path) -> tuple[list[str], bool]:
     if name == "startup":
         return [*_ledgerctl(), "--version"], False
     if name == "verify":
-        return [*_ledgerctl(), "verify", TOPIC, *stores, "-o", "jsonl"], False
+        # the in-process engine: at the default --engine auto a topic of 200,000 entries
+        # or more (--spark-threshold) is verified on Spark, which this does not measure
+        engine = ["--engine", "local"]
+        return [*_ledgerctl(), "verify", TOPIC, *stores, *engine, "-o", "jsonl"], False
     if name == "entry_jsonl":
         return [*_ledgerctl(), "inspect", ledger, *stores, "--depth", "entry", "-o", "jsonl"], False
     if name == "jsonl":
