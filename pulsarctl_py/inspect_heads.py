@@ -144,6 +144,20 @@ def line_maker(
     # digest type not known: a head the Python path made may hold another digest type
     # (detected per entry); the line is for one detection calls CRC32C
     detected = view.digest_type is None
+    # the line's text around the values that change from entry to entry
+    check_head = '{"type":"CRC32C","stored":"'
+    check_tail = ',"ok":true,"verified":true}'
+    head_a = f'{{"position":"{ledger}:'
+    head_b = f'","ledger_id":{ledger},"entry_id":'
+    head_c = ',"size":'
+    head_d = (
+        ',"ok":true,"verified":true,"encrypted":false,"layers":[{"layer":"bookie-entry",'
+        f'"offset":0,"length":{bookie},"fields":{{"ledger_id":{ledger},"entry_id":'
+    )
+    head_e = ',"lac":'
+    head_f = ',"digest_type":"CRC32C","payload_size":'
+    head_g = '],"messages":[],"problems":[],"digest":'
+    head_h = ',"confirmed":'
 
     def line(head: EntryHead, data: bytes) -> str | None:
         size = head.size
@@ -188,20 +202,15 @@ def line_maker(
         else:
             return None
         digest = data[32:bookie].hex()
-        check = (
-            f'{{"type":"CRC32C","stored":"{digest}","computed":"{digest}","ok":true,'
-            '"verified":true}'
-        )
+        check = f'{check_head}{digest}","computed":"{digest}"{check_tail}'
+        eid = str(entry_id)
         confirmed = "null" if lac is None else ("true" if entry_id <= lac else "false")
         return (
-            f'{{"position":"{ledger}:{entry_id}","ledger_id":{ledger},"entry_id":'
-            f'{entry_id},"size":{size},"ok":true,"verified":true,"encrypted":false,"layers":'
-            f'[{{"layer":"bookie-entry","offset":0,"length":{bookie},"fields":{{"ledger_id":'
-            f'{ledger},"entry_id":{entry_id},"lac":{entry_lac},"length":{length},'
-            f'"digest_type":"CRC32C","payload_size":{size - bookie}}},"check":{check}}}{bem}],'
-            f'"messages":[],"problems":[],"digest":{check}'
+            f"{head_a}{eid}{head_b}{eid}{head_c}{size}{head_d}{eid}"
+            f'{head_e}{entry_lac},"length":{length}{head_f}{size - bookie}}},"check":{check}}}'
+            f"{bem}{head_g}{check}"
             + (f',"payload_sha256":"{sha256(data[bookie:]).hexdigest()}"' if hashes else "")
-            + f',"confirmed":{confirmed}{tail}'
+            + f"{head_h}{confirmed}{tail}"
         )
 
     return line
