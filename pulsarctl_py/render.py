@@ -168,21 +168,22 @@ def jsonl_encoder(no_floats: bool = False) -> Callable[[Any], str]:
 
 
 class JsonlOut:
-    """JSON lines to stdout, written a batch of lines at a time.
+    """JSON lines to stdout, written about :data:`BATCH` bytes at a time.
 
-    ``obj(o)`` writes an object's line (as :func:`jsonl_encoder` makes it), ``text(s)`` a
-    line already made (ending in a newline); ``close()`` writes what is pending (use it in
-    ``finally``). When stdout is a UTF-8 text stream over a byte buffer, as it is on a
-    terminal or a pipe, orjson's bytes go to the buffer as they are: no decoding to text
-    and encoding back per line, the same bytes; made lines are encoded with stdout's own
-    encoding and error handler, as its ``write`` does. Otherwise each line goes through
-    ``sys.stdout.write``.
+    ``obj(o)`` writes an object's line (as :func:`jsonl_encoder` makes it), ``text(s)``
+    lines already made (each ending in a newline); ``close()`` writes what is pending
+    (use it in ``finally``). When stdout is a UTF-8 text stream over a byte buffer, as it
+    is on a terminal or a pipe, orjson's bytes go to the buffer as they are: no decoding
+    to text and encoding back per line, the same bytes; made lines are encoded with
+    stdout's own encoding and error handler, as its ``write`` does. Otherwise each line
+    goes through ``sys.stdout.write``. What is held stays small (below the size an
+    allocator maps pages for, which would fault them in again for every batch).
     """
 
-    __slots__ = ("_buffer", "_dumps", "_encode", "_encoding", "_errors", "_pending")
+    __slots__ = ("_buffer", "_dumps", "_encode", "_encoding", "_errors", "_pending", "_size")
 
-    #: lines held before they are written
-    BATCH = 256
+    #: bytes held before they are written
+    BATCH = 1 << 16
 
     def __init__(self, no_floats: bool = False) -> None:
         import codecs
@@ -192,6 +193,7 @@ class JsonlOut:
         buffer = getattr(out, "buffer", None)
         encoding = getattr(out, "encoding", None)
         self._pending: list[bytes] = []
+        self._size = 0
         self._buffer = None
         self._dumps: Callable[[Any], bytes] | None = None
         self._encode = jsonl_encoder(no_floats)
@@ -216,36 +218,44 @@ class JsonlOut:
         if self._buffer is None:
             sys.stdout.write(self._encode(obj) + "\n")
             return
-        pending = self._pending
         dumps = self._dumps
+        line = None
         if dumps is not None:
             try:
-                pending.append(dumps(obj))
+                line = dumps(obj)
             except TypeError:  # orjson.JSONEncodeError: what it refuses, json writes
-                pending.append((self._encode(obj) + "\n").encode(self._encoding, self._errors))
-        else:
-            pending.append((self._encode(obj) + "\n").encode(self._encoding, self._errors))
-        if len(pending) >= self.BATCH:
+                pass
+        if line is None:
+            line = (self._encode(obj) + "\n").encode(self._encoding, self._errors)
+        self._pending.append(line)
+        self._size += len(line)
+        if self._size >= self.BATCH:
             self._write()
 
     def text(self, text: str) -> None:
         if self._buffer is None:
             sys.stdout.write(text)
             return
-        self._pending.append(text.encode(self._encoding, self._errors))
-        if len(self._pending) >= self.BATCH:
+        data = text.encode(self._encoding, self._errors)
+        self._pending.append(data)
+        self._size += len(data)
+        if self._size >= self.BATCH:
             self._write()
 
     def _write(self) -> None:
         assert self._buffer is not None
         pending = self._pending
         self._pending = []
-        self._buffer.write(b"".join(pending))
+        self._size = 0
+        if len(pending) == 1:
+            self._buffer.write(pending[0])
+        else:
+            self._buffer.write(b"".join(pending))
 
     def close(self) -> None:
-        if self._buffer is not None and self._pending:
-            self._write()
         if self._buffer is not None:
+            if self._pending:
+                self._write()
             self._buffer.flush()
 
 

@@ -289,13 +289,14 @@ JSONL_DOCS: list[Any] = [
     {"big": 2**70, "null": None, "ok": True},  # orjson refuses the int: json writes it
 ]
 JSONL_TEXT = '{"made":"line \u00e9"}\n'
+JSONL_LINES = 3000  # several batches of render.JsonlOut.BATCH bytes
 
 
 def _jsonl_out(stdout: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdout", stdout)
     out = render.JsonlOut(no_floats=True)
     try:
-        for i in range(render.JsonlOut.BATCH + 3):  # more than one batch
+        for i in range(JSONL_LINES):
             if i % 3 == 2:
                 out.text(JSONL_TEXT)
             else:
@@ -309,7 +310,7 @@ def _jsonl_want() -> str:
         JSONL_TEXT
         if i % 3 == 2
         else json.dumps(JSONL_DOCS[i % 3], ensure_ascii=False, separators=(",", ":")) + "\n"
-        for i in range(render.JsonlOut.BATCH + 3)
+        for i in range(JSONL_LINES)
     )
 
 
@@ -327,6 +328,7 @@ def test_jsonl_out_writes_the_bytes_stdout_write_would(
     stdout.write("before\n")  # held by the text layer: written first
     _jsonl_out(stdout, monkeypatch)
     stdout.flush()
+    assert len(_jsonl_want()) > 2 * render.JsonlOut.BATCH
     assert raw.getvalue() == ("before\n" + _jsonl_want()).encode(encoding, errors)
 
 
