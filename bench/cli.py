@@ -14,7 +14,8 @@ rounds interleaved, CPU time of that process:
 
 * commands, end to end, as a user runs them (``ledgerctl`` in a child process; CPU time
   is the child's user + system time from ``os.wait4``, interpreter start-up and imports
-  included; peak RSS is the child's ``ru_maxrss``):
+  included; peak RSS is the child's ``ru_maxrss``, which Linux floors at this script's
+  own peak RSS when it starts the child: a command below that shows that figure):
 
   - ``verify``: ``ledgerctl verify TOPIC --engine local -o jsonl`` (in this process: at
     the default ``--engine auto`` a topic of ``--spark-threshold`` entries or more is
