@@ -324,7 +324,6 @@ def _show(
     fast: bool = True,
 ) -> None:
     import contextlib
-    import sys
 
     from pulsarctl_py import render
     from pulsarctl_py.inspect import entry_json, inspect
@@ -357,23 +356,28 @@ def _show(
             render.print_summary(err, summary)
         return
     if fmt is OutputFormat.JSONL:
-        encode = render.jsonl_encoder(no_floats=True)  # entries hold no float
-        write = sys.stdout.write
-        with counter as advance:
-            # at --depth entry a regular entry comes as its JSON line, built from its head
-            for view, entry in inspect(
-                source, request, summary, fast=fast, lines=not with_hex, hashes=with_hash
-            ):
-                if type(entry) is list:  # lines of consecutive entries
-                    write("".join(entry))
-                    for _ in entry:
+        out = render.JsonlOut(no_floats=True)  # entries hold no float
+        put, text = out.obj, out.text
+        try:
+            with counter as advance:
+                # at --depth entry a regular entry comes as its JSON line, from its head
+                for view, entry in inspect(
+                    source, request, summary, fast=fast, lines=not with_hex, hashes=with_hash
+                ):
+                    if type(entry) is list:  # lines of consecutive entries
+                        text("".join(entry))
+                        if show_progress:
+                            for _ in entry:
+                                advance()
+                        continue
+                    if type(entry) is str:
+                        text(entry)
+                    else:
+                        put(entry_json(view, entry, with_hex, with_hash))
+                    if show_progress:
                         advance()
-                    continue
-                if type(entry) is str:
-                    write(entry)
-                else:
-                    write(encode(entry_json(view, entry, with_hex, with_hash)) + "\n")
-                advance()
+        finally:
+            out.close()
         _report(err, summary)
         if not quiet:
             render.print_summary(err, summary)

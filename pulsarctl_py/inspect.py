@@ -57,6 +57,10 @@ class InspectRequest:
         )
 
 
+#: a compression's name in the summary's codec counts, by its value (CODECS or the number)
+_CODEC_NAMES: dict[Any, str] = {}
+
+
 @dataclass(slots=True)
 class Summary:
     """What a scan saw."""
@@ -88,17 +92,29 @@ class Summary:
         self.bytes += len(entry.data)
         md = entry.metadata
         if md is not None:
-            codec = CODECS.get(md.compression)
-            self.codecs[codec.name if codec else str(md.compression)] += 1
-        ts = entry.entry_timestamp
+            compression = md.compression
+            name = _CODEC_NAMES.get(compression)
+            if name is None:
+                codec = CODECS.get(compression)
+                name = _CODEC_NAMES[compression] = codec.name if codec else str(compression)
+            self.codecs[name] += 1
+        # entry.entry_timestamp and entry.index, reading the broker entry metadata once
+        bem = entry.broker_entry_metadata
+        if bem is not None:
+            self.with_broker_metadata += 1
+            if bem.HasField("broker_timestamp"):
+                ts = bem.broker_timestamp
+            else:
+                ts = md.publish_time if md is not None else None
+            index = bem.index if bem.HasField("index") else None
+        else:
+            ts = md.publish_time if md is not None else None
+            index = None
         if ts:
             if self.first_time is None or ts < self.first_time:
                 self.first_time = ts
             if self.last_time is None or ts > self.last_time:
                 self.last_time = ts
-        if entry.broker_entry_metadata is not None:
-            self.with_broker_metadata += 1
-        index = entry.index
         if index is not None:
             first = index - entry.num_messages + 1 if md is not None else index
             if self.first_index is None or first < self.first_index:
@@ -339,6 +355,9 @@ def inspect(
                 if left <= 0:
                     break
         if left is not None and left <= 0:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()  # read_from_heads adds what it counted when it ends
             break
     from pulsarctl_py.verify import storage_findings
 

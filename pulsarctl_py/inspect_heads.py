@@ -51,8 +51,9 @@ if TYPE_CHECKING:
 
 #: entries read before a ledger whose entries are mostly not regular goes the general way
 PROBE = 64
-#: JSON lines handed on at once when no --limit counts them one by one
-CHUNK = 256
+#: JSON lines handed on at once when no --limit counts them one by one (about 45 KB of
+#: small entries' lines: joined, they stay below the size an allocator maps pages for)
+CHUNK = 64
 _BOOKIE = HEADER.size + 4  # header and CRC32C digest: where the payload starts
 _BEM_MAGIC = b"\x0e\x02"
 _CHECKSUM_MAGIC = b"\x0e\x01"
@@ -97,24 +98,30 @@ def dropped(head: EntryHead, request: InspectRequest) -> bool:
     return False
 
 
-def count_head(summary: Summary, head: EntryHead) -> None:
-    """``Summary.add`` of a clean entry decoded at ``Depth.ENTRY``, from its head."""
-    summary.entries += 1
-    summary.bytes += head.size
-    ts = head.broker_timestamp
-    if ts:
-        if summary.first_time is None or ts < summary.first_time:
-            summary.first_time = ts
-        if summary.last_time is None or ts > summary.last_time:
-            summary.last_time = ts
-    if head.broker_metadata:
-        summary.with_broker_metadata += 1
-    index = head.index
-    if index is not None:
-        if summary.first_index is None or index < summary.first_index:
-            summary.first_index = index
-        if summary.last_index is None or index > summary.last_index:
-            summary.last_index = index
+def _add_counts(
+    summary: Summary,
+    entries: int,
+    size: int,
+    with_broker_metadata: int,
+    times: tuple[int | None, int | None],
+    indexes: tuple[int | None, int | None],
+) -> None:
+    """``Summary.add`` of clean entries decoded at ``Depth.ENTRY``, from their heads, at
+    once: their number, sizes, how many have broker entry metadata, and the lowest and
+    highest broker timestamp (a non-zero one) and index."""
+    summary.entries += entries
+    summary.bytes += size
+    summary.with_broker_metadata += with_broker_metadata
+    low, high = times
+    if low is not None and (summary.first_time is None or low < summary.first_time):
+        summary.first_time = low
+    if high is not None and (summary.last_time is None or high > summary.last_time):
+        summary.last_time = high
+    low, high = indexes
+    if low is not None and (summary.first_index is None or low < summary.first_index):
+        summary.first_index = low
+    if high is not None and (summary.last_index is None or high > summary.last_index):
+        summary.last_index = high
 
 
 #: bytes of a varint by the bit length of its value
@@ -138,6 +145,20 @@ def line_maker(
     # digest type not known: a head the Python path made may hold another digest type
     # (detected per entry); the line is for one detection calls CRC32C
     detected = view.digest_type is None
+    # the line's text around the values that change from entry to entry
+    check_head = '{"type":"CRC32C","stored":"'
+    check_tail = ',"ok":true,"verified":true}'
+    head_a = f'{{"position":"{ledger}:'
+    head_b = f'","ledger_id":{ledger},"entry_id":'
+    head_c = ',"size":'
+    head_d = (
+        ',"ok":true,"verified":true,"encrypted":false,"layers":[{"layer":"bookie-entry",'
+        f'"offset":0,"length":{bookie},"fields":{{"ledger_id":{ledger},"entry_id":'
+    )
+    head_e = ',"lac":'
+    head_f = ',"digest_type":"CRC32C","payload_size":'
+    head_g = '],"messages":[],"problems":[],"digest":'
+    head_h = ',"confirmed":'
 
     def line(head: EntryHead, data: bytes) -> str | None:
         size = head.size
@@ -182,20 +203,15 @@ def line_maker(
         else:
             return None
         digest = data[32:bookie].hex()
-        check = (
-            f'{{"type":"CRC32C","stored":"{digest}","computed":"{digest}","ok":true,'
-            '"verified":true}'
-        )
+        check = f'{check_head}{digest}","computed":"{digest}"{check_tail}'
+        eid = str(entry_id)
         confirmed = "null" if lac is None else ("true" if entry_id <= lac else "false")
         return (
-            f'{{"position":"{ledger}:{entry_id}","ledger_id":{ledger},"entry_id":'
-            f'{entry_id},"size":{size},"ok":true,"verified":true,"encrypted":false,"layers":'
-            f'[{{"layer":"bookie-entry","offset":0,"length":{bookie},"fields":{{"ledger_id":'
-            f'{ledger},"entry_id":{entry_id},"lac":{entry_lac},"length":{length},'
-            f'"digest_type":"CRC32C","payload_size":{size - bookie}}},"check":{check}}}{bem}],'
-            f'"messages":[],"problems":[],"digest":{check}'
+            f"{head_a}{eid}{head_b}{eid}{head_c}{size}{head_d}{eid}"
+            f'{head_e}{entry_lac},"length":{length}{head_f}{size - bookie}}},"check":{check}}}'
+            f"{bem}{head_g}{check}"
             + (f',"payload_sha256":"{sha256(data[bookie:]).hexdigest()}"' if hashes else "")
-            + f',"confirmed":{confirmed}{tail}'
+            + f"{head_h}{confirmed}{tail}"
         )
 
     return line
@@ -265,44 +281,71 @@ def read_from_heads(
     ledger_id = view.ledger_id
     next_id = first
     regular = seen = 0
+    # the summary of the entries given as lines, kept here and added at the end (finally:
+    # also when the caller stops early); without a call per entry
+    counted = size_sum = with_bem = 0
+    low_t: int | None = None
+    high_t: int | None = None
+    low_i: int | None = None
+    high_i: int | None = None
+    irregular = False
     try:
-        for head, data in bookie.read_heads_with_data(ledger_id, first, last, options):
-            next_id = head.entry_id + 1
-            if seen < PROBE:
-                seen += 1
-                regular += maker(head, data) is not None
-                if seen == PROBE and regular * 2 < seen:
-                    next_id -= 1  # mostly irregular: decoding from heads would decode twice
-                    break
-            position = (ledger_id, head.entry_id)
-            if filtering and dropped(head, request):
-                if messages:  # a chunk still goes to the assembler
-                    md = _metadata(data) if maker(head, data) is not None else ...
-                    if md is ...:
-                        md = decode_entry(data, probe, position).metadata
-                    if _chunk_like(md):
-                        entry = decode_entry(data, options, position)
-                        if entry.chunk is not None and assembler is not None:
-                            assembler.add(entry)
-                continue
-            made = line(head, data) if line is not None else None
-            if made is None:
-                if chunk:
+        for pairs in bookie.read_head_batches(ledger_id, first, last, options):
+            for head, data in pairs:
+                next_id = head.entry_id + 1
+                if seen < PROBE:
+                    seen += 1
+                    regular += maker(head, data) is not None
+                    if seen == PROBE and regular * 2 < seen:
+                        next_id -= 1  # mostly irregular: decoding from heads would decode twice
+                        irregular = True
+                        break
+                if filtering and dropped(head, request):
+                    if messages:  # a chunk still goes to the assembler
+                        position = (ledger_id, head.entry_id)
+                        md = _metadata(data) if maker(head, data) is not None else ...
+                        if md is ...:
+                            md = decode_entry(data, probe, position).metadata
+                        if _chunk_like(md):
+                            entry = decode_entry(data, options, position)
+                            if entry.chunk is not None and assembler is not None:
+                                assembler.add(entry)
+                    continue
+                made = line(head, data) if line is not None else None
+                if made is None:
+                    if chunk:
+                        yield chunk
+                        chunk = []
+                    entry = decode_entry(data, options, (ledger_id, head.entry_id))
+                    if entry.chunk is not None and assembler is not None:
+                        assembler.add(entry)
+                    yield entry
+                    continue
+                counted += 1
+                size_sum += head.size
+                ts = head.broker_timestamp
+                if ts:
+                    if low_t is None or ts < low_t:
+                        low_t = ts
+                    if high_t is None or ts > high_t:
+                        high_t = ts
+                if head.broker_metadata:
+                    with_bem += 1
+                index = head.index
+                if index is not None:
+                    if low_i is None or index < low_i:
+                        low_i = index
+                    if high_i is None or index > high_i:
+                        high_i = index
+                if not chunked:
+                    yield made
+                    continue
+                chunk.append(made)
+                if len(chunk) == CHUNK:
                     yield chunk
                     chunk = []
-                entry = decode_entry(data, options, position)
-                if entry.chunk is not None and assembler is not None:
-                    assembler.add(entry)
-                yield entry
-                continue
-            count_head(summary, head)
-            if not chunked:
-                yield made
-                continue
-            chunk.append(made)
-            if len(chunk) == CHUNK:
-                yield chunk
-                chunk = []
+            if irregular:
+                break
         else:
             if chunk:
                 yield chunk
@@ -311,6 +354,8 @@ def read_from_heads(
         raise
     except LedgerctlError:
         pass  # the general path reads on from here and reports the damage as it does
+    finally:
+        _add_counts(summary, counted, size_sum, with_bem, (low_t, high_t), (low_i, high_i))
     if chunk:
         yield chunk
     yield from read_entries(source, view, next_id, last, request, assembler)

@@ -167,6 +167,98 @@ def jsonl_encoder(no_floats: bool = False) -> Callable[[Any], str]:
     return _compact_json
 
 
+class JsonlOut:
+    """JSON lines to stdout, written about :data:`BATCH` bytes at a time.
+
+    ``obj(o)`` writes an object's line (as :func:`jsonl_encoder` makes it), ``text(s)``
+    lines already made (each ending in a newline); ``close()`` writes what is pending
+    (use it in ``finally``). When stdout is a UTF-8 text stream over a byte buffer, as it
+    is on a terminal or a pipe, orjson's bytes go to the buffer as they are: no decoding
+    to text and encoding back per line, the same bytes; made lines are encoded with
+    stdout's own encoding and error handler, as its ``write`` does. Otherwise each line
+    goes through ``sys.stdout.write``. What is held stays small (below the size an
+    allocator maps pages for, which would fault them in again for every batch).
+    """
+
+    __slots__ = ("_buffer", "_dumps", "_encode", "_encoding", "_errors", "_pending", "_size")
+
+    #: bytes held before they are written
+    BATCH = 1 << 16
+
+    def __init__(self, no_floats: bool = False) -> None:
+        import codecs
+        import os
+
+        out = sys.stdout
+        buffer = getattr(out, "buffer", None)
+        encoding = getattr(out, "encoding", None)
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._buffer = None
+        self._dumps: Callable[[Any], bytes] | None = None
+        self._encode = jsonl_encoder(no_floats)
+        self._encoding = self._errors = ""
+        try:
+            utf8 = encoding is not None and codecs.lookup(encoding).name == "utf-8"
+        except LookupError:
+            utf8 = False
+        if buffer is None or not utf8 or os.linesep != "\n":
+            return
+        out.flush()  # what the text layer holds goes first
+        self._buffer = buffer
+        self._encoding, self._errors = encoding, getattr(out, "errors", None) or "strict"
+        if no_floats:
+            try:
+                from orjson import OPT_APPEND_NEWLINE, dumps
+            except ImportError:  # pragma: no cover - a platform without its wheel
+                return
+            self._dumps = functools.partial(dumps, option=OPT_APPEND_NEWLINE)
+
+    def obj(self, obj: Any) -> None:
+        if self._buffer is None:
+            sys.stdout.write(self._encode(obj) + "\n")
+            return
+        dumps = self._dumps
+        line = None
+        if dumps is not None:
+            try:
+                line = dumps(obj)
+            except TypeError:  # orjson.JSONEncodeError: what it refuses, json writes
+                pass
+        if line is None:
+            line = (self._encode(obj) + "\n").encode(self._encoding, self._errors)
+        self._pending.append(line)
+        self._size += len(line)
+        if self._size >= self.BATCH:
+            self._write()
+
+    def text(self, text: str) -> None:
+        if self._buffer is None:
+            sys.stdout.write(text)
+            return
+        data = text.encode(self._encoding, self._errors)
+        self._pending.append(data)
+        self._size += len(data)
+        if self._size >= self.BATCH:
+            self._write()
+
+    def _write(self) -> None:
+        assert self._buffer is not None
+        pending = self._pending
+        self._pending = []
+        self._size = 0
+        if len(pending) == 1:
+            self._buffer.write(pending[0])
+        else:
+            self._buffer.write(b"".join(pending))
+
+    def close(self) -> None:
+        if self._buffer is not None:
+            if self._pending:
+                self._write()
+            self._buffer.flush()
+
+
 def write_jsonl(objs: Iterable[Any], no_floats: bool = False) -> None:
     encode = jsonl_encoder(no_floats)
     write = sys.stdout.write

@@ -284,6 +284,60 @@ def test_what_orjson_refuses_is_written_by_the_standard_library() -> None:
     assert render.jsonl_encoder(no_floats=True)(doc) == want
 
 
+JSONL_DOCS: list[Any] = [
+    {"position": "7:0", "text": "caf\u00e9 \u2028 \U0001f600", "n": [1, -(2**63)]},
+    {"big": 2**70, "null": None, "ok": True},  # orjson refuses the int: json writes it
+]
+JSONL_TEXT = '{"made":"line \u00e9"}\n'
+JSONL_LINES = 3000  # several batches of render.JsonlOut.BATCH bytes
+
+
+def _jsonl_out(stdout: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdout", stdout)
+    out = render.JsonlOut(no_floats=True)
+    try:
+        for i in range(JSONL_LINES):
+            if i % 3 == 2:
+                out.text(JSONL_TEXT)
+            else:
+                out.obj(JSONL_DOCS[i % 3])
+    finally:
+        out.close()
+
+
+def _jsonl_want() -> str:
+    return "".join(
+        JSONL_TEXT
+        if i % 3 == 2
+        else json.dumps(JSONL_DOCS[i % 3], ensure_ascii=False, separators=(",", ":")) + "\n"
+        for i in range(JSONL_LINES)
+    )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "errors"),
+    [("utf-8", "strict"), ("UTF8", "surrogateescape"), ("latin-1", "replace")],
+)
+def test_jsonl_out_writes_the_bytes_stdout_write_would(
+    encoding: str, errors: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes straight to the buffer of a UTF-8 stdout, the text layer for any other
+    encoding: what ``sys.stdout.write`` of each line would have written, in order."""
+    raw = io.BytesIO()
+    stdout = io.TextIOWrapper(raw, encoding=encoding, errors=errors, newline="\n")
+    stdout.write("before\n")  # held by the text layer: written first
+    _jsonl_out(stdout, monkeypatch)
+    stdout.flush()
+    assert len(_jsonl_want()) > 2 * render.JsonlOut.BATCH
+    assert raw.getvalue() == ("before\n" + _jsonl_want()).encode(encoding, errors)
+
+
+def test_jsonl_out_on_a_stdout_without_a_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    stdout = io.StringIO()
+    _jsonl_out(stdout, monkeypatch)
+    assert stdout.getvalue() == _jsonl_want()
+
+
 def test_json_document_streamed_is_the_whole_document_with_line_breaks_in_text_kept(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -82,11 +82,14 @@ def scan_db_heads(
     last: int | None,
     options: DecodeOptions,
     with_data: bool = False,
+    batched: bool = False,
 ) -> Iterator[Any]:
     """The heads of the ledger's entries in ``[first, last]`` held in ``db``, in order.
 
     With ``with_data``, ``(head, data)`` pairs: each head with the entry's stored bytes
     (cut out of the window the native scanner read them from, or read by the Python path).
+    With ``batched`` (and ``with_data``), lists of such pairs: those of one scanner call
+    at a time, so that a caller's loop per entry is not behind a generator per entry.
     """
     if db.locations is None:
         return
@@ -104,11 +107,11 @@ def scan_db_heads(
             i = 0
             loaded_for = -1  # the item a window was just read for
             while i < len(batch):
-                i, status = scan(
-                    batch, i, ledger_id, window.log_id, window.data, window.start, out
-                )
+                i, status = scan(batch, i, ledger_id, window.log_id, window.data, window.start, out)
                 if out:
-                    if with_data:
+                    if batched:
+                        yield _with_data(out, batch, i, window)
+                    elif with_data:
                         yield from _with_data(out, batch, i, window)
                     else:
                         yield from out
@@ -126,7 +129,10 @@ def scan_db_heads(
                 found = _python_head(store, db, ledger_id, batch[i], options)
                 if found is None:
                     return
-                yield found if with_data else found[0]
+                if batched:
+                    yield [found]
+                else:
+                    yield found if with_data else found[0]
                 i += 1
     finally:
         window.release()
@@ -134,15 +140,14 @@ def scan_db_heads(
 
 def _with_data(
     heads: list[EntryHead], batch: list[tuple[bytes, bytes]], end: int, window: _Window
-) -> Iterator[tuple[EntryHead, bytes]]:
+) -> list[tuple[EntryHead, bytes]]:
     """The heads the native scanner made for ``batch[end - len(heads):end]``, each with its
     entry's bytes from the window (the scanner checked that each lies inside it)."""
     data, start = window.data, window.start
     assert data is not None
     unpack = LOCATION_VALUE.unpack
-    for head, (_key, value) in zip(heads, batch[end - len(heads) : end], strict=True):
-        at = (unpack(value)[0] & 0xFFFFFFFF) - start
-        yield head, data[at : at + head.size]
+    ats = [(unpack(value)[0] & 0xFFFFFFFF) - start for _key, value in batch[end - len(heads) : end]]
+    return [(head, data[at : at + head.size]) for head, at in zip(heads, ats, strict=True)]
 
 
 def _python_head(

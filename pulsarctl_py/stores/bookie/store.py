@@ -50,6 +50,8 @@ from .rocks import is_rocksdb_dir
 IndexMode = Literal["auto", "scan"]
 #: bytes read at a time from an entry log while a pass reads a ledger's entries in order
 READ_AHEAD = 1 << 20
+#: (head, data) pairs per list of :meth:`BookieStore.read_head_batches` outside the scanner
+_HEAD_BATCH = 256
 JournalMode = Literal["tail", "all", "none"]
 
 
@@ -380,6 +382,18 @@ class BookieStore:
         options: DecodeOptions | None = None,
     ) -> Iterator[tuple[EntryHead, bytes]]:
         """:meth:`read_heads`, each head with the stored bytes of its entry."""
+        for pairs in self._heads(ledger_id, first, last, options, True):
+            yield from pairs
+
+    def read_head_batches(
+        self,
+        ledger_id: int,
+        first: int = 0,
+        last: int | None = None,
+        options: DecodeOptions | None = None,
+    ) -> Iterator[list[tuple[EntryHead, bytes]]]:
+        """:meth:`read_heads_with_data` a list of pairs at a time, in order: a loop over
+        many entries pays one generator step per list, not per entry."""
         yield from self._heads(ledger_id, first, last, options, True)
 
     def _heads(
@@ -388,17 +402,27 @@ class BookieStore:
         first: int,
         last: int | None,
         options: DecodeOptions | None,
-        with_data: bool,
+        batched: bool,
     ) -> Iterator[Any]:
+        """Heads, or (``batched``) lists of (head, data) pairs."""
         opts = head_options(options or DecodeOptions(digest_type=DigestType.CRC32C))
         db = self._sole_db_index(ledger_id, first, last)
         native_digest = opts.digest_type in (DigestType.CRC32C, None)
         if db is not None and native_digest and native is not None:
-            yield from scan_db_heads(self, db, ledger_id, first, last, opts, with_data)
+            yield from scan_db_heads(self, db, ledger_id, first, last, opts, batched, batched)
             return
+        pairs: list[tuple[EntryHead, bytes]] = []
         for stored in self.read_entries(ledger_id, first, last):
             head = decode_head(stored.data, opts, (ledger_id, stored.entry_id))
-            yield (head, stored.data) if with_data else head
+            if not batched:
+                yield head
+                continue
+            pairs.append((head, stored.data))
+            if len(pairs) == _HEAD_BATCH:
+                yield pairs
+                pairs = []
+        if pairs:
+            yield pairs
 
     def _sole_db_index(self, ledger_id: int, first: int, last: int | None) -> DbIndex | None:
         """The DbLedgerStorage index that is the only source of these entries, if any."""
