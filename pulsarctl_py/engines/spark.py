@@ -7,9 +7,10 @@
   With ``winners`` (phase two of a compaction), the winners are broadcast to the
   executors as a dict.
 * ``latest_per_key``: a distributed reduction (``reduceByKey`` keeping the greatest rank;
-  with ``fold``, the key's records sorted into plan order and folded on the executor),
-  streamed back into a :class:`~pulsarctl_py.engines.local.LocalKeyTable`, which spills to
-  disk past its memory budget like the local engine's.
+  with ``fold``, the key's records sorted into plan order and folded on the executor), one
+  reduce partition per split, streamed back in waves as ``map_splits``' into
+  a :class:`~pulsarctl_py.engines.local.LocalKeyTable`, which spills to disk past its
+  memory budget like the local engine's.
 
 pyspark is imported when this module is; ``pulsarctl_py.engines.get_engine("spark")`` is
 the only importer in the CLI's paths.
@@ -190,7 +191,6 @@ class SparkEngine:
         progress: Callable[[Split], None] | None = None,
         fold: Fold | None = None,
     ) -> LocalKeyTable:
-        from pulsarctl_py.spark.session import job_error
 
         table = LocalKeyTable(memory)
         splits = list(plan.splits)
@@ -198,21 +198,26 @@ class SparkEngine:
             if splits:
                 sc = self.session.sparkContext
                 rdd = sc.parallelize(splits, len(splits))
+                # as many reduce partitions as splits (each a small part of the keys), run
+                # in waves of one per core like map_splits' (toLocalIterator would run them
+                # one job at a time, one core busy and the others idle)
+                reducers = len(splits)
                 if fold is None:
-                    reduced = rdd.flatMap(functools.partial(_keyed, fn)).reduceByKey(_greater)
+                    reduced = rdd.flatMap(functools.partial(_keyed, fn)).reduceByKey(
+                        _greater, reducers
+                    )
                 else:
                     reduced = (
                         rdd.flatMap(functools.partial(_keyed_in_order, fn))
-                        .groupByKey()
+                        .groupByKey(reducers)
                         .mapValues(functools.partial(_fold_in_order, fold))
                         .filter(lambda kv: kv[1] is not None)
                     )
+                wave = self.parallelism
+                waves = [list(range(i, min(reducers, i + wave))) for i in range(0, reducers, wave)]
                 with self._progress():
-                    try:
-                        for key, (rank, tomb) in reduced.toLocalIterator():
-                            table.offer(key, rank, tomb)
-                    except Exception as exc:
-                        raise job_error(exc) from None
+                    for key, (rank, tomb) in self._waves(reduced, waves):
+                        table.offer(key, rank, tomb)
             if progress is not None:
                 for split in splits:
                     progress(split)
