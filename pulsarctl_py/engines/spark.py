@@ -7,8 +7,8 @@
   With ``winners`` (phase two of a compaction), the winners are broadcast to the
   executors as a dict.
 * ``latest_per_key``: a distributed reduction (``reduceByKey`` keeping the greatest rank;
-  with ``fold``, the key's records sorted into plan order and folded on the executor), one
-  reduce partition per split, streamed back in waves as ``map_splits``' into
+  with ``fold``, the key's records sorted into plan order and folded on the executor) into
+  reduce partitions run in waves of one per core and streamed back as ``map_splits``' into
   a :class:`~pulsarctl_py.engines.local.LocalKeyTable`, which spills to disk past its
   memory budget like the local engine's.
 
@@ -32,6 +32,8 @@ T = TypeVar("T")
 
 #: waves of map_splits in flight at once (each a Spark job of 2 x parallelism partitions)
 AHEAD = 2
+#: splits whose keys one reduce partition of ``latest_per_key`` gathers (at most)
+SPLITS_PER_REDUCER = 8
 
 
 class DictView:
@@ -198,10 +200,12 @@ class SparkEngine:
             if splits:
                 sc = self.session.sparkContext
                 rdd = sc.parallelize(splits, len(splits))
-                # as many reduce partitions as splits (each a small part of the keys), run
-                # in waves of one per core like map_splits' (toLocalIterator would run them
-                # one job at a time, one core busy and the others idle)
-                reducers = len(splits)
+                # a reduce partition per SPLITS_PER_REDUCER splits' keys, a whole number of
+                # waves of one partition per core like map_splits' (toLocalIterator would
+                # run them one job at a time, one core busy and the others idle; fewer
+                # partitions, fewer shuffle blocks and tasks for the JVM to schedule)
+                wave = self.parallelism
+                reducers = wave * max(1, -(-len(splits) // (SPLITS_PER_REDUCER * wave)))
                 if fold is None:
                     reduced = rdd.flatMap(functools.partial(_keyed, fn)).reduceByKey(
                         _greater, reducers
@@ -213,7 +217,6 @@ class SparkEngine:
                         .mapValues(functools.partial(_fold_in_order, fold))
                         .filter(lambda kv: kv[1] is not None)
                     )
-                wave = self.parallelism
                 waves = [list(range(i, min(reducers, i + wave))) for i in range(0, reducers, wave)]
                 with self._progress():
                     for key, (rank, tomb) in self._waves(reduced, waves):
