@@ -62,7 +62,10 @@ def run_script(*args: str, stdin: bytes | None = None, env: dict[str, str] | Non
 
 
 def run_on_terminal(
-    *args: str, stdout_tty: bool = True, stderr_tty: bool = True, cwd: Path | None = None,
+    *args: str,
+    stdout_tty: bool = True,
+    stderr_tty: bool = True,
+    cwd: Path | None = None,
     columns: int = 200,
 ) -> tuple[int, bytes, bytes]:
     """Run the installed ``ledgerctl`` with stdout and/or stderr on a pseudo-terminal.
@@ -95,3 +98,20 @@ def run_on_terminal(
     code = proc.wait(timeout=60)
     os.close(leader)
     return code, piped, bytes(screen)
+
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
+
+
+def run_bench(script: str, *args: str, timeout: float) -> dict[str, Any]:
+    """Run ``bench/<script>`` in a fresh interpreter; it must exit 0 and print one JSON
+    report, which is returned."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCH_DIR / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

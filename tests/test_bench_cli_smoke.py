@@ -3,12 +3,10 @@ checked, only the report's shape and that every ratio is a positive number)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "cli.py"
+from tests.cli_helpers import run_bench
+
 COMMANDS = ("verify", "entry_jsonl", "jsonl", "table")
 LOOPS = ("full_decode_loop", "head_scan", "floor", "read_once")
 RATIOS = (
@@ -25,15 +23,7 @@ def _positive(value: object) -> bool:
 
 
 def test_cli_bench_quick_prints_the_report(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--tmp", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    report = run_bench("cli.py", "--quick", "--tmp", str(tmp_path), timeout=120)
     assert report["benchmark"] == "cli"
     assert report["quick"] is True and report["runs"] == 1
     assert {"cpus", "cpu_model", "python"} <= report["machine"].keys()

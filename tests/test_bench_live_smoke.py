@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "live.py"
+from tests.cli_helpers import run_bench
 
 
 def test_live_bench_quick_prints_the_report(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--tmp", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    report = run_bench("live.py", "--quick", "--tmp", str(tmp_path), timeout=120)
     assert report["benchmark"] == "live" and report["quick"] is True
     assert report["ledger"]["entries"] == 2000
     for name in ("offline", "live_v3_pipelined", "live_v3_one_in_flight", "live_v2_pipelined"):

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "scan.py"
+from tests.cli_helpers import run_bench
 
 
 def test_scan_bench_quick_prints_the_report(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--tmp", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    report = run_bench("scan.py", "--quick", "--tmp", str(tmp_path), timeout=120)
     assert report["benchmark"] == "scan"
     assert report["quick"] is True
     assert {"cpus", "cpu_model", "python"} <= report["machine"].keys()

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 from pulsarctl_py.seek import READ_SLACK
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "seek.py"
+from tests.cli_helpers import run_bench
 
 
 def test_seek_bench_quick_prints_the_report() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--targets", "5"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    report = run_bench("seek.py", "--quick", "--targets", "5", timeout=300)
     assert report["benchmark"] == "seek" and report["quick"] is True
     assert [r["entries"] for r in report["sizes"]] == [10**3, 10**4, 10**5]
     for size in report["sizes"]:

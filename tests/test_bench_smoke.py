@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "decode.py"
+from tests.cli_helpers import run_bench
 
 
 def test_decode_bench_quick_prints_the_report() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    report = run_bench("decode.py", "--quick", timeout=300)
     assert report["benchmark"] == "decode"
     assert report["quick"] is True
     assert {"cpus", "cpu_model", "python"} <= report["machine"].keys()

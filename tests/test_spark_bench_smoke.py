@@ -5,12 +5,12 @@ checked."""
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_helpers import run_bench
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "spark.py"
 
@@ -49,15 +49,7 @@ def test_spark_bench_quick_prints_the_report() -> None:
 
     if java_executable() is None:
         pytest.skip("no Java: the README's commands install openjdk-17-jre-headless")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    report = run_bench("spark.py", "--quick", timeout=300)
     assert report["benchmark"] == "spark-export"
     messages = report["inputs"]["messages"]
     assert messages == report["inputs"]["entries"] * 10 > 0
