@@ -1,7 +1,7 @@
 """inspect read from entry heads: one pass, one digest computation per entry.
 
 At ``--depth entry`` inspect shows each entry's bookie header, digest check and broker
-entry metadata: what :meth:`BookieStore.read_heads_with_data` gives in one pass over the
+entry metadata: what :meth:`BookieStore.read_head_batches` gives in one pass over the
 ledger (the native scanner of ``decoders/_speedups.c`` verifies the CRC32C digest and
 reads the broker entry metadata of clean entries; any other entry takes the Python path,
 see :mod:`pulsarctl_py.stores.bookie.heads`). From the heads:
@@ -67,7 +67,7 @@ def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> b
         and view.kind != "cursor"  # decoded as PositionInfo: the general path
         and view.digest_type in (DigestType.CRC32C, None)
         and getattr(bookie, "where", None) != "live"
-        and hasattr(bookie, "read_heads_with_data")
+        and hasattr(bookie, "read_head_batches")
         # deeper, heads only save the entries the filters on broker metadata drop
         and (request.depth is Depth.ENTRY or _head_filters(request))
     )

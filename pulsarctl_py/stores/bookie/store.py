@@ -382,7 +382,7 @@ class BookieStore:
         options: DecodeOptions | None = None,
     ) -> Iterator[tuple[EntryHead, bytes]]:
         """:meth:`read_heads`, each head with the stored bytes of its entry."""
-        for pairs in self._heads(ledger_id, first, last, options, True):
+        for pairs in self.read_head_batches(ledger_id, first, last, options):
             yield from pairs
 
     def read_head_batches(
