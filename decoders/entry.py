@@ -264,6 +264,32 @@ DEFAULT_OPTIONS = DecodeOptions()
 MAX_BATCH_MESSAGES = 200_000
 
 
+def compacted_indexes_error(num_messages: int, indexes: Iterable[int]) -> str | None:
+    """What is wrong with a PIP-429 batch's ``compacted_batch_indexes`` (field 31), or
+    None. They are the batch indexes a compaction kept out of the original batch of
+    ``num_messages_in_batch`` (formats.md §6.5), so they rise strictly from 0 and stay
+    below that count, and the count stays within the decoder's bound: anything else
+    gives its messages batch indexes and continuous indexes that name no message."""
+    if not 0 <= num_messages <= MAX_BATCH_MESSAGES:
+        return (
+            f"num_messages_in_batch {num_messages} of a compacted batch is outside 0 to "
+            f"{MAX_BATCH_MESSAGES}"
+        )
+    previous = -1
+    for i, index in enumerate(indexes):
+        if index < 0:
+            what = "below 0"
+        elif index >= num_messages:
+            what = f"not below num_messages_in_batch {num_messages}"
+        elif index <= previous:
+            what = f"not above the one before it ({previous})"
+        else:
+            previous = index
+            continue
+        return f"compacted_batch_indexes[{i}] = {index} is {what}"
+    return None
+
+
 def decode_entry(
     data: bytes | memoryview,
     options: DecodeOptions = DEFAULT_OPTIONS,
@@ -607,6 +633,9 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
     indexes = list(md.compacted_batch_indexes) or None
     if indexes is not None:
         count = len(indexes)
+        wrong = compacted_indexes_error(md.num_messages_in_batch, indexes)
+        if wrong is not None:
+            entry.problems.append(Problem("error", "batch", 0, wrong))
     if not 0 <= count <= MAX_BATCH_MESSAGES:
         # each Message costs ~700 bytes: a tiny compressed batch of empty records must not
         # be able to claim millions of them

@@ -54,7 +54,13 @@ def parse_batch(
     indexes: list[int] | None,
     problems: list[Problem],
 ) -> tuple[Layer, list[BatchRecord], list[int]]:
-    """Split a decompressed batch into records; return the layer, kept records, placeholders."""
+    """Split a decompressed batch into records; return the layer, kept records, placeholders.
+
+    With ``indexes`` (PIP-429), ``count`` is their number: one record per retained index."""
+    if indexes is not None and len(indexes) != count:
+        raise CorruptEntryError(
+            BATCH, 0, f"{count} compacted_batch_indexes, one per record", f"{len(indexes)}"
+        )
     mv = memoryview(buf)
     end = len(mv)
     pos = 0

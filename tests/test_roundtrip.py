@@ -331,6 +331,49 @@ def test_pip429_example_keeps_batch_index_and_count() -> None:
     assert rebuild(entry) == data
 
 
+@pytest.mark.parametrize(
+    ("count", "indexes", "said"),
+    [
+        (4, [4], "compacted_batch_indexes[0] = 4 is not below num_messages_in_batch 4"),
+        (4, [0, 7], "compacted_batch_indexes[1] = 7 is not below num_messages_in_batch 4"),
+        (4, [2, 1], "compacted_batch_indexes[1] = 1 is not above the one before it (2)"),
+        (4, [1, 1], "compacted_batch_indexes[1] = 1 is not above the one before it (1)"),
+        (4, [-1], "compacted_batch_indexes[0] = -1 is below 0"),
+        (0, [0], "compacted_batch_indexes[0] = 0 is not below num_messages_in_batch 0"),
+        (2**31 - 1, [0], "num_messages_in_batch 2147483647 of a compacted batch is outside"),
+    ],
+)
+def test_pip429_indexes_that_name_no_message_are_an_error(
+    count: int, indexes: list[int], said: str
+) -> None:
+    """Retained indexes past the batch's count, below 0 or not rising (and a count past the
+    decoder's bound) give messages ids that name no message: the decoder says so, and
+    still shows the records it read."""
+    md = api.MessageMetadata(
+        producer_name="p", sequence_id=10, publish_time=1, num_messages_in_batch=count
+    )
+    md.compacted_batch_indexes.extend(indexes)
+    recs = [(api.SingleMessageMetadata(partition_key=f"k{i}"), b"v") for i in indexes]
+    entry = decode_entry(_batch_entry(md, recs))
+    assert not entry.ok
+    (problem,) = entry.problems
+    assert (problem.severity, problem.layer) == ("error", "batch")
+    assert said in problem.message
+    assert [m.batch_index for m in entry.messages] == indexes
+
+
+@pytest.mark.parametrize("indexes", [[0], [0, 1, 2]])
+def test_parse_batch_refuses_a_count_other_than_its_indexes(indexes: list[int]) -> None:
+    """One record per retained index: a count that disagrees is damage the parser names
+    (a LedgerctlError), not an IndexError from the record loop."""
+    from pulsarctl_py.decoders.errors import CorruptEntryError
+    from pulsarctl_py.decoders.payload import parse_batch
+
+    plain = build_batch([(api.SingleMessageMetadata(partition_key=k), b"v") for k in "ab"])
+    with pytest.raises(CorruptEntryError, match="compacted_batch_indexes, one per record"):
+        parse_batch(plain, 2, indexes, [])
+
+
 def test_pip429_packed_indexes_are_accepted() -> None:
     """§3.1: field 31 is unpacked (F8 01) but the packed form (FA 01) must be accepted."""
     md = api.MessageMetadata(

@@ -38,7 +38,7 @@ from google.protobuf.message import DecodeError
 
 from pulsarctl_py.decoders import compacted as compacted_layer
 from pulsarctl_py.decoders.codecs import compress, decompress
-from pulsarctl_py.decoders.entry import MAX_BATCH_MESSAGES
+from pulsarctl_py.decoders.entry import MAX_BATCH_MESSAGES, compacted_indexes_error
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
 from pulsarctl_py.decoders.payload import build_batch, parse_batch, placeholder
 from pulsarctl_py.decoders.pulsar import build_entry
@@ -199,12 +199,20 @@ def _single_size(entry: RawEntry) -> int:
 def _batch_count(md: Any) -> int:
     """The batch's ``num_messages_in_batch``, refused past the decoder's bound: a batch
     rebuilt with placeholders (and its list of holes) is as long as that count, whatever
-    ``compacted_batch_indexes`` says, so a damaged count must not size them."""
+    ``compacted_batch_indexes`` says, so a damaged count must not size them; and PIP-429
+    indexes that name no message of the batch (:func:`compacted_indexes_error`) are
+    damage too, refused before they are rebatched."""
     count = md.num_messages_in_batch
     if not 0 <= count <= MAX_BATCH_MESSAGES:
         raise CorruptEntryError(
             "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
         )
+    if md.compacted_batch_indexes:
+        wrong = compacted_indexes_error(count, md.compacted_batch_indexes)
+        if wrong is not None:
+            raise CorruptEntryError(
+                "batch", 0, "strictly rising batch indexes below the batch's count", wrong
+            )
     return count
 
 
