@@ -533,7 +533,9 @@ def info_command(
     table.add_column("value", overflow="fold")
     table.add_row("state", record.state)
     for ep in record.endpoints:
-        table.add_row(f"endpoint {_esc(ep['id'])}", _esc(f"{ep['protocol']}://{ep['host']}:{ep['port']}"))
+        table.add_row(
+            f"endpoint {_esc(ep['id'])}", _esc(f"{ep['protocol']}://{ep['host']}:{ep['port']}")
+        )
     for key, value in record.properties.items():
         table.add_row(f"property {_esc(key)}", _esc(value))
     cookie = record.cookie

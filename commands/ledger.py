@@ -353,8 +353,12 @@ def _replicas_table(doc: dict[str, Any]) -> Any:
     for row in doc["divergent"]:
         groups = {c["digest"] for c in row["copies"] if c["digest"]}
         rows.append(
-            (row["entry_id"], "divergent", ", ".join(row["disagreeing"]),
-             f"{len(groups)} different copies")
+            (
+                row["entry_id"],
+                "divergent",
+                ", ".join(row["disagreeing"]),
+                f"{len(groups)} different copies",
+            )
         )
     for kind, state in (
         ("bad_digest", "bad-digest"),
@@ -365,14 +369,22 @@ def _replicas_table(doc: dict[str, Any]) -> Any:
             bad = [c for c in row["copies"] if c["state"] == state]
             detail = "; ".join(sorted({c["detail"] or "" for c in bad} - {""}))
             rows.append(
-                (row["entry_id"], kind.replace("_", " "),
-                 ", ".join(c["bookie"] for c in bad), detail)
+                (
+                    row["entry_id"],
+                    kind.replace("_", " "),
+                    ", ".join(c["bookie"] for c in bad),
+                    detail,
+                )
             )
     for row in doc["below_write_quorum"]:
         good = sum(1 for c in row["copies"] if c["state"] == "ok")
         rows.append(
-            (row["entry_id"], "below write quorum", ", ".join(row["write_set"]),
-             f"{good} of {doc['write_quorum']} good copies")
+            (
+                row["entry_id"],
+                "below write quorum",
+                ", ".join(row["write_set"]),
+                f"{good} of {doc['write_quorum']} good copies",
+            )
         )
     for entry_id, finding, bookies, detail in sorted(rows, key=lambda r: r[0]):
         table.add_row(str(entry_id), finding, _esc(bookies), _esc(detail))

@@ -51,7 +51,9 @@ class InspectRequest:
     def message_filters(self) -> bool:
         """True when a filter looks at single messages (an entry may lose some)."""
         return bool(
-            self.key is not None or self.sequence_ids is not None or self.properties
+            self.key is not None
+            or self.sequence_ids is not None
+            or self.properties
             or (self.start is not None and self.start.batch_index is not None)
             or (self.end is not None and self.end.batch_index is not None)
         )
@@ -234,9 +236,7 @@ def _check_in(position: Position, ids: list[int], what: str, request: InspectReq
     )
 
 
-def _plan(
-    source: LedgerSource, request: InspectRequest
-) -> Iterator[tuple[LedgerView, int, int]]:
+def _plan(source: LedgerSource, request: InspectRequest) -> Iterator[tuple[LedgerView, int, int]]:
     """Each ledger to read with its entry range [first, last], in the topic's order."""
     ids = _ledger_ids(source, request)
     lo, hi = 0, len(ids) - 1

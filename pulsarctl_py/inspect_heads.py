@@ -128,9 +128,7 @@ def _add_counts(
 _VARINT = tuple(max(1, (bits + 6) // 7) for bits in range(65))
 
 
-def line_maker(
-    view: LedgerView, hashes: bool = False
-) -> Callable[[EntryHead, bytes], str | None]:
+def line_maker(view: LedgerView, hashes: bool = False) -> Callable[[EntryHead, bytes], str | None]:
     """``line(head, data)``: the JSON line inspect writes for this ledger's entry at
     ``Depth.ENTRY``, or None when the entry is not of the regular shape (then it must be
     decoded); ``hashes``: with ``payload_sha256`` (``--hash``). What is the same for

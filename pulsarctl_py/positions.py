@@ -80,9 +80,7 @@ def parse_position(text: str, *, batch: bool = True) -> Position:
     if len(parts) == 3:
         index = _id(parts[2], "batch index", text, allow_negative_one=False)
     if index is not None and index > 2**31 - 1:
-        raise LedgerctlError(
-            f"cannot read position {text!r}: batch index {index} is too large"
-        )
+        raise LedgerctlError(f"cannot read position {text!r}: batch index {index} is too large")
     return Position(ledger, entry, index)
 
 
@@ -99,7 +97,5 @@ def parse_ledger_id(text: str, what: str = "ledger id") -> int:
         raise LedgerctlError(f"cannot read {what} {text!r}: give a whole number, for example 12")
     value = int(token)
     if value > _MAX_ID:
-        raise LedgerctlError(
-            f"cannot read {what} {token}: larger than a BookKeeper id (2^63-1)"
-        )
+        raise LedgerctlError(f"cannot read {what} {token}: larger than a BookKeeper id (2^63-1)")
     return value

@@ -315,7 +315,8 @@ def require_pulsar_data(store: Any) -> None:
     holds = (
         "it is empty"
         if not found
-        else "its root holds " + ", ".join("/" + name for name in found[:8])
+        else "its root holds "
+        + ", ".join("/" + name for name in found[:8])
         + (", ..." if len(found) > 8 else "")
     )
     raise NotFoundError(
@@ -861,9 +862,7 @@ def ledger_meta(source: LedgerSource, ledger_id: int) -> LedgerMeta:
     view = source.ledger(ledger_id)
     problems = [f.message for f in storage_findings(source)]
     if view.last_entry_error is not None:
-        problems.append(
-            f"ledger {ledger_id} entry {view.last_stored}: {view.last_entry_error}"
-        )
+        problems.append(f"ledger {ledger_id} entry {view.last_stored}: {view.last_entry_error}")
     if record is None:
         return LedgerMeta(view, None, storage_problems=problems)
     return LedgerMeta(view, record.path, record.stat, len(record.raw), problems)

@@ -16,8 +16,12 @@ def test_tiny_batch_claiming_too_many_messages_is_refused() -> None:
     count = MAX_BATCH_MESSAGES + 1
     plain = build_batch([(api.SingleMessageMetadata(), b"")] * count)
     md = api.MessageMetadata(
-        producer_name="p", sequence_id=0, publish_time=1, compression=api.ZSTD,
-        uncompressed_size=len(plain), num_messages_in_batch=count,
+        producer_name="p",
+        sequence_id=0,
+        publish_time=1,
+        compression=api.ZSTD,
+        uncompressed_size=len(plain),
+        num_messages_in_batch=count,
     )
     data = build_entry(md, compress(api.ZSTD, plain))
     assert len(data) < 1024
@@ -32,7 +36,10 @@ def test_tiny_batch_claiming_too_many_messages_is_refused() -> None:
 
 def test_kafka_entry_format_is_labelled_not_an_error() -> None:
     md = api.MessageMetadata(
-        producer_name="", sequence_id=0, publish_time=1, num_messages_in_batch=3,
+        producer_name="",
+        sequence_id=0,
+        publish_time=1,
+        num_messages_in_batch=3,
         properties=[api.KeyValue(key="entry.format", value="kafka")],
     )
     entry = decode_entry(build_entry(md, bytes(70), checksum=False))

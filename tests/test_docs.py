@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -49,9 +51,11 @@ def test_readme_has_the_two_fresh_machine_commands() -> None:
     assert commands[1] in ci  # CI runs exactly the README's test command
 
 
-def test_ruff_is_clean() -> None:
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]])
+def test_ruff_is_clean(command: list[str]) -> None:
+    """Lint and layout alike: ``ruff check`` and ``ruff format --check`` find nothing."""
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", str(ROOT)],
+        [sys.executable, "-m", "ruff", *command, str(ROOT)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -81,9 +81,7 @@ def test_from_to_span_the_ledgers_of_a_topic(capsys, in_demo) -> None:
     got = ids(entries(capsys, "--topic", "batched", "--from", f"{first}:4", "--to", f"{second}:1"))
     assert got == expected
     # a batch index narrows the first and last entry to those messages
-    docs = entries(
-        capsys, "--topic", "batched", "--from", f"{first}:4:3", "--to", f"{second}:1:1"
-    )
+    docs = entries(capsys, "--topic", "batched", "--from", f"{first}:4:3", "--to", f"{second}:1:1")
     msgs = message_ids(docs)
     assert msgs[0] == f"{first}:4:3" and msgs[-1] == f"{second}:1:1"
     # on one ledger, a bare entry id still works

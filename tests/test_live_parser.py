@@ -178,9 +178,7 @@ def read_all(data: bytes, use_c: bool) -> tuple[list, str]:
 def mutated(draw: st.DrawFn) -> bytes:
     """Frames of read answers, then damaged: truncated, bytes changed, a tag's wire type
     changed, a huge length written in, or bytes inserted."""
-    data = bytearray(
-        b"".join(frame(p) for p in draw(st.lists(answers(), min_size=1, max_size=4)))
-    )
+    data = bytearray(b"".join(frame(p) for p in draw(st.lists(answers(), min_size=1, max_size=4))))
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["truncate", "byte", "wiretype", "huge", "insert"]))
         at = draw(st.integers(0, max(len(data) - 1, 0)))

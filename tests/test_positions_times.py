@@ -45,9 +45,7 @@ def test_batch_index_refused_where_only_an_entry_is_meant() -> None:
         parse_position("1:2:3", batch=False)
 
 
-@given(
-    st.integers(0, 2**63 - 1), st.integers(-1, 2**63 - 1), st.none() | st.integers(0, 2**31 - 1)
-)
+@given(st.integers(0, 2**63 - 1), st.integers(-1, 2**63 - 1), st.none() | st.integers(0, 2**31 - 1))
 def test_position_round_trip(ledger: int, entry: int, batch: int | None) -> None:
     assert parse_position(format_position(ledger, entry, batch)) == Position(ledger, entry, batch)
 

@@ -201,7 +201,9 @@ def wire_batch(records: list[WireRecord]) -> bytes:
 
 def batch_entry(plain: bytes, count: int, indexes: list[int] | None, seq: int) -> bytes:
     md = api.MessageMetadata(
-        producer_name="p", sequence_id=seq, publish_time=1_700_000_000_000,
+        producer_name="p",
+        sequence_id=seq,
+        publish_time=1_700_000_000_000,
         num_messages_in_batch=count,
     )
     if indexes is not None:

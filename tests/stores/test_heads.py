@@ -59,9 +59,7 @@ def ledger(ledger_id: int, count: int, seed: int, big: int = 0) -> Iterator[byte
     for entry_id in range(count):
         payload = pulsar_entry(rng, entry_id)
         if big and entry_id % big == big - 1:
-            payload = BrokerEntryMetadataLayer.build(api.BrokerEntryMetadata(index=1)) + bytes(
-                3000
-            )
+            payload = BrokerEntryMetadataLayer.build(api.BrokerEntryMetadata(index=1)) + bytes(3000)
         length += len(payload)
         header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
         yield bookkeeper.build(header, payload, CRC)

@@ -36,8 +36,16 @@ def rocks_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def inspect_json(capsys: pytest.CaptureFixture[str], ledger: int, url: str) -> dict:
     result = run(
-        capsys, "inspect", str(ledger), "--metadata-url", url, "--bookie-dir", str(BOOKIE),
-        "-o", "json", "--hash",
+        capsys,
+        "inspect",
+        str(ledger),
+        "--metadata-url",
+        url,
+        "--bookie-dir",
+        str(BOOKIE),
+        "-o",
+        "json",
+        "--hash",
     )
     assert result.code == 0, result.err
     return result.json()
@@ -99,8 +107,15 @@ def test_zookeeper_and_rocksdb_metadata_give_identical_json(
 
 def test_jsonl_is_one_entry_per_line(capsys: pytest.CaptureFixture[str], restored_zk: str) -> None:
     result = run(
-        capsys, "inspect", "0", "--metadata-url", restored_zk, "--bookie-dir", str(BOOKIE),
-        "-o", "jsonl",
+        capsys,
+        "inspect",
+        "0",
+        "--metadata-url",
+        restored_zk,
+        "--bookie-dir",
+        str(BOOKIE),
+        "-o",
+        "jsonl",
     )
     lines = result.out.splitlines()
     assert len(lines) == len(LEDGERS[0]["entries"])
@@ -110,7 +125,13 @@ def test_jsonl_is_one_entry_per_line(capsys: pytest.CaptureFixture[str], restore
     assert set(first["digest"]) >= {"type", "stored", "computed", "ok"}
     # messages in decode's shape
     assert set(first["messages"][0]) >= {
-        "key", "value", "properties", "batch_index", "null_value", "event_time", "sequence_id"
+        "key",
+        "value",
+        "properties",
+        "batch_index",
+        "null_value",
+        "event_time",
+        "sequence_id",
     }
 
 

@@ -436,9 +436,7 @@ class JournalTail:
                 version, _ = journal.parse_header(f.read_at(0, journal.VERSION_HEADER.size))
             except CorruptEntryError as exc:
                 problem = str(exc)
-                self.problems.append(
-                    Problem("error", f"journal {path.name}", exc.offset, problem)
-                )
+                self.problems.append(Problem("error", f"journal {path.name}", exc.offset, problem))
             if problem is None and start is not None and start > f.size:
                 # the bookie recorded this far as flushed: bytes it wrote are gone
                 problem = (

@@ -102,9 +102,7 @@ class RocksDBMetadataStore(MetadataStore):
                     f"no RocksDB metadata store at {self.path}: not a directory"
                 )
             if not (self.path / "CURRENT").is_file():
-                raise MetadataStoreError(
-                    f"{self.path} is not a RocksDB database (no CURRENT file)"
-                )
+                raise MetadataStoreError(f"{self.path} is not a RocksDB database (no CURRENT file)")
             os.listdir(self.path)
         except OSError as exc:
             raise MetadataStoreError(
