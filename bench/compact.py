@@ -8,7 +8,7 @@
 Inputs: batches of 100 messages (LZ4, a key per message drawn uniformly from the key
 space, 32-byte values, one message in 50 a tombstone), written once to a file of
 length-prefixed entries and streamed from it. Each measured run is a fresh process (peak
-RSS is that process's ``ru_maxrss``) that runs phase one into the local engine's key table
+RSS is that process's own ``VmHWM``) that runs phase one into the local engine's key table
 (spilling past ``--memory``) and phase two (rebatching) over the file: the same code as
 ``ledgerctl compact`` after the bookie read. ``full_decode`` is the same process decoding
 every entry down to its messages once, the baseline of the throughput goal (compaction reads
@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import struct
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._machine import machine
+from bench._machine import machine, peak_rss_mib
 
 BATCH = 100
 _LEN = struct.Struct(">I")
@@ -122,7 +121,9 @@ def child(path: Path, mode: str, memory: int | None) -> dict:
     # CPU time too: on a shared machine wall time measures the other jobs as much as this one
     out["cpu_seconds"] = round(cpu, 3)
     out["messages_per_cpu_s"] = round(out["messages"] / cpu)
-    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    # VmHWM, not ru_maxrss: the parent generated the inputs, and Linux carries its peak over
+    # fork and exec into a child's ru_maxrss
+    out["peak_rss_mib"] = peak_rss_mib()
     return out
 
 
