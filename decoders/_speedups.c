@@ -2511,6 +2511,211 @@ done:
     return result;
 }
 
+/* -- inspect: the JSON lines of regular entries at --depth entry ------------------------ */
+
+/* An EntryHead slot as a long long: 1 when it holds an int that fits, 0 otherwise (None,
+ * another type, or too large; no error is left set). */
+static inline int
+head_ll(PyObject *v, long long *out)
+{
+    if (v == NULL || !PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* Bytes of a protobuf varint of x >= 0 (inspect_heads._VARINT). */
+static inline unsigned
+varint_len(long long x)
+{
+    unsigned bits = x == 0 ? 0 : 64 - (unsigned)__builtin_clzll((unsigned long long)x);
+    unsigned n = (bits + 6) / 7;
+    return n ? n : 1;
+}
+
+#define LINE_BOOKIE 36 /* bookie header (32 bytes) and CRC32C digest: the payload */
+
+/*
+ * entry_lines(pairs, start, room, ledger_id, lac, tail)
+ *   -> (lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i)
+ *
+ * The JSON line of each (EntryHead, data) pair from pairs[start] on, as
+ * pulsarctl_py.inspect_heads.line_maker's ``line`` writes it for a ledger whose digest
+ * type is CRC32C from its metadata and without payload hashes; at most ``room`` lines.
+ * Stops at the first pair whose line is not certainly the regular one (``line`` decides
+ * it, or the entry is decoded): ``stop`` is its index. ``tail`` is the line's end after
+ * ``"confirmed":...`` (UTF-8). The counts are of the lines made: the summary's stored
+ * bytes, entries with broker entry metadata, and the lowest and highest non-zero broker
+ * timestamp and index (None when there is none).
+ */
+static PyObject *
+sp_entry_lines(PyObject *self, PyObject *args)
+{
+    PyObject *pairs, *lac_obj, *tail;
+    Py_ssize_t start, room;
+    long long ledger;
+    if (!PyArg_ParseTuple(args, "O!nnLOS:entry_lines", &PyList_Type, &pairs, &start, &room,
+                          &ledger, &lac_obj, &tail))
+        return NULL;
+    Bound *b = &bound[BIND_HEAD];
+    if (b->type == NULL || b->n != H_FIELDS) {
+        PyErr_SetString(PyExc_RuntimeError, "entry_lines: EntryHead class not bound");
+        return NULL;
+    }
+    int have_lac = lac_obj != Py_None;
+    long long lac = 0;
+    if (have_lac && !head_ll(lac_obj, &lac)) {
+        PyErr_SetString(PyExc_TypeError, "entry_lines: lac must be None or an int64");
+        return NULL;
+    }
+    const char *tail_s = PyBytes_AS_STRING(tail);
+    Py_ssize_t tail_n = PyBytes_GET_SIZE(tail);
+    char *buf = PyMem_Malloc(1024 + (size_t)tail_n);
+    PyObject *lines = PyList_New(0);
+    if (buf == NULL || lines == NULL) {
+        PyMem_Free(buf);
+        Py_XDECREF(lines);
+        return PyErr_NoMemory();
+    }
+    long long size_sum = 0, with_bem = 0, low_t = 0, high_t = 0, low_i = 0, high_i = 0;
+    int have_t = 0, have_i = 0;
+    Py_ssize_t n = PyList_GET_SIZE(pairs), i = start < 0 ? 0 : start;
+    for (; i < n && PyList_GET_SIZE(lines) < room; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+            break;
+        PyObject *head = PyTuple_GET_ITEM(pair, 0), *data = PyTuple_GET_ITEM(pair, 1);
+        if (Py_TYPE(head) != b->type || !PyBytes_CheckExact(data))
+            break;
+        PyObject *v[H_FIELDS];
+        int unset = 0;
+        for (int k = 0; k < H_FIELDS; k++) {
+            v[k] = *(PyObject **)((char *)head + b->offsets[k]);
+            unset |= v[k] == NULL;
+        }
+        if (unset || !PyTuple_CheckExact(v[H_PROBLEMS]) || PyTuple_GET_SIZE(v[H_PROBLEMS]) != 0 ||
+            v[H_DIGEST_OK] != Py_True)
+            break;
+        long long size, lid, entry_id, entry_lac, length, ts = 0, idx = 0;
+        if (!head_ll(v[H_SIZE], &size) || size < LINE_BOOKIE + 2 || size > (1LL << 40))
+            break;
+        if (!head_ll(v[H_LEDGER_ID], &lid) || lid != ledger)
+            break;
+        if (!head_ll(v[H_ENTRY_ID], &entry_id) || entry_id < 0)
+            break;
+        if (!head_ll(v[H_LENGTH], &length) || length < 0)
+            break;
+        if (!head_ll(v[H_LAC], &entry_lac) || entry_lac < -1 || entry_lac > entry_id)
+            break;
+        int has_ts = v[H_BROKER_TIMESTAMP] != Py_None, has_idx = v[H_INDEX] != Py_None;
+        if ((has_ts && (!head_ll(v[H_BROKER_TIMESTAMP], &ts) || ts < 0)) ||
+            (has_idx && (!head_ll(v[H_INDEX], &idx) || idx < 0)))
+            break;
+        PyObject *flag = v[H_BROKER_METADATA];
+        if (flag != Py_True && flag != Py_False)
+            break;
+        const uint8_t *d = (const uint8_t *)PyBytes_AS_STRING(data);
+        Py_ssize_t dn = PyBytes_GET_SIZE(data);
+        if (dn < LINE_BOOKIE + 2)
+            break;
+        char bem[200];
+        int bem_n = 0;
+        static const char bem_layer[] =
+            ",{\"layer\":\"broker-entry-metadata\",\"offset\":36,\"length\":";
+        if (flag == Py_True) {
+            if (d[LINE_BOOKIE] != 0x0e || d[LINE_BOOKIE + 1] != 0x02 || dn < LINE_BOOKIE + 6)
+                break;
+            unsigned long long bem_size = be32(d + LINE_BOOKIE + 2);
+            if (has_ts && has_idx) {
+                if (bem_size != 2 + varint_len(ts) + varint_len(idx))
+                    break;
+                bem_n = snprintf(bem, sizeof bem,
+                                 "%s%llu,\"fields\":{\"broker_timestamp\":%lld,\"index\":%lld}}",
+                                 bem_layer, 6 + bem_size, ts, idx);
+            } else if (has_ts || has_idx) {
+                long long value = has_ts ? ts : idx;
+                if (bem_size != 1 + varint_len(value))
+                    break;
+                bem_n = snprintf(bem, sizeof bem, "%s%llu,\"fields\":{\"%s\":%lld}}", bem_layer,
+                                 6 + bem_size, has_ts ? "broker_timestamp" : "index", value);
+            } else if (bem_size == 0) {
+                bem_n = snprintf(bem, sizeof bem, "%s6}", bem_layer);
+            } else {
+                break;
+            }
+            if (bem_n < 0 || bem_n >= (int)sizeof bem)
+                break;
+        } else if (d[LINE_BOOKIE] != 0x0e || d[LINE_BOOKIE + 1] != 0x01) {
+            break;
+        }
+        static const char hex[] = "0123456789abcdef";
+        char digest[9];
+        for (int k = 0; k < 4; k++) {
+            digest[2 * k] = hex[d[32 + k] >> 4];
+            digest[2 * k + 1] = hex[d[32 + k] & 15];
+        }
+        digest[8] = 0;
+        char check[120];
+        int check_n = snprintf(check, sizeof check,
+                               "{\"type\":\"CRC32C\",\"stored\":\"%s\",\"computed\":\"%s\","
+                               "\"ok\":true,\"verified\":true}",
+                               digest, digest);
+        if (check_n < 0 || check_n >= (int)sizeof check)
+            break;
+        const char *confirmed = !have_lac ? "null" : (entry_id <= lac ? "true" : "false");
+        int len = snprintf(
+            buf, 1024,
+            "{\"position\":\"%lld:%lld\",\"ledger_id\":%lld,\"entry_id\":%lld,\"size\":%lld,"
+            "\"ok\":true,\"verified\":true,\"encrypted\":false,\"layers\":[{\"layer\":"
+            "\"bookie-entry\",\"offset\":0,\"length\":36,\"fields\":{\"ledger_id\":%lld,"
+            "\"entry_id\":%lld,\"lac\":%lld,\"length\":%lld,\"digest_type\":\"CRC32C\","
+            "\"payload_size\":%lld},\"check\":%s}%s],\"messages\":[],\"problems\":[],"
+            "\"digest\":%s,\"confirmed\":%s",
+            ledger, entry_id, ledger, entry_id, size, ledger, entry_id, entry_lac, length,
+            size - LINE_BOOKIE, check, bem_n ? bem : "", check, confirmed);
+        if (len < 0 || len >= 1024)
+            break;
+        memcpy(buf + len, tail_s, (size_t)tail_n);
+        PyObject *line = PyUnicode_DecodeUTF8(buf, len + tail_n, "strict");
+        if (line == NULL || PyList_Append(lines, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(lines);
+            PyMem_Free(buf);
+            return NULL;
+        }
+        Py_DECREF(line);
+        size_sum += size;
+        with_bem += flag == Py_True;
+        if (has_ts && ts != 0) {
+            if (!have_t || ts < low_t)
+                low_t = ts;
+            if (!have_t || ts > high_t)
+                high_t = ts;
+            have_t = 1;
+        }
+        if (has_idx) {
+            if (!have_i || idx < low_i)
+                low_i = idx;
+            if (!have_i || idx > high_i)
+                high_i = idx;
+            have_i = 1;
+        }
+    }
+    PyMem_Free(buf);
+#define OPT_LL(have, x) ((have) ? PyLong_FromLongLong(x) : new_ref(Py_None))
+    PyObject *res = Py_BuildValue("(NnLLNNNN)", lines, i, size_sum, with_bem,
+                                  OPT_LL(have_t, low_t), OPT_LL(have_t, high_t),
+                                  OPT_LL(have_i, low_i), OPT_LL(have_i, high_i));
+#undef OPT_LL
+    return res;
+}
+
 /* -- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2539,6 +2744,9 @@ static PyMethodDef methods[] = {
      "None: phase two of a batch."},
     {"compact_rebuild", sp_compact_rebuild, METH_VARARGS,
      "compact_rebuild(plain, count, keep, pip_429, placeholder) -> bytes or None."},
+    {"entry_lines", sp_entry_lines, METH_VARARGS,
+     "entry_lines(pairs, start, room, ledger_id, lac, tail) -> (lines, stop, size_sum, "
+     "with_bem, low_t, high_t, low_i, high_i): inspect's JSON lines of regular entries."},
     {NULL, NULL, 0, NULL},
 };
 

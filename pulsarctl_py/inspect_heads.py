@@ -17,7 +17,11 @@ see :mod:`pulsarctl_py.stores.bookie.heads`). From the heads:
   digest verified, broker entry metadata of broker_timestamp and index only, or none,
   then the 0x0e01 checksum) gets its JSON line straight from the head and its bytes
   (:func:`line_maker`): the bytes ``entry_json`` and ``render.write_jsonl`` write for the
-  decoded entry;
+  decoded entry. Where the metadata says CRC32C, no ``--hash``, no filter and no
+  ``--limit``, runs of such entries get their lines from the native ``entry_lines``
+  (:func:`_native_lines`), up to :data:`CHUNK` at once; it stops at the first entry it is
+  not sure of, and ``line`` takes that one (tests/test_inspect_heads.py checks both make
+  the same lines);
 * any other kept entry is decoded by ``decode_entry`` from the bytes already read, with
   the options the general path (``LedgerSource.entries``) uses.
 
@@ -41,6 +45,7 @@ from pulsarctl_py.decoders.bookkeeper import HEADER
 from pulsarctl_py.decoders.checksums import DigestType, crc32c
 from pulsarctl_py.decoders.heads import EntryHead
 from pulsarctl_py.decoders.protos import parse_proto
+from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
 from pulsarctl_py.inspect import in_time_range, read_entries
 from pulsarctl_py.proto import pulsar_api_pb2 as api
@@ -128,6 +133,31 @@ def _add_counts(
 _VARINT = tuple(max(1, (bits + 6) // 7) for bits in range(65))
 
 
+def _line_tail(view: LedgerView) -> str:
+    """The end of every JSON line of the ledger, after ``"confirmed":...``."""
+    return f',"ledger_kind":{json.dumps(view.kind, ensure_ascii=False)}}}\n'
+
+
+def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
+    """``lines(pairs, start, room)``: the native :func:`line_maker` over a batch of heads
+    (``entry_lines`` of decoders/_speedups.c: the same bytes for the entries it takes, the
+    rest left to ``line``), or None where it does not apply: no native module, payload
+    hashes, a digest type not in the metadata (detected per entry), ids past int64."""
+    if native is None or hashes or view.digest_type is not DigestType.CRC32C or _BOOKIE != 36:
+        return None
+    entry_lines = getattr(native, "entry_lines", None)
+    lac = view.lac
+    fits = -(2**63) <= view.ledger_id < 2**63 and (lac is None or -(2**63) <= lac < 2**63)
+    if entry_lines is None or not fits:
+        return None
+    ledger, tail = view.ledger_id, _line_tail(view).encode()
+
+    def lines(pairs: list[Any], start: int, room: int) -> Any:
+        return entry_lines(pairs, start, room, ledger, lac, tail)
+
+    return lines
+
+
 def line_maker(view: LedgerView, hashes: bool = False) -> Callable[[EntryHead, bytes], str | None]:
     """``line(head, data)``: the JSON line inspect writes for this ledger's entry at
     ``Depth.ENTRY``, or None when the entry is not of the regular shape (then it must be
@@ -135,7 +165,7 @@ def line_maker(view: LedgerView, hashes: bool = False) -> Callable[[EntryHead, b
     every entry of the ledger is formatted once."""
     lac = view.lac
     ledger = view.ledger_id
-    tail = f',"ledger_kind":{json.dumps(view.kind, ensure_ascii=False)}}}\n'
+    tail = _line_tail(view)
     bem_layer = f',{{"layer":"broker-entry-metadata","offset":{_BOOKIE},"length":'
     sha256 = hashlib.sha256
     varint = _VARINT
@@ -287,9 +317,36 @@ def read_from_heads(
     low_i: int | None = None
     high_i: int | None = None
     irregular = False
+    # a run of regular entries in a batch: their lines made natively, CHUNK at most at once
+    runs = _native_lines(view, hashes) if line is not None and chunked and not filtering else None
     try:
         for pairs in bookie.read_head_batches(ledger_id, first, last, options):
-            for head, data in pairs:
+            at, end = 0, len(pairs)
+            while at < end:
+                if runs is not None and seen >= PROBE:
+                    made_lines, stop, sizes, bems, lt, ht, li, hi = runs(
+                        pairs, at, CHUNK - len(chunk)
+                    )
+                    if made_lines:
+                        counted += len(made_lines)
+                        size_sum += sizes
+                        with_bem += bems
+                        if lt is not None:
+                            low_t = lt if low_t is None or lt < low_t else low_t
+                            high_t = ht if high_t is None or ht > high_t else high_t
+                        if li is not None:
+                            low_i = li if low_i is None or li < low_i else low_i
+                            high_i = hi if high_i is None or hi > high_i else high_i
+                        next_id = pairs[stop - 1][0].entry_id + 1
+                        chunk.extend(made_lines)
+                        if len(chunk) == CHUNK:
+                            yield chunk
+                            chunk = []
+                        at = stop
+                        continue
+                    # pairs[at] is not certainly regular: the loop's own path takes it
+                head, data = pairs[at]
+                at += 1
                 next_id = head.entry_id + 1
                 if seen < PROBE:
                     seen += 1

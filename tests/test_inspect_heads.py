@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from pulsarctl_py import inspect_heads
@@ -485,3 +485,191 @@ def test_detected_digest_computed_once(
         entries = list(source.entries(view, 0, view.last_stored))
         assert len(entries) > 3 and all(e.digest_type is DigestType.CRC32C for e in entries)
         assert len(checks) == len(entries) + 1  # detection and decoding of the first entry
+
+
+# -- the native line builder (decoders/_speedups.c entry_lines) ------------------------------
+
+_INT64 = 2**63
+
+
+@st.composite
+def _line_pairs(draw: st.DrawFn, ledger: int) -> tuple[Any, bytes]:
+    """An (EntryHead, data) pair as the head scan gives it: regular (three in four), or
+    with any of its values drawn from what a damaged or unusual entry may hold."""
+    from pulsarctl_py.decoders.heads import EntryHead
+    from pulsarctl_py.decoders.nodes import Problem
+
+    odd = draw(st.integers(0, 3)) == 0
+    small = st.integers(-3, 10**6) if odd else st.integers(0, 10**6)
+    wide = st.one_of(small, st.integers(-(2**66), 2**66)) if odd else small
+
+    def maybe(regular: Any, other: Any) -> Any:
+        return draw(st.one_of(regular, other) if odd else regular)
+
+    entry_id = maybe(small, st.sampled_from([_INT64 - 1, _INT64]))
+    ts = draw(st.one_of(st.none(), st.just(0), wide))
+    index = draw(st.one_of(st.none(), wide))
+    with_bem = draw(st.booleans())
+    magic = maybe(st.just(b"\x0e\x02" if with_bem else b"\x0e\x01"), st.just(b"xy"))
+    # the broker entry metadata size the line checks against, right or not
+    fields = [v for v in (ts, index) if v is not None and v >= 0]
+    right = len(fields) + sum(max(1, (v.bit_length() + 6) // 7) for v in fields)
+    bem_size = maybe(st.just(right), st.integers(0, 2**32 - 1))
+    data = draw(st.binary(min_size=36, max_size=36)) + magic + bem_size.to_bytes(4, "big")
+    data += draw(st.binary(max_size=8))
+    if odd and draw(st.booleans()):
+        data = data[: draw(st.integers(0, len(data)))]
+    head = EntryHead(
+        maybe(st.just(ledger), small),
+        entry_id,
+        maybe(st.just(len(data)), st.one_of(st.integers(0, 2**41), st.just(37))),
+        maybe(
+            st.integers(-1, max(entry_id, -1)),
+            st.one_of(st.none(), st.integers(-3, entry_id + 3), wide),
+        ),
+        maybe(st.integers(0, 2**40), st.one_of(st.none(), wide)),
+        maybe(st.just(True), st.sampled_from([False, None])),
+        ts,
+        index,
+        with_bem,
+        maybe(st.just(()), st.just((Problem("warning", "bookie-entry", 0, "odd"),))),
+    )
+    return head, data
+
+
+def _in_native_domain(head: Any, data: bytes) -> bool:
+    """What the native builder takes on itself: ids and values within int64 (timestamps
+    and index not negative), sizes up to 2^40, data long enough for its prefix."""
+    values = [head.ledger_id, head.entry_id, head.lac, head.length]
+    values += [v for v in (head.broker_timestamp, head.index) if v is not None]
+    fits = all(v is not None and -_INT64 <= v < _INT64 for v in values)
+    unsigned = all(v >= 0 for v in (head.broker_timestamp, head.index) if v is not None)
+    return (
+        fits
+        and unsigned
+        and head.size <= 2**40
+        and len(data) >= (42 if head.broker_metadata else 38)
+    )
+
+
+@pytest.mark.skipif(native is None, reason="native module not built")
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), start=st.integers(0, 3), room=st.integers(1, 70))
+def test_native_lines_are_the_python_lines(data: Any, start: int, room: int) -> None:
+    """entry_lines makes, byte for byte, the lines ``line_maker``'s ``line`` makes, for the
+    same run of pairs, and counts them as the loop does; it stops where ``line`` refuses,
+    or earlier only at a value outside its domain."""
+    from types import SimpleNamespace
+
+    ledger = data.draw(st.sampled_from([7, 2**40 + 3]))
+    pairs = data.draw(st.lists(_line_pairs(ledger), max_size=12))
+    ids = [h.entry_id for h, _ in pairs if -1 <= h.entry_id < _INT64] or [0]
+    # the ledger's LAC: none, at an entry (confirmed: true), or anywhere
+    lac = data.draw(st.one_of(st.none(), st.sampled_from(ids), st.integers(-1, 10**6)))
+    view = SimpleNamespace(ledger_id=ledger, lac=lac, kind="data", digest_type=DigestType.CRC32C)
+    line = inspect_heads.line_maker(view)  # type: ignore[arg-type]
+    runs = inspect_heads._native_lines(view, False)  # type: ignore[arg-type]
+    assert runs is not None
+    made, stop, sizes, bems, low_t, high_t, low_i, high_i = runs(pairs, start, room)
+    python: list[str] = []
+    for head, raw in pairs[start:]:
+        text = line(head, raw) if len(python) < room else None
+        if text is None:
+            break
+        python.append(text)
+    taken = pairs[start : start + len(made)]
+    event(f"native lines: {'some' if made else 'none'}")
+    assert made == python[: len(made)]
+    assert stop == start + len(made)
+    if len(made) < len(python):  # stopped early: only at a pair outside its domain
+        assert not _in_native_domain(*pairs[stop])
+    assert sizes == sum(h.size for h, _ in taken)
+    assert bems == sum(h.broker_metadata for h, _ in taken)
+    times = [h.broker_timestamp for h, _ in taken if h.broker_timestamp]
+    indexes = [h.index for h, _ in taken if h.index is not None]
+    assert (low_t, high_t) == ((min(times), max(times)) if times else (None, None))
+    assert (low_i, high_i) == ((min(indexes), max(indexes)) if indexes else (None, None))
+
+
+@pytest.mark.skipif(native is None, reason="native module not built")
+def test_native_lines_refuse_what_is_not_a_head() -> None:
+    """Anything but (EntryHead, bytes) tuples stops the run; it never raises."""
+    from types import SimpleNamespace
+
+    view = SimpleNamespace(ledger_id=7, lac=None, kind="data", digest_type=DigestType.CRC32C)
+    runs = inspect_heads._native_lines(view, False)  # type: ignore[arg-type]
+    assert runs is not None
+    for pairs in ([None], [(1, b"")], [(object(), b"x" * 50)], [("a", "b", "c")]):
+        made, stop, *_ = runs(pairs, 0, 64)
+        assert (made, stop) == ([], 0)
+    assert runs([], 5, 64)[:2] == ([], 5)
+
+
+def _with_metadata(root: Path, ledgers: dict[int, DigestType]) -> str:
+    """A RocksDB metadata store naming ``ledgers`` (closed, with their digest types) as
+    the bookie directory under ``root`` holds them: the digest type comes from metadata."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.stores.metadata import create_metadata_store
+    from tests.verify_world import _write_tree
+
+    nodes: dict[str, bytes] = {}
+    with opened(None, [root / "bookie"]) as source:
+        assert source.bookie is not None
+        for ledger_id, digest in ledgers.items():
+            entries = [bytes(e.data) for e in source.raw_entries(source.ledger(ledger_id))]
+            length = bookkeeper.HEADER.unpack_from(entries[-1])[3]
+            nodes[lm.ledger_path(ledger_id)] = lm.build(
+                lm.LedgerMetadata(
+                    ensemble_size=1,
+                    write_quorum_size=1,
+                    ack_quorum_size=1,
+                    state=lm.LedgerState.CLOSED,
+                    ensembles={0: ["127.0.0.1:3181"]},
+                    last_entry_id=len(entries) - 1,
+                    length=length,
+                    digest_type=digest,
+                    password=b"",
+                    ctime=1,
+                )
+            )
+    store = create_metadata_store(root / "metadata")
+    try:
+        _write_tree(store, nodes)
+    finally:
+        store.close()
+    return f"rocksdb://{root / 'metadata'}"
+
+
+@pytest.mark.skipif(native is None, reason="native module not built")
+@pytest.mark.parametrize("chunk", [inspect_heads.CHUNK, 3])
+def test_native_lines_write_what_the_general_path_writes(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk: int,
+) -> None:
+    """With the digest type in the metadata, runs of regular entries get their lines from
+    entry_lines, the odd entries between them (broker entry metadata with another field,
+    compacted framing, payloads too short) from the loop: the same bytes, summary and
+    errors as the general path, in lists of CHUNK lines or of 3."""
+    monkeypatch.setattr(inspect_heads, "CHUNK", chunk)
+    _odd_ledgers(tmp_path / "bookie" / "current")
+    url = _with_metadata(tmp_path, {3: DigestType.CRC32C, 8: DigestType.CRC32C})
+    made: list[int] = []
+    real = inspect_heads._native_lines
+
+    def counting(view: Any, hashes: bool) -> Any:
+        runs = real(view, hashes)
+        if runs is None:
+            return None
+
+        def counted(pairs: Any, start: int, room: int) -> Any:
+            out = runs(pairs, start, room)
+            made.append(len(out[0]))
+            return out
+
+        return counted
+
+    monkeypatch.setattr(inspect_heads, "_native_lines", counting)
+    assert assert_same_output(capsys, (url, [tmp_path / "bookie"])) > 300
+    assert sum(made) > 150  # most of ledger 3's 300 entries, for every request that reads them
