@@ -69,3 +69,38 @@ def test_export_on_spark_reads_the_bookies(
     assert res.json()["engine"] == "spark"
     assert offline.read_bytes() and live.read_bytes() == offline.read_bytes()
     assert _reads(bookie) >= 7  # chunked: 7 entries
+
+
+def test_data_source_takes_the_bookie_client_options(spark, demo: Path, bookie: TestBookie):
+    """bookie-protocol, bookie-timeout, bookie-tls and bookie-ca-file reach the client
+    the executors use, as the CLI's flags of the same names do; bad values are refused in
+    one line before anything is read."""
+    url = f"rocksdb://{demo / METADATA_DIR}"
+    address = f"{BOOKIE_ID}={bookie.address}"
+
+    def reader(**options: str):
+        r = spark.read.format("ledgerctl").option("topic", "batched")
+        for name, value in {"metadata-url": url, "bookie-address": address, **options}.items():
+            r = r.option(name, value)
+        return r
+
+    v3 = [tuple(r) for r in reader().load().collect()]
+    assert v3 and bookie.requests and not any(r.v2 for r in bookie.requests)
+    bookie.requests.clear()
+    v2 = [
+        tuple(r)
+        for r in reader(**{"bookie-protocol": "v2", "bookie-timeout": "5"}).load().collect()
+    ]
+    assert v2 == v3
+    reads = [r for r in bookie.requests if r.op == "read"]
+    assert len(reads) >= 10 and all(r.v2 for r in reads)  # every read on the v2 protocol
+    for options, said in (
+        ({"bookie-protocol": "v9"}, "bookie protocol 'v9'"),
+        ({"bookie-timeout": "soon"}, "bookie-timeout 'soon' is not a number"),
+        ({"bookie-timeout": "0"}, "more than 0 seconds"),
+        ({"bookie-tls": "maybe"}, "bookie-tls 'maybe': use true or false"),
+        ({"bookie-tls": "true", "bookie-protocol": "v2"}, "TLS needs protocol v3"),
+        ({"bookie-ca-file": str(demo / "no-such-ca.pem")}, "bookie CA file"),
+    ):
+        with pytest.raises(Exception, match=said):
+            reader(**options).load().collect()

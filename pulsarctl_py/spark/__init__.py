@@ -12,9 +12,13 @@ One call makes it available in a session::
 
 Options: ``topic`` or ``ledger`` (one of them), ``metadata-url`` (default: as the CLI,
 $LEDGERCTL_METADATA_URL or ./ledgerctl.toml), ``bookie-dir`` (several separated by
-``,``), ``bookie-address`` (``ID=HOST:PORT`` pairs separated by ``,``, as the CLI's
-``--bookie-address``), ``split-entries`` (entries per partition, default 10000), and
-inspect's filters ``key``, ``since``, ``until`` (times as the CLI takes them).
+``,``), the running bookies' client settings as the CLI's flags of the same names
+take them (``bookie-address``: ``ID=HOST:PORT`` pairs separated by ``,``;
+``bookie-tls``: true or false; ``bookie-ca-file``; ``bookie-timeout`` in seconds;
+``bookie-protocol``: v3, v2 or auto; each over its ``LEDGERCTL_BOOKIE_*`` variable on the
+driver, and a client certificate and key only from those variables, never an option),
+``split-entries`` (entries per partition, default 10000), and inspect's filters ``key``,
+``since``, ``until`` (times as the CLI takes them).
 
 One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`); partitions are entry
 ranges of the topic's ledgers, read on the executors by ledgerctl's decoders. With a
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -83,6 +88,15 @@ def _option(options: dict[str, str], name: str) -> str | None:
         if key.lower() == name:
             return value
     return None
+
+
+def _boolean(name: str, value: str) -> bool:
+    text = value.strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise LedgerctlError(f"{name} {value!r}: use true or false")
 
 
 def spark_type(ddl: str) -> Any:
@@ -140,6 +154,15 @@ class LedgerctlReader(DataSourceReader):
         self.bookie_dirs = [d for d in (dirs or "").split(",") if d]
         addresses = _option(options, "bookie-address")
         self.bookie_addresses = [addresses] if addresses else None
+        tls, ca_file = _option(options, "bookie-tls"), _option(options, "bookie-ca-file")
+        self.bookie_tls = None if tls is None else _boolean("bookie-tls", tls)
+        self.bookie_ca_file = Path(ca_file) if ca_file else None
+        timeout = _option(options, "bookie-timeout")
+        try:
+            self.bookie_timeout = None if timeout is None else float(timeout)
+        except ValueError:
+            raise LedgerctlError(f"bookie-timeout {timeout!r} is not a number of seconds") from None
+        self.bookie_protocol = _option(options, "bookie-protocol")
         since, until = _option(options, "since"), _option(options, "until")
         self.filters = RowFilters(
             key=_option(options, "key"),
@@ -174,7 +197,13 @@ def plan_for(reader: LedgerctlReader) -> Any:
     if not dirs:
         from pulsarctl_py.stores.live.config import resolve_client_options
 
-        live = resolve_client_options(addresses=reader.bookie_addresses)
+        live = resolve_client_options(
+            addresses=reader.bookie_addresses,
+            tls=reader.bookie_tls,
+            ca_file=reader.bookie_ca_file,
+            timeout=reader.bookie_timeout,
+            protocol=reader.bookie_protocol,
+        )
     with LedgerSource.open(url, dirs, need_bookie=True, live=live) as source:
         if reader.topic is not None:
             return topic_plan(
