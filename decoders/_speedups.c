@@ -2542,12 +2542,13 @@ varint_len(long long x)
 #define LINE_BOOKIE 36 /* bookie header (32 bytes) and CRC32C digest: the payload */
 
 /*
- * entry_lines(pairs, start, room, ledger_id, lac, tail)
+ * entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False)
  *   -> (lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i)
  *
  * The JSON line of each (EntryHead, data) pair from pairs[start] on, as
  * pulsarctl_py.inspect_heads.line_maker's ``line`` writes it for a ledger whose digest
- * type is CRC32C from its metadata and without payload hashes; at most ``room`` lines.
+ * type is CRC32C, from its metadata or (``detected``) checked here entry by entry, and
+ * without payload hashes; at most ``room`` lines.
  * Stops at the first pair whose line is not certainly the regular one (``line`` decides
  * it, or the entry is decoded): ``stop`` is its index. ``tail`` is the line's end after
  * ``"confirmed":...`` (UTF-8). The counts are of the lines made: the summary's stored
@@ -2560,8 +2561,9 @@ sp_entry_lines(PyObject *self, PyObject *args)
     PyObject *pairs, *lac_obj, *tail;
     Py_ssize_t start, room;
     long long ledger;
-    if (!PyArg_ParseTuple(args, "O!nnLOS:entry_lines", &PyList_Type, &pairs, &start, &room,
-                          &ledger, &lac_obj, &tail))
+    int detected = 0;
+    if (!PyArg_ParseTuple(args, "O!nnLOS|p:entry_lines", &PyList_Type, &pairs, &start, &room,
+                          &ledger, &lac_obj, &tail, &detected))
         return NULL;
     Bound *b = &bound[BIND_HEAD];
     if (b->type == NULL || b->n != H_FIELDS) {
@@ -2624,6 +2626,14 @@ sp_entry_lines(PyObject *self, PyObject *args)
         Py_ssize_t dn = PyBytes_GET_SIZE(data);
         if (dn < LINE_BOOKIE + 2)
             break;
+        if (detected) {
+            /* the ledger's digest type was detected, not read from metadata: the line is
+             * for a CRC32C digest, so that is what must hold (digest_ok may be another) */
+            uint32_t crc = crc32c_update(0, d, 32);
+            crc = crc32c_update(crc, d + LINE_BOOKIE, (size_t)(dn - LINE_BOOKIE));
+            if (crc != be32(d + 32))
+                break;
+        }
         char bem[200];
         int bem_n = 0;
         static const char bem_layer[] =
@@ -2745,7 +2755,8 @@ static PyMethodDef methods[] = {
     {"compact_rebuild", sp_compact_rebuild, METH_VARARGS,
      "compact_rebuild(plain, count, keep, pip_429, placeholder) -> bytes or None."},
     {"entry_lines", sp_entry_lines, METH_VARARGS,
-     "entry_lines(pairs, start, room, ledger_id, lac, tail) -> (lines, stop, size_sum, "
+     "entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False) -> (lines, stop, "
+     "size_sum, "
      "with_bem, low_t, high_t, low_i, high_i): inspect's JSON lines of regular entries."},
     {NULL, NULL, 0, NULL},
 };

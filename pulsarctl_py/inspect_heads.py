@@ -17,8 +17,9 @@ see :mod:`pulsarctl_py.stores.bookie.heads`). From the heads:
   digest verified, broker entry metadata of broker_timestamp and index only, or none,
   then the 0x0e01 checksum) gets its JSON line straight from the head and its bytes
   (:func:`line_maker`): the bytes ``entry_json`` and ``render.write_jsonl`` write for the
-  decoded entry. Where the metadata says CRC32C, no ``--hash``, no filter and no
-  ``--limit``, runs of such entries get their lines from the native ``entry_lines``
+  decoded entry. With a CRC32C digest (from the metadata, or checked entry by entry
+  where it was detected), no ``--hash``, no filter and no ``--limit``, runs of such
+  entries get their lines from the native ``entry_lines``
   (:func:`_native_lines`), up to :data:`CHUNK` at once; it stops at the first entry it is
   not sure of, and ``line`` takes that one (tests/test_inspect_heads.py checks both make
   the same lines);
@@ -142,9 +143,13 @@ def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
     """``lines(pairs, start, room)``: the native :func:`line_maker` over a batch of heads
     (``entry_lines`` of decoders/_speedups.c: the same bytes for the entries it takes, the
     rest left to ``line``), or None where it does not apply: no native module, payload
-    hashes, a digest type not in the metadata (detected per entry), ids past int64."""
-    if native is None or hashes or view.digest_type is not DigestType.CRC32C or _BOOKIE != 36:
+    hashes, a digest type other than CRC32C, ids past int64. A digest type not in the
+    metadata is checked entry by entry, as ``line`` does."""
+    if native is None or hashes or _BOOKIE != 36:
         return None
+    if view.digest_type not in (DigestType.CRC32C, None):
+        return None
+    detected = view.digest_type is None
     entry_lines = getattr(native, "entry_lines", None)
     lac = view.lac
     fits = -(2**63) <= view.ledger_id < 2**63 and (lac is None or -(2**63) <= lac < 2**63)
@@ -153,7 +158,7 @@ def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
     ledger, tail = view.ledger_id, _line_tail(view).encode()
 
     def lines(pairs: list[Any], start: int, room: int) -> Any:
-        return entry_lines(pairs, start, room, ledger, lac, tail)
+        return entry_lines(pairs, start, room, ledger, lac, tail, detected)
 
     return lines
 

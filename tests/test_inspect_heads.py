@@ -30,7 +30,7 @@ from pulsarctl_py import inspect_heads
 from pulsarctl_py.commands.inspect import _show
 from pulsarctl_py.decoders import Depth, bookkeeper, entrylog
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
-from pulsarctl_py.decoders.checksums import DigestType, master_key
+from pulsarctl_py.decoders.checksums import DigestType, crc32c, master_key
 from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer, build_entry
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.demo import create_demo
@@ -494,45 +494,54 @@ _INT64 = 2**63
 
 @st.composite
 def _line_pairs(draw: st.DrawFn, ledger: int) -> tuple[Any, bytes]:
-    """An (EntryHead, data) pair as the head scan gives it: regular (three in four), or
-    with any of its values drawn from what a damaged or unusual entry may hold."""
+    """An (EntryHead, data) pair as the head scan gives it: regular (about half), or with
+    one to three of its values (often one alone, so that each check is met on its own)
+    drawn from what a damaged or unusual entry may hold."""
     from pulsarctl_py.decoders.heads import EntryHead
     from pulsarctl_py.decoders.nodes import Problem
 
-    odd = draw(st.integers(0, 3)) == 0
-    small = st.integers(-3, 10**6) if odd else st.integers(0, 10**6)
-    wide = st.one_of(small, st.integers(-(2**66), 2**66)) if odd else small
+    names = ("entry", "values", "magic", "bem", "digest", "cut", "ledger", "size", "lac")
+    names += ("length", "digest_ok", "problems")
+    odd = draw(st.one_of(st.just(set()), st.sets(st.sampled_from(names), max_size=3)))
 
-    def maybe(regular: Any, other: Any) -> Any:
-        return draw(st.one_of(regular, other) if odd else regular)
+    def maybe(name: str, regular: Any, other: Any) -> Any:
+        return draw(st.one_of(regular, other) if name in odd else regular)
 
-    entry_id = maybe(small, st.sampled_from([_INT64 - 1, _INT64]))
-    ts = draw(st.one_of(st.none(), st.just(0), wide))
-    index = draw(st.one_of(st.none(), wide))
+    small = st.integers(0, 10**6)
+    wide = st.one_of(st.integers(-3, 10**6), st.integers(-(2**66), 2**66))
+    entry_id = maybe("entry", small, st.sampled_from([-2, -1, _INT64 - 1, _INT64]))
+    value = st.one_of(small, wide) if "values" in odd else small
+    ts = draw(st.one_of(st.none(), st.just(0), value))
+    index = draw(st.one_of(st.none(), value))
     with_bem = draw(st.booleans())
-    magic = maybe(st.just(b"\x0e\x02" if with_bem else b"\x0e\x01"), st.just(b"xy"))
+    magic = maybe("magic", st.just(b"\x0e\x02" if with_bem else b"\x0e\x01"), st.just(b"xy"))
     # the broker entry metadata size the line checks against, right or not
     fields = [v for v in (ts, index) if v is not None and v >= 0]
     right = len(fields) + sum(max(1, (v.bit_length() + 6) // 7) for v in fields)
-    bem_size = maybe(st.just(right), st.integers(0, 2**32 - 1))
-    data = draw(st.binary(min_size=36, max_size=36)) + magic + bem_size.to_bytes(4, "big")
-    data += draw(st.binary(max_size=8))
-    if odd and draw(st.booleans()):
+    bem_size = maybe("bem", st.just(right), st.integers(0, 2**32 - 1))
+    header = draw(st.binary(min_size=32, max_size=32))
+    body = magic + bem_size.to_bytes(4, "big") + draw(st.binary(max_size=8))
+    # the CRC32C digest of header and payload (what a detected digest type is checked
+    # against), or other bytes (another digest type's, or damage)
+    digest = crc32c(body, crc32c(header)).to_bytes(4, "big")
+    data = header + maybe("digest", st.just(digest), st.binary(min_size=4, max_size=4)) + body
+    if "cut" in odd:
         data = data[: draw(st.integers(0, len(data)))]
     head = EntryHead(
-        maybe(st.just(ledger), small),
+        maybe("ledger", st.just(ledger), wide),
         entry_id,
-        maybe(st.just(len(data)), st.one_of(st.integers(0, 2**41), st.just(37))),
+        maybe("size", st.just(len(data)), st.one_of(st.integers(0, 2**41), st.just(37))),
         maybe(
+            "lac",
             st.integers(-1, max(entry_id, -1)),
             st.one_of(st.none(), st.integers(-3, entry_id + 3), wide),
         ),
-        maybe(st.integers(0, 2**40), st.one_of(st.none(), wide)),
-        maybe(st.just(True), st.sampled_from([False, None])),
+        maybe("length", st.integers(0, 2**40), st.one_of(st.none(), wide)),
+        maybe("digest_ok", st.just(True), st.sampled_from([False, None])),
         ts,
         index,
         with_bem,
-        maybe(st.just(()), st.just((Problem("warning", "bookie-entry", 0, "odd"),))),
+        maybe("problems", st.just(()), st.just((Problem("warning", "bookie-entry", 0, "odd"),))),
     )
     return head, data
 
@@ -554,8 +563,15 @@ def _in_native_domain(head: Any, data: bytes) -> bool:
 
 @pytest.mark.skipif(native is None, reason="native module not built")
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), start=st.integers(0, 3), room=st.integers(1, 70))
-def test_native_lines_are_the_python_lines(data: Any, start: int, room: int) -> None:
+@given(
+    data=st.data(),
+    start=st.integers(0, 3),
+    room=st.integers(1, 70),
+    digest=st.sampled_from([DigestType.CRC32C, None]),
+)
+def test_native_lines_are_the_python_lines(
+    data: Any, start: int, room: int, digest: DigestType | None
+) -> None:
     """entry_lines makes, byte for byte, the lines ``line_maker``'s ``line`` makes, for the
     same run of pairs, and counts them as the loop does; it stops where ``line`` refuses,
     or earlier only at a value outside its domain."""
@@ -566,7 +582,8 @@ def test_native_lines_are_the_python_lines(data: Any, start: int, room: int) -> 
     ids = [h.entry_id for h, _ in pairs if -1 <= h.entry_id < _INT64] or [0]
     # the ledger's LAC: none, at an entry (confirmed: true), or anywhere
     lac = data.draw(st.one_of(st.none(), st.sampled_from(ids), st.integers(-1, 10**6)))
-    view = SimpleNamespace(ledger_id=ledger, lac=lac, kind="data", digest_type=DigestType.CRC32C)
+    # the digest type from metadata, or None: detected, then checked entry by entry
+    view = SimpleNamespace(ledger_id=ledger, lac=lac, kind="data", digest_type=digest)
     line = inspect_heads.line_maker(view)  # type: ignore[arg-type]
     runs = inspect_heads._native_lines(view, False)  # type: ignore[arg-type]
     assert runs is not None
