@@ -145,9 +145,7 @@ def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
     rest left to ``line``), or None where it does not apply: no native module, payload
     hashes, a digest type other than CRC32C, ids past int64. A digest type not in the
     metadata is checked entry by entry, as ``line`` does."""
-    if native is None or hashes or _BOOKIE != 36:
-        return None
-    if view.digest_type not in (DigestType.CRC32C, None):
+    if native is None or hashes or view.digest_type not in (DigestType.CRC32C, None):
         return None
     detected = view.digest_type is None
     entry_lines = getattr(native, "entry_lines", None)
@@ -333,15 +331,8 @@ def read_from_heads(
                         pairs, at, CHUNK - len(chunk)
                     )
                     if made_lines:
-                        counted += len(made_lines)
-                        size_sum += sizes
-                        with_bem += bems
-                        if lt is not None:
-                            low_t = lt if low_t is None or lt < low_t else low_t
-                            high_t = ht if high_t is None or ht > high_t else high_t
-                        if li is not None:
-                            low_i = li if low_i is None or li < low_i else low_i
-                            high_i = hi if high_i is None or hi > high_i else high_i
+                        # counted as made, as the loop counts its own lines
+                        _add_counts(summary, len(made_lines), sizes, bems, (lt, ht), (li, hi))
                         next_id = pairs[stop - 1][0].entry_id + 1
                         chunk.extend(made_lines)
                         if len(chunk) == CHUNK:
