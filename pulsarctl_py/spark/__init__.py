@@ -91,12 +91,12 @@ def _option(options: dict[str, str], name: str) -> str | None:
 
 
 def _boolean(name: str, value: str) -> bool:
-    text = value.strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise LedgerctlError(f"{name} {value!r}: use true or false")
+    from pulsarctl_py.stores.live.config import flag_value
+
+    flag = flag_value(value)
+    if flag is None:
+        raise LedgerctlError(f"{name} {value!r}: use true or false")
+    return flag
 
 
 def spark_type(ddl: str) -> Any:

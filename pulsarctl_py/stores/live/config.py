@@ -68,15 +68,25 @@ def parse_address_map(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def flag_value(raw: str) -> bool | None:
+    """A yes/no setting as written (1/0, true/false, yes/no, on/off, any case), or None
+    when ``raw`` is none of those words."""
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    return None
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool | None:
     raw = env.get(name, "").strip().lower()
     if not raw:
         return None
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise LedgerctlError(f"{name}={raw!r}: use 1 or 0")
+    value = flag_value(raw)
+    if value is None:
+        raise LedgerctlError(f"{name}={raw!r}: use 1 or 0")
+    return value
 
 
 def _file(path: Path | None, what: str) -> Path | None:
