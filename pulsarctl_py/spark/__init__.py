@@ -31,6 +31,9 @@ schema with only the columns you need (``.schema("ledger_id bigint, entry_id big
 publish_time bigint")``) and, when none of them is a message column (key, value,
 properties, event_time, null_value), payloads are never decompressed.
 
+The Python the session's workers run (``PYSPARK_PYTHON`` or ``spark.pyspark.python``)
+must have ledgerctl installed: the executors read with its decoders.
+
 This package imports pyspark; nothing else in ledgerctl imports it except the Spark engine.
 """
 
