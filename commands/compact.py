@@ -58,6 +58,7 @@ def parse_size(text: str) -> int:
 
 
 @options.bookie_flags
+@options.metadata_options
 def compact(
     topic: str = typer.Argument(
         ...,

@@ -22,11 +22,13 @@ from pulsarctl_py.commands.options import (
     METADATA_URL,
     BookieFlags,
     bookie_flags,
+    metadata_options,
 )
 from pulsarctl_py.render import OutputFormat
 
 
 @bookie_flags
+@metadata_options
 def export(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic to export."),
     to: Path = typer.Option(

@@ -22,6 +22,7 @@ from pulsarctl_py.commands.options import (
     BookieFlags,
     DepthChoice,
     bookie_flags,
+    metadata_options,
     parse_size,
     password,
     progress_wanted,
@@ -50,6 +51,7 @@ class InspectOutput(enum.StrEnum):
 
 
 @bookie_flags
+@metadata_options
 def inspect(
     target: str = typer.Argument(
         None,

@@ -297,3 +297,73 @@ def parse_size(text: str | None, flag: str, default: int) -> int:
     if value < 1:
         raise typer.BadParameter("must be a positive number of bytes", param_hint=flag)
     return value
+
+
+# -- where the metadata lives (pulsarctl_py.stores.metadata.url) --------------------------
+#
+# Next to --metadata-url on every command that has it: where BookKeeper's metadata lives
+# when the broker keeps it elsewhere (bookkeeperMetadataServiceUri), and a broker.conf to
+# take both places (and the broker's ledger settings) from. A command is wrapped by
+# :func:`metadata_options`; the library resolves the flags as it resolves the environment
+# variables, one step ahead of them.
+
+BOOKKEEPER_METADATA_URL = typer.Option(
+    None,
+    "--bookkeeper-metadata-url",
+    metavar="URL",
+    help="Where BookKeeper's metadata (ledgers, bookies) lives when the broker's "
+    "bookkeeperMetadataServiceUri puts it outside /ledgers of the metadata store: "
+    "zk+hierarchical://host:2181/path/ledgers or zk:host:2181/path/ledgers. Default: "
+    "--broker-conf's bookkeeperMetadataServiceUri, $LEDGERCTL_BOOKKEEPER_METADATA_URL, "
+    "bookkeeper_metadata_url in ./ledgerctl.toml, else /ledgers of the metadata store.",
+)
+BROKER_CONF = typer.Option(
+    None,
+    "--broker-conf",
+    metavar="FILE",
+    help="A broker's broker.conf: its metadataStoreUrl and bookkeeperMetadataServiceUri "
+    "serve as --metadata-url and --bookkeeper-metadata-url when those are not given. "
+    "Default: $LEDGERCTL_BROKER_CONF or broker_conf in ./ledgerctl.toml.",
+)
+
+_METADATA_FLAGS: dict[str, tuple[Any, Any]] = {
+    "bookkeeper_metadata_url": (str, BOOKKEEPER_METADATA_URL),
+    "broker_conf": (Path, BROKER_CONF),
+}
+
+
+def metadata_options(command: F) -> F:
+    """Give ``command`` --bookkeeper-metadata-url and --broker-conf after its --metadata-url.
+
+    The command itself takes neither: it runs with them in effect for every metadata URL
+    the library resolves (:func:`pulsarctl_py.stores.metadata.url.metadata_flags`).
+    """
+    sig = inspect.signature(command)
+    hints = typing.get_type_hints(command)
+    params: list[inspect.Parameter] = []
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+        for name, (kind, default) in _METADATA_FLAGS.items()
+    ]
+    for param in sig.parameters.values():
+        params.append(param.replace(annotation=hints.get(param.name, param.annotation)))
+        if param.name == "metadata_url":
+            params += [p.replace(kind=param.kind) for p in added]
+    if len(params) == len(sig.parameters):
+        raise TypeError(f"{command.__name__} has no 'metadata_url' parameter")
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
+
+        url = kwargs.pop("bookkeeper_metadata_url", None)
+        conf = kwargs.pop("broker_conf", None)
+        flags = MetadataFlags(url or None, None if conf is None else str(conf))
+        with metadata_flags(flags):
+            return command(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    if "return" in hints:
+        wrapper.__annotations__["return"] = hints["return"]
+    return wrapper  # type: ignore[return-value]

@@ -90,7 +90,7 @@ class PlanFlags:
 
 
 #: --metadata-url, --bookie-dir, --plan, --apply, -o: the command receives ``flags``
-plan_options = options.option_set(
+_plan_flags = options.option_set(
     "flags",
     PlanFlags,
     {
@@ -101,6 +101,12 @@ plan_options = options.option_set(
         "output": (PlanOutput, OUTPUT),
     },
 )
+
+
+def plan_options(command: options.Command) -> options.Command:
+    """The options of a command that makes a plan, with the metadata flags after
+    --metadata-url."""
+    return options.metadata_options(_plan_flags(command))
 
 
 def _warn(message: str) -> None:
@@ -488,6 +494,7 @@ def orphans(
         raise typer.Exit(1)
 
 
+@options.metadata_options
 def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
     metadata_url: str = PLAN_STORE,
@@ -506,6 +513,7 @@ def apply(
         print_outcome(apply_plan(plan_file, store))
 
 
+@options.metadata_options
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
     metadata_url: str = PLAN_STORE,

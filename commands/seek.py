@@ -16,6 +16,7 @@ from pulsarctl_py.commands.options import (
     PASSWORD_FILE,
     BookieFlags,
     bookie_flags,
+    metadata_options,
     password,
 )
 from pulsarctl_py.render import OutputFormat
@@ -34,6 +35,7 @@ class Era(enum.StrEnum):
 
 
 @bookie_flags
+@metadata_options
 def seek(
     topic: str = typer.Argument(None, metavar="TOPIC", help="The topic to search."),
     ledger: int = typer.Option(

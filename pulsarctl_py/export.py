@@ -130,10 +130,10 @@ def topic_plan(
 
 def absolute_url(url: Any) -> str:
     """The metadata URL as a string an executor can open from any working directory."""
-    text = str(url)
-    if text.startswith("rocksdb://"):
-        return "rocksdb://" + os.path.abspath(text[len("rocksdb://") :])
-    return text
+    from pulsarctl_py.stores.metadata.url import MetadataUrl, parse_metadata_url
+
+    parsed = url if isinstance(url, MetadataUrl) else parse_metadata_url(str(url))
+    return str(parsed.absolute())
 
 
 # -- reading a split ---------------------------------------------------------------------------

@@ -75,6 +75,7 @@ class RocksDBMetadataStore(MetadataStore):
             raise LedgerctlError("creating a metadata store needs read_only=False")
         self.path = Path(parsed.target)
         self.url = str(parsed)
+        self.location = parsed
         self.read_only = read_only
         self._lock = threading.RLock()
         self._db: Any = None
@@ -182,6 +183,7 @@ class RocksDBMetadataStore(MetadataStore):
             probe.close()
 
     def close(self) -> None:
+        self._close_bookkeeper()
         db, self._db = self._db, None
         if db is not None:
             db.close()
