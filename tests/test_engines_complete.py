@@ -1,0 +1,156 @@
+"""Complete or say it is not: every scan counts what it could not read, on every engine.
+
+The behaviour suite of the engines (the ``engine`` fixture: local, then Spark on the
+suite's shared session) on stores that lack something: a ledger the storage holds none of,
+an index that cannot be read, an entry missing inside a ledger, an entry that cannot be
+read, entries stored past a closed ledger's last entry. ``export`` writes what it can,
+lists what it could not in its summary (``complete`` false, ``errors``) and exits 1; both
+engines give the same summary and the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import damage
+from tests.cli_helpers import run
+from tests.verify_world import ORDERS, World, build_world
+
+VARIANTS = [None, "ledger-missing-storage", "entry-missing", "entry-unreadable", "entry-past-last"]
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory: pytest.TempPathFactory) -> dict[str | None, World]:
+    root = tmp_path_factory.mktemp("complete")
+    return {v: build_world(root / (v or "healthy"), v) for v in VARIANTS}
+
+
+@pytest.fixture(scope="module")
+def damaged_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo with bytes flipped in its ``locations`` index (a bad sector)."""
+    from pulsarctl_py.demo import create_demo
+
+    root = tmp_path_factory.mktemp("complete-demo") / "demo"
+    create_demo(root)
+    damage.flip_locations_bytes(root)
+    return root
+
+
+def _flags(world: World) -> list[str]:
+    return ["--metadata-url", world.metadata_url, "--bookie-dir", str(world.bookie_dir)]
+
+
+def _export(capsys: Any, engine: Any, to: Path, *args: str) -> tuple[int, dict[str, Any], str]:
+    res = run(capsys, "export", *args, "--to", to, "-o", "json", "--engine", engine.name)
+    return res.code, res.json(), res.err
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _positions(rows: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return sorted({(r["ledger_id"], r["entry_id"]) for r in rows})
+
+
+def test_export_of_a_whole_topic_is_complete(capsys, engine, worlds, tmp_path):
+    code, summary, err = _export(
+        capsys, engine, tmp_path / "o.jsonl", ORDERS, *_flags(worlds[None])
+    )
+    assert code == 0, err
+    assert summary["complete"] is True and summary["errors"] == []
+    assert summary["rows"] == 26 and summary["entries_missing"] == 0
+
+
+def test_export_with_a_damaged_index_is_not_zero_rows_ok(capsys, engine, damaged_index, tmp_path):
+    """issue 24: `export` exited 0 with "rows": 0 on a topic of 50 messages whose index
+    was damaged."""
+    from tests.demo_world import demo_flags
+
+    to = tmp_path / "batched.jsonl"
+    code, summary, err = _export(capsys, engine, to, "batched", *demo_flags(damaged_index))
+    assert code == 1
+    assert summary["complete"] is False and summary["rows"] == 0
+    assert summary["ledgers_missing"] == [4, 9]
+    assert all("locations" in e and "not read" in e for e in summary["errors"])
+    assert err.count("error: ledger ") == 2
+
+
+def test_export_with_a_ledger_missing_from_storage_says_so(capsys, engine, worlds, tmp_path):
+    """issue 24: `export` wrote 10 of 15 rows when a ledger was missing from storage, and
+    exited 0."""
+    world = worlds["ledger-missing-storage"]
+    to = tmp_path / "o.jsonl"
+    code, summary, err = _export(capsys, engine, to, ORDERS, *_flags(world))
+    assert code == 1
+    assert summary["complete"] is False and summary["ledgers_missing"] == [11]
+    assert summary["errors"] == ["ledger 11 (4 entries) is not read: no entry of it is in storage"]
+    assert "ledger 11 (4 entries) is not read" in err
+    assert {lid for lid, _ in _positions(_rows(to))} == {10, 12}
+
+
+def test_export_of_a_missing_entry_has_a_row_saying_so(capsys, engine, worlds, tmp_path):
+    world = worlds["entry-missing"]
+    to = tmp_path / "o.jsonl"
+    code, summary, _ = _export(capsys, engine, to, ORDERS, *_flags(world))
+    assert code == 1
+    assert summary["entries_missing"] == 1 and summary["complete"] is False
+    assert summary["errors"] == ["entry 10:2 is not in storage"]
+    (gap,) = [r for r in _rows(to) if r["problems"]]
+    assert (gap["ledger_id"], gap["entry_id"]) == (10, 2)
+    assert gap["problems"] == ["error: storage: entry 10:2 is not in storage"]
+    assert summary["rows_with_errors"] == 1
+
+
+def test_export_of_an_unreadable_entry_counts_it(capsys, engine, worlds, tmp_path):
+    world = worlds["entry-unreadable"]
+    code, summary, _ = _export(capsys, engine, tmp_path / "o.jsonl", ORDERS, *_flags(world))
+    assert code == 1
+    assert summary["entries_unreadable"] == 1 and summary["entries_missing"] == 0
+    assert summary["errors"][0].startswith("entry 11:1 could not be read: ")
+
+
+def test_export_skips_entries_past_a_closed_ledgers_last_entry(capsys, engine, worlds, tmp_path):
+    """issue 24: `export` exported entries past a closed ledger's last entry; they are
+    skipped, as compaction skips them, and listed."""
+    world = worlds["entry-past-last"]
+    to = tmp_path / "o.jsonl"
+    code, summary, err = _export(capsys, engine, to, ORDERS, *_flags(world))
+    assert code == 1
+    assert summary["entries_past_last"] == 2 and summary["complete"] is False
+    assert summary["errors"] == [
+        "entries 10:3..4 are stored past the closed ledger's last entry 2: skipped "
+        "(readers never get them)"
+    ]
+    positions = _positions(_rows(to))
+    assert (10, 2) in positions and (10, 3) not in positions and (10, 4) not in positions
+    assert summary["rows_with_errors"] == 0 and "10:3..4" in err
+
+
+def test_both_engines_write_the_same_incomplete_file(capsys, spark, worlds, tmp_path):
+    world = worlds["entry-missing"]
+    out = {}
+    for name in ("local", "spark"):
+        to = tmp_path / f"{name}.jsonl"
+        res = run(capsys, "export", ORDERS, "--to", to, "-o", "json", "--engine", name,
+                  "--split-entries", "2", *_flags(world))  # fmt: skip
+        assert res.code == 1, res.err
+        doc = res.json()
+        out[name] = (doc.pop("engine"), doc.pop("to"), doc, to.read_bytes())
+    assert out["local"][2] == out["spark"][2]
+    assert out["local"][3] == out["spark"][3]
+
+
+def test_a_data_source_read_of_a_topic_with_a_missing_ledger_is_refused(spark, worlds):
+    from pulsarctl_py.errors import DataError
+    from pulsarctl_py.spark import LedgerctlReader, full_schema, plan_for
+
+    world = worlds["ledger-missing-storage"]
+    options = {"topic": ORDERS, "metadata-url": world.metadata_url}
+    reader = LedgerctlReader({**options, "bookie-dir": str(world.bookie_dir)}, full_schema())
+    with pytest.raises(DataError, match=r"ledger 11 \(4 entries\) is not read"):
+        plan_for(reader)
