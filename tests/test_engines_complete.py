@@ -18,9 +18,18 @@ import pytest
 
 from tests import damage
 from tests.cli_helpers import run
-from tests.verify_world import ORDERS, World, build_world
+from tests.verify_world import ORDERS, PAYLOAD_DAMAGE, PLAIN, World, build_world
 
-VARIANTS = [None, "ledger-missing-storage", "entry-missing", "entry-unreadable", "entry-past-last"]
+#: worlds whose payload at 40:1 verifies (digest, checksum) and does not decode
+PAYLOAD = sorted(PAYLOAD_DAMAGE)
+VARIANTS = [
+    None,
+    "ledger-missing-storage",
+    "entry-missing",
+    "entry-unreadable",
+    "entry-past-last",
+    *PAYLOAD,
+]
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +163,35 @@ def test_a_data_source_read_of_a_topic_with_a_missing_ledger_is_refused(spark, w
     reader = LedgerctlReader({**options, "bookie-dir": str(world.bookie_dir)}, full_schema())
     with pytest.raises(DataError, match=r"ledger 11 \(4 entries\) is not read"):
         plan_for(reader)
+
+
+# -- verify: what the decoders reject -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", PAYLOAD)
+def test_verify_reports_batches_the_decoders_reject(capsys, engine, worlds, variant, tmp_path):
+    """issue 24: `verify` said ok on batches that compaction, inspect and export call
+    undecodable (a count of 2^31, payload_size 2^31, a wrong uncompressed_size)."""
+    world = worlds[variant]
+    res = run(capsys, "verify", PLAIN, "-o", "json", "--engine", engine.name, *_flags(world))
+    assert res.code == 1, res.err
+    (found,) = res.json()["findings"]
+    assert found["check"] == "entry-undecodable" and found["severity"] == "error"
+    assert (found["ledger_id"], found["entry_id"]) == (40, 1)
+    assert "does not decode" in found["message"] and "--accept-damage" in found["hint"]
+    # the readers of messages reject the same entry
+    inspected = run(capsys, "inspect", "40:1", "-o", "json", *_flags(world))
+    assert inspected.code == 1
+    (entry,) = inspected.json()["entries"]
+    assert entry["ok"] is False and entry["messages"] == []
+    code, summary, _ = _export(capsys, engine, tmp_path / "p.jsonl", PLAIN, *_flags(world))
+    assert code == 1 and summary["rows_with_errors"] == 1
+
+
+def test_verify_reports_entries_past_a_closed_ledgers_last_entry(capsys, engine, worlds):
+    world = worlds["entry-past-last"]
+    res = run(capsys, "verify", ORDERS, "-o", "json", "--engine", engine.name, *_flags(world))
+    assert res.code == 1, res.err
+    (found,) = res.json()["findings"]
+    assert found["check"] == "entry-past-last"
+    assert found["details"] == {"last_entry_id": 2, "last_stored": 4, "count": 2}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pulsarctl_py.decoders import Depth
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import LedgerctlError, NotFoundError
-from pulsarctl_py.verify.codes import ENTRY_LEVEL, repair_command
+from pulsarctl_py.verify.codes import ENTRY_LEVEL, hint, repair_command
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
@@ -34,6 +34,10 @@ MAX_LISTED = 20
 PROGRESS_EVERY = 500
 
 COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+
+#: how deep verify decodes each entry it reads: every layer, payloads included (each entry
+#: on its own: chunks are not joined)
+ENTRY_DEPTH = Depth.MESSAGES
 
 
 @dataclass(slots=True)
@@ -63,6 +67,7 @@ class Finding:
             "message": self.message,
             "details": self.details,
             "repair": self.repair,
+            "hint": hint(self.check),
         }
 
 
@@ -286,9 +291,9 @@ class Run:
         elif md is None and ml_entries is not None:
             led.last = ml_entries - 1
         else:
-            known = [v for v in (view.lac, view.last_stored) if v is not None]
-            if known:
-                led.last = max(known)
+            last = view.readable_last
+            if last is not None:
+                led.last = last
             elif self.source.bookie is not None:
                 led.last = -1
             elif ml_entries is not None:
@@ -297,7 +302,8 @@ class Run:
 
     def entries(self, view: LedgerView, first: int, last: int) -> Iterator[Any]:
         """(entry_id, Entry or None, error or None) for the stored entries in [first, last],
-        decoded to ``Depth.METADATA``.
+        each decoded on its own to ``Depth.MESSAGES`` (:data:`ENTRY_DEPTH`): a payload the
+        decoder rejects is a problem on its entry, as for every reader of messages.
 
         An entry whose bytes cannot be read is reported with its error and skipped. With
         ``reads``, the range is read on its engine (cursor ledgers, decoded as the view
@@ -306,7 +312,9 @@ class Run:
         if self.reads is not None and view.kind != "cursor":
             found = self.reads.entries(self.source.bookie, view.ledger_id, first, last)
         else:
-            found = self.source.entries(view, first, last, depth=Depth.METADATA, keep_going=True)
+            found = self.source.entries(
+                view, first, last, depth=ENTRY_DEPTH, keep_going=True, join_chunks=False
+            )
         for entry in found:
             entry_id = entry.position[1] if entry.position else first
             if entry.unreadable is not None:
