@@ -195,3 +195,76 @@ def test_verify_reports_entries_past_a_closed_ledgers_last_entry(capsys, engine,
     (found,) = res.json()["findings"]
     assert found["check"] == "entry-past-last"
     assert found["details"] == {"last_entry_id": 2, "last_stored": 4, "count": 2}
+
+
+# -- compaction and migration: damage is refused unless accepted -----------------------------
+
+
+def _fresh(tmp_path: Path, variant: str) -> World:
+    return build_world(tmp_path / variant, variant)
+
+
+@pytest.mark.parametrize("variant", ["checksum-mismatch", *PAYLOAD])
+def test_compact_refuses_damage_unless_accepted(capsys, engine, worlds, variant, tmp_path):
+    """issue 24: a Pulsar checksum mismatch under a valid BookKeeper digest was copied by
+    `compact` without a note; batches the decoders reject were copied whole, as the
+    broker copies them, with only a line on stderr."""
+    world = worlds.get(variant) or _fresh(tmp_path, variant)
+    before = world.digest()
+    export = tmp_path / "view.jsonl"
+    args = ["compact", PLAIN, "-o", "json", "--engine", engine.name, *_flags(world)]
+    refused = run(capsys, *args, "--export", export)
+    assert refused.code == 1 and refused.out == ""
+    assert refused.err.startswith("ledgerctl: error: 40:1: ") and refused.err.count("\n") == 1
+    assert "--accept-damage" in refused.err
+    assert not export.exists()  # no view cut short is left behind
+    accepted = run(capsys, *args, "--export", export, "--accept-damage")
+    assert accepted.code == 1, accepted.err
+    report = accepted.json()
+    assert [d["position"] for d in report["damaged"]] == ["40:1"]
+    assert report["damaged_count"] == 1 and "error: damaged 40:1: " in accepted.err
+    rows = _rows(export)
+    assert any(r["position"].startswith("40:1") for r in rows)
+    assert world.digest() == before
+
+
+def test_compact_apply_refuses_damage_and_writes_nothing(capsys, tmp_path):
+    world = _fresh(tmp_path, "checksum-mismatch")
+    before = world.digest()
+    res = run(capsys, "compact", PLAIN, "--apply", "-o", "json", *_flags(world))
+    assert res.code == 1 and "refusing to copy a damaged entry" in res.err
+    assert world.digest() == before
+    res = run(capsys, "compact", PLAIN, "--apply", "--accept-damage", "-o", "json", *_flags(world))
+    assert res.code == 1, res.err
+    report = res.json()
+    assert report["applied"] is True and report["damaged"][0]["position"] == "40:1"
+
+
+def test_compact_skips_entries_past_a_closed_ledgers_last_entry(capsys, engine, worlds):
+    world = worlds["entry-past-last"]
+    res = run(capsys, "compact", ORDERS, "--full", "-o", "json", "--engine", engine.name,
+              *_flags(world))  # fmt: skip
+    assert res.code == 1, res.err
+    report = res.json()
+    assert report["entries_past_last"] == 2 and report["complete"] is False
+    assert "entries 10:3..4 are stored past the closed ledger's last entry 2" in res.err
+
+
+def test_migrate_index_refuses_a_checksum_mismatch_unless_accepted(capsys, tmp_path):
+    """issue 24: `migrate index` copied an entry whose Pulsar checksum does not match under
+    a valid BookKeeper digest, without a note."""
+    world = _fresh(tmp_path, "checksum-mismatch")
+    before = world.digest()
+    plan = tmp_path / "plan.json"
+    args = ["migrate", "index", PLAIN, "--plan", plan, "-o", "json", *_flags(world)]
+    refused = run(capsys, *args)
+    assert refused.code == 1 and "40:1: checksum: CRC32C mismatch" in refused.err
+    assert "--accept-damage" in refused.err
+    assert not plan.exists() and world.digest() == before
+    accepted = run(capsys, *args, "--accept-damage")
+    assert accepted.code == 1, accepted.err
+    saved = json.loads(plan.read_text())
+    (record,) = [r for r in saved["repairs"] if r.get("repair") == "migrate-index"]
+    assert [d["position"] for d in record["damaged"]] == ["40:1"]
+    assert "CRC32C mismatch" in record["damaged"][0]["problem"]
+    assert any("damaged entries are copied as stored" in w for w in saved["warnings"])
