@@ -268,3 +268,90 @@ def test_migrate_index_refuses_a_checksum_mismatch_unless_accepted(capsys, tmp_p
     assert [d["position"] for d in record["damaged"]] == ["40:1"]
     assert "CRC32C mismatch" in record["damaged"][0]["problem"]
     assert any("damaged entries are copied as stored" in w for w in saved["warnings"])
+
+
+# -- seek: never a position that was not read ---------------------------------------------------
+
+
+def _heads(world: World) -> list[Any]:
+    from pulsarctl_py.seek import StoreReader
+    from pulsarctl_py.topics import topic_info
+
+    with world.source() as source:
+        reader = StoreReader(source)
+        return [
+            h
+            for li in topic_info(source, ORDERS).ledgers
+            if li.entries
+            for h in reader.stream(li.ledger_id, 0, li.entries - 1)
+        ]
+
+
+def _seek(capsys: Any, world: World, *args: str) -> tuple[int, dict[str, Any], str]:
+    res = run(capsys, "seek", ORDERS, "-o", "json", *args, *_flags(world))
+    return res.code, res.json() if res.out else {}, res.err
+
+
+def test_seek_exact_with_a_ledger_missing_from_storage_has_no_answer(capsys, engine, worlds):
+    """issue 24: `seek --exact` answered confidently around a ledger missing from storage."""
+    t = _heads(worlds[None])[6].timestamp  # 11:1 in the healthy world
+    code, doc, err = _seek(capsys, worlds["ledger-missing-storage"], "--time", str(t),
+                           "--exact", "--engine", engine.name)  # fmt: skip
+    assert code == 1, err
+    exact = doc["exact"]
+    assert exact["first_at_or_after"] is None and exact["complete"] is False
+    assert exact["answer_range"] == {"first": "11:0", "last": "12:0"}
+    assert exact["not_read"] == ["ledger 11 (4 entries): not in the given bookie storage"]
+    assert any(f.startswith("--exact cannot be answered exactly") for f in doc["findings"])
+
+
+def test_seek_exact_around_an_unreadable_entry_has_no_answer(capsys, engine, worlds):
+    """issue 24: `seek --exact` answered confidently around an unreadable entry."""
+    t = _heads(worlds[None])[6].timestamp
+    code, doc, err = _seek(capsys, worlds["entry-unreadable"], "--time", str(t), "--exact",
+                           "--rule", "kop", "--engine", engine.name)  # fmt: skip
+    assert code == 1, err
+    assert doc["exact"]["first_at_or_after"] is None
+    assert doc["exact"]["answer_range"]["first"] == "11:1"
+    assert doc["exact"]["unreadable"] == 1
+
+
+@pytest.mark.parametrize("rule", ["broker", "kop"])
+def test_seek_never_answers_a_position_it_did_not_read(capsys, worlds, rule):
+    """issue 24: the answer was an entry that could not be read; now there is none, only
+    where it lies and what was not read."""
+    t = _heads(worlds[None])[6].timestamp
+    code, doc, err = _seek(capsys, worlds["entry-unreadable"], "--time", str(t), "--rule",
+                           rule, "--clock-skew", "-1")  # fmt: skip
+    assert code == 1, err
+    assert doc["position"] is None and doc["ledger_id"] is None and doc["kafka_offset"] is None
+    assert any(t.startswith("entry 11:1: ") for t in doc["not_read"])
+    assert doc["findings"][0].startswith("cannot be answered exactly: the answer lies between")
+    first, last = doc["answer_range"]["first"], doc["answer_range"]["last"]
+    assert first <= "11:1" <= last
+
+
+def test_seek_a_position_in_a_ledger_missing_from_storage(capsys, worlds):
+    code, doc, _ = _seek(capsys, worlds["ledger-missing-storage"], "--position", "11:1")
+    assert code == 1
+    assert doc["position"] is None
+    assert doc["findings"] == [
+        "entry 11:1 could not be read: ledger 11: not in the given bookie storage"
+    ]
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_seek_exits_3_when_the_bookie_cannot_be_reached(capsys, worlds, exact):
+    """issue 24: seek exited 1 instead of 3 when the bookie could not be reached, and
+    printed "answer 10:0" when nothing was read."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    world = worlds[None]
+    res = run(capsys, "seek", ORDERS, "--time", "0", "-o", "json", "--metadata-url",
+              world.metadata_url, "--bookie-address", f"127.0.0.1:3181=127.0.0.1:{port}",
+              "--bookie-timeout", "1", *(["--exact"] if exact else []))  # fmt: skip
+    assert res.code == 3, res.err
+    assert res.out == "" and res.err.startswith("ledgerctl: error: ") and res.err.count("\n") == 1
