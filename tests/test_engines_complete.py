@@ -355,3 +355,31 @@ def test_seek_exits_3_when_the_bookie_cannot_be_reached(capsys, worlds, exact):
               "--bookie-timeout", "1", *(["--exact"] if exact else []))  # fmt: skip
     assert res.code == 3, res.err
     assert res.out == "" and res.err.startswith("ledgerctl: error: ") and res.err.count("\n") == 1
+
+
+# -- inspect over a topic --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", ["entry", "messages"])
+def test_inspect_of_a_topic_says_what_it_could_not_read(capsys, worlds, depth):
+    """The same counts through the head path (--depth entry) and the general path."""
+    args = ["inspect", "--topic", ORDERS, "-o", "json", "--depth", depth]
+    res = run(capsys, *args, *_flags(worlds["entry-missing"]))
+    assert res.code == 1
+    summary = res.json()["summary"]
+    assert summary["complete"] is False and summary["entries_missing"] == 1
+    assert {
+        "check": "entry-missing",
+        "ledger_id": 10,
+        "message": "entry 10:2 is not in storage",
+    } in (summary["problems"])
+    res = run(capsys, *args, *_flags(worlds["entry-past-last"]))
+    assert res.code == 1
+    doc = res.json()
+    assert doc["summary"]["entries_past_last"] == 2 and doc["summary"]["complete"] is False
+    assert {e["position"] for e in doc["entries"]}.isdisjoint({"10:3", "10:4"})
+    assert "entry-past-last: entries 10:3..4" in res.err
+    res = run(capsys, *args, *_flags(worlds["ledger-missing-storage"]))
+    assert res.code == 1 and res.json()["summary"]["complete"] is False
+    res = run(capsys, *args, *_flags(worlds[None]))
+    assert res.code == 0 and res.json()["summary"]["complete"] is True

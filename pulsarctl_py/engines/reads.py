@@ -95,7 +95,9 @@ def slim_entry(entry: Any) -> Any:
     )
 
 
-def _split_entries(password: bytes | None, convert: str, split: Split) -> Iterator[Any]:
+def _split_entries(
+    password: bytes | None, convert: str, split: Split, max_uncompressed: int | None = None
+) -> Iterator[Any]:
     """Read one split where the engine runs it: its entries (or heads), then StorageNotes."""
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.ledgers import LedgerSource
@@ -122,6 +124,7 @@ def _split_entries(password: bytes | None, convert: str, split: Split) -> Iterat
             depth=depth,
             keep_going=True,
             join_chunks=join,
+            max_uncompressed=max_uncompressed,
         )
         if convert == "heads":
             from pulsarctl_py.seek import head_of_entry
@@ -151,6 +154,8 @@ class EngineReads:
         self.engine = engine
         self.location = location
         self.split_entries = split_entries
+        #: the most a payload of verify's entries may decompress to (None: the default)
+        self.max_uncompressed: int | None = None
 
     @property
     def name(self) -> str:
@@ -181,7 +186,12 @@ class EngineReads:
         self, ranges: Sequence[tuple[int, int, int]], convert: str, bookie: Any
     ) -> Iterator[Any]:
         plan = self.plan(ranges)
-        fn = functools.partial(_split_entries, self.location.password, convert)
+        fn = functools.partial(
+            _split_entries,
+            self.location.password,
+            convert,
+            max_uncompressed=self.max_uncompressed,
+        )
         for item in self.engine.map_splits(plan, fn):
             if isinstance(item, StorageNotes):
                 _merge_notes(bookie, item)

@@ -130,6 +130,7 @@ def verify_topics(
     stats: VerifyStats | None = None,
     fast: bool = True,
     reads: Any = None,
+    max_uncompressed: int | None = None,
 ) -> Iterator[Finding]:
     """Verify the named topics (None: every topic, plus the orphan-ledger check).
 
@@ -140,12 +141,16 @@ def verify_topics(
     through the general decode path, never the fast path (:mod:`.fastscan`); ``reads`` (an
     :class:`pulsarctl_py.engines.reads.EngineReads`) reads the entries on its engine
     instead of in this process (the fast path is in-process, so it is not taken then); the
-    findings are the same.
+    findings are the same. ``max_uncompressed``: the most a payload may decompress to
+    (``--max-message-size``; None: the decoders' default); past it, entry-undecodable.
     """
     if source.metadata is None:
         raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
     run = Run(source, progress, stats if stats is not None else VerifyStats(), reads)
     run.fast = fast and reads is None
+    run.max_uncompressed = max_uncompressed
+    if reads is not None:
+        reads.max_uncompressed = max_uncompressed
     yield from _drive(run, topics)
 
 
@@ -258,6 +263,8 @@ class Run:
         self.topics_total = 0
         #: whether entries may go through the fast path (:mod:`.fastscan`)
         self.fast = True
+        #: the most a payload may decompress to (None: the decoders' default)
+        self.max_uncompressed: int | None = None
 
     def emit(self, finding: Finding) -> Finding:
         self.stats.count(finding)
@@ -313,7 +320,13 @@ class Run:
             found = self.reads.entries(self.source.bookie, view.ledger_id, first, last)
         else:
             found = self.source.entries(
-                view, first, last, depth=ENTRY_DEPTH, keep_going=True, join_chunks=False
+                view,
+                first,
+                last,
+                depth=ENTRY_DEPTH,
+                keep_going=True,
+                join_chunks=False,
+                max_uncompressed=self.max_uncompressed,
             )
         for entry in found:
             entry_id = entry.position[1] if entry.position else first

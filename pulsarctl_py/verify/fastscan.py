@@ -272,7 +272,9 @@ class Payloads:
 
         self.scan = scan
         self.lid = view.ledger_id
-        self.options = LedgerSource.entry_options(view, Depth.MESSAGES)
+        self.options = LedgerSource.entry_options(
+            view, Depth.MESSAGES, max_uncompressed=scan.run.max_uncompressed
+        )
         self.start = HEADER.size + DIGESTS[digest].size
 
     def window(self, batch: list[Any], first: int, end: int, window: Any) -> Iterator[Finding]:
