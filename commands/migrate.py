@@ -174,6 +174,13 @@ def index(
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
         plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
     damage_note(plan.damaged, len(plan.damaged))
+    for skipped in plan.past_last:
+        render.stderr_console().print(
+            f"error: entries {skipped} are stored past the closed ledger's last entry: not "
+            "copied (readers never get them)",
+            markup=False,
+            highlight=False,
+        )
     if mapping is None and flags.plan_file is not None:
         mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
     err = render.stderr_console()
@@ -194,7 +201,7 @@ def index(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"
         )
-        if plan.damaged:
+        if plan.damaged or plan.past_last:
             raise typer.Exit(1)
         return
     if flags.apply and flags.plan_file is None:
@@ -215,7 +222,7 @@ def index(
             draft.repairs[-1]["mapping_file"] = str(mapping)
 
     flags.run(build)
-    if plan.damaged:
+    if plan.damaged or plan.past_last:
         raise typer.Exit(1)
 
 

@@ -383,3 +383,12 @@ def test_inspect_of_a_topic_says_what_it_could_not_read(capsys, worlds, depth):
     assert res.code == 1 and res.json()["summary"]["complete"] is False
     res = run(capsys, *args, *_flags(worlds[None]))
     assert res.code == 0 and res.json()["summary"]["complete"] is True
+
+
+def test_migrate_index_does_not_copy_entries_past_a_closed_ledgers_last_entry(capsys, tmp_path):
+    world = _fresh(tmp_path, "entry-past-last-plain")
+    res = run(capsys, "migrate", "index", PLAIN, "-o", "json", *_flags(world))
+    assert res.code == 1, res.err
+    doc = res.json()
+    assert doc["past_last_not_copied"] == ["40:3..3"] and doc["entries"] == 3
+    assert "entries 40:3..3 are stored past the closed ledger's last entry" in res.err

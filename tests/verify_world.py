@@ -64,6 +64,7 @@ VARIANTS: dict[str, list[str]] = {
     "entry-missing": ["entry-missing"],
     "entry-corrupt": ["entry-corrupt"],
     "entry-past-last": ["entry-past-last"],
+    "entry-past-last-plain": ["entry-past-last"],
     "checksum-mismatch": ["entry-corrupt"],
     "batch-count-huge": ["entry-undecodable"],
     "batch-payload-size-huge": ["entry-undecodable"],
@@ -276,13 +277,13 @@ class _Builder:
         self.pulsar[(ledger_id, entry_id)] = data
         return data
 
-    def strays(self, spec: LedgerSpec, count: int) -> None:
+    def strays(self, spec: LedgerSpec, count: int, *, bem: bool = True) -> None:
         """``count`` entries stored after the ledger's last one (a writer's adds that were
         never acknowledged before the ledger was closed): the topic's clock, sequence and
         index go on as if they had never been written."""
         state = (self.clock, self.seq, self.index, dict(self.last_index))
         first = len(spec.entries)
-        payloads = [self.pulsar_entry(spec.ledger_id, first + i, bem=True) for i in range(count)]
+        payloads = [self.pulsar_entry(spec.ledger_id, first + i, bem=bem) for i in range(count)]
         self.clock, self.seq, self.index, self.last_index = state
         self.pack(spec, payloads, first, sum(spec.payload_sizes))
         spec.strays = count
@@ -397,6 +398,8 @@ def build_world(
         )
     else:
         l40 = b.data_ledger(40, PLAIN, 3, bem=False)
+        if v == "entry-past-last-plain":
+            b.strays(l40, 1, bem=False)
     l41 = LedgerSpec(41, _tags(PLAIN), closed=False)
     l80 = b.data_ledger(80, PARTS + "-partition-0", 2, bem=False)
     l81 = b.data_ledger(81, PARTS + "-partition-1", 1, closed=False, bem=False)

@@ -171,6 +171,8 @@ class IndexPlan:
     floor: int = -1
     #: damaged entries copied as stored (``--accept-damage``): {"position", "problem"}
     damaged: list[dict[str, str]] = field(default_factory=list)
+    #: "L:A..B" ranges stored past a rewritten closed ledger's last entry: not copied
+    past_last: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -184,6 +186,7 @@ class IndexPlan:
             "broker_timestamp_from_publish_time": self.timestamps_from_publish_time,
             "reindexed_entries": self.reindexed,
             "damaged": list(self.damaged),
+            "past_last_not_copied": list(self.past_last),
         }
 
 
@@ -297,6 +300,9 @@ def plan_index(
                 KIND_TOPIC,
             )
             out = plan.entries.setdefault(li.ledgerId, [])
+            past = source.ledger(li.ledgerId).past_last
+            if past is not None:  # no reader gets them: not copied, and said
+                plan.past_last.append(f"{li.ledgerId}:{past[0]}..{past[1]}")
             for raw in read_split(split, accept_damage) if last >= 0 else []:
                 md = raw.metadata
                 if md is None:
@@ -488,6 +494,11 @@ def swap_index_ledgers(
         f"the new ledgers {sorted(ids.values())} are written already; `ledgerctl undo` "
         "restores the metadata and leaves them unreferenced (`ledgerctl orphans` lists them)"
     )
+    if plan.past_last:
+        draft.warnings.append(
+            "entries stored past their closed ledger's last entry are not copied (no reader "
+            f"gets them): {', '.join(plan.past_last[:10])}"
+        )
     if plan.damaged:
         shown = ", ".join(d["position"] for d in plan.damaged[:10])
         draft.warnings.append(
