@@ -173,9 +173,10 @@ def index(
     url, dirs, flags = _stores(flags)
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
         plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
+    err = render.stderr_console()
     damage_note(plan.damaged, len(plan.damaged))
     for skipped in plan.past_last:
-        render.stderr_console().print(
+        err.print(
             f"error: entries {skipped} are stored past the closed ledger's last entry: not "
             "copied (readers never get them)",
             markup=False,
@@ -183,7 +184,6 @@ def index(
         )
     if mapping is None and flags.plan_file is not None:
         mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
-    err = render.stderr_console()
     if mapping is not None:
         try:
             with open(mapping, "w", encoding="utf-8") as fh:

@@ -20,7 +20,6 @@ missing and unreadable entries of one ledger range in a stream of entry ids read
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,14 +84,12 @@ class Gaps:
         if len(self.past_last) < LISTED:
             self.past_last.append((ledger_id, first, last))
 
-    def ledger(self, view: LedgerView, last: int | None, *, bookie: bool = True) -> bool:
+    def ledger(self, view: LedgerView, last: int | None) -> bool:
         """Record what the storage cannot give of a ledger whose readers get entries
         ``0..last`` (``last`` None: unknown); True when its entries can be read at all.
 
         A ledger with entries the storage holds none of (or whose index cannot say) is
         missing; entries stored past a closed ledger's last entry are skipped."""
-        if not bookie:
-            return False
         if view.storage_error is not None:
             expected = None if last is None else last + 1
             self.ledger_missing(view.ledger_id, expected, view.storage_error)
@@ -174,12 +171,11 @@ class Tracker:
     from another one): only ids past the last one seen count. ``finish`` (once the range
     was read to its end) counts what is left as missing."""
 
-    __slots__ = ("expected", "first", "gaps", "last", "ledger_id")
+    __slots__ = ("expected", "gaps", "last", "ledger_id")
 
     def __init__(self, gaps: Gaps, ledger_id: int, first: int, last: int | None) -> None:
         self.gaps = gaps
         self.ledger_id = ledger_id
-        self.first = first
         self.last = last
         self.expected = first
 
@@ -216,13 +212,3 @@ class Tracker:
         self.gaps.entries_missing(self.ledger_id, *gap)
         self.expected = self.last + 1
         return gap
-
-    def entries(self, entries: Iterable[Any]) -> Iterator[Any]:
-        """Decoded entries (``Entry``, unreadable ones included) passed on as they are seen;
-        the range finished when they end."""
-        for entry in entries:
-            pos = entry.position
-            if pos is not None and pos[0] == self.ledger_id:
-                self.see(pos[1], entry.unreadable)
-            yield entry
-        self.finish()

@@ -392,7 +392,7 @@ def write_part(
     parts_dir: str,
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
-) -> Iterator[tuple[int, str, int, int]]:
+) -> Iterator[tuple[int, str, int, int, Gaps]]:
     """Write one split's rows to a part file; yield (ordinal, path, rows, rows with errors,
     the split's :class:`Gaps`).
 

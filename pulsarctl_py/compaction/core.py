@@ -548,7 +548,8 @@ def phase_two(
                 if not options.accept_damage:
                     raise refuse(entry.position, why) from None
                 stats.undecodable += 1
-                stats.damage(entry.position, why, "copied whole")
+                if entry.damage is None:  # else listed already, once per entry
+                    stats.damage(entry.position, why, "copied whole")
                 records = None
             if not _deleted_in_phase_one(entry, options, records):
                 stats.to = entry.position
@@ -630,7 +631,8 @@ def _check_single(entry: RawEntry, options: CompactionOptions, stats: Stats) -> 
     if why is not None:
         if not options.accept_damage:
             raise refuse(entry.position, why)
-        stats.damage(entry.position, why, "copied as stored")
+        if entry.damage is None:  # else listed already, once per entry
+            stats.damage(entry.position, why, "copied as stored")
 
 
 def _keep_native(
