@@ -137,6 +137,7 @@ def compact(
         "--retain-null-key",
         help="Keep messages without a key (topicCompactionRetainNullKey=true).",
     ),
+    accept_damage: bool = options.ACCEPT_DAMAGE,
     engine: EngineChoice = typer.Option(
         EngineChoice.local, "--engine", help="Where the scan runs: local (in-process) or spark."
     ),
@@ -164,8 +165,15 @@ def compact(
     compacted ledger (new ledger id, CRC32 digest, Pulsar's custom metadata) into the
     bookie's storage, refusing while the bookie holds its lock, then commits the
     __compaction cursor with compare-and-set; a failure leaves everything as it was.
-    --status checks the existing compaction (exit 1 on an error finding).
+    A damaged entry (a digest or checksum that does not match, metadata or a payload that
+    does not decode) stops the run before anything is written, unless --accept-damage;
+    a missing entry always does. Entries stored past a closed ledger's last entry are
+    skipped, as the broker skips them, and listed. Exit status 1 when damage was gone on
+    past or entries were skipped. --status checks the existing compaction (exit 1 on an
+    error finding).
     """
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.compaction import CompactionOptions
     from pulsarctl_py.errors import LedgerctlError
@@ -190,7 +198,12 @@ def compact(
         return
     if progress is None:
         progress = sys.stderr.isatty()
-    opts = CompactionOptions(retain_null_key=retain_null_key, order=order.value, format=fmt.value)
+    opts = CompactionOptions(
+        retain_null_key=retain_null_key,
+        order=order.value,
+        format=fmt.value,
+        accept_damage=accept_damage,
+    )
     err = render.stderr_console()
     if apply and fmt is Format.pip_429:
         err.print(
@@ -242,9 +255,13 @@ def compact(
 
         compacted_view_to_parquet(export, export_to)
     if export_to is not None:
-        err.print(f"compacted view written to {export_to}")
-    if report.stats.problems:
-        raise LedgerctlError(f"{len(report.stats.problems)} problem(s): {report.stats.problems[0]}")
+        err.print(f"compacted view written to {escape(str(export_to))}")
+    for text in report.gaps.errors():
+        err.print(f"error: {text}", markup=False, highlight=False)
+    if report.stats.damaged_count:
+        options.damage_note(report.stats.damaged, report.stats.damaged_count)
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def _spark_engine(

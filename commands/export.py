@@ -80,12 +80,17 @@ def export(
     One row per message: topic, ledger_id, entry_id, batch_index, key, value (base64 in
     JSON lines), properties, publish_time, event_time, broker_timestamp, index,
     null_value, problems. An entry that cannot be read or decoded is one row with its
-    problems. Runs in-process or on Spark (--engine). Exit status 1 when a row has an
-    error.
+    problems, and so is a run of entries the storage does not hold. Ledgers the storage
+    holds none of, and entries stored past a closed ledger's last entry (skipped), are
+    listed in the summary. Runs in-process or on Spark (--engine). Exit status 1 when a
+    row has an error or the file is not the whole topic.
     """
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.coverage import Gaps
     from pulsarctl_py.engines.select import open_engine, pick
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.export import (
@@ -120,6 +125,7 @@ def export(
     url = absolute_url(resolve_metadata_url(metadata_url))
     dirs = resolve_bookie_dirs(bookie_dirs)
     err = render.stderr_console()
+    gaps = Gaps()
     with LedgerSource.open(
         url,
         dirs,
@@ -134,6 +140,7 @@ def export(
             metadata_url=url,
             bookie_dirs=[str(d) for d in dirs],
             split_entries=split_entries or EXPORT_SPLIT_ENTRIES,
+            gaps=gaps,
         )
     name = pick(chosen.value, plan.entries, spark_threshold)
     runner = open_engine(
@@ -142,7 +149,13 @@ def export(
     try:
         with render.progress(err, f"exporting {plan.topic}: splits") as advance:
             result = export_plan(
-                plan, runner, to, columns=cols, filters=filters, progress=lambda _n: advance()
+                plan,
+                runner,
+                to,
+                columns=cols,
+                filters=filters,
+                progress=lambda _n: advance(),
+                gaps=gaps,
             )
     finally:
         runner.close()
@@ -150,13 +163,16 @@ def export(
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
         render.write_json(result.to_json())
     else:
-        colour = "red" if result.rows_with_errors else "green"
+        colour = "green" if result.ok else "red"
         err.print(
-            f"[{colour}]{result.rows} rows[/] from {result.entries} entries of {result.topic} "
-            f"written to {result.to} ({result.format}, engine {result.engine}, "
-            f"{result.splits} splits); {result.rows_with_errors} rows with errors"
+            f"[{colour}]{result.rows} rows[/] from {result.entries} entries of "
+            f"{escape(result.topic)} written to {escape(result.to)} ({result.format}, engine "
+            f"{result.engine}, {result.splits} splits); {result.rows_with_errors} rows with "
+            "errors" + ("" if result.gaps.complete else "; incomplete")
         )
-    if result.rows_with_errors:
+    for text in result.gaps.errors():
+        err.print(f"error: {text}", markup=False, highlight=False)
+    if not result.ok:
         raise typer.Exit(1)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pulsarctl_py.coverage import Gaps
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.engines import ScanPlan, build_scan_plan, get_engine
 from pulsarctl_py.engines.local import DEFAULT_MEMORY
@@ -78,6 +79,13 @@ class CompactionReport:
     to_delete: list[int] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    #: what the scan skipped: entries stored past a closed ledger's last entry
+    gaps: Gaps = field(default_factory=Gaps)
+
+    @property
+    def ok(self) -> bool:
+        """No damage gone on past, nothing skipped: exit status 0."""
+        return self.gaps.complete and not self.stats.damaged_count
 
     @property
     def last_message_position(self) -> str | None:
@@ -119,6 +127,9 @@ class CompactionReport:
             "deleted": list(self.deleted),
             "notes": list(self.notes),
             "problems": list(s.problems),
+            "damaged": list(s.damaged),
+            "damaged_count": s.damaged_count,
+            **self.gaps.to_json(),
             "seconds": round(self.seconds, 3),
         }
 
@@ -214,6 +225,18 @@ def plan_compaction(
     return plan, notes
 
 
+def _scanned_ledgers(state: TopicState, full: bool) -> set[int]:
+    """The data ledgers a compaction of ``state`` reads (all, or those after the horizon)."""
+    incremental = not full and state.compacted_ledger is not None and state.horizon is not None
+    start = state.horizon[0] if incremental and state.horizon is not None else None
+    end = state.last[0] if state.last is not None else None
+    return {
+        lid
+        for lid, _entries, _size in state.ledgers
+        if (start is None or lid >= start) and (end is None or lid <= end)
+    }
+
+
 # -- progress ---------------------------------------------------------------------------------
 
 
@@ -261,13 +284,16 @@ def export_lines(entry: CompactedEntry, retain_null_key: bool) -> Iterator[dict[
     lid, eid = entry.position
     if not decoded.messages:
         md = decoded.metadata
+        errors = [p for p in decoded.problems if p.severity == "error"]
         yield {
             "key": md.partition_key if md is not None and md.HasField("partition_key") else None,
             "value": None,
             "properties": {kv.key: kv.value for kv in md.properties} if md is not None else {},
             "position": format_position(lid, eid),
             "publish_time": md.publish_time if md is not None else None,
-            "note": "payload not decoded (encrypted or a chunk)",
+            "note": f"payload not decoded: {errors[0]} (copied as stored, --accept-damage)"
+            if errors
+            else "payload not decoded (encrypted or a chunk)",
         }
         return
     for m in decoded.messages:
@@ -325,9 +351,16 @@ def compact(
     url = str(resolve_metadata_url(metadata_url))
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
     # without a bookie directory the entries come from the running bookies
+    gaps = Gaps()
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=live) as source:
         state = topic_state(source, topic)
         live = source.live_options
+        scanned = _scanned_ledgers(state, full)
+        for ledger_id, _entries, _size in state.ledgers:
+            if ledger_id in scanned:
+                past = source.ledger(ledger_id).past_last
+                if past is not None:  # read by no reader: phase one stops before them
+                    gaps.entries_past_last(ledger_id, *past)
     if on_state is not None:
         on_state(state)
     report = CompactionReport(
@@ -335,6 +368,7 @@ def compact(
     )
     report.previous_compacted_ledger = state.compacted_ledger
     report.horizon = state.last
+    report.gaps = gaps
     if state.last is None:
         report.notes.append("the topic has no entries: nothing to compact")
         report.seconds = time.monotonic() - started
@@ -408,6 +442,10 @@ def compact(
         if report.spool is not None:
             report.spool.unlink(missing_ok=True)
             report.spool = None
+        if export_file is not None and export is not None:
+            export_file.close()  # a view cut short is no view: nothing stays of it
+            export_file = None
+            export.unlink(missing_ok=True)
         raise
     finally:
         if spool_file is not None:
