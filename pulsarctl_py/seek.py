@@ -470,6 +470,8 @@ class SeekResult:
     search_range: dict[str, Any] | None = None
     #: flat indices of the first and last entry the search covers (None: one entry)
     span: tuple[int, int] | None = None
+    #: the range searched, when narrower than ``span`` (the broker's close-time narrowing)
+    searched: tuple[int, int] | None = None
 
     @property
     def answered(self) -> bool:
@@ -616,6 +618,7 @@ def seek_time_broker(
     end = flat.n - 1 if end_pos is None else min(flat.last_at_or_before(*end_pos), flat.n - 1)
     count = end - start + 1 if start <= end else 0
     result.span = (start, min(end + 2, flat.n - 1))  # the answer: up to check-last's next
+    result.searched = (start, end)
     result.search_range = {
         "start": format_position(*flat.position(start)) if start < flat.n else None,
         "end": format_position(*flat.position(end)) if 0 <= end < flat.n else None,
@@ -1114,11 +1117,19 @@ def seek(source: LedgerSource, request: SeekRequest, reads: Any = None) -> SeekR
 def _unanswered(result: SeekResult, flat: FlatTopic, unreadable: Sequence[Head]) -> None:
     """A search that could not read what it needed has no answer: never a position that
     was not read, nor one an entry not read could change. The probes are the broker's (or
-    KoP's) own, on the topic as the broker counts it: when every one of them and the answer
-    were read, the answer is exact, whatever else is missing. Else it says so, with where
-    the answer lies (``answer_range``: between the newest probe read that matched and the
-    oldest read that did not) and what was not read (``not_read``)."""
+    KoP's) own, on the topic as the broker counts it; a ledger the storage does not hold,
+    inside the range searched, could hold the answer whatever the probes found (timestamps
+    and indexes are only assumed to rise), so it makes the answer inexact too. Else it says
+    so, with where the answer lies (``answer_range``: between the newest probe read that
+    matched and the oldest read that did not) and what was not read (``not_read``)."""
     not_read = [f"entry {head.position}: {head.error}" for head in unreadable]
+    searched = result.searched or result.span
+    if searched is not None and flat.n:
+        lo, hi = searched
+        for k, lg in enumerate(flat.used):
+            first, last = flat.starts[k], flat.starts[k] + lg.entries - 1
+            if lg.missing is not None and first <= hi and last >= lo:
+                not_read.append(f"ledger {lg.ledger_id} ({lg.entries} entries): {lg.missing}")
     answer = result.head
     if answer is not None and answer.error is not None and answer not in unreadable:
         not_read.append(f"entry {answer.position}: {answer.error}")

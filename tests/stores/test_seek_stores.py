@@ -138,6 +138,20 @@ def test_a_missing_ledger_leaves_an_answer_only_where_no_probe_needs_it(tmp_path
     assert any(t.startswith("entry 11:") for t in inside.extra["not_read"])
 
 
+def test_a_ledger_missing_inside_the_range_searched_makes_no_exact_answer(tmp_path: Path) -> None:
+    """Issue 24 point 6: with the whole topic searched (no close-time narrowing), ledger 11
+    missing from storage lies inside the search range: timestamps are only assumed to rise,
+    so what it holds could change the answer, which is then "cannot be answered exactly"
+    with the range, never a position."""
+    broken = build_world(tmp_path / "broken", "ledger-missing-storage")
+    with broken.source() as source:
+        result = seek(source, SeekRequest(topic=ORDERS, time_ms=0, clock_skew_ms=-1))
+    assert not result.answered and result.head is None
+    assert result.findings[0].startswith("cannot be answered exactly")
+    assert any(t.startswith("ledger 11 (4 entries)") for t in result.extra["not_read"])
+    assert set(result.extra["answer_range"]) == {"first", "last"}
+
+
 def test_seek_through_zookeeper(scratch_zk: str, tmp_path: Path) -> None:
     store = open_metadata_store(scratch_zk, read_only=False)
     try:
