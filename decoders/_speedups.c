@@ -296,18 +296,45 @@ varint_minimal(const uint8_t *start, const uint8_t *end)
     return end - start == 1 || (end[-1] != 0 && (end - start < 10 || end[-1] == 1));
 }
 
-/* Valid UTF-8 as Python's strict decoder judges it. 1 valid, 0 not, -1 Python error. */
+/* Valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF): text the
+ * Python decoder takes as it is. Anything else is left to it. */
 static int
-utf8_ok(const uint8_t *s, Py_ssize_t n)
+utf8(const uint8_t *s, Py_ssize_t n)
 {
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] & 0x80) {
-            PyObject *t = text(s, n);
-            if (t == NULL)
-                return PyErr_Occurred() ? -1 : 0;
-            Py_DECREF(t);
-            return 1;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
         }
+        int len;
+        uint32_t cp;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        }
+        else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        }
+        else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        }
+        else
+            return 0;
+        if (n - i < len)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += len;
     }
     return 1;
 }
@@ -351,10 +378,8 @@ parse_property(const uint8_t *p, const uint8_t *end, PyObject *dict, KeyCache *k
     }
     if (key == NULL || value == NULL)
         return 0; /* required fields: the Python path reports them */
-    if (dict == NULL) {
-        int rc = utf8_ok(key, key_len);
-        return rc <= 0 ? rc : utf8_ok(value, value_len);
-    }
+    if (dict == NULL)
+        return utf8(key, key_len) && utf8(value, value_len);
     PyObject *k = cached_text(keys, key, key_len);
     if (k == NULL)
         return PyErr_Occurred() ? -1 : 0;
@@ -1048,55 +1073,13 @@ crc32_update(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc_slice8(crc32_table, ~crc, p, n);
 }
 
-/* Valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF): text the
- * Python decoder takes as it is. Anything else is left to it. */
+/* An EncryptionKeys (key: string, value: bytes, both required; metadata: a KeyValue
+ * list, each read as parse_property reads a property): 1 regular, 0 not. */
 static int
-utf8(const uint8_t *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int len;
-        uint32_t cp;
-        if ((c & 0xE0) == 0xC0) {
-            len = 2;
-            cp = c & 0x1F;
-        }
-        else if ((c & 0xF0) == 0xE0) {
-            len = 3;
-            cp = c & 0x0F;
-        }
-        else if ((c & 0xF8) == 0xF0) {
-            len = 4;
-            cp = c & 0x07;
-        }
-        else
-            return 0;
-        if (n - i < len)
-            return 0;
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
-/* A message of string/bytes fields 1 and 2 (both required; KeyValue, EncryptionKeys with
- * its KeyValue list in field 3): 1 regular, 0 not. */
-static int
-regular_pair(const uint8_t *p, const uint8_t *end, int text_value, int nested)
+regular_encryption_keys(const uint8_t *p, const uint8_t *end)
 {
     int has_key = 0, has_value = 0;
+    char canonical;
     while (p < end) {
         uint32_t field;
         int wire;
@@ -1104,23 +1087,21 @@ regular_pair(const uint8_t *p, const uint8_t *end, int text_value, int nested)
         Py_ssize_t n;
         if (!read_tag(&p, end, &field, &wire))
             return 0;
-        if (field == 1 || field == 2 || (nested && field == 3)) {
-            if (wire != 2 || !read_bytes(&p, end, &s, &n))
+        if (field < 1 || field > 3) {
+            if (!skip_field(&p, end, wire))
                 return 0;
-            if (field == 1) {
-                if (!utf8(s, n))
-                    return 0;
-                has_key = 1;
-            }
-            else if (field == 2) {
-                if (text_value && !utf8(s, n))
-                    return 0;
-                has_value = 1;
-            }
-            else if (!regular_pair(s, s + n, 1, 0))
-                return 0;
+            continue;
         }
-        else if (!skip_field(&p, end, wire))
+        if (wire != 2 || !read_bytes(&p, end, &s, &n))
+            return 0;
+        if (field == 1) {
+            if (!utf8(s, n))
+                return 0;
+            has_key = 1;
+        }
+        else if (field == 2)
+            has_value = 1;
+        else if (parse_property(s, s + n, NULL, NULL, &canonical) != 1)
             return 0;
     }
     return has_key && has_value;
@@ -1167,11 +1148,14 @@ regular_metadata(const uint8_t *p, const uint8_t *end, Md *md)
                 md->num_messages = (int32_t)(uint32_t)v;
             }
             break;
-        case 4: case 13: /* KeyValue, EncryptionKeys */
+        case 4: case 13: { /* KeyValue, EncryptionKeys */
+            char canonical;
             if (wire != 2 || !read_bytes(&p, end, &s, &n) ||
-                !regular_pair(s, s + n, field == 4, field == 13))
+                (field == 4 ? parse_property(s, s + n, NULL, NULL, &canonical) != 1
+                            : !regular_encryption_keys(s, s + n)))
                 return 0;
             break;
+        }
         default:
             if (wire == 3 || wire == 4 || !skip_field(&p, end, wire))
                 return 0;
@@ -2207,8 +2191,8 @@ walk_batch(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, const long long
         }
         if (m.null_value || batch_index < -1 || batch_index > 0xFFFFFFFELL)
             return 0;
-        if (m.has_key && (rc = utf8_ok(m.key, m.key_len)) <= 0)
-            return rc;
+        if (m.has_key && !utf8(m.key, m.key_len))
+            return 0;
         LiveRecord *r = &recs[n++];
         r->record = record;
         r->length = (buf + pos) - record;

@@ -230,12 +230,16 @@ def run_native(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     differences: list[str] = []
     started = time.monotonic()
+    shown = started
     cases = 0
     while True:
         behind = min(by_function, key=lambda f: calls[f])
-        elapsed = time.monotonic() - started
-        if calls[behind] >= args.calls or (args.seconds and elapsed >= args.seconds):
+        now = time.monotonic()
+        if calls[behind] >= args.calls or (args.seconds and now - started >= args.seconds):
             break
+        if now - shown >= 60:  # progress on stderr, once a minute
+            shown = now
+            print(f"{now - started:.0f} s: {behind} {calls[behind]} calls", file=sys.stderr)
         try:
             fuzz_native.TARGETS[by_function[behind]](rng)
         except fuzz_native.Difference as exc:
