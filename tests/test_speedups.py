@@ -623,3 +623,11 @@ def test_bind_takes_only_a_slots_class_of_its_own_slots() -> None:
         with pytest.raises(TypeError):
             native.bind(native.HEAD, cls, fields)
     native.bind(native.HEAD, EntryHead, names)  # the real binding still holds
+
+
+@needs_native
+@pytest.mark.parametrize("start", [-1, 2**32, 2**64 + 5, -(2**63), 2**32 - 1])
+def test_crc32c_takes_any_start_as_the_library_does(start: int) -> None:
+    """The library keeps the low 32 bits of any int start; so does the native function."""
+    expected = crc32c_lib.crc32c(b"abc", start)
+    assert native.crc32c(b"abc", start) == native.crc32c(b"abc", start, True) == expected
