@@ -40,6 +40,7 @@ from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.engines.local import LocalKeyTable
 from pulsarctl_py.proto import pulsar_api_pb2 as api
+from tests.protowire import reencoded
 
 pytestmark = pytest.mark.skipif(native is None, reason="the native module is not built")
 
@@ -125,10 +126,14 @@ def records(draw: st.DrawFn) -> Rec:
     return Rec(key, value, [f for _, f in fields], compacted_out)
 
 
-def encode_batch(recs: list[Rec]) -> bytes:
+def encode_batch(recs: list[Rec], draw: st.DrawFn | None = None) -> bytes:
+    """The batch; with ``draw``, each record's metadata written again with tags, lengths
+    and varints of drawn sizes, overlong or past what protobuf takes (tests/protowire.py)."""
     out = bytearray()
     for rec in recs:
         smm = b"".join(rec.fields)
+        if draw is not None:
+            smm = draw(reencoded(smm, {1: {}}))
         out += struct.pack(">I", len(smm)) + smm + rec.value
     return bytes(out)
 
@@ -139,7 +144,7 @@ def batches(draw: st.DrawFn) -> tuple[list[Rec], bytes, list[int] | None]:
     indexes = None
     if draw(st.integers(0, 4)) == 0:  # a PIP-429 batch: the retained records' indexes
         indexes = sorted(draw(st.sets(st.integers(0, 12), min_size=len(recs), max_size=len(recs))))
-    return recs, encode_batch(recs), indexes
+    return recs, encode_batch(recs, draw if draw(st.integers(0, 3)) == 0 else None), indexes
 
 
 def entry_of(plain: bytes, count: int, indexes: list[int] | None, codec: int, position):
