@@ -181,14 +181,20 @@ def meta_command(
     bookie: opts.BookieFlags = opts.BOOKIE,
     output: OutputFormat = OUTPUT,
 ) -> None:
-    """Show a ledger's full metadata and the bookie's view of it.
+    """Show a ledger's full metadata and the bookies' view of it.
 
     Metadata (like bookkeeper shell ledgermetadata): format version, state, quorums,
     ensembles, last entry and length, digest type, creation time, custom metadata decoded,
-    and the znode path. The bookie's view (with --bookie-dir): whether the ledger is
-    fenced, its explicit LAC, the last entry stored. The password and the master key are
-    never printed, only whether one is set. Exit status 1 when the bookie storage is
-    damaged (an unusable index: its view is then rebuilt by scanning the entry logs).
+    and the znode path. The bookies' view comes from the bookie's files with --bookie-dir
+    (whether the ledger is fenced, whether the bookie holds its master key, its explicit
+    LAC, the last entry stored); without one, from the running bookies of the ledger's
+    last ensemble, asked over the network (READ_LAC and a read of the last entry: the
+    last entry they hold, its LAC and the explicit LAC; fence state and master key cannot
+    be asked, and show as unknown). When those bookies do not answer, the metadata is
+    still printed in full and the view says "unreachable" with the reason (exit 0).
+    The password and the master key are never printed, only whether one is set. Exit
+    status 1 when the bookie storage is damaged (an unusable index: its view is then
+    rebuilt by scanning the entry logs).
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
@@ -247,15 +253,21 @@ def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if doc.get("metadata_error"):
         rows.append(("metadata error", doc["metadata_error"]))
     b = doc.get("bookie")
-    if b is not None:
+    if b is not None and b.get("unreachable"):
+        rows.append(("bookies", f"unreachable: {b['unreachable']}"))
+    elif b is not None:
+        master = b["has_master_key"]
         rows += [
             ("bookie: exists", _dash(b["exists"])),
             ("bookie: fenced", _dash(b["fenced"])),
             ("bookie: explicit LAC", _dash(b["explicit_lac"])),
-            ("bookie: master key", "set" if b["has_master_key"] else "not set"),
+            ("bookie: master key", "-" if master is None else "set" if master else "not set"),
             ("bookie: last entry", _dash(b["last_entry_id"])),
             ("bookie: LAC in last entry", _dash(b["last_entry_lac"])),
-            ("bookie: index", b["source"]),
+            (
+                "bookie: view from",
+                "the running bookies" if b["source"] == "live" else f"index {b['source']}",
+            ),
         ]
     return rows
 

@@ -52,6 +52,9 @@ class LedgerView:
     last_stored_lac: int | None = None  # the LAC piggybacked on that entry
     last_entry_error: str | None = None  # why that entry could not be read, if it could not
     storage_error: str | None = None  # why the bookie's index could not tell, if it could not
+    #: why the running bookies could not be asked (a live store whose bookies of the last
+    #: ensemble all failed): what they hold is then unknown, which is no finding in the data
+    unreachable: str | None = None
     kind: str = "unknown"  # data, cursor, compacted, schema, unknown
     digest_type: DigestType | None = None
     password: bytes | None = field(default=None, repr=False)
@@ -100,8 +103,42 @@ class LedgerView:
     def state(self) -> str | None:
         return self.metadata.state.name if self.metadata is not None else None
 
-    def to_json(self) -> dict[str, Any]:
+    def bookie_json(self) -> dict[str, Any] | None:
+        """The bookies' view: from a bookie's files, or asked of the running bookies
+        (``source`` live: fence state and master key cannot be asked, so they are None);
+        when the running bookies could not be asked, every fact is None and
+        ``unreachable`` says why."""
         b = self.bookie
+        if self.unreachable is not None:
+            return {
+                "exists": None,
+                "fenced": None,
+                "has_master_key": None,
+                "explicit_lac": None,
+                "last_entry_id": None,
+                "last_entry_lac": None,
+                "last_entry_error": None,
+                "storage_error": None,
+                "source": "live",
+                "unreachable": self.unreachable,
+            }
+        if b is None:
+            return None
+        live = b.source == "live"
+        return {
+            "exists": b.exists,
+            "fenced": b.fenced,
+            "has_master_key": None if live else b.master_key is not None,
+            "explicit_lac": self.explicit_lac,
+            "last_entry_id": self.last_stored,
+            "last_entry_lac": self.last_stored_lac,
+            "last_entry_error": self.last_entry_error,
+            "storage_error": self.storage_error,
+            "source": b.source,
+            "unreachable": None,
+        }
+
+    def to_json(self) -> dict[str, Any]:
         return {
             "ledger_id": self.ledger_id,
             "kind": self.kind,
@@ -110,19 +147,7 @@ class LedgerView:
             "digest_type": self.digest_type.name if self.digest_type else None,
             "metadata": self.metadata.to_json() if self.metadata is not None else None,
             "metadata_error": self.metadata_error,
-            "bookie": None
-            if b is None
-            else {
-                "exists": b.exists,
-                "fenced": b.fenced,
-                "has_master_key": b.master_key is not None,
-                "explicit_lac": self.explicit_lac,
-                "last_entry_id": self.last_stored,
-                "last_entry_lac": self.last_stored_lac,
-                "last_entry_error": self.last_entry_error,
-                "storage_error": self.storage_error,
-                "source": b.source,
-            },
+            "bookie": self.bookie_json(),
         }
 
 
@@ -195,7 +220,17 @@ class LedgerSource:
 
     # -- one ledger --------------------------------------------------------------------
 
-    def ledger(self, ledger_id: int) -> LedgerView:
+    def ledger(self, ledger_id: int, *, unreachable_ok: bool = False) -> LedgerView:
+        """What the metadata and the bookie storage know about one ledger.
+
+        Running bookies (a live store) that cannot be asked leave ``view.unreachable``
+        set. ``unreachable_ok`` is for commands that show metadata and the bookies' view
+        side by side (``ledger meta``, ``topic info``): the view is returned whatever the
+        bookies answer. Otherwise an open ledger whose last ensemble does not answer
+        raises :class:`StoreUnavailable` (its end cannot be known: exit 3); a closed
+        ledger's end is its ``lastEntryId``, and reading its entries raises when no
+        replica answers.
+        """
         view = LedgerView(ledger_id)
         if self.metadata is not None:
             from pulsarctl_py.stores.metadata import read_ledger
@@ -204,7 +239,9 @@ class LedgerSource:
             if record is not None:
                 view.metadata = record.metadata
                 view.metadata_error = record.error
-        if self.bookie is not None:
+        if self.bookie is not None and self.live_options is not None:
+            self._ask_live(view, unreachable_ok)
+        elif self.bookie is not None:
             from pulsarctl_py.stores.bookie import EntryNotFound
 
             try:
@@ -217,10 +254,16 @@ class LedgerSource:
                 view.last_stored = self.bookie.last_entry_id(ledger_id)
             except LedgerctlError as exc:
                 view.storage_error = self._storage_error(exc)
+        if self.bookie is not None and view.unreachable is None:
             if view.last_stored is not None:
                 # a damaged last entry costs its LAC, not the whole view of the ledger
                 try:
                     data = self.bookie.read_entry(ledger_id, view.last_stored)
+                except StoreUnavailable as exc:
+                    if self.live_options is None:
+                        view.last_entry_error = exc.one_line()
+                    else:  # no replica answered: unknown, not damaged
+                        view.unreachable = exc.one_line()
                 except LedgerctlError as exc:
                     view.last_entry_error = exc.one_line()
                 else:
@@ -231,6 +274,7 @@ class LedgerSource:
             and view.bookie is None
             and view.last_stored is None
             and view.storage_error is None
+            and view.unreachable is None
         ):
             where = " and ".join(
                 w for w, s in (("metadata", self.metadata), ("bookie storage", self.bookie)) if s
@@ -244,6 +288,27 @@ class LedgerSource:
         if self.password is not None:
             view.password = self.password
         return view
+
+    def _ask_live(self, view: LedgerView, unreachable_ok: bool) -> None:
+        """The running bookies' view of a ledger (READ_LAC to its last ensemble)."""
+        from pulsarctl_py.stores.bookie import EntryNotFound
+
+        store: Any = self.bookie
+        try:
+            view.bookie = store.ledger(view.ledger_id)
+            view.last_stored = store.last_entry_id(view.ledger_id)
+        except EntryNotFound:
+            view.bookie = None
+        except StoreUnavailable as exc:  # an open ledger whose last ensemble is down
+            if not unreachable_ok:
+                raise
+            view.unreachable = getattr(exc, "reason", None) or exc.one_line()
+            return
+        except LedgerctlError as exc:  # no metadata to find its bookies by
+            view.storage_error = self._storage_error(exc)
+            return
+        # a closed ledger: its end is the metadata's when no bookie answered
+        view.unreachable = store.unreachable(view.ledger_id)
 
     def _storage_error(self, exc: LedgerctlError) -> str:
         """Keep an index error with the store's problems (reported once), return its text."""

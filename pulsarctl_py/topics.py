@@ -327,7 +327,8 @@ def require_pulsar_data(store: Any) -> None:
 
 def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
     try:
-        return source.ledger(ledger_id), None
+        # topic info shows what the metadata says whatever the bookies answer
+        return source.ledger(ledger_id, unreachable_ok=True), None
     except LedgerctlError as exc:
         return None, exc.one_line()
 
@@ -359,6 +360,11 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
     md = view.metadata
     if md is not None and md.is_closed:
         row.entries, row.size, row.source = md.last_entry_id + 1, md.length, "ledger-metadata"
+        return
+    if view.unreachable is not None:
+        row.entries = row.size = None
+        row.source = "unknown"
+        row.problem = f"the open ledger's bookies could not be asked: {view.unreachable}"
         return
     lac = view.lac
     if lac is None:
@@ -409,6 +415,11 @@ def _read_position_info(
     view, error = _ledger_view(source, ledger_id)
     if view is None:
         return None, f"cursor ledger {ledger_id}: {error}"
+    if view.unreachable is not None:
+        return (
+            None,
+            f"cursor ledger {ledger_id}: its bookies could not be asked: {view.unreachable}",
+        )
     last = view.last_stored
     if last is None:
         return None, f"cursor ledger {ledger_id} has no entries on the given bookie storage"
@@ -860,7 +871,7 @@ def ledger_meta(source: LedgerSource, ledger_id: int) -> LedgerMeta:
     from pulsarctl_py.verify import storage_findings
 
     record = read_ledger(source.metadata, ledger_id) if source.metadata is not None else None
-    view = source.ledger(ledger_id)
+    view = source.ledger(ledger_id, unreachable_ok=True)
     problems = [f.message for f in storage_findings(source)]
     if view.last_entry_error is not None:
         problems.append(f"ledger {ledger_id} entry {view.last_stored}: {view.last_entry_error}")

@@ -81,6 +81,8 @@ class _LedgerState:
     last_known: bool = False
     lac_body: bytes | None = None
     last_errors: list[str] = field(default_factory=list)
+    #: why no bookie of the last ensemble answered READ_LAC (None: one did)
+    unreachable: str | None = None
 
 
 class LiveBookieStore:
@@ -185,16 +187,26 @@ class LiveBookieStore:
                 entry_id = bk.HEADER.unpack_from(body, 0)[1]
                 best = entry_id if best is None else max(best, entry_id)
         if not answered:
+            # each bookie's reason once, however often this ledger was asked
+            reasons = "; ".join(dict.fromkeys(state.last_errors)) or "no bookie in the ensemble"
+            state.unreachable = (
+                f"no bookie of ledger {ledger_id}'s last ensemble answered: {reasons}"
+            )
             if md.is_closed:
                 best = md.last_entry_id if md.last_entry_id >= 0 else None
             else:
                 raise BookieUnavailable(
-                    ",".join(md.ensembles.get(last_first, [])) or "-",
-                    f"no bookie of ledger {ledger_id}'s last ensemble answered: "
-                    + "; ".join(state.last_errors),
+                    ",".join(md.ensembles.get(last_first, [])) or "-", state.unreachable
                 )
         state.last, state.last_known = best, True
         return best
+
+    def unreachable(self, ledger_id: int) -> str | None:
+        """Why none of the bookies of the ledger's last ensemble answered, once
+        :meth:`last_entry_id` asked them; None when one did (or when not asked yet).
+        A closed ledger's last entry is then the metadata's, not a bookie's answer."""
+        state = self._ledgers.get(ledger_id)
+        return None if state is None else state.unreachable
 
     def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
         for stored in self._read(ledger_id, [entry_id]):
