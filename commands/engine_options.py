@@ -32,7 +32,9 @@ SPARK_MASTER = typer.Option(
     "--spark-master",
     metavar="URL",
     help="Run on this Spark master (spark://host:7077, yarn, k8s://...; default local[*]). "
-    "Executors must reach the bookie directories at the same paths.",
+    "Executors read what the driver would: the bookie directories at the same (absolute) "
+    "paths, or without --bookie-dir the running bookies, which they must reach over the "
+    "network; their Python (PYSPARK_PYTHON) must have ledgerctl installed.",
 )
 SPARK_CONF = typer.Option(
     None,

@@ -8,6 +8,7 @@ choose an engine by size.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -126,7 +127,13 @@ def build_scan_plan(
     """
     if split_entries < 1:
         raise ValueError("split_entries must be positive")
-    dirs = tuple(str(d) for d in bookie_dirs)
+    # executors open the stores from another working directory (a Spark worker's): a
+    # relative path (a ledgerctl.toml's rocksdb://metadata) must name the driver's place
+    dirs = tuple(os.path.abspath(str(d)) for d in bookie_dirs)
+    if metadata_url is not None:
+        from pulsarctl_py.stores.metadata.url import parse_metadata_url
+
+        metadata_url = str(parse_metadata_url(str(metadata_url)).absolute())
     if dirs:
         live = None
     elif live is None and metadata_url is not None:
