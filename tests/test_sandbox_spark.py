@@ -114,3 +114,28 @@ def test_scan_plans_carry_absolute_paths(
     assert parsed.target == str(tmp_path / Path(url.split()[0][len("rocksdb://") :]).name)
     if parsed.bookkeeper is not None:
         assert parsed.bookkeeper.target == str(tmp_path / "b")
+
+
+def test_the_data_source_reads_the_running_bookies(spark: Any, sandbox_world: Any) -> None:
+    """``spark.read.format("ledgerctl")`` (the session's local executors) with only the
+    two metadata URLs: the rows are what the producer sent, with the ids it was given."""
+    box = sandbox_world.sandbox
+    sent = sandbox_world.topics["batched-lz4"]
+
+    def reader(**options: str) -> Any:
+        r = spark.read.format("ledgerctl").option("topic", sandbox_world.short("batched-lz4"))
+        for name, value in {"metadata-url": box.metadata_url, **options}.items():
+            r = r.option(name, value)
+        return r
+
+    df = reader(**{"bookkeeper-metadata-url": box.bookkeeper_metadata_url,
+                   "split-entries": "3"}).load()  # fmt: skip
+    assert df.rdd.getNumPartitions() > 2
+    rows = df.select("ledger_id", "entry_id", "batch_index", "key", "value").collect()
+    assert [(r.ledger_id, r.entry_id, r.batch_index) for r in rows] == [
+        s.message_id[:3] for s in sent
+    ]
+    assert [(r.key, bytes(r.value)) for r in rows] == [(s.key, s.value) for s in sent]
+    # without the place of BookKeeper's metadata: refused, not an empty DataFrame
+    with pytest.raises(Exception, match="no znode /ledgers there: give --bookkeeper-metadata-url"):
+        reader().load().collect()

@@ -11,7 +11,9 @@ One call makes it available in a session::
           .load())
 
 Options: ``topic`` or ``ledger`` (one of them), ``metadata-url`` (default: as the CLI,
-$LEDGERCTL_METADATA_URL or ./ledgerctl.toml), ``bookie-dir`` (several separated by
+$LEDGERCTL_METADATA_URL or ./ledgerctl.toml), ``bookkeeper-metadata-url`` and
+``broker-conf`` (where BookKeeper's metadata lives when it is not ``/ledgers`` of that
+store, as the CLI's flags of the same names), ``bookie-dir`` (several separated by
 ``,``), the running bookies' client settings as the CLI's flags of the same names
 take them (``bookie-address``: ``ID=HOST:PORT`` pairs separated by ``,``;
 ``bookie-tls``: true or false; ``bookie-ca-file``; ``bookie-timeout`` in seconds;
@@ -153,6 +155,8 @@ class LedgerctlReader(DataSourceReader):
         except ValueError as exc:
             raise LedgerctlError(f"ledger and split-entries are integers: {exc}") from None
         self.metadata_url = _option(options, "metadata-url")
+        self.bookkeeper_metadata_url = _option(options, "bookkeeper-metadata-url")
+        self.broker_conf = _option(options, "broker-conf")
         dirs = _option(options, "bookie-dir")
         self.bookie_dirs = [d for d in (dirs or "").split(",") if d]
         addresses = _option(options, "bookie-address")
@@ -183,6 +187,14 @@ class LedgerctlReader(DataSourceReader):
 
 def plan_for(reader: LedgerctlReader) -> Any:
     """The scan plan of the reader's topic or ledger, built from metadata on the driver."""
+    from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
+
+    # the splits carry the URL in a text form that names BookKeeper's place too
+    with metadata_flags(MetadataFlags(reader.bookkeeper_metadata_url, reader.broker_conf)):
+        return _plan_for(reader)
+
+
+def _plan_for(reader: LedgerctlReader) -> Any:
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.coverage import Gaps
     from pulsarctl_py.engines import build_scan_plan

@@ -115,9 +115,22 @@ class LiveBookieStore:
             from pulsarctl_py.stores.metadata import read_ledger
 
             record = read_ledger(self.metadata, ledger_id)
-            if record is None or record.metadata is None:
-                why = "has no metadata" if record is None else f"metadata: {record.error}"
-                raise NotFoundError(f"ledger {ledger_id} {why}; its bookies are unknown")
+            if record is None:
+                place = self.metadata.bookkeeper()
+                hint = ""
+                if not place.store.exists(place.root):  # BookKeeper's metadata is elsewhere
+                    hint = (
+                        f" (no znode {place.root} there: give --bookkeeper-metadata-url or "
+                        "--broker-conf)"
+                    )
+                raise NotFoundError(
+                    f"ledger {ledger_id} has no metadata in {place.url}{hint}; "
+                    "its bookies are unknown"
+                )
+            if record.metadata is None:
+                raise NotFoundError(
+                    f"ledger {ledger_id} metadata: {record.error}; its bookies are unknown"
+                )
             state = _LedgerState(record.metadata)
             self._ledgers[ledger_id] = state
         return state
