@@ -33,7 +33,14 @@ def export(
         ...,
         "--to",
         metavar="FILE",
-        help="The file to write: FILE.parquet or FILE.jsonl (replaced whole when done).",
+        help="The file to write: FILE.parquet or FILE.jsonl (written whole when done; an "
+        "earlier export is replaced). A device or FIFO (/dev/stdout) gets JSON lines.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite an existing --to file that is not an earlier export (default: "
+        "refuse). Devices, FIFOs and symbolic links are never replaced.",
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
@@ -81,7 +88,7 @@ def export(
     problems. Runs in-process or on Spark (--engine). Exit status 1 when a row has an
     error.
     """
-    from pulsarctl_py import render
+    from pulsarctl_py import outputs, render
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.engines.select import open_engine, pick
@@ -92,6 +99,7 @@ def export(
         RowFilters,
         absolute_url,
         check_columns,
+        export_output_kind,
         export_plan,
         output_format,
         topic_plan,
@@ -101,7 +109,11 @@ def export(
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
     from pulsarctl_py.timeparse import parse_time_ms
 
-    output_format(to)
+    if not outputs.is_stream_path(to):
+        output_format(to)  # a bad name fails before anything is created
+    # checked (and its temporary file made) before the work; an output never written is
+    # dropped when it is collected
+    out = outputs.prepare(to, export_output_kind(), force=force)
     chosen = engine_name(engine, spark, spark_master)
     conf = parse_conf(spark_conf or [])
     cols = check_columns([c.strip() for c in columns.split(",")]) if columns else COLUMN_NAMES
@@ -140,7 +152,7 @@ def export(
     try:
         with render.progress(err, f"exporting {plan.topic}: splits") as advance:
             result = export_plan(
-                plan, runner, to, columns=cols, filters=filters, progress=lambda _n: advance()
+                plan, runner, out, columns=cols, filters=filters, progress=lambda _n: advance()
             )
     finally:
         runner.close()

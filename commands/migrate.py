@@ -66,12 +66,18 @@ def compacted(
     from pulsarctl_py.repair import migrate, repairs
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
-        state = migrate.compacted_state(source, topic)
-    entries = list(migrate.converted_entries(state, fmt.value, url, dirs))
+    out = flags.plan_output(file_only=True)
+    try:
+        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+            state = migrate.compacted_state(source, topic)
+        entries = list(migrate.converted_entries(state, fmt.value, url, dirs))
+    except BaseException:
+        if out is not None:
+            out.discard()
+        raise
     report: dict[str, Any] = state.to_json() | {"format": fmt.value, "written_ledger": None}
     err = render.stderr_console()
-    if flags.plan_file is None and not flags.apply:
+    if out is None:
         render.write_json(report)
         err.print(
             f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
@@ -103,7 +109,7 @@ def compacted(
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
 
-    flags.run(build)
+    flags.run(build, out)
 
 
 @migrate_app.command("index")
@@ -138,41 +144,45 @@ def index(
     --delete-old. Without --plan/--apply: reads only, and prints the mapping."""
     import json
 
-    from pulsarctl_py import render
+    from pulsarctl_py import outputs, render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
-        plan = migrate.plan_index(source, topic, url, dirs, start)
-    if mapping is None and flags.plan_file is not None:
-        mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
+    # every output checked before the work: the plan, then the mapping (default beside it)
+    out = flags.plan_output(file_only=True)
+    mapping_out = None
+    try:
+        if mapping is None and out is not None:
+            mapping = out.sibling(".mapping.jsonl")
+        if mapping is not None:
+            mapping_out = outputs.prepare(mapping, outputs.MAPPING, force=flags.force)
+        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+            plan = migrate.plan_index(source, topic, url, dirs, start)
+    except BaseException:
+        for prepared in (out, mapping_out):
+            if prepared is not None:
+                prepared.discard()
+        raise
     err = render.stderr_console()
-    if mapping is not None:
-        try:
-            with open(mapping, "w", encoding="utf-8") as fh:
-                for row in plan.mapping:
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
-        except OSError as exc:
-            from pulsarctl_py.errors import LedgerctlError
-
-            raise LedgerctlError(f"cannot write {mapping}: {exc.strerror or exc}") from None
+    if mapping_out is not None:
+        with mapping_out.open_text() as fh:
+            for row in plan.mapping:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
         err.print(f"mapping of {len(plan.mapping)} entries saved to {mapping}")
     summary = plan.to_json()
-    if flags.plan_file is None and not flags.apply:
+    if out is None:
         render.write_json(summary | {"mapping": plan.mapping})
         err.print(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"
         )
         return
-    if flags.apply and flags.plan_file is None:
-        import dataclasses
-
-        from pulsarctl_py.commands.repair import _default_plan_path
-
-        flags = dataclasses.replace(flags, plan_file=_default_plan_path())
-    migrate.write_index_ledgers(url, dirs, plan)
+    try:
+        migrate.write_index_ledgers(url, dirs, plan)
+    except BaseException:
+        out.discard()
+        raise
     err.print(
         f"wrote ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
         "referenced by nothing until the plan is applied"
@@ -180,10 +190,10 @@ def index(
 
     def build(draft: Any, source: Any) -> None:
         migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
-        if mapping is not None:
+        if mapping_out is not None and not mapping_out.stream:
             draft.repairs[-1]["mapping_file"] = str(mapping)
 
-    flags.run(build)
+    flags.run(build, out)
 
 
 def register(app: typer.Typer) -> None:

@@ -250,6 +250,8 @@ class Output:
         self._replaces = replaces
         self._tmp: str | None = None
         self._done = False
+        #: files that belonged to the output replaced, removed once this one is in place
+        self._companions: list[Path] = []
         self._finalizer: Any = None
         if stream_fd is None:
             self._reserve()
@@ -282,6 +284,11 @@ class Output:
             os.close(fd)
         self._tmp = tmp
         self._finalizer = weakref.finalize(self, _remove, tmp)
+
+    def remove_on_commit(self, path: Path) -> None:
+        """Remove ``path`` (a file that belonged to the output being replaced, such as an
+        undone plan's backup) once this output is in place."""
+        self._companions.append(path)
 
     def sibling(self, suffix: str) -> Path | None:
         """``PATH<suffix>`` beside a file output; None for a stream (no file beside a device)."""
@@ -398,6 +405,9 @@ class Output:
         finally:
             self._drop_tmp()
         self._done = True
+        for companion in self._companions:
+            with contextlib.suppress(OSError):
+                os.unlink(companion)
         with contextlib.suppress(OSError):
             dirfd = os.open(os.path.dirname(os.path.abspath(target)), os.O_RDONLY)
             try:
