@@ -264,7 +264,7 @@ def print_outcome(outcome: Outcome) -> None:
         return
     verb = "applied" if outcome.action == "apply" else "restored"
     if outcome.note == "resumed":
-        verb = "resumed the interrupted apply:"
+        verb = "resumed the interrupted apply"
     err.print(f"{verb}: {len(outcome.written)} key(s) written, {len(outcome.skipped)} unchanged")
     if outcome.backup:
         err.print(f"backup: {escape(outcome.backup)}")
@@ -549,6 +549,10 @@ def orphans(
     age = 0 if min_age.strip() == "0" else parse_duration_ms(min_age)
     if flags.apply and not delete:
         raise typer.BadParameter("--apply needs --delete", param_hint="--apply")
+    if flags.plan_file is not None and not delete:
+        raise typer.BadParameter(
+            "--plan needs --delete (a listing makes no plan)", param_hint="--plan"
+        )
     if delete:
         flags.run(lambda d, s: repairs.delete_orphans(d, s, min_age_ms=age))
         return

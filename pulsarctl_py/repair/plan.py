@@ -776,6 +776,10 @@ def apply_plan(
             bookie.check_planned()
         _write_record(bpath, plan, APPLYING, None)
         after_step("backup")
+        # The creation ids were checked just above; the transaction itself can check only
+        # versions (ZooKeeper's multi has no czxid check), so a node deleted and created
+        # again in the milliseconds between the two is not seen there. Pulsar's RocksDB
+        # store is held locked by this process throughout, so nothing changes it between.
         txn = store.transaction()
         for change in plan.changes:
             if change.new is None:
