@@ -65,19 +65,21 @@ def test_a_device_is_streamed_into_never_replaced(
 
 def test_a_fifo_is_streamed_into(dev: Path) -> None:
     got: list[bytes] = []
-    ready = threading.Event()
+    reading, writing = threading.Event(), threading.Event()
 
     def reader() -> None:
         fd = os.open(dev / "fifo", os.O_RDONLY | os.O_NONBLOCK)
-        ready.set()
+        reading.set()
+        writing.wait(5)  # a read before any writer opened would see the end at once
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb") as fh:
             got.append(fh.read())
 
     thread = threading.Thread(target=reader)
     thread.start()
-    ready.wait(5)
+    reading.wait(5)
     out = outputs.prepare(dev / "fifo", outputs.PLAN)
+    writing.set()
     out.write_text(PLAN_TEXT)
     thread.join(5)
     assert got == [PLAN_TEXT.encode()]
