@@ -280,10 +280,11 @@ class Output:
                 os.fchmod(fd, 0o666 & ~_umask())
         except OSError:
             pass
-        finally:
-            os.close(fd)
+        # written through this descriptor, never reopened by name (the name could be
+        # swapped for a link in a directory others may write)
+        self._fd = fd
         self._tmp = tmp
-        self._finalizer = weakref.finalize(self, _remove, tmp)
+        self._finalizer = weakref.finalize(self, _remove_and_close, tmp, fd)
 
     def remove_on_commit(self, path: Path) -> None:
         """Remove ``path`` (a file that belonged to the output being replaced, such as an
@@ -319,11 +320,9 @@ class Output:
                     fh.close()
             self.close()
             return
-        assert self._tmp is not None
-        try:
-            fh = open(self._tmp, "wb")
-        except OSError as exc:
-            raise cannot_write(self.path, exc) from None
+        assert self._tmp is not None and self._fd is not None
+        fd, self._fd = self._fd, None
+        fh = os.fdopen(fd, "wb")  # closes the descriptor with the file object
         try:
             yield fh
             fh.flush()
@@ -417,7 +416,8 @@ class Output:
 
     def _drop_tmp(self) -> None:
         tmp, self._tmp = self._tmp, None
-        _remove(tmp)
+        fd, self._fd = self._fd, None
+        _remove_and_close(tmp, fd)
         if self._finalizer is not None:
             self._finalizer.detach()
 
@@ -436,6 +436,12 @@ class Output:
             if self._finalizer is not None:
                 self._finalizer.detach()
             _close_quietly(fd)
+
+
+def _remove_and_close(path: str | None, fd: int | None) -> None:
+    _remove(path)
+    if fd is not None:
+        _close_quietly(fd)
 
 
 def _close_quietly(fd: int) -> None:
