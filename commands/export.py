@@ -35,7 +35,14 @@ def export(
         ...,
         "--to",
         metavar="FILE",
-        help="The file to write: FILE.parquet or FILE.jsonl (replaced whole when done).",
+        help="The file to write: FILE.parquet or FILE.jsonl (written whole when done; an "
+        "earlier export is replaced). A device or FIFO (/dev/stdout) gets JSON lines.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite an existing --to file that is not an earlier export (default: "
+        "refuse). Devices, FIFOs and symbolic links are never replaced.",
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
@@ -87,7 +94,7 @@ def export(
     """
     from rich.markup import escape
 
-    from pulsarctl_py import render
+    from pulsarctl_py import outputs, render
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.coverage import Gaps
@@ -99,6 +106,7 @@ def export(
         RowFilters,
         absolute_url,
         check_columns,
+        export_output_kind,
         export_plan,
         output_format,
         topic_plan,
@@ -108,7 +116,11 @@ def export(
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
     from pulsarctl_py.timeparse import parse_time_ms
 
-    output_format(to)
+    if not outputs.is_stream_path(to):
+        output_format(to)  # a bad name fails before anything is created
+    # checked (and its temporary file made) before the work; an output never written is
+    # dropped when it is collected
+    out = outputs.prepare(to, export_output_kind(), force=force)
     chosen = engine_name(engine, spark, spark_master)
     conf = parse_conf(spark_conf or [])
     cols = check_columns([c.strip() for c in columns.split(",")]) if columns else COLUMN_NAMES
@@ -151,7 +163,7 @@ def export(
             result = export_plan(
                 plan,
                 runner,
-                to,
+                out,
                 columns=cols,
                 filters=filters,
                 progress=lambda _n: advance(),

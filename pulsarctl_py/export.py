@@ -27,10 +27,13 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pulsarctl_py.coverage import Gaps, Tracker
 from pulsarctl_py.errors import LedgerctlError
+
+if TYPE_CHECKING:
+    from pulsarctl_py.outputs import Output
 
 #: (name, Spark SQL type) in row order; JSON and Parquet use the same names
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -471,39 +474,62 @@ class ExportResult:
         }
 
 
-def output_format(path: str | os.PathLike[str]) -> str:
+def output_format(path: str | os.PathLike[str], *, stream: bool = False) -> str:
+    """The format a target's name asks for; a stream (a device, a FIFO, /dev/stdout)
+    without one of the suffixes gets JSON lines."""
     name = str(path).lower()
     if name.endswith(".parquet"):
         return "parquet"
     if name.endswith(".jsonl") or name.endswith(".ndjson"):
         return "jsonl"
+    if stream:
+        return "jsonl"
     raise LedgerctlError(f"{path}: the file name must end in .parquet or .jsonl")
+
+
+def export_output_kind() -> Any:
+    """What ``export --to`` writes (an earlier export of the same kind may be replaced)."""
+    from pulsarctl_py import outputs
+
+    return outputs.export_kind(frozenset(COLUMN_NAMES))
 
 
 def export_plan(
     plan: Any,
     engine: Any,
-    to: str | os.PathLike[str],
+    to: str | os.PathLike[str] | Output,
     *,
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
     progress: Callable[[int], None] | None = None,
     gaps: Gaps | None = None,
 ) -> ExportResult:
-    """Run ``plan`` on ``engine``; write its rows, in topic order, to one file ``to``.
+    """Run ``plan`` on ``engine``; write its rows, in topic order, to one output ``to``
+    (a path, checked as :func:`pulsarctl_py.outputs.prepare` does, or a prepared output).
 
-    Each split's rows go to a part file in a folder beside ``to`` (so executors of a
-    cluster can write there when ``to`` is on a shared path); the parts are then joined in
-    plan order, and the folder removed. The file appears whole or not at all. ``gaps``:
-    what the plan already left out (:func:`topic_plan`); the splits' own are added.
+    Each split's rows go to a part file in a folder beside the target (so executors of a
+    cluster can write there when it is on a shared path; in the temporary directory for a
+    device or FIFO); the parts are then joined in plan order into the output, and the
+    folder removed. A file appears whole or not at all. ``gaps``: what the plan already left
+    out (:func:`topic_plan`); the splits' own are added.
     """
     import functools
 
-    fmt = output_format(to)
-    target = Path(to).absolute()
-    if not target.parent.is_dir():
-        raise LedgerctlError(f"{target.parent}: no such directory")
-    parts_dir = tempfile.mkdtemp(prefix=f".{target.name}.parts-", dir=target.parent)
+    from pulsarctl_py import outputs
+
+    out = to if isinstance(to, outputs.Output) else None
+    if out is None:
+        output_format(to)  # a bad name fails before anything is created
+        out = outputs.prepare(to, export_output_kind())
+    fmt = output_format(out.path, stream=out.stream)
+    target = Path(out.path).absolute()
+    try:
+        parts_dir = tempfile.mkdtemp(
+            prefix=f".{target.name}.parts-", dir=None if out.stream else target.parent
+        )
+    except OSError as exc:
+        out.discard()
+        raise outputs.cannot_write(target, exc) from None
     try:
         fn = functools.partial(
             write_part, fmt=fmt, parts_dir=parts_dir, columns=tuple(columns), filters=filters
@@ -514,10 +540,10 @@ def export_plan(
             if progress is not None:
                 progress(len(parts))
         parts.sort(key=lambda p: p[0])
-        tmp = str(target) + ".tmp"
-        _join(fmt, [p[1] for p in parts], tmp, columns)
-        os.replace(tmp, target)
+        with out.open_binary() as fh:
+            _join(fmt, [p[1] for p in parts], fh, columns)
     finally:
+        out.discard()  # after a commit: nothing left to drop
         shutil.rmtree(parts_dir, ignore_errors=True)
     total = Gaps()
     if gaps is not None:
@@ -527,7 +553,7 @@ def export_plan(
     return ExportResult(
         plan.topic,
         engine.name,
-        str(to),
+        str(out.path),
         fmt,
         len(plan.splits),
         plan.entries,
@@ -537,15 +563,16 @@ def export_plan(
     )
 
 
-def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> None:
+def _join(fmt: str, paths: Iterable[str], out: IO[bytes], columns: Sequence[str]) -> None:
     if fmt == "jsonl":
-        with open(out, "wb") as dst:
-            for path in paths:
-                with open(path, "rb") as src:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+        for path in paths:
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from pulsarctl_py.outputs import PARQUET_TAG_KEY
 
     # One row group in memory at a time, decoded on this thread: Arrow's thread pools
     # each keep a heap, and the pool keeps what it freed, so a threaded read left the
@@ -553,7 +580,8 @@ def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> N
     # more parts and more threads). Closed and released after every part, the join's
     # memory is one row group's, whatever the topic's size (docs/performance.md).
     pool = pa.default_memory_pool()
-    with pq.ParquetWriter(out, arrow_schema(columns)) as writer:
+    schema = arrow_schema(columns).with_metadata({PARQUET_TAG_KEY: b"export"})
+    with pq.ParquetWriter(pa.PythonFile(out, mode="w"), schema) as writer:
         for path in paths:
             with pq.ParquetFile(path) as part:
                 for group in range(part.num_row_groups):
@@ -567,14 +595,17 @@ def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> N
 # -- compact --export FILE.parquet -----------------------------------------------------------
 
 
-def compacted_view_to_parquet(jsonl: str | os.PathLike[str], to: str | os.PathLike[str]) -> int:
-    """Turn compact's JSON-lines view into Parquet (value as bytes); remove the lines file.
+def compacted_view_to_parquet(jsonl: str | os.PathLike[str], out: IO[bytes]) -> int:
+    """Turn compact's JSON-lines view (the file ``jsonl``) into Parquet (value as bytes)
+    written to ``out`` (an output's file object: see :mod:`pulsarctl_py.outputs`).
 
     Columns: key, value, properties, position ("L:E[:B]"), publish_time, event_time, note.
-    Returns the rows written; the Parquet file appears whole or not at all.
+    Returns the rows written.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from pulsarctl_py.outputs import PARQUET_TAG_KEY
 
     schema = pa.schema(
         [
@@ -585,36 +616,33 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], to: str | os.PathLi
             ("publish_time", pa.int64()),
             ("event_time", pa.int64()),
             ("note", pa.string()),
-        ]
+        ],
+        metadata={PARQUET_TAG_KEY: b"compacted-view"},
     )
-    tmp = str(to) + ".tmp"
     rows = 0
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer, open(jsonl, encoding="utf-8") as fh:
-            batch: list[dict[str, Any]] = []
-            for line in fh:
-                doc = json.loads(line)
-                value = doc.get("value")
-                batch.append(
-                    {
-                        "key": doc.get("key"),
-                        "value": None if value is None else base64.b64decode(value),
-                        "properties": list((doc.get("properties") or {}).items()),
-                        "position": doc.get("position"),
-                        "publish_time": doc.get("publish_time"),
-                        "event_time": doc.get("event_time"),
-                        "note": doc.get("note"),
-                    }
-                )
-                if len(batch) >= PARQUET_BATCH_ROWS:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                    rows += len(batch)
-                    batch.clear()
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-            rows += len(batch)
-        os.replace(tmp, to)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        os.unlink(jsonl)
+    with (
+        pq.ParquetWriter(pa.PythonFile(out, mode="w"), schema) as writer,
+        open(jsonl, encoding="utf-8") as fh,
+    ):
+        batch: list[dict[str, Any]] = []
+        for line in fh:
+            doc = json.loads(line)
+            value = doc.get("value")
+            batch.append(
+                {
+                    "key": doc.get("key"),
+                    "value": None if value is None else base64.b64decode(value),
+                    "properties": list((doc.get("properties") or {}).items()),
+                    "position": doc.get("position"),
+                    "publish_time": doc.get("publish_time"),
+                    "event_time": doc.get("event_time"),
+                    "note": doc.get("note"),
+                }
+            )
+            if len(batch) >= PARQUET_BATCH_ROWS:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                rows += len(batch)
+                batch.clear()
+        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+        rows += len(batch)
     return rows

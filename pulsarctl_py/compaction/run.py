@@ -333,7 +333,7 @@ def compact(
     full: bool = False,
     memory: int | None = DEFAULT_MEMORY,
     engine: str = "local",
-    export: Path | None = None,
+    export: Path | IO[str] | None = None,
     spool: bool = False,
     progress: bool = False,
     split_entries: int | None = None,
@@ -341,11 +341,36 @@ def compact(
     on_state: Callable[[TopicState], None] | None = None,
     live: Any = None,
 ) -> CompactionReport:
-    """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply)."""
+    """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
+
+    ``export``: a text file object the compacted view's JSON lines are written to, or a
+    path (an output of :mod:`pulsarctl_py.outputs`, committed when the compaction ends
+    and dropped when it fails).
+    """
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
+    if isinstance(export, (str, os.PathLike)):  # checked before the work, written during it
+        from pulsarctl_py import outputs
+
+        with outputs.prepare(export, outputs.COMPACTED_VIEW).open_text() as fh:
+            return compact(
+                topic,
+                metadata_url=metadata_url,
+                bookie_dirs=bookie_dirs,
+                options=options,
+                full=full,
+                memory=memory,
+                engine=engine,
+                export=fh,
+                spool=spool,
+                progress=progress,
+                split_entries=split_entries,
+                generation=generation,
+                on_state=on_state,
+                live=live,
+            )
     options = options or CompactionOptions()
     started = time.monotonic()
     url = str(resolve_metadata_url(metadata_url))
@@ -406,8 +431,7 @@ def compact(
                 fd, name = tempfile.mkstemp(prefix="ledgerctl-compacted-", suffix=".spool")
                 report.spool = Path(name)
                 spool_file = os.fdopen(fd, "wb")
-            if export is not None:
-                export_file = export.open("w", encoding="utf-8")
+            export_file = export
             tracker.start("phase two")
             last: CompactedEntry | None = None
             stats = report.stats
@@ -450,8 +474,6 @@ def compact(
     finally:
         if spool_file is not None:
             spool_file.close()
-        if export_file is not None:
-            export_file.close()
         close_sources()
         runner.close()
     report.seconds = time.monotonic() - started

@@ -202,7 +202,7 @@ def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        if draft.get(lm.ledger_path(ledger_id, layout)) is not None:
+        if draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root())) is not None:
             return True
     return False
 
@@ -720,7 +720,7 @@ def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        path = lm.ledger_path(ledger_id, layout)
+        path = lm.ledger_path(ledger_id, layout, draft.ledgers_root())
         if draft.get(path) is not None:
             return path
     return None
@@ -735,7 +735,7 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        data = draft.get(lm.ledger_path(ledger_id, layout))
+        data = draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root()))
         if data is not None:
             try:
                 return lm.parse(data, ledger_id)
