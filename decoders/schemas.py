@@ -217,7 +217,10 @@ class StoredSchema:
             "problems": list(self.problems),
         }
         if with_definition:
+            import base64
+
             out.update(definition_json(self))
+            out["definition_base64"] = base64.b64encode(self.definition).decode("ascii")
         return out
 
 
