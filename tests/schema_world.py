@@ -193,6 +193,10 @@ def build(sandbox: Sandbox) -> SchemaWorld:
     return SchemaWorld(sandbox, received, produced)
 
 
+def _mid(mid: Any) -> str:
+    return f"{mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()}:{mid.partition()}"
+
+
 def _python_records() -> tuple[Any, Any]:
     from pulsar.schema import Array, Double, Long, Record, String
 
@@ -297,7 +301,7 @@ def _python_consume(
                 mid = msg.message_id()
                 got.append(
                     {
-                        "message_id": f"{mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()}:{mid.partition()}",
+                        "message_id": _mid(mid),
                         "value": doc,
                     }
                 )
