@@ -99,9 +99,9 @@ def export(
     and value_decoded (JSON in JSON lines; in Parquet a struct of the Avro or JSON
     schema's fields, merged into the latest version where Avro's resolution rules allow,
     the primitive's type, or else JSON text). An entry that cannot be read or decoded is
-    one row with its problems, and so is a run of entries the storage does not hold. Ledgers the storage
-    holds none of, and entries stored past a closed ledger's last entry (skipped), are
-    listed in the summary. Runs in-process or on Spark (--engine). Exit status 1 when a
+    one row with its problems, and so is a run of entries the storage does not hold.
+    Ledgers the storage holds none of, and entries stored past a closed ledger's last
+    entry (skipped), are listed in the summary. Runs in-process or on Spark (--engine). Exit status 1 when a
     row has an error or the file is not the whole topic.
     """
     from rich.markup import escape

@@ -149,3 +149,48 @@ def test_schema_from_a_stopped_bookies_directories(schemas_world) -> None:
         dirs = [a for d in bookie["ledger_dirs"] for a in ("--bookie-dir", d)]
         offline = json.loads(ledgerctl(box, "schema", "show", topic, *dirs, "-o", "json").stdout)
     assert offline == live
+
+
+def test_parquet_has_typed_columns_from_the_schema(schemas_world, tmp_path) -> None:
+    """AVRO's two versions merge into the latest (older rows read its defaults), JSON is a
+    struct of its fields, primitives keep their type, KeyValue is JSON text."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    box = schemas_world.sandbox
+
+    def export(name: str) -> Any:
+        path = tmp_path / f"{name}.parquet"
+        ledgerctl(box, "export", SchemaWorld.topic(name), "--to", str(path), "-o", "json")
+        return pq.read_table(path)
+
+    avro = export("avro")
+    kind = avro.schema.field("value_decoded").type
+    assert kind == pa.struct(
+        [
+            ("id", pa.int64()),
+            ("item", pa.string()),
+            ("price", pa.float64()),
+            ("customer", pa.struct([("name", pa.string()), ("tags", pa.list_(pa.string()))])),
+            ("qty", pa.int32()),
+            ("code", pa.binary()),
+        ]
+    )
+    rows = avro.to_pylist()
+    assert [(r["schema_version"], r["value_decoded"]["qty"]) for r in rows] == [
+        (0, 1),
+        (0, 1),
+        (0, 1),
+        (1, 3),
+        (1, 4),
+        (1, 5),
+    ]
+    assert rows[4]["value_decoded"]["customer"] == {"name": "c4", "tags": ["a"]}
+    json_table = export("json")
+    assert json_table.schema.field("value_decoded").type == pa.struct(
+        [("kind", pa.string()), ("n", pa.int32())]
+    )
+    assert export("int64").schema.field("value_decoded").type == pa.int64()
+    kv = export("kv-inline")
+    assert kv.schema.field("value_decoded").type == pa.string()
+    assert json.loads(kv.to_pylist()[0]["value_decoded"]) == {"key": "kv0", "value": 10**12}
