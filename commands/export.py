@@ -101,8 +101,8 @@ def export(
     the primitive's type, or else JSON text). An entry that cannot be read or decoded is
     one row with its problems, and so is a run of entries the storage does not hold.
     Ledgers the storage holds none of, and entries stored past a closed ledger's last
-    entry (skipped), are listed in the summary. Runs in-process or on Spark (--engine). Exit status 1 when a
-    row has an error or the file is not the whole topic.
+    entry (skipped), are listed in the summary. Runs in-process or on Spark (--engine).
+    Exit status 1 when a row has an error or the file is not the whole topic.
     """
     from rich.markup import escape
 
