@@ -541,6 +541,8 @@ class Values:
     _decoders: dict[int, tuple[Decoder | None, str | None]] = field(
         default_factory=dict, repr=False
     )
+    #: the last schema_version seen and what it names (schema, decoder, why not)
+    _last: tuple[Any, ...] | None = field(default=None, repr=False)
 
     def __getstate__(self) -> Any:
         return (self.schemas, self.latest)
@@ -548,6 +550,7 @@ class Values:
     def __setstate__(self, state: Any) -> None:
         self.schemas, self.latest = state
         self._decoders = {}
+        self._last = None
 
     @classmethod
     def of(cls, topic_schemas: Any) -> Values:
@@ -583,6 +586,15 @@ class Values:
     ) -> Decoded:
         """The value of a message with this ``schema_version`` (None: the field is absent)
         and, for SEPARATED KeyValues, this key's bytes."""
+        last = self._last
+        if last is not None and last[0] == schema_version and last[3] is not None:
+            _, version, kind, decoder = last
+            if value is None:
+                return Decoded(version, kind, None, decoded=True)
+            try:
+                return Decoded(version, kind, decoder(bytes(value), key), decoded=True)
+            except ValueDecodeError:
+                pass  # said below, the long way
         if not schema_version:
             return Decoded(None, None, note="the message names no schema version: bytes")
         version = parse_version(schema_version)
@@ -606,6 +618,7 @@ class Values:
         if decoder is None:
             note = "a deleted schema version: bytes" if schema.deleted else None
             return Decoded(version, kind, note=note)
+        self._last = (bytes(schema_version), version, kind, decoder)
         try:
             return Decoded(version, kind, decoder(bytes(value), key), decoded=True)
         except ValueDecodeError as exc:
