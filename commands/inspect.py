@@ -11,7 +11,6 @@ import typer
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
-    DEFAULT_INSPECT_MAX_MESSAGE_SIZE,
     MAX_MESSAGE_SIZE,
     METADATA_URL,
     NO_PROGRESS,
@@ -22,9 +21,9 @@ from pulsarctl_py.commands.options import (
     BookieFlags,
     DepthChoice,
     bookie_flags,
-    parse_size,
     password,
     progress_wanted,
+    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -164,6 +163,7 @@ def inspect(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.timeparse import parse_time_ms
 
+    use_max_message_size(max_message_size)
     ledger_id, start, end = _where(target, topic, first, last, last_n)
     if output is InspectOutput.raw:
         _raw(start if start == end else None, metadata_url, bookie_dirs)
@@ -193,9 +193,6 @@ def inspect(
         sequence_ids=_sequence_ids(sequence_id) if sequence_id is not None else None,
         properties=[_property(p) for p in properties or []],
         private_key=key_obj,
-        max_uncompressed=parse_size(
-            max_message_size, "--max-message-size", DEFAULT_INSPECT_MAX_MESSAGE_SIZE
-        ),
     )
     summary = Summary()
     with LedgerSource.open(

@@ -25,7 +25,7 @@ from pulsarctl_py.proto import pulsar_api_pb2 as api
 from . import bookkeeper, compacted, crypto
 from .bookkeeper import BookieEntryHeader
 from .checksums import DIGESTS, DigestType
-from .codecs import CODECS, DEFAULT_MAX_UNCOMPRESSED, DecompressionError, compress, decompress
+from .codecs import CODECS, DecompressionError, compress, decompress
 from .errors import CorruptEntryError, DecryptionError, LedgerctlError, UnsupportedCodec
 from .nodes import Layer, Problem, json_value
 from .payload import (
@@ -69,8 +69,9 @@ class DecodeOptions:
     private_key: Any = None  # from crypto.load_private_key
     depth: Depth = Depth.MESSAGES
     verify: bool = True
-    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
-    limit_hint: str = ""  # appended to the message of an exceeded max_uncompressed
+    #: the largest payload (decompressed, or chunks joined); None: the process's maximum
+    #: message size (decoders.limits)
+    max_uncompressed: int | None = None
     raise_errors: bool = False  # re-raise instead of recording an undecoded layer
 
 
@@ -576,10 +577,7 @@ def open_payload(
             except (DecompressionError, UnsupportedCodec) as exc:
                 if options.raise_errors:
                     raise
-                text = str(exc)
-                if options.limit_hint and size > options.max_uncompressed:
-                    text = f"{text} {options.limit_hint}"
-                entry.problems.append(Problem("error", "compression", pos, text))
+                entry.problems.append(Problem("error", "compression", pos, str(exc)))
                 entry.layers.append(
                     Layer(
                         "undecoded",

@@ -154,7 +154,9 @@ def split_rows(
     """
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.limits import apply_split
 
+    apply_split(split)
     filters = filters or RowFilters()
     full = needs_payload(columns, filters)
     with LedgerSource.open(
