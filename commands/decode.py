@@ -187,11 +187,13 @@ def _show(results: Iterable[tuple[str, Any]], output: OutputFormat, with_hex: bo
         # always {"entries": [...], "summary": {...}}, whatever the number of inputs
         render.write_json_stream(
             "entries",
-            (dict(e.to_json(with_hex), input=label) for label, e in counted()),
+            (dict(render.entry_doc(e, with_hex), input=label) for label, e in counted()),
             lambda: {"summary": dict(tally.to_json(), ok=tally.errors == 0)},
         )
     elif fmt is OutputFormat.JSONL:
-        render.write_jsonl(dict(e.to_json(with_hex), input=label) for label, e in counted())
+        render.write_jsonl(
+            dict(render.entry_doc(e, with_hex), input=label) for label, e in counted()
+        )
     elif fmt is OutputFormat.TABLE:
         rows = list(counted())  # a table is laid out once all its rows are known
         out = render.stdout_console()

@@ -80,6 +80,72 @@ def write_json(obj: Any) -> None:
 _NOTHING = object()
 
 
+class Streamed:
+    """A list inside an object written as JSON whose items are made as they are written.
+
+    :func:`write_json_stream`, :class:`JsonlOut` and :func:`write_jsonl` write an object
+    holding one (e.g. an entry's ``messages``) with the same text as the list would have,
+    item by item: a batch of 200,000 messages is never 200,000 dicts and their text at
+    once. Other writers cannot encode it.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = items
+
+
+#: stands in for a Streamed value while the rest of its object is encoded (private-use
+#: characters, which both encoders write as they are)
+_MARK = "\ue000ledgerctl-streamed\ue000"
+_QUOTED_MARK = '"' + _MARK + '"'
+
+
+#: an entry with more messages than this has them written one at a time (Streamed)
+STREAM_MESSAGES = 256
+
+
+def entry_doc(entry: Entry, with_hex: bool = False) -> dict[str, Any]:
+    """``entry.to_json(with_hex)``, its messages Streamed when there are many of them."""
+    if len(entry.messages) <= STREAM_MESSAGES:
+        return entry.to_json(with_hex)
+    doc = entry.to_json(with_hex, messages=False)
+    doc["messages"] = Streamed(m.to_json() for m in entry.messages)
+    return doc
+
+
+def _streamed_in(obj: Any) -> tuple[Any, Streamed | None]:
+    """``obj`` with its Streamed value (one, at the top level) replaced by the mark."""
+    if type(obj) is dict:
+        for key, value in obj.items():
+            if type(value) is Streamed:
+                copy = dict(obj)
+                copy[key] = _MARK
+                return copy, value
+    return obj, None
+
+
+def _pieces(obj: Any, encode: Callable[[Any], str], indented: bool) -> Iterable[str]:
+    """The text of ``obj`` as ``encode`` writes it, its Streamed list item by item."""
+    shell, streamed = _streamed_in(obj)
+    text = encode(shell)
+    if streamed is None:
+        yield text
+        return
+    head, tail = text.split(_QUOTED_MARK, 1)
+    line = head[head.rfind("\n") + 1 :]
+    inner = "\n" + " " * (len(line) - len(line.lstrip(" ")) + 2)
+    yield head + "["
+    first = True
+    for item in streamed.items:
+        if indented:
+            yield ("" if first else ",") + inner + encode(item).replace("\n", inner)
+        else:
+            yield ("" if first else ",") + encode(item)
+        first = False
+    yield ("]" if first or not indented else inner[:-2] + "]") + tail
+
+
 def write_json_stream(
     key: str,
     items: Iterable[Any],
@@ -104,8 +170,9 @@ def write_json_stream(
     for item in itertools.chain(() if head is _NOTHING else (head,), iterator):
         # every line indented: only JSON's own newlines, text escapes its line breaks
         # (textwrap would also break at U+2028, U+0085 and the like inside a string)
-        text = dumps(item).replace("\n", "\n    ")
-        out.write(("\n    " if first else ",\n    ") + text)
+        out.write("\n    " if first else ",\n    ")
+        for piece in _pieces(item, dumps, indented=True):
+            out.write(piece.replace("\n", "\n    "))
         first = False
     out.write("]" if first else "\n  ]")
     for name, value in (tail() if tail is not None else {}).items():
@@ -215,6 +282,11 @@ class JsonlOut:
             self._dumps = functools.partial(dumps, option=OPT_APPEND_NEWLINE)
 
     def obj(self, obj: Any) -> None:
+        if type(obj) is dict and any(type(v) is Streamed for v in obj.values()):
+            for piece in _pieces(obj, self._encode, indented=False):
+                self.text(piece)
+            self.text("\n")
+            return
         if self._buffer is None:
             sys.stdout.write(self._encode(obj) + "\n")
             return
@@ -263,7 +335,9 @@ def write_jsonl(objs: Iterable[Any], no_floats: bool = False) -> None:
     encode = jsonl_encoder(no_floats)
     write = sys.stdout.write
     for obj in objs:
-        write(encode(obj) + "\n")
+        for piece in _pieces(obj, encode, indented=False):
+            write(piece)
+        write("\n")
 
 
 #: the second iso_ms wrote last and its text up to the seconds: a scan's entries mostly
@@ -397,7 +471,7 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
             node.add(Text(hexdump(layer.raw[: min(layer.length, 4096)], layer.offset)))
     if entry.messages:
         msgs = node.add(f"[bold]messages[/] ({len(entry.messages)})")
-        for m in entry.messages:
+        for m in entry.messages[:SHOWN_MESSAGES]:
             mid = m.message_id or f"batch index {m.batch_index}"
             key = quoted(m.key)
             item = msgs.add(
@@ -413,7 +487,17 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
                 item.add(f"index: {m.index}")
             if m.chunks:
                 item.add(f"reassembled from {m.chunks} chunks")
+        if len(entry.messages) > SHOWN_MESSAGES:
+            msgs.add(_more_messages(len(entry.messages)))
     return tree
+
+
+#: the most messages of one entry a tree or table shows (JSON shows them all)
+SHOWN_MESSAGES = 1000
+
+
+def _more_messages(count: int) -> str:
+    return f"... and {count - SHOWN_MESSAGES} more messages (-o json or jsonl lists them all)"
 
 
 def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
@@ -443,7 +527,7 @@ def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
                 why = "; ".join(str(p) for p in entry.problems if p.severity == "error")
             row = (label, "-", "-", "-", "-", why, "", iso_ms(entry.publish_time))
             table.add_row(*map(Text, row))
-        for m in entry.messages:
+        for m in entry.messages[:SHOWN_MESSAGES]:
             row = (
                 label,
                 m.message_id or "-",
@@ -455,6 +539,9 @@ def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
                 iso_ms(m.publish_time),
             )
             table.add_row(*map(Text, row))
+        if len(entry.messages) > SHOWN_MESSAGES:
+            more = (label, "...", "", "", "", _more_messages(len(entry.messages)), "", "")
+            table.add_row(*map(Text, more))
     return table
 
 
