@@ -29,7 +29,9 @@ from .codecs import CODECS, LIMIT_HINT, DecompressionError, compress, decompress
 from .errors import CorruptEntryError, DecryptionError, LedgerctlError, UnsupportedCodec
 from .nodes import Layer, Problem, json_value
 from .payload import (
+    MIN_RECORD,
     BatchRecord,
+    batch_fit_error,
     batch_layer,
     build_batch,
     parse_batch,
@@ -642,6 +644,9 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
         raise CorruptEntryError(
             "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
         )
+    unfit = batch_fit_error(count, len(plain))
+    if unfit is not None:
+        raise CorruptEntryError("batch", 0, f"at most {len(plain) // MIN_RECORD} records", unfit)
     first_index = None if last_index is None else last_index - md.num_messages_in_batch + 1
     base_seq = md.sequence_id
     if native is not None:

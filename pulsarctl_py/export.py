@@ -341,6 +341,9 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES) -> Any:
 
 
 PARQUET_BATCH_ROWS = 20_000
+#: ... or once the values held reach this many bytes: a row group holds at most about
+#: this much (plus one message), however large the messages are
+PARQUET_BATCH_BYTES = 16 << 20
 
 
 def _has_error(problems: Sequence[str] | None) -> bool:
@@ -387,13 +390,18 @@ def write_part(
                 batch.clear()
 
             problems_at = columns.index("problems") if "problems" in columns else None
+            value_at = columns.index("value") if "value" in columns else None
+            held = 0
             for values in it:
                 batch.append(values)
                 rows += 1
                 if problems_at is not None:
                     flagged += _has_error(values[problems_at])
-                if len(batch) >= PARQUET_BATCH_ROWS:
+                if value_at is not None and values[value_at] is not None:
+                    held += len(values[value_at])
+                if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
                     flush()
+                    held = 0
             if batch or rows == 0:
                 flush()
     yield split.ordinal, path, rows, flagged
@@ -532,17 +540,19 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], to: str | os.PathLi
         ]
     )
     tmp = str(to) + ".tmp"
-    rows = 0
+    rows = held = 0
     try:
         with pq.ParquetWriter(tmp, schema) as writer, open(jsonl, encoding="utf-8") as fh:
             batch: list[dict[str, Any]] = []
             for line in fh:
                 doc = json.loads(line)
                 value = doc.get("value")
+                value = None if value is None else base64.b64decode(value)
+                held += 0 if value is None else len(value)
                 batch.append(
                     {
                         "key": doc.get("key"),
-                        "value": None if value is None else base64.b64decode(value),
+                        "value": value,
                         "properties": list((doc.get("properties") or {}).items()),
                         "position": doc.get("position"),
                         "publish_time": doc.get("publish_time"),
@@ -550,10 +560,11 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], to: str | os.PathLi
                         "note": doc.get("note"),
                     }
                 )
-                if len(batch) >= PARQUET_BATCH_ROWS:
+                if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
                     writer.write_table(pa.Table.from_pylist(batch, schema=schema))
                     rows += len(batch)
                     batch.clear()
+                    held = 0
             writer.write_table(pa.Table.from_pylist(batch, schema=schema))
             rows += len(batch)
         os.replace(tmp, to)

@@ -198,7 +198,18 @@ def _chunks_never_finished() -> list[bytes]:
     return [chunk(f"open-{i}", 0, 2, piece, 2 * len(piece)) for i in range(4000)]
 
 
+def _many_at_limit() -> list[bytes]:
+    """100 honest ZSTD messages of exactly the limit each (500 MiB of values in 20 KiB),
+    each with its own key: every one is exported and kept by a compaction."""
+    payload = zeros_compressed(api.ZSTD, LIMIT)
+    return [
+        pulsar_entry(payload, compression=api.ZSTD, uncompressed_size=LIMIT, key=f"k{i}")
+        for i in range(100)
+    ]
+
+
 LEDGER_BOMBS: dict[str, Callable[[], list[bytes]]] = {
+    "many-at-limit": _many_at_limit,
     "chunk-announces-huge": _chunk_announces_huge,
     "chunks-join-past-limit": _chunks_join_past_limit,
     "chunks-inflate-past-limit": _chunks_inflate_past_limit,

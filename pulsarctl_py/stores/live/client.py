@@ -248,7 +248,10 @@ class BookieConnection:
         assert sock is not None
         buf = self._buf
         if self._pos:
-            del buf[: self._pos]
+            if self._pos == len(buf):  # all taken: drop the buffer, not only its head,
+                buf = self._buf = bytearray()  # so that a large frame's room is given back
+            else:
+                del buf[: self._pos]
             self._pos = 0
         left = deadline - time.monotonic()
         if left <= 0:

@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 
 CHUNK = 1024  # entries planned at a time by read_entries
 #: bytes of answers a read round holds at most (see ``LiveBookieStore._read``)
-READ_BUDGET = 64 << 20
+READ_BUDGET = 32 << 20
+#: the size a read round assumes for entries until it has seen a larger one
+SMALL_ENTRY = 16 << 10
 _ABSENT = ("ENOENTRY", "ENOLEDGER")  # answers that mean "not here", not "broken"
 
 
@@ -108,6 +110,7 @@ class LiveBookieStore:
         self.problems: list[Any] = []
         self.findings: list[Any] = []
         self.down: dict[str, str] = {}  # bookie id -> why it failed
+        self._largest = 0  # the largest entry read so far (how many fit a read round)
         self._ledgers: dict[int, _LedgerState] = {}
 
     # -- metadata -----------------------------------------------------------------------
@@ -253,10 +256,12 @@ class LiveBookieStore:
         """The entries asked for, in order, each from the first replica that gives it.
 
         Reads go out in rounds, each bookie asked for its entries of the round in parallel.
-        A round holds at most :func:`read_budget` bytes of answers: a bookie whose answers
-        pass its share stops there and is asked for the rest in the next round (not a
-        failure), and the entries finished in order are handed out after every round. So
-        memory is bounded by the budget, not by the number of entries times their size.
+        A round asks for the first entries still to read that fit :func:`read_budget` at
+        the size of the largest entry seen so far, and holds at most that budget of
+        answers: a bookie whose answers pass its share stops there and is asked for the
+        rest in the next round (not a failure). The entries finished in order are handed
+        out after every round. So memory is bounded by the budget, not by the number of
+        entries times their size.
         """
         md = self._state(ledger_id).md
         kind, password = self._digest(md)
@@ -272,6 +277,8 @@ class LiveBookieStore:
         order = list(entry_ids)
         done = 0  # entries of ``order`` handed out (or skipped) so far
         while todo:
+            fits = max(1, read_budget() // max(self._largest, SMALL_ENTRY))
+            todo, waits = todo[:fits], todo[fits:]
             by_bookie: dict[str, list[int]] = {}
             for e in todo:
                 by_bookie.setdefault(sets[e][attempt[e]], []).append(e)
@@ -291,7 +298,7 @@ class LiveBookieStore:
                     bookie, ledger_id, ids, kind, password, got, fallback, errors, share, later
                 ),
             )
-            todo = []
+            todo = waits
             for ids in by_bookie.values():
                 for e in ids:
                     if e in got:
@@ -369,6 +376,8 @@ class LiveBookieStore:
                         errors.setdefault(e, []).append(f"{bookie}: {status}")
                         continue
                     held += len(body)
+                    if len(body) > self._largest:
+                        self._largest = len(body)
                     stored = StoredEntry(ledger_id, e, where, body)
                     if digest_ok(body, ledger_id, e, kind, password) is False:
                         errors.setdefault(e, []).append(f"{bookie}: digest does not verify")
@@ -390,7 +399,7 @@ class LiveBookieStore:
 
 
 def read_budget() -> int:
-    """Bytes of answers one read round may hold, over all its bookies: 64 MiB, or four
+    """Bytes of answers one read round may hold, over all its bookies: 32 MiB, or four
     frames of the maximum message size if that is more."""
     return max(READ_BUDGET, 4 * limits.max_frame())
 
