@@ -77,6 +77,47 @@ def write_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+def write_json_list(items: Iterable[Any], no_floats: bool = False) -> None:
+    """Write the list ``items`` as ``write_json`` would, item by item (never held whole).
+
+    The first item is taken before anything is written: an error raised before it (a
+    store that cannot be read) leaves stdout empty. ``no_floats`` as for
+    :func:`write_json_stream`."""
+    out = sys.stdout
+    dumps = indented_encoder(no_floats)
+    iterator = iter(items)
+    head = next(iterator, _NOTHING)
+    if head is _NOTHING:
+        out.write("[]\n")
+        return
+    out.write("[")
+    first = True
+    for item in itertools.chain((head,), iterator):
+        out.write("\n  " if first else ",\n  ")
+        for piece in _pieces(item, dumps, indented=True):
+            out.write(piece.replace("\n", "\n  "))
+        first = False
+    out.write("\n]\n")
+
+
+#: rows of a listing laid out together in one table or tree (see :func:`pages`)
+PAGE_ROWS = 1000
+
+
+def pages(rows: Iterable[Any], size: int = PAGE_ROWS) -> Iterable[list[Any]]:
+    """``rows`` in lists of ``size``: a listing for people is drawn a page at a time (a Rich
+    table or tree of 10^5 rows takes minutes and hundreds of MB), each page with its
+    own header."""
+    page: list[Any] = []
+    for row in rows:
+        page.append(row)
+        if len(page) >= size:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
 _NOTHING = object()
 
 

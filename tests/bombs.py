@@ -339,3 +339,40 @@ def run_peak(
         peak = int(peak_file.read_text(encoding="ascii")) * 1024
         text = out_file.read_text(encoding="utf-8", errors="replace") if keep_stdout else ""
     return Measured(proc.returncode, peak, text, err)
+
+
+# -- many topics -------------------------------------------------------------------------------
+
+#: the namespace of :func:`many_topics_world`
+MANY_NAMESPACE = "public/many"
+
+
+def many_topics_world(root: Path, topics: int, *, batch: int = 20_000) -> Stores:
+    """A RocksDB metadata store of ``topics`` topics (``public/many/t-NNNNNN``), each with
+    one closed ledger of 10 entries (its znode too) and one cursor; no bookie data."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.stores.metadata import create_metadata_store
+    from tests import verify_world as vw
+
+    root.mkdir(parents=True, exist_ok=True)
+    with create_metadata_store(root / "metadata") as store:
+        txn = store.transaction()
+        pending = 0
+        for i in range(topics):
+            topic = f"persistent://{MANY_NAMESPACE}/t-{i:06d}"
+            ledger_id = 1000 + i
+            spec = vw.LedgerSpec(ledger_id, vw._tags(topic), payload_sizes=[100] * 10)
+            spec.entries = [b""] * 10
+            name = mld.TopicName.parse(topic)
+            txn.create(name.ml_path, mld.build_info(vw._ml_info([(spec, True)], {})))
+            txn.create(name.cursor_path("sub"), mld.build_info(vw._cursor((ledger_id, 4))))
+            txn.create(lm.ledger_path(ledger_id), lm.build(spec.metadata()))
+            pending += 3
+            if pending >= batch:
+                txn.commit()
+                txn, pending = store.transaction(), 0
+        if pending:
+            txn.commit()
+    (root / "bookie").mkdir(exist_ok=True)
+    return Stores(f"rocksdb://{root / 'metadata'}", root / "bookie")

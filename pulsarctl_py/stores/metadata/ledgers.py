@@ -106,15 +106,21 @@ def list_ledgers(
     store: MetadataStore, root: str = lm.DEFAULT_ROOT, *, with_metadata: bool = True
 ) -> list[LedgerRecord]:
     """Every ledger under ``root`` with its metadata; damaged ones carry ``error``."""
-    out: list[LedgerRecord] = []
+    return list(iter_ledgers(store, root, with_metadata=with_metadata))
+
+
+def iter_ledgers(
+    store: MetadataStore, root: str = lm.DEFAULT_ROOT, *, with_metadata: bool = True
+) -> Iterator[LedgerRecord]:
+    """:func:`list_ledgers` one ledger at a time: only the ids and paths are held, each
+    ledger's metadata is read when its turn comes."""
     for ledger_id, path in iter_ledger_paths(store, root):
         if not with_metadata:
-            out.append(LedgerRecord(ledger_id, path, None, None))
+            yield LedgerRecord(ledger_id, path, None, None)
             continue
         record = _record(store, ledger_id, path)
         if record is not None:  # deleted while listing
-            out.append(record)
-    return out
+            yield record
 
 
 def read_ledger(
