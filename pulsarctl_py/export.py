@@ -377,17 +377,21 @@ def write_part(
         import pyarrow.parquet as pq
 
         schema = arrow_schema(columns)
+        pool = pa.default_memory_pool()
         with pq.ParquetWriter(path, schema) as writer:
             batch: list[tuple[Any, ...]] = []
 
             def flush() -> None:
                 cols = list(zip(*batch, strict=True)) if batch else [[] for _ in columns]
+                batch.clear()
                 table = pa.Table.from_arrays(
                     [pa.array(list(col), type=schema.field(i).type) for i, col in enumerate(cols)],
                     schema=schema,
                 )
+                del cols
                 writer.write_table(table)
-                batch.clear()
+                del table
+                pool.release_unused()  # the pool keeps what it freed otherwise (see _join)
 
             problems_at = columns.index("problems") if "problems" in columns else None
             value_at = columns.index("value") if "value" in columns else None

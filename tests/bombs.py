@@ -192,19 +192,19 @@ def _chunks_inflate_past_limit() -> list[bytes]:
 
 
 def _chunks_never_finished() -> list[bytes]:
-    """4,000 chunked messages of 2 chunks of 64 KiB each, only chunk 0 of each stored:
-    250 MiB of chunks that would all wait to be joined."""
+    """1,200 chunked messages of 2 chunks of 64 KiB each, only chunk 0 of each stored:
+    75 MiB of chunks that would all wait to be joined (the pending budget is 50 MiB)."""
     piece = b"p" * (64 * 1024)
-    return [chunk(f"open-{i}", 0, 2, piece, 2 * len(piece)) for i in range(4000)]
+    return [chunk(f"open-{i}", 0, 2, piece, 2 * len(piece)) for i in range(1200)]
 
 
 def _many_at_limit() -> list[bytes]:
-    """100 honest ZSTD messages of exactly the limit each (500 MiB of values in 20 KiB),
-    each with its own key: every one is exported and kept by a compaction."""
+    """12 honest ZSTD messages of exactly the limit each (60 MiB of values in 3 KiB), each
+    with its own key: every one is exported and kept by a compaction."""
     payload = zeros_compressed(api.ZSTD, LIMIT)
     return [
         pulsar_entry(payload, compression=api.ZSTD, uncompressed_size=LIMIT, key=f"k{i}")
-        for i in range(100)
+        for i in range(12)
     ]
 
 
@@ -213,8 +213,14 @@ LEDGER_BOMBS: dict[str, Callable[[], list[bytes]]] = {
     "chunk-announces-huge": _chunk_announces_huge,
     "chunks-join-past-limit": _chunks_join_past_limit,
     "chunks-inflate-past-limit": _chunks_inflate_past_limit,
-    "chunks-never-finished": _chunks_never_finished,
+    "chunks-never-finished": _chunks_never_finished,  # last: its chunks stay pending
 }
+
+
+def corpus() -> list[tuple[str, list[bytes]]]:
+    """Every bomb, by name, with its entries (one for an entry bomb), in corpus order."""
+    out = [(name, [make()]) for name, make in ENTRY_BOMBS.items()]
+    return out + [(name, make()) for name, make in LEDGER_BOMBS.items()]
 
 
 # -- worlds ------------------------------------------------------------------------------------
@@ -311,22 +317,24 @@ def run_peak(
     *args: str | Path,
     env: dict[str, str] | None = None,
     keep_stdout: bool = False,
+    stdout_to: Path | None = None,
     timeout: float = 180,
     cwd: Path | None = None,
 ) -> Measured:
     """Run ``ledgerctl ARGS`` in a fresh interpreter; its exit code, peak RSS and output.
 
-    Its stdout goes to a file (or nowhere): a command's output never sits in this process.
+    Its stdout goes to a file (``stdout_to``, or one read back when ``keep_stdout``) or
+    nowhere: a large output never sits in this process unless asked for.
     """
     with tempfile.TemporaryDirectory(prefix="ledgerctl-peak-") as tmp:
         peak_file = Path(tmp) / "peak"
-        out_file = Path(tmp) / "out"
+        out_file = stdout_to or Path(tmp) / "out"
         full_env = {**os.environ, **(env or {}), _PEAK_ENV: str(peak_file)}
         with open(out_file, "wb") as out:
             proc = subprocess.run(
                 [sys.executable, "-c", _LAUNCH, *map(str, args)],
                 stdin=subprocess.DEVNULL,
-                stdout=out if keep_stdout else subprocess.DEVNULL,
+                stdout=out if keep_stdout or stdout_to else subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 env=full_env,
                 cwd=cwd,
