@@ -172,6 +172,27 @@ def test_export_and_compaction_apply_the_same_limit(
             assert big and any("exceeds the limit of 5242880" in p for p in big[0]["problems"])
 
 
+def test_a_stored_entry_larger_than_a_frame_is_refused_before_it_is_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, clean_env: None
+) -> None:
+    """No bookie could serve it (frames are the limit + 10 KiB); raised, it is read."""
+    import os
+
+    big = bombs.pulsar_entry(os.urandom(6 * MiB), key="big")
+    stores = bombs.topic_world(tmp_path / "w", [bombs.pulsar_entry(b"small"), big])
+    args = ("inspect", str(bombs.TOPIC_LEDGER), "--bookie-dir", str(stores.bookie_dir))
+    refused = run(capsys, *args, "-o", "json")
+    assert refused.code == 1, refused.err
+    entries = refused.json()["entries"]
+    assert entries[0]["ok"] and not entries[1]["ok"]
+    (message,) = [p["message"] for p in entries[1]["problems"]]
+    assert f"an entry of at most {LIMIT + 10 * 1024} bytes" in message
+    assert f"size {len(big) + 32 + 4}" in message and "--max-message-size" in message
+    raised = run(capsys, "--max-message-size", "7m", *args, "-o", "json")
+    assert raised.code == 0, raised.err
+    assert raised.json()["entries"][1]["messages"][0]["size"] == 6 * MiB
+
+
 def test_splits_carry_the_limit_to_executors() -> None:
     from pulsarctl_py import limits
     from pulsarctl_py.engines import build_scan_plan
