@@ -124,10 +124,11 @@ _NOTHING = object()
 class Streamed:
     """A list inside an object written as JSON whose items are made as they are written.
 
-    :func:`write_json_stream`, :class:`JsonlOut` and :func:`write_jsonl` write an object
-    holding one (e.g. an entry's ``messages``) with the same text as the list would have,
-    item by item: a batch of 200,000 messages is never 200,000 dicts and their text at
-    once. Other writers cannot encode it.
+    :func:`write_json_stream`, :func:`write_json_list`, :class:`JsonlOut` and
+    :func:`write_jsonl` write an object holding one under ``messages`` (an entry's, see
+    :func:`entry_doc`) with the same text as the list would have, item by item: a batch
+    of 200,000 messages is never 200,000 dicts and their text at once. Other writers
+    cannot encode it.
     """
 
     __slots__ = ("items",)
@@ -156,13 +157,14 @@ def entry_doc(entry: Entry, with_hex: bool = False) -> dict[str, Any]:
 
 
 def _streamed_in(obj: Any) -> tuple[Any, Streamed | None]:
-    """``obj`` with its Streamed value (one, at the top level) replaced by the mark."""
+    """``obj`` with its Streamed ``messages`` replaced by the mark (a look-up per object:
+    the writers ask it for every line)."""
     if type(obj) is dict:
-        for key, value in obj.items():
-            if type(value) is Streamed:
-                copy = dict(obj)
-                copy[key] = _MARK
-                return copy, value
+        value = obj.get("messages")
+        if type(value) is Streamed:
+            copy = dict(obj)
+            copy["messages"] = _MARK
+            return copy, value
     return obj, None
 
 
@@ -323,7 +325,7 @@ class JsonlOut:
             self._dumps = functools.partial(dumps, option=OPT_APPEND_NEWLINE)
 
     def obj(self, obj: Any) -> None:
-        if type(obj) is dict and any(type(v) is Streamed for v in obj.values()):
+        if type(obj) is dict and type(obj.get("messages")) is Streamed:
             for piece in _pieces(obj, self._encode, indented=False):
                 self.text(piece)
             self.text("\n")
