@@ -9,7 +9,13 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options as opts
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL, NO_PROGRESS, QUIET
+from pulsarctl_py.commands.options import (
+    BOOKIE_DIRS,
+    METADATA_URL,
+    NO_PROGRESS,
+    QUIET,
+    metadata_options,
+)
 from pulsarctl_py.render import OutputFormat
 
 ledger_app = typer.Typer(
@@ -36,6 +42,7 @@ class Kind(enum.StrEnum):
 
 
 @ledger_app.command("list")
+@metadata_options
 def list_command(
     topic: str = typer.Option(
         None,
@@ -170,6 +177,7 @@ def _tree(rows: list[Any]) -> Any:
 
 @ledger_app.command("meta")
 @opts.bookie_flags
+@metadata_options
 def meta_command(
     ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     metadata_url: str = METADATA_URL,
@@ -278,6 +286,7 @@ def _meta_table(doc: dict[str, Any]) -> Any:
 
 @ledger_app.command("replicas")
 @opts.bookie_flags
+@metadata_options
 def replicas_command(
     ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     first: int = typer.Option(0, "--from", metavar="E", help="First entry id to compare."),

@@ -56,6 +56,25 @@ STRICT = typer.Option(
 PASSWORD_FILE = typer.Option(
     None, "--password-file", metavar="FILE", help="File holding the ledger password."
 )
+ACCEPT_DAMAGE = typer.Option(
+    False,
+    "--accept-damage",
+    help="Copy damaged entries (a digest or checksum that does not match, metadata or a "
+    "payload that does not decode) as the broker copies them, and list them, instead of "
+    "refusing at the first one.",
+)
+
+
+def damage_note(damaged: list[dict[str, str]], count: int) -> None:
+    """Damaged entries gone on past (--accept-damage), one line each on stderr (the first
+    ten; the report and the plan list them all)."""
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for d in damaged[:10]:
+        err.print(f"error: damaged {d['position']}: {d['problem']}", markup=False, highlight=False)
+    if count > 10:
+        err.print(f"error: {count - 10} more damaged entries", markup=False, highlight=False)
 
 
 def password(env: str | None, file: Path | None) -> bytes | None:
@@ -240,6 +259,60 @@ def bookie_flags(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+PASSPHRASE_ENV = typer.Option(
+    None,
+    "--private-key-passphrase-env",
+    metavar="VAR",
+    help="Environment variable holding the passphrase of an encrypted --private-key.",
+)
+PASSPHRASE_FILE = typer.Option(
+    None,
+    "--private-key-passphrase-file",
+    metavar="FILE",
+    help="File holding the passphrase of an encrypted --private-key.",
+)
+
+
+class ValuesChoice(enum.StrEnum):
+    auto = "auto"
+    both = "both"
+    decoded = "decoded"
+    raw = "raw"
+
+
+VALUES = typer.Option(
+    ValuesChoice.auto,
+    "--values",
+    help="Message values: raw (the bytes, base64 in JSON), decoded (by the topic's schema "
+    "version each message names; the bytes only where a value is not decoded) or both; "
+    "auto is both when the topic has a schema, else raw.",
+)
+WHERE = typer.Option(
+    None,
+    "--where",
+    metavar="FIELD=VALUE",
+    help="Only messages whose decoded value has this field value (dot path: "
+    "order.id=42; FIELD!=VALUE excludes); repeat: all must match.",
+)
+#: a PEM private key is a few KiB; refuse to read more (``--private-key /dev/zero``)
+MAX_KEY_FILE = 1 << 20
+
+
+def load_key(path: Path | None, passphrase_env: str | None, passphrase_file: Path | None) -> Any:
+    """The consumer's private key from ``--private-key`` (None without it)."""
+    if path is None:
+        if passphrase_env or passphrase_file:
+            from pulsarctl_py.errors import LedgerctlError
+
+            raise LedgerctlError("a private key passphrase needs --private-key")
+        return None
+    from pulsarctl_py.decode import read_capped
+    from pulsarctl_py.decoders.crypto import load_private_key
+
+    pem = read_capped(path, MAX_KEY_FILE, "private key")
+    return load_private_key(pem, private_key_passphrase(passphrase_env, passphrase_file))
+
+
 def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
     """The passphrase of an encrypted private key, from a variable or a file."""
     from pulsarctl_py.secrets import secret_from
@@ -287,3 +360,73 @@ def use_max_message_size(text: str | None) -> None:
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--max-message-size") from None
     limits.configure(size)
+
+
+# -- where the metadata lives (pulsarctl_py.stores.metadata.url) --------------------------
+#
+# Next to --metadata-url on every command that has it: where BookKeeper's metadata lives
+# when the broker keeps it elsewhere (bookkeeperMetadataServiceUri), and a broker.conf to
+# take both places (and the broker's ledger settings) from. A command is wrapped by
+# :func:`metadata_options`; the library resolves the flags as it resolves the environment
+# variables, one step ahead of them.
+
+BOOKKEEPER_METADATA_URL = typer.Option(
+    None,
+    "--bookkeeper-metadata-url",
+    metavar="URL",
+    help="Where BookKeeper's metadata (ledgers, bookies) lives when the broker's "
+    "bookkeeperMetadataServiceUri puts it outside /ledgers of the metadata store: "
+    "zk+hierarchical://host:2181/path/ledgers or zk:host:2181/path/ledgers. Default: "
+    "--broker-conf's bookkeeperMetadataServiceUri, $LEDGERCTL_BOOKKEEPER_METADATA_URL, "
+    "bookkeeper_metadata_url in ./ledgerctl.toml, else /ledgers of the metadata store.",
+)
+BROKER_CONF = typer.Option(
+    None,
+    "--broker-conf",
+    metavar="FILE",
+    help="A broker's broker.conf: its metadataStoreUrl and bookkeeperMetadataServiceUri "
+    "serve as --metadata-url and --bookkeeper-metadata-url when those are not given. "
+    "Default: $LEDGERCTL_BROKER_CONF or broker_conf in ./ledgerctl.toml.",
+)
+
+_METADATA_FLAGS: dict[str, tuple[Any, Any]] = {
+    "bookkeeper_metadata_url": (str, BOOKKEEPER_METADATA_URL),
+    "broker_conf": (Path, BROKER_CONF),
+}
+
+
+def metadata_options(command: F) -> F:
+    """Give ``command`` --bookkeeper-metadata-url and --broker-conf after its --metadata-url.
+
+    The command itself takes neither: it runs with them in effect for every metadata URL
+    the library resolves (:func:`pulsarctl_py.stores.metadata.url.metadata_flags`).
+    """
+    sig = inspect.signature(command)
+    hints = typing.get_type_hints(command)
+    params: list[inspect.Parameter] = []
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+        for name, (kind, default) in _METADATA_FLAGS.items()
+    ]
+    for param in sig.parameters.values():
+        params.append(param.replace(annotation=hints.get(param.name, param.annotation)))
+        if param.name == "metadata_url":
+            params += [p.replace(kind=param.kind) for p in added]
+    if len(params) == len(sig.parameters):
+        raise TypeError(f"{command.__name__} has no 'metadata_url' parameter")
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
+
+        url = kwargs.pop("bookkeeper_metadata_url", None)
+        conf = kwargs.pop("broker_conf", None)
+        flags = MetadataFlags(url or None, None if conf is None else str(conf))
+        with metadata_flags(flags):
+            return command(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    if "return" in hints:
+        wrapper.__annotations__["return"] = hints["return"]
+    return wrapper  # type: ignore[return-value]

@@ -15,6 +15,7 @@ from pulsarctl_py.commands.options import (
     QUIET,
     BookieFlags,
     bookie_flags,
+    metadata_options,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -33,6 +34,7 @@ OUTPUT = typer.Option(
 
 
 @topic_app.command("list")
+@metadata_options
 def list_command(
     namespace: str = typer.Option(
         None, "--namespace", "-n", metavar="TENANT/NS", help="Only the topics of this namespace."
@@ -141,6 +143,7 @@ def _list_tree(rows: list[Any]) -> Any:
 
 @topic_app.command("info")
 @bookie_flags
+@metadata_options
 def info_command(
     topic: str = typer.Argument(
         ...,

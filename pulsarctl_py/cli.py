@@ -26,6 +26,7 @@ from pulsarctl_py.commands import (
     ledger,
     migrate,
     repair,
+    schema,
     seek,
     topic,
     verify,
@@ -106,6 +107,7 @@ verify.register(app)
 seek.register(app)
 compact.register(app)
 export.register(app)
+schema.register(app)
 repair.register(app)
 migrate.register(app)
 

@@ -855,17 +855,18 @@ def iter_ledger_rows(
 ) -> Iterator[LedgerRow]:
     """:func:`list_ledger_rows` one row at a time, in ledger id order (only the ids and
     paths are held; each ledger's metadata is read when its row is made)."""
-    from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.stores.metadata import iter_ledgers, resolve_topic
 
     store = _require_metadata(source)
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
     require_pulsar_data(store)
-    if not _present(store, lm.DEFAULT_ROOT):
+    bookkeeper = store.bookkeeper()
+    if not _present(bookkeeper.store, bookkeeper.root):
         raise NotFoundError(
-            f"no BookKeeper ledgers in {store.url}: no znode {lm.DEFAULT_ROOT} "
-            "(wrong ZooKeeper chroot, or the cluster's ledgers root is elsewhere?)"
+            f"no BookKeeper ledgers in {bookkeeper.url}: no znode {bookkeeper.root} (wrong "
+            "ZooKeeper chroot, or the cluster's ledgers root is elsewhere? give "
+            "--bookkeeper-metadata-url or --broker-conf)"
         )
     wanted = resolve_topic(topic).full_name if topic else None
     found = False

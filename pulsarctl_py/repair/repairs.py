@@ -139,7 +139,7 @@ def cursor_ledger_state(
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    last = view_last(view)
+    last = view.readable_last
     if last is None or last < 0:
         return None
     view.kind = "cursor"
@@ -160,16 +160,6 @@ def cursor_ledger_state(
     return None
 
 
-def view_last(view: Any) -> int | None:
-    """A ledger's last entry: lastEntryId when closed; else the last entry the bookie
-    holds or its LAC, whichever is higher (what opening it with recovery finds)."""
-    md = view.metadata
-    if md is not None and md.is_closed:
-        return md.last_entry_id
-    known = [v for v in (view.lac, view.last_stored) if v is not None]
-    return max(known) if known else None
-
-
 def count_messages(
     source: LedgerSource | None,
     ledger_id: int,
@@ -187,7 +177,7 @@ def count_messages(
         if kind == "compacted":
             view.kind = "compacted"
         if last is None:
-            last = view_last(view)
+            last = view.readable_last
         if last is None:
             return None
         if last < first:
@@ -212,7 +202,7 @@ def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        if draft.get(lm.ledger_path(ledger_id, layout)) is not None:
+        if draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root())) is not None:
             return True
     return False
 
@@ -234,7 +224,7 @@ def last_entry(topic: Topic, ledger_id: int, source: LedgerSource | None) -> int
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    return view_last(view)
+    return view.readable_last
 
 
 # -- writing through the draft ---------------------------------------------------------------
@@ -629,7 +619,7 @@ def cursor_snapshots(draft: Draft, topic_name: str, source: LedgerSource | None)
                 view = source.ledger(cl)
             except LedgerctlError:
                 view = None
-            last = None if view is None else view_last(view)
+            last = None if view is None else view.readable_last
             gone = view is not None and last is not None and last >= 0 and view.last_stored is None
         if not gone:
             continue
@@ -730,7 +720,7 @@ def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        path = lm.ledger_path(ledger_id, layout)
+        path = lm.ledger_path(ledger_id, layout, draft.ledgers_root())
         if draft.get(path) is not None:
             return path
     return None
@@ -745,7 +735,7 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        data = draft.get(lm.ledger_path(ledger_id, layout))
+        data = draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root()))
         if data is not None:
             try:
                 return lm.parse(data, ledger_id)
