@@ -16,7 +16,11 @@ applies the same number to everything whose size stored bytes only *claim*:
 * a bookie frame from a running bookie: at most the limit plus the frame padding, refused
   from its 4-byte length before it is read;
 * one input of ``decode``: at most :data:`TEXT_FACTOR` frames (a hex dump of an entry is
-  about 4.5 times its bytes).
+  about 4.5 times its bytes);
+* a message's value decoded with its schema (``--values``, export's value columns): at
+  most :data:`VALUE_FACTOR` limits of Python objects, estimated before they are built
+  (``pulsarctl_py.value_bounds``: an Avro array can declare 2^62 items of no bytes);
+* a schema definition: at most one frame (the entry that stores it is one).
 
 The limit is one number per process, set once by the CLI (``--max-message-size``, or
 ``LEDGERCTL_MAX_MESSAGE_SIZE``; ``pulsarctl_py.limits`` reads them) and carried to Spark
@@ -34,6 +38,9 @@ TEXT_FACTOR = 5
 #: chunked messages still being joined may hold at most this many limits of bytes
 #: together (the Java consumer keeps at most ``maxPendingChunkedMessage`` = 10 pending)
 PENDING_CHUNK_FACTOR = 10
+#: a decoded value may take this many limits of memory (JSON grows at most about 25
+#: times its bytes; a 5 MiB value: at most 120 MiB of objects)
+VALUE_FACTOR = 24
 
 _limit = DEFAULT_MAX_MESSAGE_SIZE
 
@@ -64,3 +71,8 @@ def max_input() -> int:
 def max_pending_chunks() -> int:
     """The most bytes the chunks of unfinished chunked messages may hold together."""
     return PENDING_CHUNK_FACTOR * _limit
+
+
+def max_value_cost() -> int:
+    """The most memory one decoded value may take (estimated before it is decoded)."""
+    return VALUE_FACTOR * _limit

@@ -472,8 +472,9 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES, column: Any = None) -> A
 
 
 PARQUET_BATCH_ROWS = 20_000
-#: ... or once the values held reach this many bytes: a row group holds at most about
-#: this much (plus one message), however large the messages are
+#: ... or once the values held reach this many bytes (decoded values counted by what they
+#: take, estimated: pulsarctl_py.value_bounds): a row group holds at most about this much
+#: (plus one message), however large the messages are
 PARQUET_BATCH_BYTES = 16 << 20
 
 
@@ -531,6 +532,7 @@ def write_part(
 
             problems_at = columns.index("problems") if "problems" in columns else None
             value_at = columns.index("value") if "value" in columns else None
+            decoded = values.values if values is not None else None
             held = 0
             for values in it:
                 batch.append(values)
@@ -539,6 +541,8 @@ def write_part(
                     flagged += _has_error(values[problems_at])
                 if value_at is not None and values[value_at] is not None:
                     held += len(values[value_at])
+                if decoded is not None:  # decoded values: what they take, estimated
+                    held += decoded.take_held()
                 if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
                     flush()
                     held = 0

@@ -250,8 +250,12 @@ def bomb_world(root: Path, bomb: bytes) -> Stores:
     return Stores(world.metadata_url, world.bookie_dir)
 
 
-def topic_world(root: Path, entries: list[bytes]) -> Stores:
-    """:data:`TOPIC`: one closed ledger (CRC32C) holding ``entries``, a cursor at its start."""
+def topic_world(
+    root: Path, entries: list[bytes], schemas: list[tuple[int, bytes]] | None = None
+) -> Stores:
+    """:data:`TOPIC`: one closed ledger (CRC32C) holding ``entries``, a cursor at its start;
+    with ``schemas`` ((schema type, definition) per version, from 0), its schema storage:
+    a schema ledger of one entry per version and the index naming them."""
     from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.decoders import managed_ledger as mld
     from pulsarctl_py.decoders.checksums import master_key
@@ -267,11 +271,51 @@ def topic_world(root: Path, entries: list[bytes]) -> Stores:
         name.cursor_path("c"): mld.build_info(vw._cursor((TOPIC_LEDGER, -1))),
         lm.ledger_path(TOPIC_LEDGER): lm.build(spec.metadata()),
     }
+    stored = list(spec.entries)
+    if schemas:
+        nodes.update(_schema_storage(schemas, stored))
     root.mkdir(parents=True, exist_ok=True)
     with create_metadata_store(root / "metadata") as store:
         vw._write_tree(store, nodes)
-    write_db_ledger_dir(root / "bookie" / "current", spec.entries, master_key(b""))
+    write_db_ledger_dir(root / "bookie" / "current", stored, master_key(b""))
     return Stores(f"rocksdb://{root / 'metadata'}", root / "bookie")
+
+
+#: the schema ledger of :func:`topic_world` (its versions' entries)
+SCHEMA_LEDGER = 8
+
+
+def _schema_storage(schemas: list[tuple[int, bytes]], stored: list[bytes]) -> dict[str, bytes]:
+    """The schema ledger's entries (appended to ``stored``) and its metadata store nodes, as
+    the broker's BookkeeperSchemaStorage keeps them (docs/schemas.md)."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.decoders.schemas import (
+        IndexEntry,
+        SchemaType,
+        StoredSchema,
+        build_locator,
+        build_schema_entry,
+        build_schema_info,
+        locator_path,
+    )
+    from pulsarctl_py.schemas import topic_schema_name
+    from tests import verify_world as vw
+
+    spec = vw.LedgerSpec(SCHEMA_LEDGER, {"application": b"pulsar", "component": b"schema"})
+    index: list[IndexEntry] = []
+    payloads = []
+    for version, (kind, definition) in enumerate(schemas):
+        info = StoredSchema(
+            version, SchemaType(kind), kind + 1, definition, {}, False, T0, "", "bombs"
+        )
+        payloads.append(build_schema_entry(build_schema_info(info), list(index)))
+        index.append(IndexEntry(version, SCHEMA_LEDGER, version, bytes(32)))
+    vw._Builder.pack(spec, payloads)
+    stored.extend(spec.entries)
+    return {
+        locator_path(topic_schema_name(TOPIC)): build_locator(index),
+        lm.ledger_path(SCHEMA_LEDGER): lm.build(spec.metadata()),
+    }
 
 
 # -- measuring -------------------------------------------------------------------------------
