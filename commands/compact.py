@@ -13,6 +13,7 @@ import typer
 
 from pulsarctl_py.commands import options
 from pulsarctl_py.commands.engine_options import SPARK, SPARK_CONF, SPARK_MASTER
+from pulsarctl_py.limits import SIZE_PATTERN, SIZE_UNITS
 
 
 class CompactOutput(enum.StrEnum):
@@ -42,7 +43,7 @@ class EngineChoice(enum.StrEnum):
     spark = "spark"
 
 
-_SIZE, _UNITS = options.SIZE_PATTERN, options.SIZE_UNITS
+_SIZE, _UNITS = SIZE_PATTERN, SIZE_UNITS
 
 
 def parse_size(text: str) -> int:

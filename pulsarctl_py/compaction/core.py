@@ -46,7 +46,7 @@ from pulsarctl_py.decoders.entry import (
     decode_payload,
 )
 from pulsarctl_py.decoders.errors import CorruptEntryError, DataError, LedgerctlError
-from pulsarctl_py.decoders.payload import build_batch, parse_batch, placeholder
+from pulsarctl_py.decoders.payload import batch_fit_error, build_batch, parse_batch, placeholder
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.engines.base import KeyRecord, KeyState, WinnerView
 from pulsarctl_py.proto import pulsar_api_pb2 as api
@@ -246,6 +246,10 @@ def _batch_count(md: Any) -> int:
         raise CorruptEntryError(
             "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
         )
+    if md.HasField("uncompressed_size"):  # refused before the payload is decompressed
+        unfit = batch_fit_error(count, md.uncompressed_size)
+        if unfit is not None:
+            raise CorruptEntryError("batch", 0, "records that fit uncompressed_size", unfit)
     if md.compacted_batch_indexes:
         wrong = compacted_indexes_error(count, md.compacted_batch_indexes)
         if wrong is not None:

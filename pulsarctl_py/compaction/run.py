@@ -466,10 +466,8 @@ def compact(
         if report.spool is not None:
             report.spool.unlink(missing_ok=True)
             report.spool = None
-        if export_file is not None and export is not None:
-            export_file.close()  # a view cut short is no view: nothing stays of it
-            export_file = None
-            export.unlink(missing_ok=True)
+        # a view cut short is no view: the output ``export`` writes to is discarded by its
+        # owner (outputs.Output, or the caller's own file) when this error reaches it
         raise
     finally:
         if spool_file is not None:
