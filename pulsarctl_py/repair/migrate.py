@@ -126,7 +126,8 @@ def converted_entries(
                 state.formats["single"] = state.formats.get("single", 0) + 1
             yield raw
 
-    options = CompactionOptions(retain_null_key=True, format=fmt)
+    # a format conversion: the entries keep their broker entry metadata prefix
+    options = CompactionOptions(retain_null_key=True, format=fmt, keep_entry_metadata=True)
     stats = Stats()
     try:
         yield from phase_two(counted(), _KeepAll(), options, stats)
