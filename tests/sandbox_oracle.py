@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from typing import Any
 from tests.fixtures.sandbox import Sandbox, SandboxFailed
 
 NAMESPACE = "public/oracle"
+#: a suffix for this run's topic names: a sandbox reused across runs gets new topics
+RUN = uuid.uuid4().hex[:6]
 
 
 def namespace(box: Sandbox) -> str:
@@ -32,11 +35,13 @@ def namespace(box: Sandbox) -> str:
 
 
 def topic_name(name: str) -> str:
-    return f"persistent://{NAMESPACE}/{name}"
+    """This run's topic ``name`` in the oracle namespace (persistent://...)."""
+    return f"persistent://{NAMESPACE}/{name}-{RUN}"
 
 
 def short(name: str) -> str:
-    return f"{NAMESPACE}/{name}"
+    """This run's topic ``name`` as ledgerctl takes it (tenant/namespace/topic)."""
+    return f"{NAMESPACE}/{name}-{RUN}"
 
 
 @contextmanager
@@ -148,3 +153,33 @@ def framed_view(framed: list[bytes]) -> list[tuple]:
         for index in entry.placeholders:
             rows.append((ledger, entry_id, index, None, b"", True))
     return sorted(rows, key=lambda r: r[:3])
+
+
+def decompressed(framed: list[bytes]) -> list[tuple[bytes, bytes, bytes, bytes]]:
+    """Compacted entries with their payload decompressed: (MessageIdData, the 0x0e02
+    prefix, MessageMetadata, the uncompressed payload) as stored, each one byte for byte.
+    Two entries equal here differ at most in how the same payload was compressed (the
+    broker's LZ4 and ZSTD encoders are aircompressor's, whose output differs from liblz4's
+    and libzstd's) and so in the checksum over it."""
+    from pulsarctl_py.decoders import compacted
+    from pulsarctl_py.decoders.codecs import decompress
+    from pulsarctl_py.decoders.pulsar import MetadataLayer, parse_prefixes
+
+    rows = []
+    for data in framed:
+        mv = memoryview(data)
+        problems: list = []
+        _layer, _msg_id, pos, end = compacted.parse(mv, 0, len(mv), problems)
+        id_bytes = bytes(mv[4 : 4 + int.from_bytes(data[:4], "big")])
+        start = pos
+        layers, _prefix, pos = parse_prefixes(mv, pos, end, problems, False)
+        bem = b"".join(bytes(la.raw) for la in layers if la.name == "broker-entry-metadata")
+        md_start = pos
+        _layer, md, pos = MetadataLayer.parse(mv, pos, end, problems)
+        metadata = bytes(mv[md_start:pos])
+        payload = bytes(mv[pos:end])
+        if md.compression:
+            payload = decompress(md.compression, payload, md.uncompressed_size)
+        assert start <= md_start
+        rows.append((id_bytes, bem, metadata, payload))
+    return rows

@@ -430,7 +430,7 @@ def test_aborted_transactions_neither_set_nor_delete_a_key_and_ongoing_ones_wait
         Spec("single", [Msg("a", b"a-ongoing")], txn=3),
         Spec("single", [Msg("d", b"d-after-ongoing")]),
     ]
-    raws, out, stats = run(entries, CompactionOptions(), None)
+    _raws, out, stats = run(entries, CompactionOptions(), None)
     values = {}
     for c in out:
         decoded = decode_entry(c.data, DecodeOptions(outer=Outer.COMPACTED))

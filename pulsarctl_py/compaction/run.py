@@ -34,7 +34,7 @@ from .core import (
     fold_for,
     txn_key,
 )
-from .lastpos import NEWEST, LastPosition, last_position
+from .lastpos import DEFAULT, LastPosition, last_position
 from .reader import PhaseOneSplits, close_sources, phase_two_split
 
 _SPOOL = struct.Struct(">qqI")
@@ -430,6 +430,7 @@ def run_phase_one(
     caller closes it) and the plan phase two reads."""
     from pulsarctl_py.ledgers import LedgerSource
 
+    given = horizon is not None
     tracker = progress or Progress(False, 0)
     plan, notes = plan_compaction(
         state,
@@ -469,7 +470,7 @@ def run_phase_one(
             )
         aborted = txns.aborted
         if aborted or (horizon != state.last and horizon is not None):
-            if horizon is not None and horizon != state.last:
+            if not given and horizon is not None and horizon != state.last:
                 notes.append(
                     f"horizon {format_position(*horizon)}: the last entry the broker dispatches "
                     f"(the topic ends at {format_position(*state.last)})"  # type: ignore[misc]
@@ -484,7 +485,9 @@ def run_phase_one(
                 split_entries=split_entries,
                 live=live,
             )
-            if aborted or ongoing:
+            # records past a given horizon count too, unlike the broker's own (only markers
+            # and aborted entries follow it)
+            if aborted or ongoing or given:
                 table.close()
                 tracker.total = plan.entries
                 tracker.start("phase one, without aborted and ongoing transactions")
@@ -520,7 +523,7 @@ def compact(
     spool: bool = False,
     progress: bool = False,
     split_entries: int | None = None,
-    generation: str = NEWEST,
+    generation: str = DEFAULT,
     on_state: Callable[[TopicState], None] | None = None,
     live: Any = None,
 ) -> CompactionReport:
