@@ -350,12 +350,26 @@ def broker_last_message_id(
     else:
         read_compacted = plain = tail_answer()
         source_of = "topic"
-    return {
+    out = {
         "read_compacted": read_compacted,
         "reader": plain,
         "read_compacted_from": source_of,
         "last_dispatchable": None if position is None else format_position(*position),
+        "unconfirmed": None,
     }
+    # the broker answers from the LAC it knows; BookKeeper's readers (and this answer) from
+    # the one the bookies know, which trails it while the ledger is open (the broker pipelines
+    # its adds; the LAC rides on the next one)
+    if info.ledgers and info.ledgers[-1].open:
+        tail = info.ledgers[-1]
+        stored = source.bookie.last_entry_id(tail.ledger_id)
+        known = (tail.entries or 0) - 1
+        if stored is not None and stored > known:
+            out["unconfirmed"] = (
+                f"{tail.ledger_id}:{known + 1}..{tail.ledger_id}:{stored}: stored past the "
+                "open ledger's LAC; a broker that wrote them answers up to them"
+            )
+    return out
 
 
 def _deep(
