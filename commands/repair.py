@@ -420,8 +420,9 @@ def shadow(
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Resync a shadow topic from its source (PIP-180): the ledger list with entries, sizes
-    and offload contexts, and the terminated position; its own properties kept. Shadow
-    cursors in ledgers the source no longer lists move to the next ledger's start."""
+    and offload contexts; its own properties kept, and no terminated position (a broker
+    never writes the source's into a shadow). Shadow cursors in ledgers the source no
+    longer lists move to the next ledger's start."""
     from pulsarctl_py.repair import repairs
 
     flags.run(

@@ -874,10 +874,13 @@ def point_compaction(
 
 def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
     """Resync a shadow topic from its source (formats.md §14): the ledger list with sizes
-    and offload contexts (from the shadow's first ledger the source lists on), and the
-    terminated position, copied from the source; the shadow's own properties kept. Shadow
-    cursors in ledgers the list no longer holds move to the next ledger's start. Returns
-    whether anything changes."""
+    and offload contexts (from the shadow's first ledger the source lists on), copied from
+    the source; the shadow's own properties kept. No terminated position: a broker never
+    writes one into a shadow's znode (``ShadowManagedLedgerImpl.doInitialize`` and
+    ``processSourceManagedLedgerInfo`` keep the source's only in memory, as the shadow's
+    last confirmed entry), so one found there is dropped. Shadow cursors in ledgers the
+    list no longer holds move to the next ledger's start. Returns whether anything
+    changes."""
     topic = load_topic(draft, shadow_name)
     source_name = mld.shadow_source(topic.info)
     if source_name is None:
@@ -901,10 +904,7 @@ def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
     for li in src.info.ledgerInfo:
         if start is None or li.ledgerId >= start:
             msg.ledgerInfo.add().CopyFrom(li)
-    if src.info.HasField("terminatedPosition"):
-        msg.terminatedPosition.CopyFrom(src.info.terminatedPosition)
-    else:
-        msg.ClearField("terminatedPosition")
+    msg.ClearField("terminatedPosition")
     record: dict[str, Any] = {
         "repair": "shadow",
         "topic": topic.name.full_name,

@@ -560,3 +560,31 @@ def test_apply_refuses_a_store_another_process_holds(
     assert r.code == 3 and "locked" in r.err and r.err.count("\n") <= 3
     assert snapshot(world.metadata_url) == before
     assert not backup_path(plan_path).exists()
+
+
+def test_a_resynced_shadow_never_gets_the_sources_terminated_position(tmp_path: Path) -> None:
+    """Pulsar 4.0.7 ShadowManagedLedgerImpl keeps the source's terminatedPosition in memory
+    (the shadow's last confirmed entry) and never writes it into the shadow's znode: the
+    resync neither copies it nor keeps one found there."""
+    from pulsarctl_py.decoders.managed_ledger import TopicName
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+
+    world = build_world(tmp_path / "w", "shadow-ledger-differs")
+    store = open_metadata_store(world.metadata_url, read_only=False)
+    try:
+        for topic in (ORDERS, SHADOW):
+            path = TopicName.parse(topic).ml_path
+            data, stat = store.get(path)
+            info = mlpb.ManagedLedgerInfo.FromString(data)
+            info.terminatedPosition.ledgerId, info.terminatedPosition.entryId = 12, 1
+            store.transaction().set(path, info.SerializeToString(), stat.version).commit()
+    finally:
+        store.close()
+    with world.source() as source:
+        assert source.metadata is not None
+        draft = Draft(source.metadata)
+        assert repairs.shadow(draft, SHADOW, source)
+        plan = draft.plan()
+    (change,) = [c for c in plan.changes if c.key.endswith("orders-shadow")]
+    resynced = mlpb.ManagedLedgerInfo.FromString(change.new)
+    assert not resynced.HasField("terminatedPosition")
