@@ -204,17 +204,32 @@ def count_messages(
     return total if seen == last - first + 1 else None
 
 
-def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
+def _bookkeeper_get(draft: Draft, path: str) -> bytes | None:
+    """A znode of BookKeeper's metadata: through the draft when BookKeeper's metadata lives
+    in the plan's store (under its own root), else read from BookKeeper's store."""
+    place = draft.store.bookkeeper()
+    if place.store is draft.store:
+        return draft.get(path)
+    node = place.store.get(path)
+    return None if node is None else node.data
+
+
+def _bookkeeper_paths(draft: Draft, ledger_id: int) -> Iterator[str]:
+    """A ledger's metadata znode in each layout, under BookKeeper's root (which is not
+    Pulsar's ``/ledgers`` when the broker's ``bookkeeperMetadataServiceUri`` says so)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
+    root = draft.store.bookkeeper().root
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        if draft.get(lm.ledger_path(ledger_id, layout)) is not None:
-            return True
-    return False
+        yield lm.ledger_path(ledger_id, layout, root)
+
+
+def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
+    return any(_bookkeeper_get(draft, p) is not None for p in _bookkeeper_paths(draft, ledger_id))
 
 
 def last_entry(topic: Topic, ledger_id: int, source: LedgerSource | None) -> int | None:
@@ -326,6 +341,7 @@ def _cursor_move(
     why: str,
     *,
     keep_acks: bool = True,
+    properties: list[tuple[str, int]] | None = None,
 ) -> None:
     old = cursor.position
     record: dict[str, Any] = {
@@ -342,7 +358,7 @@ def _cursor_move(
         )
     if cursor.in_ledger:
         record["cursors_ledger_id"] = {"from": cursor.decoded.message.cursorsLedgerId, "to": -1}
-    write_cursor(draft, cursor, to, why, keep_acks=keep_acks)
+    write_cursor(draft, cursor, to, why, keep_acks=keep_acks, properties=properties)
     draft.unreachable.cursors.append(record)
 
 
@@ -565,16 +581,26 @@ def reset_cursor(
             "mark_delete": _position_text(target),
         }
     )
-    if cursor.position == target and not cursor.in_ledger:
+    if (
+        cursor.position == target
+        and not cursor.in_ledger
+        and not cursor.decoded.message.individualDeletedMessages
+        and (cursor.name == mld.COMPACTION_CURSOR or not cursor.decoded.message.properties)
+    ):
         return target
+    # the broker's reset (ManagedCursorImpl.internalResetCursor) keeps the properties of
+    # the __compaction cursor only: every other cursor's mark-delete gets an empty map
+    compaction = cursor.name == mld.COMPACTION_CURSOR
     _cursor_move(
         draft,
         topic,
         cursor,
         target,
         source,
-        f"reset {how}: mark-delete {_position_text(target)}, individual acks cleared",
+        f"reset {how}: mark-delete {_position_text(target)}, individual acks cleared"
+        + ("" if compaction else ", properties cleared"),
         keep_acks=False,
+        properties=None if compaction else [],
     )
     return target
 
@@ -741,16 +767,9 @@ def clear_compaction(draft: Draft, topic_name: str, source: LedgerSource | None)
 
 
 def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
-    """The znode path of the ledger's metadata (any layout), or None."""
-    from pulsarctl_py.decoders import ledger_metadata as lm
-
-    for layout in (
-        lm.LedgerLayout.HIERARCHICAL,
-        lm.LedgerLayout.FLAT,
-        lm.LedgerLayout.LONG_HIERARCHICAL,
-    ):
-        path = lm.ledger_path(ledger_id, layout)
-        if draft.get(path) is not None:
+    """The znode path of the ledger's metadata (any layout, BookKeeper's root), or None."""
+    for path in _bookkeeper_paths(draft, ledger_id):
+        if _bookkeeper_get(draft, path) is not None:
             return path
     return None
 
@@ -759,12 +778,8 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
     """The ledger's BookKeeper metadata as drafted (any layout), or None."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
-    for layout in (
-        lm.LedgerLayout.HIERARCHICAL,
-        lm.LedgerLayout.FLAT,
-        lm.LedgerLayout.LONG_HIERARCHICAL,
-    ):
-        data = draft.get(lm.ledger_path(ledger_id, layout))
+    for path in _bookkeeper_paths(draft, ledger_id):
+        data = _bookkeeper_get(draft, path)
         if data is not None:
             try:
                 return lm.parse(data, ledger_id)
