@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pulsarctl_py.compaction.rebatch_buffer import (
     new_capacity,
     rebatch_failure,
+    replay,
     size_class,
 )
 from pulsarctl_py.decoders.codecs import compress_as_broker, decompress
@@ -72,3 +73,30 @@ def test_zlib_as_the_broker_writes_it_is_sync_flushed_and_inflates(data):
     # the same stream Deflater(DEFAULT_COMPRESSION) gives: a default compressobj, flushed
     c = zlib.compressobj()
     assert out == c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)
+
+
+@st.composite
+def rebuilt_batches(draw: st.DrawFn) -> bytes:
+    rows = []
+    for _ in range(draw(st.integers(1, 60))):
+        if draw(st.booleans()):
+            rows.append((placeholder(), None))
+            continue
+        smm = api.SingleMessageMetadata()
+        if draw(st.integers(0, 4)):
+            smm.partition_key = draw(st.text(min_size=1, max_size=70))
+        for _ in range(draw(st.integers(0, 2))):
+            smm.properties.add(key=draw(st.text(max_size=20)), value=draw(st.text(max_size=30)))
+        if draw(st.booleans()):
+            smm.event_time = draw(st.integers(0, 2**40))
+        if draw(st.integers(0, 5)) == 0:
+            smm.ordering_key = draw(st.binary(min_size=1, max_size=20))
+        rows.append((smm, draw(st.binary(max_size=300))))
+    return build_batch(rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain=rebuilt_batches(), share=st.floats(0.02, 1.2))
+def test_the_fast_prediction_is_the_write_by_write_replay(plain, share):
+    received = max(1, int(len(plain) * share))
+    assert rebatch_failure(received, plain) == replay(received, plain)

@@ -21,7 +21,12 @@ compares its answer with the real broker's.
 
 from __future__ import annotations
 
+import re
 import struct
+from collections.abc import Iterator
+from typing import Any
+
+from google.protobuf.message import DecodeError
 
 _U32 = struct.Struct(">I")
 _MiB4 = 4 * 1024 * 1024  # Netty's CALCULATE_THRESHOLD and the pooled arena's chunk size
@@ -146,10 +151,9 @@ def _message(out: _Buffer, buf: bytes, pos: int, end: int, kept: bool, keyvalue:
     return True
 
 
-def rebatch_failure(received: int, plain: bytes) -> int | None:
-    """The write position (``dstIndex``) at which a 4.0/4.1 broker fails to rebuild this
-    batch, or None when it succeeds. ``received``: the headersAndPayload the compactor
-    received; ``plain``: the rebuilt, uncompressed batch (records in Pulsar's format)."""
+def replay(received: int, plain: bytes) -> int | None:
+    """:func:`rebatch_failure` the slow way, every write replayed one after the other (the
+    reference the tests compare it with)."""
     if len(plain) <= received:
         return None  # every write fits in the first allocation
     out = _Buffer(received)
@@ -202,3 +206,124 @@ def _compacted_out(body: bytes) -> bool:
 
 def _payload_size(body: bytes) -> int:
     return _fields(body).get(3, 0)
+
+
+# -- the fast way: only where the buffer grows ------------------------------------------------
+
+_PLACEHOLDER = b"\x00\x00\x00\x04\x18\x00\x20\x01"  # a compacted_out record, serialized
+_PLACEHOLDERS = re.compile(b"(?:" + re.escape(_PLACEHOLDER) + b")*")
+_SMM = None
+
+
+def _smm_class() -> Any:
+    global _SMM
+    if _SMM is None:
+        from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+        _SMM = api.SingleMessageMetadata
+    return _SMM
+
+
+#: a write: (start, end, kind); kinds: bulk (one ensureWritable for the whole write),
+#: bytes (one ensureWritable(1) per byte: varints, booleans), copy (zero-copy getBytes)
+_BULK, _BYTES, _COPY = 0, 1, 2
+
+
+def _writes(plain: bytes, start: int, end: int, kept: bool, keyvalue: bool) -> Iterator[tuple]:
+    """The writes of one message's fields in ``plain[start:end]``, in order."""
+    strings = _KEYVALUE_STRINGS if keyvalue else _SMM_STRINGS
+    pos = start
+    while pos < end:
+        tag, n = _varint(plain, pos)
+        yield pos, pos + n, _BYTES
+        pos += n
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            _value, n = _varint(plain, pos)
+            yield pos, pos + n, _BYTES
+            pos += n
+        elif wire == 2:
+            length, n = _varint(plain, pos)
+            yield pos, pos + n, _BYTES
+            pos += n
+            if kept and not keyvalue and field == _SMM_PROPERTIES:
+                yield from _writes(plain, pos, pos + length, kept, True)
+            elif kept and field in strings:
+                yield pos, pos + length, _COPY
+            else:
+                yield pos, pos + length, _BULK
+            pos += length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            yield pos, pos + size, _BULK
+            pos += size
+        else:
+            raise ValueError("not a field LightProto writes")
+
+
+def rebatch_failure(received: int, plain: bytes) -> int | None:
+    """The write position (``dstIndex``) at which a 4.0/4.1 broker fails to rebuild this
+    batch, or None when it succeeds. ``received``: the headersAndPayload the compactor
+    received; ``plain``: the rebuilt, uncompressed batch (records in Pulsar's format).
+
+    Every write before a failure fits, so the writes are the bytes of ``plain`` in order and
+    only those that cross the buffer's capacity matter: at each crossing, the write there
+    either grows the buffer (bulk and byte-wise writes, as Netty grows it) or is a zero-copy
+    field, which fails. Records in between are skipped (runs of placeholders at C speed)."""
+    end = len(plain)
+    if end <= received:
+        return None  # every write fits in the first allocation
+    capacity, longest = received, size_class(received)
+    smm_from = _smm_class().FromString
+    unpack = _U32.unpack_from
+    pos = 0  # the start of the record being looked at
+    run_end: int | None = None  # the end of the placeholders from `pos` on, once matched
+    try:
+        while capacity < end:
+            # the record holding byte `capacity`: skip placeholders, then whole records
+            while True:
+                run = pos
+                if run_end is None or run_end < run:
+                    run_end = _PLACEHOLDERS.match(plain, run).end()
+                pos = run_end
+                if pos > capacity:
+                    break  # inside a placeholder run; placeholders have no zero-copy field
+                run_end = None
+                (size,) = unpack(plain, pos)
+                smm = smm_from(plain[pos + 4 : pos + 4 + size])
+                record_end = pos + 4 + size + smm.payload_size
+                if record_end > capacity:
+                    break
+                pos = record_end
+            if pos > capacity:
+                # a placeholder record: its size (bulk), then four one-byte writes
+                at = run + (capacity - run) // len(_PLACEHOLDER) * len(_PLACEHOLDER)
+                if capacity < at + 4:
+                    start, stop, kind = at, at + 4, _BULK
+                else:
+                    start, stop, kind = capacity, capacity + 1, _BYTES
+                pos = run
+            else:
+                start, stop, kind = pos, pos + 4, _BULK
+                if capacity >= pos + 4:
+                    smm_end = pos + 4 + size
+                    kept = not smm.compacted_out
+                    for write in _writes(plain, pos + 4, smm_end, kept, False):
+                        if write[1] > capacity:
+                            start, stop, kind = write
+                            break
+                    else:
+                        start, stop, kind = smm_end, record_end, _BULK
+            if kind == _COPY:
+                return start  # the zero-copy write does not fit: the broker throws here
+            if kind == _BYTES:
+                start, stop = capacity, capacity + 1
+            # ensureWritable(stop - start) at writer index `start`
+            if longest - start >= stop - start:
+                capacity = longest
+            else:
+                capacity = new_capacity(stop)
+                longest = size_class(capacity)
+    except (IndexError, ValueError, struct.error, DecodeError):
+        return None  # not a batch this model reads: no prediction
+    return None
