@@ -348,3 +348,40 @@ def test_orphan_cleanup_deletes_only_what_no_topic_reads(sandbox, client, zk, tm
         assert zk.exists(o["path"]) is None
     # every topic still loads and reads: the bystander, and the world's topics
     assert _read(client, kept, "after-cleanup") == kept_values[0] + kept_values[1]
+
+
+# -- shadow drift -----------------------------------------------------------------------------
+
+
+def test_a_resynced_shadow_topic_reads_its_sources_messages(sandbox, client, zk, tmp_path):
+    from pulsarctl_py.decoders.managed_ledger import TopicName, parse_ml_info, rebuild
+
+    source, shadow = "shadow-source", "shadow-drifted"
+    parts = _ledgers(client, sandbox, source, 2, 4)
+    sandbox.admin(
+        "PUT",
+        sandbox.topic_path(topic_name(shadow)),
+        {"PULSAR.SHADOW_SOURCE": topic_name(source)},
+        ok=(204, 409),
+    )
+    sandbox.admin(
+        "PUT", sandbox.topic_path(topic_name(source)) + "/shadowTopics", [topic_name(shadow)]
+    )
+    assert _read(client, shadow, "before") == parts[0] + parts[1]
+    # the source first: its shadow replicator would load the shadow again
+    sandbox.unload(topic_name(source))
+    sandbox.unload(topic_name(shadow))
+    # the shadow's znode drifts: it lists a ledger its source does not own
+    path = TopicName.parse(topic_name(shadow)).ml_path
+    data, stat = zk.get(path)
+    decoded = parse_ml_info(data)
+    info = decoded.message
+    stray = info.ledgerInfo.add()
+    stray.ledgerId, stray.entries, stray.size, stray.timestamp = 987_654_320, 1, 100, 1
+    zk.set(path, rebuild(decoded, info), version=stat.version)
+    verify = _cli(sandbox, "verify", short(shadow), "-o", "json", ok=(1,))
+    assert "shadow-ledger-not-in-source" in verify.stdout
+    plan = _plan_and_apply(sandbox, tmp_path, "repair", "shadow", short(shadow))
+    assert 987_654_320 in plan["unreachable"]["ledgers"]
+    # the broker loads the shadow: a new subscription reads exactly the source's messages
+    assert _read(client, shadow, "after") == parts[0] + parts[1]
