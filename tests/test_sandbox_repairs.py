@@ -368,20 +368,20 @@ def test_a_resynced_shadow_topic_reads_its_sources_messages(sandbox, client, zk,
         "PUT", sandbox.topic_path(topic_name(source)) + "/shadowTopics", [topic_name(shadow)]
     )
     assert _read(client, shadow, "before") == parts[0] + parts[1]
-    # the source first: its shadow replicator would load the shadow again
-    sandbox.unload(topic_name(source))
-    sandbox.unload(topic_name(shadow))
-    # the shadow's znode drifts: it lists a ledger its source does not own
-    path = TopicName.parse(topic_name(shadow)).ml_path
-    data, stat = zk.get(path)
-    decoded = parse_ml_info(data)
-    info = decoded.message
-    stray = info.ledgerInfo.add()
-    stray.ledgerId, stray.entries, stray.size, stray.timestamp = 987_654_320, 1, 100, 1
-    zk.set(path, rebuild(decoded, info), version=stat.version)
-    verify = _cli(sandbox, "verify", short(shadow), "-o", "json", ok=(1,))
-    assert "shadow-ledger-not-in-source" in verify.stdout
-    plan = _plan_and_apply(sandbox, tmp_path, "repair", "shadow", short(shadow))
-    assert 987_654_320 in plan["unreachable"]["ledgers"]
+    # the broker stopped (the runbook's other way to keep it off the topics): the source's
+    # shadow replicator would otherwise load the shadow again and rewrite its znode
+    with sandbox.broker_stopped():
+        # the shadow's znode drifts: it lists a ledger its source does not own
+        path = TopicName.parse(topic_name(shadow)).ml_path
+        data, stat = zk.get(path)
+        decoded = parse_ml_info(data)
+        info = decoded.message
+        stray = info.ledgerInfo.add()
+        stray.ledgerId, stray.entries, stray.size, stray.timestamp = 987_654_320, 1, 100, 1
+        zk.set(path, rebuild(decoded, info), version=stat.version)
+        verify = _cli(sandbox, "verify", short(shadow), "-o", "json", ok=(1,))
+        assert "shadow-ledger-not-in-source" in verify.stdout
+        plan = _plan_and_apply(sandbox, tmp_path, "repair", "shadow", short(shadow))
+        assert 987_654_320 in plan["unreachable"]["ledgers"]
     # the broker loads the shadow: a new subscription reads exactly the source's messages
     assert _read(client, shadow, "after") == parts[0] + parts[1]
