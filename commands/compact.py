@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +115,14 @@ def compact(
         "--export",
         metavar="FILE",
         help="Write the compacted view as JSON lines (key, value as base64, properties, "
-        "position, publish time), one per retained message; FILE.parquet writes Parquet.",
+        "position, publish time), one per retained message; FILE.parquet writes Parquet. "
+        "A device or FIFO (/dev/stdout) gets JSON lines.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite an existing --export file that is not an earlier compacted view "
+        "(default: refuse). Devices, FIFOs and symbolic links are never replaced.",
     ),
     memory: str = typer.Option(
         "512MiB",
@@ -146,6 +155,7 @@ def compact(
         "--retain-null-key",
         help="Keep messages without a key (topicCompactionRetainNullKey=true).",
     ),
+    accept_damage: bool = options.ACCEPT_DAMAGE,
     engine: EngineChoice = typer.Option(
         EngineChoice.local, "--engine", help="Where the scan runs: local (in-process) or spark."
     ),
@@ -173,8 +183,15 @@ def compact(
     compacted ledger (new ledger id, CRC32 digest, Pulsar's custom metadata) into the
     bookie's storage, refusing while the bookie holds its lock, then commits the
     __compaction cursor with compare-and-set; a failure leaves everything as it was.
-    --status checks the existing compaction (exit 1 on an error finding).
+    A damaged entry (a digest or checksum that does not match, metadata or a payload that
+    does not decode) stops the run before anything is written, unless --accept-damage;
+    a missing entry always does. Entries stored past a closed ledger's last entry are
+    skipped, as the broker skips them, and listed. Exit status 1 when damage was gone on
+    past or entries were skipped. --status checks the existing compaction (exit 1 on an
+    error finding).
     """
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.compaction import CompactionOptions
     from pulsarctl_py.errors import LedgerctlError
@@ -215,6 +232,7 @@ def compact(
         order=order.value,
         format=fmt.value,
         keep_entry_metadata=keep_entry_metadata,
+        accept_damage=accept_damage,
     )
     err = render.stderr_console()
     if apply and fmt is Format.pip_429:
@@ -225,26 +243,25 @@ def compact(
         )
     from pulsarctl_py.compaction import compact as run_compact
 
-    engine, export_to = _spark_engine(engine, spark, spark_master, spark_conf), export
-    if export is not None and export.suffix.lower() == ".parquet":
-        export = export.with_name(f".{export.name}.jsonl")
-
-    state: dict[str, Any] = {}
-    report = run_compact(
-        topic,
-        metadata_url=metadata_url,
-        bookie_dirs=dirs,
-        options=opts,
-        full=full,
-        memory=parse_size(memory),
-        engine=engine.value,
-        export=export,
-        spool=apply,
-        progress=progress,
-        generation=as_broker.value,
-        on_state=lambda s: state.update(state=s),
-        live=bookie.client(),
-    )
+    memory_bytes = parse_size(memory)
+    with _view_output(export, force) as view:
+        engine = _spark_engine(engine, spark, spark_master, spark_conf)
+        state: dict[str, Any] = {}
+        report = run_compact(
+            topic,
+            metadata_url=metadata_url,
+            bookie_dirs=dirs,
+            options=opts,
+            full=full,
+            memory=memory_bytes,
+            engine=engine.value,
+            export=view,
+            spool=apply,
+            progress=progress,
+            generation=as_broker.value,
+            on_state=lambda s: state.update(state=s),
+            live=bookie.client(),
+        )
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:
             from pulsarctl_py.errors import DataError
@@ -262,14 +279,44 @@ def compact(
         render.write_json(report.to_json())
     else:
         _print_report(report)
-    if export_to is not None and export_to != export:
-        from pulsarctl_py.export import compacted_view_to_parquet
+    if export is not None:
+        err.print(f"compacted view written to {escape(str(export))}")
+    for text in report.gaps.errors():
+        err.print(f"error: {text}", markup=False, highlight=False)
+    if report.stats.damaged_count:
+        options.damage_note(report.stats.damaged, report.stats.damaged_count)
+    if not report.ok:
+        raise typer.Exit(1)
 
-        compacted_view_to_parquet(export, export_to)
-    if export_to is not None:
-        err.print(f"compacted view written to {export_to}")
-    if report.stats.problems:
-        raise LedgerctlError(f"{len(report.stats.problems)} problem(s): {report.stats.problems[0]}")
+
+@contextlib.contextmanager
+def _view_output(export: Path | None, force: bool) -> Iterator[Any]:
+    """The --export output, checked before the work: yields the text file the compaction
+    writes its JSON lines to (None without --export). For FILE.parquet the lines go to a
+    temporary file, turned into Parquet when the compaction is done."""
+    if export is None:
+        yield None
+        return
+    import tempfile
+
+    from pulsarctl_py import outputs
+
+    out = outputs.prepare(export, outputs.COMPACTED_VIEW, force=force)
+    if not export.name.lower().endswith(".parquet"):
+        with out.open_text() as fh:
+            yield fh
+        return
+    from pulsarctl_py.export import compacted_view_to_parquet
+
+    fd, name = tempfile.mkstemp(prefix="ledgerctl-compacted-view-", suffix=".jsonl")
+    try:
+        with open(fd, "w", encoding="utf-8") as fh:
+            yield fh
+        with out.open_binary() as parquet:
+            compacted_view_to_parquet(name, parquet)
+    finally:
+        out.discard()  # after a commit: nothing left to drop
+        Path(name).unlink(missing_ok=True)
 
 
 def _broker_exposes_entry_metadata() -> bool:

@@ -35,7 +35,14 @@ def export(
         ...,
         "--to",
         metavar="FILE",
-        help="The file to write: FILE.parquet or FILE.jsonl (replaced whole when done).",
+        help="The file to write: FILE.parquet or FILE.jsonl (written whole when done; an "
+        "earlier export is replaced). A device or FIFO (/dev/stdout) gets JSON lines.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite an existing --to file that is not an earlier export (default: "
+        "refuse). Devices, FIFOs and symbolic links are never replaced.",
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
@@ -80,12 +87,17 @@ def export(
     One row per message: topic, ledger_id, entry_id, batch_index, key, value (base64 in
     JSON lines), properties, publish_time, event_time, broker_timestamp, index,
     null_value, problems. An entry that cannot be read or decoded is one row with its
-    problems. Runs in-process or on Spark (--engine). Exit status 1 when a row has an
-    error.
+    problems, and so is a run of entries the storage does not hold. Ledgers the storage
+    holds none of, and entries stored past a closed ledger's last entry (skipped), are
+    listed in the summary. Runs in-process or on Spark (--engine). Exit status 1 when a
+    row has an error or the file is not the whole topic.
     """
-    from pulsarctl_py import render
+    from rich.markup import escape
+
+    from pulsarctl_py import outputs, render
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.coverage import Gaps
     from pulsarctl_py.engines.select import open_engine, pick
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.export import (
@@ -94,6 +106,7 @@ def export(
         RowFilters,
         absolute_url,
         check_columns,
+        export_output_kind,
         export_plan,
         output_format,
         topic_plan,
@@ -103,7 +116,11 @@ def export(
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
     from pulsarctl_py.timeparse import parse_time_ms
 
-    output_format(to)
+    if not outputs.is_stream_path(to):
+        output_format(to)  # a bad name fails before anything is created
+    # checked (and its temporary file made) before the work; an output never written is
+    # dropped when it is collected
+    out = outputs.prepare(to, export_output_kind(), force=force)
     chosen = engine_name(engine, spark, spark_master)
     conf = parse_conf(spark_conf or [])
     cols = check_columns([c.strip() for c in columns.split(",")]) if columns else COLUMN_NAMES
@@ -120,6 +137,7 @@ def export(
     url = absolute_url(resolve_metadata_url(metadata_url))
     dirs = resolve_bookie_dirs(bookie_dirs)
     err = render.stderr_console()
+    gaps = Gaps()
     with LedgerSource.open(
         url,
         dirs,
@@ -134,6 +152,7 @@ def export(
             metadata_url=url,
             bookie_dirs=[str(d) for d in dirs],
             split_entries=split_entries or EXPORT_SPLIT_ENTRIES,
+            gaps=gaps,
         )
     name = pick(chosen.value, plan.entries, spark_threshold)
     runner = open_engine(
@@ -142,7 +161,13 @@ def export(
     try:
         with render.progress(err, f"exporting {plan.topic}: splits") as advance:
             result = export_plan(
-                plan, runner, to, columns=cols, filters=filters, progress=lambda _n: advance()
+                plan,
+                runner,
+                out,
+                columns=cols,
+                filters=filters,
+                progress=lambda _n: advance(),
+                gaps=gaps,
             )
     finally:
         runner.close()
@@ -150,13 +175,16 @@ def export(
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
         render.write_json(result.to_json())
     else:
-        colour = "red" if result.rows_with_errors else "green"
+        colour = "green" if result.ok else "red"
         err.print(
-            f"[{colour}]{result.rows} rows[/] from {result.entries} entries of {result.topic} "
-            f"written to {result.to} ({result.format}, engine {result.engine}, "
-            f"{result.splits} splits); {result.rows_with_errors} rows with errors"
+            f"[{colour}]{result.rows} rows[/] from {result.entries} entries of "
+            f"{escape(result.topic)} written to {escape(result.to)} ({result.format}, engine "
+            f"{result.engine}, {result.splits} splits); {result.rows_with_errors} rows with "
+            "errors" + ("" if result.gaps.complete else "; incomplete")
         )
-    if result.rows_with_errors:
+    for text in result.gaps.errors():
+        err.print(f"error: {text}", markup=False, highlight=False)
+    if not result.ok:
         raise typer.Exit(1)
 
 

@@ -57,6 +57,25 @@ STRICT = typer.Option(
 PASSWORD_FILE = typer.Option(
     None, "--password-file", metavar="FILE", help="File holding the ledger password."
 )
+ACCEPT_DAMAGE = typer.Option(
+    False,
+    "--accept-damage",
+    help="Copy damaged entries (a digest or checksum that does not match, metadata or a "
+    "payload that does not decode) as the broker copies them, and list them, instead of "
+    "refusing at the first one.",
+)
+
+
+def damage_note(damaged: list[dict[str, str]], count: int) -> None:
+    """Damaged entries gone on past (--accept-damage), one line each on stderr (the first
+    ten; the report and the plan list them all)."""
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for d in damaged[:10]:
+        err.print(f"error: damaged {d['position']}: {d['problem']}", markup=False, highlight=False)
+    if count > 10:
+        err.print(f"error: {count - 10} more damaged entries", markup=False, highlight=False)
 
 
 def password(env: str | None, file: Path | None) -> bytes | None:

@@ -61,8 +61,14 @@ from google.protobuf.message import DecodeError
 
 from pulsarctl_py.decoders import compacted as compacted_layer
 from pulsarctl_py.decoders.codecs import compress_as_broker, decompress
-from pulsarctl_py.decoders.entry import MAX_BATCH_MESSAGES, compacted_indexes_error
-from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
+from pulsarctl_py.decoders.entry import (
+    MAX_BATCH_MESSAGES,
+    DecodeOptions,
+    Entry,
+    compacted_indexes_error,
+    decode_payload,
+)
+from pulsarctl_py.decoders.errors import CorruptEntryError, DataError, LedgerctlError
 from pulsarctl_py.decoders.payload import build_batch, parse_batch, placeholder
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.engines.base import KeyRecord, KeyState, WinnerView
@@ -109,6 +115,22 @@ class CompactionOptions:
     keep_entry_metadata: bool = False
     #: aborted transactions (:func:`txn_key` of their ids): their entries are skipped
     aborted: frozenset[bytes] = frozenset()
+    #: go on past damaged entries (a digest or checksum that does not match, metadata or a
+    #: payload that does not decode) as the broker does, listing them (``Stats.damaged``);
+    #: without it the first one stops the run (:func:`refuse`)
+    accept_damage: bool = False
+
+
+#: damaged positions listed one by one in a report; the rest are counted
+MAX_DAMAGED = 1000
+
+
+def refuse(position: tuple[int, int], why: str) -> DataError:
+    """The error that stops a run at a damaged entry (without ``accept_damage``)."""
+    return DataError(
+        "{}:{}: {}; refusing to copy a damaged entry (--accept-damage copies it as the broker "
+        "does, and lists it)".format(*position, why)
+    )
 
 
 @dataclass(slots=True)
@@ -122,6 +144,8 @@ class RawEntry:
     bem: bytes = b""  # the raw broker entry metadata prefix (magic included), if any
     message_id: bytes | None = None  # serialized MessageIdData from a compacted ledger
     partition: int = -1
+    #: why the entry fails an integrity check (read only with ``accept_damage``), or None
+    damage: str | None = None
 
 
 @dataclass(slots=True)
@@ -154,6 +178,18 @@ class Stats:
     #: phase one's "to": the last entry that was not entirely deleted
     to: tuple[int, int] | None = None
     problems: list[str] = field(default_factory=list)
+    #: damaged entries gone on past (``accept_damage``), the first MAX_DAMAGED:
+    #: {"position": "L:E", "problem": why, and what was done with it}
+    damaged: list[dict[str, str]] = field(default_factory=list)
+    damaged_count: int = 0
+
+    def damage(self, position: tuple[int, int], why: str, what: str) -> None:
+        """A damaged entry gone on past: ``what`` was done with it."""
+        self.damaged_count += 1
+        if len(self.damaged) < MAX_DAMAGED:
+            where = "{}:{}".format(*position)
+            self.damaged.append({"position": where, "problem": f"{why}; {what}"})
+            self.problems.append(f"{where}: {why}; {what}")
 
     def add(self, other: Stats) -> None:
         for name in (
@@ -175,7 +211,10 @@ class Stats:
             self.broker_failure_at = other.broker_failure_at
         if other.to is not None and (self.to is None or other.to > self.to):
             self.to = other.to
-        self.problems.extend(other.problems)
+        room = max(MAX_DAMAGED - len(self.damaged), 0)
+        self.damaged.extend(other.damaged[:room])
+        self.problems.extend(other.problems[:room])
+        self.damaged_count += other.damaged_count
 
 
 # -- ranks and folds --------------------------------------------------------------------------
@@ -225,8 +264,12 @@ def fold_for(options: CompactionOptions) -> Any:
     return event_time_fold if options.order == ORDER_EVENT_TIME else None
 
 
-def message_key(key: str) -> bytes:
-    return KEY_PREFIX + key.encode("utf-8")
+def message_key(key: str | bytes) -> bytes:
+    """The key table's key of a message key. A key that is not UTF-8 comes as its bytes
+    (:class:`~pulsarctl_py.decoders.text.RawText`) and is kept as they are, as the native
+    helpers keep it. (The broker's map holds a Java String, malformed bytes replaced by
+    U+FFFD: two keys that differ only in their malformed bytes are one key there.)"""
+    return KEY_PREFIX + (key if isinstance(key, bytes) else key.encode("utf-8"))
 
 
 def txn_key(md: Any) -> bytes | None:
@@ -346,6 +389,7 @@ def dispatched(entry: RawEntry, options: CompactionOptions) -> RawEntry:
         b"",
         entry.message_id,
         entry.partition,
+        entry.damage,
     )
 
 
@@ -489,7 +533,11 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
                 split = _native_split(entry)
                 if split is None:
                     records, _ = _batch_view(entry)
-            except LedgerctlError:
+            except LedgerctlError as exc:
+                if not options.accept_damage:
+                    raise refuse(
+                        entry.position, f"batch not decodable ({exc.one_line()})"
+                    ) from None
                 continue  # Pulsar logs it and keeps the whole batch in phase two
             if split is not None and publishing:
                 # the hot path: keys and sizes straight from the splitter's messages; a
@@ -502,7 +550,7 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
                         continue
                     i = m.batch_index + 1
                     rank = prefix + (suffix[i] if i < 1025 else _index_suffix(i - 1))
-                    yield KEY_PREFIX + key.encode("utf-8"), rank, not m.value
+                    yield message_key(key), rank, not m.value
                 continue
             if split is not None:
                 records = _records_of(split)
@@ -562,7 +610,11 @@ def phase_one_into(entries: Iterable[RawEntry], options: CompactionOptions, tabl
         ):
             try:
                 plain, count, indexes, prefix = _batch_args(entry)
-            except LedgerctlError:
+            except LedgerctlError as exc:
+                if not options.accept_damage:
+                    raise refuse(
+                        entry.position, f"batch not decodable ({exc.one_line()})"
+                    ) from None
                 continue  # as phase_one: Pulsar logs it and keeps the whole batch
             done = offer_batch(plain, count, indexes, KEY_PREFIX, prefix)
             if done is not None:
@@ -635,10 +687,13 @@ def phase_two(
         stats.bytes_in += len(entry.data)
         md = entry.metadata
         if md is None:
-            stats.problems.append(
-                f"{entry.position[0]}:{entry.position[1]}: no readable MessageMetadata; skipped"
-            )
+            why = entry.damage or "no readable MessageMetadata"
+            if not options.accept_damage:
+                raise refuse(entry.position, why)
+            stats.damage(entry.position, why, "skipped")
             continue
+        if entry.damage is not None:  # read with accept_damage: copied as the broker copies it
+            stats.damage(entry.position, entry.damage, "processed as stored")
         if _skipped_txn(entry, md, options):
             stats.aborted += 1
             continue
@@ -646,7 +701,6 @@ def phase_two(
             stats.markers += 1
             continue
         entry = dispatched(entry, options)
-        ledger_id, entry_id = entry.position
         out: CompactedEntry | None
         if is_readable_batch(md):
             split = None
@@ -670,10 +724,12 @@ def phase_two(
                     continue
                 records = _records_of(split) if split is not None else _batch_view(entry)[0]
             except LedgerctlError as exc:
+                why = f"batch not decodable ({exc.one_line()})"
+                if not options.accept_damage:
+                    raise refuse(entry.position, why) from None
                 stats.undecodable += 1
-                stats.problems.append(
-                    f"{ledger_id}:{entry_id}: batch not decodable ({exc.one_line()}); copied whole"
-                )
+                if entry.damage is None:  # else listed already, once per entry
+                    stats.damage(entry.position, why, "copied whole")
                 records = None
             if not _deleted_in_phase_one(entry, options, records):
                 stats.to = entry.position
@@ -702,6 +758,7 @@ def _single(
         stats.not_compactable += 1
     if not md.HasField("partition_key"):
         if options.retain_null_key:
+            _check_single(entry, options, stats)
             stats.kept += count
             return CompactedEntry(entry.position, _frame(entry, entry.data), count, -1)
         stats.keyless_dropped += count
@@ -717,10 +774,45 @@ def _single(
             stats.chunks_kept += 1
     if not keep:
         return None
+    _check_single(entry, options, stats)
     if not leading:
         stats.kept += count  # a leading chunk is part of one message, counted at its last
     batch_index = count - 1 if md.HasField("num_messages_in_batch") else -1
     return CompactedEntry(entry.position, _frame(entry, entry.data), count, batch_index)
+
+
+#: how a copied message's payload is decoded to check it (as every reader decodes it)
+_PAYLOAD_OPTIONS = DecodeOptions()
+
+
+def payload_damage(entry: RawEntry) -> str | None:
+    """Why the entry's payload does not decode as every reader decodes it
+    (:func:`~pulsarctl_py.decoders.entry.decode_payload`: decompression, batch records,
+    marker), or None."""
+    md = entry.metadata
+    if md is None:
+        return None
+    decoded = Entry(entry.data, metadata=md, payload=memoryview(entry.data)[entry.payload_at :])
+    decode_payload(decoded, _PAYLOAD_OPTIONS, entry.payload_at)
+    errors = [p for p in decoded.problems if p.severity == "error"]
+    if not errors:
+        return None
+    return f"payload not decodable ({errors[0].layer}: {errors[0].message})"
+
+
+def _check_single(entry: RawEntry, options: CompactionOptions, stats: Stats) -> None:
+    """A message copied byte for byte: its payload must decode (:func:`payload_damage`:
+    a compressed payload that does not decompress to its ``uncompressed_size`` is damage),
+    unless the damage is accepted (then it is listed)."""
+    md = entry.metadata
+    if not md.compression or md.encryption_keys:
+        return  # nothing to decompress, or sealed: nothing the decoders could reject here
+    why = payload_damage(entry)
+    if why is not None:
+        if not options.accept_damage:
+            raise refuse(entry.position, why)
+        if entry.damage is None:  # else listed already, once per entry
+            stats.damage(entry.position, why, "copied as stored")
 
 
 def _keep_native(
@@ -818,7 +910,7 @@ def _rebatch_native(
         deleted = False
         i = batch_index + 1
         rank = prefix + (suffixes[i] if i < 1025 else _index_suffix(batch_index))
-        k = KEY_PREFIX + key.encode("utf-8")
+        k = message_key(key)
         if table is not None:
             found = table.get(k)
             if found is not None and found[0] == rank and not found[1]:

@@ -395,8 +395,11 @@ def _deep(
     from .reader import close_sources, phase_two_split
     from .run import run_phase_one, topic_state
 
+    # what the broker computed: it copies what it cannot decode (a batch whole)
     options = CompactionOptions(
-        retain_null_key=retain_null_key, keep_entry_metadata=keep_entry_metadata
+        retain_null_key=retain_null_key,
+        keep_entry_metadata=keep_entry_metadata,
+        accept_damage=True,
     )
     url = str(resolve_metadata_url(metadata_url))
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]

@@ -139,7 +139,7 @@ def cursor_ledger_state(
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    last = view_last(view)
+    last = view.readable_last
     if last is None or last < 0:
         return None
     view.kind = "cursor"
@@ -160,16 +160,6 @@ def cursor_ledger_state(
     return None
 
 
-def view_last(view: Any) -> int | None:
-    """A ledger's last entry: lastEntryId when closed; else the last entry the bookie
-    holds or its LAC, whichever is higher (what opening it with recovery finds)."""
-    md = view.metadata
-    if md is not None and md.is_closed:
-        return md.last_entry_id
-    known = [v for v in (view.lac, view.last_stored) if v is not None]
-    return max(known) if known else None
-
-
 def count_messages(
     source: LedgerSource | None,
     ledger_id: int,
@@ -187,7 +177,7 @@ def count_messages(
         if kind == "compacted":
             view.kind = "compacted"
         if last is None:
-            last = view_last(view)
+            last = view.readable_last
         if last is None:
             return None
         if last < first:
@@ -204,32 +194,17 @@ def count_messages(
     return total if seen == last - first + 1 else None
 
 
-def _bookkeeper_get(draft: Draft, path: str) -> bytes | None:
-    """A znode of BookKeeper's metadata: through the draft when BookKeeper's metadata lives
-    in the plan's store (under its own root), else read from BookKeeper's store."""
-    place = draft.store.bookkeeper()
-    if place.store is draft.store:
-        return draft.get(path)
-    node = place.store.get(path)
-    return None if node is None else node.data
-
-
-def _bookkeeper_paths(draft: Draft, ledger_id: int) -> Iterator[str]:
-    """A ledger's metadata znode in each layout, under BookKeeper's root (which is not
-    Pulsar's ``/ledgers`` when the broker's ``bookkeeperMetadataServiceUri`` says so)."""
+def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
     from pulsarctl_py.decoders import ledger_metadata as lm
 
-    root = draft.store.bookkeeper().root
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        yield lm.ledger_path(ledger_id, layout, root)
-
-
-def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
-    return any(_bookkeeper_get(draft, p) is not None for p in _bookkeeper_paths(draft, ledger_id))
+        if draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root())) is not None:
+            return True
+    return False
 
 
 def last_entry(topic: Topic, ledger_id: int, source: LedgerSource | None) -> int | None:
@@ -249,7 +224,7 @@ def last_entry(topic: Topic, ledger_id: int, source: LedgerSource | None) -> int
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    return view_last(view)
+    return view.readable_last
 
 
 # -- writing through the draft ---------------------------------------------------------------
@@ -655,7 +630,7 @@ def cursor_snapshots(draft: Draft, topic_name: str, source: LedgerSource | None)
                 view = source.ledger(cl)
             except LedgerctlError:
                 view = None
-            last = None if view is None else view_last(view)
+            last = None if view is None else view.readable_last
             gone = view is not None and last is not None and last >= 0 and view.last_stored is None
         if not gone:
             continue
@@ -767,9 +742,16 @@ def clear_compaction(draft: Draft, topic_name: str, source: LedgerSource | None)
 
 
 def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
-    """The znode path of the ledger's metadata (any layout, BookKeeper's root), or None."""
-    for path in _bookkeeper_paths(draft, ledger_id):
-        if _bookkeeper_get(draft, path) is not None:
+    """The znode path of the ledger's metadata (any layout), or None."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    for layout in (
+        lm.LedgerLayout.HIERARCHICAL,
+        lm.LedgerLayout.FLAT,
+        lm.LedgerLayout.LONG_HIERARCHICAL,
+    ):
+        path = lm.ledger_path(ledger_id, layout, draft.ledgers_root())
+        if draft.get(path) is not None:
             return path
     return None
 
@@ -778,8 +760,12 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
     """The ledger's BookKeeper metadata as drafted (any layout), or None."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
-    for path in _bookkeeper_paths(draft, ledger_id):
-        data = _bookkeeper_get(draft, path)
+    for layout in (
+        lm.LedgerLayout.HIERARCHICAL,
+        lm.LedgerLayout.FLAT,
+        lm.LedgerLayout.LONG_HIERARCHICAL,
+    ):
+        data = draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root()))
         if data is not None:
             try:
                 return lm.parse(data, ledger_id)
