@@ -361,6 +361,11 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
         row.entries, row.size, row.source = md.last_entry_id + 1, md.length, "ledger-metadata"
         return
     lac = view.lac
+    if lac is None and view.storage_error is None and getattr(source.bookie, "where", "") == "live":
+        # the running bookies of its last ensemble answered and none holds an entry: an empty
+        # ledger, as BookKeeper's readLastAddConfirmed says (-1); a broker opens one each
+        # time it loads a topic
+        lac = -1
     if lac is None:
         row.entries = row.size = None
         row.source = "unknown"

@@ -134,7 +134,10 @@ def converted_entries(
                 state.formats["single"] = state.formats.get("single", 0) + 1
             yield raw
 
-    options = CompactionOptions(retain_null_key=True, format=fmt, accept_damage=accept_damage)
+    # a format conversion: the entries keep their broker entry metadata prefix
+    options = CompactionOptions(
+        retain_null_key=True, format=fmt, keep_entry_metadata=True, accept_damage=accept_damage
+    )
     stats = stats if stats is not None else Stats()
     try:
         yield from phase_two(counted(), _KeepAll(), options, stats)
@@ -148,8 +151,11 @@ INDEX_PROPERTY = "index"
 
 
 def legacy_kop_offset(ledger_id: int, entry_id: int, batch_index: int = 0) -> int:
-    """The offset KoP < 2.8 gave a message (formats.md §13): ledger << 44 | entry << 12 | batch."""
-    return (ledger_id << 44 | entry_id << 12) + batch_index
+    """The offset KoP < 2.8 gave a message (formats.md §13): ledger << 44 | entry << 12 |
+    batch, in a Java ``long`` (negative from ledger 2^19 on, wrapped from 2^20)."""
+    from pulsarctl_py.seek import encode_legacy_offset
+
+    return encode_legacy_offset(ledger_id, entry_id, batch_index, "ledger-entry-batch")
 
 
 @dataclass(slots=True)
