@@ -71,14 +71,20 @@ def compacted(
     from pulsarctl_py.repair import migrate, repairs
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
-        state = migrate.compacted_state(source, topic)
+    out = flags.plan_output(file_only=True)
     stats = Stats()
-    entries = list(
-        migrate.converted_entries(
-            state, fmt.value, url, dirs, accept_damage=accept_damage, stats=stats
+    try:
+        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+            state = migrate.compacted_state(source, topic)
+        entries = list(
+            migrate.converted_entries(
+                state, fmt.value, url, dirs, accept_damage=accept_damage, stats=stats
+            )
         )
-    )
+    except BaseException:
+        if out is not None:
+            out.discard()
+        raise
     report: dict[str, Any] = state.to_json() | {
         "format": fmt.value,
         "written_ledger": None,
@@ -86,7 +92,7 @@ def compacted(
     }
     err = render.stderr_console()
     damage_note(report["damaged"], stats.damaged_count)
-    if flags.plan_file is None and not flags.apply:
+    if out is None:
         render.write_json(report)
         err.print(
             f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
@@ -125,7 +131,7 @@ def compacted(
                 "repair record lists them"
             )
 
-    flags.run(build)
+    flags.run(build, out)
     if stats.damaged_count:
         raise typer.Exit(1)
 
@@ -166,13 +172,26 @@ def index(
     listed in the report and the plan, and the exit status is 1)."""
     import json
 
-    from pulsarctl_py import render
+    from pulsarctl_py import outputs, render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
-        plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
+    # every output checked before the work: the plan, then the mapping (default beside it)
+    out = flags.plan_output(file_only=True)
+    mapping_out = None
+    try:
+        if mapping is None and out is not None:
+            mapping = out.sibling(".mapping.jsonl")
+        if mapping is not None:
+            mapping_out = outputs.prepare(mapping, outputs.MAPPING, force=flags.force)
+        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+            plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
+    except BaseException:
+        for prepared in (out, mapping_out):
+            if prepared is not None:
+                prepared.discard()
+        raise
     err = render.stderr_console()
     damage_note(plan.damaged, len(plan.damaged))
     for skipped in plan.past_last:
@@ -182,20 +201,13 @@ def index(
             markup=False,
             highlight=False,
         )
-    if mapping is None and flags.plan_file is not None:
-        mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
-    if mapping is not None:
-        try:
-            with open(mapping, "w", encoding="utf-8") as fh:
-                for row in plan.mapping:
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
-        except OSError as exc:
-            from pulsarctl_py.errors import LedgerctlError
-
-            raise LedgerctlError(f"cannot write {mapping}: {exc.strerror or exc}") from None
+    if mapping_out is not None:
+        with mapping_out.open_text() as fh:
+            for row in plan.mapping:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
         err.print(f"mapping of {len(plan.mapping)} entries saved to {mapping}")
     summary = plan.to_json()
-    if flags.plan_file is None and not flags.apply:
+    if out is None:
         render.write_json(summary | {"mapping": plan.mapping})
         err.print(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
@@ -204,13 +216,11 @@ def index(
         if plan.damaged or plan.past_last:
             raise typer.Exit(1)
         return
-    if flags.apply and flags.plan_file is None:
-        import dataclasses
-
-        from pulsarctl_py.commands.repair import _default_plan_path
-
-        flags = dataclasses.replace(flags, plan_file=_default_plan_path())
-    migrate.write_index_ledgers(url, dirs, plan)
+    try:
+        migrate.write_index_ledgers(url, dirs, plan)
+    except BaseException:
+        out.discard()
+        raise
     err.print(
         f"wrote ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
         "referenced by nothing until the plan is applied"
@@ -218,10 +228,10 @@ def index(
 
     def build(draft: Any, source: Any) -> None:
         migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
-        if mapping is not None:
+        if mapping_out is not None and not mapping_out.stream:
             draft.repairs[-1]["mapping_file"] = str(mapping)
 
-    flags.run(build)
+    flags.run(build, out)
     if plan.damaged or plan.past_last:
         raise typer.Exit(1)
 
