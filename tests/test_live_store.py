@@ -1,8 +1,17 @@
 """The live store against test bookies serving the real bookie's directory.
 
 What a live read returns must equal what the offline store reads from the same directory;
-faults (a bookie down, silent, closing mid-answer, holding different bytes) must end in
-failover or in one error within the timeout, never a hang.
+faults (a bookie silent, closing mid-answer, answering out of order) must end in one error
+within the timeout, never a hang.
+
+Failover to the next replica of the write set (the first one stopped, or holding an entry
+whose digest does not match) is shown on the real cluster instead, in
+tests/test_sandbox_reads.py (the damaged entry log test), as are reads of every ledger of
+real topics live and from the files. What stays here needs the captured real-bookie corpus
+(an explicit LAC, which the sandbox's broker does not write; both wire protocols on every
+ledger) or a bookie that records what it was asked and how (no fencing, one shared
+connection, reads in parallel across an ensemble, replies out of order), or one that
+misbehaves (silent, closing mid-frame), or TLS.
 """
 
 from __future__ import annotations
@@ -199,32 +208,6 @@ def test_write_set_follows_round_robin(tmp_path: Path) -> None:
             ["c:1", "a:1"],
             ["a:1", "b:1"],
         ]
-
-
-def test_failover_to_the_next_replica(offline: BookieStore, tmp_path: Path) -> None:
-    good = [TestBookie(LIVE_DATA) for _ in range(2)]
-    with TestBookie(LIVE_DATA) as gone:
-        down = gone.address
-    corrupt = TestBookie(LIVE_DATA, corrupt={(0, e): _flip for e in range(40)})
-    ids = ["b1:3181", "b2:3181", "b3:3181"]
-    url = replicated_metadata(tmp_path / "md", ids, 3, 2)
-    try:
-        # first replica down, second holding bad bytes: every entry from the third
-        addresses = dict(zip(ids, [down, corrupt.address, good[0].address], strict=True))
-        options = ClientOptions(addresses=tuple(addresses.items()), timeout=1)
-        with open_metadata_store(url) as md_store, LiveBookieStore(md_store, options) as store:
-            got = {s.entry_id: s.data for s in store.read_entries(0)}
-            assert got == {s.entry_id: s.data for s in offline.read_entries(0)}
-            assert set(store.down) == {"b1:3181"}
-            assert good[0].requests and not good[1].requests
-    finally:
-        corrupt.close()
-        for b in good:
-            b.close()
-
-
-def _flip(data: bytes) -> bytes:
-    return data[:-1] + bytes([data[-1] ^ 0xFF])
 
 
 def test_tls_with_a_ca_file(metadata_url: str, tmp_path: Path, offline: BookieStore) -> None:
