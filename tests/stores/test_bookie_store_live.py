@@ -1,5 +1,11 @@
 """BookieStore on a real bookie's DbLedgerStorage directories (tests/data/bookkeeper/
-live-dbledgerstorage), checked against the client manifest and BookKeeper's own tools."""
+live-dbledgerstorage), checked against the client manifest and BookKeeper's own tools.
+
+No test bookie here, and it stays beside the sandbox's tests: the comparison is with the
+outputs of BookKeeper's own shell (check-db-ledgers-index, ledger index, readlog) captured
+with the corpus, and the corpus holds what the sandbox's broker does not write (an
+explicit LAC) or what a running sandbox does not keep still (entries only in the journal).
+The sandbox's bookies are read offline in tests/test_sandbox_reads.py."""
 
 from __future__ import annotations
 

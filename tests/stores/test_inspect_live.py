@@ -3,6 +3,10 @@
 The bookie data, the ZooKeeper dump and the manifest were written by Apache BookKeeper's
 own code (tests/data/bookkeeper/README.md). The tree is restored into a real ZooKeeper
 and, independently, into a RocksDB metadata store; both must give identical output.
+
+No test bookie here (the bookie's files are read offline); it stays beside the sandbox's
+tests for the manifest BookKeeper's client wrote and the RocksDB metadata store, which the
+sandbox (ZooKeeper only) does not run.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""`ledgerctl bookie list|info` through a real ZooKeeper holding the real bookie's tree."""
+"""`ledgerctl bookie list|info` through a real ZooKeeper holding the real bookie's tree.
+
+No test bookie here: the registry is metadata only. The sandbox's running bookies are
+listed in tests/test_sandbox_reads.py; this one is a bookie registered at the default
+``/ledgers`` root, kept for that layout.
+"""
 
 from __future__ import annotations
 
