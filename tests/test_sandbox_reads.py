@@ -420,7 +420,18 @@ def test_export_live_equals_offline(reads: Reads, name: str) -> None:
 
 
 def test_orphans_live_equals_offline(reads: Reads) -> None:
-    assert_same(reads, "orphans", codes=(0, 1))
+    """The orphans of the tests' topics; the broker's own system topics may gain a ledger
+    while the bookies are stopped (seen: a cursor ledger of __transaction_log_0 created
+    between the two runs), so only their listing is compared, not the exit status."""
+
+    def mine(doc: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [o for o in doc if "pulsar/system/" not in (o.get("owner") or "")]
+
+    live, offline = reads.live["orphans"], reads.offline["orphans"]
+    assert live.code in (0, 1) and offline.code in (0, 1), (live.err, offline.err)
+    got = mine(without(live.json(), FILE_ONLY | RUN_ONLY))
+    want = mine(without(offline.json(), FILE_ONLY | RUN_ONLY))
+    assert got == want, differences(got, want)[:8]
 
 
 def test_a_chunked_message_over_the_limit_names_the_flag(sandbox_world: Any) -> None:

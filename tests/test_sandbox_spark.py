@@ -63,9 +63,10 @@ def test_compact_on_a_standalone_cluster_equals_the_local_engine(
     local = ledgerctl(spark_cluster, *args)
     spark = ledgerctl(spark_cluster, *args, *_on(spark_cluster))
     _same(local, spark)
-    # every entry the producer's batches went into (their number depends on timing)
+    # phase two reads from the first entry that holds a key's latest message, to the end:
+    # at most every entry the producer's batches went into (their number depends on timing)
     entries = {s.message_id[:2] for s in sandbox_world.topics["batched-zstd"]}
-    assert local["entries_in"] == len(entries) and local["kept"] > 0
+    assert 0 < local["entries_in"] <= len(entries) and local["kept"] > 0
 
 
 def test_export_on_a_standalone_cluster_equals_the_local_engine(
