@@ -59,6 +59,7 @@ def parse_size(text: str) -> int:
 
 @options.bookie_flags
 @options.metadata_options
+@options.compacted_write_flags
 def compact(
     topic: str = typer.Argument(
         ...,
@@ -73,8 +74,9 @@ def compact(
     apply: bool = typer.Option(
         False,
         "--apply",
-        help="Write the compacted ledger into the bookie storage and commit the __compaction "
-        "cursor (compare-and-set). Without it nothing is written.",
+        help="Write the compacted ledger (to the running bookies, or into the stopped "
+        "bookie of --bookie-dir) and commit the __compaction cursor (compare-and-set). "
+        "Without it nothing is written.",
     ),
     delete_old: bool = typer.Option(
         False,
@@ -155,17 +157,25 @@ def compact(
         "-o",
         help="table for people, json for scripts; auto is table on a terminal, json when piped.",
     ),
+    write: options.WriteFlags = options.WriteFlags(),
 ) -> None:
     """Compute a topic's compaction exactly as the broker's compactor does, check it, write it.
 
     Without --apply nothing is written: the report gives keys seen, kept, tombstoned,
     keyless dropped, not compactable (encrypted batches), markers, entries and bytes in and
     out, the new horizon and the compacted last message position. --apply writes the
-    compacted ledger (new ledger id, CRC32 digest, Pulsar's custom metadata) into the
-    bookie's storage, refusing while the bookie holds its lock, then commits the
-    __compaction cursor with compare-and-set; a failure leaves everything as it was.
+    compacted ledger as the broker's compactor does (new ledger id, the broker's quorums
+    from --broker-conf, CRC32 digest, empty password, Pulsar's custom metadata) to the
+    running bookies, or with --bookie-dir into a stopped bookie's storage, then commits
+    the __compaction cursor with compare-and-set on the version read before the
+    compaction was computed; a failure leaves everything as it was. It is refused while a
+    live broker owns the topic's namespace bundle (--force overrides). A topic with
+    nothing new since the compaction horizon is not written again; a compaction that
+    deletes every key writes an empty compacted ledger, as the broker does.
     --status checks the existing compaction (exit 1 on an error finding).
     """
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.compaction import CompactionOptions
     from pulsarctl_py.errors import LedgerctlError
@@ -180,11 +190,6 @@ def compact(
     if delete_old and not apply:
         raise typer.BadParameter("--delete-old goes with --apply", param_hint="--delete-old")
     dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
-    if apply and not _have_bookie_dir(dirs):
-        raise LedgerctlError(
-            "--apply writes the compacted ledger into a bookie directory: pass --bookie-dir "
-            "(reading from running bookies works without one, writing does not)"
-        )
     if status:
         _status(topic, metadata_url, dirs, as_broker.value, deep, retain_null_key, fmt_out)
         return
@@ -200,6 +205,15 @@ def compact(
         )
     from pulsarctl_py.compaction import compact as run_compact
 
+    before: dict[str, Any] = {}
+    if apply:
+        # what the write will be checked against: read BEFORE the compaction is computed,
+        # so that a change made while it computes fails the compare-and-set
+        before = _before_compute(topic, metadata_url, write.force)
+        settings = write.settings()
+        client = bookie.client()
+        for w in before["warnings"]:
+            err.print(f"[yellow]warning:[/] {escape(w)}")
     engine, export_to = _spark_engine(engine, spark, spark_master, spark_conf), export
     if export is not None and export.suffix.lower() == ".parquet":
         export = export.with_name(f".{export.name}.jsonl")
@@ -229,7 +243,19 @@ def compact(
                 "(pass --retain-null-key to keep keyless messages)"
             )
         if apply:
-            _apply(report, state["state"], metadata_url, dirs, delete_old, err)
+            _apply(
+                report,
+                state["state"],
+                metadata_url,
+                dirs,
+                delete_old,
+                err,
+                cursor_version=before["cursor_version"],
+                settings=settings,
+                client=client,
+                force=write.force,
+                full=full,
+            )
     finally:
         if report.spool is not None:
             report.spool.unlink(missing_ok=True)
@@ -260,10 +286,21 @@ def _spark_engine(
     return engine
 
 
-def _have_bookie_dir(dirs: list[str] | None) -> bool:
-    from pulsarctl_py.config import resolve_bookie_dirs
+def _before_compute(topic: str, metadata_url: str | None, force: bool) -> dict[str, Any]:
+    """The ``__compaction`` cursor's version, and the ownership check (fail fast)."""
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.ownership import check_not_owned
+    from pulsarctl_py.stores.metadata import read_managed_ledger, resolve_topic
 
-    return bool(resolve_bookie_dirs(dirs))
+    with LedgerSource.open(metadata_url, None, need_metadata=True, metadata_only=True) as src:
+        assert src.metadata is not None
+        warnings = check_not_owned(src.metadata, [resolve_topic(topic)], force=force)
+        record = read_managed_ledger(src.metadata, topic)
+    cursor = next((c for c in record.cursors if c.name == "__compaction"), None) if record else None
+    return {
+        "cursor_version": None if cursor is None else cursor.stat.version,
+        "warnings": warnings,
+    }
 
 
 def _apply(
@@ -273,26 +310,44 @@ def _apply(
     dirs: list[str] | None,
     delete_old: bool,
     err: Any,
+    *,
+    cursor_version: int | None,
+    settings: Any,
+    client: Any,
+    force: bool,
+    full: bool,
 ) -> None:
+    from rich.markup import escape
+
     from pulsarctl_py.compaction.apply import apply_compaction
     from pulsarctl_py.compaction.run import read_spool
     from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.metadata import read_managed_ledger
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
-    if report.spool is None or report.stats.entries_out == 0:
-        raise LedgerctlError("the compaction retained nothing: no compacted ledger to write")
+    if report.spool is None:
+        report.notes.append("nothing written: the topic has no entries")
+        return
+    if (
+        not full
+        and state.compacted_ledger is not None
+        and state.horizon is not None
+        and state.horizon == state.last
+    ):
+        report.spool.unlink(missing_ok=True)
+        report.notes.append(
+            f"nothing written: nothing new since the compaction horizon "
+            f"{state.horizon[0]}:{state.horizon[1]} (compacted ledger "
+            f"{state.compacted_ledger} is up to date; --full rebuilds it)"
+        )
+        return
     url = str(resolve_metadata_url(metadata_url))
     bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
-    with LedgerSource.open(url, bookie, need_metadata=True) as source:
-        record = read_managed_ledger(source.metadata, report.topic)
-    cursor = next((c for c in record.cursors if c.name == "__compaction"), None) if record else None
-    version = None if cursor is None else cursor.stat.version
+    where = (
+        f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
+    )
     err.print(
-        f"plan: write compacted ledger (new id) with {report.stats.entries_out} entries, "
-        f"commit __compaction at {report.to_json()['horizon']}"
+        f"plan: write a compacted ledger (new id) with {report.stats.entries_out} entries "
+        f"{escape(where)}, commit __compaction at {report.to_json()['horizon']}"
         + (
             f", previous compacted ledger {report.previous_compacted_ledger} "
             + ("deleted" if delete_old else "listed for deletion")
@@ -307,7 +362,7 @@ def _apply(
         entries=read_spool(report.spool),
         horizon=report.horizon,
         compacted_to=report.compacted_to or report.horizon,
-        cursor_version=version,
+        cursor_version=cursor_version,
         previous=report.previous_compacted_ledger,
         previous_cursor_ledger=state.cursor_ledger
         if state.cursor_ledger is not None and state.cursor_ledger >= 0
@@ -315,14 +370,21 @@ def _apply(
         data_ledgers=[lid for lid, _, _ in state.ledgers],
         partition=state.partition,
         delete_old=delete_old,
+        settings=settings,
+        options=client,
+        force=force,
     )
     report.applied = True
     report.compacted_ledger = result.ledger_id
     report.to_delete = [lid for lid in result.to_delete if lid not in result.deleted]
     report.deleted = result.deleted
+    for w in result.warnings + result.ledger.notes:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    ledger = result.ledger
     err.print(
-        f"applied: compacted ledger {result.ledger_id} ({result.entries} entries, "
-        f"{result.index} index, {result.entry_log.name}); cursor {result.cursor_path} committed"
+        f"applied: compacted ledger {ledger.ledger_id} ({ledger.entries} entries, "
+        f"{escape(ledger.config)}, ensemble {escape(', '.join(ledger.ensemble))}); "
+        f"cursor {escape(result.cursor_path)} committed"
     )
 
 

@@ -1,9 +1,11 @@
 """`ledgerctl migrate ...`: rewrite ledgers into new ones, swapped in by a plan.
 
 Without --plan or --apply a migration only reads and reports what it would write. With
---plan FILE it writes the new ledgers (refused while the bookie holds its lock) and saves
-the plan that swaps them in; --apply applies that plan too. `ledgerctl undo FILE` restores
-the metadata; the new ledgers stay, unreferenced (`ledgerctl orphans` lists them).
+--plan FILE it writes the new ledgers (to the running bookies, with the cluster's
+settings; or with --bookie-dir into a stopped bookie, refused while the bookie holds its
+lock) and saves the plan that swaps them in; --apply applies that plan too. `ledgerctl
+undo FILE` restores the metadata; the new ledgers stay, unreferenced (`ledgerctl orphans`
+lists them).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import typer
 
+from pulsarctl_py.commands import options
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
 
 migrate_app = typer.Typer(
@@ -45,7 +48,9 @@ def _stores(flags: PlanFlags) -> tuple[str, list[str], PlanFlags]:
 
 
 @migrate_app.command("compacted")
+@options.bookie_flags
 @plan_options
+@options.compacted_write_flags
 def compacted(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
     fmt: CompactedFormat = typer.Option(
@@ -55,19 +60,25 @@ def compacted(
         "client reads it, older clients do not); classic: compacted_out placeholders.",
     ),
     flags: PlanFlags = PlanFlags(),
+    bookie: options.BookieFlags = options.BOOKIE,
+    write: options.WriteFlags = options.WriteFlags(),
 ) -> None:
     """Rewrite the topic's compacted ledger in the other batch format, with the
-    compaction's own writer (CRC32, empty password, CompactedTopicLedger custom metadata),
-    and re-point the __compaction cursor to it in a plan (its horizon kept). Without
-    --plan/--apply: reads only, and reports the batches it would rewrite."""
+    compaction's own writer (the broker's quorums, CRC32, empty password, the compactor's
+    custom metadata), and re-point the __compaction cursor to it in a plan (its horizon
+    kept). Without --plan/--apply: reads only, and reports the batches it would rewrite."""
     from pulsarctl_py import render
     from pulsarctl_py.compaction.apply import apply_compaction
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate, repairs
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+    client = bookie.client()
+    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=client) as source:
         state = migrate.compacted_state(source, topic)
+        assert source.metadata is not None
+        writes = flags.plan_file is not None or flags.apply
+        warnings = _not_owned(source.metadata, state.topic, write.force) if writes else []
     entries = list(migrate.converted_entries(state, fmt.value, url, dirs))
     report: dict[str, Any] = state.to_json() | {"format": fmt.value, "written_ledger": None}
     err = render.stderr_console()
@@ -91,11 +102,11 @@ def compacted(
         data_ledgers=state.data_ledgers,
         partition=state.partition,
         commit_cursor=False,
+        settings=write.settings(),
+        options=client,
+        force=write.force,
     )
-    err.print(
-        f"wrote ledger {result.ledger_id} ({result.entries} entries, {result.index} index, "
-        f"{result.entry_log.name}); referenced by nothing until the plan is applied"
-    )
+    _print_written(err, [result.ledger], warnings)
 
     def build(draft: Any, source: Any) -> None:
         repairs.point_compaction(
@@ -107,7 +118,9 @@ def compacted(
 
 
 @migrate_app.command("index")
+@options.bookie_flags
 @plan_options
+@options.data_write_flags
 def index(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
     start: int = typer.Option(
@@ -128,13 +141,18 @@ def index(
         False, "--delete-old", help="The plan also deletes the old ledgers' metadata."
     ),
     flags: PlanFlags = PlanFlags(),
+    bookie: options.BookieFlags = options.BOOKIE,
+    write: options.WriteFlags = options.WriteFlags(),
 ) -> None:
     """Continuous offsets for a topic whose ledgers lack broker entry metadata (KoP before
     2.8, or the index interceptor enabled late): every ledger from the first one without
     an index on is copied into a new ledger whose entries carry a continuous index
     (broker_timestamp = publish_time where none was recorded), and a plan swaps them into
     the topic's ledger list in one compare-and-set, raises the ML `index` property and
-    moves cursors to the same entries of the new ledgers. The old ledgers stay until
+    moves cursors to the same entries of the new ledgers. The new ledgers are written as
+    the managed ledger writes data ledgers: the namespace's persistence policies or the
+    broker's quorums, managedLedgerDigestType and managedLedgerPassword (--broker-conf,
+    the flags, $LEDGERCTL_MANAGED_LEDGER_PASSWORD). The old ledgers stay until
     --delete-old. Without --plan/--apply: reads only, and prints the mapping."""
     import json
 
@@ -143,8 +161,16 @@ def index(
     from pulsarctl_py.repair import migrate
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+    client = bookie.client()
+    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=client) as source:
         plan = migrate.plan_index(source, topic, url, dirs, start)
+        settings = None
+        warnings: list[str] = []
+        if flags.plan_file is not None or flags.apply:
+            assert source.metadata is not None
+            warnings = _not_owned(source.metadata, plan.topic, write.force)
+            settings, notes = migrate.index_settings(source, plan, write.settings())
+            warnings += notes
     if mapping is None and flags.plan_file is not None:
         mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
     err = render.stderr_console()
@@ -172,9 +198,11 @@ def index(
         from pulsarctl_py.commands.repair import _default_plan_path
 
         flags = dataclasses.replace(flags, plan_file=_default_plan_path())
-    migrate.write_index_ledgers(url, dirs, plan)
+    assert settings is not None
+    written = migrate.write_index_ledgers(url, dirs, plan, settings=settings, options=client)
+    _print_written(err, written, warnings)
     err.print(
-        f"wrote ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
+        f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
         "referenced by nothing until the plan is applied"
     )
 
@@ -184,6 +212,27 @@ def index(
             draft.repairs[-1]["mapping_file"] = str(mapping)
 
     flags.run(build)
+
+
+def _not_owned(store: Any, topic: str, force: bool) -> list[str]:
+    """Refuse to write for a topic a live broker owns (fail fast, before any ledger)."""
+    from pulsarctl_py.ownership import check_not_owned
+
+    return check_not_owned(store, [topic], force=force)
+
+
+def _print_written(err: Any, ledgers: list[Any], warnings: list[str]) -> None:
+    from rich.markup import escape
+
+    for w in warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    for ledger in ledgers:
+        for note in ledger.notes:
+            err.print(f"[yellow]warning:[/] {escape(note)}")
+        err.print(
+            f"wrote ledger {ledger.ledger_id} ({ledger.entries} entries, {escape(ledger.config)}"
+            f", to {escape(ledger.where)}); referenced by nothing until the plan is applied"
+        )
 
 
 def register(app: typer.Typer) -> None:

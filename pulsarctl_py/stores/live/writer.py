@@ -250,8 +250,6 @@ class LedgerWriter:
         """Choose the ensemble, connect to it, take a ledger id and create the metadata."""
         if self.ledger_id is not None:
             return self.ledger_id
-        from pulsarctl_py.stores.metadata import allocate_ledger_id
-        from pulsarctl_py.stores.metadata.base import MetadataConflict
 
         cfg = self.config
         bookies = self._given_bookies
@@ -264,38 +262,13 @@ class LedgerWriter:
                 )
         self.ensemble = choose_ensemble(bookies, cfg.ensemble, self.rng)
         self._connect()
-        layout = _layout(self.place)
-        store, root = self.place.store, self.place.root
-        for _ in range(MAX_CREATE_ATTEMPTS):
-            ledger_id = allocate_ledger_id(store, root, layout)
-            md = lm.LedgerMetadata(
-                ensemble_size=cfg.ensemble,
-                write_quorum_size=cfg.write_quorum,
-                ack_quorum_size=cfg.ack_quorum,
-                state=lm.LedgerState.OPEN,
-                ensembles={0: list(self.ensemble)},
-                last_entry_id=-1,
-                length=0,
-                digest_type=cfg.digest,
-                password=cfg.password,
-                ctime=None,
-                # AbstractZkLedgerManager.createLedgerMetadata: nextLong(Long.MAX_VALUE)
-                ctoken=_secrets.randbelow(2**63 - 1),
-                custom_metadata=dict(cfg.custom_metadata),
-                ledger_id=ledger_id,
-            )
-            path = lm.ledger_path(ledger_id, layout, root)
-            try:
-                _, stat = store.put(path, lm.build(md), -1)
-            except MetadataConflict:
-                continue  # LedgerExistException: another id
-            self.ledger_id, self.path, self.version = ledger_id, path, stat.version
-            self._metadata = md
-            return ledger_id
-        self._disconnect()
-        raise LedgerctlError(
-            f"no free ledger id under {self.place.url} after {MAX_CREATE_ATTEMPTS} attempts"
-        )
+        try:
+            created = create_metadata(self.place, cfg, self.ensemble)
+        except BaseException:
+            self._disconnect()
+            raise
+        self.ledger_id, self.path, self.version, self._metadata = created
+        return self.ledger_id
 
     def _connect(self) -> None:
         ssl_context = self.options.ssl_context()
@@ -505,27 +478,14 @@ class LedgerWriter:
 
     def close(self) -> WrittenLedger:
         """Wait for every write, then close the ledger in its metadata (compare-and-set)."""
-        from pulsarctl_py.stores.metadata.base import MetadataConflict
-
         if self.ledger_id is None:
             self.create()
         assert self.ledger_id is not None and self.path is not None
         self.wait()
         self._disconnect()
-        md = self._metadata
-        md.state = lm.LedgerState.CLOSED
-        md.last_entry_id = self._next_entry - 1
-        md.length = self._length
-        md.ctoken = 0  # LedgerMetadataBuilder.from keeps no creator token
-        try:
-            _, stat = self.place.store.put(self.path, lm.build(md), self.version)
-        except MetadataConflict as exc:
-            raise MetadataConflict(
-                exc.path,
-                "changed while ledgerctl wrote the ledger (someone opened or deleted it); "
-                "it is left as it is",
-            ) from None
-        self.version = stat.version
+        self.version = close_metadata(
+            self.place, self.path, self.version, self._metadata, self._next_entry - 1, self._length
+        )
         self.closed = True
         return WrittenLedger(
             self.ledger_id,
@@ -533,7 +493,7 @@ class LedgerWriter:
             self._length,
             list(self.ensemble),
             self.path,
-            stat.version,
+            self.version,
             self.place.url,
         )
 
@@ -547,14 +507,7 @@ class LedgerWriter:
         self._disconnect()
         if self.path is None or self.version is None:
             return False
-        try:
-            node = self.place.store.get(self.path)
-            if node is None or node.stat.version != self.version:
-                return False
-            self.place.store.delete(self.path, self.version)
-        except LedgerctlError:
-            return False
-        return True
+        return delete_metadata(self.place, self.path, self.version)
 
     def __enter__(self) -> LedgerWriter:
         return self
@@ -562,6 +515,84 @@ class LedgerWriter:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None or not self.closed:
             self.abort()
+
+
+def create_metadata(
+    place: BookKeeperMetadata, config: LedgerConfig, ensemble: list[str]
+) -> tuple[int, str, int, lm.LedgerMetadata]:
+    """Take a ledger id and create its metadata, OPEN (steps 2 and 3 of the module doc);
+    return the id, the path, the node's version and the metadata."""
+    from pulsarctl_py.stores.metadata import allocate_ledger_id
+    from pulsarctl_py.stores.metadata.base import MetadataConflict
+
+    layout = _layout(place)
+    store, root = place.store, place.root
+    for _ in range(MAX_CREATE_ATTEMPTS):
+        ledger_id = allocate_ledger_id(store, root, layout)
+        md = lm.LedgerMetadata(
+            ensemble_size=config.ensemble,
+            write_quorum_size=config.write_quorum,
+            ack_quorum_size=config.ack_quorum,
+            state=lm.LedgerState.OPEN,
+            ensembles={0: list(ensemble)},
+            last_entry_id=-1,
+            length=0,
+            digest_type=config.digest,
+            password=config.password,
+            ctime=None,
+            # AbstractZkLedgerManager.createLedgerMetadata: nextLong(Long.MAX_VALUE)
+            ctoken=_secrets.randbelow(2**63 - 1),
+            custom_metadata=dict(config.custom_metadata),
+            ledger_id=ledger_id,
+        )
+        path = lm.ledger_path(ledger_id, layout, root)
+        try:
+            _, stat = store.put(path, lm.build(md), -1)
+        except MetadataConflict:
+            continue  # LedgerExistException: another id
+        return ledger_id, path, stat.version, md
+    raise LedgerctlError(
+        f"no free ledger id under {place.url} after {MAX_CREATE_ATTEMPTS} attempts"
+    )
+
+
+def close_metadata(
+    place: BookKeeperMetadata,
+    path: str,
+    version: int,
+    md: lm.LedgerMetadata,
+    last_entry_id: int,
+    length: int,
+) -> int:
+    """Close a ledger in its metadata with compare-and-set on ``version`` (step 5);
+    return the new version."""
+    from pulsarctl_py.stores.metadata.base import MetadataConflict
+
+    md.state = lm.LedgerState.CLOSED
+    md.last_entry_id = last_entry_id
+    md.length = length
+    md.ctoken = 0  # LedgerMetadataBuilder.from keeps no creator token
+    try:
+        _, stat = place.store.put(path, lm.build(md), version)
+    except MetadataConflict as exc:
+        raise MetadataConflict(
+            exc.path,
+            "changed while ledgerctl wrote the ledger (someone opened or deleted it); "
+            "it is left as it is",
+        ) from None
+    return stat.version
+
+
+def delete_metadata(place: BookKeeperMetadata, path: str, version: int) -> bool:
+    """Delete a ledger's metadata if it is still at ``version``; whether it was deleted."""
+    try:
+        node = place.store.get(path)
+        if node is None or node.stat.version != version:
+            return False
+        place.store.delete(path, version)
+    except LedgerctlError:
+        return False
+    return True
 
 
 def write_ledger(
