@@ -21,8 +21,14 @@ broker's own (formats.md §8.3). Brokers own topics by namespace bundle:
 The extensible load manager (``ExtensibleLoadManagerImpl``) keeps ownership in a system
 topic instead; its brokers register ``loadManagerClassName`` in ``/loadbalance/brokers``.
 Then ownership cannot be told from the metadata store, and a write is refused unless
-forced. Pulsar's RocksDB store is only writable while no broker runs (it holds the
-database's lock), so no live broker can own anything there.
+forced.
+
+Unloading a bundle releases it, but any lookup takes it again: a client's, and on a
+cluster with transactions or topic-level policies the broker's own system readers
+(``__transaction_buffer_snapshot``, ``__change_events``), which reconnect at once (seen
+on the sandbox: the bundle owned again 30 ms after the unload). Then only stopping the
+broker that owns it frees it. Pulsar's RocksDB store is only writable while no broker
+runs (it holds the database's lock), so no live broker can own anything there.
 """
 
 from __future__ import annotations
@@ -156,8 +162,9 @@ def unload_hint(owner: Owner) -> str:
     b = owner.bundle
     return (
         f"{owner.topic} is owned by the live broker {owner.broker} (bundle {b}): unload it "
-        f"first (pulsar-admin namespaces unload {b.namespace} --bundle {b.range}) and keep "
-        "clients away, or pass --force"
+        f"first (pulsar-admin namespaces unload {b.namespace} --bundle {b.range}; when the "
+        "broker's own transaction or topic-policy readers take the bundle back at once, stop "
+        "that broker), or pass --force"
     )
 
 

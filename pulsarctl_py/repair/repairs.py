@@ -205,14 +205,18 @@ def count_messages(
 
 
 def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
+    """Whether the ledger has metadata where BookKeeper keeps it (as drafted)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
+    root, other = _bookkeeper_root(draft)
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        if draft.get(lm.ledger_path(ledger_id, layout)) is not None:
+        path = lm.ledger_path(ledger_id, layout, root)
+        found = draft.get(path) if other is None else other.get(path)
+        if found is not None:
             return True
     return False
 
@@ -721,17 +725,31 @@ def clear_compaction(draft: Draft, topic_name: str, source: LedgerSource | None)
     return ledger
 
 
+def _bookkeeper_root(draft: Draft) -> tuple[str, Any]:
+    """BookKeeper's ledgers root, and its store when that is not the draft's own (then a
+    plan can read ledger metadata there but not change it)."""
+    place = draft.store.bookkeeper()
+    return place.root, (None if place.store is draft.store else place.store)
+
+
 def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
-    """The znode path of the ledger's metadata (any layout), or None."""
+    """The znode path of the ledger's metadata (any layout, under BookKeeper's root), or
+    None. Refused when BookKeeper's metadata is in another store: a plan writes one."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
+    root, other = _bookkeeper_root(draft)
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        path = lm.ledger_path(ledger_id, layout)
-        if draft.get(path) is not None:
+        path = lm.ledger_path(ledger_id, layout, root)
+        if other is not None and other.exists(path) is not None:
+            raise LedgerctlError(
+                f"ledger {ledger_id}'s metadata is in BookKeeper's own metadata store "
+                f"({other.url}), not in {draft.store.url}: a plan changes one store only"
+            )
+        if other is None and draft.get(path) is not None:
             return path
     return None
 
@@ -740,12 +758,18 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
     """The ledger's BookKeeper metadata as drafted (any layout), or None."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
+    root, other = _bookkeeper_root(draft)
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        data = draft.get(lm.ledger_path(ledger_id, layout))
+        path = lm.ledger_path(ledger_id, layout, root)
+        if other is None:
+            data = draft.get(path)
+        else:
+            node = other.get(path)
+            data = None if node is None else node.data
         if data is not None:
             try:
                 return lm.parse(data, ledger_id)
