@@ -646,3 +646,21 @@ def test_the_offline_writer_places_ledgers_where_the_restarted_bookie_reads_them
         read = _bk_read(box, ledger.ledger_id, _ml_password(box))
         assert [base64.b64decode(e) for e in read["entries"]] == payloads
         assert read["ensembles"] == {"0": [bookie["id"]]} and read["digest_type"] == "CRC32C"
+
+
+def test_the_bundle_of_a_topic_is_the_one_the_broker_looks_up(sandbox) -> None:
+    import urllib.request
+
+    from pulsarctl_py.ownership import topic_bundle
+    from pulsarctl_py.stores.metadata import open_metadata_store, resolve_topic
+
+    box = sandbox
+    store = open_metadata_store(box.metadata_url)
+    try:
+        for local in ("a", "orders", "t-partition-3", "x" * 40, "é"):
+            topic = resolve_topic(f"persistent://public/default/{local}")
+            path = "/lookup/v2/topic/persistent/public/default/" + urllib.parse.quote(local)
+            with urllib.request.urlopen(box.web_url + path + "/bundle", timeout=60) as resp:
+                assert resp.read().decode() == topic_bundle(store, topic).range, local
+    finally:
+        store.close()
