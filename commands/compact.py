@@ -78,11 +78,19 @@ def compact(
         "bookie of --bookie-dir) and commit the __compaction cursor (compare-and-set). "
         "Without it nothing is written.",
     ),
+    plan_file: Path = typer.Option(
+        None,
+        "--plan",
+        metavar="FILE",
+        help="Write the compacted ledger and save the plan that commits it to FILE (for "
+        "review, `ledgerctl apply FILE`, `ledgerctl undo FILE`); with --apply, apply it too. "
+        "Default with --apply: ./ledgerctl-plan-<time>.json.",
+    ),
     delete_old: bool = typer.Option(
         False,
         "--delete-old",
-        help="With --apply: delete the metadata of the previous compacted ledger (and of a "
-        "cursor ledger the new cursor state replaces). Default: only list them.",
+        help="With --apply or --plan: the plan also deletes the metadata of the previous "
+        "compacted ledger. Default: only list it.",
     ),
     status: bool = typer.Option(
         False,
@@ -187,8 +195,13 @@ def compact(
         raise typer.BadParameter(
             "--status only reads: drop --apply/--export", param_hint="--status"
         )
-    if delete_old and not apply:
-        raise typer.BadParameter("--delete-old goes with --apply", param_hint="--delete-old")
+    writes = apply or plan_file is not None
+    if delete_old and not writes:
+        raise typer.BadParameter(
+            "--delete-old goes with --apply or --plan", param_hint="--delete-old"
+        )
+    if status and plan_file is not None:
+        raise typer.BadParameter("--status only reads: drop --plan", param_hint="--status")
     dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
     if status:
         _status(topic, metadata_url, dirs, as_broker.value, deep, retain_null_key, fmt_out)
@@ -205,14 +218,17 @@ def compact(
         )
     from pulsarctl_py.compaction import compact as run_compact
 
-    before: dict[str, Any] = {}
-    if apply:
+    before = None
+    if writes:
+        from pulsarctl_py.compaction.planned import read_before
+        from pulsarctl_py.stores.metadata.url import resolve_metadata_url
+
         # what the write will be checked against: read BEFORE the compaction is computed,
         # so that a change made while it computes fails the compare-and-set
-        before = _before_compute(topic, metadata_url, write.force)
+        before = read_before(str(resolve_metadata_url(metadata_url)), topic, force=write.force)
         settings = write.settings()
         client = bookie.client()
-        for w in before["warnings"]:
+        for w in before.warnings:
             err.print(f"[yellow]warning:[/] {escape(w)}")
     engine, export_to = _spark_engine(engine, spark, spark_master, spark_conf), export
     if export is not None and export.suffix.lower() == ".parquet":
@@ -228,7 +244,7 @@ def compact(
         memory=parse_size(memory),
         engine=engine.value,
         export=export,
-        spool=apply,
+        spool=writes,
         progress=progress,
         generation=as_broker.value,
         on_state=lambda s: state.update(state=s),
@@ -242,19 +258,20 @@ def compact(
                 f"{report.topic} has no keyed messages: compaction would drop everything "
                 "(pass --retain-null-key to keep keyless messages)"
             )
-        if apply:
-            _apply(
+        if before is not None:
+            _write(
                 report,
                 state["state"],
-                metadata_url,
                 dirs,
                 delete_old,
                 err,
-                cursor_version=before["cursor_version"],
+                before=before,
                 settings=settings,
                 client=client,
                 force=write.force,
                 full=full,
+                plan_file=plan_file,
+                apply=apply,
             )
     finally:
         if report.spool is not None:
@@ -286,43 +303,32 @@ def _spark_engine(
     return engine
 
 
-def _before_compute(topic: str, metadata_url: str | None, force: bool) -> dict[str, Any]:
-    """The ``__compaction`` cursor's version, and the ownership check (fail fast)."""
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.ownership import check_not_owned
-    from pulsarctl_py.stores.metadata import read_managed_ledger, resolve_topic
-
-    with LedgerSource.open(metadata_url, None, need_metadata=True, metadata_only=True) as src:
-        assert src.metadata is not None
-        warnings = check_not_owned(src.metadata, [resolve_topic(topic)], force=force)
-        record = read_managed_ledger(src.metadata, topic)
-    cursor = next((c for c in record.cursors if c.name == "__compaction"), None) if record else None
-    return {
-        "cursor_version": None if cursor is None else cursor.stat.version,
-        "warnings": warnings,
-    }
-
-
-def _apply(
+def _write(
     report: Any,
     state: Any,
-    metadata_url: str | None,
     dirs: list[str] | None,
     delete_old: bool,
     err: Any,
     *,
-    cursor_version: int | None,
+    before: Any,
     settings: Any,
     client: Any,
     force: bool,
     full: bool,
+    plan_file: Path | None,
+    apply: bool,
 ) -> None:
+    """Write the compacted ledger and its plan; apply the plan with --apply."""
     from rich.markup import escape
 
-    from pulsarctl_py.compaction.apply import apply_compaction
-    from pulsarctl_py.compaction.run import read_spool
+    from pulsarctl_py.commands.repair import _default_plan_path, print_outcome
+    from pulsarctl_py.compaction.planned import (
+        apply_written_plan,
+        delete_leftovers,
+        reclaim_plan_path,
+        write_plan,
+    )
     from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
     if report.spool is None:
         report.notes.append("nothing written: the topic has no entries")
@@ -340,52 +346,59 @@ def _apply(
             f"{state.compacted_ledger} is up to date; --full rebuilds it)"
         )
         return
-    url = str(resolve_metadata_url(metadata_url))
     bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
+    if not force:
+        # what an earlier run that stopped before its plan was applied left behind
+        referenced = {lid for lid, _, _ in state.ledgers}
+        referenced |= {
+            lid for lid in (state.compacted_ledger, state.cursor_ledger) if lid is not None
+        }
+        for lid in delete_leftovers(before.metadata_url, report.topic, referenced):
+            err.print(
+                f"deleted compacted ledger {lid} of {escape(report.topic)}: nothing references "
+                "it (left by a run that stopped before its plan was applied)"
+            )
+    path = plan_file if plan_file is not None else _default_plan_path()
+    for line in reclaim_plan_path(path, before.metadata_url):
+        err.print(escape(line))
     where = (
         f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
     )
     err.print(
-        f"plan: write a compacted ledger (new id) with {report.stats.entries_out} entries "
-        f"{escape(where)}, commit __compaction at {report.to_json()['horizon']}"
-        + (
-            f", previous compacted ledger {report.previous_compacted_ledger} "
-            + ("deleted" if delete_old else "listed for deletion")
-            if report.previous_compacted_ledger is not None
-            else ""
-        )
+        f"writing a compacted ledger of {report.stats.entries_out} entries {escape(where)}; "
+        f"the plan that commits it: {escape(str(path))} (`ledgerctl undo {escape(str(path))}` "
+        "deletes it if this command is interrupted)"
     )
-    result = apply_compaction(
-        metadata_url=url,
+    plan, ledger = write_plan(
+        before=before,
+        report=report,
+        state=state,
+        plan_path=path,
         bookie_dirs=bookie,
-        topic=report.topic,
-        entries=read_spool(report.spool),
-        horizon=report.horizon,
-        compacted_to=report.compacted_to or report.horizon,
-        cursor_version=cursor_version,
-        previous=report.previous_compacted_ledger,
-        previous_cursor_ledger=state.cursor_ledger
-        if state.cursor_ledger is not None and state.cursor_ledger >= 0
-        else None,
-        data_ledgers=[lid for lid, _, _ in state.ledgers],
-        partition=state.partition,
-        delete_old=delete_old,
         settings=settings,
         options=client,
-        force=force,
+        delete_old=delete_old,
     )
-    report.applied = True
-    report.compacted_ledger = result.ledger_id
-    report.to_delete = [lid for lid in result.to_delete if lid not in result.deleted]
-    report.deleted = result.deleted
-    for w in result.warnings + result.ledger.notes:
+    report.compacted_ledger = ledger.ledger_id
+    report.plan_file = str(path)
+    for w in ledger.notes:
         err.print(f"[yellow]warning:[/] {escape(w)}")
-    ledger = result.ledger
     err.print(
-        f"applied: compacted ledger {ledger.ledger_id} ({ledger.entries} entries, "
+        f"wrote compacted ledger {ledger.ledger_id} ({ledger.entries} entries, "
         f"{escape(ledger.config)}, ensemble {escape(', '.join(ledger.ensemble))}); "
-        f"cursor {escape(result.cursor_path)} committed"
+        f"plan saved to {escape(str(path))}"
     )
+    previous = report.previous_compacted_ledger
+    deleting = delete_old and previous is not None
+    if not apply:
+        report.to_delete = [previous] if previous is not None and not deleting else []
+        err.print(f"not applied: `ledgerctl apply {escape(str(path))}` commits it")
+        return
+    outcome = apply_written_plan(plan, path, force=force)
+    print_outcome(outcome)
+    report.applied = True
+    report.deleted = [previous] if deleting else []
+    report.to_delete = [previous] if previous is not None and not deleting else []
 
 
 def _print_report(report: Any) -> None:
@@ -432,7 +445,7 @@ def _print_report(report: Any) -> None:
         err.print(f"note: {note}")
     if report.to_delete:
         err.print(f"to delete: ledger(s) {', '.join(map(str, report.to_delete))} (--delete-old)")
-    if not report.applied:
+    if not report.applied and report.plan_file is None:
         err.print("nothing written (dry run); --apply writes it")
 
 

@@ -89,6 +89,7 @@ def compacted(
             f"{fmt.value}; nothing written (give --plan FILE to write the new ledger)"
         )
         return
+    flags, journal = _pending(flags, url, state.topic, "a compacted ledger")
     result = apply_compaction(
         metadata_url=url,
         bookie_dirs=dirs,
@@ -105,6 +106,7 @@ def compacted(
         settings=write.settings(),
         options=client,
         force=write.force,
+        journal=journal,
     )
     _print_written(err, [result.ledger], warnings)
 
@@ -113,6 +115,7 @@ def compacted(
             draft, state.topic, result.ledger_id, source, horizon=state.horizon
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
+        draft.written.extend(journal.written)
 
     flags.run(build)
 
@@ -192,14 +195,11 @@ def index(
             "nothing written (give --plan FILE to write the new ledgers)"
         )
         return
-    if flags.apply and flags.plan_file is None:
-        import dataclasses
-
-        from pulsarctl_py.commands.repair import _default_plan_path
-
-        flags = dataclasses.replace(flags, plan_file=_default_plan_path())
     assert settings is not None
-    written = migrate.write_index_ledgers(url, dirs, plan, settings=settings, options=client)
+    flags, journal = _pending(flags, url, plan.topic, "the migrated ledgers")
+    written = migrate.write_index_ledgers(
+        url, dirs, plan, settings=settings, options=client, journal=journal
+    )
     _print_written(err, written, warnings)
     err.print(
         f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
@@ -210,8 +210,45 @@ def index(
         migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
         if mapping is not None:
             draft.repairs[-1]["mapping_file"] = str(mapping)
+        draft.written.extend(journal.written)
 
     flags.run(build)
+
+
+def _pending(flags: PlanFlags, url: str, topic: str, what: str) -> tuple[PlanFlags, Any]:
+    """The plan file (default with --apply), and a journal that saves it before each step
+    of the writing: a crash leaves a plan whose `ledgerctl undo` deletes what was made."""
+    import dataclasses
+
+    from pulsarctl_py import render
+    from pulsarctl_py.commands.repair import _default_plan_path
+    from pulsarctl_py.repair.plan import Plan
+    from pulsarctl_py.repair.written import PlanJournal
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    if flags.plan_file is None:
+        flags = dataclasses.replace(flags, plan_file=_default_plan_path())
+    path = flags.plan_file
+    assert path is not None
+    pending = Plan(metadata_url=_store_url(url), topics=[resolve_topic(topic).full_name])
+    pending.warnings.append(
+        f"the command stopped while it wrote {what}: `ledgerctl undo` this plan to delete them"
+    )
+    render.stderr_console().print(
+        f"writing {what}; the plan: {path} (`ledgerctl undo {path}` deletes them if this "
+        "command is interrupted)",
+        markup=False,
+        highlight=False,
+    )
+    return flags, PlanJournal(pending.written, lambda: pending.save(path))
+
+
+def _store_url(url: str) -> str:
+    """The URL a plan names its store by (the store's own, as run_repair's draft does)."""
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    with open_metadata_store(url) as store:
+        return store.url
 
 
 def _not_owned(store: Any, topic: str, force: bool) -> list[str]:

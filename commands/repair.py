@@ -527,7 +527,19 @@ def undo(
     for w in plan.warnings[:1]:
         _warn(w)
     with _open_writable(metadata_url or plan.metadata_url) as store:
-        print_outcome(undo_plan(plan_file, store))
+        outcome = undo_plan(plan_file, store)
+        print_outcome(outcome)
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for done in outcome.written:
+        if "ledger_id" in done:
+            err.print(f"ledger {done['ledger_id']} the plan wrote: {escape(done['action'])}")
+        elif done.get("action") == "left":
+            err.print(f"[yellow]warning:[/] {escape(done['key'])}: {escape(done['reason'])}")
+    ours = {w.ledger_id for w in plan.written}
     written = [
         ledger
         for r in plan.repairs
@@ -537,12 +549,10 @@ def undo(
                 (r.get("migration") or {}).get("written_ledger"),
             ]
         )
-        if isinstance(ledger, int)
+        if isinstance(ledger, int) and ledger not in ours
     ]
     if written:
-        from pulsarctl_py import render
-
-        render.stderr_console().print(
+        err.print(
             f"ledgers the migration wrote stay, referenced by nothing: "
             f"{', '.join(map(str, sorted(written)))} (`ledgerctl orphans --delete` removes them)"
         )

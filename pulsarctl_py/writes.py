@@ -17,7 +17,7 @@ removes what it wrote before the error is raised.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +27,8 @@ from pulsarctl_py.errors import LedgerctlError
 if TYPE_CHECKING:
     from pulsarctl_py.stores.bookie.newledger import OfflineFiles
     from pulsarctl_py.stores.live.client import ClientOptions
-    from pulsarctl_py.stores.live.writer import LedgerConfig
+    from pulsarctl_py.stores.live.writer import Journal, LedgerConfig
     from pulsarctl_py.stores.metadata import MetadataStore
-
-#: called with (ledger id, metadata path) once the ledger's metadata exists
-OnCreated = Callable[[int, str], None]
 
 
 @dataclass(slots=True)
@@ -126,20 +123,18 @@ class LedgerTarget:
         config: LedgerConfig,
         payloads: Iterable[bytes | memoryview],
         *,
-        on_created: OnCreated | None = None,
+        journal: Journal | None = None,
         fallback_bookie: str | None = None,
     ) -> NewLedger:
-        """Create, fill and close one ledger; on failure nothing of it is left."""
+        """Create, fill and close one ledger; on failure nothing of it is left. The
+        ``journal`` is told about each step before it is taken."""
         config = self.effective(config)
         if self.offline:
-            return self._write_offline(config, payloads, on_created, fallback_bookie)
+            return self._write_offline(config, payloads, journal, fallback_bookie)
         from pulsarctl_py.stores.live.writer import LedgerWriter
 
-        with LedgerWriter(self.place, config, self.options) as writer:
-            ledger_id = writer.create()
-            assert writer.path is not None
-            if on_created is not None:
-                on_created(ledger_id, writer.path)
+        with LedgerWriter(self.place, config, self.options, journal=journal) as writer:
+            writer.create()
             writer.add_all(payloads)
             done = writer.close()
         return NewLedger(
@@ -159,10 +154,10 @@ class LedgerTarget:
         self,
         config: LedgerConfig,
         payloads: Iterable[bytes | memoryview],
-        on_created: OnCreated | None,
+        journal: Journal | None,
         fallback_bookie: str | None,
     ) -> NewLedger:
-        from pulsarctl_py.stores.bookie.newledger import OfflineFiles, target_dir, write_files
+        from pulsarctl_py.stores.bookie.newledger import plan_files, target_dir, write_files
         from pulsarctl_py.stores.live.writer import (
             close_metadata,
             create_metadata,
@@ -175,17 +170,15 @@ class LedgerTarget:
                 "the bookie directories carry no cookie (current/VERSION) naming the bookie: "
                 "the ledger's ensemble cannot be told"
             )
-        ledger_id, path, version, md = create_metadata(self.place, config, [bookie_id])
-        files: OfflineFiles | None = None
+        ledger_id, path, version, md = create_metadata(self.place, config, [bookie_id], journal)
+        files = None
         try:
-            if on_created is not None:
-                on_created(ledger_id, path)
             current = target_dir(self.current, self.kind, ledger_id)
-            files = OfflineFiles(str(current), self.kind)
-            count, length = write_files(
-                current, self.kind, ledger_id, payloads, config.digest, config.password, files
-            )
-            version = close_metadata(self.place, path, version, md, count - 1, length)
+            files = plan_files(current, self.kind, ledger_id)
+            if journal is not None:
+                journal.files(ledger_id, files)
+            count, length = write_files(files, payloads, config.digest, config.password)
+            version = close_metadata(self.place, path, version, md, count - 1, length, journal)
         except BaseException:
             if files is not None:
                 files.undo()

@@ -48,8 +48,12 @@ def _namespace(box: Any, prefix: str) -> str:
 
 
 def _run(box: Any, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """ledgerctl in a directory of its own (the plans --apply saves by default land there)."""
+    import tempfile
+
     environment = box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"])
     environment.update(env or {})
+    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     return subprocess.run(
         [*LEDGERCTL, *args],
         capture_output=True,
@@ -57,6 +61,7 @@ def _run(box: Any, *args: str, env: dict[str, str] | None = None) -> subprocess.
         timeout=600,
         env=environment,
         stdin=subprocess.DEVNULL,
+        cwd=tempfile.mkdtemp(prefix="ledgerctl-sandbox-writes-"),
     )
 
 

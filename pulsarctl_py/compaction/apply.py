@@ -165,14 +165,14 @@ def apply_compaction(
     settings: WriteSettings | None = None,
     options: ClientOptions | None = None,
     force: bool = False,
-    on_created: Any = None,
+    journal: Any = None,
 ) -> ApplyResult:
     """Write the compacted ledger and commit the cursor (see the module docstring).
 
     ``bookie_dirs`` empty: the running bookies. ``commit_cursor=False``: write the ledger
     only; the cursor is left to a plan (``migrate compacted``), so the new ledger is
-    unreferenced until then. ``on_created(ledger_id, path)`` is called once the ledger's
-    metadata exists, before its first entry is written.
+    unreferenced until then. The ``journal`` (:class:`pulsarctl_py.stores.live.writer
+    .Journal`) is told about each step of the writing before it is taken.
     """
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.ownership import check_not_owned
@@ -215,7 +215,7 @@ def apply_compaction(
         ledger = target.write(
             config,
             (e.data for e in entries),
-            on_created=on_created,
+            journal=journal,
             fallback_bookie=fallback,
         )
         try:

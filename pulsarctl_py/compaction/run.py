@@ -78,6 +78,8 @@ class CompactionReport:
     to_delete: list[int] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    #: the plan that commits the written compacted ledger (--apply, --plan)
+    plan_file: str | None = None
 
     @property
     def last_message_position(self) -> str | None:
@@ -117,6 +119,7 @@ class CompactionReport:
             "last_message": None if self.last is None else self.last.to_json(),
             "to_delete": list(self.to_delete),
             "deleted": list(self.deleted),
+            "plan_file": self.plan_file,
             "notes": list(self.notes),
             "problems": list(s.problems),
             "seconds": round(self.seconds, 3),

@@ -366,6 +366,7 @@ def write_index_ledgers(
     *,
     settings: WriteSettings | None = None,
     options: Any = None,
+    journal: Any = None,
 ) -> list[NewLedger]:
     """Write the plan's new ledgers, as the managed ledger writes data ledgers (to the
     running bookies, or into the stopped bookie of ``bookie_dirs``); fills ``new_ids``.
@@ -375,6 +376,7 @@ def write_index_ledgers(
     before it is raised."""
     from pulsarctl_py.compaction.apply import bookie_id_for
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.stores.live.writer import Journal
     from pulsarctl_py.stores.metadata import open_metadata_store
     from pulsarctl_py.writes import LedgerTarget
     from pulsarctl_py.writesettings import resolve_write_settings
@@ -396,19 +398,34 @@ def write_index_ledgers(
             doing="writing the migrated ledgers into its storage",
         )
 
-        def check_id(ledger_id: int, _path: str) -> None:
-            if ledger_id <= plan.floor:
-                raise DataError(
-                    f"the ledger id generator gave {ledger_id}, not above ledger "
-                    f"{plan.floor} that the topic keeps before the copies: the broker "
-                    "orders ledgers by id"
-                )
+        floor = plan.floor
+
+        class Above(Journal):
+            """Refuses an id at or below the ledgers the topic keeps, before it is used."""
+
+            def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
+                if ledger_id <= floor:
+                    raise DataError(
+                        f"the ledger id generator gave {ledger_id}, not above ledger "
+                        f"{floor} that the topic keeps before the copies: the broker "
+                        "orders ledgers by id"
+                    )
+                if journal is not None:
+                    journal.creating(ledger_id, path, ctoken)
+
+            def files(self, ledger_id: int, files: Any) -> None:
+                if journal is not None:
+                    journal.files(ledger_id, files)
+
+            def closing(self, ledger_id: int, closed: bytes) -> None:
+                if journal is not None:
+                    journal.closing(ledger_id, closed)
 
         for old in plan.ledgers:
             ledger = target.write(
                 config,
                 plan.entries.get(old, []),
-                on_created=check_id,
+                journal=Above(),
                 fallback_bookie=fallback,
             )
             written.append(ledger)

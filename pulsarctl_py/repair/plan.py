@@ -42,6 +42,7 @@ from pulsarctl_py.decoders.errors import DataError, LedgerctlError
 from pulsarctl_py.stores.metadata.base import MetadataConflict, MetadataStore
 
 from .bookie_index import BookieChange, Writer
+from .written import Written, check_written, delete_written
 
 PLAN_FORMAT = "ledgerctl-plan"
 PLAN_VERSION = 1
@@ -291,6 +292,8 @@ class Plan:
     #: bookie index entries the plan deletes (offline bookies; see bookie_index)
     bookie: list[BookieChange] = field(default_factory=list)
     created_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+    #: ledgers the command wrote before the plan (undo deletes them; see written)
+    written: list[Written] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -299,7 +302,11 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         from pulsarctl_py.timeparse import format_time_ms
 
-        extra = {"bookie": [c.to_json() for c in self.bookie]} if self.bookie else {}
+        extra: dict[str, Any] = (
+            {"bookie": [c.to_json() for c in self.bookie]} if self.bookie else {}
+        )
+        if self.written:
+            extra["written"] = [w.to_json() for w in self.written]
         return {
             "format": PLAN_FORMAT,
             "version": PLAN_VERSION_BOOKIE if self.bookie else PLAN_VERSION,
@@ -338,6 +345,9 @@ class Plan:
             return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
         repairs = obj.get("repairs", [])
+        raw_written = obj.get("written", [])
+        if not isinstance(raw_written, list):
+            raise LedgerctlError('plan: "written" is not a list')
         return cls(
             metadata_url=url,
             changes=changes,
@@ -348,6 +358,7 @@ class Plan:
             warnings=texts("warnings"),
             topics=texts("topics"),
             bookie=bookie,
+            written=[Written.from_json(w) for w in raw_written],
         )
 
     def save(self, path: Path) -> None:
@@ -405,6 +416,8 @@ class Draft:
         self.topics: list[str] = []
         #: bookie index entries to delete (:func:`bookie_index.draft_deletion`)
         self.bookie: list[BookieChange] = []
+        #: ledgers written before the plan, which it swaps in (undo deletes them)
+        self.written: list[Written] = []
 
     def _load(self, key: str) -> None:
         if key not in self._orig:
@@ -451,6 +464,7 @@ class Draft:
             warnings=warnings,
             topics=list(self.topics),
             bookie=list(self.bookie),
+            written=list(self.written),
         )
 
 
@@ -528,6 +542,7 @@ def apply_plan(
     if plan.empty:
         outcome.backup = None
         return outcome
+    check_written(plan.written, store)
     current = []
     for change in plan.changes:
         node = store.get(change.key)
@@ -647,4 +662,7 @@ def undo_plan(
             outcome.written.extend(bookie.restore(todo, after_step))
         _commit(txn, "changed while undoing; nothing was restored")
     after_step("commit")
+    if plan.written:
+        outcome.written.extend(delete_written(plan.written, store))
+        after_step("written")
     return outcome

@@ -89,17 +89,15 @@ def _tree(root: Path) -> dict[str, str]:
 def test_written_files_are_taken_back_exactly(tmp_path) -> None:
     """A new entry log, lastId and index keys; undo leaves the directory as it was."""
     from pulsarctl_py.stores.bookie import open_bookie
-    from pulsarctl_py.stores.bookie.newledger import OfflineFiles, write_files
+    from pulsarctl_py.stores.bookie.newledger import OfflineFiles, plan_files, write_files
     from pulsarctl_py.stores.bookie.writers import write_db_ledger_dir
 
     current = tmp_path / "ledgers" / "current"
     write_db_ledger_dir(current, [], b"\0" * 20)
     # RocksDB rewrites its own files (OPTIONS, MANIFEST) when opened: compare the data
     before = {k: v for k, v in _tree(current).items() if "/" not in k}
-    files = OfflineFiles(str(current), "db")
-    count, length = write_files(
-        current, "db", 77, [b"a" * 10, b"b" * 20], DigestType.CRC32C, b"pw", files
-    )
+    files = plan_files(current, "db", 77)
+    count, length = write_files(files, [b"a" * 10, b"b" * 20], DigestType.CRC32C, b"pw")
     assert (count, length) == (2, 30)
     with open_bookie([current]) as bookie:
         assert [e.entry_id for e in bookie.read_entries(77)] == [0, 1]

@@ -29,7 +29,7 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -192,22 +192,35 @@ def target_dir(current_dirs: list[Path], kind: str, ledger_id: int) -> Path:
 
 @dataclass(slots=True)
 class OfflineFiles:
-    """What was written into a stopped bookie's directory, to remove it again."""
+    """What is (about to be) written into a stopped bookie's directory for one ledger, to
+    remove it again: recorded BEFORE anything is written, so that a record saved then
+    covers a crash at any point of the writing. Undo removes every index key of the ledger,
+    its ``.idx`` file, the new entry log, and puts ``lastId`` back."""
 
     current: str
     kind: str
+    ledger_id: int = -1
     log: str | None = None
     last_id: tuple[str, bytes | None] | None = None
     idx: str | None = None
-    db_keys: list[tuple[str, bytes]] = field(default_factory=list)
 
     def undo(self) -> None:
-        for path, key in reversed(self.db_keys):
-            with contextlib.suppress(Exception):
-                with writable_rocksdb(Path(path)) as db:
-                    db.delete(key)
+        from pulsarctl_py.stores.bookie.rocks import ledger_key, location_key
+
+        current = Path(self.current)
+        if self.kind == "db" and self.ledger_id >= 0:
+            with writable_rocksdb(current / "locations") as db:
+                db.delete_range(
+                    location_key(self.ledger_id, 0), location_key(self.ledger_id + 1, 0)
+                )
+            with writable_rocksdb(current / "ledgers") as db:
+                db.delete(ledger_key(self.ledger_id))
         if self.idx is not None:
-            Path(self.idx).unlink(missing_ok=True)
+            idx = Path(self.idx)
+            idx.unlink(missing_ok=True)
+            for folder in (idx.parent, idx.parent.parent):  # made for it, if now empty
+                if folder != current and folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
         if self.log is not None:
             Path(self.log).unlink(missing_ok=True)
         if self.last_id is not None:
@@ -221,6 +234,7 @@ class OfflineFiles:
         return {
             "current": self.current,
             "kind": self.kind,
+            "ledger_id": self.ledger_id,
             "entry_log": self.log,
             "last_id": None
             if self.last_id is None
@@ -231,7 +245,6 @@ class OfflineFiles:
                 else base64.b64encode(self.last_id[1]).decode("ascii"),
             },
             "idx": self.idx,
-            "index_keys": [{"db": p, "key": k.hex()} for p, k in self.db_keys],
         }
 
     @classmethod
@@ -241,13 +254,17 @@ class OfflineFiles:
             old = None
             if last is not None and last.get("old_base64") is not None:
                 old = base64.b64decode(last["old_base64"], validate=True)
+            kind = str(obj["kind"])
+            ledger_id = obj["ledger_id"]
+            if kind not in ("db", "idx") or isinstance(ledger_id, bool):
+                raise ValueError(kind)
             return cls(
                 str(obj["current"]),
-                str(obj["kind"]),
+                kind,
+                int(ledger_id),
                 None if obj.get("entry_log") is None else str(obj["entry_log"]),
                 None if last is None else (str(last["path"]), old),
                 None if obj.get("idx") is None else str(obj["idx"]),
-                [(str(k["db"]), bytes.fromhex(k["key"])) for k in obj.get("index_keys", [])],
             )
         except (KeyError, TypeError, AttributeError, ValueError):
             raise LedgerctlError(
@@ -313,23 +330,41 @@ def pack_entries(
         yield entry_id, bookkeeper.build(header, payload, digest, password), length
 
 
+def plan_files(current: Path, kind: str, ledger_id: int) -> OfflineFiles:
+    """What :func:`write_files` will write for ``ledger_id`` in ``current``."""
+    from pulsarctl_py.decoders import index_file
+
+    log_id = next_log_id(current)
+    last_id_path = current / "lastId"
+    old = last_id_path.read_bytes() if last_id_path.exists() else None
+    idx = str(current / index_file.ledger_index_path(ledger_id)) if kind == "idx" else None
+    return OfflineFiles(
+        str(current),
+        kind,
+        ledger_id,
+        str(current / entrylog.log_file_name(log_id)),
+        (str(last_id_path), old),
+        idx,
+    )
+
+
 def write_files(
-    current: Path,
-    kind: str,
-    ledger_id: int,
+    files: OfflineFiles,
     payloads: Iterable[bytes | memoryview],
     digest: DigestType,
     password: bytes,
-    written: OfflineFiles,
 ) -> tuple[int, int]:
-    """Write the ledger's entries and index them; return (entries, ledger length)."""
+    """Write what ``files`` plans: the ledger's entries in a new entry log, ``lastId``,
+    and the index; return (entries, ledger length)."""
     from pulsarctl_py.stores.bookie.rocks import LOCATION_VALUE, ledger_key, location_key
     from pulsarctl_py.stores.bookie.writers import EntryLogWriter, ledger_data, write_index_file
 
-    log_id = next_log_id(current)
-    log_path = current / entrylog.log_file_name(log_id)
+    current, ledger_id = Path(files.current), files.ledger_id
+    assert files.log is not None and files.last_id is not None
+    log_path = Path(files.log)
+    log_id = entrylog.parse_log_file_name(log_path.name)
+    assert log_id is not None
     writer = EntryLogWriter(log_path, log_id)
-    written.log = str(log_path)
     count = length = 0
     locations: dict[int, int] = {}
     try:
@@ -338,21 +373,15 @@ def write_files(
             count, length = count + 1, total
     finally:
         writer.close(ledgers_map=True)
-    last_id_path = current / "lastId"
-    old = last_id_path.read_bytes() if last_id_path.exists() else None
-    written.last_id = (str(last_id_path), old)
-    _replace(last_id_path, f"{log_id:x}\n".encode())
+    _replace(Path(files.last_id[0]), f"{log_id:x}\n".encode())
     key = master_key(password)
-    if kind == "db":
+    if files.kind == "db":
         with writable_rocksdb(current / "locations") as db:
             for entry_id, loc in locations.items():
-                k = location_key(ledger_id, entry_id)
-                db[k] = LOCATION_VALUE.pack(loc)
-                written.db_keys.append((str(current / "locations"), k))
+                db[location_key(ledger_id, entry_id)] = LOCATION_VALUE.pack(loc)
         with writable_rocksdb(current / "ledgers") as db:
-            k = ledger_key(ledger_id)
-            db[k] = ledger_data(key)
-            written.db_keys.append((str(current / "ledgers"), k))
+            db[ledger_key(ledger_id)] = ledger_data(key)
     else:
-        written.idx = str(write_index_file(current, ledger_id, key, locations))
+        written = write_index_file(current, ledger_id, key, locations)
+        assert files.idx is None or Path(files.idx) == written
     return count, length

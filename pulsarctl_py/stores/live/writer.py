@@ -73,6 +73,23 @@ class NotEnoughBookies(StoreUnavailable):
     """Fewer writable bookies are registered than the ensemble needs."""
 
 
+class Journal:
+    """Told about each step before it is taken, so that a crash leaves a record of what
+    may exist (a plan file; see :mod:`pulsarctl_py.repair.written`). The default does
+    nothing."""
+
+    def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
+        """The metadata of ``ledger_id`` is about to be created with creator token
+        ``ctoken`` (the node may already exist: then it is someone else's, and another id
+        is taken)."""
+
+    def closing(self, ledger_id: int, closed: bytes) -> None:
+        """The ledger is about to be closed: its metadata will hold ``closed``."""
+
+    def files(self, ledger_id: int, files: Any) -> None:
+        """A stopped bookie's files are about to be written (an ``OfflineFiles``)."""
+
+
 @dataclass(frozen=True)
 class LedgerConfig:
     """How a new ledger is written: quorums, digest, password and custom metadata.
@@ -212,8 +229,10 @@ class LedgerWriter:
         window_bytes: int = DEFAULT_WINDOW_BYTES,
         rng: random.Random | None = None,
         bookies: list[str] | None = None,
+        journal: Journal | None = None,
     ) -> None:
         self.place = place
+        self.journal = journal
         self.config = config
         self.options = options or ClientOptions()
         if self.options.v2:
@@ -263,7 +282,7 @@ class LedgerWriter:
         self.ensemble = choose_ensemble(bookies, cfg.ensemble, self.rng)
         self._connect()
         try:
-            created = create_metadata(self.place, cfg, self.ensemble)
+            created = create_metadata(self.place, cfg, self.ensemble, self.journal)
         except BaseException:
             self._disconnect()
             raise
@@ -484,7 +503,13 @@ class LedgerWriter:
         self.wait()
         self._disconnect()
         self.version = close_metadata(
-            self.place, self.path, self.version, self._metadata, self._next_entry - 1, self._length
+            self.place,
+            self.path,
+            self.version,
+            self._metadata,
+            self._next_entry - 1,
+            self._length,
+            self.journal,
         )
         self.closed = True
         return WrittenLedger(
@@ -518,7 +543,10 @@ class LedgerWriter:
 
 
 def create_metadata(
-    place: BookKeeperMetadata, config: LedgerConfig, ensemble: list[str]
+    place: BookKeeperMetadata,
+    config: LedgerConfig,
+    ensemble: list[str],
+    journal: Journal | None = None,
 ) -> tuple[int, str, int, lm.LedgerMetadata]:
     """Take a ledger id and create its metadata, OPEN (steps 2 and 3 of the module doc);
     return the id, the path, the node's version and the metadata."""
@@ -546,6 +574,8 @@ def create_metadata(
             ledger_id=ledger_id,
         )
         path = lm.ledger_path(ledger_id, layout, root)
+        if journal is not None:
+            journal.creating(ledger_id, path, md.ctoken)
         try:
             _, stat = store.put(path, lm.build(md), -1)
         except MetadataConflict:
@@ -563,6 +593,7 @@ def close_metadata(
     md: lm.LedgerMetadata,
     last_entry_id: int,
     length: int,
+    journal: Journal | None = None,
 ) -> int:
     """Close a ledger in its metadata with compare-and-set on ``version`` (step 5);
     return the new version."""
@@ -572,8 +603,11 @@ def close_metadata(
     md.last_entry_id = last_entry_id
     md.length = length
     md.ctoken = 0  # LedgerMetadataBuilder.from keeps no creator token
+    closed = lm.build(md)
+    if journal is not None and md.ledger_id is not None:
+        journal.closing(md.ledger_id, closed)
     try:
-        _, stat = place.store.put(path, lm.build(md), version)
+        _, stat = place.store.put(path, closed, version)
     except MetadataConflict as exc:
         raise MetadataConflict(
             exc.path,

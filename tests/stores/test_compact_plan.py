@@ -1,0 +1,223 @@
+"""compact --apply as a plan: crash at every step of the write, then undo restores the
+exact bytes; the cursor's compare-and-set is against its version read before the compute.
+
+The world is the verify tests' (tests/verify_world.py): public/default/orders, compacted
+into ledger 30, one stopped DbLedgerStorage bookie (or .idx files), metadata in RocksDB or
+ZooKeeper. The crash is a real one: a child process that exits on the spot (no ``finally``,
+no cleanup) right after the step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
+from tests.cli_helpers import run
+from tests.stores.test_compact_apply import CURSOR, _args, _world
+from tests.verify_world import ORDERS, World
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: every step of the write (compaction.planned) and of the apply (repair.plan)
+STEPS = ["creating", "files", "closing", "written", "planned", "backup", "commit", "record"]
+
+
+def _metadata(url: str) -> dict[str, bytes]:
+    """Every node's bytes, but the id generator's (ids are never given twice)."""
+    with open_metadata_store(url) as store:
+        return {p: n.data for p, n in store.walk("/") if n is not None and "/idgen" not in p}
+
+
+def _bookie(world: World) -> dict[str, Any]:
+    """The bookie's files, each RocksDB index as its keys and values."""
+    from pulsarctl_py.stores.bookie.rocks import ReadOnlyRocksDB
+
+    out: dict[str, Any] = {}
+    for path in sorted(world.bookie_dir.rglob("*")):
+        db = next((d for d in path.parents if d.name in ("ledgers", "locations")), None)
+        if db is not None and (db / "CURRENT").exists():
+            key = str(db.relative_to(world.bookie_dir))
+            if key not in out:
+                index = ReadOnlyRocksDB(db)
+                try:
+                    out[key] = dict(index.items())
+                finally:
+                    index.close()
+        elif path.is_file() and "LOG" not in path.name:
+            out[str(path.relative_to(world.bookie_dir))] = hashlib.sha256(
+                path.read_bytes()
+            ).hexdigest()
+        elif path.is_dir():
+            out[str(path.relative_to(world.bookie_dir)) + "/"] = "dir"
+    return out
+
+
+def crash_at(url: str, bookie_dir: str, plan: str, step: str) -> None:
+    """compact ORDERS --full --apply --plan PLAN, exiting the process right after ``step``."""
+    import os
+
+    from pulsarctl_py.compaction import compact
+    from pulsarctl_py.compaction.planned import read_before, write_plan
+    from pulsarctl_py.repair.plan import apply_plan
+
+    def hook(name: str) -> None:
+        if name == step:
+            os._exit(17)
+
+    before = read_before(url, ORDERS)
+    state: dict[str, Any] = {}
+    report = compact(
+        ORDERS,
+        metadata_url=url,
+        bookie_dirs=[bookie_dir],
+        full=True,
+        spool=True,
+        on_state=lambda s: state.update(s=s),
+    )
+    write_plan(
+        before=before,
+        report=report,
+        state=state["s"],
+        plan_path=Path(plan),
+        bookie_dirs=[bookie_dir],
+        settings=None,
+        options=None,
+        delete_old=False,
+        after_step=hook,
+    )
+    with open_metadata_store(url, read_only=False) as store:
+        apply_plan(Path(plan), store, after_step=hook)
+    os._exit(0)
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("store_kind", ["rocksdb", "zookeeper"])
+def test_a_crash_after_any_step_is_undone_to_the_exact_bytes(
+    tmp_path, capsys, request, store_kind, step
+) -> None:
+    world = _world(tmp_path, store_kind, "db", request)
+    before_md, before_bk = _metadata(world.metadata_url), _bookie(world)
+    plan = tmp_path / "plan.json"
+    code = (
+        "from tests.stores.test_compact_plan import crash_at; "
+        f"crash_at({world.metadata_url!r}, {str(world.bookie_dir)!r}, {str(plan)!r}, {step!r})"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 17, done.stderr
+    assert plan.exists()  # saved before the first thing was created
+    if step in ("commit", "record"):
+        assert _metadata(world.metadata_url)[CURSOR] != before_md[CURSOR]
+    undone = run(capsys, "undo", plan)
+    assert undone.code == 0, undone.err
+    assert _metadata(world.metadata_url) == before_md
+    assert _bookie(world) == before_bk
+
+
+@pytest.mark.parametrize("index", ["db", "idx"])
+def test_plan_then_apply_then_undo_and_the_report_names_the_plan(
+    tmp_path, capsys, request, index
+) -> None:
+    world = _world(tmp_path, "rocksdb", index, request)
+    before_md, before_bk = _metadata(world.metadata_url), _bookie(world)
+    plan = tmp_path / "plan.json"
+    made = run(capsys, "compact", ORDERS, "--full", "--plan", plan, "-o", "json", *_args(world))
+    assert made.code == 0, made.err
+    report = made.json()
+    assert report["applied"] is False and report["plan_file"] == str(plan)
+    saved = json.loads(plan.read_text())
+    assert [c["key"] for c in saved["changes"]] == [CURSOR]
+    assert saved["topics"] == [ORDERS]
+    assert [w["ledger_id"] for w in saved["written"]] == [report["compacted_ledger"]]
+    assert _metadata(world.metadata_url)[CURSOR] == before_md[CURSOR]  # not applied
+
+    applied = run(capsys, "apply", plan)
+    assert applied.code == 0, applied.err
+    status = run(capsys, "compact", ORDERS, "--status", "-o", "json", *_args(world))
+    assert status.json()["compacted_ledger"] == report["compacted_ledger"]
+
+    undone = run(capsys, "undo", plan)
+    assert undone.code == 0, undone.err
+    assert f"ledger {report['compacted_ledger']} the plan wrote: deleted" in undone.err
+    assert _metadata(world.metadata_url) == before_md
+    assert _bookie(world) == before_bk
+
+
+def test_a_cursor_changed_during_the_compute_fails_the_apply_and_leaves_nothing(
+    tmp_path, request
+) -> None:
+    from pulsarctl_py.compaction import compact
+    from pulsarctl_py.compaction.planned import apply_written_plan, read_before, write_plan
+
+    world = _world(tmp_path, "zookeeper", "db", request)
+    before = read_before(world.metadata_url, ORDERS)  # read before the compute ...
+    state: dict[str, Any] = {}
+    report = compact(
+        ORDERS,
+        metadata_url=world.metadata_url,
+        bookie_dirs=[str(world.bookie_dir)],
+        full=True,
+        spool=True,
+        on_state=lambda s: state.update(s=s),
+    )
+    with open_metadata_store(world.metadata_url, read_only=False) as store:
+        node = store.get(CURSOR)
+        store.put(CURSOR, node.data, node.stat.version)  # ... a broker committed meanwhile
+    changed_md, before_bk = _metadata(world.metadata_url), _bookie(world)
+    plan_path = tmp_path / "plan.json"
+    plan, _ = write_plan(
+        before=before,
+        report=report,
+        state=state["s"],
+        plan_path=plan_path,
+        bookie_dirs=[str(world.bookie_dir)],
+        settings=None,
+        options=None,
+        delete_old=False,
+    )
+    with pytest.raises(MetadataConflict, match="the compacted ledger this plan wrote is deleted"):
+        apply_written_plan(plan, plan_path, force=False)
+    assert _metadata(world.metadata_url) == changed_md
+    assert _bookie(world) == before_bk
+
+
+def test_a_rerun_deletes_what_a_stopped_run_left(tmp_path, capsys, request) -> None:
+    """Run again with the same --plan FILE after a crash: the ledger the stopped run wrote
+    is deleted before the new one is written (and `undo FILE` would have done the same)."""
+    world = _world(tmp_path, "rocksdb", "db", request)
+    plan = tmp_path / "plan.json"
+    code = (
+        "from tests.stores.test_compact_plan import crash_at; "
+        f"crash_at({world.metadata_url!r}, {str(world.bookie_dir)!r}, {str(plan)!r}, 'written')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=300)
+    assert done.returncode == 17
+    left = json.loads(plan.read_text())["written"][0]["ledger_id"]
+    assert left in _metadata_ledgers(world)
+    again = run(
+        capsys, "compact", ORDERS, "--full", "--apply", "--plan", plan, "-o", "json",
+        *_args(world),
+    )  # fmt: skip
+    assert again.code == 0, again.err
+    assert f"the ledger {left} its earlier run wrote: deleted" in again.err
+    new = again.json()["compacted_ledger"]
+    assert left not in _metadata_ledgers(world) and new != left
+    assert new in _metadata_ledgers(world)
+    # a plan that may have been applied is not written over
+    refused = run(capsys, "compact", ORDERS, "--full", "--apply", "--plan", plan, *_args(world))
+    assert refused.code == 2 and "may have been applied" in refused.err
+
+
+def _metadata_ledgers(world: World) -> set[int]:
+    from pulsarctl_py.stores.metadata import iter_ledger_paths
+
+    with open_metadata_store(world.metadata_url) as store:
+        return {lid for lid, _ in iter_ledger_paths(store)}
