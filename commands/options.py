@@ -413,7 +413,7 @@ ML_PASSWORD_FILE = typer.Option(
 )
 FORCE_OWNED = typer.Option(
     False,
-    "--force",
+    "--force-owned",
     help="Write the topic's metadata even while a live broker owns its namespace bundle "
     "(the broker may overwrite the change; unload the bundle instead).",
 )
@@ -421,7 +421,7 @@ FORCE_OWNED = typer.Option(
 
 @dataclass(frozen=True)
 class WriteFlags:
-    """The write-settings flags as given (None: not given) and --force."""
+    """The write-settings flags as given (None: not given) and --force-owned."""
 
     ensemble_size: int | None = None
     write_quorum: int | None = None

@@ -234,6 +234,7 @@ def run_repair(
     if apply and not plan.empty:
         assert plan_file is not None
         with _open_writable(plan.metadata_url) as store:
+            _not_owned(store, plan.topics, False)
             print_outcome(apply_plan(plan_file, store))
     return plan
 
@@ -499,10 +500,12 @@ def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
     metadata_url: str = PLAN_STORE,
     output: PlanOutput = OUTPUT,
+    force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
     (compare-and-set), else nothing is written (exit 1). The old values are written to
-    FILE.backup.json first; `ledgerctl undo FILE` restores them."""
+    FILE.backup.json first; `ledgerctl undo FILE` restores them. Refused while a live
+    broker owns one of the plan's topics (--force-owned overrides)."""
     from pulsarctl_py.repair.plan import Plan, apply_plan
 
     plan = Plan.load(plan_file)
@@ -510,23 +513,38 @@ def apply(
     if plan.empty:
         return
     with _open_writable(metadata_url or plan.metadata_url) as store:
+        _not_owned(store, plan.topics, force_owned)
         print_outcome(apply_plan(plan_file, store))
+
+
+def _not_owned(store: Any, topics: list[str], force: bool) -> None:
+    """Refuse to write the metadata of topics a live broker owns (pulsarctl_py.ownership)."""
+    from pulsarctl_py.ownership import check_not_owned
+
+    for w in check_not_owned(store, topics, force=force):
+        _warn(w)
 
 
 @options.metadata_options
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
     metadata_url: str = PLAN_STORE,
+    force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys
-    already at their old value are left; a key changed since aborts with nothing written."""
+    already at their old value are left; a key changed since aborts with nothing written.
+    Ledgers the command wrote before its plan (compact, migrate) are deleted, also when
+    the command stopped before the plan was complete. Refused while a live broker owns one
+    of the plan's topics (--force-owned overrides)."""
     from pulsarctl_py.repair.plan import Plan, undo_plan
 
     plan = Plan.load(plan_file)
     for w in plan.warnings[:1]:
         _warn(w)
     with _open_writable(metadata_url or plan.metadata_url) as store:
+        if plan.changes:
+            _not_owned(store, plan.topics, force_owned)
         outcome = undo_plan(plan_file, store)
         print_outcome(outcome)
     from rich.markup import escape

@@ -153,7 +153,7 @@ def owner_of(store: MetadataStore, topic: TopicName) -> Owner | None:
             f"broker {extensible} runs the extensible load manager, which keeps bundle "
             f"ownership outside the metadata store: ledgerctl cannot tell whether it owns "
             f"{topic.full_name}; unload bundle {bundle} (pulsar-admin namespaces unload "
-            f"{bundle.namespace} --bundle {bundle.range}) and pass --force"
+            f"{bundle.namespace} --bundle {bundle.range}) and pass --force-owned"
         )
     return None
 
@@ -164,7 +164,7 @@ def unload_hint(owner: Owner) -> str:
         f"{owner.topic} is owned by the live broker {owner.broker} (bundle {b}): unload it "
         f"first (pulsar-admin namespaces unload {b.namespace} --bundle {b.range}; when the "
         "broker's own transaction or topic-policy readers take the bundle back at once, stop "
-        "that broker), or pass --force"
+        "that broker), or pass --force-owned"
     )
 
 
@@ -172,7 +172,8 @@ def check_not_owned(
     store: MetadataStore, topics: list[str] | list[TopicName], *, force: bool = False
 ) -> list[str]:
     """Refuse (:class:`TopicOwned`, one line with the unload command) when a live broker
-    owns one of ``topics``; with ``force``, return a warning per owned topic instead."""
+    owns one of ``topics``; with ``force`` (``--force-owned``), return a warning per owned
+    topic instead."""
     from pulsarctl_py.stores.metadata import resolve_topic
 
     warnings: list[str] = []
@@ -183,14 +184,14 @@ def check_not_owned(
         except TopicOwned as exc:
             if not force:
                 raise
-            warnings.append(f"--force: {exc.one_line()}")
+            warnings.append(f"--force-owned: {exc.one_line()}")
             continue
         if owner is None:
             continue
         if not force:
             raise TopicOwned(unload_hint(owner))
         warnings.append(
-            f"--force: writing {owner.topic}'s metadata although the live broker "
+            f"--force-owned: writing {owner.topic}'s metadata although the live broker "
             f"{owner.broker} owns it (bundle {owner.bundle}): it may overwrite the change"
         )
     return warnings

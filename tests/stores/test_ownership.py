@@ -91,7 +91,7 @@ def test_an_ephemeral_ownership_node_is_a_live_owner(zk_store) -> None:
     assert "\n" not in text and "owned by the live broker http://b1:8080" in text
     assert f"pulsar-admin namespaces unload t/ns --bundle {bundle.range}" in text
     warnings = check_not_owned(zk_store, ["persistent://t/ns/x"], force=True)
-    assert len(warnings) == 1 and warnings[0].startswith("--force")
+    assert len(warnings) == 1 and warnings[0].startswith("--force-owned")
     # another bundle of the namespace owned: not this topic's owner
     zk_store.delete(bundle.path)
     zk_store.put(
