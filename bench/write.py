@@ -18,10 +18,11 @@ min/median/max over the rounds, with the 1-minute load average before and after 
 round (the machine is shared: the bookies and the writers compete for its cores).
 
 BookKeeper's figure is its own report ("N completions in T milliseconds"), which leaves
-out its JVM's start; ledgerctl's is the wall time of the write itself (connections,
+out its JVM's start and its warm-up (10,000 entries sent first, so that the JIT has
+compiled the client); ledgerctl's is the wall time of the write itself (connections,
 metadata creation, every entry acknowledged, the close), which leaves out the Python
-start. Both send with their window of outstanding adds: ledgerctl's default (1024 entries)
-and the benchmark's ``-throttle`` set to the same.
+start. Each uses its own default window of outstanding adds: ledgerctl 1024 entries,
+BookKeeper's benchmark 10,000 (``-throttle``; ``--bk-throttle N`` sets another).
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def ours(state: dict[str, Any], payloads: list[bytes]) -> dict[str, Any]:
 _DONE = re.compile(r"(\d+) completions in (\d+) milliseconds: (\d+) ops/sec")
 
 
-def bookkeeper(state: dict[str, Any], count: int, size: int, window: int) -> dict[str, Any]:
+def bookkeeper(state: dict[str, Any], count: int, size: int, window: int | None) -> dict[str, Any]:
     """BookKeeper's BenchThroughputLatency: ``count`` entries of ``size`` bytes."""
     classpath = subprocess.run(
         [sys.executable, str(SANDBOX), "classpath"], check=True, capture_output=True, text=True
@@ -150,9 +151,7 @@ def bookkeeper(state: dict[str, Any], count: int, size: int, window: int) -> dic
                 "2",
                 "-ackQuorum",
                 "2",
-                "-throttle",
-                str(window),
-                "-skipwarmup",
+                *(["-throttle", str(window)] if window is not None else []),
                 "-latencyFile",
                 str(Path(tmp) / "latency.dat"),
             ],
@@ -171,7 +170,7 @@ def bookkeeper(state: dict[str, Any], count: int, size: int, window: int) -> dic
         "entries_per_s": round(n / (ms / 1000)),
         "mb_per_s": round(n * size / (ms / 1000) / 1e6, 2),
         "entry_size": size,
-        "throttle": window,
+        "throttle": window or 10000,
     }
 
 
@@ -191,6 +190,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-bookkeeper", action="store_true", help="only ledgerctl's writer")
+    parser.add_argument("--bk-throttle", type=int, help="the benchmark's -throttle")
     args = parser.parse_args()
 
     directory, started = _sandbox(args)
@@ -203,7 +203,7 @@ def main() -> None:
             row: dict[str, Any] = {"load_before": _load()}
             row["ledgerctl"] = ours(state, payloads)
             if not args.no_bookkeeper:
-                row["bookkeeper"] = bookkeeper(state, args.entries, size, DEFAULT_WRITE_WINDOW)
+                row["bookkeeper"] = bookkeeper(state, args.entries, size, args.bk_throttle)
                 row["ratio"] = round(
                     row["ledgerctl"]["entries_per_s"] / row["bookkeeper"]["entries_per_s"], 3
                 )
@@ -216,6 +216,7 @@ def main() -> None:
             "ledgerctl_entries_per_s": spread([r["ledgerctl"]["entries_per_s"] for r in rounds]),
             "ledgerctl_mb_per_s": spread([r["ledgerctl"]["mb_per_s"] for r in rounds]),
             "load_average": spread([r["load_before"] for r in rounds] + [rounds[-1]["load_after"]]),
+            "ledgerctl_window": DEFAULT_WRITE_WINDOW,
             "machine": machine(),
             "versions": {k: state.get(k) for k in ("pulsar_version", "bookkeeper_version")},
         }
