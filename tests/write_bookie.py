@@ -8,12 +8,15 @@ earliest, i.e. in one read), and that none carried RECOVERY_ADD.
 
 Faults: ``fail_at`` = (entry id, status) answers that entry with the status;
 ``close_at`` closes the connection when that entry arrives; ``silent_at`` stops answering
-from that entry on; ``delay`` seconds before each answer batch.
+from that entry on; ``delay`` seconds before each answer batch. ``tls``: a server SSL
+context; START_TLS is answered EOK and the connection goes on in TLS, as a bookie's does
+(the requests before it are recorded in ``plain``).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 
@@ -30,7 +33,10 @@ class WriteBookie:
         close_at: int | None = None,
         silent_at: int | None = None,
         delay: float = 0.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.tls = tls
+        self.plain: list[str] = []
         self.fail_at = fail_at
         self.close_at = close_at
         self.silent_at = silent_at
@@ -99,9 +105,16 @@ class WriteBookie:
                         break
                     payload, buf = buf[4 : 4 + size], buf[4 + size :]
                     req = wire.parse_request(payload)
+                    if req.op == "tls" and self.tls is not None:
+                        conn.sendall(wire.v3_simple_response(req.key, wire.OP_START_TLS, "EOK"))
+                        conn = self.tls.wrap_socket(conn, server_side=True)
+                        self.plain.append("tls")
+                        continue
                     if req.op != "add":
                         self.errors.append(f"unexpected {req.op}")
                         continue
+                    if self.tls is not None and not isinstance(conn, ssl.SSLSocket):
+                        self.plain.append("add")
                     add = wire.parse_add_request(payload)
                     batch += 1
                     with self._lock:
@@ -119,7 +132,7 @@ class WriteBookie:
                     if self.delay:
                         time.sleep(self.delay)
                     conn.sendall(b"".join(answers))
-        except OSError:
+        except (OSError, ssl.SSLError):
             return
 
     def _answer(self, add: wire.AddRequest) -> bytes:

@@ -246,3 +246,31 @@ def test_add_request_equals_the_generated_encoding(txn, ledger, entry, key, body
     parsed = wire.parse_add_request(wire.v3_add_request(txn, ledger, entry, key, body)[4:])
     assert (parsed.txn_id, parsed.ledger_id, parsed.entry_id) == (txn, ledger, entry)
     assert (parsed.master_key, parsed.body, parsed.recovery) == (key, body, False)
+
+
+def test_tls_is_started_before_the_first_add(zk_store, tmp_path) -> None:
+    from tests.live_bookie import make_tls_files, tls_server_context
+
+    files = make_tls_files(tmp_path / "tls")
+    bookies = [WriteBookie(tls=tls_server_context(files)) for _ in range(3)]
+    try:
+        _register(zk_store, bookies)
+        options = ClientOptions(tls=True, ca_file=files["ca"])
+        written = write_ledger(zk_store.bookkeeper(), CONFIG, [b"x" * 50] * 30, options)
+        assert written.entries == 30
+        for b in bookies:
+            assert b.plain == ["tls"] and len(b.entries) == 20 and not b.errors
+        # a bookie id whose host the certificate does not name is refused, nothing created
+        zk_store.delete(f"/ledgers/available/{bookies[0].address}")
+        other = f"localhost.invalid:{bookies[0].port}"
+        zk_store.put(f"/ledgers/available/{other}", b"", -1)
+        before = _ledger_nodes(zk_store)
+        redirect = ClientOptions(
+            tls=True, ca_file=files["ca"], addresses=((other, bookies[0].address),)
+        )
+        with pytest.raises(BookieUnavailable, match="TLS handshake failed"):
+            write_ledger(zk_store.bookkeeper(), CONFIG, [b"x"], redirect)
+        assert _ledger_nodes(zk_store) == before
+    finally:
+        for b in bookies:
+            b.close()
