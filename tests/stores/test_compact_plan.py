@@ -221,3 +221,44 @@ def _metadata_ledgers(world: World) -> set[int]:
 
     with open_metadata_store(world.metadata_url) as store:
         return {lid for lid, _ in iter_ledger_paths(store)}
+
+
+def test_an_incremental_compaction_over_a_lost_compacted_ledger_is_refused(
+    tmp_path, capsys, request
+) -> None:
+    """Ledger 30's metadata is gone: the broker could not open it either, and compacting
+    only what follows the horizon would drop every key before it. The fix is --full."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    world = _world(tmp_path, "rocksdb", "db", request)
+    with open_metadata_store(world.metadata_url, read_only=False) as store:
+        path = lm.ledger_path(30, lm.LedgerLayout.HIERARCHICAL)
+        store.delete(path, store.get(path).stat.version)
+    before_md, before_bk = _metadata(world.metadata_url), _bookie(world)
+    plan = tmp_path / "plan.json"
+    refused = run(capsys, "compact", ORDERS, "--apply", "--plan", plan, *_args(world))
+    assert refused.code == 1, refused.err
+    assert "has no BookKeeper metadata" in refused.err and "--full" in refused.err
+    assert (_metadata(world.metadata_url), _bookie(world)) == (before_md, before_bk)
+    assert not plan.exists()
+    full = run(capsys, "compact", ORDERS, "--full", "--apply", "--plan", plan, *_args(world))
+    assert full.code == 0, full.err
+
+
+def test_nothing_new_since_the_horizon_writes_nothing(tmp_path, capsys, request) -> None:
+    world = _world(tmp_path, "rocksdb", "db", request)
+    first = run(
+        capsys, "compact", ORDERS, "--full", "--apply", "--plan", tmp_path / "1.json",
+        "-o", "json", *_args(world),
+    )  # fmt: skip
+    assert first.code == 0, first.err
+    before_md, before_bk = _metadata(world.metadata_url), _bookie(world)
+    again = run(
+        capsys, "compact", ORDERS, "--apply", "--plan", tmp_path / "2.json", "-o", "json",
+        *_args(world),
+    )  # fmt: skip
+    assert again.code == 0, again.err
+    assert again.json()["applied"] is False
+    assert any("nothing new since the compaction horizon" in n for n in again.json()["notes"])
+    assert (_metadata(world.metadata_url), _bookie(world)) == (before_md, before_bk)
+    assert not (tmp_path / "2.json").exists()
