@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +116,14 @@ def compact(
         "--export",
         metavar="FILE",
         help="Write the compacted view as JSON lines (key, value as base64, properties, "
-        "position, publish time), one per retained message; FILE.parquet writes Parquet.",
+        "position, publish time), one per retained message; FILE.parquet writes Parquet. "
+        "A device or FIFO (/dev/stdout) gets JSON lines.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite an existing --export file that is not an earlier compacted view "
+        "(default: refuse). Devices, FIFOs and symbolic links are never replaced.",
     ),
     memory: str = typer.Option(
         "512MiB",
@@ -147,6 +156,7 @@ def compact(
         "--retain-null-key",
         help="Keep messages without a key (topicCompactionRetainNullKey=true).",
     ),
+    accept_damage: bool = options.ACCEPT_DAMAGE,
     engine: EngineChoice = typer.Option(
         EngineChoice.local, "--engine", help="Where the scan runs: local (in-process) or spark."
     ),
@@ -174,19 +184,24 @@ def compact(
     out, the new horizon and the compacted last message position. --apply writes the
     compacted ledger as the broker's compactor does (new ledger id, the broker's quorums
     from --broker-conf, CRC32 digest, empty password, Pulsar's custom metadata) to the
-    running bookies, or with --bookie-dir into a stopped bookie's storage, then commits
-    the __compaction cursor with compare-and-set on the version read before the
-    compaction was computed; a failure leaves everything as it was. It is refused while a
-    live broker owns the topic's namespace bundle (--force overrides). A topic with
-    nothing new since the compaction horizon is not written again; a compaction that
-    deletes every key writes an empty compacted ledger, as the broker does.
-    --status checks the existing compaction (exit 1 on an error finding).
+    running bookies, or with --bookie-dir into a stopped bookie's storage, as a plan
+    (--plan FILE) that commits the __compaction cursor with compare-and-set on the
+    version read before the compaction was computed; `ledgerctl undo FILE` puts the
+    cursor back and deletes the ledger. It is refused while a live broker owns the
+    topic's namespace bundle (--force-owned overrides). A topic with nothing new since the
+    compaction horizon is not written again; a compaction that deletes every key writes
+    an empty compacted ledger, as the broker does.
+    A damaged entry (a digest or checksum that does not match, metadata or a payload that
+    does not decode) stops the run before anything is written, unless --accept-damage;
+    a missing entry always does. Entries stored past a closed ledger's last entry are
+    skipped, as the broker skips them, and listed. Exit status 1 when damage was gone on
+    past or entries were skipped. --status checks the existing compaction (exit 1 on an
+    error finding).
     """
     from rich.markup import escape
 
     from pulsarctl_py import render
     from pulsarctl_py.compaction import CompactionOptions
-    from pulsarctl_py.errors import LedgerctlError
 
     fmt_out = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
     if deep and not status:
@@ -208,7 +223,12 @@ def compact(
         return
     if progress is None:
         progress = sys.stderr.isatty()
-    opts = CompactionOptions(retain_null_key=retain_null_key, order=order.value, format=fmt.value)
+    opts = CompactionOptions(
+        retain_null_key=retain_null_key,
+        order=order.value,
+        format=fmt.value,
+        accept_damage=accept_damage,
+    )
     err = render.stderr_console()
     if apply and fmt is Format.pip_429:
         err.print(
@@ -219,37 +239,42 @@ def compact(
     from pulsarctl_py.compaction import compact as run_compact
 
     before = None
+    plan_out = None
     if writes:
         from pulsarctl_py.compaction.planned import read_before
         from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
+        # every output checked before the work: the plan (a regular file: it is the only
+        # record of the ledger written), then the --export view
+        plan_out = _plan_output(plan_file)
         # what the write will be checked against: read BEFORE the compaction is computed,
         # so that a change made while it computes fails the compare-and-set
-        before = read_before(str(resolve_metadata_url(metadata_url)), topic, force=write.force)
+        before = read_before(
+            str(resolve_metadata_url(metadata_url)), topic, force=write.force_owned
+        )
         settings = write.settings()
         client = bookie.client()
         for w in before.warnings:
             err.print(f"[yellow]warning:[/] {escape(w)}")
-    engine, export_to = _spark_engine(engine, spark, spark_master, spark_conf), export
-    if export is not None and export.suffix.lower() == ".parquet":
-        export = export.with_name(f".{export.name}.jsonl")
-
-    state: dict[str, Any] = {}
-    report = run_compact(
-        topic,
-        metadata_url=metadata_url,
-        bookie_dirs=dirs,
-        options=opts,
-        full=full,
-        memory=parse_size(memory),
-        engine=engine.value,
-        export=export,
-        spool=writes,
-        progress=progress,
-        generation=as_broker.value,
-        on_state=lambda s: state.update(state=s),
-        live=bookie.client(),
-    )
+    memory_bytes = parse_size(memory)
+    with _view_output(export, force) as view:
+        engine = _spark_engine(engine, spark, spark_master, spark_conf)
+        state: dict[str, Any] = {}
+        report = run_compact(
+            topic,
+            metadata_url=metadata_url,
+            bookie_dirs=dirs,
+            options=opts,
+            full=full,
+            memory=memory_bytes,
+            engine=engine.value,
+            export=view,
+            spool=writes,
+            progress=progress,
+            generation=as_broker.value,
+            on_state=lambda s: state.update(state=s),
+            live=bookie.client(),
+        )
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:
             from pulsarctl_py.errors import DataError
@@ -268,9 +293,9 @@ def compact(
                 before=before,
                 settings=settings,
                 client=client,
-                force=write.force,
+                force=write.force_owned,
                 full=full,
-                plan_file=plan_file,
+                plan_out=plan_out,
                 apply=apply,
             )
     finally:
@@ -280,14 +305,44 @@ def compact(
         render.write_json(report.to_json())
     else:
         _print_report(report)
-    if export_to is not None and export_to != export:
-        from pulsarctl_py.export import compacted_view_to_parquet
+    if export is not None:
+        err.print(f"compacted view written to {escape(str(export))}")
+    for text in report.gaps.errors():
+        err.print(f"error: {text}", markup=False, highlight=False)
+    if report.stats.damaged_count:
+        options.damage_note(report.stats.damaged, report.stats.damaged_count)
+    if not report.ok:
+        raise typer.Exit(1)
 
-        compacted_view_to_parquet(export, export_to)
-    if export_to is not None:
-        err.print(f"compacted view written to {export_to}")
-    if report.stats.problems:
-        raise LedgerctlError(f"{len(report.stats.problems)} problem(s): {report.stats.problems[0]}")
+
+@contextlib.contextmanager
+def _view_output(export: Path | None, force: bool) -> Iterator[Any]:
+    """The --export output, checked before the work: yields the text file the compaction
+    writes its JSON lines to (None without --export). For FILE.parquet the lines go to a
+    temporary file, turned into Parquet when the compaction is done."""
+    if export is None:
+        yield None
+        return
+    import tempfile
+
+    from pulsarctl_py import outputs
+
+    out = outputs.prepare(export, outputs.COMPACTED_VIEW, force=force)
+    if not export.name.lower().endswith(".parquet"):
+        with out.open_text() as fh:
+            yield fh
+        return
+    from pulsarctl_py.export import compacted_view_to_parquet
+
+    fd, name = tempfile.mkstemp(prefix="ledgerctl-compacted-view-", suffix=".jsonl")
+    try:
+        with open(fd, "w", encoding="utf-8") as fh:
+            yield fh
+        with out.open_binary() as parquet:
+            compacted_view_to_parquet(name, parquet)
+    finally:
+        out.discard()  # after a commit: nothing left to drop
+        Path(name).unlink(missing_ok=True)
 
 
 def _spark_engine(
@@ -315,13 +370,13 @@ def _write(
     client: Any,
     force: bool,
     full: bool,
-    plan_file: Path | None,
+    plan_out: Any,
     apply: bool,
 ) -> None:
     """Write the compacted ledger and its plan; apply the plan with --apply."""
     from rich.markup import escape
 
-    from pulsarctl_py.commands.repair import _default_plan_path, print_outcome
+    from pulsarctl_py.commands.repair import print_outcome
     from pulsarctl_py.compaction.planned import (
         apply_written_plan,
         delete_leftovers,
@@ -331,6 +386,7 @@ def _write(
     from pulsarctl_py.config import resolve_bookie_dirs
 
     if report.spool is None:
+        plan_out.discard()
         report.notes.append("nothing written: the topic has no entries")
         return
     if (
@@ -340,6 +396,7 @@ def _write(
         and state.horizon == state.last
     ):
         report.spool.unlink(missing_ok=True)
+        plan_out.discard()
         report.notes.append(
             f"nothing written: nothing new since the compaction horizon "
             f"{state.horizon[0]}:{state.horizon[1]} (compacted ledger "
@@ -358,9 +415,12 @@ def _write(
                 f"deleted compacted ledger {lid} of {escape(report.topic)}: nothing references "
                 "it (left by a run that stopped before its plan was applied)"
             )
-    path = plan_file if plan_file is not None else _default_plan_path()
-    for line in reclaim_plan_path(path, before.metadata_url):
+    from pulsarctl_py.repair.written import PlanFile
+
+    for line in reclaim_plan_path(plan_out, before.metadata_url):
         err.print(escape(line))
+    path = plan_out.path
+    plan_file = PlanFile(plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger")
     where = (
         f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
     )
@@ -369,16 +429,20 @@ def _write(
         f"the plan that commits it: {escape(str(path))} (`ledgerctl undo {escape(str(path))}` "
         "deletes it if this command is interrupted)"
     )
-    plan, ledger = write_plan(
-        before=before,
-        report=report,
-        state=state,
-        plan_path=path,
-        bookie_dirs=bookie,
-        settings=settings,
-        options=client,
-        delete_old=delete_old,
-    )
+    try:
+        plan, ledger = write_plan(
+            before=before,
+            report=report,
+            state=state,
+            plan_file=plan_file,
+            bookie_dirs=bookie,
+            settings=settings,
+            options=client,
+            delete_old=delete_old,
+        )
+    except BaseException:
+        plan_file.discard()
+        raise
     report.compacted_ledger = ledger.ledger_id
     report.plan_file = str(path)
     for w in ledger.notes:
@@ -399,6 +463,14 @@ def _write(
     report.applied = True
     report.deleted = [previous] if deleting else []
     report.to_delete = [previous] if previous is not None and not deleting else []
+
+
+def _plan_output(plan_file: Path | None) -> Any:
+    """The --plan output, checked before any work: a regular file (default
+    ./ledgerctl-plan-<time>.json), never over a plan that was applied and not undone."""
+    from pulsarctl_py.commands.repair import PlanFlags
+
+    return PlanFlags(plan_file=plan_file, apply=True).plan_output(file_only=True)
 
 
 def _print_report(report: Any) -> None:

@@ -3,9 +3,9 @@
 Without --plan or --apply a migration only reads and reports what it would write. With
 --plan FILE it writes the new ledgers (to the running bookies, with the cluster's
 settings; or with --bookie-dir into a stopped bookie, refused while the bookie holds its
-lock) and saves the plan that swaps them in; --apply applies that plan too. `ledgerctl
-undo FILE` restores the metadata; the new ledgers stay, unreferenced (`ledgerctl orphans`
-lists them).
+lock) and saves the plan that swaps them in; --apply applies that plan too. The plan file
+is saved before each step of the writing; `ledgerctl undo FILE` restores the metadata and
+deletes the new ledgers, also after an interrupted run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
 
 migrate_app = typer.Typer(
@@ -59,6 +60,7 @@ def compacted(
         help="pip-429: kept batch indexes in field 31 (compacted_batch_indexes; the Java "
         "client reads it, older clients do not); classic: compacted_out placeholders.",
     ),
+    accept_damage: bool = ACCEPT_DAMAGE,
     flags: PlanFlags = PlanFlags(),
     bookie: options.BookieFlags = options.BOOKIE,
     write: options.WriteFlags = options.WriteFlags(),
@@ -66,48 +68,77 @@ def compacted(
     """Rewrite the topic's compacted ledger in the other batch format, with the
     compaction's own writer (the broker's quorums, CRC32, empty password, the compactor's
     custom metadata), and re-point the __compaction cursor to it in a plan (its horizon
-    kept). Without --plan/--apply: reads only, and reports the batches it would rewrite."""
+    kept). Without
+    --plan/--apply: reads only, and reports the batches it would rewrite. A damaged entry
+    stops it before anything is written, unless --accept-damage (then it is copied as the
+    compaction copies it, listed in the report and the plan, and the exit status is 1)."""
     from pulsarctl_py import render
     from pulsarctl_py.compaction.apply import apply_compaction
+    from pulsarctl_py.compaction.core import Stats
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate, repairs
 
     url, dirs, flags = _stores(flags)
+    out = flags.plan_output(file_only=True)
     client = bookie.client()
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=client) as source:
-        state = migrate.compacted_state(source, topic)
-        assert source.metadata is not None
-        writes = flags.plan_file is not None or flags.apply
-        warnings = _not_owned(source.metadata, state.topic, write.force) if writes else []
-    entries = list(migrate.converted_entries(state, fmt.value, url, dirs))
-    report: dict[str, Any] = state.to_json() | {"format": fmt.value, "written_ledger": None}
+    stats = Stats()
+    warnings: list[str] = []
+    try:
+        with LedgerSource.open(
+            url, dirs, need_metadata=True, need_bookie=True, live=client
+        ) as source:
+            state = migrate.compacted_state(source, topic)
+            if out is not None:
+                assert source.metadata is not None
+                warnings = _not_owned(source.metadata, state.topic, write.force_owned)
+        entries = list(
+            migrate.converted_entries(
+                state, fmt.value, url, dirs, accept_damage=accept_damage, stats=stats
+            )
+        )
+    except BaseException:
+        if out is not None:
+            out.discard()
+        raise
+    report: dict[str, Any] = state.to_json() | {
+        "format": fmt.value,
+        "written_ledger": None,
+        "damaged": list(stats.damaged),
+    }
     err = render.stderr_console()
-    if flags.plan_file is None and not flags.apply:
+    damage_note(report["damaged"], stats.damaged_count)
+    if out is None:
         render.write_json(report)
         err.print(
             f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
             f"{fmt.value}; nothing written (give --plan FILE to write the new ledger)"
         )
+        if stats.damaged_count:
+            raise typer.Exit(1)
         return
-    flags, journal = _pending(flags, url, state.topic, "a compacted ledger")
-    result = apply_compaction(
-        metadata_url=url,
-        bookie_dirs=dirs,
-        topic=state.topic,
-        entries=entries,
-        horizon=state.horizon,
-        compacted_to=state.compacted_to,
-        cursor_version=state.cursor_version,
-        previous=state.ledger_id,
-        previous_cursor_ledger=None,
-        data_ledgers=state.data_ledgers,
-        partition=state.partition,
-        commit_cursor=False,
-        settings=write.settings(),
-        options=client,
-        force=write.force,
-        journal=journal,
-    )
+    plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger")
+    try:
+        result = apply_compaction(
+            metadata_url=url,
+            bookie_dirs=dirs,
+            topic=state.topic,
+            entries=entries,
+            horizon=state.horizon,
+            compacted_to=state.compacted_to,
+            cursor_version=state.cursor_version,
+            previous=state.ledger_id,
+            previous_cursor_ledger=None,
+            data_ledgers=state.data_ledgers,
+            partition=state.partition,
+            commit_cursor=False,
+            settings=write.settings(),
+            options=client,
+            force=write.force_owned,
+            journal=plan_file.journal,
+        )
+    except BaseException:
+        plan_file.discard()
+        raise
     _print_written(err, [result.ledger], warnings)
 
     def build(draft: Any, source: Any) -> None:
@@ -115,9 +146,16 @@ def compacted(
             draft, state.topic, result.ledger_id, source, horizon=state.horizon
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
-        draft.written.extend(journal.written)
+        draft.written.extend(plan_file.journal.written)
+        if stats.damaged_count:
+            draft.warnings.append(
+                f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
+                "repair record lists them"
+            )
 
-    flags.run(build)
+    flags.run(build, plan_file.final())
+    if stats.damaged_count:
+        raise typer.Exit(1)
 
 
 @migrate_app.command("index")
@@ -143,6 +181,7 @@ def index(
     delete_old: bool = typer.Option(
         False, "--delete-old", help="The plan also deletes the old ledgers' metadata."
     ),
+    accept_damage: bool = ACCEPT_DAMAGE,
     flags: PlanFlags = PlanFlags(),
     bookie: options.BookieFlags = options.BOOKIE,
     write: options.WriteFlags = options.WriteFlags(),
@@ -156,50 +195,75 @@ def index(
     the managed ledger writes data ledgers: the namespace's persistence policies or the
     broker's quorums, managedLedgerDigestType and managedLedgerPassword (--broker-conf,
     the flags, $LEDGERCTL_MANAGED_LEDGER_PASSWORD). The old ledgers stay until
-    --delete-old. Without --plan/--apply: reads only, and prints the mapping."""
+    --delete-old. Without --plan/--apply: reads only, and prints the mapping. A damaged
+    entry (a digest or checksum that does not match, a payload that does not decode) stops
+    it before anything is written, unless --accept-damage (then it is copied as stored,
+    listed in the report and the plan, and the exit status is 1)."""
     import json
 
-    from pulsarctl_py import render
+    from pulsarctl_py import outputs, render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate
 
     url, dirs, flags = _stores(flags)
+    # every output checked before the work: the plan, then the mapping (default beside it)
+    out = flags.plan_output(file_only=True)
     client = bookie.client()
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=client) as source:
-        plan = migrate.plan_index(source, topic, url, dirs, start)
-        settings = None
-        warnings: list[str] = []
-        if flags.plan_file is not None or flags.apply:
-            assert source.metadata is not None
-            warnings = _not_owned(source.metadata, plan.topic, write.force)
-            settings, notes = migrate.index_settings(source, plan, write.settings())
-            warnings += notes
-    if mapping is None and flags.plan_file is not None:
-        mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
+    settings = None
+    warnings: list[str] = []
+    mapping_out = None
+    try:
+        if mapping is None and out is not None:
+            mapping = out.sibling(".mapping.jsonl")
+        if mapping is not None:
+            mapping_out = outputs.prepare(mapping, outputs.MAPPING, force=flags.force)
+        with LedgerSource.open(
+            url, dirs, need_metadata=True, need_bookie=True, live=client
+        ) as source:
+            plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
+            if out is not None:
+                assert source.metadata is not None
+                warnings = _not_owned(source.metadata, plan.topic, write.force_owned)
+                settings, notes = migrate.index_settings(source, plan, write.settings())
+                warnings += notes
+    except BaseException:
+        for prepared in (out, mapping_out):
+            if prepared is not None:
+                prepared.discard()
+        raise
     err = render.stderr_console()
-    if mapping is not None:
-        try:
-            with open(mapping, "w", encoding="utf-8") as fh:
-                for row in plan.mapping:
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
-        except OSError as exc:
-            from pulsarctl_py.errors import LedgerctlError
-
-            raise LedgerctlError(f"cannot write {mapping}: {exc.strerror or exc}") from None
+    damage_note(plan.damaged, len(plan.damaged))
+    for skipped in plan.past_last:
+        err.print(
+            f"error: entries {skipped} are stored past the closed ledger's last entry: not "
+            "copied (readers never get them)",
+            markup=False,
+            highlight=False,
+        )
+    if mapping_out is not None:
+        with mapping_out.open_text() as fh:
+            for row in plan.mapping:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
         err.print(f"mapping of {len(plan.mapping)} entries saved to {mapping}")
     summary = plan.to_json()
-    if flags.plan_file is None and not flags.apply:
+    if out is None:
         render.write_json(summary | {"mapping": plan.mapping})
         err.print(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"
         )
+        if plan.damaged or plan.past_last:
+            raise typer.Exit(1)
         return
     assert settings is not None
-    flags, journal = _pending(flags, url, plan.topic, "the migrated ledgers")
-    written = migrate.write_index_ledgers(
-        url, dirs, plan, settings=settings, options=client, journal=journal
-    )
+    plan_file = _plan_file(out, url, plan.topic, dirs, "the migrated ledgers")
+    try:
+        written = migrate.write_index_ledgers(
+            url, dirs, plan, settings=settings, options=client, journal=plan_file.journal
+        )
+    except BaseException:
+        plan_file.discard()
+        raise
     _print_written(err, written, warnings)
     err.print(
         f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
@@ -208,47 +272,28 @@ def index(
 
     def build(draft: Any, source: Any) -> None:
         migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
-        if mapping is not None:
+        if mapping_out is not None and not mapping_out.stream:
             draft.repairs[-1]["mapping_file"] = str(mapping)
-        draft.written.extend(journal.written)
+        draft.written.extend(plan_file.journal.written)
 
-    flags.run(build)
+    flags.run(build, plan_file.final())
+    if plan.damaged or plan.past_last:
+        raise typer.Exit(1)
 
 
-def _pending(flags: PlanFlags, url: str, topic: str, what: str) -> tuple[PlanFlags, Any]:
-    """The plan file (default with --apply), and a journal that saves it before each step
-    of the writing: a crash leaves a plan whose `ledgerctl undo` deletes what was made."""
-    import dataclasses
-
+def _plan_file(out: Any, url: str, topic: str, dirs: list[str], what: str) -> Any:
+    """The --plan file, saved before each step of the writing (see repair.written)."""
     from pulsarctl_py import render
-    from pulsarctl_py.commands.repair import _default_plan_path
-    from pulsarctl_py.repair.plan import Plan
-    from pulsarctl_py.repair.written import PlanJournal
-    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.repair.written import PlanFile
 
-    if flags.plan_file is None:
-        flags = dataclasses.replace(flags, plan_file=_default_plan_path())
-    path = flags.plan_file
-    assert path is not None
-    pending = Plan(metadata_url=_store_url(url), topics=[resolve_topic(topic).full_name])
-    pending.warnings.append(
-        f"the command stopped while it wrote {what}: `ledgerctl undo` this plan to delete them"
-    )
+    plan_file = PlanFile(out, url, topic, dirs, what)
     render.stderr_console().print(
-        f"writing {what}; the plan: {path} (`ledgerctl undo {path}` deletes them if this "
+        f"writing {what}; the plan: {out} (`ledgerctl undo {out}` deletes them if this "
         "command is interrupted)",
         markup=False,
         highlight=False,
     )
-    return flags, PlanJournal(pending.written, lambda: pending.save(path))
-
-
-def _store_url(url: str) -> str:
-    """The URL a plan names its store by (the store's own, as run_repair's draft does)."""
-    from pulsarctl_py.stores.metadata import open_metadata_store
-
-    with open_metadata_store(url) as store:
-        return store.url
+    return plan_file
 
 
 def _not_owned(store: Any, topic: str, force: bool) -> list[str]:

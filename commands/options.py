@@ -57,6 +57,25 @@ STRICT = typer.Option(
 PASSWORD_FILE = typer.Option(
     None, "--password-file", metavar="FILE", help="File holding the ledger password."
 )
+ACCEPT_DAMAGE = typer.Option(
+    False,
+    "--accept-damage",
+    help="Copy damaged entries (a digest or checksum that does not match, metadata or a "
+    "payload that does not decode) as the broker copies them, and list them, instead of "
+    "refusing at the first one.",
+)
+
+
+def damage_note(damaged: list[dict[str, str]], count: int) -> None:
+    """Damaged entries gone on past (--accept-damage), one line each on stderr (the first
+    ten; the report and the plan list them all)."""
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for d in damaged[:10]:
+        err.print(f"error: damaged {d['position']}: {d['problem']}", markup=False, highlight=False)
+    if count > 10:
+        err.print(f"error: {count - 10} more damaged entries", markup=False, highlight=False)
 
 
 def password(env: str | None, file: Path | None) -> bytes | None:
@@ -239,6 +258,60 @@ def bookie_flags(command: F) -> F:
     if "return" in hints:
         wrapper.__annotations__["return"] = hints["return"]
     return wrapper  # type: ignore[return-value]
+
+
+PASSPHRASE_ENV = typer.Option(
+    None,
+    "--private-key-passphrase-env",
+    metavar="VAR",
+    help="Environment variable holding the passphrase of an encrypted --private-key.",
+)
+PASSPHRASE_FILE = typer.Option(
+    None,
+    "--private-key-passphrase-file",
+    metavar="FILE",
+    help="File holding the passphrase of an encrypted --private-key.",
+)
+
+
+class ValuesChoice(enum.StrEnum):
+    auto = "auto"
+    both = "both"
+    decoded = "decoded"
+    raw = "raw"
+
+
+VALUES = typer.Option(
+    ValuesChoice.auto,
+    "--values",
+    help="Message values: raw (the bytes, base64 in JSON), decoded (by the topic's schema "
+    "version each message names; the bytes only where a value is not decoded) or both; "
+    "auto is both when the topic has a schema, else raw.",
+)
+WHERE = typer.Option(
+    None,
+    "--where",
+    metavar="FIELD=VALUE",
+    help="Only messages whose decoded value has this field value (dot path: "
+    "order.id=42; FIELD!=VALUE excludes); repeat: all must match.",
+)
+#: a PEM private key is a few KiB; refuse to read more (``--private-key /dev/zero``)
+MAX_KEY_FILE = 1 << 20
+
+
+def load_key(path: Path | None, passphrase_env: str | None, passphrase_file: Path | None) -> Any:
+    """The consumer's private key from ``--private-key`` (None without it)."""
+    if path is None:
+        if passphrase_env or passphrase_file:
+            from pulsarctl_py.errors import LedgerctlError
+
+            raise LedgerctlError("a private key passphrase needs --private-key")
+        return None
+    from pulsarctl_py.decode import read_capped
+    from pulsarctl_py.decoders.crypto import load_private_key
+
+    pem = read_capped(path, MAX_KEY_FILE, "private key")
+    return load_private_key(pem, private_key_passphrase(passphrase_env, passphrase_file))
 
 
 def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
@@ -428,7 +501,7 @@ class WriteFlags:
     ack_quorum: int | None = None
     digest_type: str | None = None
     managed_ledger_password_file: Path | None = None
-    force: bool = False
+    force_owned: bool = False
 
     def settings(self) -> Any:
         """The settings: these flags, then the broker configuration, then the defaults."""
@@ -455,9 +528,9 @@ _DATA_FLAGS: dict[str, tuple[Any, Any]] = {
 
 #: compacted ledgers: the quorums (their digest and password are the compactor's own)
 compacted_write_flags = option_set(
-    "write", WriteFlags, {**_QUORUM_FLAGS, "force": (bool, FORCE_OWNED)}
+    "write", WriteFlags, {**_QUORUM_FLAGS, "force_owned": (bool, FORCE_OWNED)}
 )
 #: data ledgers: quorums, digest and password
 data_write_flags = option_set(
-    "write", WriteFlags, {**_QUORUM_FLAGS, **_DATA_FLAGS, "force": (bool, FORCE_OWNED)}
+    "write", WriteFlags, {**_QUORUM_FLAGS, **_DATA_FLAGS, "force_owned": (bool, FORCE_OWNED)}
 )

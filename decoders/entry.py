@@ -471,6 +471,43 @@ def _decode_pulsar(
     _decode_payload(entry, mv, pos, end, options)
 
 
+#: the layers :func:`decode_payload` records its problems on (what a payload that does
+#: not decode is reported as, after every layer around it was read and verified)
+PAYLOAD_LAYERS = frozenset({"batch", "compression", "encryption", "marker"})
+
+
+def decode_payload(
+    entry: Entry, options: DecodeOptions = DEFAULT_OPTIONS, at: int | None = None
+) -> Entry:
+    """Go on decoding an entry decoded to ``Depth.METADATA``: its payload (marker, chunk,
+    decryption, decompression, batch), as :func:`decode_entry` does at ``Depth.MESSAGES``
+    (this is the step it takes after the metadata). A payload that does not decode is
+    recorded the same way: an ``undecoded`` layer and an error problem. An entry without
+    decoded metadata is left as it is. ``at``: where ``entry.payload`` starts in
+    ``entry.data`` (default: after the message-metadata layer). Returns the entry.
+
+    What this rejects is what every reader of messages rejects (inspect, export, the
+    compaction's batches, ``verify``): there is no second copy of these rules.
+    """
+    md, payload = entry.metadata, entry.payload
+    if md is None or payload is None or entry.messages or entry.chunk is not None:
+        return entry
+    if at is None:
+        layer = next((x for x in entry.layers if x.name == MetadataLayer.name), None)
+        if layer is None:
+            return entry
+        at = layer.offset + layer.length
+    mv = memoryview(entry.data)
+    end = at + len(payload)
+    try:
+        _decode_payload(entry, mv, at, end, options)
+    except LedgerctlError as exc:
+        if options.raise_errors:
+            raise
+        _record_failure(entry, exc, end)
+    return entry
+
+
 def _decode_payload(
     entry: Entry, mv: memoryview, pos: int, end: int, options: DecodeOptions
 ) -> None:
@@ -917,6 +954,7 @@ __all__ = [
     "Outer",
     "decode_entries",
     "decode_entry",
+    "decode_payload",
     "json_value",
     "rebuild",
 ]

@@ -74,6 +74,9 @@ def test_broker_conf_has_the_cluster_settings(sandbox) -> None:
     assert "AppendIndexMetadataInterceptor" in conf["brokerEntryMetadataInterceptors"]
     assert "AppendBrokerTimestampMetadataInterceptor" in conf["brokerEntryMetadataInterceptors"]
     assert conf["bookkeeperMetadataServiceUri"] == sandbox.bookkeeper_metadata_url
+    # closed ledgers of topics without subscriptions must not be trimmed under the tests
+    assert conf["defaultRetentionTimeInMinutes"] == "-1"
+    assert conf["defaultRetentionSizeInMB"] == "-1"
 
 
 def test_world_topics_span_several_ledgers(sandbox_world) -> None:

@@ -459,20 +459,36 @@ def test_contradicting_probes_are_warned() -> None:
     assert any("backwards" in w for w in result.warnings)
 
 
-def test_missing_ledger_is_stepped_around_not_taken_as_earliest() -> None:
+def test_a_missing_ledger_in_the_range_leaves_no_answer_but_its_range() -> None:
+    """issue 24: seek answered confidently around a ledger missing from storage. 101's
+    times (60..100) are not read: the first stored entry >= 75 is 102:0 (110), but the
+    answer may be inside 101, so there is none, only where it lies."""
     world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={101})
     _, reader = world.reader()
     result, _ = seek_time_broker(world.flat, reader, 75, -1)
-    # 101's times (60..100) are gone: the first stored entry >= 75 is 102:0 (110)
-    assert result.head.position == "102:0"
+    assert result.head is None and not result.answered
+    assert result.to_json()["position"] is None
+    assert result.extra["answer_range"] == {"first": "100:4", "last": "102:4"}
+    assert result.findings[0].startswith(
+        "cannot be answered exactly: the answer lies between 100:4 and 102:4"
+    )
+    assert result.extra["not_read"] and all("gone" in t for t in result.extra["not_read"])
+    # a missing ledger no probe needs changes nothing: the broker reads the same entries
+    # (narrowed by close times, the search starts in ledger 101)
+    world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={100})
+    result, prober = seek_time_broker(world.flat, world.reader()[1], 135, 0)
+    assert result.answered, result.findings
+    assert result.head is not None and result.head.timestamp >= 135
+    assert all(p.head.ledger_id != 100 for p in prober.probes)
 
 
-def test_unreadable_probe_is_a_finding() -> None:
+def test_unreadable_probe_is_a_finding_and_leaves_no_answer() -> None:
     world = make_world([16], [10], [False], t0=0)
     world.heads[(100, 8)] = Head(100, 8, error="checksum mismatch")
     _, reader = world.reader()
     result, _ = seek_time_broker(world.flat, reader, 95, -1)
     assert result.findings and "100:8" in result.findings[0]
+    assert result.head is None and result.extra["not_read"] == ["entry 100:8: checksum mismatch"]
 
 
 def test_empty_topic_is_a_finding_that_says_what_the_broker_does() -> None:
@@ -497,11 +513,15 @@ def test_nothing_before_the_time_resets_to_entry_zero_of_the_first_listed_ledger
     world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={100})
     inner, reader = world.reader()
     result, prober = seek_time_broker(world.flat, reader, 5, -1)
-    assert [p.head.position for p in prober.probes] == ["101:0"]  # the first stored entry
-    assert result.head.position == "100:0" and result.head.error == "gone"
-    assert result.to_json()["position"] == "100:0" and not result.findings
-    assert any("resets to 100:0" in w and "not readable here" in w for w in result.warnings)
-    assert inner.reads == 1
+    # the broker's check-first: 100:0, which is not in storage (not read)
+    assert [p.head.position for p in prober.probes] == ["100:0"]
+    assert prober.probes[0].head.error == "ledger 100: gone"
+    # issue 24: "answer 100:0" when nothing of ledger 100 was read; its entries may be
+    # before the time, so there is no answer, only where it lies
+    assert result.head is None and result.to_json()["position"] is None
+    assert result.findings[0].startswith("cannot be answered exactly: the answer lies between")
+    assert any("resets to 100:0" in w and "unread ledger" in w for w in result.warnings)
+    assert inner.reads == 0  # ledger 100 is not in storage: nothing of it is read
     # an empty first ledger: asyncResetCursor moves on to the next valid position
     world = make_world([0, 5, 5], [10], [False] * 3, t0=0)
     result, _ = seek_time_broker(world.flat, world.reader()[1], 5, -1)

@@ -38,8 +38,14 @@ from google.protobuf.message import DecodeError
 
 from pulsarctl_py.decoders import compacted as compacted_layer
 from pulsarctl_py.decoders.codecs import compress, decompress
-from pulsarctl_py.decoders.entry import MAX_BATCH_MESSAGES, compacted_indexes_error
-from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
+from pulsarctl_py.decoders.entry import (
+    MAX_BATCH_MESSAGES,
+    DecodeOptions,
+    Entry,
+    compacted_indexes_error,
+    decode_payload,
+)
+from pulsarctl_py.decoders.errors import CorruptEntryError, DataError, LedgerctlError
 from pulsarctl_py.decoders.payload import build_batch, parse_batch, placeholder
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.engines.base import KeyRecord, KeyState, WinnerView
@@ -66,6 +72,22 @@ class CompactionOptions:
     format: str = FORMAT_CLASSIC
     #: keep every chunk of the latest chunked message (Pulsar keeps only its last chunk)
     keep_chunks: bool = True
+    #: go on past damaged entries (a digest or checksum that does not match, metadata or a
+    #: payload that does not decode) as the broker does, listing them (``Stats.damaged``);
+    #: without it the first one stops the run (:func:`refuse`)
+    accept_damage: bool = False
+
+
+#: damaged positions listed one by one in a report; the rest are counted
+MAX_DAMAGED = 1000
+
+
+def refuse(position: tuple[int, int], why: str) -> DataError:
+    """The error that stops a run at a damaged entry (without ``accept_damage``)."""
+    return DataError(
+        "{}:{}: {}; refusing to copy a damaged entry (--accept-damage copies it as the broker "
+        "does, and lists it)".format(*position, why)
+    )
 
 
 @dataclass(slots=True)
@@ -79,6 +101,8 @@ class RawEntry:
     bem: bytes = b""  # the raw broker entry metadata prefix (magic included), if any
     message_id: bytes | None = None  # serialized MessageIdData from a compacted ledger
     partition: int = -1
+    #: why the entry fails an integrity check (read only with ``accept_damage``), or None
+    damage: str | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +130,18 @@ class Stats:
     #: phase one's "to": the last entry that was not entirely deleted
     to: tuple[int, int] | None = None
     problems: list[str] = field(default_factory=list)
+    #: damaged entries gone on past (``accept_damage``), the first MAX_DAMAGED:
+    #: {"position": "L:E", "problem": why, and what was done with it}
+    damaged: list[dict[str, str]] = field(default_factory=list)
+    damaged_count: int = 0
+
+    def damage(self, position: tuple[int, int], why: str, what: str) -> None:
+        """A damaged entry gone on past: ``what`` was done with it."""
+        self.damaged_count += 1
+        if len(self.damaged) < MAX_DAMAGED:
+            where = "{}:{}".format(*position)
+            self.damaged.append({"position": where, "problem": f"{why}; {what}"})
+            self.problems.append(f"{where}: {why}; {what}")
 
     def add(self, other: Stats) -> None:
         for name in (
@@ -123,7 +159,10 @@ class Stats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.to is not None and (self.to is None or other.to > self.to):
             self.to = other.to
-        self.problems.extend(other.problems)
+        room = max(MAX_DAMAGED - len(self.damaged), 0)
+        self.damaged.extend(other.damaged[:room])
+        self.problems.extend(other.problems[:room])
+        self.damaged_count += other.damaged_count
 
 
 # -- ranks and folds --------------------------------------------------------------------------
@@ -320,7 +359,11 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
                 split = _native_split(entry)
                 if split is None:
                     records, _ = _batch_view(entry)
-            except LedgerctlError:
+            except LedgerctlError as exc:
+                if not options.accept_damage:
+                    raise refuse(
+                        entry.position, f"batch not decodable ({exc.one_line()})"
+                    ) from None
                 continue  # Pulsar logs it and keeps the whole batch in phase two
             if split is not None and publishing:
                 # the hot path: keys and sizes straight from the splitter's messages; a
@@ -392,7 +435,11 @@ def phase_one_into(entries: Iterable[RawEntry], options: CompactionOptions, tabl
         ):
             try:
                 plain, count, indexes, prefix = _batch_args(entry)
-            except LedgerctlError:
+            except LedgerctlError as exc:
+                if not options.accept_damage:
+                    raise refuse(
+                        entry.position, f"batch not decodable ({exc.one_line()})"
+                    ) from None
                 continue  # as phase_one: Pulsar logs it and keeps the whole batch
             done = offer_batch(plain, count, indexes, KEY_PREFIX, prefix)
             if done is not None:
@@ -464,14 +511,16 @@ def phase_two(
         stats.bytes_in += len(entry.data)
         md = entry.metadata
         if md is None:
-            stats.problems.append(
-                f"{entry.position[0]}:{entry.position[1]}: no readable MessageMetadata; skipped"
-            )
+            why = entry.damage or "no readable MessageMetadata"
+            if not options.accept_damage:
+                raise refuse(entry.position, why)
+            stats.damage(entry.position, why, "skipped")
             continue
+        if entry.damage is not None:  # read with accept_damage: copied as the broker copies it
+            stats.damage(entry.position, entry.damage, "processed as stored")
         if md.HasField("marker_type"):
             stats.markers += 1
             continue
-        ledger_id, entry_id = entry.position
         out: CompactedEntry | None
         if is_readable_batch(md):
             split = None
@@ -495,10 +544,12 @@ def phase_two(
                     continue
                 records = _records_of(split) if split is not None else _batch_view(entry)[0]
             except LedgerctlError as exc:
+                why = f"batch not decodable ({exc.one_line()})"
+                if not options.accept_damage:
+                    raise refuse(entry.position, why) from None
                 stats.undecodable += 1
-                stats.problems.append(
-                    f"{ledger_id}:{entry_id}: batch not decodable ({exc.one_line()}); copied whole"
-                )
+                if entry.damage is None:  # else listed already, once per entry
+                    stats.damage(entry.position, why, "copied whole")
                 records = None
             if not _deleted_in_phase_one(entry, options, records):
                 stats.to = entry.position
@@ -527,6 +578,7 @@ def _single(
         stats.not_compactable += 1
     if not md.HasField("partition_key"):
         if options.retain_null_key:
+            _check_single(entry, options, stats)
             stats.kept += count
             return CompactedEntry(entry.position, _frame(entry, entry.data), count, -1)
         stats.keyless_dropped += count
@@ -542,10 +594,45 @@ def _single(
             stats.chunks_kept += 1
     if not keep:
         return None
+    _check_single(entry, options, stats)
     if not leading:
         stats.kept += count  # a leading chunk is part of one message, counted at its last
     batch_index = count - 1 if md.HasField("num_messages_in_batch") else -1
     return CompactedEntry(entry.position, _frame(entry, entry.data), count, batch_index)
+
+
+#: how a copied message's payload is decoded to check it (as every reader decodes it)
+_PAYLOAD_OPTIONS = DecodeOptions()
+
+
+def payload_damage(entry: RawEntry) -> str | None:
+    """Why the entry's payload does not decode as every reader decodes it
+    (:func:`~pulsarctl_py.decoders.entry.decode_payload`: decompression, batch records,
+    marker), or None."""
+    md = entry.metadata
+    if md is None:
+        return None
+    decoded = Entry(entry.data, metadata=md, payload=memoryview(entry.data)[entry.payload_at :])
+    decode_payload(decoded, _PAYLOAD_OPTIONS, entry.payload_at)
+    errors = [p for p in decoded.problems if p.severity == "error"]
+    if not errors:
+        return None
+    return f"payload not decodable ({errors[0].layer}: {errors[0].message})"
+
+
+def _check_single(entry: RawEntry, options: CompactionOptions, stats: Stats) -> None:
+    """A message copied byte for byte: its payload must decode (:func:`payload_damage`:
+    a compressed payload that does not decompress to its ``uncompressed_size`` is damage),
+    unless the damage is accepted (then it is listed)."""
+    md = entry.metadata
+    if not md.compression or md.encryption_keys:
+        return  # nothing to decompress, or sealed: nothing the decoders could reject here
+    why = payload_damage(entry)
+    if why is not None:
+        if not options.accept_damage:
+            raise refuse(entry.position, why)
+        if entry.damage is None:  # else listed already, once per entry
+            stats.damage(entry.position, why, "copied as stored")
 
 
 def _keep_native(

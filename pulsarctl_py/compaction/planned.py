@@ -36,6 +36,7 @@ from pulsarctl_py.decoders.errors import LedgerctlError
 
 if TYPE_CHECKING:
     from pulsarctl_py.repair.plan import Plan
+    from pulsarctl_py.repair.written import PlanFile
     from pulsarctl_py.stores.metadata import MetadataStore
     from pulsarctl_py.writes import NewLedger
 
@@ -58,6 +59,7 @@ class Before:
     cursor_data: bytes | None
     cursor_version: int | None
     cursor: Any  # the decoded CursorRecord, or None
+    cursor_creation: str | None = None  # which incarnation of the node (Stat.creation)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -81,6 +83,7 @@ def read_before(metadata_url: str, topic: str, *, force: bool = False) -> Before
         None if node is None else node.data,
         None if node is None else node.stat.version,
         cursor,
+        None if node is None else node.stat.creation,
         warnings,
     )
 
@@ -120,39 +123,30 @@ def delete_leftovers(metadata_url: str, topic: str, referenced: set[int]) -> lis
     return deleted
 
 
-def reclaim_plan_path(path: Path, metadata_url: str) -> list[str]:
-    """Before a plan is saved to ``path``: a plan there that was never applied (a run that
-    stopped, or one made for review) is superseded, so the ledgers it wrote are deleted.
-    A plan that may have been applied (it has a backup) is refused: undo it first, or
-    name another file. Returns what was done, for people."""
-    from pulsarctl_py.repair.plan import Plan, backup_path
+def reclaim_plan_path(out: Any, metadata_url: str) -> list[str]:
+    """Before a plan is saved over an earlier one of ours (``out`` replaces it; one that
+    was applied and not undone is refused when ``out`` is prepared): the earlier plan was
+    never applied (a run that stopped, or one made for review), so the ledgers it wrote
+    are deleted. Returns what was done, for people."""
+    from pulsarctl_py.repair.plan import Plan
     from pulsarctl_py.repair.written import delete_written
     from pulsarctl_py.stores.metadata import open_metadata_store
 
-    if not path.is_file():
+    if out.stream or not out.replaces_existing:
         return []
     try:
-        old = Plan.load(path)
+        old = Plan.load(Path(out.path))
     except LedgerctlError:
-        return []  # not a plan: saving over it is refused or allowed by the plan writer
-    if backup_path(path).exists():
-        raise LedgerctlError(
-            f"{path} holds a plan that may have been applied (it has a backup): "
-            f"`ledgerctl undo {path}` first, or give another --plan FILE"
-        )
+        return []
     if not old.written:
         return []
     with open_metadata_store(metadata_url, read_only=False) as store:
         done = delete_written(old.written, store)
     return [
-        f"{path}: the ledger {d['ledger_id']} its earlier run wrote: {d['action']}"
+        f"{out.path}: the ledger {d['ledger_id']} its earlier run wrote: {d['action']}"
         for d in done
         if "ledger_id" in d
     ]
-
-
-def _save(plan: Plan, path: Path) -> None:
-    plan.save(path)
 
 
 def write_plan(
@@ -160,14 +154,15 @@ def write_plan(
     before: Before,
     report: Any,
     state: Any,
-    plan_path: Path,
+    plan_file: PlanFile,
     bookie_dirs: list[str],
     settings: Any,
     options: Any,
     delete_old: bool,
     after_step: AfterStep = _nothing,
 ) -> tuple[Plan, NewLedger]:
-    """Steps 4: the plan saved pending, the ledger written, the plan saved complete."""
+    """Step 4: the plan saved before each step of the writing, the ledger written, the
+    plan saved complete."""
     from pulsarctl_py.compaction.apply import (
         compacted_custom_metadata,
         compaction_settings,
@@ -175,7 +170,6 @@ def write_plan(
     )
     from pulsarctl_py.compaction.run import read_spool
     from pulsarctl_py.repair.plan import UNLOAD_WARNING, Change, Plan
-    from pulsarctl_py.repair.written import PlanJournal
     from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger, resolve_topic
     from pulsarctl_py.writes import LedgerTarget
 
@@ -194,12 +188,9 @@ def write_plan(
         with LedgerSource.open(before.metadata_url, bookie_dirs, need_metadata=True) as ro:
             fallback = bookie_id_for(ro, [lid for lid, _, _ in state.ledgers])
 
-    pending = Plan(metadata_url=before.metadata_url, topics=[name.full_name])
-    pending.warnings.append(
-        "the command stopped while it wrote a compacted ledger: `ledgerctl undo` this "
-        "plan to delete it"
-    )
-    journal = PlanJournal(pending.written, lambda: _save(pending, plan_path), after_step)
+    pending = plan_file.pending
+    journal = plan_file.journal
+    journal.after_step = after_step
 
     store = open_metadata_store(before.metadata_url, read_only=False)
     try:
@@ -221,7 +212,7 @@ def write_plan(
         new_cursor = cursor_value(before.cursor, report.horizon, ledger.ledger_id)
         h = "{}:{}".format(*report.horizon)
         plan = Plan(
-            metadata_url=before.metadata_url,
+            metadata_url=plan_file.binding.metadata_url,
             changes=[
                 Change(
                     before.cursor_path,
@@ -234,9 +225,11 @@ def write_plan(
                         f"{ledger.ledger_id}, the compacted ledger written "
                         f"({ledger.entries} entries, {ledger.config})"
                     ],
+                    before.cursor_creation,
                 )
             ],
             topics=[name.full_name],
+            binding=plan_file.binding,
             written=[written],
         )
         plan.repairs.append(
@@ -269,6 +262,7 @@ def write_plan(
                         None,
                         record.stat.version,
                         [f"the previous compacted ledger {previous} (--delete-old)"],
+                        record.stat.creation,
                     )
                 )
                 plan.warnings.append(
@@ -277,7 +271,7 @@ def write_plan(
                     "without its entries"
                 )
         plan.created_ms = time.time_ns() // 1_000_000
-        _save(plan, plan_path)
+        plan.write(plan_file.final())
         after_step("planned")
         return plan, ledger
     finally:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from pulsarctl_py.coverage import Gaps
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.engines import ScanPlan, build_scan_plan, get_engine
 from pulsarctl_py.engines.local import DEFAULT_MEMORY
@@ -80,6 +81,13 @@ class CompactionReport:
     seconds: float = 0.0
     #: the plan that commits the written compacted ledger (--apply, --plan)
     plan_file: str | None = None
+    #: what the scan skipped: entries stored past a closed ledger's last entry
+    gaps: Gaps = field(default_factory=Gaps)
+
+    @property
+    def ok(self) -> bool:
+        """No damage gone on past, nothing skipped: exit status 0."""
+        return self.gaps.complete and not self.stats.damaged_count
 
     @property
     def last_message_position(self) -> str | None:
@@ -122,6 +130,9 @@ class CompactionReport:
             "plan_file": self.plan_file,
             "notes": list(self.notes),
             "problems": list(s.problems),
+            "damaged": list(s.damaged),
+            "damaged_count": s.damaged_count,
+            **self.gaps.to_json(),
             "seconds": round(self.seconds, 3),
         }
 
@@ -230,6 +241,18 @@ def plan_compaction(
     return plan, notes
 
 
+def _scanned_ledgers(state: TopicState, full: bool) -> set[int]:
+    """The data ledgers a compaction of ``state`` reads (all, or those after the horizon)."""
+    incremental = not full and state.compacted_ledger is not None and state.horizon is not None
+    start = state.horizon[0] if incremental and state.horizon is not None else None
+    end = state.last[0] if state.last is not None else None
+    return {
+        lid
+        for lid, _entries, _size in state.ledgers
+        if (start is None or lid >= start) and (end is None or lid <= end)
+    }
+
+
 # -- progress ---------------------------------------------------------------------------------
 
 
@@ -277,13 +300,16 @@ def export_lines(entry: CompactedEntry, retain_null_key: bool) -> Iterator[dict[
     lid, eid = entry.position
     if not decoded.messages:
         md = decoded.metadata
+        errors = [p for p in decoded.problems if p.severity == "error"]
         yield {
             "key": md.partition_key if md is not None and md.HasField("partition_key") else None,
             "value": None,
             "properties": {kv.key: kv.value for kv in md.properties} if md is not None else {},
             "position": format_position(lid, eid),
             "publish_time": md.publish_time if md is not None else None,
-            "note": "payload not decoded (encrypted or a chunk)",
+            "note": f"payload not decoded: {errors[0]} (copied as stored, --accept-damage)"
+            if errors
+            else "payload not decoded (encrypted or a chunk)",
         }
         return
     for m in decoded.messages:
@@ -323,7 +349,7 @@ def compact(
     full: bool = False,
     memory: int | None = DEFAULT_MEMORY,
     engine: str = "local",
-    export: Path | None = None,
+    export: Path | IO[str] | None = None,
     spool: bool = False,
     progress: bool = False,
     split_entries: int | None = None,
@@ -331,19 +357,51 @@ def compact(
     on_state: Callable[[TopicState], None] | None = None,
     live: Any = None,
 ) -> CompactionReport:
-    """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply)."""
+    """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
+
+    ``export``: a text file object the compacted view's JSON lines are written to, or a
+    path (an output of :mod:`pulsarctl_py.outputs`, committed when the compaction ends
+    and dropped when it fails).
+    """
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
+    if isinstance(export, (str, os.PathLike)):  # checked before the work, written during it
+        from pulsarctl_py import outputs
+
+        with outputs.prepare(export, outputs.COMPACTED_VIEW).open_text() as fh:
+            return compact(
+                topic,
+                metadata_url=metadata_url,
+                bookie_dirs=bookie_dirs,
+                options=options,
+                full=full,
+                memory=memory,
+                engine=engine,
+                export=fh,
+                spool=spool,
+                progress=progress,
+                split_entries=split_entries,
+                generation=generation,
+                on_state=on_state,
+                live=live,
+            )
     options = options or CompactionOptions()
     started = time.monotonic()
     url = str(resolve_metadata_url(metadata_url))
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
     # without a bookie directory the entries come from the running bookies
+    gaps = Gaps()
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=live) as source:
         state = topic_state(source, topic)
         live = source.live_options
+        scanned = _scanned_ledgers(state, full)
+        for ledger_id, _entries, _size in state.ledgers:
+            if ledger_id in scanned:
+                past = source.ledger(ledger_id).past_last
+                if past is not None:  # read by no reader: phase one stops before them
+                    gaps.entries_past_last(ledger_id, *past)
     if on_state is not None:
         on_state(state)
     report = CompactionReport(
@@ -351,6 +409,7 @@ def compact(
     )
     report.previous_compacted_ledger = state.compacted_ledger
     report.horizon = state.last
+    report.gaps = gaps
     if state.last is None:
         report.notes.append("the topic has no entries: nothing to compact")
         report.seconds = time.monotonic() - started
@@ -388,8 +447,7 @@ def compact(
                 fd, name = tempfile.mkstemp(prefix="ledgerctl-compacted-", suffix=".spool")
                 report.spool = Path(name)
                 spool_file = os.fdopen(fd, "wb")
-            if export is not None:
-                export_file = export.open("w", encoding="utf-8")
+            export_file = export
             tracker.start("phase two")
             last: CompactedEntry | None = None
             stats = report.stats
@@ -424,12 +482,14 @@ def compact(
         if report.spool is not None:
             report.spool.unlink(missing_ok=True)
             report.spool = None
+        if export_file is not None and export is not None:
+            export_file.close()  # a view cut short is no view: nothing stays of it
+            export_file = None
+            export.unlink(missing_ok=True)
         raise
     finally:
         if spool_file is not None:
             spool_file.close()
-        if export_file is not None:
-            export_file.close()
         close_sources()
         runner.close()
     report.seconds = time.monotonic() - started

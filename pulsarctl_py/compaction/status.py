@@ -228,7 +228,8 @@ def _deep(
     from .core import CompactionOptions, Stats
     from .reader import PhaseOneSplits, close_sources, phase_two_split
 
-    options = CompactionOptions(retain_null_key=retain_null_key)
+    # what the broker computed: it copies what it cannot decode (a batch whole)
+    options = CompactionOptions(retain_null_key=retain_null_key, accept_damage=True)
     url = str(resolve_metadata_url(metadata_url))
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
     ledgers = [(li.ledger_id, li.entries, li.size) for li in info.ledgers]

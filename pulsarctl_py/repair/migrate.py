@@ -24,7 +24,7 @@ from .plan import Draft
 from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, load_topic
 
 if TYPE_CHECKING:
-    from pulsarctl_py.compaction.core import CompactedEntry
+    from pulsarctl_py.compaction.core import CompactedEntry, Stats
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.writes import NewLedger
     from pulsarctl_py.writesettings import WriteSettings
@@ -98,12 +98,20 @@ def compacted_state(source: LedgerSource, topic_name: str) -> CompactedState:
 
 
 def converted_entries(
-    state: CompactedState, fmt: str, metadata_url: str, bookie_dirs: list[str]
+    state: CompactedState,
+    fmt: str,
+    metadata_url: str,
+    bookie_dirs: list[str],
+    *,
+    accept_damage: bool = False,
+    stats: Stats | None = None,
 ) -> Iterator[CompactedEntry]:
     """The compacted ledger's entries with every readable batch rebatched in ``fmt``
-    (single messages and undecodable batches copied byte for byte); counts the input's
-    batch formats into ``state.formats``."""
-    from pulsarctl_py.compaction.core import CompactionOptions, Stats, is_readable_batch, phase_two
+    (single messages copied byte for byte); counts the input's batch formats into
+    ``state.formats``. A damaged entry stops it, unless ``accept_damage``: then it is
+    copied as the compaction copies it (an undecodable batch whole) and listed in
+    ``stats`` (``damaged``, ``problems``)."""
+    from pulsarctl_py.compaction.core import CompactionOptions, is_readable_batch, phase_two
     from pulsarctl_py.compaction.reader import close_sources, read_split
     from pulsarctl_py.engines.base import KIND_COMPACTED, Split
 
@@ -119,7 +127,7 @@ def converted_entries(
     )
 
     def counted() -> Iterator[Any]:
-        for raw in read_split(split):
+        for raw in read_split(split, accept_damage):
             md = raw.metadata
             if md is not None and is_readable_batch(md):
                 kind = "pip-429" if md.compacted_batch_indexes else "classic"
@@ -128,14 +136,12 @@ def converted_entries(
                 state.formats["single"] = state.formats.get("single", 0) + 1
             yield raw
 
-    options = CompactionOptions(retain_null_key=True, format=fmt)
-    stats = Stats()
+    options = CompactionOptions(retain_null_key=True, format=fmt, accept_damage=accept_damage)
+    stats = stats if stats is not None else Stats()
     try:
         yield from phase_two(counted(), _KeepAll(), options, stats)
     finally:
         close_sources()
-    if stats.problems:
-        raise DataError(f"compacted ledger {state.ledger_id}: {stats.problems[0]}")
 
 
 # -- migrate index ---------------------------------------------------------------------------
@@ -165,6 +171,10 @@ class IndexPlan:
     lengths: dict[int, int] = field(default_factory=dict)  # old ledger -> new length
     #: the highest ledger id the topic keeps before the copies (new ids must be above it)
     floor: int = -1
+    #: damaged entries copied as stored (``--accept-damage``): {"position", "problem"}
+    damaged: list[dict[str, str]] = field(default_factory=list)
+    #: "L:A..B" ranges stored past a rewritten closed ledger's last entry: not copied
+    past_last: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +187,8 @@ class IndexPlan:
             "messages": self.last_index - self.start + 1,
             "broker_timestamp_from_publish_time": self.timestamps_from_publish_time,
             "reindexed_entries": self.reindexed,
+            "damaged": list(self.damaged),
+            "past_last_not_copied": list(self.past_last),
         }
 
 
@@ -196,6 +208,8 @@ def plan_index(
     metadata_url: str,
     bookie_dirs: list[str],
     start: int | None = None,
+    *,
+    accept_damage: bool = False,
 ) -> IndexPlan:
     """Read the topic and compute the rewritten ledgers (nothing written).
 
@@ -203,7 +217,13 @@ def plan_index(
     of the topic is rewritten: ledger ids order positions (the broker keeps its ledgers in
     a map sorted by id), so a new ledger (a new, higher id) cannot stand before a ledger
     that stays. Entries that already carry an index get the continued one (reported).
+
+    A damaged entry (a digest, ids or checksum that do not match, a payload that does not
+    decode) stops it, unless ``accept_damage``: then it is copied as stored and listed in
+    ``IndexPlan.damaged``. An entry whose metadata does not decode always stops it (its
+    messages cannot be counted, so no index can be given to it or after it).
     """
+    from pulsarctl_py.compaction.core import payload_damage, refuse
     from pulsarctl_py.compaction.reader import close_sources, read_split
     from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
     from pulsarctl_py.engines.base import KIND_TOPIC, Split
@@ -229,7 +249,7 @@ def plan_index(
                 0,
                 KIND_TOPIC,
             )
-            raws = list(read_split(split))
+            raws = list(read_split(split, accept_damage))
             indexes = [
                 b.index for b in map(_entry_bem, raws) if b is not None and b.HasField("index")
             ]
@@ -282,7 +302,10 @@ def plan_index(
                 KIND_TOPIC,
             )
             out = plan.entries.setdefault(li.ledgerId, [])
-            for raw in read_split(split) if last >= 0 else []:
+            past = source.ledger(li.ledgerId).past_last
+            if past is not None:  # no reader gets them: not copied, and said
+                plan.past_last.append(f"{li.ledgerId}:{past[0]}..{past[1]}")
+            for raw in read_split(split, accept_damage) if last >= 0 else []:
                 md = raw.metadata
                 if md is None:
                     raise DataError(
@@ -290,6 +313,12 @@ def plan_index(
                             *raw.position
                         )
                     )
+                damage = raw.damage or payload_damage(raw)
+                if damage is not None:
+                    if not accept_damage:
+                        raise refuse(raw.position, damage)
+                    where = "{}:{}".format(*raw.position)
+                    plan.damaged.append({"position": where, "problem": damage})
                 count = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
                 old = _entry_bem(raw)
                 index += max(count, 1)
@@ -513,6 +542,17 @@ def swap_index_ledgers(
         f"the new ledgers {sorted(ids.values())} are written already; `ledgerctl undo` "
         "restores the metadata and leaves them unreferenced (`ledgerctl orphans` lists them)"
     )
+    if plan.past_last:
+        draft.warnings.append(
+            "entries stored past their closed ledger's last entry are not copied (no reader "
+            f"gets them): {', '.join(plan.past_last[:10])}"
+        )
+    if plan.damaged:
+        shown = ", ".join(d["position"] for d in plan.damaged[:10])
+        draft.warnings.append(
+            f"{len(plan.damaged)} damaged entries are copied as stored (--accept-damage): "
+            f"{shown}{' ...' if len(plan.damaged) > 10 else ''}; the repair record lists them"
+        )
     if plan.reindexed:
         draft.warnings.append(
             f"{plan.reindexed} entries already carried an index and get a new one: "

@@ -139,7 +139,7 @@ def cursor_ledger_state(
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    last = view_last(view)
+    last = view.readable_last
     if last is None or last < 0:
         return None
     view.kind = "cursor"
@@ -160,16 +160,6 @@ def cursor_ledger_state(
     return None
 
 
-def view_last(view: Any) -> int | None:
-    """A ledger's last entry: lastEntryId when closed; else the last entry the bookie
-    holds or its LAC, whichever is higher (what opening it with recovery finds)."""
-    md = view.metadata
-    if md is not None and md.is_closed:
-        return md.last_entry_id
-    known = [v for v in (view.lac, view.last_stored) if v is not None]
-    return max(known) if known else None
-
-
 def count_messages(
     source: LedgerSource | None,
     ledger_id: int,
@@ -187,7 +177,7 @@ def count_messages(
         if kind == "compacted":
             view.kind = "compacted"
         if last is None:
-            last = view_last(view)
+            last = view.readable_last
         if last is None:
             return None
         if last < first:
@@ -205,18 +195,14 @@ def count_messages(
 
 
 def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
-    """Whether the ledger has metadata where BookKeeper keeps it (as drafted)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
-    root, other = _bookkeeper_root(draft)
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        path = lm.ledger_path(ledger_id, layout, root)
-        found = draft.get(path) if other is None else other.get(path)
-        if found is not None:
+        if draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root())) is not None:
             return True
     return False
 
@@ -238,7 +224,7 @@ def last_entry(topic: Topic, ledger_id: int, source: LedgerSource | None) -> int
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    return view_last(view)
+    return view.readable_last
 
 
 # -- writing through the draft ---------------------------------------------------------------
@@ -633,7 +619,7 @@ def cursor_snapshots(draft: Draft, topic_name: str, source: LedgerSource | None)
                 view = source.ledger(cl)
             except LedgerctlError:
                 view = None
-            last = None if view is None else view_last(view)
+            last = None if view is None else view.readable_last
             gone = view is not None and last is not None and last >= 0 and view.last_stored is None
         if not gone:
             continue
@@ -725,31 +711,17 @@ def clear_compaction(draft: Draft, topic_name: str, source: LedgerSource | None)
     return ledger
 
 
-def _bookkeeper_root(draft: Draft) -> tuple[str, Any]:
-    """BookKeeper's ledgers root, and its store when that is not the draft's own (then a
-    plan can read ledger metadata there but not change it)."""
-    place = draft.store.bookkeeper()
-    return place.root, (None if place.store is draft.store else place.store)
-
-
 def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
-    """The znode path of the ledger's metadata (any layout, under BookKeeper's root), or
-    None. Refused when BookKeeper's metadata is in another store: a plan writes one."""
+    """The znode path of the ledger's metadata (any layout), or None."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
-    root, other = _bookkeeper_root(draft)
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        path = lm.ledger_path(ledger_id, layout, root)
-        if other is not None and other.exists(path) is not None:
-            raise LedgerctlError(
-                f"ledger {ledger_id}'s metadata is in BookKeeper's own metadata store "
-                f"({other.url}), not in {draft.store.url}: a plan changes one store only"
-            )
-        if other is None and draft.get(path) is not None:
+        path = lm.ledger_path(ledger_id, layout, draft.ledgers_root())
+        if draft.get(path) is not None:
             return path
     return None
 
@@ -758,18 +730,12 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
     """The ledger's BookKeeper metadata as drafted (any layout), or None."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
-    root, other = _bookkeeper_root(draft)
     for layout in (
         lm.LedgerLayout.HIERARCHICAL,
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        path = lm.ledger_path(ledger_id, layout, root)
-        if other is None:
-            data = draft.get(path)
-        else:
-            node = other.get(path)
-            data = None if node is None else node.data
+        data = draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root()))
         if data is not None:
             try:
                 return lm.parse(data, ledger_id)

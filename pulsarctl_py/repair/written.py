@@ -209,3 +209,93 @@ def _open_with(data: bytes, ledger_id: int, ctoken: int | None) -> bool:
     except LedgerctlError:
         return False
     return md.state is lm.LedgerState.OPEN and md.ctoken == ctoken
+
+
+def validate_written(w: Written, binding: Any) -> None:
+    """A written ledger of a loaded plan: its key a ledger's (not under the managed-ledger
+    root), and a stopped bookie's files inside a ledger directory the plan is bound to (so
+    that its identity is checked before anything there is removed)."""
+    import os
+
+    from pulsarctl_py.decoders.managed_ledger import ML_ROOT
+
+    if w.path.startswith(ML_ROOT + "/") or w.path == ML_ROOT:
+        raise LedgerctlError(f"plan: written ledger {w.ledger_id}'s key is not a ledger's")
+    if w.files is None:
+        return
+    from pulsarctl_py.stores.bookie.newledger import OfflineFiles
+
+    files = OfflineFiles.from_json(w.files)
+    if files.ledger_id != w.ledger_id:
+        raise LedgerctlError(f"plan: the files of written ledger {w.ledger_id} name another")
+    current = files.current
+    if current not in binding.bookie_dirs:
+        raise LedgerctlError(
+            f"plan: written ledger {w.ledger_id}'s files are in {current}, a directory the "
+            "plan is not bound to"
+        )
+    named = [files.log, files.idx, files.last_id[0] if files.last_id else None]
+    for path in (p for p in named if p is not None):
+        inside = os.path.dirname(path) == current or (
+            files.idx == path and path.startswith(current + "/")
+        )
+        if os.path.normpath(path) != path or not inside:
+            raise LedgerctlError(
+                f"plan: written ledger {w.ledger_id} names a file outside {current}: {path}"
+            )
+
+
+class PlanFile:
+    """A plan file while a command writes ledgers: a plan naming them saved before each
+    step of the writing (through ``out``, prepared before the work, the first time; then
+    replacing that earlier plan of ours), so that a run cut short leaves a plan whose
+    ``ledgerctl undo`` deletes what it wrote; :meth:`final` is the output the complete plan
+    goes to. ``dirs``: the stopped bookie's directories written into (none: running
+    bookies); the plan is bound to them and to the metadata store of ``url``."""
+
+    def __init__(self, out: Any, url: str, topic: str, dirs: list[str], what: str) -> None:
+        from pulsarctl_py.stores.bookie.layout import discover
+        from pulsarctl_py.stores.metadata import open_metadata_store, resolve_topic
+
+        from .binding import Binding
+        from .plan import Plan
+
+        self.out = out
+        self.used = False
+        current = [d.resolve() for d in discover(dirs).ledger_dirs] if dirs else []
+        with open_metadata_store(url) as store:
+            self.binding = Binding.of(store, current)
+        self.pending = Plan(
+            metadata_url=self.binding.metadata_url,
+            topics=[resolve_topic(topic).full_name],
+            binding=self.binding,
+        )
+        self.pending.warnings.append(
+            f"the command stopped while it wrote {what}: `ledgerctl undo` this plan to "
+            "delete what it wrote"
+        )
+        self.journal = PlanJournal(self.pending.written, self._save)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.out.path)
+
+    def _next(self) -> Any:
+        from pulsarctl_py import outputs
+
+        if not self.used:
+            self.used = True
+            return self.out
+        return outputs.prepare(self.out.path, outputs.PLAN)
+
+    def _save(self) -> None:
+        self.pending.write(self._next())
+
+    def final(self) -> Any:
+        """The output the complete plan is written to."""
+        return self._next()
+
+    def discard(self) -> None:
+        """Nothing was saved yet: drop the prepared output."""
+        if not self.used:
+            self.out.discard()

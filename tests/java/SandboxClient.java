@@ -19,6 +19,7 @@
 //                 "write_quorum_size", "ack_quorum_size", "digest_type", "last_entry_id",
 //                 "length", "ensembles": {"FIRST": [bookie, ...]}, "custom_metadata":
 //                 {K: BASE64}, "entries": [BASE64, ...]}. No Pulsar client is made.
+//   schema-produce, schema-consume   messages with schemas: see SchemaClient.java.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -59,6 +60,8 @@ public final class SandboxClient {
             switch (args[1]) {
                 case "txn-produce" -> out = txnProduce(client, spec);
                 case "last-message-id" -> out = lastMessageId(client, spec);
+                case "schema-produce" -> out = SchemaClient.produce(client, spec);
+                case "schema-consume" -> out = SchemaClient.consume(client, spec);
                 default -> throw new IllegalArgumentException("unknown command " + args[1]);
             }
         }

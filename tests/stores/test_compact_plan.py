@@ -63,15 +63,18 @@ def crash_at(url: str, bookie_dir: str, plan: str, step: str) -> None:
     """compact ORDERS --full --apply --plan PLAN, exiting the process right after ``step``."""
     import os
 
+    from pulsarctl_py import outputs
     from pulsarctl_py.compaction import compact
     from pulsarctl_py.compaction.planned import read_before, write_plan
     from pulsarctl_py.repair.plan import apply_plan
+    from pulsarctl_py.repair.written import PlanFile
 
     def hook(name: str) -> None:
         if name == step:
             os._exit(17)
 
     before = read_before(url, ORDERS)
+    out = outputs.prepare(plan, outputs.PLAN)
     state: dict[str, Any] = {}
     report = compact(
         ORDERS,
@@ -85,7 +88,7 @@ def crash_at(url: str, bookie_dir: str, plan: str, step: str) -> None:
         before=before,
         report=report,
         state=state["s"],
-        plan_path=Path(plan),
+        plan_file=PlanFile(out, url, ORDERS, [bookie_dir], "a compacted ledger"),
         bookie_dirs=[bookie_dir],
         settings=None,
         options=None,
@@ -154,8 +157,10 @@ def test_plan_then_apply_then_undo_and_the_report_names_the_plan(
 def test_a_cursor_changed_during_the_compute_fails_the_apply_and_leaves_nothing(
     tmp_path, request
 ) -> None:
+    from pulsarctl_py import outputs
     from pulsarctl_py.compaction import compact
     from pulsarctl_py.compaction.planned import apply_written_plan, read_before, write_plan
+    from pulsarctl_py.repair.written import PlanFile
 
     world = _world(tmp_path, "zookeeper", "db", request)
     before = read_before(world.metadata_url, ORDERS)  # read before the compute ...
@@ -173,11 +178,18 @@ def test_a_cursor_changed_during_the_compute_fails_the_apply_and_leaves_nothing(
         store.put(CURSOR, node.data, node.stat.version)  # ... a broker committed meanwhile
     changed_md, before_bk = _metadata(world.metadata_url), _bookie(world)
     plan_path = tmp_path / "plan.json"
+    plan_file = PlanFile(
+        outputs.prepare(plan_path, outputs.PLAN),
+        world.metadata_url,
+        ORDERS,
+        [str(world.bookie_dir)],
+        "a compacted ledger",
+    )
     plan, _ = write_plan(
         before=before,
         report=report,
         state=state["s"],
-        plan_path=plan_path,
+        plan_file=plan_file,
         bookie_dirs=[str(world.bookie_dir)],
         settings=None,
         options=None,
@@ -213,7 +225,7 @@ def test_a_rerun_deletes_what_a_stopped_run_left(tmp_path, capsys, request) -> N
     assert new in _metadata_ledgers(world)
     # a plan that may have been applied is not written over
     refused = run(capsys, "compact", ORDERS, "--full", "--apply", "--plan", plan, *_args(world))
-    assert refused.code == 2 and "may have been applied" in refused.err
+    assert refused.code == 2 and "it is a plan that was applied" in refused.err
 
 
 def _metadata_ledgers(world: World) -> set[int]:

@@ -55,6 +55,11 @@ class Stat:
     data_length: int = 0
     #: ZooKeeper only (RocksDB keeps no child counts)
     num_children: int | None = None
+    #: which incarnation of the node this is: ZooKeeper's czxid (the transaction that
+    #: created it); Pulsar's RocksDB store keeps no creation id, so its creation time (ms).
+    #: A node deleted and created again with the same bytes is back at version 0 but is
+    #: another incarnation: a plan's compare-and-set checks this too.
+    creation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

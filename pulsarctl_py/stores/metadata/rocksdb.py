@@ -50,6 +50,9 @@ def _stat(meta: rec.MetaValue) -> Stat:
         ephemeral=meta.ephemeral,
         owner=meta.owner,
         data_length=len(meta.data),
+        # upstream RocksdbMetadataStore.storePut sets createdTimestamp when it creates a
+        # node and keeps it across updates: the store's only mark of an incarnation
+        creation=f"created {meta.created_ms}",
     )
 
 

@@ -50,6 +50,7 @@ def _stat(zstat: Any) -> Stat:
         owner=zstat.ephemeralOwner,
         data_length=zstat.dataLength,
         num_children=zstat.numChildren,
+        creation=f"czxid {zstat.czxid}",
     )
 
 
