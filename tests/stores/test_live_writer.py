@@ -274,3 +274,34 @@ def test_tls_is_started_before_the_first_add(zk_store, tmp_path) -> None:
     finally:
         for b in bookies:
             b.close()
+
+
+@pytest.fixture
+def small_limit() -> Iterator[int]:
+    from pulsarctl_py.decoders import limits
+
+    before = limits.max_message_size()
+    limits.set_max_message_size(1024)
+    try:
+        yield limits.max_frame()
+    finally:
+        limits.set_max_message_size(before)
+
+
+def test_an_entry_over_the_frame_limit_is_refused_before_it_is_sent(
+    zk_store, bookies, small_limit
+) -> None:
+    from pulsarctl_py.errors import LedgerctlError
+
+    # the last payload fits the maximum message size plus the padding, not with the frame
+    payloads = [b"a" * 100, b"b" * (small_limit - 50)]
+    with pytest.raises(LedgerctlError, match=r"over the limit of .*--max-message-size") as caught:
+        write_ledger(zk_store.bookkeeper(), CONFIG, payloads, _options())
+    assert "\n" not in str(caught.value)
+    assert _ledger_nodes(zk_store) == []  # the ledger it created is deleted
+    for b in bookies:  # the large entry never left: only the first one was sent
+        assert all(a.entry_id == 0 for a in b.adds)
+    # a frame just within the limit is written
+    fits = small_limit - 4 - 200
+    written = write_ledger(zk_store.bookkeeper(), CONFIG, [b"c" * fits], _options())
+    assert written.entries == 1

@@ -106,3 +106,19 @@ def test_written_files_are_taken_back_exactly(tmp_path) -> None:
     assert {k: v for k, v in _tree(current).items() if "/" not in k} == before
     with open_bookie([current]) as bookie:
         assert list(bookie.read_entries(77)) == []
+
+
+def test_an_entry_over_the_frame_limit_is_not_packed() -> None:
+    from pulsarctl_py.decoders import limits
+    from pulsarctl_py.stores.bookie.newledger import pack_entries
+
+    before = limits.max_message_size()
+    limits.set_max_message_size(1024)
+    try:
+        cap = limits.max_frame()
+        packed = list(pack_entries(7, [b"a" * (cap - 100)], DigestType.CRC32C, b""))
+        assert len(packed[0][1]) <= cap  # read back by entrylog.check_entry_size
+        with pytest.raises(LedgerctlError, match="over the limit"):
+            list(pack_entries(7, [b"a" * 10, b"b" * cap], DigestType.CRC32C, b""))
+    finally:
+        limits.set_max_message_size(before)

@@ -323,11 +323,18 @@ def pack_entries(
 ) -> Iterable[tuple[int, bytes, int]]:
     """Digest-packed entries with cumulative lengths; each carries the previous entry as
     its LAC, as a writer whose every earlier add was confirmed sends it."""
+    from pulsarctl_py.decoders import limits
+    from pulsarctl_py.stores.live.writer import entry_too_large
+
     length = 0
     for entry_id, payload in enumerate(payloads):
         length += len(payload)
         header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
-        yield entry_id, bookkeeper.build(header, payload, digest, password), length
+        packed = bookkeeper.build(header, payload, digest, password)
+        # the bound the readers apply to a stored entry (entrylog.check_entry_size)
+        if len(packed) > limits.max_frame():
+            raise entry_too_large(ledger_id, entry_id, len(packed))
+        yield entry_id, packed, length
 
 
 def plan_files(current: Path, kind: str, ledger_id: int) -> OfflineFiles:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from pulsarctl_py.decoders import bookie_wire as wire
 from pulsarctl_py.decoders import bookkeeper as bk
 from pulsarctl_py.decoders import ledger_metadata as lm
+from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.checksums import DIGESTS, DigestType, master_key
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
 
@@ -354,11 +355,14 @@ class LedgerWriter:
         n = len(self._bookies)
         for i in range(self.config.write_quorum):
             member = self._bookies[(entry_id + i) % n]
+            request = wire.v3_add_request(
+                member.txn + 1, self.ledger_id, entry_id, self._master_key, body
+            )
+            if len(request) - wire.FRAME_LEN.size > limits.max_frame():
+                raise entry_too_large(self.ledger_id, entry_id, len(request) - wire.FRAME_LEN.size)
             member.txn += 1
             member.pending[member.txn] = entry_id
-            member.out.append(
-                wire.v3_add_request(member.txn, self.ledger_id, entry_id, self._master_key, body)
-            )
+            member.out.append(request)
         self._acks[entry_id] = 0
         self._sizes[entry_id] = len(payload)
         self._inflight_bytes += len(payload)
@@ -434,7 +438,7 @@ class LedgerWriter:
         pos, end = 0, len(buf)
         while end - pos >= 4:
             size = int.from_bytes(buf[pos : pos + 4], "big")
-            if size > wire.MAX_FRAME:
+            if size > limits.max_frame():
                 raise self._failed(member, f"sent a frame of {size} bytes, over the limit")
             if end - pos < 4 + size:
                 break
@@ -540,6 +544,18 @@ class LedgerWriter:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None or not self.closed:
             self.abort()
+
+
+def entry_too_large(ledger_id: int, entry_id: int, size: int) -> LedgerctlError:
+    """An entry whose frame is over the limit every reader applies (the maximum message
+    size plus 10 KiB, ``decoders.limits.max_frame``, Pulsar's ``nettyMaxFrameSizeBytes``):
+    refused before it is sent, since no reader (the broker's nor ledgerctl's) would take
+    it back."""
+    return LedgerctlError(
+        f"entry {ledger_id}:{entry_id} would be a frame of {size} bytes, over the limit of "
+        f"{limits.max_frame()} (the maximum message size plus 10 KiB): a broker could not "
+        "read it back; raise --max-message-size if the cluster's maxMessageSize is larger"
+    )
 
 
 def create_metadata(
