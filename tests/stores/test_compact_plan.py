@@ -274,3 +274,60 @@ def test_nothing_new_since_the_horizon_writes_nothing(tmp_path, capsys, request)
     assert any("nothing new since the compaction horizon" in n for n in again.json()["notes"])
     assert (_metadata(world.metadata_url), _bookie(world)) == (before_md, before_bk)
     assert not (tmp_path / "2.json").exists()
+
+
+def test_a_compaction_plan_is_bound_applied_once_and_its_edits_detected(
+    tmp_path, capsys, request
+) -> None:
+    """The plan-safety rules hold for compaction plans: another store with the same
+    versions is refused, a second apply says "already applied", a hand edit is detected;
+    an undo before the apply deletes only the ledger the plan wrote (the cursor was never
+    changed), so nothing stays behind."""
+    world = _world(tmp_path / "a", "rocksdb", "db", request)
+    other = _world(tmp_path / "b", "rocksdb", "db", request)
+    before_md, before_bk = _metadata(world.metadata_url), _bookie(world)
+    plan = tmp_path / "plan.json"
+    made = run(capsys, "compact", ORDERS, "--full", "--plan", plan, "-o", "json", *_args(world))
+    assert made.code == 0, made.err
+    new = made.json()["compacted_ledger"]
+
+    # another store, built the same way (the same versions): refused, nothing written there
+    other_md, other_bk = _metadata(other.metadata_url), _bookie(other)
+    refused = run(capsys, "apply", plan, "--metadata-url", other.metadata_url)
+    assert refused.code == 2 and "made for" in refused.err, refused.err
+    assert (_metadata(other.metadata_url), _bookie(other)) == (other_md, other_bk)
+
+    # a hand edit is detected, by apply and by undo
+    edited = tmp_path / "edited.json"
+    doc = json.loads(plan.read_text())
+    doc["topics"] = ["persistent://public/default/elsewhere"]
+    edited.write_text(json.dumps(doc))
+    for verb in ("apply", "undo"):
+        r = run(capsys, verb, edited)
+        assert r.code == 2 and "edited after it was made" in r.err, (verb, r.err)
+
+    applied = run(capsys, "apply", plan)
+    assert applied.code == 0, applied.err
+    after = _metadata(world.metadata_url)
+    again = run(capsys, "apply", plan)
+    assert again.code == 0 and "already applied" in again.err, again.err
+    assert _metadata(world.metadata_url) == after
+    assert run(capsys, "undo", plan).code == 0
+    assert new not in _metadata_ledgers(world)
+    assert (_metadata(world.metadata_url), _bookie(world)) == (before_md, before_bk)
+
+
+def test_undo_of_a_compaction_plan_never_applied_deletes_only_its_ledger(
+    tmp_path, capsys, request
+) -> None:
+    world = _world(tmp_path, "rocksdb", "db", request)
+    before_md, before_bk = _metadata(world.metadata_url), _bookie(world)
+    plan = tmp_path / "plan.json"
+    made = run(capsys, "compact", ORDERS, "--full", "--plan", plan, "-o", "json", *_args(world))
+    assert made.code == 0, made.err
+    new = made.json()["compacted_ledger"]
+    assert new in _metadata_ledgers(world)
+    undone = run(capsys, "undo", plan)
+    assert undone.code == 0, undone.err
+    assert f"ledger {new} the plan wrote: deleted" in undone.err
+    assert (_metadata(world.metadata_url), _bookie(world)) == (before_md, before_bk)
