@@ -298,6 +298,31 @@ def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
     return {"topic": legacy, "messages": messages, "old": old.ledger_id, "entries": len(bodies)}
 
 
+#: committed, aborted and ongoing transactions among plain messages (the oracle's rules)
+TRANSACTIONS: list[tuple[str, list[tuple[str, bytes | None]]]] = [
+    ("commit", [("t-k0", b"committed-0"), ("t-k1", b"committed-1")]),
+    ("abort", [("t-k0", b"aborted-0"), ("t-k2", b"aborted-2"), ("x-k0", None)]),
+    ("commit", [("t-k1", None), ("t-k3", b"committed-3")]),
+    ("abort", [("t-k3", None)]),
+]
+
+
+def _prepare_txn(box: Any, ns: str) -> dict[str, Any]:
+    """Twin transactional topics: the broker compacts ``twin``, ledgerctl ``ours``."""
+    from tests.sandbox_oracle import txn_spec
+
+    out: dict[str, Any] = {}
+    for name in ("ours", "twin"):
+        topic = out[name] = f"persistent://{ns}/txn-{name}"
+        _produce(box, topic, _keyed("x", 6, 3), batching_enabled=False)
+        box.java("txn-produce", txn_spec(topic, TRANSACTIONS))
+        _produce(box, topic, _keyed("y", 6, 3), batching_enabled=False)
+        box.unload(topic)
+    _broker_compact(box, out["twin"])
+    out["expected"] = _read_compacted(box, out["twin"])
+    return out
+
+
 def _prepare_owned(box: Any, ns: str) -> dict[str, Any]:
     topic = f"persistent://{ns}/owned"
     _produce(box, topic, _keyed("o", 20, 5))  # the producer's lookup makes the broker own it
@@ -369,6 +394,7 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     record["compact"] = _prepare_compact(box, ns)
     record["mcompacted"] = _prepare_mcompacted(box, ns)
     record["index"] = _prepare_index(box, ns)
+    record["txn"] = _prepare_txn(box, ns)
     record["edges"] = {"topic": f"persistent://{ns}/edges"}
     _produce(box, record["edges"]["topic"], [("a", b"1"), ("b", b"2")])
     # every key deleted after the broker's own compaction: the incremental run keeps nothing
@@ -395,6 +421,9 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
         c = record["compact"]
         c["apply"] = _run(box, "compact", c["ours"], "--apply", "-o", "json")
         c["apply_b"] = _run(box, "compact", c["ours_b"], "--apply", "-o", "json")
+
+        t = record["txn"]
+        t["apply"] = _run(box, "compact", t["ours"], "--apply", "-o", "json")
 
         e = record["edges"]
         e["first"] = _run(box, "compact", e["topic"], "--apply", "-o", "json")
@@ -504,6 +533,24 @@ def test_compact_apply_to_the_running_cluster_reads_as_the_brokers_own(sandbox, 
         shown = _run(box, "inspect", str(new_id), "-o", "jsonl")
         assert shown.returncode == 0, shown.stderr
         assert len(shown.stdout.splitlines()) == report["entries_out"]
+
+
+def test_a_transactional_topic_compacts_on_the_running_cluster_as_the_broker_does(
+    sandbox, writes
+) -> None:
+    """Aborted messages and tombstones left out, as the broker's compactor leaves them:
+    a readCompacted reader of our compacted ledger gets what it gets from the broker's
+    compaction of the twin topic."""
+    box, t = sandbox, writes["txn"]
+    assert t["apply"].returncode == 0, t["apply"].stderr
+    report = json.loads(t["apply"].stdout)
+    assert report["applied"] is True and report["aborted_entries"] > 0
+    assert report["transactions"]["aborted"] == 2 and report["transactions"]["committed"] == 2
+    got = _kept(_read_compacted(box, t["ours"]))
+    assert got == _kept(t["expected"])
+    values = dict(got)
+    assert values["t-k0"] == b"committed-0" and "t-k2" not in values and "t-k1" not in values
+    assert _bk_read(box, report["compacted_ledger"], b"")["state"] == "CLOSED"
 
 
 def test_a_live_owner_refuses_every_write_verb_with_the_unload_command(writes) -> None:
