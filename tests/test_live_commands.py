@@ -3,12 +3,12 @@
 That every command that reads ledgers, given only the metadata URLs, reads the running
 bookies and answers as from their files is shown on the real cluster
 (tests/test_sandbox_reads.py: inspect, topic info, ledger meta, verify, seek, compact and
-its --status/--export, export, orphans; compact --apply refused without --bookie-dir).
-What stays here needs a bookie that counts the connections it accepted and the reads it
-served, which a real bookie does not report: the address override from the environment
-is the one dialled, listings never connect, and a --bookie-dir wins over the running
-bookies (no connection at all). The demo's bookie directory is served by a test bookie
-(tests/live_bookie.py).
+its --status/--export, export, orphans). What stays here: compact --apply when no bookie
+is registered to write to (a sandbox's bookies are), and what needs a bookie that counts
+the connections it accepted and the reads it served, which a real bookie does not report:
+the address override from the environment is the one dialled, listings never connect, and
+a --bookie-dir wins over the running bookies (no connection at all). The demo's bookie
+directory is served by a test bookie (tests/live_bookie.py).
 """
 
 from __future__ import annotations
@@ -38,6 +38,20 @@ def bookie(demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 def _url(demo: Path) -> str:
     return f"rocksdb://{demo / METADATA_DIR}"
+
+
+def test_compact_apply_with_no_registered_bookie_writes_nothing(
+    capsys: pytest.CaptureFixture[str], demo: Path, bookie: TestBookie, tmp_path: Path
+) -> None:
+    # without --bookie-dir, --apply writes to the registered, writable bookies: the demo's
+    # bookie is stopped (none registered), so there is nowhere to write, and nothing is
+    # written (not even the plan)
+    refused = run(capsys, "compact", "tombstones", "--apply", "--metadata-url", _url(demo),
+                  "--plan", tmp_path / "p.json",
+                  "--bookie-address", f"{BOOKIE_ID}={bookie.address}")  # fmt: skip
+    assert refused.code == 3 and "not enough writable bookies" in refused.err
+    assert refused.err.strip().splitlines()[-1].startswith("ledgerctl: error: ")
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_the_environment_names_the_bookie_too(

@@ -386,15 +386,6 @@ def test_compact_live_equals_offline(reads: Reads, name: str) -> None:
     assert_same(reads, name, codes=(0, 1) if "status" in name else (0,))
 
 
-def test_compact_apply_without_a_bookie_dir_is_refused(reads: Reads, sandbox) -> None:
-    """A compaction read from the running bookies is never written: --apply asks for the
-    bookies' directories (its ledger is written there), in one line, exit 2."""
-    res = cli("compact", COMPACTED, "--apply", "--metadata-url", sandbox.metadata_url,
-              "--bookkeeper-metadata-url", sandbox.bookkeeper_metadata_url)  # fmt: skip
-    assert res.code == 2, res.err
-    assert "--bookie-dir" in res.err and res.err.count("\n") == 1
-
-
 def test_bookie_list_and_info_name_the_running_bookies(sandbox) -> None:
     urls = ["--metadata-url", sandbox.metadata_url,
             "--bookkeeper-metadata-url", sandbox.bookkeeper_metadata_url]  # fmt: skip
