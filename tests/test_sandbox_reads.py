@@ -80,6 +80,20 @@ def all_bookies_stopped(box: Any) -> Iterator[None]:
             box.start_bookie(bookie_id)
 
 
+def _until_every_bookie_is_available(box: Any, urls: list[str], timeout: float = 120) -> None:
+    """Wait until the bookies started again have registered (a started bookie's process
+    runs a while before its znode under available/ is written)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        res = cli("bookie", "list", *urls, "-o", "json")
+        states = {r["bookie_id"]: r["state"] for r in res.json()} if res.code == 0 else {}
+        if all(states.get(b["id"]) == "available" for b in box.bookies):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the bookies did not register again: {states} {res.err}")
+        time.sleep(1)
+
+
 def without(doc: Any, keys: set[str]) -> Any:
     if isinstance(doc, dict):
         return {k: without(v, keys) for k, v in doc.items() if k not in keys}
@@ -224,6 +238,7 @@ def reads(sandbox_world: Any, tmp_path_factory: pytest.TempPathFactory) -> Reads
                         reads.ledgers_by_dir[d] = sorted(store.ledgers())
                 dirs = [a for d in bookie["ledger_dirs"] for a in ("--bookie-dir", d)]
                 reads.checks[bookie["id"]] = cli("bookie", "check", *dirs, "-o", "json")
+        _until_every_bookie_is_available(box, urls)
     reads.seconds["all"] = time.monotonic() - started
     print(f"sandbox reads: {reads.seconds}")  # the time this module adds (pytest -s)
     for name in files:
