@@ -1,26 +1,36 @@
 """verify's entry checks on the head scan: one pass over a ledger, no Entry per entry.
 
-For a data ledger in bookie directories whose digest is CRC32C or CRC32: where one
-DbLedgerStorage index holds the ledger alone (as ``BookieStore.read_heads`` takes its
-native path), the native ``verify_heads`` (decoders/_speedups.c) reads the locations
-index a batch at a time and checks each entry in a window of its entry log; in any other
-storage (entry logs with index files, a journal, several directories) ``verify_records``
-checks the entries ``BookieStore.read_entries`` reads. Both check each entry as the
-general path does: record and ids, the digest, a plausible header, the prefix layers in
-order, the 0x0e01 CRC32C, a MessageMetadata with its required fields and valid UTF-8
-text; and run the ordered checks of :class:`~.order.TopicOrder` where they have nothing
-to say (index continuous, timestamps not going back). One digest and one checksum
-computation per entry.
+For a data ledger whose digest is CRC32C, CRC32 or DUMMY, in bookie directories or on
+live bookies:
+
+* where one DbLedgerStorage index holds the ledger alone (as ``BookieStore.read_heads``
+  takes its native path; in any of the bookie's ledger directories), the native
+  ``verify_heads`` (decoders/_speedups.c) reads the locations index a batch at a time and
+  checks each entry in a window of its entry log (a DUMMY digest: runs of the index as
+  slots, by ``verify_slots``);
+* where one index file (InterleavedLedgerStorage, SortedLedgerStorage) or the entry logs
+  scanned for a lost index hold it alone, ``verify_slots`` checks the entries their slots
+  name the same way;
+* in any other storage (a journal tail, several sources) and on live bookies,
+  ``verify_records`` checks the entries ``read_entries`` reads.
+
+Each checks every entry as the general path does: record and ids, the digest, a
+plausible header, the prefix layers in order, the 0x0e01 CRC32C, a MessageMetadata with
+its required fields and valid UTF-8 text; and runs the ordered checks of
+:class:`~.order.TopicOrder` where they have nothing to say (index continuous, timestamps
+not going back). One digest and one checksum computation per entry. A DUMMY digest has
+nothing to verify: every entry counts as unverified, as in the general path.
 
 It stops at anything else, and this side does for that one entry what the general path
 does: an entry that is not clean (damaged, a MAC digest, compacted framing, text that is
 not UTF-8, ...) is read and decoded by ``Run.entries`` exactly as the general path reads
 it; a clean entry the ordered checks have something to say about goes to
 ``TopicOrder.add_values`` with the values the native scan read. A ledger whose digest
-type is not in its metadata has it detected once, from its first entry. Everything the
-fast path cannot serve (no native module, live bookies, MAC and DUMMY digests, cursor
-and compacted ledgers) takes the general path. tests/test_verify_fastpath.py
-checks that both give the same findings, on healthy and on damaged ledgers.
+type is not in its metadata has it detected once, from its first entry (CRC32C or CRC32:
+a DUMMY digest cannot be told from damage entry by entry). Everything the fast path
+cannot serve (no native module, MAC digests, cursor and compacted ledgers) takes the
+general path. tests/test_verify_fastpath.py checks that both give the same findings, on
+healthy and on damaged ledgers, in every storage layout.
 """
 
 from __future__ import annotations
@@ -34,14 +44,19 @@ from pulsarctl_py.decoders.speedups import native
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerView
+    from pulsarctl_py.stores.bookie.heads import SlotSource
     from pulsarctl_py.stores.bookie.indexes import DbIndex
     from pulsarctl_py.stores.bookie.store import BookieStore
     from pulsarctl_py.verify.core import Finding, Run
     from pulsarctl_py.verify.ledgers import LedgerScan
     from pulsarctl_py.verify.order import TopicOrder
 
-#: digests the native scan verifies
-SERVED = (DigestType.CRC32C, DigestType.CRC32)
+#: digests the native scan checks (DUMMY: nothing to verify)
+SERVED = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY)
+#: of those, the ones a ledger's first entry tells when its metadata does not
+DETECTED = (DigestType.CRC32C, DigestType.CRC32)
+#: what an entry's unverified digest is, for a DUMMY digest (``Entry.unverified``)
+_DUMMY = ["DUMMY"]
 #: location items read from the index at once
 BATCH = 4096
 #: after this many entries the general path had to read, if they are most of what was
@@ -80,22 +95,27 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
     if native is None or getattr(native, "VERIFY_SLOTS", None) != SLOTS:
         return None
     bookie = run.source.bookie
-    if not isinstance(bookie, BookieStore) or scan.order is None:
-        return None  # live bookies read over the network: the general path
+    live = getattr(bookie, "where", None) == "live"
+    if not (isinstance(bookie, BookieStore) or live) or scan.order is None:
+        return None
     if view.kind not in ("data", "unknown"):
         return None
     if view.digest_type is not None and view.digest_type not in SERVED:
         return None
-    try:
-        db = bookie._sole_db_index(view.ledger_id, 0, last)
-    except LedgerctlError:
-        db = None  # the entries as read_entries finds them
-    return _scan(scan, view, last, bookie, db)
+    source = None
+    if isinstance(bookie, BookieStore):
+        try:
+            source = bookie.sole_source(view.ledger_id, 0, last)
+        except LedgerctlError:
+            source = None  # the entries as read_entries finds them
+    return _scan(scan, view, last, bookie, source)
 
 
 def _scan(
-    scan: LedgerScan, view: LedgerView, last: int, bookie: BookieStore, db: DbIndex | None
+    scan: LedgerScan, view: LedgerView, last: int, bookie: Any, source: Any
 ) -> Iterator[Finding]:
+    from pulsarctl_py.stores.bookie.indexes import DbIndex, IdxIndex, ScanIndex
+
     digest = view.digest_type
     if digest is None:  # detected once, from the first entry the general path reads clean
         for entry_id, entry, error in scan.run.entries(view, 0, last):
@@ -103,14 +123,19 @@ def _scan(
             if entry is not None and entry.ok and entry.digest_type is not None:
                 digest = entry.digest_type
                 break
-        if digest not in SERVED:
+        if digest not in DETECTED:
             if scan.expected <= last:
                 yield from scan.general(scan.expected, last)
             return
     if scan.expected > last:
         return
-    if db is not None and db.locations is not None:
-        yield from _native(scan, view, last, bookie, db, digest)
+    db = isinstance(source, DbIndex) and source.locations is not None
+    if db and digest in (DigestType.CRC32C, DigestType.CRC32):
+        yield from _native(scan, view, last, bookie, source, digest)
+    elif (
+        db or isinstance(source, IdxIndex) or (isinstance(source, ScanIndex) and source.has_slots())
+    ):
+        yield from _slots(scan, view, last, bookie, source, digest)
     else:
         yield from _records(scan, view, last, bookie, digest)
 
@@ -167,7 +192,7 @@ def _native(
                 elif (
                     status == need_window
                     and loaded_for != i
-                    and window.load(db, LOCATION_VALUE.unpack(batch[i][1])[0])
+                    and window.load(db.log_path, LOCATION_VALUE.unpack(batch[i][1])[0])
                 ):
                     loaded_for = i
                 else:  # not clean, or no window holds it: the general path, for this entry
@@ -191,11 +216,101 @@ def _native(
         yield from scan.general(scan.expected, last)
 
 
-def _records(
-    scan: LedgerScan, view: LedgerView, last: int, bookie: BookieStore, digest: DigestType
+def _slots(
+    scan: LedgerScan,
+    view: LedgerView,
+    last: int,
+    bookie: BookieStore,
+    source: SlotSource,
+    digest: DigestType,
 ) -> Iterator[Finding]:
-    """Any other storage (entry logs with index files, a journal, several indexes): the
-    entries as ``read_entries`` reads them, checked by the native ``verify_records``."""
+    """One index naming the entries in slots (index files, the entry logs scanned for a
+    lost index, a DbLedgerStorage index for a DUMMY digest): the native ``verify_slots``
+    checks each entry in a window of its entry log."""
+    from pulsarctl_py.decoders.index_file import LOCATION as SLOT
+    from pulsarctl_py.stores.bookie.heads import _Window
+    from pulsarctl_py.stores.bookie.model import Location
+
+    assert scan.order is not None
+    order = scan.order
+    lid = view.ledger_id
+    verify = native.verify_slots
+    end, need_window = native.HEADS_END, native.HEADS_WINDOW
+    gap, values = native.VERIFY_GAP, native.VERIFY_VALUES
+    state: list[Any] = [None] * SLOTS
+    state[ENTRIES] = state[BYTES] = 0
+    kind = int(digest)
+    window = _Window(bookie)
+    irregular = 0
+    stop = False  # the native pass ends here: the general path reads what is left
+    chunks = source.slot_chunks(lid, scan.expected, last)
+    try:
+        for first_entry, slots in chunks:
+            if isinstance(slots, Location):  # an entry a slot cannot name
+                if first_entry < scan.expected:
+                    break
+                yield from scan.general(first_entry, first_entry)
+                irregular += 1
+                if irregular > GIVE_UP_AFTER and irregular * 2 > scan.expected:
+                    break
+                continue
+            count = len(slots) // SLOT.size
+            i = 0
+            loaded_for = -1  # the slot a window was just read for
+            while i < count and not stop:
+                _state_in(state, scan, order)
+                before = scan.expected
+                i, status = verify(
+                    slots,
+                    i,
+                    first_entry,
+                    lid,
+                    window.log_id,
+                    window.data,
+                    window.start,
+                    kind,
+                    state,
+                )
+                _state_out(state, scan, order, lid, digest, before)
+                if status == end:
+                    break
+                if status == gap:
+                    scan.skip_to(first_entry + i)
+                elif status == values:
+                    yield from _values(scan, state, digest)
+                    i += 1
+                elif (
+                    status == need_window
+                    and loaded_for != i
+                    and window.load(source.log_path, SLOT.unpack_from(slots, SLOT.size * i)[0])
+                ):
+                    loaded_for = i
+                else:  # not clean, or no window holds it: the general path, for this entry
+                    entry_id = first_entry + i
+                    if entry_id < scan.expected:
+                        stop = True  # a slot this pass cannot place
+                        break
+                    yield from scan.general(entry_id, entry_id)
+                    irregular += 1
+                    i += 1
+                    # mostly irregular entries: the general path for the rest
+                    stop = irregular > GIVE_UP_AFTER and irregular * 2 > scan.expected
+            if stop:
+                break
+    except LedgerctlError:
+        pass  # the general path meets the same error, and goes on after it
+    finally:
+        chunks.close()
+        window.release()
+    if scan.expected <= last:  # what the native pass left (if anything): the general path
+        yield from scan.general(scan.expected, last)
+
+
+def _records(
+    scan: LedgerScan, view: LedgerView, last: int, bookie: Any, digest: DigestType
+) -> Iterator[Finding]:
+    """Any other storage (a journal tail, several sources; live bookies): the entries as
+    ``read_entries`` reads them, checked by the native ``verify_records``."""
     from itertools import islice
 
     assert scan.order is not None
@@ -220,14 +335,15 @@ def _records(
             i = 0
             while i < len(batch) and not stop:
                 _state_in(state, scan, order)
+                before = scan.expected
                 i, status = verify(batch, i, lid, kind, state)
-                _state_out(state, scan, order, lid)
+                _state_out(state, scan, order, lid, digest, before)
                 if status == end:
                     break
                 if status == gap:
                     scan.skip_to(batch[i][0])
                 elif status == values:
-                    yield from _values(scan, state)
+                    yield from _values(scan, state, digest)
                     i += 1
                 else:  # not clean: the general path, for this entry
                     entry_id = batch[i][0]
@@ -244,15 +360,20 @@ def _records(
         yield from scan.general(scan.expected, last)
 
 
-def _values(scan: LedgerScan, state: list[Any]) -> Iterator[Finding]:
-    return scan.values(
-        state[V_ENTRY],
+def _values(
+    scan: LedgerScan, state: list[Any], digest: DigestType | None = None
+) -> Iterator[Finding]:
+    entry_id = state[V_ENTRY]
+    yield from scan.values(
+        entry_id,
         state[V_PAYLOAD],
         state[V_INDEX],
         state[V_COUNT],
         state[V_TS],
         state[V_BROKER_TS],
     )
+    if digest is DigestType.DUMMY:  # read clean, its digest not verified (none stored)
+        scan.unverified_run(entry_id, entry_id, _DUMMY)
 
 
 def _state_in(state: list[Any], scan: LedgerScan, order: TopicOrder) -> None:
@@ -266,10 +387,19 @@ def _state_in(state: list[Any], scan: LedgerScan, order: TopicOrder) -> None:
     state[ORDERED] = order.quiet
 
 
-def _state_out(state: list[Any], scan: LedgerScan, order: TopicOrder, lid: int) -> None:
+def _state_out(
+    state: list[Any],
+    scan: LedgerScan,
+    order: TopicOrder,
+    lid: int,
+    digest: DigestType | None = None,
+    before: int = 0,
+) -> None:
     scan.expected = state[EXPECTED]
     if state[ENTRIES]:
         scan.counted(state[ENTRIES], state[BYTES])
+        if digest is DigestType.DUMMY:  # the entries counted: before .. expected - 1
+            scan.unverified_run(before, scan.expected - 1, _DUMMY)
         state[ENTRIES] = state[BYTES] = 0
     order.bem_seen = state[BEM_SEEN]
     if state[PREV_ENTRY] is not None:
