@@ -505,6 +505,12 @@ slots_tables(PyObject *locations, PyObject *sizes, long long ledger_id, PyObject
         }
     }
     Py_DECREF(key);
+    /* two tables of one size in entries: 8 and 4 bytes a slot */
+    if (rc == 0 && (found[0] == found[1] || PyByteArray_GET_SIZE(found[0]) % 8 != 0 ||
+                    PyByteArray_GET_SIZE(found[1]) != PyByteArray_GET_SIZE(found[0]) / 2)) {
+        PyErr_SetString(PyExc_ValueError, "log_slots: slot tables of different sizes");
+        rc = -1;
+    }
     *locs_out = found[0];
     *sizes_out = found[1];
     return rc;
@@ -520,8 +526,9 @@ slots_tables(PyObject *locations, PyObject *sizes, long long ledger_id, PyObject
  * stepped over, and each entry's location and record size go into its ledger's slot
  * tables: ``locations[ledger]`` (8-byte slots, (file_key << 32) | offset of the body) and
  * ``sizes[ledger]`` (4-byte big-endian sizes), bytearrays indexed by entry id and grown
- * as needed (missing entries 0). A later record of an entry replaces an earlier one: a
- * later copy wins, as in BookKeeper's index rebuild, the logs being walked in order.
+ * as needed (missing entries 0; the two dicts distinct, a ledger's tables of one length
+ * in entries). A later record of an entry replaces an earlier one: a later copy wins, as
+ * in BookKeeper's index rebuild, the logs being walked in order.
  *
  * Stops at a position with WINDOW (the window ends before the record there, its size
  * field or its 20-byte head do), IRREGULAR (a record scan_records reports: a ledger id

@@ -349,6 +349,16 @@ def test_hostile_arguments_are_refused() -> None:
     record = (20).to_bytes(4, "big") + struct.pack(">qq", 3, 0) + b"abcd"
     with pytest.raises(TypeError):
         native.log_slots(record, 0, 1024, 0, {3: b"not a bytearray"}, {3: bytearray()})
+    same: dict[int, bytearray] = {}
+    table = bytearray(16)
+    for locs, sizes in [
+        (same, same),  # one dict for both: one table for both
+        ({3: table}, {3: table}),
+        ({3: bytearray(16)}, {3: bytearray(4)}),  # tables out of step
+        ({3: bytearray(12)}, {3: bytearray(6)}),  # part of a slot
+    ]:
+        with pytest.raises(ValueError):
+            native.log_slots(record, 0, 1024, 0, locs, sizes)
     with pytest.raises(ValueError):
         native.entry_lines([], 0, 64, LEDGER, None, b"}\n", False, 2)
     with pytest.raises(ValueError):
