@@ -79,6 +79,7 @@ object on stdout.
     python bench/cli.py --data DIR                  # 10^6 and 10^5 entries, every row, 3 rounds
     python bench/cli.py --entries 100000 --runs 3   # 10^5 and 10^4: while developing
     python bench/cli.py --layouts db,interleaved --digests crc32c   # some rows
+    python bench/cli.py --rows scan/crc32,live/dummy --only verify,entry_jsonl,floor
     python bench/cli.py --quick                     # 2,000 and 200 entries, 1 round (smoke)
 """
 
@@ -668,23 +669,27 @@ def _summary(name: str, results: list[dict[str, Any]], entries: int) -> dict[str
 
 
 def run_all(
-    rows: dict[str, tuple[Row, Row]], entries: tuple[int, int], runs: int
+    rows: dict[str, tuple[Row, Row]],
+    entries: tuple[int, int],
+    runs: int,
+    only: tuple[str, ...] = (*COMMANDS, *LOOPS),
 ) -> dict[str, Any]:
-    """Every measurement of every row ``runs`` times, interleaved: round 1 of every row,
-    then round 2...; the small ledger (N/10) for the commands only (peak RSS)."""
+    """Every measurement (of ``only``) of every row ``runs`` times, interleaved: round 1
+    of every row, then round 2...; the small ledger (N/10) for the commands only (peak
+    RSS)."""
     large, small = entries
     samples: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     startup: list[dict[str, Any]] = []
     for _ in range(runs):
         startup.append(measure_command("startup", None, large))
         for key, (big, little) in rows.items():
-            for name in (*COMMANDS, *LOOPS):
+            for name in only:
                 if name in LOOPS:
                     result = measure_loop(name, big, large)
                 else:
                     result = measure_command(name, big, large)
                 samples.setdefault((key, "large", name), []).append(result)
-            for name in COMMANDS:
+            for name in (n for n in only if n in COMMANDS):
                 result = measure_command(name, little, small)
                 samples.setdefault((key, "small", name), []).append(result)
     out: dict[str, Any] = {"startup": _summary("startup", startup, large)}
@@ -760,14 +765,19 @@ RATIOS: dict[str, tuple[str, str, str]] = {
 
 
 def ratios(large: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
+    """The goals' ratios, of those whose measurements were taken."""
     out: dict[str, Any] = {}
     for name, (above, below, metric) in RATIOS.items():
-        value = large[above]["cpu_seconds"]["min"] / large[below]["cpu_seconds"]["min"]
-        out[name] = _goal(name, round(value, 4), metric)
+        if above in large and below in large:
+            value = large[above]["cpu_seconds"]["min"] / large[below]["cpu_seconds"]["min"]
+            out[name] = _goal(name, round(value, 4), metric)
     rss = {
         name: round(large[name]["peak_rss_mib"] / small[name]["peak_rss_mib"], 3)
         for name in COMMANDS
+        if name in large
     }
+    if not rss:
+        return out
     metric = "peak RSS on the large ledger over the small one's, worst command"
     out["rss_large/rss_small"] = {
         **_goal("rss_large/rss_small", max(rss.values()), metric),
@@ -803,6 +813,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rows",
         help="comma-separated LAYOUT/DIGEST pairs, instead of every layout x digest",
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join((*COMMANDS, *LOOPS)),
+        help="comma-separated measurements to take (default all: "
+        f"{', '.join((*COMMANDS, *LOOPS))}); ratios of the others are left out",
     )
     parser.add_argument(
         "--data",
@@ -857,7 +873,8 @@ def main(argv: list[str] | None = None) -> int:
                     servers.append(server)
                 pair.append(Row(layout, digest, where, address))
             rows[f"{layout}/{digest}"] = (pair[0], pair[1])
-        measured = run_all(rows, (entries, small_entries), runs)
+        only = tuple(_names(args.only, (*COMMANDS, *LOOPS), "measurements"))
+        measured = run_all(rows, (entries, small_entries), runs, only)
     finally:
         for server in servers:
             stop_test_bookie(server)
