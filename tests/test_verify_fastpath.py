@@ -288,14 +288,15 @@ def _corpus_world(root: Path, *, layout: str = "db") -> Opener:
 
 
 #: the native scans verify uses, per layout: DbLedgerStorage's items (and slots for a DUMMY
-#: digest), index files and scanned logs slots, entries from two sources read first
+#: digest), index files and scanned logs slots; with a journal tail, the index's scan up
+#: to the tail's first entry, then the entries of both read first
 _NATIVE_SCANS = {
     "db": {"verify_heads", "verify_slots"},
     "db-dirs": {"verify_heads", "verify_slots"},
     "index-files": {"verify_slots"},
     "sorted": {"verify_slots"},
     "scan": {"verify_slots"},
-    "journal": {"verify_records"},
+    "journal": {"verify_heads", "verify_slots", "verify_records"},
 }
 
 

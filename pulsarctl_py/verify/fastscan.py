@@ -102,19 +102,23 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
         return None
     if view.digest_type is not None and view.digest_type not in SERVED:
         return None
-    source = None
+    runs: list[tuple[Any, int, int | None]] = [(None, 0, last)]
     if isinstance(bookie, BookieStore):
         try:
-            source = bookie.sole_source(view.ledger_id, 0, last)
+            runs = bookie.index_runs(view.ledger_id, 0, last)
         except LedgerctlError:
-            source = None  # the entries as read_entries finds them
-    return _scan(scan, view, last, bookie, source)
+            pass  # the entries as read_entries finds them
+    return _scan(scan, view, last, bookie, runs)
 
 
 def _scan(
-    scan: LedgerScan, view: LedgerView, last: int, bookie: Any, source: Any
+    scan: LedgerScan,
+    view: LedgerView,
+    last: int,
+    bookie: Any,
+    runs: list[tuple[Any, int, int | None]],
 ) -> Iterator[Finding]:
-    from pulsarctl_py.stores.bookie.indexes import DbIndex, IdxIndex, ScanIndex
+    from pulsarctl_py.stores.bookie.indexes import DbIndex
 
     digest = view.digest_type
     if digest is None:  # detected once, from the first entry the general path reads clean
@@ -127,17 +131,17 @@ def _scan(
             if scan.expected <= last:
                 yield from scan.general(scan.expected, last)
             return
-    if scan.expected > last:
-        return
-    db = isinstance(source, DbIndex) and source.locations is not None
-    if db and digest in (DigestType.CRC32C, DigestType.CRC32):
-        yield from _native(scan, view, last, bookie, source, digest)
-    elif (
-        db or isinstance(source, IdxIndex) or (isinstance(source, ScanIndex) and source.has_slots())
-    ):
-        yield from _slots(scan, view, last, bookie, source, digest)
-    else:
-        yield from _records(scan, view, last, bookie, digest)
+    # runs of the range: one index's (its items or slots), or read from several sources
+    for source, _, run_last in runs:
+        end = last if run_last is None else run_last
+        if scan.expected > end:
+            continue
+        if isinstance(source, DbIndex) and digest in (DigestType.CRC32C, DigestType.CRC32):
+            yield from _native(scan, view, end, bookie, source, digest)
+        elif source is not None:
+            yield from _slots(scan, view, end, bookie, source, digest)
+        else:
+            yield from _records(scan, view, end, bookie, digest)
 
 
 def _native(

@@ -307,3 +307,20 @@ def test_scanned_index_takes_the_slot_tables(tmp_path: Path) -> None:
             assert {loc.path.parent.parent.name for _, loc in locations} == {f"d{i}"}
             heads = list(store.read_heads(3 + i, options=options_for(DigestType.CRC32C)))
             assert [h.entry_id for h in heads] == list(range(50))
+
+
+@needs_native
+def test_a_journal_tail_leaves_the_index_its_run(layouts: dict[tuple[str, Any], Path]) -> None:
+    """With the last entries only in the journal, the entries before the tail's first one
+    are one index's run (scanned natively), the rest read from both sources."""
+    from pulsarctl_py.stores.bookie.indexes import DbIndex
+
+    with open_bookie([layouts[("journal", DigestType.CRC32C)]]) as store:
+        runs = store.index_runs(3, 0, None)
+        tail = 2 * LEDGERS[3] // 3  # the first entry the journal alone holds (266)
+        assert [(type(s), a, b) for s, a, b in runs] == [
+            (DbIndex, 0, tail - 1),
+            (type(None), tail, None),
+        ]
+        assert store.index_runs(3, tail, None) == [(None, tail, None)]
+        assert [(type(s), a, b) for s, a, b in store.index_runs(3, 5, 20)] == [(DbIndex, 5, 20)]

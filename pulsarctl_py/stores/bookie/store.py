@@ -67,6 +67,14 @@ class _Source(Protocol):
     def close(self) -> None: ...
 
 
+def _scanned(source: Any) -> bool:
+    """Whether the native head scans read this index: DbLedgerStorage's (its locations
+    readable), index files, or entry logs scanned into slot tables."""
+    if isinstance(source, DbIndex):
+        return source.locations is not None
+    return isinstance(source, IdxIndex) or (isinstance(source, ScanIndex) and source.has_slots())
+
+
 def _holds(source: Any, ledger_id: int, first: int, last: int | None) -> bool:
     """Whether ``source`` has an entry of the ledger in [first, last]."""
     found = source.iter_locations(ledger_id, first, last)
@@ -417,25 +425,42 @@ class BookieStore:
         """Heads, or (``batched``) lists of (head, data) pairs."""
         opts = head_options(options or DecodeOptions(digest_type=DigestType.CRC32C))
         digest = native_digest(opts) if native is not None else None
-        source = self.sole_source(ledger_id, first, last) if digest is not None else None
-        if isinstance(source, DbIndex) and source.locations is not None:
-            if digest == DigestType.CRC32C:
+        runs = self.index_runs(ledger_id, first, last) if digest is not None else []
+        for source, run_first, run_last in runs or [(None, first, last)]:
+            if isinstance(source, DbIndex) and digest == DigestType.CRC32C:
                 yield from scan_db_heads(
-                    self, source, ledger_id, first, last, opts, batched, batched
+                    self, source, ledger_id, run_first, run_last, opts, batched, batched
+                )
+            elif source is not None and digest is not None:
+                yield from scan_slot_heads(
+                    self, source, ledger_id, run_first, run_last, opts, digest, batched
                 )
             else:
-                yield from scan_slot_heads(
-                    self, source, ledger_id, first, last, opts, digest, batched
-                )
-            return
-        if isinstance(source, IdxIndex) or (isinstance(source, ScanIndex) and source.has_slots()):
-            yield from scan_slot_heads(self, source, ledger_id, first, last, opts, digest, batched)
-            return
-        stored = self.read_entries(ledger_id, first, last)
-        try:
-            yield from record_head_batches(stored, ledger_id, opts, digest, batched)
-        finally:
-            stored.close()
+                stored = self.read_entries(ledger_id, run_first, run_last)
+                try:
+                    yield from record_head_batches(stored, ledger_id, opts, digest, batched)
+                finally:
+                    stored.close()
+
+    def index_runs(
+        self, ledger_id: int, first: int, last: int | None
+    ) -> list[tuple[Any, int, int | None]]:
+        """The range [first, last] as runs ``(index, first, last)``, in order: an index the
+        native scans read (:meth:`sole_source`, whose slots or items they take), or None
+        for a run :meth:`read_entries` reads from several sources. The entries before a
+        journal tail's first entry of the ledger (a bookie stopped before it flushed the
+        last ones) are one index's run when it alone holds them."""
+        source = self.sole_source(ledger_id, first, last)
+        if source is not None:
+            return [(source, first, last)] if _scanned(source) else [(None, first, last)]
+        tail = self._journal_tail()
+        found = tail.iter_locations(ledger_id, first, last) if tail is not None else None
+        split = next(found, (first,))[0] if found is not None else first
+        if split > first:
+            before = self.sole_source(ledger_id, first, split - 1)
+            if before is not None and _scanned(before):
+                return [(before, first, split - 1), (None, split, last)]
+        return [(None, first, last)]
 
     def sole_source(self, ledger_id: int, first: int, last: int | None) -> _Source | None:
         """The one index that holds this ledger's entries in [first, last], if one alone
