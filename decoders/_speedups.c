@@ -2808,6 +2808,7 @@ sp_entry_lines(PyObject *self, PyObject *args)
 }
 
 #include "_speedups_layouts.c"
+#include "_speedups_payloads.c"
 
 /* -- module ---------------------------------------------------------------------------- */
 
@@ -2842,6 +2843,7 @@ static PyMethodDef methods[] = {
      "(lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i): inspect's JSON lines "
      "of regular entries."},
     LAYOUT_METHODS
+    PAYLOAD_METHODS
     {NULL, NULL, 0, NULL},
 };
 

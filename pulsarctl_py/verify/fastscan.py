@@ -98,6 +98,8 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
 
     if native is None or getattr(native, "VERIFY_SLOTS", None) != SLOTS:
         return None
+    if not hasattr(native, "payload_items"):
+        return None  # a module built before the native payload check
     bookie = run.source.bookie
     live = getattr(bookie, "where", None) == "live"
     if not (isinstance(bookie, BookieStore) or live) or scan.order is None:
@@ -383,12 +385,16 @@ class Payloads:
     records), as the general path finds it (``verify`` decodes payloads there too).
 
     The native pass checked their layout (header, digest, prefix layers, a regular
-    MessageMetadata), so the payload is found here by walking that regular layout; the
-    MessageMetadata is parsed again (the native pass does not hand it over) and the
-    payload goes to the decoder's own step."""
+    MessageMetadata). The native ``payload_items``/``payload_slots``/``payload_records``
+    then pass every entry whose payload the decoder's step has nothing to say about (one
+    plain value; a batch whose records split regularly, decompressed by the decoder's own
+    ``decompress``) and name the others; for those, the payload is found here by walking
+    that regular layout, the MessageMetadata parsed again and the payload given to the
+    decoder's own step (``entry``)."""
 
     def __init__(self, scan: LedgerScan, view: LedgerView, digest: DigestType) -> None:
         from pulsarctl_py.decoders import Depth
+        from pulsarctl_py.decoders.codecs import decompress
         from pulsarctl_py.ledgers import LedgerSource
 
         self.scan = scan
@@ -397,11 +403,16 @@ class Payloads:
             view, Depth.MESSAGES, max_uncompressed=scan.run.max_uncompressed
         )
         self.start = HEADER.size + DIGESTS[digest].size
+        # the native check's last arguments: it passes the entries whose payload nothing in
+        # decode_payload can reject (decompressing with the decoder's own function), and
+        # names the others, which go to ``entry`` (decoders/_speedups_payloads.c)
+        self.native = (int(digest), self.options.max_uncompressed, decompress)
 
     def window(self, batch: list[Any], first: int, end: int, window: Any) -> Iterator[Finding]:
         """Items ``batch[first:end]`` of the locations index, each in ``window``."""
         data, start = window.data, window.start
-        for key, value in batch[first:end]:
+        for i in native.payload_items(batch, first, end, data, start, *self.native):
+            key, value = batch[i]
             offset = (LOCATION_VALUE.unpack(value)[0] & 0xFFFFFFFF) - start
             (size,) = _U32.unpack_from(data, offset - 4)
             yield from self.entry(_ENTRY_ID.unpack_from(key, 8)[0], data[offset : offset + size])
@@ -412,17 +423,16 @@ class Payloads:
         """Slots ``first:end`` of a slot table whose slot 0 is entry ``first_entry``, each
         entry in ``window`` (a slot is an entry log location, as a locations item's)."""
         data, start = window.data, window.start
-        for i in range(first, end):
+        for i in native.payload_slots(slots, first, end, data, start, *self.native):
             (packed,) = _SLOT.unpack_from(slots, 8 * i)
-            if packed == 0:
-                continue  # names no entry (verify_slots passes over it)
             offset = (packed & 0xFFFFFFFF) - start
             (size,) = _U32.unpack_from(data, offset - 4)
             yield from self.entry(first_entry + i, data[offset : offset + size])
 
     def records(self, batch: list[Any], first: int, end: int) -> Iterator[Finding]:
         """``(entry id, bytes)`` records ``batch[first:end]``."""
-        for entry_id, data in batch[first:end]:
+        for i in native.payload_records(batch, first, end, *self.native):
+            entry_id, data = batch[i]
             yield from self.entry(entry_id, data)
 
     def entry(self, entry_id: int, data: bytes | memoryview) -> Iterator[Finding]:
