@@ -201,7 +201,11 @@ def _java(classes: Path, classpath: str, cluster: dict[str, Any], *args: str) ->
     done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
     if done.returncode != 0:
         raise SystemExit(f"LedgerBench {' '.join(args)}: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # the client's log may share stdout: the answer is the line LedgerBench marks
+    answer = [line for line in done.stdout.splitlines() if line.startswith("LEDGERBENCH ")]
+    if not answer:
+        raise SystemExit(f"LedgerBench {' '.join(args)} gave no answer: {done.stdout[-2000:]}")
+    return json.loads(answer[-1].split(" ", 1)[1])
 
 
 def read_live_cluster(url: str, ledger_id: int) -> tuple[int, int, float, float]:

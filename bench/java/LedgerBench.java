@@ -4,7 +4,7 @@
 //
 // Usage: LedgerBench METADATA_SERVICE_URI write ENTRIES SIZE ENSEMBLE WRITE_QUORUM ACK_QUORUM
 //        LedgerBench METADATA_SERVICE_URI read LEDGER_ID RUNS BATCH
-// printing one JSON document on stdout.
+// printing one JSON document on stdout, on a line of its own after "LEDGERBENCH ".
 //
 //   write: a ledger of ENTRIES entries of SIZE bytes (CRC32C digest, the empty password),
 //          at most 1,000 adds in flight (asyncAddEntry), closed. {"ledger_id", "seconds"}.
@@ -74,13 +74,13 @@ public final class LedgerBench {
         }
         lh.close();
         double seconds = (System.nanoTime() - start) / 1e9;
-        System.out.println("{\"ledger_id\": " + lh.getId() + ", \"seconds\": " + seconds + "}");
+        System.out.println("LEDGERBENCH {\"ledger_id\": " + lh.getId() + ", \"seconds\": " + seconds + "}");
     }
 
     private static void read(BookKeeper bk, long ledgerId, int runs, int batch) throws Exception {
         com.sun.management.OperatingSystemMXBean os =
             (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
-        StringBuilder out = new StringBuilder("{\"runs\": [");
+        StringBuilder out = new StringBuilder("LEDGERBENCH {\"runs\": [");
         for (int run = 0; run < runs; run++) {
             LedgerHandle lh = bk.openLedgerNoRecovery(ledgerId, BookKeeper.DigestType.CRC32C,
                                                      PASSWORD);
