@@ -395,6 +395,7 @@ class Payloads:
     def __init__(self, scan: LedgerScan, view: LedgerView, digest: DigestType) -> None:
         from pulsarctl_py.decoders import Depth
         from pulsarctl_py.decoders.codecs import decompress
+        from pulsarctl_py.decoders.limits import max_message_size
         from pulsarctl_py.ledgers import LedgerSource
 
         self.scan = scan
@@ -406,7 +407,9 @@ class Payloads:
         # the native check's last arguments: it passes the entries whose payload nothing in
         # decode_payload can reject (decompressing with the decoder's own function), and
         # names the others, which go to ``entry`` (decoders/_speedups_payloads.c)
-        self.native = (int(digest), self.options.max_uncompressed, decompress)
+        # (the limit resolved once: decompress would ask for the process's limit per entry)
+        limit = self.options.max_uncompressed
+        self.native = (int(digest), max_message_size() if limit is None else limit, decompress)
 
     def window(self, batch: list[Any], first: int, end: int, window: Any) -> Iterator[Finding]:
         """Items ``batch[first:end]`` of the locations index, each in ``window``."""
