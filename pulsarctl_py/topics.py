@@ -325,6 +325,40 @@ def require_pulsar_data(store: Any) -> None:
     )
 
 
+#: where Pulsar keeps its topics' metadata (a cluster with no topic yet has /admin)
+TOPIC_ROOTS = ("/managed-ledgers", "/admin")
+
+
+def require_topic_metadata(store: Any) -> None:
+    """Raise NotFoundError unless the store holds Pulsar's topic metadata.
+
+    A store holding only BookKeeper's metadata (its ``/ledgers``: the chroot of a
+    BookKeeper cluster, or the store a broker's ``bookkeeperMetadataServiceUri`` names)
+    answers "no topics" to every question about topics; that answer is the wrong place's.
+    """
+    require_pulsar_data(store)
+    if any(_present(store, path) for path in TOPIC_ROOTS):
+        return
+    raise NotFoundError(
+        f"no Pulsar topic metadata in {store.url}: neither {' nor '.join(TOPIC_ROOTS)} "
+        "exists, only BookKeeper's metadata (wrong ZooKeeper chroot, or the store "
+        "BookKeeper uses rather than the broker's metadataStoreUrl?)"
+    )
+
+
+def require_bookkeeper_metadata(store: Any) -> None:
+    """Raise NotFoundError unless BookKeeper's metadata root exists where the store says
+    it lives (an empty chroot would answer "no ledgers, no bookies")."""
+    place = store.bookkeeper()
+    if _present(place.store, place.root):
+        return
+    raise NotFoundError(
+        f"no BookKeeper metadata in {place.url}: no znode {place.root} (wrong ZooKeeper "
+        "chroot, or the cluster's ledgers root is elsewhere? give --bookkeeper-metadata-url "
+        "or --broker-conf)"
+    )
+
+
 def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
     try:
         return source.ledger(ledger_id), None
@@ -634,7 +668,7 @@ def list_topics(
     from pulsarctl_py.stores.metadata import list_managed_ledgers, read_managed_ledger
 
     store = _require_metadata(source)
-    require_pulsar_data(store)
+    require_topic_metadata(store)
     wanted = namespace.strip("/") if namespace else None
     if wanted is not None:
         _require_namespace(store, wanted)
@@ -792,13 +826,7 @@ def list_ledger_rows(
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
     require_pulsar_data(store)
-    bookkeeper = store.bookkeeper()
-    if not _present(bookkeeper.store, bookkeeper.root):
-        raise NotFoundError(
-            f"no BookKeeper ledgers in {bookkeeper.url}: no znode {bookkeeper.root} (wrong "
-            "ZooKeeper chroot, or the cluster's ledgers root is elsewhere? give "
-            "--bookkeeper-metadata-url or --broker-conf)"
-        )
+    require_bookkeeper_metadata(store)
     wanted = resolve_topic(topic).full_name if topic else None
     rows = []
     for record in list_ledgers(store):

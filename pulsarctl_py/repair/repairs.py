@@ -961,9 +961,14 @@ def find_orphans(
     (the reference may be there), or it is younger than ``min_age_ms``.
     """
     from pulsarctl_py.stores.metadata import list_managed_ledgers
+    from pulsarctl_py.topics import require_bookkeeper_metadata, require_topic_metadata
     from pulsarctl_py.verify.orphans import unreferenced_ledgers
 
     store = draft.store
+    # the wrong place answers "no orphans", or (with BookKeeper's metadata and no topics)
+    # makes every ledger look orphaned
+    require_topic_metadata(store)
+    require_bookkeeper_metadata(store)
     referenced: set[int] = set()
     uncertain: set[str] = set()  # persistence names whose references are not all known
     for ref in list_managed_ledgers(store):
