@@ -260,6 +260,60 @@ def bookie_flags(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+PASSPHRASE_ENV = typer.Option(
+    None,
+    "--private-key-passphrase-env",
+    metavar="VAR",
+    help="Environment variable holding the passphrase of an encrypted --private-key.",
+)
+PASSPHRASE_FILE = typer.Option(
+    None,
+    "--private-key-passphrase-file",
+    metavar="FILE",
+    help="File holding the passphrase of an encrypted --private-key.",
+)
+
+
+class ValuesChoice(enum.StrEnum):
+    auto = "auto"
+    both = "both"
+    decoded = "decoded"
+    raw = "raw"
+
+
+VALUES = typer.Option(
+    ValuesChoice.auto,
+    "--values",
+    help="Message values: raw (the bytes, base64 in JSON), decoded (by the topic's schema "
+    "version each message names; the bytes only where a value is not decoded) or both; "
+    "auto is both when the topic has a schema, else raw.",
+)
+WHERE = typer.Option(
+    None,
+    "--where",
+    metavar="FIELD=VALUE",
+    help="Only messages whose decoded value has this field value (dot path: "
+    "order.id=42; FIELD!=VALUE excludes); repeat: all must match.",
+)
+#: a PEM private key is a few KiB; refuse to read more (``--private-key /dev/zero``)
+MAX_KEY_FILE = 1 << 20
+
+
+def load_key(path: Path | None, passphrase_env: str | None, passphrase_file: Path | None) -> Any:
+    """The consumer's private key from ``--private-key`` (None without it)."""
+    if path is None:
+        if passphrase_env or passphrase_file:
+            from pulsarctl_py.errors import LedgerctlError
+
+            raise LedgerctlError("a private key passphrase needs --private-key")
+        return None
+    from pulsarctl_py.decode import read_capped
+    from pulsarctl_py.decoders.crypto import load_private_key
+
+    pem = read_capped(path, MAX_KEY_FILE, "private key")
+    return load_private_key(pem, private_key_passphrase(passphrase_env, passphrase_file))
+
+
 def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
     """The passphrase of an encrypted private key, from a variable or a file."""
     from pulsarctl_py.secrets import secret_from

@@ -25,6 +25,7 @@ from pulsarctl_py.commands import (
     ledger,
     migrate,
     repair,
+    schema,
     seek,
     topic,
     verify,
@@ -79,6 +80,7 @@ verify.register(app)
 seek.register(app)
 compact.register(app)
 export.register(app)
+schema.register(app)
 repair.register(app)
 migrate.register(app)
 

@@ -52,8 +52,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("problems", "array<string>"),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
+#: columns added when the topic has a schema (values decoded): value_decoded's type comes
+#: from the schema (pulsarctl_py.value_columns)
+VALUE_COLUMNS: tuple[str, ...] = ("schema_version", "schema_type", "value_decoded")
 #: columns that need the payload opened (decrypted, decompressed, unbatched)
-MESSAGE_COLUMNS = frozenset({"key", "value", "properties", "event_time", "null_value"})
+MESSAGE_COLUMNS = frozenset(
+    {"key", "value", "properties", "event_time", "null_value", "value_decoded", "schema_type"}
+)
 #: the Spark SQL DDL of a full row
 SCHEMA_DDL = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
 #: entries per split for export plans (small enough that executors share the work)
@@ -70,11 +75,32 @@ class RowFilters:
     broker_metadata: bool | None = None  # True: only with, False: only without
 
 
-def check_columns(columns: Sequence[str]) -> tuple[str, ...]:
-    unknown = [c for c in columns if c not in COLUMN_NAMES]
+@dataclass(frozen=True, slots=True)
+class ValueOptions:
+    """How rows get their values (picklable: executors use it). ``values``: the topic's
+    schemas (pulsarctl_py.values.Values) or None; ``column``: the typed column of a
+    Parquet file (pulsarctl_py.value_columns.ValueColumn), None for JSON lines;
+    ``key_pem`` and ``passphrase``: the consumer's private key, to open encrypted values."""
+
+    values: Any = None
+    column: Any = None
+    key_pem: bytes | None = field(default=None, repr=False)
+    passphrase: bytes | None = field(default=None, repr=False)
+
+    def private_key(self) -> Any:
+        if self.key_pem is None:
+            return None
+        from pulsarctl_py.decoders.crypto import load_private_key
+
+        return load_private_key(self.key_pem, self.passphrase)
+
+
+def check_columns(columns: Sequence[str], values: bool = False) -> tuple[str, ...]:
+    known = COLUMN_NAMES + (VALUE_COLUMNS if values else ())
+    unknown = [c for c in columns if c not in known]
     if unknown:
         raise LedgerctlError(
-            f"unknown column(s) {', '.join(unknown)}: the columns are {', '.join(COLUMN_NAMES)}"
+            f"unknown column(s) {', '.join(unknown)}: the columns are {', '.join(known)}"
         )
     if not columns:
         raise LedgerctlError("no columns selected")
@@ -159,6 +185,7 @@ def split_rows(
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
     gaps: Gaps | None = None,
+    values: ValueOptions | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """The rows of one split, as tuples in the order of ``columns``. Opens its own stores.
 
@@ -179,8 +206,9 @@ def split_rows(
         need_bookie=True,
         live=split.live,
     ) as source:
-        for row in _rows(source, split, filters, full, gaps if gaps is not None else Gaps()):
-            yield tuple(row[c] for c in columns)
+        rows = _rows(source, split, filters, full, gaps if gaps is not None else Gaps(), values)
+        for row in rows:
+            yield tuple(row.get(c) for c in columns)
 
 
 def _chunk_of(entry: Any) -> tuple[tuple[str, str], int, int] | None:
@@ -194,7 +222,12 @@ def _chunk_of(entry: Any) -> tuple[tuple[str, str], int, int] | None:
 
 
 def _rows(
-    source: Any, split: Any, filters: RowFilters, full: bool, gaps: Gaps
+    source: Any,
+    split: Any,
+    filters: RowFilters,
+    full: bool,
+    gaps: Gaps,
+    values: ValueOptions | None = None,
 ) -> Iterator[dict[str, Any]]:
     from pulsarctl_py.decoders import Depth
 
@@ -207,7 +240,10 @@ def _rows(
     # read on past the split's end for chunks, never past the ledger's last entry
     end = view.readable_last
     started: set[tuple[str, str]] = set()  # chunked messages begun in this split, unfinished
-    entries = source.entries(view, split.first_entry, end, depth=depth, keep_going=True)
+    key = values.private_key() if values is not None else None
+    entries = source.entries(
+        view, split.first_entry, end, depth=depth, keep_going=True, private_key=key
+    )
     try:
         for entry in entries:
             entry_id = entry.position[1] if entry.position else split.last_entry
@@ -229,7 +265,7 @@ def _rows(
                     started.discard(key)
             elif past_end:
                 continue  # the next split's
-            yield from _entry_rows(split, entry, full, filters)
+            yield from _entry_rows(split, entry, full, filters, values)
         yield from _missing_rows(split, tracker.finish())
     finally:
         entries.close()
@@ -276,14 +312,18 @@ def _problems(entry: Any) -> list[str]:
 
 
 def _entry_rows(
-    split: Any, entry: Any, full: bool, filters: RowFilters
+    split: Any,
+    entry: Any,
+    full: bool,
+    filters: RowFilters,
+    values: ValueOptions | None = None,
 ) -> Iterator[dict[str, Any]]:
     ledger_id, entry_id = entry.position or (split.ledger_id, None)
     problems = _problems(entry)
     md = entry.metadata
     encrypted = md is not None and len(md.encryption_keys) > 0
-    if encrypted:
-        # export takes no private key: the values stay sealed whatever the depth
+    if encrypted and not entry.messages:
+        # no private key (or not the right one): the values stay sealed
         problems.append(ENCRYPTED_NOTE)
     base = {
         "topic": split.topic,
@@ -304,8 +344,10 @@ def _entry_rows(
             messages = [m for m in messages if m.key == filters.key]
             if not messages and entry.messages:
                 return
+        schema_values = values.values if values is not None else None
+        version = md.schema_version if md is not None and md.HasField("schema_version") else None
         for m in messages:
-            yield {
+            row = {
                 **base,
                 "batch_index": None if m.batch_index < 0 else m.batch_index,
                 "key": m.key,
@@ -315,16 +357,54 @@ def _entry_rows(
                 "index": m.index,
                 "null_value": m.null_value,
             }
+            if schema_values is not None:
+                _add_value(row, schema_values, values.column, version, m)  # type: ignore[union-attr]
+            yield row
         if messages:
             return
     if not full or (encrypted and not entry.messages):
         slots = _metadata_slots(entry)
         if slots:
+            plain = _plain_metadata(entry) if full and encrypted else _NO_MESSAGE
             for batch_index, index in slots:
-                yield {**base, "batch_index": batch_index, "index": index, **_NO_MESSAGE}
+                yield {**base, "batch_index": batch_index, "index": index, **plain}
             return
     if problems:
         yield {**base, "batch_index": None, "index": None, **_NO_MESSAGE}
+
+
+def _add_value(row: dict[str, Any], values: Any, column: Any, version: Any, m: Any) -> None:
+    """The row's schema_version, schema_type and value_decoded (typed for ``column``); a
+    value that does not decode with its schema is an error in the row's problems."""
+    from pulsarctl_py.values import message_key_bytes
+
+    key = message_key_bytes(m)
+    got = values.decode(version, m.value, key)
+    row["schema_version"] = got.schema_version
+    row["schema_type"] = got.schema_type
+    if column is not None:
+        row["value_decoded"] = column.value(values, version, m.value, key) if got.decoded else None
+    else:
+        row["value_decoded"] = got.value if got.decoded else None
+    if got.error is not None:
+        row["problems"] = [*row["problems"], f"error: value: {got.error}"]
+
+
+def _plain_metadata(entry: Any) -> dict[str, Any]:
+    """What an encrypted entry keeps in plain text: a single message's key, properties,
+    event time and null flag are in its MessageMetadata (a batch's are encrypted with it)."""
+    md = entry.metadata
+    if md is None or md.HasField("num_messages_in_batch"):
+        return _NO_MESSAGE
+    from pulsarctl_py.decoders.text import text_map
+
+    return {
+        "key": md.partition_key if md.HasField("partition_key") else None,
+        "value": None,
+        "properties": text_map(md.properties),
+        "event_time": md.event_time if md.HasField("event_time") else None,
+        "null_value": md.null_value if md.HasField("null_value") else False,
+    }
 
 
 _NO_MESSAGE = {
@@ -365,7 +445,9 @@ def json_line(row: dict[str, Any]) -> str:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
 
-def arrow_schema(columns: Sequence[str] = COLUMN_NAMES) -> Any:
+def arrow_schema(columns: Sequence[str] = COLUMN_NAMES, column: Any = None) -> Any:
+    """The Arrow schema of rows with these columns; ``column``: value_decoded's
+    (pulsarctl_py.value_columns.ValueColumn)."""
     import pyarrow as pa
 
     types = {
@@ -377,8 +459,14 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES) -> Any:
         "map<string,string>": pa.map_(pa.string(), pa.string()),
         "array<string>": pa.list_(pa.string()),
     }
-    kinds = dict(COLUMNS)
-    return pa.schema([(c, types[kinds[c]]) for c in columns])
+    kinds = {**dict(COLUMNS), "schema_version": "bigint", "schema_type": "string"}
+    fields = []
+    for c in columns:
+        if c == "value_decoded":
+            fields.append((c, column.arrow_type() if column is not None else pa.string()))
+        else:
+            fields.append((c, types[kinds[c]]))
+    return pa.schema(fields)
 
 
 PARQUET_BATCH_ROWS = 20_000
@@ -395,6 +483,7 @@ def write_part(
     parts_dir: str,
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
+    values: ValueOptions | None = None,
 ) -> Iterator[tuple[int, str, int, int, Gaps]]:
     """Write one split's rows to a part file; yield (ordinal, path, rows, rows with errors,
     the split's :class:`Gaps`).
@@ -404,7 +493,9 @@ def write_part(
     path = os.path.join(parts_dir, f"part-{split.ordinal:08d}.{fmt}")
     rows = flagged = 0
     gaps = Gaps()
-    it = split_rows(split, columns, filters, gaps)
+    if values is not None and fmt == "jsonl" and values.column is not None:
+        values = ValueOptions(values.values, None, values.key_pem, values.passphrase)
+    it = split_rows(split, columns, filters, gaps, values)
     if fmt == "jsonl":
         with open(path, "w", encoding="utf-8") as fh:
             for values in it:
@@ -416,7 +507,7 @@ def write_part(
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = arrow_schema(columns)
+        schema = arrow_schema(columns, values.column if values is not None else None)
         with pq.ParquetWriter(path, schema) as writer:
             batch: list[tuple[Any, ...]] = []
 
@@ -454,6 +545,8 @@ class ExportResult:
     rows_with_errors: int
     #: what the export could not read or skipped (ledgers, entries)
     gaps: Gaps = field(default_factory=Gaps)
+    #: how value_decoded was written, when it was not typed by the schema
+    value_note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -471,6 +564,7 @@ class ExportResult:
             "rows": self.rows,
             "rows_with_errors": self.rows_with_errors,
             **self.gaps.to_json(),
+            **({"value_note": self.value_note} if self.value_note else {}),
         }
 
 
@@ -503,6 +597,7 @@ def export_plan(
     filters: RowFilters | None = None,
     progress: Callable[[int], None] | None = None,
     gaps: Gaps | None = None,
+    values: ValueOptions | None = None,
 ) -> ExportResult:
     """Run ``plan`` on ``engine``; write its rows, in topic order, to one output ``to``
     (a path, checked as :func:`pulsarctl_py.outputs.prepare` does, or a prepared output).
@@ -532,7 +627,12 @@ def export_plan(
         raise outputs.cannot_write(target, exc) from None
     try:
         fn = functools.partial(
-            write_part, fmt=fmt, parts_dir=parts_dir, columns=tuple(columns), filters=filters
+            write_part,
+            fmt=fmt,
+            parts_dir=parts_dir,
+            columns=tuple(columns),
+            filters=filters,
+            values=values,
         )
         parts: list[tuple[int, str, int, int, Gaps]] = []
         for part in engine.map_splits(plan, fn):
@@ -540,8 +640,9 @@ def export_plan(
             if progress is not None:
                 progress(len(parts))
         parts.sort(key=lambda p: p[0])
+        schema = arrow_schema(columns, values and values.column) if fmt == "parquet" else None
         with out.open_binary() as fh:
-            _join(fmt, [p[1] for p in parts], fh, columns)
+            _join(fmt, [p[1] for p in parts], fh, schema)
     finally:
         out.discard()  # after a commit: nothing left to drop
         shutil.rmtree(parts_dir, ignore_errors=True)
@@ -560,10 +661,11 @@ def export_plan(
         sum(p[2] for p in parts),
         sum(p[3] for p in parts),
         total,
+        values.column.note if values is not None and values.column is not None else None,
     )
 
 
-def _join(fmt: str, paths: Iterable[str], out: IO[bytes], columns: Sequence[str]) -> None:
+def _join(fmt: str, paths: Iterable[str], out: IO[bytes], schema: Any) -> None:
     if fmt == "jsonl":
         for path in paths:
             with open(path, "rb") as src:
@@ -580,7 +682,7 @@ def _join(fmt: str, paths: Iterable[str], out: IO[bytes], columns: Sequence[str]
     # more parts and more threads). Closed and released after every part, the join's
     # memory is one row group's, whatever the topic's size (docs/performance.md).
     pool = pa.default_memory_pool()
-    schema = arrow_schema(columns).with_metadata({PARQUET_TAG_KEY: b"export"})
+    schema = schema.with_metadata({**(schema.metadata or {}), PARQUET_TAG_KEY: b"export"})
     with pq.ParquetWriter(pa.PythonFile(out, mode="w"), schema) as writer:
         for path in paths:
             with pq.ParquetFile(path) as part:

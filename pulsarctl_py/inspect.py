@@ -47,6 +47,20 @@ class InspectRequest:
     properties: list[tuple[str, str | None]] = field(default_factory=list)  # all must match
     private_key: Any = None
     max_uncompressed: int | None = None  # cap on a decompressed payload (--max-message-size)
+    #: the topic's schemas (pulsarctl_py.values.Values) when values are decoded, else None
+    values: Any = None
+    #: "both" (value and value_decoded), "decoded" (value only where not decoded), "raw"
+    value_mode: str = "raw"
+    #: filters on decoded values (pulsarctl_py.values.Where), all must match
+    where: list[Any] = field(default_factory=list)
+    #: (entry, its messages' values.Decoded) of the last entry yielded (see entry_values)
+    decoded: tuple[Any, list[Any]] | None = None
+
+    def entry_values(self, entry: Entry) -> list[Any] | None:
+        """The decoded values of an entry that :func:`inspect` just yielded, or None."""
+        if self.decoded is not None and self.decoded[0] is entry:
+            return self.decoded[1]
+        return None
 
     @property
     def message_filters(self) -> bool:
@@ -55,6 +69,7 @@ class InspectRequest:
             self.key is not None
             or self.sequence_ids is not None
             or self.properties
+            or self.where
             or (self.start is not None and self.start.batch_index is not None)
             or (self.end is not None and self.end.batch_index is not None)
         )
@@ -427,6 +442,8 @@ def inspect(
                     tracker.see(entry.position[1])
                 if not _keep(entry, request) or not _keep_messages(entry, request):
                     continue
+                if request.values is not None and request.depth is Depth.MESSAGES:
+                    request.decoded = (entry, decode_values(entry, request.values))
                 summary.add(entry)
             yield view, entry
             if left is not None:
@@ -556,7 +573,24 @@ def _keep_messages(entry: Entry, request: InspectRequest) -> bool:
     low = start.batch_index if start is not None and at == start.entry else None
     high = end.batch_index if end is not None and at == end.entry else None
     entry.messages = [m for m in entry.messages if _message_kept(m, request, low, high)]
+    if request.where and entry.messages:
+        entry.messages = [m for m in entry.messages if _value_kept(entry, m, request)]
     return bool(entry.messages)
+
+
+def _value_kept(entry: Entry, m: Any, request: InspectRequest) -> bool:
+    """--where: the message's decoded value has every field asked for."""
+    from pulsarctl_py.values import message_key_bytes
+
+    values = request.values
+    if values is None:
+        return False
+    md = entry.metadata
+    version = md.schema_version if md is not None and md.HasField("schema_version") else None
+    decoded = values.decode(version, m.value, message_key_bytes(m))
+    if not decoded.decoded:
+        return False
+    return all(w.matches(decoded.value) for w in request.where)
 
 
 def _message_kept(m: Any, request: InspectRequest, low: int | None, high: int | None) -> bool:
@@ -578,7 +612,12 @@ def _message_kept(m: Any, request: InspectRequest, low: int | None, high: int | 
 
 
 def entry_json(
-    view: LedgerView, entry: Entry, with_hex: bool = False, with_hash: bool = False
+    view: LedgerView,
+    entry: Entry,
+    with_hex: bool = False,
+    with_hash: bool = False,
+    decoded: list[Any] | None = None,
+    value_mode: str = "both",
 ) -> dict[str, Any]:
     """The per-entry JSON of inspect: decode's shape plus digest, LAC and kind.
 
@@ -597,4 +636,41 @@ def entry_json(
     entry_id = doc["entry_id"]
     doc["confirmed"] = None if lac is None or entry_id is None else entry_id <= lac
     doc["ledger_kind"] = view.kind
+    if decoded is not None:
+        add_values(doc, decoded, value_mode)
     return doc
+
+
+def decode_values(entry: Entry, values: Any) -> list[Any]:
+    """Each message's value decoded with its schema version (``values.Decoded``); a
+    value that does not decode is a problem of the entry, named by its message id."""
+    from pulsarctl_py.decoders.nodes import Problem
+    from pulsarctl_py.values import message_key_bytes
+
+    md = entry.metadata
+    version = md.schema_version if md is not None and md.HasField("schema_version") else None
+    out = []
+    for m in entry.messages:
+        got = values.decode(version, m.value, message_key_bytes(m))
+        if got.error is not None:
+            where = m.message_id or "a message"
+            entry.problems.append(Problem("error", "value", 0, f"{where}: value {got.error}"))
+        out.append(got)
+    return out
+
+
+def add_values(doc: dict[str, Any], decoded: list[Any], mode: str = "both") -> None:
+    """Each message of ``doc`` (an entry's JSON) gains ``schema_version``, ``schema_type``
+    and ``value_decoded`` (``value_error`` when it does not decode with its schema,
+    ``value_note`` when it has none); ``mode`` "decoded" keeps ``value`` only where the
+    value was not decoded."""
+    for got, out in zip(decoded, doc["messages"], strict=False):
+        out["schema_version"] = got.schema_version
+        out["schema_type"] = got.schema_type
+        out["value_decoded"] = got.value if got.decoded else None
+        if got.error is not None:
+            out["value_error"] = got.error
+        elif got.note is not None:
+            out["value_note"] = got.note
+        if mode == "decoded" and got.decoded:
+            out.pop("value", None)

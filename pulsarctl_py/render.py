@@ -368,8 +368,11 @@ def _field_text(name: str, value: Any) -> str:
     return escape(f"{name}: {human(value)}")
 
 
-def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
-    """A Rich tree: the entry, each layer with its fields and checks, then messages."""
+def entry_tree(
+    entry: Entry, label: str, with_hex: bool = False, decoded: list[Any] | None = None
+) -> Tree:
+    """A Rich tree: the entry, each layer with its fields and checks, then messages
+    (with their values decoded by their schema, ``decoded``, when given)."""
     from rich.markup import escape
     from rich.text import Text
     from rich.tree import Tree
@@ -397,7 +400,7 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
             node.add(Text(hexdump(layer.raw[: min(layer.length, 4096)], layer.offset)))
     if entry.messages:
         msgs = node.add(f"[bold]messages[/] ({len(entry.messages)})")
-        for m in entry.messages:
+        for i, m in enumerate(entry.messages):
             mid = m.message_id or f"batch index {m.batch_index}"
             key = quoted(m.key)
             item = msgs.add(
@@ -413,7 +416,26 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
                 item.add(f"index: {m.index}")
             if m.chunks:
                 item.add(f"reassembled from {m.chunks} chunks")
+            got = decoded[i] if decoded is not None and i < len(decoded) else None
+            if got is not None:
+                _value_node(item, got)
     return tree
+
+
+def _value_node(item: Any, got: Any) -> None:
+    """A message's decoded value (pulsarctl_py.values.Decoded) under its tree node."""
+    from rich.markup import escape
+
+    schema = f"schema v{got.schema_version} {got.schema_type}" if got.schema_type else "no schema"
+    if got.error is not None:
+        item.add(f"[red]{escape(schema)}: {escape(got.error)}[/]")
+    elif got.decoded:
+        text = json.dumps(got.value, ensure_ascii=False, separators=(", ", ": "))
+        if len(text) > 2000:
+            text = text[:2000] + "…"
+        item.add(escape(f"{schema}: {text}"))
+    elif got.note is not None:
+        item.add(escape(got.note))
 
 
 def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:

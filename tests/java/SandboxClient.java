@@ -12,6 +12,7 @@
 //                 "message_ids": ["L:E:B:P", ...]}]}.
 //   last-message-id   spec {"topic": T, "read_compacted": bool}: a consumer's
 //                 getLastMessageId(), printed as {"message_id": "L:E:B:P"}.
+//   schema-produce, schema-consume   messages with schemas: see SchemaClient.java.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -48,6 +49,8 @@ public final class SandboxClient {
             switch (args[1]) {
                 case "txn-produce" -> out = txnProduce(client, spec);
                 case "last-message-id" -> out = lastMessageId(client, spec);
+                case "schema-produce" -> out = SchemaClient.produce(client, spec);
+                case "schema-consume" -> out = SchemaClient.consume(client, spec);
                 default -> throw new IllegalArgumentException("unknown command " + args[1]);
             }
         }
