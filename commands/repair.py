@@ -315,7 +315,8 @@ def confirm(action: str, plan: Plan, yes: bool) -> None:
             f" and {len(plan.bookie)} bookie index entr{'ies' if len(plan.bookie) != 1 else 'y'}"
         )
     err = render.stderr_console()
-    err.print(f"{action} {what} in {escape(store_text(plan))}? [y/N] ", end="")
+    # "[y/N]" escaped: Rich would take it for a markup tag and print nothing
+    err.print(f"{action} {what} in {escape(store_text(plan))}? {escape('[y/N]')} ", end="")
     try:
         answer = sys.stdin.readline()
     except (OSError, ValueError):

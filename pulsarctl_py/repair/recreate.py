@@ -587,7 +587,13 @@ def recreate(
         sources["custom_metadata"] = "Pulsar's tags for the topic"
     first_ms = entry_time(found.read(0), digest, chosen.password)
     last_ms = entry_time(tail, digest, chosen.password)
-    if first_ms is None:
+    ctime: int | None
+    if near is not None and near.metadata.ctime is None:
+        # the client that wrote the topic's ledgers stores no ctime (BookKeeper's
+        # storeSystemtimeAsLedgerCreationTime off, as Pulsar's brokers run it)
+        ctime = None
+        sources["ctime"] = f"none, as ledger {near.ledger_id} stores none"
+    elif first_ms is None:
         import time
 
         ctime = time.time_ns() // 1_000_000

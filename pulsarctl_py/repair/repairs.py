@@ -567,7 +567,7 @@ def _lost_metadata(
         )
         for note in rec.notes:
             draft.warnings.append(f"ledger {lid}: {note}")
-        if rec.sources["password"].endswith("do not tell their master key"):
+        if "not checked" in rec.sources["password"]:
             draft.warnings.append(f"ledger {lid}: its password is {rec.sources['password']}")
         recreated[lid] = rec
     return spans, recreated
