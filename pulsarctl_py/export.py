@@ -196,7 +196,9 @@ def split_rows(
     """
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.limits import apply_split
 
+    apply_split(split)
     filters = filters or RowFilters()
     full = needs_payload(columns, filters)
     with LedgerSource.open(
@@ -470,6 +472,10 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES, column: Any = None) -> A
 
 
 PARQUET_BATCH_ROWS = 20_000
+#: ... or once the values held reach this many bytes (decoded values counted by what they
+#: take, estimated: pulsarctl_py.value_bounds): a row group holds at most about this much
+#: (plus one message), however large the messages are
+PARQUET_BATCH_BYTES = 16 << 20
 
 
 def _has_error(problems: Sequence[str] | None) -> bool:
@@ -508,26 +514,38 @@ def write_part(
         import pyarrow.parquet as pq
 
         schema = arrow_schema(columns, values.column if values is not None else None)
+        pool = pa.default_memory_pool()
         with pq.ParquetWriter(path, schema) as writer:
             batch: list[tuple[Any, ...]] = []
 
             def flush() -> None:
                 cols = list(zip(*batch, strict=True)) if batch else [[] for _ in columns]
+                batch.clear()
                 table = pa.Table.from_arrays(
                     [pa.array(list(col), type=schema.field(i).type) for i, col in enumerate(cols)],
                     schema=schema,
                 )
+                del cols
                 writer.write_table(table)
-                batch.clear()
+                del table
+                pool.release_unused()  # the pool keeps what it freed otherwise (see _join)
 
             problems_at = columns.index("problems") if "problems" in columns else None
+            value_at = columns.index("value") if "value" in columns else None
+            decoded = values.values if values is not None else None
+            held = 0
             for values in it:
                 batch.append(values)
                 rows += 1
                 if problems_at is not None:
                     flagged += _has_error(values[problems_at])
-                if len(batch) >= PARQUET_BATCH_ROWS:
+                if value_at is not None and values[value_at] is not None:
+                    held += len(values[value_at])
+                if decoded is not None:  # decoded values: what they take, estimated
+                    held += decoded.take_held()
+                if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
                     flush()
+                    held = 0
             if batch or rows == 0:
                 flush()
     yield split.ordinal, path, rows, flagged, gaps
@@ -721,7 +739,7 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], out: IO[bytes]) -> 
         ],
         metadata={PARQUET_TAG_KEY: b"compacted-view"},
     )
-    rows = 0
+    rows = held = 0
     with (
         pq.ParquetWriter(pa.PythonFile(out, mode="w"), schema) as writer,
         open(jsonl, encoding="utf-8") as fh,
@@ -730,10 +748,12 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], out: IO[bytes]) -> 
         for line in fh:
             doc = json.loads(line)
             value = doc.get("value")
+            value = None if value is None else base64.b64decode(value)
+            held += 0 if value is None else len(value)
             batch.append(
                 {
                     "key": doc.get("key"),
-                    "value": None if value is None else base64.b64decode(value),
+                    "value": value,
                     "properties": list((doc.get("properties") or {}).items()),
                     "position": doc.get("position"),
                     "publish_time": doc.get("publish_time"),
@@ -741,10 +761,11 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], out: IO[bytes]) -> 
                     "note": doc.get("note"),
                 }
             )
-            if len(batch) >= PARQUET_BATCH_ROWS:
+            if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
                 writer.write_table(pa.Table.from_pylist(batch, schema=schema))
                 rows += len(batch)
                 batch.clear()
+                held = 0
         writer.write_table(pa.Table.from_pylist(batch, schema=schema))
         rows += len(batch)
     return rows

@@ -625,7 +625,9 @@ def entry_json(
     and digest: it lets two copies of an entry (bookies, backups) be compared without
     the bytes. It is asked for (``--hash``): a hash per entry costs a scan's time.
     """
-    doc = entry.to_json(with_hex)
+    from pulsarctl_py.render import entry_doc
+
+    doc = entry_doc(entry, with_hex)
     layers = entry.layers
     bk = layers[0] if layers and layers[0].name == "bookie-entry" else None
     # the bookie layer's check, as its layer shows it
