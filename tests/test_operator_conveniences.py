@@ -1,0 +1,85 @@
+"""Conveniences an operator expects of a command-line tool: no colour when asked (NO_COLOR,
+--no-color), Ctrl-C that says "interrupted" and exits 130."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import ledgerctl_script, run_on_terminal
+from tests.demo_env import demo, demo_root  # noqa: F401 (fixtures)
+
+ESC = b"\x1b["
+#: a colour or style (SGR) sequence; cursor movement of a progress display is not colour
+SGR = re.compile(rb"\x1b\[[0-9;]*m")
+
+
+def test_the_error_line_is_red_on_a_terminal_unless_colour_is_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    code, _, screen = run_on_terminal("decode", "/nonexistent", stdout_tty=False)
+    assert code == 2 and ESC + b"31mledgerctl: error:" in screen
+    code, _, screen = run_on_terminal("--no-color", "decode", "/nonexistent", stdout_tty=False)
+    assert code == 2 and ESC not in screen
+    assert b"ledgerctl: error: cannot read /nonexistent" in screen
+    monkeypatch.setenv("NO_COLOR", "1")
+    code, _, screen = run_on_terminal("decode", "/nonexistent", stdout_tty=False)
+    assert code == 2 and ESC not in screen and b"ledgerctl: error:" in screen
+    monkeypatch.setenv("NO_COLOR", "")  # empty: not set (no-color.org)
+    code, _, screen = run_on_terminal("decode", "/nonexistent", stdout_tty=False)
+    assert ESC in screen
+
+
+def test_no_colour_in_tables_on_a_terminal(
+    demo: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    _, _, coloured = run_on_terminal("verify", "--all", "-o", "table", cwd=demo)
+    assert SGR.search(coloured)  # the check is able to fail: tables are coloured by default
+    _, _, screen = run_on_terminal("--no-color", "verify", "--all", "-o", "table", cwd=demo)
+    assert not SGR.search(screen) and b"ledgerctl: error" not in screen
+    assert b"11 topics" in screen
+    monkeypatch.setenv("NO_COLOR", "1")
+    _, _, screen = run_on_terminal("verify", "--all", "-o", "table", cwd=demo)
+    assert not SGR.search(screen) and b"11 topics" in screen
+
+
+def _blocked_reading(pid: int, timeout: float = 60) -> None:
+    """Wait until the process waits for its stdin pipe (the command is running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+        except OSError:
+            wchan = ""
+        if "pipe" in wchan:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"ledgerctl did not start reading its stdin (wchan {wchan!r})")
+
+
+def test_ctrl_c_says_interrupted_and_exits_130() -> None:
+    proc = subprocess.Popen(
+        [ledgerctl_script(), "decode"],  # reads entries from stdin, which never come
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
+    try:
+        _blocked_reading(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill() if proc.poll() is None else None
+    assert proc.returncode == 130, err
+    assert err.decode() == "ledgerctl: interrupted\n"
+    assert out == b""
