@@ -45,8 +45,9 @@ def seek(
         None,
         "--time",
         metavar="T",
-        help="Target time: ISO-8601 (no zone = UTC), epoch ms, or a duration before now "
-        "(100m, 3h, 2d, 1w).",
+        help="Target time: ISO-8601 (no zone = UTC), epoch ms, a duration before now "
+        "(100m, 3h, 2d, 1w), earliest (the first entry, as a reset to MessageId.earliest) or "
+        "latest (after the last entry, as MessageId.latest).",
     ),
     index: int = typer.Option(
         None,
@@ -131,10 +132,17 @@ def seek(
     if (topic is None) == (ledger is None):
         raise LedgerctlError("give a TOPIC or --ledger L (one of them)")
     pos = parse_position(position) if position is not None else None
+    named = _named_time(time)
+    if named == "latest" and rule is Rule.kop:
+        # KoP answers Kafka's LATEST_TIMESTAMP with the log end offset, not by a search by
+        # time; its search past the last entry answers differently
+        raise LedgerctlError("--time latest applies to --rule broker and compacted, not kop")
     request = SeekRequest(
         topic=topic,
         ledger_id=ledger,
-        time_ms=parse_time_ms(time) if time is not None else None,
+        time_ms=(NAMED_TIMES[named] if named else parse_time_ms(time))
+        if time is not None
+        else None,
         index=index,
         legacy_offset=legacy_offset,
         position=None if pos is None else (pos.ledger_id, pos.entry_id, pos.batch_index),
@@ -176,18 +184,33 @@ def seek(
         )
         with scan as reads:
             result = run_seek(source, request, reads)
-    _show(result, output, explain)
+    _show(result, output, explain, named)
     if not result.answered:
         raise typer.Exit(1)
 
 
-def _show(result, output: OutputFormat, explain: bool) -> None:
+#: --time earliest|latest as times every rule answers the way a reset to
+#: MessageId.earliest / MessageId.latest does: the first entry (every entry is at or after
+#: time 0), after the last entry (no entry is at or after the largest Java long)
+NAMED_TIMES = {"earliest": 0, "latest": 2**63 - 1}
+
+
+def _named_time(time: str | None) -> str | None:
+    if time is None:
+        return None
+    word = time.strip().lower()
+    return word if word in NAMED_TIMES else None
+
+
+def _show(result, output: OutputFormat, explain: bool, named: str | None = None) -> None:
     import json
 
     from pulsarctl_py import render
 
     fmt = render.resolve(output, OutputFormat.TABLE)
     data = result.to_json(explain)
+    if named is not None:
+        data["target"]["value"] = named
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
         render.write_json(data)
         return

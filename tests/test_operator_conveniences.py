@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import ledgerctl_script, run_on_terminal
+from tests.cli_helpers import ledgerctl_script, run, run_on_terminal
 from tests.demo_env import demo, demo_root  # noqa: F401 (fixtures)
 
 ESC = b"\x1b["
@@ -83,3 +83,32 @@ def test_ctrl_c_says_interrupted_and_exits_130() -> None:
     assert proc.returncode == 130, err
     assert err.decode() == "ledgerctl: interrupted\n"
     assert out == b""
+
+
+def test_seek_time_earliest_and_latest(
+    capsys: pytest.CaptureFixture[str],
+    demo: Path,  # noqa: F811
+) -> None:
+    first = run(capsys, "ledger", "list", "-o", "json").json()
+    ledgers = sorted(
+        r["ledger_id"] for r in first if r["topic"] == "persistent://public/default/batched"
+    )
+    r = run(capsys, "seek", "batched", "--time", "earliest", "-o", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["target"] == {"kind": "time", "value": "earliest"}
+    assert doc["position"] == f"{ledgers[0]}:0" and not doc["end"]
+    r = run(capsys, "seek", "batched", "--time", "Latest", "-o", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["target"]["value"] == "latest"
+    assert doc["end"] and doc["position"] is None
+    r = run(capsys, "seek", "batched", "--time", "latest", "-o", "table")
+    assert "seek time latest" in r.out and "after the last entry" in r.out
+    r = run(capsys, "seek", "batched", "--time", "earliest", "--rule", "kop", "-o", "json")
+    assert r.code == 0 and r.json()["position"] == f"{ledgers[0]}:0"
+    r = run(capsys, "seek", "batched", "--time", "latest", "--rule", "kop")
+    assert r.code == 2
+    assert (
+        r.err == "ledgerctl: error: --time latest applies to --rule broker and compacted, not kop\n"
+    )
