@@ -56,6 +56,14 @@ def list_command(
         "--kind",
         help="Only ledgers of this kind, from Pulsar's custom metadata (unknown: none).",
     ),
+    bookie: str = typer.Option(
+        None,
+        "--bookie",
+        metavar="ID",
+        help="Only the ledgers with this bookie (host:port, as the ensembles name it) in "
+        "one of their ensembles, like bookkeeper shell listledgers -bookieid. A bookie "
+        "neither registered nor in any ensemble is an error (exit 1).",
+    ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
@@ -83,7 +91,11 @@ def list_command(
         render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
         rows = iter_ledger_rows(
-            source, topic=topic, kind=kind.value if kind else None, advance=advance
+            source,
+            topic=topic,
+            kind=kind.value if kind else None,
+            bookie=bookie,
+            advance=advance,
         )
         if fmt is OutputFormat.JSON:
             render.write_json_list((r.to_json() for r in rows), no_floats=True)

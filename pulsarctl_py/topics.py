@@ -890,10 +890,14 @@ def iter_ledger_rows(
     *,
     topic: str | None = None,
     kind: str | None = None,
+    bookie: str | None = None,
     advance: Advance = _noop,
 ) -> Iterator[LedgerRow]:
     """:func:`list_ledger_rows` one row at a time, in ledger id order (only the ids and
-    paths are held; each ledger's metadata is read when its row is made)."""
+    paths are held; each ledger's metadata is read when its row is made). ``bookie``: only
+    the ledgers with that bookie in one of their ensembles (``bookkeeper shell
+    listledgers -bookieid``); a bookie that is neither registered nor in any ledger's
+    ensemble is a NotFoundError."""
     from pulsarctl_py.stores.metadata import iter_ledgers, resolve_topic
 
     store = _require_metadata(source)
@@ -903,8 +907,14 @@ def iter_ledger_rows(
     require_bookkeeper_metadata(store)
     wanted = resolve_topic(topic).full_name if topic else None
     found = False
+    named = False  # some ledger's ensemble names ``bookie``
     for record in iter_ledgers(store):
         advance()
+        if bookie is not None:
+            md = record.metadata
+            if md is None or not any(bookie in b for b in md.ensembles.values()):
+                continue
+            named = True
         row = _ledger_row(source, record)
         if kind is not None and row.kind != kind:
             continue
@@ -914,6 +924,23 @@ def iter_ledger_rows(
         yield row
     if topic and not found:  # no ledger names it: is it a topic at all?
         _require_topic(source, resolve_topic(topic))
+    if bookie is not None and not named:
+        _require_bookie(store, bookie)
+
+
+def _require_bookie(store: Any, bookie: str) -> None:
+    """Raise NotFoundError unless ``bookie`` is a bookie BookKeeper knows (registered, or
+    with a cookie): a mistyped id must not read as "this bookie holds no ledger"."""
+    from pulsarctl_py.errors import NotFoundError
+    from pulsarctl_py.stores.live.registry import list_bookies
+
+    known = sorted(r.bookie_id for r in list_bookies(store))
+    if bookie in known:
+        return
+    raise NotFoundError(
+        f"no bookie {bookie} in any ledger's ensemble nor registered"
+        + (f" (bookies known: {', '.join(known)})" if known else " (no bookie is registered)")
+    )
 
 
 @dataclass(slots=True)
