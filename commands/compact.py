@@ -236,12 +236,10 @@ def compact(
         accept_damage=accept_damage,
     )
     err = render.stderr_console()
-    if apply and fmt is Format.pip_429:
-        err.print(
-            "[yellow]warning:[/] --format pip-429 writes field 31: the C++ and Python clients "
-            "(pulsar-client 3.13 / C++ 4.2) crash on such batches; only Java clients that "
-            "know field 31 read them"
-        )
+    from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
+
+    if fmt is Format.pip_429:  # before the work, and in the report (dry run or not)
+        err.print(f"[yellow]warning:[/] {escape(PIP_429_CLIENT_CRASH)}")
     from pulsarctl_py.compaction import compact as run_compact
 
     memory_bytes = parse_size(memory)
@@ -263,6 +261,8 @@ def compact(
             on_state=lambda s: state.update(state=s),
             live=bookie.client(),
         )
+    if fmt is Format.pip_429:
+        report.warnings.append(PIP_429_CLIENT_CRASH)
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:
             from pulsarctl_py.errors import DataError

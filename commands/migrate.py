@@ -85,12 +85,18 @@ def compacted(
         if out is not None:
             out.discard()
         raise
+    from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
+
+    warnings = [PIP_429_CLIENT_CRASH] if fmt is CompactedFormat.pip_429 else []
     report: dict[str, Any] = state.to_json() | {
         "format": fmt.value,
         "written_ledger": None,
         "damaged": list(stats.damaged),
+        "warnings": warnings,
     }
     err = render.stderr_console()
+    for text in warnings:
+        err.print(f"warning: {text}", markup=False, highlight=False)
     damage_note(report["damaged"], stats.damaged_count)
     if out is None:
         render.write_json(report)
@@ -125,6 +131,7 @@ def compacted(
             draft, state.topic, result.ledger_id, source, horizon=state.horizon
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
+        draft.warnings.extend(warnings)
         if stats.damaged_count:
             draft.warnings.append(
                 f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
