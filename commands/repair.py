@@ -618,6 +618,31 @@ def compaction(
     )
 
 
+@repair_app.command("ledger-meta")
+@plan_options
+def ledger_meta(
+    ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
+    restore: Path = typer.Option(
+        ...,
+        "--restore",
+        metavar="FILE",
+        help="The metadata to put back: a file `ledger meta --dump` (or bookkeeper shell "
+        "ledgermetadata -dumptofile) wrote.",
+    ),
+    flags: PlanFlags = PlanFlags(),
+) -> None:
+    """Put a ledger's metadata back from a dump, byte for byte, as a plan (like bookkeeper
+    shell ledgermetadata -restorefromfile, reviewed and undoable): the file must parse as
+    ledger metadata; the ledger's znode is replaced, or created where BookKeeper's layout
+    puts it when the ledger has none. A dump that would make a closed ledger shorter (or
+    open again) is named in a warning."""
+    from pulsarctl_py.positions import parse_ledger_id
+    from pulsarctl_py.repair import repairs
+
+    ledger_id = parse_ledger_id(ledger)
+    flags.run(lambda d, s: repairs.restore_ledger_metadata(d, ledger_id, restore))
+
+
 @repair_app.command("shadow")
 @plan_options
 def shadow(
