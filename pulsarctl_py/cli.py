@@ -20,6 +20,7 @@ from pulsarctl_py import __version__
 from pulsarctl_py.commands import (
     bookie,
     compact,
+    config,
     decode,
     demo,
     export,
@@ -131,6 +132,7 @@ export.register(app)
 schema.register(app)
 repair.register(app)
 migrate.register(app)
+config.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -286,7 +286,7 @@ def _require_metadata(source: LedgerSource) -> Any:
     if source.metadata is None:
         raise LedgerctlError(
             "a metadata store is needed: pass --metadata-url, set LEDGERCTL_METADATA_URL, "
-            "or put metadata_url in ./ledgerctl.toml"
+            "or put metadata_url in the nearest ledgerctl.toml"
         )
     return source.metadata
 

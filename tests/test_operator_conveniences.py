@@ -112,3 +112,59 @@ def test_seek_time_earliest_and_latest(
     assert (
         r.err == "ledgerctl: error: --time latest applies to --rule broker and compacted, not kop\n"
     )
+
+
+def test_the_nearest_config_file_with_paths_relative_to_it(
+    capsys: pytest.CaptureFixture[str],
+    demo: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pulsarctl_py.stores.metadata.url import resolve_metadata_url
+
+    deeper = demo / "notes" / "incident-42"
+    deeper.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(deeper)  # two levels below the demo's ledgerctl.toml
+    r = run(capsys, "topic", "list", "-o", "json")
+    assert r.code == 0, r.err
+    assert "persistent://public/default/batched" in {t["topic"] for t in r.json()}
+    url = resolve_metadata_url()
+    assert url.target == str(demo.resolve() / "metadata")  # absolute: fit for executors
+    r = run(capsys, "config", "-o", "json")
+    assert r.code == 0, r.err
+    rows = {row["setting"]: row for row in r.json()}
+    config = str(demo.resolve() / "ledgerctl.toml")
+    assert rows["config files"]["value"] == [config]
+    assert rows["metadata_url"] == {
+        "setting": "metadata_url",
+        "value": f"rocksdb://{demo.resolve() / 'metadata'}",
+        "source": config,
+    }
+    assert rows["bookie_dirs"]["value"] == [str(demo.resolve() / "bookkeeper")]
+    assert rows["bookie_dirs"]["source"] == config
+    assert rows["bookkeeper_metadata_url"]["source"] == "default: the metadata store"
+    monkeypatch.setenv("LEDGERCTL_METADATA_URL", "zk:127.0.0.1:2181/pulsar")
+    monkeypatch.setenv("LEDGERCTL_ZK_AUTH", "user:secret-password")
+    r = run(capsys, "config", "-o", "json")
+    rows = {row["setting"]: row for row in r.json()}
+    assert rows["metadata_url"]["source"] == "LEDGERCTL_METADATA_URL"
+    assert rows["metadata_url"]["value"] == "zk:127.0.0.1:2181/pulsar"
+    assert rows["LEDGERCTL_ZK_AUTH"]["value"] == "set"
+    assert "secret-password" not in r.out
+    r = run(capsys, "config", "-o", "table")
+    assert "LEDGERCTL_METADATA_URL" in r.out and "secret-password" not in r.out
+
+
+def test_config_without_any_setting_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.demo_env import isolate
+
+    isolate(monkeypatch, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    r = run(capsys, "config", "-o", "json")
+    assert r.code == 0, r.err
+    rows = {row["setting"]: row for row in r.json()}
+    assert rows["config files"]["value"] == []
+    assert rows["metadata_url"]["value"] is None
+    assert rows["metadata_url"]["source"].startswith("not set: no metadata store given")
+    assert rows["bookie_dirs"] == {"setting": "bookie_dirs", "value": [], "source": "not set"}
