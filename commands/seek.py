@@ -168,6 +168,12 @@ def seek(
         live=bookie.client(),
     ) as source:
         from pulsarctl_py.engines.select import listed_entries
+        from pulsarctl_py.topics import partitions_of
+
+        partitions = partitions_of(source.metadata, topic) if topic is not None else []
+        if partitions:
+            _seek_partitions(source, request, partitions, output, explain, named)
+            return
 
         scan = eo.scan_reads(
             chosen if exact else eo.EngineChoice.local,
@@ -186,6 +192,44 @@ def seek(
             result = run_seek(source, request, reads)
     _show(result, output, explain, named)
     if not result.answered:
+        raise typer.Exit(1)
+
+
+def _seek_partitions(
+    source, request, partitions: list[str], output: OutputFormat, explain: bool, named
+) -> None:
+    """A partitioned topic by its base name: the same question to every partition, one
+    answer each, in partition order (a subscription of a partitioned topic is reset per
+    partition too). Exit 1 when some partition's answer cannot be given."""
+    import dataclasses
+
+    from pulsarctl_py import render
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.seek import seek as run_seek
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    if request.kind() == "position" or request.exact:
+        raise LedgerctlError(
+            f"{resolve_topic(request.topic).full_name} is a partitioned topic: --position and "
+            f"--exact need one of its partitions ({', '.join(partitions[:3])}"
+            + (", ...)" if len(partitions) > 3 else ")")
+        )
+    results = [run_seek(source, dataclasses.replace(request, topic=p)) for p in partitions]
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    docs = []
+    for result in results:
+        doc = result.to_json(explain)
+        if named is not None:
+            doc["target"]["value"] = named
+        docs.append(doc)
+    if fmt is OutputFormat.JSON:
+        render.write_json({"topic": resolve_topic(request.topic).full_name, "partitions": docs})
+    elif fmt is OutputFormat.JSONL:
+        render.write_jsonl(docs)
+    else:
+        for result in results:
+            _show(result, output, explain, named)
+    if not all(r.answered for r in results):
         raise typer.Exit(1)
 
 

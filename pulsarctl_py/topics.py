@@ -560,6 +560,22 @@ def _topic_info(
     return info
 
 
+def partitions_of(store: Any, topic: str) -> list[str]:
+    """The partitions of ``topic`` (full names, in partition order) when it names a
+    partitioned topic by its base name and has no managed ledger of its own; else []."""
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, resolve_topic
+
+    name = resolve_topic(topic)
+    if name.partition_index >= 0 or store is None or store.get(name.ml_path) is not None:
+        return []
+    found = sorted(
+        (ref.topic.partition_index, ref.topic.full_name)
+        for ref in list_managed_ledgers(store)
+        if ref.topic.partitioned_topic == name and ref.topic.partition_index >= 0
+    )
+    return [full for _, full in found]
+
+
 def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
     from pulsarctl_py.stores.metadata import list_managed_ledgers
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -168,3 +169,48 @@ def test_config_without_any_setting_says_so(
     assert rows["metadata_url"]["value"] is None
     assert rows["metadata_url"]["source"].startswith("not set: no metadata store given")
     assert rows["bookie_dirs"] == {"setting": "bookie_dirs", "value": [], "source": "not set"}
+
+
+ORDERS = "persistent://public/default/orders"
+PARTS = [f"{ORDERS}-partition-{i}" for i in range(3)]
+
+
+def test_seek_on_a_partitioned_topic_answers_per_partition(
+    capsys: pytest.CaptureFixture[str],
+    demo: Path,  # noqa: F811
+) -> None:
+    one = []
+    for part in PARTS:
+        r = run(capsys, "seek", part, "--time", "earliest", "-o", "json")
+        assert r.code == 0, r.err
+        one.append(r.json())
+    r = run(capsys, "seek", "orders", "--time", "earliest", "-o", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["topic"] == ORDERS and doc["partitions"] == one
+    r = run(capsys, "seek", "orders", "--time", "latest", "-o", "jsonl")
+    lines = [json.loads(line) for line in r.out.splitlines()]
+    assert [d["topic"] for d in lines] == PARTS and all(d["end"] for d in lines)
+    r = run(capsys, "seek", "orders", "--position", "1:0")
+    assert r.code == 2 and "is a partitioned topic: --position and --exact need one" in r.err
+
+
+def test_export_of_a_partitioned_topic_by_its_base_name(
+    capsys: pytest.CaptureFixture[str],
+    demo: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    parts = b""
+    for i, part in enumerate(PARTS):
+        out = tmp_path / f"p{i}.jsonl"
+        assert run(capsys, "export", part, "--to", out, "-o", "json").code == 0
+        parts += out.read_bytes()
+    whole = tmp_path / "orders.jsonl"
+    r = run(capsys, "export", "orders", "--to", whole, "-o", "json")
+    assert r.code == 0, r.err
+    assert r.json()["topic"] == ORDERS and r.json()["complete"]
+    assert whole.read_bytes() == parts  # every partition's rows, in partition order
+    topics = [json.loads(line)["topic"] for line in whole.read_text().splitlines()]
+    assert sorted(set(topics)) == PARTS and topics == sorted(topics)
+    r = run(capsys, "export", "no-such-topic", "--to", tmp_path / "x.jsonl")
+    assert r.code == 1 and "not found" in r.err
