@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.engine_options import SPARK, SPARK_CONF, SPARK_MASTER
 from pulsarctl_py.limits import SIZE_PATTERN, SIZE_UNITS
 
@@ -66,6 +67,7 @@ def compact(
     topic: str = typer.Argument(
         ...,
         metavar="TOPIC",
+        autocompletion=complete_topic,
         help="The topic (or one partition of a partitioned topic): persistent://tenant/ns/t, "
         "tenant/ns/t or a short name.",
         show_default=False,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.engine_options import (
     ENGINE,
     SPARK,
@@ -34,7 +35,9 @@ from pulsarctl_py.render import OutputFormat
 @bookie_flags
 @metadata_options
 def export(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic to export."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic to export."
+    ),
     to: Path = typer.Option(
         ...,
         "--to",

@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
 
@@ -48,7 +49,9 @@ def _stores(flags: PlanFlags) -> tuple[str, list[str], PlanFlags]:
 @migrate_app.command("compacted")
 @plan_options
 def compacted(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     fmt: CompactedFormat = typer.Option(
         ...,
         "--format",
@@ -146,7 +149,9 @@ def compacted(
 @migrate_app.command("index")
 @plan_options
 def index(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     start: int = typer.Option(
         None,
         "--start",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
@@ -483,7 +484,10 @@ def repair_root(
 @plan_options
 def missing_ledgers(
     topic: str = typer.Argument(
-        ..., metavar="TOPIC", help="The topic (any spelling verify takes)."
+        ...,
+        metavar="TOPIC",
+        autocompletion=complete_topic,
+        help="The topic (any spelling verify takes).",
     ),
     recreate: bool = typer.Option(
         False,
@@ -516,7 +520,9 @@ def missing_ledgers(
 @repair_app.command("cursor")
 @plan_options
 def cursor(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     subscription: str = typer.Argument(..., metavar="SUB", help="The subscription (cursor)."),
     to: str = typer.Option(
         None,
@@ -572,7 +578,9 @@ def cursor(
 @repair_app.command("clamp-cursors")
 @plan_options
 def clamp_cursors(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Move cursors that are past their ledger's last entry back to it, and cursors in a
@@ -587,7 +595,9 @@ def clamp_cursors(
 @repair_app.command("compaction")
 @plan_options
 def compaction(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     clear: bool = typer.Option(
         False,
         "--clear",

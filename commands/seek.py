@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from pulsarctl_py.commands import engine_options as eo
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
@@ -37,7 +38,9 @@ class Era(enum.StrEnum):
 @bookie_flags
 @metadata_options
 def seek(
-    topic: str = typer.Argument(None, metavar="TOPIC", help="The topic to search."),
+    topic: str = typer.Argument(
+        None, metavar="TOPIC", autocompletion=complete_topic, help="The topic to search."
+    ),
     ledger: int = typer.Option(
         None, "--ledger", metavar="L", help="Search this one ledger instead of a topic."
     ),

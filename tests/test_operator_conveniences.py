@@ -214,3 +214,42 @@ def test_export_of_a_partitioned_topic_by_its_base_name(
     assert sorted(set(topics)) == PARTS and topics == sorted(topics)
     r = run(capsys, "export", "no-such-topic", "--to", tmp_path / "x.jsonl")
     assert r.code == 1 and "not found" in r.err
+
+
+def _complete(words: str, cwd: Path) -> tuple[int, list[str]]:
+    """What bash completion offers for the last of ``words`` (ledgerctl's own completion
+    protocol, as the script --install-completion installs runs it)."""
+    done = subprocess.run(
+        [ledgerctl_script()],
+        cwd=cwd,
+        env={
+            **os.environ,
+            "_LEDGERCTL_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.returncode, done.stdout.split()
+
+
+def test_topic_names_complete(demo: Path) -> None:  # noqa: F811
+    code, got = _complete("ledgerctl seek ord", demo)
+    assert code == 0 and got == [
+        "orders",
+        "orders-partition-0",
+        "orders-partition-1",
+        "orders-partition-2",
+    ]
+    code, got = _complete("ledgerctl verify public/default/batched", demo)
+    assert got == ["public/default/batched", "public/default/batched-shadow"]
+    code, got = _complete("ledgerctl export persistent://public/default/pl", demo)
+    assert got == ["persistent://public/default/plain"]
+    code, got = _complete("ledgerctl repair cursor tomb", demo)
+    assert got == ["tombstones"]
+    # no store to read: no candidates, no error, no hang
+    started = time.monotonic()
+    code, got = _complete("ledgerctl seek --metadata-url zk:127.0.0.1:1 ord", demo)
+    assert code == 0 and got == [] and time.monotonic() - started < 30
