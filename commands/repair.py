@@ -414,6 +414,7 @@ def run_repair(
         assert out is not None and not out.stream
         _confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with _open_writable(plan.metadata_url) as store:
+            _not_owned(store, plan.topics, False)
             print_outcome(apply_plan(out.path, store), plan, store)
     return plan
 
@@ -745,20 +746,31 @@ def apply(
     metadata_url: str = PLAN_STORE,
     output: PlanOutput = OUTPUT,
     yes: bool = YES,
+    force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
     (compare-and-set), else nothing is written (exit 1). The old values are written to
     FILE.backup.json first; `ledgerctl undo FILE` restores them. On a terminal the plan is
-    shown and the write asked for (--yes: without asking); the store written is printed."""
+    shown and the write asked for (--yes: without asking); the store written is printed.
+    Refused while a live broker owns one of the plan's topics (--force-owned overrides)."""
     from pulsarctl_py.repair.plan import Plan, apply_plan
 
     plan = Plan.load(plan_file)
     print_plan(plan, output)
-    if plan.empty:
+    if plan.empty and not plan.written:
         return
     _confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with _open_writable(metadata_url or plan.metadata_url) as store:
+        _not_owned(store, plan.topics, force_owned)
         print_outcome(apply_plan(plan_file, store), plan, store)
+
+
+def _not_owned(store: Any, topics: list[str], force: bool) -> None:
+    """Refuse to write the metadata of topics a live broker owns (pulsarctl_py.ownership)."""
+    from pulsarctl_py.ownership import check_not_owned
+
+    for w in check_not_owned(store, topics, force=force):
+        _warn(w)
 
 
 @options.metadata_options
@@ -766,12 +778,15 @@ def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
     metadata_url: str = PLAN_STORE,
     yes: bool = YES,
+    force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys
     already at their old value are left; a key changed since aborts with nothing written.
     On a terminal the restore is asked for (--yes: without asking); the store written is
-    printed."""
+    printed. Ledgers the command wrote before its plan (compact, migrate) are deleted, also
+    when the command stopped before the plan was complete. Refused while a live broker owns
+    one of the plan's topics (--force-owned overrides)."""
     from pulsarctl_py.repair.plan import UNLOAD_WARNING, Plan, undo_plan
 
     plan = Plan.load(plan_file)
@@ -781,10 +796,24 @@ def undo(
             "the topics this plan changed must be unloaded before the undo too (no broker "
             f"may own them): {', '.join(plan.topics)}"
         )
-    if not plan.empty:
+    if not plan.empty or plan.written:
         _confirmed("Undo: restore", plan, yes, f"ledgerctl undo {plan_file}")
     with _open_writable(metadata_url or plan.metadata_url) as store:
-        print_outcome(undo_plan(plan_file, store), plan, store)
+        if plan.changes:
+            _not_owned(store, plan.topics, force_owned)
+        outcome = undo_plan(plan_file, store)
+        print_outcome(outcome, plan, store)
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for done in outcome.written:
+        if "ledger_id" in done:
+            err.print(f"ledger {done['ledger_id']} the plan wrote: {escape(done['action'])}")
+        elif done.get("action") == "left":
+            err.print(f"[yellow]warning:[/] {escape(done['key'])}: {escape(done['reason'])}")
+    ours = {w.ledger_id for w in plan.written}
     written = [
         ledger
         for r in plan.repairs
@@ -794,12 +823,10 @@ def undo(
                 (r.get("migration") or {}).get("written_ledger"),
             ]
         )
-        if isinstance(ledger, int)
+        if isinstance(ledger, int) and ledger not in ours
     ]
     if written:
-        from pulsarctl_py import render
-
-        render.stderr_console().print(
+        err.print(
             f"ledgers the migration wrote stay, referenced by nothing: "
             f"{', '.join(map(str, sorted(written)))} (`ledgerctl orphans --delete` removes them)"
         )
