@@ -69,7 +69,8 @@ def test_lost_ledger_metadata_is_recreated_from_the_running_bookies(
     (rec,) = doc["repairs"][0]["recreated"]
     assert rec["verified_entries"] == 5
     assert doc["repairs"][0]["ledgers"] == []  # nothing dropped from the topic
-    applied = _cli(sandbox, "apply", plan, "--yes")
+    # unloaded as the runbook says, but the bundle stays owned: --force-owned
+    applied = _cli(sandbox, "apply", plan, "--yes", "--force-owned")
     assert "store: " in applied.stderr
 
     after = _bk_read(sandbox, lost)  # BookKeeper's client, through the new metadata
