@@ -17,7 +17,8 @@ CRASH = "crash on such batches (segmentation fault)"
 
 
 @pytest.fixture()
-def demo(tmp_path: Path) -> Path:
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # compact --apply saves its plan in the working directory
     return make_demo(tmp_path)
 
 
