@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.engine_options import SPARK, SPARK_CONF, SPARK_MASTER
 from pulsarctl_py.limits import SIZE_PATTERN, SIZE_UNITS
 
@@ -67,6 +68,7 @@ def compact(
     topic: str = typer.Argument(
         ...,
         metavar="TOPIC",
+        autocompletion=complete_topic,
         help="The topic (or one partition of a partitioned topic): persistent://tenant/ns/t, "
         "tenant/ns/t or a short name.",
         show_default=False,
@@ -252,12 +254,10 @@ def compact(
         accept_damage=accept_damage,
     )
     err = render.stderr_console()
-    if apply and fmt is Format.pip_429:
-        err.print(
-            "[yellow]warning:[/] --format pip-429 writes field 31: the C++ and Python clients "
-            "(pulsar-client 3.13 / C++ 4.2) crash on such batches; only Java clients that "
-            "know field 31 read them"
-        )
+    from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
+
+    if fmt is Format.pip_429:  # before the work, and in the report (dry run or not)
+        err.print(f"[yellow]warning:[/] {escape(PIP_429_CLIENT_CRASH)}")
     from pulsarctl_py.compaction import compact as run_compact
 
     before = None
@@ -297,6 +297,8 @@ def compact(
             on_state=lambda s: state.update(state=s),
             live=bookie.client(),
         )
+    if fmt is Format.pip_429:
+        report.warnings.append(PIP_429_CLIENT_CRASH)
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:
             from pulsarctl_py.errors import DataError

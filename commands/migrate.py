@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
 
@@ -53,7 +54,9 @@ def _stores(flags: PlanFlags) -> tuple[str, list[str], PlanFlags]:
 @plan_options
 @options.compacted_write_flags
 def compacted(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     fmt: CompactedFormat = typer.Option(
         ...,
         "--format",
@@ -100,12 +103,18 @@ def compacted(
         if out is not None:
             out.discard()
         raise
+    from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
+
+    crash = [PIP_429_CLIENT_CRASH] if fmt is CompactedFormat.pip_429 else []
     report: dict[str, Any] = state.to_json() | {
         "format": fmt.value,
         "written_ledger": None,
         "damaged": list(stats.damaged),
+        "warnings": crash,
     }
     err = render.stderr_console()
+    for text in crash:
+        err.print(f"warning: {text}", markup=False, highlight=False)
     damage_note(report["damaged"], stats.damaged_count)
     if out is None:
         render.write_json(report)
@@ -147,6 +156,7 @@ def compacted(
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
         draft.written.extend(plan_file.journal.written)
+        draft.warnings.extend(crash)
         if stats.damaged_count:
             draft.warnings.append(
                 f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
@@ -163,7 +173,9 @@ def compacted(
 @plan_options
 @options.data_write_flags
 def index(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     start: int = typer.Option(
         None,
         "--start",

@@ -30,7 +30,7 @@ METADATA_URL = typer.Option(
     metavar="URL",
     help="Metadata store in Pulsar's syntax: zk:host:2181,host2:2181/chroot (more hosts and "
     "the chroot optional) or rocksdb://path. Default: $LEDGERCTL_METADATA_URL or "
-    "metadata_url in ./ledgerctl.toml.",
+    "metadata_url in the nearest ledgerctl.toml.",
 )
 BOOKIE_DIRS = typer.Option(
     None,
@@ -38,7 +38,7 @@ BOOKIE_DIRS = typer.Option(
     metavar="DIR",
     help="A bookie's data directory (its ledger dir, or the folder holding ledgers/ and "
     "journal/); repeat for several. Default: $LEDGERCTL_BOOKIE_DIRS or bookie_dirs in "
-    "./ledgerctl.toml.",
+    "the nearest ledgerctl.toml.",
 )
 PASSWORD_ENV = typer.Option(
     None,
@@ -378,7 +378,7 @@ BOOKKEEPER_METADATA_URL = typer.Option(
     "bookkeeperMetadataServiceUri puts it outside /ledgers of the metadata store: "
     "zk+hierarchical://host:2181/path/ledgers or zk:host:2181/path/ledgers. Default: "
     "--broker-conf's bookkeeperMetadataServiceUri, $LEDGERCTL_BOOKKEEPER_METADATA_URL, "
-    "bookkeeper_metadata_url in ./ledgerctl.toml, else /ledgers of the metadata store.",
+    "bookkeeper_metadata_url in the nearest ledgerctl.toml, else /ledgers of the metadata store.",
 )
 BROKER_CONF = typer.Option(
     None,
@@ -386,7 +386,7 @@ BROKER_CONF = typer.Option(
     metavar="FILE",
     help="A broker's broker.conf: its metadataStoreUrl and bookkeeperMetadataServiceUri "
     "serve as --metadata-url and --bookkeeper-metadata-url when those are not given. "
-    "Default: $LEDGERCTL_BROKER_CONF or broker_conf in ./ledgerctl.toml.",
+    "Default: $LEDGERCTL_BROKER_CONF or broker_conf in the nearest ledgerctl.toml.",
 )
 
 _METADATA_FLAGS: dict[str, tuple[Any, Any]] = {

@@ -84,6 +84,8 @@ class CompactionReport:
     #: an incremental compaction with nothing dispatchable since the horizon
     nothing_new: bool = False
     notes: list[str] = field(default_factory=list)
+    #: what people must know before writing this compaction (pip-429: clients that crash)
+    warnings: list[str] = field(default_factory=list)
     to_delete: list[int] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
     seconds: float = 0.0
@@ -145,6 +147,7 @@ class CompactionReport:
             "deleted": list(self.deleted),
             "plan_file": self.plan_file,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
             "problems": list(s.problems),
             "damaged": list(s.damaged),
             "damaged_count": s.damaged_count,

@@ -249,6 +249,9 @@ class Unreachable:
     messages: int | None = None
     #: some unreachable entries could not be read: ``messages`` is a lower bound
     messages_unknown: bool = False
+    #: what the time range was taken from: "data" (the entries' own times), "close times"
+    #: (the bounds the ledgers' close times give, the data unread)
+    time_basis: list[str] = field(default_factory=list)
 
     def add_messages(self, count: int | None) -> None:
         if count is None:
@@ -256,7 +259,9 @@ class Unreachable:
         else:
             self.messages = (self.messages or 0) + count
 
-    def add_time(self, start: int | None, end: int | None) -> None:
+    def add_time(self, start: int | None, end: int | None, *, basis: str | None = None) -> None:
+        if basis is not None and basis not in self.time_basis and (start or end):
+            self.time_basis.append(basis)
         for t in (start, end):
             if t:
                 self.first_ms = t if self.first_ms is None else min(self.first_ms, t)
@@ -270,6 +275,9 @@ class Unreachable:
         self.entries_unknown |= other.entries_unknown
         self.size += other.size
         self.add_time(other.first_ms, other.last_ms)
+        for basis in other.time_basis:
+            if basis not in self.time_basis:
+                self.time_basis.append(basis)
         self.cursors.extend(other.cursors)
         if other.messages is not None:
             self.add_messages(other.messages)
@@ -289,6 +297,7 @@ class Unreachable:
             "time_range": None
             if self.first_ms is None
             else [format_time_ms(self.first_ms), format_time_ms(self.last_ms)],
+            "time_range_basis": list(self.time_basis),
             "cursors": list(self.cursors),
         }
 

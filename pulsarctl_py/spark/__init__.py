@@ -11,7 +11,7 @@ One call makes it available in a session::
           .load())
 
 Options: ``topic`` or ``ledger`` (one of them), ``metadata-url`` (default: as the CLI,
-$LEDGERCTL_METADATA_URL or ./ledgerctl.toml), ``bookkeeper-metadata-url`` and
+$LEDGERCTL_METADATA_URL or the nearest ledgerctl.toml), ``bookkeeper-metadata-url`` and
 ``broker-conf`` (where BookKeeper's metadata lives when it is not ``/ledgers`` of that
 store, as the CLI's flags of the same names), ``bookie-dir`` (several separated by
 ``,``), the running bookies' client settings as the CLI's flags of the same names

@@ -20,6 +20,13 @@
 //                 "length", "ensembles": {"FIRST": [bookie, ...]}, "custom_metadata":
 //                 {K: BASE64}, "entries": [BASE64, ...]}. No Pulsar client is made.
 //   schema-produce, schema-consume   messages with schemas: see SchemaClient.java.
+//   bk-read       spec {"metadata_service_uri": URI, "ledger_id": L, "password": BASE64,
+//                 "recovery": bool}: BookKeeper's own client opens the ledger with that
+//                 password (the open fails when it does not match the ledger's) and reads
+//                 every entry. Prints {"ledger_id", "state", "ensemble_size",
+//                 "write_quorum_size", "ack_quorum_size", "digest_type", "last_entry_id",
+//                 "length", "ensembles": {"FIRST": [bookie, ...]}, "custom_metadata":
+//                 {K: BASE64}, "entries": [BASE64, ...]}. No Pulsar client is made.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
