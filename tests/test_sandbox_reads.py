@@ -572,7 +572,8 @@ def test_without_bookkeepers_place_the_answer_says_where_it_looked(sandbox_world
     env = _bare_env(box)
     done = _run(box, "ledger", "list", "--metadata-url", box.metadata_url, env=env)
     assert done.returncode == 1
-    assert "no BookKeeper ledgers" in done.stderr and "--bookkeeper-metadata-url" in done.stderr
+    assert "no BookKeeper metadata" in done.stderr and "no znode /ledgers" in done.stderr
+    assert "--bookkeeper-metadata-url" in done.stderr
     done = _run(
         box,
         "inspect",
