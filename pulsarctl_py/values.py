@@ -35,6 +35,7 @@ imported when a decoder of their type is first built.
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import io
 import json
@@ -73,7 +74,7 @@ Decoder = Callable[[bytes, "bytes | None"], Any]
 
 
 def _b64(data: bytes | bytearray | memoryview) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def jsonable(value: Any) -> Any:
@@ -93,11 +94,73 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _needs_walk(schema: Any) -> bool:
-    """Whether Avro values of this schema can hold something JSON cannot (bytes, fixed,
-    floats that may be NaN): if not, fastavro's result is JSON as it is."""
-    text = json.dumps(schema)
-    return any(t in text for t in ('"bytes"', '"fixed"', '"float"', '"double"'))
+def _finite(value: float) -> Any:
+    """A float as JSON holds it: NaN and the infinities as text (as :func:`jsonable`)."""
+    return value if value - value == 0.0 else str(value)
+
+
+def _nullable(fix: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else fix(value)
+
+
+def avro_json_fixer(
+    schema: Any, named: dict[str, Any], building: frozenset[str] = frozenset()
+) -> Callable[[Any], Any] | None:
+    """What turns fastavro's value of this (parsed) Avro schema into JSON, touching only
+    the parts that need it: bytes and fixed become base64, a NaN or infinite float text.
+    None when fastavro's value is JSON as it is (no bytes, fixed or floating point
+    anywhere in the schema). Records are fixed in place, field by field; a union whose
+    branches need different fixes, and a recursive record, take the generic walk
+    (:func:`jsonable`). ``named``: the parsed schema's named types (fastavro's
+    ``__named_schemas``, full names)."""
+    if isinstance(schema, str):
+        if schema == "bytes":
+            return _b64
+        if schema in ("float", "double"):
+            return _finite
+        if schema in ("null", "boolean", "int", "long", "string"):
+            return None
+        if schema in building or schema not in named:
+            return jsonable  # recursive (or unknown): walk what comes
+        return avro_json_fixer(named[schema], named, building)
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        fixes = [avro_json_fixer(b, named, building) for b in branches]
+        if all(f is None for f in fixes):
+            return None
+        if len(branches) == 1 and fixes[0] is not jsonable:
+            return _nullable(fixes[0])  # type: ignore[arg-type]
+        return jsonable  # which branch a value took is not known from fastavro's value
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind == "record" or kind == "error":
+        inner = building | {str(schema.get("name"))}
+        fields = []
+        for f in schema.get("fields", []):
+            fix = avro_json_fixer(f["type"], named, inner)
+            if fix is not None:
+                fields.append((f["name"], fix))
+        if not fields:
+            return None
+
+        def fix_record(value: Any) -> Any:
+            for name, fix in fields:
+                value[name] = fix(value[name])
+            return value
+
+        return fix_record
+    if kind == "enum":
+        return None
+    if kind == "fixed":
+        return _b64
+    if kind == "array":
+        item = avro_json_fixer(schema["items"], named, building)
+        return None if item is None else (lambda value: [item(v) for v in value])
+    if kind == "map":
+        entry = avro_json_fixer(schema["values"], named, building)
+        return None if entry is None else (lambda value: {k: entry(v) for k, v in value.items()})
+    if kind is not None:  # {"type": "string"}, {"type": {...}}
+        return avro_json_fixer(kind, named, building)
+    return jsonable
 
 
 # -- Avro ---------------------------------------------------------------------------------
@@ -136,7 +199,9 @@ def _avro_decoder(definition: bytes, reader: Any = None) -> Decoder:
     from fastavro import schemaless_reader
 
     writer = avro_schema(definition)
-    walk = _needs_walk(writer)
+    fix = avro_json_fixer(
+        writer, writer.get("__named_schemas", {}) if isinstance(writer, dict) else {}
+    )
 
     def decode(data: bytes, _key: bytes | None = None) -> Any:
         fo = io.BytesIO(data)
@@ -148,7 +213,7 @@ def _avro_decoder(definition: bytes, reader: Any = None) -> Decoder:
             raise ValueDecodeError(
                 f"not Avro of its schema: {len(data) - fo.tell()} bytes follow the record"
             )
-        return jsonable(value) if walk else value
+        return value if fix is None else fix(value)
 
     return decode
 
