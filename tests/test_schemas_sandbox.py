@@ -52,7 +52,8 @@ def short_id(message_id: str) -> str:
     return f"{ledger}:{entry}" if batch == "-1" else f"{ledger}:{entry}:{batch}"
 
 
-JAVA_TOPICS = sorted(schema_world.java_specs())
+#: PROTOBUF is compared field by field in test_protobuf_values_top_level_fields
+JAVA_TOPICS = sorted(n for n in schema_world.java_specs() if n != "protobuf")
 
 
 @pytest.mark.parametrize(
@@ -60,8 +61,6 @@ JAVA_TOPICS = sorted(schema_world.java_specs())
 )
 def test_decoded_values_equal_what_the_consumer_received(schemas_world, name) -> None:
     topic = SchemaWorld.topic(name)
-    if name == "protobuf":
-        pytest.skip("compared field by field in test_protobuf_values_top_level_fields")
     got = messages(schemas_world.sandbox, topic)
     received = schemas_world.received[topic]
     assert len(got) == len(received)
