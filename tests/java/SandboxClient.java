@@ -12,7 +12,8 @@
 //                 "message_ids": ["L:E:B:P", ...]}]}.
 //   last-message-id   spec {"topic": T, "read_compacted": bool}: a consumer's
 //                 getLastMessageId(), printed as {"message_id": "L:E:B:P"}.
-//   schema-produce, schema-consume   messages with schemas: see SchemaClient.java.
+//   schema-produce, schema-consume, schema-admin-get   messages with schemas and what
+//                 pulsar-admin prints of them: see SchemaClient.java.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -51,6 +52,7 @@ public final class SandboxClient {
                 case "last-message-id" -> out = lastMessageId(client, spec);
                 case "schema-produce" -> out = SchemaClient.produce(client, spec);
                 case "schema-consume" -> out = SchemaClient.consume(client, spec);
+                case "schema-admin-get" -> out = SchemaClient.adminGet(spec);
                 default -> throw new IllegalArgumentException("unknown command " + args[1]);
             }
         }
