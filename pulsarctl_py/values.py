@@ -599,21 +599,27 @@ class Decoded:
 
 @dataclass(slots=True)
 class Values:
-    """Decode the values of one topic's messages with its schemas (picklable)."""
+    """Decode the values of one topic's messages with its schemas (picklable).
+
+    ``any_version``: a schema that decodes every message whose version is not among
+    ``schemas`` (or that names none): a schema given without a version (``decode
+    --schema FILE`` of a SchemaInfo).
+    """
 
     schemas: list[StoredSchema]
     latest: int | None = None
-    _decoders: dict[int, tuple[Decoder | None, str | None]] = field(
+    any_version: StoredSchema | None = None
+    _decoders: dict[int | None, tuple[Decoder | None, str | None]] = field(
         default_factory=dict, repr=False
     )
     #: the last schema_version seen and what it names (schema, decoder, why not)
     _last: tuple[Any, ...] | None = field(default=None, repr=False)
 
     def __getstate__(self) -> Any:
-        return (self.schemas, self.latest)
+        return (self.schemas, self.latest, self.any_version)
 
     def __setstate__(self, state: Any) -> None:
-        self.schemas, self.latest = state
+        self.schemas, self.latest, self.any_version = state
         self._decoders = {}
         self._last = None
 
@@ -627,10 +633,12 @@ class Values:
                 return s
         return None
 
-    def _decoder(self, version: int) -> tuple[Decoder | None, str | None]:
+    def _decoder(self, version: int | None) -> tuple[Decoder | None, str | None]:
+        """The decoder of a version (None: of ``any_version``), or why there is none."""
         found = self._decoders.get(version)
         if found is None:
-            schema = self.schema(version)
+            schema = self.any_version if version is None else self.schema(version)
+            label = "the schema" if version is None else f"schema version {version}"
             if schema is None:
                 found = (None, None)
             elif schema.problems and not schema.definition and schema.type is None:
@@ -642,7 +650,7 @@ class Values:
                 try:
                     found = (build_decoder(schema), None)
                 except SchemaDefinitionError as exc:
-                    found = (None, f"schema version {version} cannot decode values: {exc}")
+                    found = (None, f"{label} cannot decode values: {exc}")
             self._decoders[version] = found
         return found
 
@@ -660,21 +668,24 @@ class Values:
                 return Decoded(version, kind, decoder(bytes(value), key), decoded=True)
             except ValueDecodeError:
                 pass  # said below, the long way
-        if not schema_version:
+        version = parse_version(schema_version) if schema_version else None
+        schema = self.schema(version) if version is not None else None
+        lookup: int | None = version
+        if schema is None and self.any_version is not None:
+            schema, lookup = self.any_version, None
+        elif not schema_version:
             return Decoded(None, None, note="the message names no schema version: bytes")
-        version = parse_version(schema_version)
-        if version is None:
+        elif version is None:
             return Decoded(
                 None,
                 None,
                 note=f"schema_version {bytes(schema_version).hex()} is no version number: bytes",
             )
-        schema = self.schema(version)
-        if schema is None:
+        elif schema is None:
             return Decoded(
                 version, None, note=f"schema version {version} is not in the schema storage: bytes"
             )
-        decoder, why = self._decoder(version)
+        decoder, why = self._decoder(lookup)
         kind = schema.type_name
         if why is not None:
             return Decoded(version, kind, error=why)
@@ -683,20 +694,20 @@ class Values:
         if decoder is None:
             note = "a deleted schema version: bytes" if schema.deleted else None
             return Decoded(version, kind, note=note)
-        self._last = (bytes(schema_version), version, kind, decoder)
+        self._last = (
+            None if schema_version is None else bytes(schema_version),
+            version,
+            kind,
+            decoder,
+        )
+        named = "its schema" if lookup is None else f"schema version {version}"
         try:
             return Decoded(version, kind, decoder(bytes(value), key), decoded=True)
         except ValueDecodeError as exc:
-            return Decoded(
-                version,
-                kind,
-                error=f"does not decode with schema version {version} ({kind}): {exc}",
-            )
+            return Decoded(version, kind, error=f"does not decode with {named} ({kind}): {exc}")
         except RecursionError:
             return Decoded(
-                version,
-                kind,
-                error=f"does not decode with schema version {version} ({kind}): nested too deep",
+                version, kind, error=f"does not decode with {named} ({kind}): nested too deep"
             )
 
 
