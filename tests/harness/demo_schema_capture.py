@@ -167,7 +167,10 @@ def capture(sandbox_dir: Path, out: Path) -> dict[str, Any]:
         "rest": rest,
     }
     flags = MetadataFlags(box.bookkeeper_metadata_url)
-    with metadata_flags(flags), LedgerSource.open(box.metadata_url, [], need_metadata=True) as source:
+    with (
+        metadata_flags(flags),
+        LedgerSource.open(box.metadata_url, [], need_metadata=True) as source,
+    ):
         path = f"/schemas/{name}"
         node = source.metadata.get(path)
         assert node is not None and node.data
