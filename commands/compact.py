@@ -13,6 +13,7 @@ import typer
 
 from pulsarctl_py.commands import options
 from pulsarctl_py.commands.engine_options import SPARK, SPARK_CONF, SPARK_MASTER
+from pulsarctl_py.limits import SIZE_PATTERN, SIZE_UNITS
 
 
 class CompactOutput(enum.StrEnum):
@@ -42,7 +43,7 @@ class EngineChoice(enum.StrEnum):
     spark = "spark"
 
 
-_SIZE, _UNITS = options.SIZE_PATTERN, options.SIZE_UNITS
+_SIZE, _UNITS = SIZE_PATTERN, SIZE_UNITS
 
 
 def parse_size(text: str) -> int:
@@ -96,10 +97,19 @@ def compact(
         "topic up to the horizon.",
     ),
     as_broker: Generation = typer.Option(
-        Generation.pip_429,
+        Generation.pre_pip_429,
         "--as-broker",
-        help="Which broker generation's answer to GetLastMessageId to compute: pip-429 "
-        "(newest), pre-pip-429 (#18877) or pre-18877.",
+        help="Which broker generation's answer to GetLastMessageId to compute: pre-pip-429 "
+        "(#18877: the released brokers, Pulsar 2.11 to 4.0.x), pip-429 (PIP-429's copy, not "
+        "in a release up to 4.0.7) or pre-18877 (before 2.11).",
+    ),
+    keep_entry_metadata: bool = typer.Option(
+        None,
+        "--keep-entry-metadata/--strip-entry-metadata",
+        help="Whether compacted entries keep each entry's broker entry metadata (0x0e02), as "
+        "a broker with exposingBrokerEntryMetadataToClientEnabled=true writes them. Default: "
+        "that setting of --broker-conf, else stripped (the broker's default).",
+        show_default=False,
     ),
     export: Path = typer.Option(
         None,
@@ -213,8 +223,19 @@ def compact(
         )
     if export is None and values is not options.ValuesChoice.auto:
         raise LedgerctlError("--values says what --export writes: give --export FILE too")
+    if keep_entry_metadata is None:
+        keep_entry_metadata = _broker_exposes_entry_metadata()
     if status:
-        _status(topic, metadata_url, dirs, as_broker.value, deep, retain_null_key, fmt_out)
+        _status(
+            topic,
+            metadata_url,
+            dirs,
+            as_broker.value,
+            deep,
+            retain_null_key,
+            fmt_out,
+            keep_entry_metadata,
+        )
         return
     if progress is None:
         progress = sys.stderr.isatty()
@@ -222,6 +243,7 @@ def compact(
         retain_null_key=retain_null_key,
         order=order.value,
         format=fmt.value,
+        keep_entry_metadata=keep_entry_metadata,
         accept_damage=accept_damage,
     )
     err = render.stderr_console()
@@ -340,10 +362,22 @@ def _view_output(
         return
     with out.open_binary() as fh:
         view = CompactedViewParquet(
-            fh, values is not None, values.column if values is not None else None
+            fh,
+            values is not None,
+            values.column if values is not None else None,
+            values.values if values is not None else None,
         )
         yield view, values
         view.close()
+
+
+def _broker_exposes_entry_metadata() -> bool:
+    """The broker's exposingBrokerEntryMetadataToClientEnabled, from --broker-conf (or its
+    environment and config file settings); false without one, the broker's default."""
+    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+
+    conf = resolve_broker_conf()
+    return conf is not None and conf.expose_entry_metadata_to_client
 
 
 def _spark_engine(
@@ -481,6 +515,7 @@ def _status(
     deep: bool,
     retain_null_key: bool,
     fmt_out: Any,
+    keep_entry_metadata: bool,
 ) -> None:
     from pulsarctl_py import render
     from pulsarctl_py.compaction.status import compaction_status
@@ -495,6 +530,7 @@ def _status(
             metadata_url=metadata_url,
             bookie_dirs=dirs,
             retain_null_key=retain_null_key,
+            keep_entry_metadata=keep_entry_metadata,
         )
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(st.to_json())
@@ -525,6 +561,10 @@ def print_status(st: Any) -> None:
         "last_message_position",
     ):
         table.add_row(name, "-" if j[name] is None else str(j[name]))
+    asked = j["get_last_message_id"]
+    if asked is not None:
+        table.add_row("get_last_message_id (readCompacted)", str(asked["read_compacted"]))
+        table.add_row("get_last_message_id (reader)", str(asked["reader"]))
     render.stdout_console().print(table)
     err = render.stderr_console()
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}

@@ -13,6 +13,7 @@ import typer
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
+    MAX_MESSAGE_SIZE,
     METADATA_URL,
     STRICT,
     BookieFlags,
@@ -20,17 +21,14 @@ from pulsarctl_py.commands.options import (
     ValuesChoice,
     bookie_flags,
     metadata_options,
-    parse_size,
     password,
     private_key_passphrase,
+    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
 #: a PEM private key is a few KiB; refuse to read more (``--private-key /dev/zero``)
 MAX_KEY_FILE = 1 << 20
-#: Pulsar's default maxMessageSize (Commands.DEFAULT_MAX_MESSAGE_SIZE, 5 MiB) plus the
-#: frame padding it allows (Commands.MESSAGE_SIZE_FRAME_PADDING, 10 KiB)
-DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 + 10 * 1024
 
 
 class As(enum.StrEnum):
@@ -119,16 +117,7 @@ def decode(
         False, "--raise", help="Debugging: raise on the first undecodable layer."
     ),
     strict: bool = STRICT,
-    max_message_size: str = typer.Option(
-        None,
-        "--max-message-size",
-        metavar="BYTES",
-        help="The largest payload to decompress (5MiB, 512m or plain bytes; default "
-        "Pulsar's maxMessageSize, 5 MiB, plus its 10 KiB frame padding): a larger "
-        "uncompressed_size is reported, not allocated. Raise it for a broker configured "
-        "with a larger maxMessageSize.",
-        show_default=False,
-    ),
+    max_message_size: str = MAX_MESSAGE_SIZE,
     passphrase_env: str = typer.Option(
         None,
         "--private-key-passphrase-env",
@@ -192,7 +181,7 @@ def decode(
         for name in samples():
             typer.echo(name)
         return
-    max_uncompressed = parse_size(max_message_size, "--max-message-size", DEFAULT_MAX_MESSAGE_SIZE)
+    use_max_message_size(max_message_size)
     paths = list(inputs or ([] if sample else ["-"]))
     for path in paths:
         check_readable(path)
@@ -207,8 +196,6 @@ def decode(
         private_key=key,
         depth=Depth[depth.name.upper()],
         raise_errors=raise_errors,
-        max_uncompressed=max_uncompressed,
-        limit_hint="(raise it with --max-message-size)",
     )
     schemas, mode = _values(
         values, schema_files, schema_topic, metadata_url, bookie_dirs, bookie, options.depth
@@ -318,7 +305,7 @@ def _show(
             yield label, entry
 
     def doc(label: str, entry: Any) -> dict[str, Any]:
-        out = dict(entry.to_json(with_hex), input=label)
+        out = dict(render.entry_doc(entry, with_hex), input=label)
         got = decoded.pop(id(entry), None)
         if got is not None:
             add_values(out, got, mode)

@@ -11,7 +11,6 @@ import typer
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
-    DEFAULT_INSPECT_MAX_MESSAGE_SIZE,
     MAX_MESSAGE_SIZE,
     METADATA_URL,
     NO_PROGRESS,
@@ -29,9 +28,9 @@ from pulsarctl_py.commands.options import (
     bookie_flags,
     load_key,
     metadata_options,
-    parse_size,
     password,
     progress_wanted,
+    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -176,6 +175,7 @@ def inspect(
     from pulsarctl_py.timeparse import parse_time_ms
     from pulsarctl_py.values import Where
 
+    use_max_message_size(max_message_size)
     ledger_id, start, end = _where(target, topic, first, last, last_n)
     if output is InspectOutput.raw:
         _raw(start if start == end else None, metadata_url, bookie_dirs)
@@ -203,9 +203,6 @@ def inspect(
         sequence_ids=_sequence_ids(sequence_id) if sequence_id is not None else None,
         properties=[_property(p) for p in properties or []],
         private_key=key_obj,
-        max_uncompressed=parse_size(
-            max_message_size, "--max-message-size", DEFAULT_INSPECT_MAX_MESSAGE_SIZE
-        ),
         where=wheres,
     )
     summary = Summary()

@@ -70,35 +70,39 @@ def list_command(
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.topics import list_ledger_rows
+    from pulsarctl_py.topics import iter_ledger_rows
 
     err = render.stderr_console()
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    count = 0
+    # rows are written as they are read: a store of 10^5 ledgers is never held whole
     with (
         LedgerSource.open(
             metadata_url, bookie_dirs, need_metadata=True, metadata_only=True
         ) as source,
         render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
-        rows = list_ledger_rows(
+        rows = iter_ledger_rows(
             source, topic=topic, kind=kind.value if kind else None, advance=advance
         )
-    fmt = render.resolve(output, OutputFormat.TABLE)
-    if fmt is OutputFormat.JSON:
-        render.write_json([r.to_json() for r in rows])
-        return
-    if fmt is OutputFormat.JSONL:
-        render.write_jsonl(r.to_json() for r in rows)
-        return
-    out = render.stdout_console()
-    if fmt is OutputFormat.TREE:
-        out.print(_tree(rows))
-    else:
-        render.print_table(out, _table(rows))
-    for row in rows:
-        if row.error:
-            err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
+        if fmt is OutputFormat.JSON:
+            render.write_json_list((r.to_json() for r in rows), no_floats=True)
+            return
+        if fmt is OutputFormat.JSONL:
+            render.write_jsonl((r.to_json() for r in rows), no_floats=True)
+            return
+        out = render.stdout_console()
+        for page in render.pages(rows):
+            count += len(page)
+            if fmt is OutputFormat.TREE:
+                out.print(_tree(page))
+            else:
+                render.print_table(out, _table(page))
+            for row in page:
+                if row.error:
+                    err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
     if not quiet:
-        err.print(f"{len(rows)} ledgers")
+        err.print(f"{count} ledgers")
 
 
 def _esc(text: str) -> str:

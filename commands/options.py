@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -322,54 +321,45 @@ def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
     return secret.reveal() if secret is not None else None
 
 
-# -- decompression bound (issue 7 point 10) -----------------------------------------------
+# -- the maximum message size (pulsarctl_py.limits) ---------------------------------------
 
-#: inspect's cap on a decompressed payload. Pulsar checks only the *compressed* size against
-#: maxMessageSize, so healthy data can decompress far above 5 MiB: a generous default.
-DEFAULT_INSPECT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
-
+#: the per-command spelling kept on inspect and decode (where the flag was first); the same
+#: setting as ``ledgerctl --max-message-size``, which every command takes
 MAX_MESSAGE_SIZE = typer.Option(
     None,
     "--max-message-size",
     metavar="BYTES",
-    help="The largest size a payload may decompress to (5MiB, 512m or plain bytes); a "
-    "larger uncompressed_size is reported as an error, not allocated. Default 64MiB: the "
-    "broker checks only the compressed size against maxMessageSize, so healthy messages "
-    "may decompress far above it.",
+    help="The largest message accepted (5MiB, 512m or bytes): a larger uncompressed_size "
+    "or joined chunked message is reported as an error, not allocated. The same as "
+    "'ledgerctl --max-message-size'. Default: $LEDGERCTL_MAX_MESSAGE_SIZE, else the "
+    "broker's default maxMessageSize, 5MiB.",
     show_default=False,
 )
-
-#: a size: a number and an optional unit (k, m, g: binary; kb, mb, gb: decimal)
-SIZE_PATTERN = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$")
-SIZE_UNITS: dict[str | None, int] = {
-    None: 1,
-    "b": 1,
-    "k": 1024,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 1024**2,
-    "mb": 1000**2,
-    "mib": 1024**2,
-    "g": 1024**3,
-    "gb": 1000**3,
-    "gib": 1024**3,
-}
 
 
 def parse_size(text: str | None, flag: str, default: int) -> int:
     """``5MiB``, ``512m``, ``1g`` or plain bytes -> bytes; None -> ``default``."""
     if text is None:
         return default
-    found = SIZE_PATTERN.match(text)
-    if not found:
-        raise typer.BadParameter(
-            f"{text!r}: expected a size such as 5MiB, 512m or 1000000", param_hint=flag
-        )
-    number, unit = found.groups()
-    value = int(float(number) * SIZE_UNITS[unit.lower() if unit else None])
-    if value < 1:
-        raise typer.BadParameter("must be a positive number of bytes", param_hint=flag)
-    return value
+    from pulsarctl_py.limits import parse_size as parse
+
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=flag) from None
+
+
+def use_max_message_size(text: str | None) -> None:
+    """A command's own ``--max-message-size``: set the process's limit when given."""
+    if text is None:
+        return
+    from pulsarctl_py import limits
+
+    try:
+        size = limits.parse_limit(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--max-message-size") from None
+    limits.configure(size)
 
 
 # -- where the metadata lives (pulsarctl_py.stores.metadata.url) --------------------------

@@ -422,9 +422,10 @@ def cursor(
     latest: bool = typer.Option(False, "--latest", help="To the topic's end (nothing backlogged)."),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
-    """Reset a cursor offline. Works when its state is in a cursor ledger: the whole
-    state moves into the znode (cursorsLedgerId = -1), which the broker then reads.
-    Individual acks are cleared; cursor properties are kept."""
+    """Reset a cursor offline, as the broker's reset-cursor writes it: the whole state
+    moves into the znode (cursorsLedgerId = -1), which the broker then reads; individual
+    acks and the mark-delete properties are cleared (the __compaction cursor's kept),
+    the cursor (subscription) properties kept."""
     from pulsarctl_py.positions import parse_position
     from pulsarctl_py.repair import repairs
 
@@ -511,8 +512,9 @@ def shadow(
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Resync a shadow topic from its source (PIP-180): the ledger list with entries, sizes
-    and offload contexts, and the terminated position; its own properties kept. Shadow
-    cursors in ledgers the source no longer lists move to the next ledger's start."""
+    and offload contexts; its own properties kept, and no terminated position (a broker
+    never writes the source's into a shadow). Shadow cursors in ledgers the source no
+    longer lists move to the next ledger's start."""
     from pulsarctl_py.repair import repairs
 
     flags.run(

@@ -93,9 +93,7 @@ def verify(
     if (topic is None) == (not all_topics):
         raise typer.BadParameter("give a TOPIC or --all (one of them)", param_hint="TOPIC")
     eo.engine_name(engine, spark, spark_master)
-    limit = options.parse_size(
-        max_message_size, "--max-message-size", options.DEFAULT_INSPECT_MAX_MESSAGE_SIZE
-    )
+    options.use_max_message_size(max_message_size)
     password = options.password(password_env, password_file)
     topics = None if all_topics else [topic]
     fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
@@ -125,7 +123,7 @@ def verify(
         _progress(not (quiet or no_progress)) as progress,
     ):
         findings = verify_topics(
-            source, topics, progress=progress, stats=stats, reads=reads, max_uncompressed=limit
+            source, topics, progress=progress, stats=stats, reads=reads, max_uncompressed=None
         )
         if fmt is render.OutputFormat.JSONL:
             render.write_jsonl(f.to_json() for f in findings)

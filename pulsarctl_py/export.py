@@ -197,7 +197,9 @@ def split_rows(
     """
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.limits import apply_split
 
+    apply_split(split)
     filters = filters or RowFilters()
     full = needs_payload(columns, filters)
     with LedgerSource.open(
@@ -471,6 +473,10 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES, column: Any = None) -> A
 
 
 PARQUET_BATCH_ROWS = 20_000
+#: ... or once the values held reach this many bytes (decoded values counted by what they
+#: take, estimated: pulsarctl_py.value_bounds): a row group holds at most about this much
+#: (plus one message), however large the messages are
+PARQUET_BATCH_BYTES = 16 << 20
 
 
 def _has_error(problems: Sequence[str] | None) -> bool:
@@ -538,20 +544,26 @@ def write_part(
             found = parts[key] = _Part(path_of(key), schema, pq.ParquetWriter(path_of(key), schema))
         return found
 
+    value_at = cols.index("value") if "value" in cols else None
+    decoded = values.values if values is not None else None
     try:
         part(None)  # the main part exists, rows or not
-        for values in it:
+        for row in it:
             key = None
             if version_at is not None:
-                key = column.part(values[version_at])[0]
-                values = values[: len(cols)]
+                key = column.part(row[version_at])[0]
+                row = row[: len(cols)]
             p = part(key)
-            p.batch.append(values)
+            p.batch.append(row)
             p.rows += 1
             rows += 1
             if problems_at is not None:
-                flagged += _has_error(values[problems_at])
-            if len(p.batch) >= PARQUET_BATCH_ROWS:
+                flagged += _has_error(row[problems_at])
+            if value_at is not None and row[value_at] is not None:
+                p.held += len(row[value_at])
+            if decoded is not None:  # decoded values: what they take, estimated
+                p.held += decoded.take_held()
+            if len(p.batch) >= PARQUET_BATCH_ROWS or p.held >= PARQUET_BATCH_BYTES:
                 p.flush(pa)
         for p in parts.values():
             if p.batch or p.rows == 0:
@@ -571,16 +583,22 @@ class _Part:
     writer: Any
     batch: list[tuple[Any, ...]] = field(default_factory=list)
     rows: int = 0
+    #: what the batched rows' values take (bytes, decoded values estimated)
+    held: int = 0
 
     def flush(self, pa: Any) -> None:
         n = len(self.schema)
         cols = list(zip(*self.batch, strict=True)) if self.batch else [[] for _ in range(n)]
+        self.batch.clear()
+        self.held = 0
         table = pa.Table.from_arrays(
             [pa.array(list(col), type=self.schema.field(i).type) for i, col in enumerate(cols)],
             schema=self.schema,
         )
+        del cols
         self.writer.write_table(table)
-        self.batch.clear()
+        del table
+        pa.default_memory_pool().release_unused()  # the pool keeps what it freed (see _join)
 
 
 def version_path(path: str | os.PathLike[str], version: int) -> Path:
@@ -840,11 +858,14 @@ class CompactedViewParquet:
 
     Columns: key, value (bytes), properties, position ("L:E[:B]"), publish_time,
     event_time, note; with ``values`` (the topic has a schema) also schema_version,
-    schema_type, value_decoded (typed by ``column``, as export types it) and value_error.
-    Call :meth:`close` when the view is complete.
+    schema_type, value_decoded (typed by ``column``, as export types it) and value_error;
+    ``decoded``: the :class:`pulsarctl_py.values.Values` decoding them, whose estimate of
+    what they take bounds a row group. Call :meth:`close` when the view is complete.
     """
 
-    def __init__(self, out: IO[bytes], values: bool = False, column: Any = None) -> None:
+    def __init__(
+        self, out: IO[bytes], values: bool = False, column: Any = None, decoded: Any = None
+    ) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -873,6 +894,8 @@ class CompactedViewParquet:
         self._dump = values and column is None
         self._writer = pq.ParquetWriter(pa.PythonFile(out, mode="w"), self.schema)
         self._batch: list[dict[str, Any]] = []
+        self._held = 0  # what the batched values take: bytes, decoded values estimated
+        self._decoded = decoded
         self.rows = 0
 
     def write_row(self, row: dict[str, Any]) -> None:
@@ -885,13 +908,17 @@ class CompactedViewParquet:
                 out["value_decoded"], ensure_ascii=False, separators=(",", ":")
             )
         self._batch.append(out)
-        if len(self._batch) >= PARQUET_BATCH_ROWS:
+        self._held += 0 if out["value"] is None else len(out["value"])
+        if self._decoded is not None:
+            self._held += self._decoded.take_held()
+        if len(self._batch) >= PARQUET_BATCH_ROWS or self._held >= PARQUET_BATCH_BYTES:
             self._flush()
 
     def _flush(self) -> None:
         self._writer.write_table(self._pa.Table.from_pylist(self._batch, schema=self.schema))
         self.rows += len(self._batch)
         self._batch.clear()
+        self._held = 0
 
     def close(self) -> None:
         self._flush()

@@ -564,7 +564,9 @@ def entry_json(
     and digest: it lets two copies of an entry (bookies, backups) be compared without
     the bytes. It is asked for (``--hash``): a hash per entry costs a scan's time.
     """
-    doc = entry.to_json(with_hex)
+    from pulsarctl_py.render import entry_doc
+
+    doc = entry_doc(entry, with_hex)
     layers = entry.layers
     bk = layers[0] if layers and layers[0].name == "bookie-entry" else None
     # the bookie layer's check, as its layer shows it
@@ -602,14 +604,29 @@ def add_values(doc: dict[str, Any], decoded: list[Any], mode: str = "both") -> N
     """Each message of ``doc`` (an entry's JSON) gains ``schema_version``, ``schema_type``
     and ``value_decoded`` (``value_error`` when it does not decode with its schema,
     ``value_note`` when it has none); ``mode`` "decoded" keeps ``value`` only where the
-    value was not decoded."""
-    for got, out in zip(decoded, doc["messages"], strict=False):
-        out["schema_version"] = got.schema_version
-        out["schema_type"] = got.schema_type
-        out["value_decoded"] = got.value if got.decoded else None
-        if got.error is not None:
-            out["value_error"] = got.error
-        elif got.note is not None:
-            out["value_note"] = got.note
-        if mode == "decoded" and got.decoded:
-            out.pop("value", None)
+    value was not decoded. Messages written one at a time (``render.Streamed``) gain them
+    as they are written."""
+    from pulsarctl_py.render import Streamed
+
+    messages = doc["messages"]
+    if isinstance(messages, Streamed):
+        items = messages.items
+        doc["messages"] = Streamed(
+            _add_value(out, got, mode) for got, out in zip(decoded, items, strict=False)
+        )
+        return
+    for got, out in zip(decoded, messages, strict=False):
+        _add_value(out, got, mode)
+
+
+def _add_value(out: dict[str, Any], got: Any, mode: str) -> dict[str, Any]:
+    out["schema_version"] = got.schema_version
+    out["schema_type"] = got.schema_type
+    out["value_decoded"] = got.value if got.decoded else None
+    if got.error is not None:
+        out["value_error"] = got.error
+    elif got.note is not None:
+        out["value_note"] = got.note
+    if mode == "decoded" and got.decoded:
+        out.pop("value", None)
+    return out

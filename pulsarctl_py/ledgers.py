@@ -339,7 +339,6 @@ class LedgerSource:
         )
         if max_uncompressed is not None:
             options.max_uncompressed = max_uncompressed
-            options.limit_hint = "(raise it with --max-message-size)"
         return options
 
     def _next_stored(self, view: LedgerView, first: int, last: int | None) -> int | None:

@@ -90,6 +90,13 @@ ERA1_ENTRY_BITS = 28
 #: KoP Sep 2019 - Jan 2021: offset = ledgerId << 44 | entryId << 12 | batchIndex
 ERA2_LEDGER_SHIFT = 44
 ERA2_BATCH_BITS = 12
+_LONG = 2**64
+
+
+def _java_long(value: int) -> int:
+    """``value`` as a Java ``long`` holds it (two's complement, 64 bits)."""
+    value %= _LONG
+    return value - _LONG if value >= 2**63 else value
 
 
 # -- entry heads -------------------------------------------------------------------------
@@ -107,6 +114,8 @@ class Head:
     num_messages: int = 1
     error: str | None = None
     original: tuple[int, int] | None = None  # compacted ledger: the topic position
+    #: broker entry metadata present (with or without an index): KoP tells the two apart
+    has_bem: bool = False
     #: not an entry read but entries not read from here on (a ledger or a range of entries
     #: the storage does not hold): ``error`` says which
     gap: bool = False
@@ -193,6 +202,7 @@ def head_of_entry(entry: Any, ledger_id: int, entry_id: int) -> Head:
         index=entry.index,
         num_messages=entry.num_messages,
         original=original,
+        has_bem=bem is not None,
     )
     bad = [p for p in entry.problems if p.severity == "error"]
     if bad:
@@ -694,7 +704,16 @@ def seek_time_kop(
         return result, prober
     result.extra["log_end_offset"] = current + 1
     head = prober.head(p)
-    if head.index is None:
+    if head.index is None and head.has_bem:
+        # streamnative/kop MessageMetadataUtils.peekOffset: the index getter throws on
+        # metadata without one; a MetadataCorruptedException, not NoBrokerEntryMetadata,
+        # so getOffsetOfPosition fails whatever skipMessagesWithoutIndex says
+        result.findings.append(
+            f"entry {head.position} has broker entry metadata without an index: KoP fails "
+            "there (MetadataCorruptedException), whatever skipMessagesWithoutIndex says"
+        )
+        result.head = head
+    elif head.index is None:
         if skip_without_index:
             result.kafka_offset = 0
             result.head = head
@@ -741,15 +760,25 @@ def seek_index(
 
     def pred(h: Head) -> tuple[bool, str]:
         if h.index is None:
-            if skip_without_index:
+            if skip_without_index and not h.has_bem:
                 return True, "no index: skipped as older (skipMessagesWithoutIndex)"
             no_index.append(h)
+            if h.has_bem:
+                # KoP FindEntryByOffset: the index getter throws, a MetadataCorruptedException
+                # the predicate answers false for, whatever skipMessagesWithoutIndex says
+                return False, "broker entry metadata without an index (corrupt for KoP)"
             return False, "no index"
         ok = h.index < target
         return ok, f"index {h.index} {'<' if ok else '>='} {target}"
 
     found = op_find_newest(prober, 0, flat.n - 1, pred)
-    if no_index:
+    if no_index and no_index[0].has_bem:
+        result.findings.append(
+            f"entry {no_index[0].position} has broker entry metadata without an index: KoP "
+            "reads it as corrupt and the search stops there, whatever skipMessagesWithoutIndex "
+            "says"
+        )
+    elif no_index:
         result.findings.append(
             f"entry {no_index[0].position} has no broker entry metadata index; pass "
             "--skip-without-index to treat such entries as older than every index"
@@ -809,21 +838,37 @@ def seek_compacted(
 
 
 def decode_legacy_offset(offset: int, era: str) -> tuple[int, int, int | None]:
-    """A pre-2.8 KoP offset as ``(ledger, entry, batch index)`` in one era (formats.md §13)."""
-    if offset < 0:
-        raise LedgerctlError(f"legacy offset {offset} is negative")
+    """A pre-2.8 KoP offset as ``(ledger, entry, batch index)`` in one era (formats.md §13).
+
+    KoP computed offsets in a Java ``long`` (streamnative/kop ``MessageIdUtils``): from ledger
+    2^19 on (era two; 2^35 in era one) the offset is negative, and from 2^20 (2^36) the
+    ledger id's high bits are shifted out. Decoding is KoP's, with unsigned shifts
+    (``offset >>> 44``): the ledger returned is the ledger id modulo 2^20 (2^36), which
+    :func:`seek_legacy` matches against the topic's ledgers."""
+    if not -(2**63) <= offset < 2**63:
+        raise LedgerctlError(f"legacy offset {offset} is not a 64-bit offset")
+    u = offset % _LONG  # the bits of the Java long, for >>>
     if era == "ledger-entry":
-        return offset >> ERA1_ENTRY_BITS, offset & ((1 << ERA1_ENTRY_BITS) - 1), None
+        return u >> ERA1_ENTRY_BITS, u & ((1 << ERA1_ENTRY_BITS) - 1), None
     if era == "ledger-entry-batch":
-        entry = (offset & ((1 << ERA2_LEDGER_SHIFT) - 1)) >> ERA2_BATCH_BITS
-        return offset >> ERA2_LEDGER_SHIFT, entry, offset & ((1 << ERA2_BATCH_BITS) - 1)
+        entry = (u & ((1 << ERA2_LEDGER_SHIFT) - 1)) >> ERA2_BATCH_BITS
+        return u >> ERA2_LEDGER_SHIFT, entry, u & ((1 << ERA2_BATCH_BITS) - 1)
     raise LedgerctlError(f"unknown era {era!r}: one of {', '.join(ERAS[1:])}")
 
 
 def encode_legacy_offset(ledger_id: int, entry_id: int, batch: int | None, era: str) -> int:
+    """The offset KoP gave a position in ``era``, as its Java ``long`` arithmetic gives it:
+    negative from ledger 2^19 (2^35 in era one), the ledger's high bits lost from 2^20."""
     if era == "ledger-entry":
-        return (ledger_id << ERA1_ENTRY_BITS) | entry_id
-    return (ledger_id << ERA2_LEDGER_SHIFT | entry_id << ERA2_BATCH_BITS) + (batch or 0)
+        return _java_long((ledger_id << ERA1_ENTRY_BITS) | entry_id)
+    return _java_long(
+        ((ledger_id << ERA2_LEDGER_SHIFT) | (entry_id << ERA2_BATCH_BITS)) + (batch or 0)
+    )
+
+
+def _ledger_bits(era: str) -> int:
+    """How many bits of the ledger id an offset of ``era`` keeps."""
+    return 64 - (ERA1_ENTRY_BITS if era == "ledger-entry" else ERA2_LEDGER_SHIFT)
 
 
 def seek_legacy(
@@ -834,8 +879,18 @@ def seek_legacy(
     eras = [era] if era != "auto" else ["ledger-entry-batch", "ledger-entry"]
     candidates = []
     for name in eras:
-        ledger, entry, batch = decode_legacy_offset(offset, name)
-        i = flat.index_of(ledger, entry)
+        low, entry, batch = decode_legacy_offset(offset, name)
+        # the topic's ledgers whose id the offset's bits name (ids past 2^20 wrapped)
+        modulus = 1 << _ledger_bits(name)
+        ledgers = [lg.ledger_id for lg in flat.ledgers if lg.ledger_id % modulus == low]
+        if len(ledgers) > 1:
+            result.warnings.append(
+                f"{name}: the offset names ledger {low} modulo 2^{_ledger_bits(name)}, which "
+                f"fits ledgers {', '.join(map(str, ledgers))}: the first holding the entry"
+            )
+        found = [(lid, flat.index_of(lid, entry)) for lid in ledgers]
+        held = [(lid, i) for lid, i in found if i is not None]
+        ledger, i = held[0] if held else ((ledgers[0], None) if ledgers else (low, None))
         candidates.append((name, ledger, entry, batch, i))
     result.extra["decoded"] = [
         {"era": name, "position": format_position(ledger, entry, batch), "exists": i is not None}

@@ -194,18 +194,22 @@ class ValueColumn:
             version = parse_version(schema_version)
             if version not in self.writers:
                 return None
+            from pulsarctl_py.values import avro_budget, avro_schema, avro_shape
+
             parsed = self._parsed.get(version)
             if parsed is None:
-                from pulsarctl_py.values import avro_schema
-
+                writer = avro_schema(json.dumps(self.writers[version]).encode())
                 parsed = self._parsed[version] = (
-                    avro_schema(json.dumps(self.writers[version]).encode()),
+                    writer,
                     avro_schema(json.dumps(self.reader).encode()),
+                    avro_shape(writer),
                 )
             from fastavro import schemaless_reader
 
             try:
-                return schemaless_reader(io.BytesIO(bytes(data)), parsed[0], parsed[1])
+                data = bytes(data)
+                avro_budget(parsed[2], data)  # the same budget as the JSON side's
+                return schemaless_reader(io.BytesIO(data), parsed[0], parsed[1])
             except Exception:  # a finding the JSON side reports: null here
                 return None
         got = values.decode(schema_version, data, key)

@@ -28,8 +28,10 @@ base64), by the schema type (pulsar-client ``SchemaType``; the encodings of
 * NONE, BYTES, AUTO: bytes, not decoded.
 
 A value that does not decode raises :class:`ValueDecodeError` (a finding on the message
-for the callers, never a crash); the raw bytes stay in the message. The libraries are
-imported when a decoder of their type is first built.
+for the callers, never a crash); the raw bytes stay in the message. So does a value whose
+decoded form would take more than its budget (:mod:`pulsarctl_py.value_bounds`: counted
+before it is built). The libraries are imported when a decoder of their type is first
+built.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pulsarctl_py import value_bounds
+from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.schemas import (
     SchemaType,
     StoredSchema,
@@ -55,8 +59,8 @@ from pulsarctl_py.errors import LedgerctlError
 #: schema types whose values stay bytes
 RAW_TYPES = frozenset({SchemaType.NONE, SchemaType.BYTES, SchemaType.AUTO})
 
-#: the largest definition a decoder is built from (Avro and descriptor sets are KiB)
-MAX_DEFINITION = 16 << 20
+#: how an exceeded budget says it can be raised
+BUDGET_HINT = "(raise the maximum message size with --max-message-size to decode it)"
 
 
 class ValueDecodeError(Exception):
@@ -68,6 +72,18 @@ class SchemaDefinitionError(Exception):
 
 
 Decoder = Callable[[bytes, "bytes | None"], Any]
+
+
+def cost_of(decoder: Any, data: bytes | None) -> int:
+    """What the value ``decoder`` last decoded takes, estimated (its ``cost`` when it
+    counts, else a few times its bytes)."""
+    n = 0 if data is None else len(data)
+    cost = getattr(decoder, "cost", None)
+    return cost if cost is not None else 64 + 2 * n
+
+
+def too_large(exc: value_bounds.ValueTooLarge) -> ValueDecodeError:
+    return ValueDecodeError(f"not decoded: {exc} {BUDGET_HINT}")
 
 
 # -- JSON for decoded values --------------------------------------------------------------
@@ -195,6 +211,30 @@ def _one_line(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:300]
 
 
+def avro_shape(writer: Any) -> value_bounds.AvroShape:
+    """The writer schema compiled for the budget walk (SchemaDefinitionError if it cannot)."""
+    try:
+        return value_bounds.AvroShape(writer)
+    except value_bounds.ValueTooLarge as exc:
+        raise SchemaDefinitionError(str(exc)) from None
+    except RecursionError:
+        raise SchemaDefinitionError("the schema is nested too deep") from None
+
+
+def avro_budget(shape: value_bounds.AvroShape, data: bytes) -> int:
+    """The cost of decoding ``data``: walked when it could exceed the budget (then
+    ValueDecodeError past it), else the shape's bound."""
+    budget = limits.max_value_cost()
+    if not shape.needs_walk(len(data), budget):
+        return shape.estimate(len(data))
+    try:
+        return shape.cost(data, budget)
+    except value_bounds.ValueTooLarge as exc:
+        raise too_large(exc) from None
+    except RecursionError:
+        raise ValueDecodeError("not Avro of its schema: nested too deep") from None
+
+
 def _avro_decoder(definition: bytes, reader: Any = None) -> Decoder:
     from fastavro import schemaless_reader
 
@@ -202,8 +242,10 @@ def _avro_decoder(definition: bytes, reader: Any = None) -> Decoder:
     fix = avro_json_fixer(
         writer, writer.get("__named_schemas", {}) if isinstance(writer, dict) else {}
     )
+    shape = avro_shape(writer)
 
     def decode(data: bytes, _key: bytes | None = None) -> Any:
+        decode.cost = avro_budget(shape, data)  # type: ignore[attr-defined]
         fo = io.BytesIO(data)
         try:
             value = schemaless_reader(fo, writer, reader)
@@ -225,6 +267,8 @@ def _json_decoder(_definition: bytes) -> Decoder:
     import orjson
 
     def decode(data: bytes, _key: bytes | None = None) -> Any:
+        # no counts to declare: at most JSON_GROWTH times its bytes, within the budget
+        decode.cost = 64 + value_bounds.JSON_GROWTH * len(data)  # type: ignore[attr-defined]
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -285,6 +329,14 @@ def _protobuf_reader(cls: Any, to_dict: Any) -> Decoder:
             msg.ParseFromString(data)
         except Exception as exc:  # DecodeError, or a RuntimeError on deep recursion
             raise ValueDecodeError(f"not protobuf of its schema: {_one_line(exc)}") from None
+        budget = limits.max_value_cost()
+        cost = 64 + value_bounds.PROTOBUF_GROWTH * len(data)
+        if cost > budget:  # counted before MessageToDict builds it
+            try:
+                cost = value_bounds.protobuf_cost(msg, budget)
+            except value_bounds.ValueTooLarge as exc:
+                raise too_large(exc) from None
+        decode.cost = cost  # type: ignore[attr-defined]
         try:
             return to_dict(msg, preserving_proto_field_name=True)
         except Exception as exc:  # e.g. an enum number unknown to a closed enum
@@ -529,6 +581,11 @@ def _key_value_decoder(schema: StoredSchema) -> Decoder:
         except ValueDecodeError as exc:
             raise ValueDecodeError(f"the {what}: {exc}") from None
 
+    def both(k: bytes | None, v: bytes | None) -> Any:
+        out = {"key": side(key_decode, k, "key"), "value": side(value_decode, v, "value")}
+        both.cost = cost_of(key_decode, k) + cost_of(value_decode, v)  # type: ignore[attr-defined]
+        return out
+
     if encoding == "INLINE":
 
         def inline(data: bytes, _key: bytes | None = None) -> Any:
@@ -536,12 +593,16 @@ def _key_value_decoder(schema: StoredSchema) -> Decoder:
                 k, v = split_key_value(data)
             except ValueError as exc:
                 raise ValueDecodeError(f"not an INLINE KeyValue: {exc}") from None
-            return {"key": side(key_decode, k, "key"), "value": side(value_decode, v, "value")}
+            value = both(k, v)
+            inline.cost = both.cost  # type: ignore[attr-defined]
+            return value
 
         return inline
 
     def separated(data: bytes, key: bytes | None = None) -> Any:
-        return {"key": side(key_decode, key, "key"), "value": side(value_decode, data, "value")}
+        value = both(key, data)
+        separated.cost = both.cost  # type: ignore[attr-defined]
+        return value
 
     return separated
 
@@ -551,8 +612,11 @@ def _key_value_decoder(schema: StoredSchema) -> Decoder:
 
 def build_part_decoder(kind: SchemaType, definition: bytes, properties: dict[str, str]) -> Decoder:
     """The decoder of one schema (a version, or one side of a KeyValue)."""
-    if len(definition) > MAX_DEFINITION:
-        raise SchemaDefinitionError(f"a definition of {len(definition)} bytes is too large")
+    if len(definition) > limits.max_frame():  # the entry that stores it is one frame
+        raise SchemaDefinitionError(
+            f"a definition of {len(definition)} bytes is larger than a schema entry can be "
+            f"({limits.max_frame()} bytes) {BUDGET_HINT}"
+        )
     if kind in RAW_TYPES or kind in (SchemaType.AUTO_CONSUME, SchemaType.AUTO_PUBLISH):
         return _bytes_value
     if kind is SchemaType.AVRO:
@@ -595,6 +659,8 @@ class Decoded:
     error: str | None = None
     #: why it is given as bytes, when that is no finding (no schema version...)
     note: str | None = None
+    #: what the decoded value takes in memory, estimated (value_bounds)
+    cost: int = 0
 
 
 @dataclass(slots=True)
@@ -614,6 +680,8 @@ class Values:
     )
     #: the last schema_version seen and what it names (schema, decoder, why not)
     _last: tuple[Any, ...] | None = field(default=None, repr=False)
+    #: what the values decoded since :meth:`take_held` take, estimated
+    held: int = field(default=0, repr=False)
 
     def __getstate__(self) -> Any:
         return (self.schemas, self.latest, self.any_version)
@@ -622,6 +690,20 @@ class Values:
         self.schemas, self.latest, self.any_version = state
         self._decoders = {}
         self._last = None
+        self.held = 0
+
+    def take_held(self) -> int:
+        """The estimated memory of the values decoded since the last call (a writer that
+        holds them counts it, as it counts the bytes it holds)."""
+        held, self.held = self.held, 0
+        return held
+
+    def _decoded(self, version: int, kind: str, decoder: Decoder, value: Any, key: Any) -> Any:
+        data = bytes(value)
+        out = Decoded(version, kind, decoder(data, key), decoded=True)
+        out.cost = cost_of(decoder, data)
+        self.held += out.cost
+        return out
 
     @classmethod
     def of(cls, topic_schemas: Any) -> Values:
@@ -665,7 +747,7 @@ class Values:
             if value is None:
                 return Decoded(version, kind, None, decoded=True)
             try:
-                return Decoded(version, kind, decoder(bytes(value), key), decoded=True)
+                return self._decoded(version, kind, decoder, value, key)
             except ValueDecodeError:
                 pass  # said below, the long way
         version = parse_version(schema_version) if schema_version else None
@@ -702,7 +784,7 @@ class Values:
         )
         named = "its schema" if lookup is None else f"schema version {version}"
         try:
-            return Decoded(version, kind, decoder(bytes(value), key), decoded=True)
+            return self._decoded(version, kind, decoder, value, key)
         except ValueDecodeError as exc:
             return Decoded(version, kind, error=f"does not decode with {named} ({kind}): {exc}")
         except RecursionError:

@@ -154,6 +154,14 @@ def build_world(sandbox: Sandbox) -> World:
     import pulsar
 
     sandbox.admin("PUT", f"/namespaces/{NAMESPACE}", ok=(204, 409))
+    # no retention limit: the broker would otherwise delete every ledger but the current one
+    # of a topic without subscriptions at its next retention check (every 120 s), under the
+    # tests that compare several ledgers
+    sandbox.admin(
+        "POST",
+        f"/namespaces/{NAMESPACE}/retention",
+        {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+    )
     keys_dir = sandbox.dir / "world-keys"
     world = World(sandbox, {}, keys_dir)
     client = sandbox.client()

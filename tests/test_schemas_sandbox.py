@@ -52,7 +52,7 @@ def short_id(message_id: str) -> str:
     return f"{ledger}:{entry}" if batch == "-1" else f"{ledger}:{entry}:{batch}"
 
 
-#: PROTOBUF is compared field by field in test_protobuf_values_top_level_fields
+# plain PROTOBUF is compared field by field in test_protobuf_values_top_level_fields
 JAVA_TOPICS = sorted(n for n in schema_world.java_specs() if n != "protobuf")
 
 

@@ -666,6 +666,53 @@ def test_legacy_offsets_round_trip(ledger: int, entry: int, batch: int) -> None:
     assert decode_legacy_offset(off, "ledger-entry") == (ledger, entry % 2**28, None)
 
 
+def test_legacy_offsets_are_java_longs_past_ledger_2_19() -> None:
+    """KoP computed ``ledgerId << 44`` in a Java long: negative from ledger 2^19 (bit 63),
+    and from 2^20 the ledger's high bits are shifted out; KoP decoded with ``>>>``. Numbers
+    worked out by hand: 2^19 << 44 = 2^63, which a long holds as -2^63."""
+    assert encode_legacy_offset(2**19, 0, 0, "ledger-entry-batch") == -(2**63)
+    assert decode_legacy_offset(-(2**63), "ledger-entry-batch") == (2**19, 0, 0)
+    assert (
+        encode_legacy_offset(2**19 + 3, 7, 2, "ledger-entry-batch")
+        == -(2**63) + (3 << 44) + (7 << 12) + 2
+    )
+    # 2^20 + 5 wraps onto 5
+    assert encode_legacy_offset(2**20 + 5, 7, 3, "ledger-entry-batch") == 87_960_930_250_755
+    assert encode_legacy_offset(2**35, 1, None, "ledger-entry") == -(2**63) + 1
+    assert decode_legacy_offset(-(2**63) + 1, "ledger-entry") == (2**35, 1, None)
+
+
+@given(st.integers(0, 2**40), st.integers(0, 2**32 - 1), st.integers(0, 4095))
+def test_legacy_offsets_round_trip_modulo_the_ledger_bits(ledger, entry, batch) -> None:
+    off = encode_legacy_offset(ledger, entry, batch, "ledger-entry-batch")
+    assert -(2**63) <= off < 2**63
+    assert decode_legacy_offset(off, "ledger-entry-batch") == (ledger % 2**20, entry, batch)
+
+
+def test_a_negative_legacy_offset_finds_its_ledger_past_2_19() -> None:
+    from pulsarctl_py.seek import FlatTopic, SeekLedger
+
+    big = 2**19 + 17  # the offset is negative
+    wrapped = 2**20 + 4  # the offset names ledger 4
+    flat = FlatTopic([SeekLedger(3, 2, 1), SeekLedger(big, 3, 2), SeekLedger(wrapped, 2, None)])
+
+    class Reader:
+        reads = 0
+
+        def head(self, ledger_id: int, entry_id: int) -> Head:
+            self.reads += 1
+            return Head(ledger_id, entry_id, publish_time=1, num_messages=4)
+
+    off = encode_legacy_offset(big, 2, 1, "ledger-entry-batch")
+    assert off < 0
+    result, _ = seek_legacy(flat, Reader(), off, "ledger-entry-batch")
+    assert result.head.position == f"{big}:2" and result.batch_index == 1
+    result, _ = seek_legacy(
+        flat, Reader(), encode_legacy_offset(wrapped, 1, 0, "ledger-entry-batch")
+    )
+    assert result.head.position == f"{wrapped}:1"
+
+
 def test_legacy_offset_names_a_stored_entry() -> None:
     world = make_world([4], [10], [False], t0=0, batch=[3])
     off = encode_legacy_offset(100, 2, 1, "ledger-entry-batch")
@@ -685,3 +732,38 @@ def test_position_that_does_not_exist() -> None:
         seek_position(world.flat, world.reader()[1], 100, 9, None)
     result, _ = seek_position(world.flat, world.reader()[1], 100, 3, None)
     assert result.head.position == "100:3" and result.entries_read == 1
+
+
+def _heads_reader(heads: dict) -> object:
+    class Reader:
+        reads = 0
+
+        def head(self, ledger_id: int, entry_id: int) -> Head:
+            self.reads += 1
+            return heads[(ledger_id, entry_id)]
+
+    return Reader()
+
+
+def test_metadata_without_an_index_stops_kop_whatever_skip_says() -> None:
+    """streamnative/kop MessageMetadataUtils.peekOffset: only an entry with no broker entry
+    metadata at all is NoBrokerEntryMetadata (skipped with skipMessagesWithoutIndex); one
+    whose metadata lacks the index makes the getter throw, a MetadataCorruptedException:
+    FindEntryByOffset answers false for it and LIST_OFFSETS fails, skip or not."""
+    from pulsarctl_py.seek import FlatTopic, SeekLedger
+
+    heads = {
+        (7, 0): Head(7, 0, publish_time=10, broker_timestamp=10, has_bem=True),  # no index
+        (7, 1): Head(7, 1, publish_time=20, broker_timestamp=20, index=5, has_bem=True),
+        (7, 2): Head(7, 2, publish_time=30, broker_timestamp=30, index=6, has_bem=True),
+    }
+    flat = FlatTopic([SeekLedger(7, 3, None)])
+    for skip in (False, True):
+        result, _ = seek_index(flat, _heads_reader(heads), 6, skip_without_index=skip)
+        assert result.findings and "without an index" in result.findings[0]
+        result, _ = seek_time_kop(flat, _heads_reader(heads), 5, skip_without_index=skip)
+        assert result.findings and "without an index" in result.findings[0]
+    # the same entry without any broker entry metadata is skipped when told to
+    heads[(7, 0)] = Head(7, 0, publish_time=10)
+    result, _ = seek_index(flat, _heads_reader(heads), 6, skip_without_index=True)
+    assert not result.findings and result.head.position == "7:2"

@@ -233,8 +233,11 @@ def _compacted_tags(topic: str, to: tuple[int, int]) -> dict[str, bytes]:
 class _Builder:
     """Generates the entries of the world in topic order."""
 
-    def __init__(self, variant: str | None) -> None:
+    def __init__(
+        self, variant: str | None, entries: dict[tuple[int, int], bytes] | None = None
+    ) -> None:
         self.variant = variant
+        self.replaced = entries or {}  # Pulsar entries stored instead of generated ones
         self.clock = T0
         self.seq = 0
         self.index = -1
@@ -272,6 +275,7 @@ class _Builder:
             meta = api.BrokerEntryMetadata(broker_timestamp=broker_ts, index=self.index)
             self.last_index[ledger_id] = self.index
         data = build_entry(md, payload, checksum=True, broker_entry_metadata=meta)
+        data = self.replaced.get((ledger_id, entry_id), data)
         if (ledger_id, entry_id) == DAMAGED_BATCH and self.variant == "checksum-mismatch":
             data = data[:-1] + bytes([data[-1] ^ 0x01])  # under a BookKeeper digest that holds
         self.pulsar[(ledger_id, entry_id)] = data
@@ -353,8 +357,12 @@ def build_world(
     store: MetadataStore | None = None,
     metadata_url: str | None = None,
     index: str = "db",
+    entries: dict[tuple[int, int], bytes] | None = None,
 ) -> World:
     """Write the world (``variant`` None: healthy) under ``root``; return where it is.
+
+    ``entries``: Pulsar entries stored at these positions instead of the generated ones
+    (a compacted ledger that copies such a position copies it too).
 
     The metadata goes to ``store`` (then ``metadata_url`` names it) or to a new RocksDB
     metadata store under ``root/metadata``. ``index``: the bookie indexes its entries as
@@ -364,7 +372,7 @@ def build_world(
     if variant is not None and variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}")
     v = variant
-    b = _Builder(v)
+    b = _Builder(v, entries)
 
     # -- orders: three data ledgers, a cursor ledger, a compacted ledger ----------------------
     l10 = b.data_ledger(10, ORDERS, 3 if v == "entry-past-last" else 5)

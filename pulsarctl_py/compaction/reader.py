@@ -33,6 +33,9 @@ _PARTITIONS: dict[str, int] = {}
 
 def source_for(split: Split) -> Any:
     """A LedgerSource for the split's stores, opened once per process and run."""
+    from pulsarctl_py.limits import apply_split
+
+    apply_split(split)
     key = (split.metadata_url, split.bookie_dirs, split.live)
     source = _SOURCES.get(key)
     if source is None:

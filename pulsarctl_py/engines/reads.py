@@ -101,7 +101,9 @@ def _split_entries(
     """Read one split where the engine runs it: its entries (or heads), then StorageNotes."""
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.limits import apply_split
 
+    apply_split(split)
     with LedgerSource.open(
         split.metadata_url,
         list(split.bookie_dirs),

@@ -103,7 +103,8 @@ CODES: dict[str, Code] = {
             "cursor-ledger-missing",
             "cursors",
             _W,
-            "a cursor ledger is gone: the broker falls back to the znode snapshot",
+            "a cursor ledger is gone: the broker rolls back to the znode's position, "
+            "without properties or individual acknowledgements",
             "cursor-snapshot",
         ),
         Code(

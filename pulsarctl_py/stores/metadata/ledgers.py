@@ -115,16 +115,22 @@ def list_ledgers(
     store: MetadataStore, root: str | None = None, *, with_metadata: bool = True
 ) -> list[LedgerRecord]:
     """Every ledger under ``root`` with its metadata; damaged ones carry ``error``."""
+    return list(iter_ledgers(store, root, with_metadata=with_metadata))
+
+
+def iter_ledgers(
+    store: MetadataStore, root: str | None = None, *, with_metadata: bool = True
+) -> Iterator[LedgerRecord]:
+    """:func:`list_ledgers` one ledger at a time: only the ids and paths are held, each
+    ledger's metadata is read when its turn comes."""
     store, root = bookkeeper_place(store, root)
-    out: list[LedgerRecord] = []
     for ledger_id, path in iter_ledger_paths(store, root):
         if not with_metadata:
-            out.append(LedgerRecord(ledger_id, path, None, None))
+            yield LedgerRecord(ledger_id, path, None, None)
             continue
         record = _record(store, ledger_id, path)
         if record is not None:  # deleted while listing
-            out.append(record)
-    return out
+            yield record
 
 
 def read_ledger(
