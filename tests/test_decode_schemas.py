@@ -225,3 +225,24 @@ def test_any_json_is_a_schema_or_a_one_line_error(doc: Any) -> None:
     for version, schema in out:
         assert version is None or version >= 0
         Values([schema]).decode(version_bytes(max(version or 0, 0)), b"\x00\x01", b"k")
+
+
+def test_values_are_added_to_messages_written_one_at_a_time(capsys) -> None:
+    """An entry of more than render.STREAM_MESSAGES messages has them written one at a
+    time (render.Streamed); each still gains its decoded value, in order."""
+    from pulsarctl_py.inspect import add_values
+    from pulsarctl_py.render import STREAM_MESSAGES, Streamed, write_jsonl
+    from pulsarctl_py.values import Decoded
+
+    n = STREAM_MESSAGES + 5
+    doc = {"entry_id": 0, "messages": Streamed({"value": "AA==", "i": i} for i in range(n))}
+    decoded = [Decoded(0, "INT32", i, decoded=True) for i in range(n)]
+    add_values(doc, decoded, "decoded")
+    capsys.readouterr()
+    write_jsonl([doc])
+    (line,) = capsys.readouterr().out.splitlines()
+    messages = json.loads(line)["messages"]
+    assert [(m["i"], m["value_decoded"], m["schema_type"]) for m in messages] == [
+        (i, i, "INT32") for i in range(n)
+    ]
+    assert not any("value" in m for m in messages)  # decoded: the bytes left out
