@@ -243,9 +243,17 @@ def _avro_decoder(definition: bytes, reader: Any = None) -> Decoder:
         writer, writer.get("__named_schemas", {}) if isinstance(writer, dict) else {}
     )
     shape = avro_shape(writer)
+    # avro_budget inlined for the common case (AvroShape.needs_walk and .estimate): a
+    # value without arrays or maps is never walked, nor one too short to exceed the budget
+    repeats, walk_always = shape.repeats, shape.repeats and shape.unbounded
+    base, ratio = shape.root.cost, shape.ratio
 
     def decode(data: bytes, _key: bytes | None = None) -> Any:
-        decode.cost = avro_budget(shape, data)  # type: ignore[attr-defined]
+        bound = base + len(data) * ratio
+        if walk_always or (repeats and bound > limits.max_value_cost()):
+            decode.cost = avro_budget(shape, data)  # type: ignore[attr-defined]
+        else:
+            decode.cost = int(bound)  # type: ignore[attr-defined]
         fo = io.BytesIO(data)
         try:
             value = schemaless_reader(fo, writer, reader)
@@ -699,11 +707,13 @@ class Values:
         return held
 
     def _decoded(self, version: int, kind: str, decoder: Decoder, value: Any, key: Any) -> Any:
-        data = bytes(value)
-        out = Decoded(version, kind, decoder(data, key), decoded=True)
-        out.cost = cost_of(decoder, data)
-        self.held += out.cost
-        return out
+        data = value if type(value) is bytes else bytes(value)
+        got = decoder(data, key)
+        cost = getattr(decoder, "cost", None)  # cost_of, inlined: it runs for every value
+        if cost is None:
+            cost = 64 + 2 * len(data)
+        self.held += cost
+        return Decoded(version, kind, got, True, None, None, cost)
 
     @classmethod
     def of(cls, topic_schemas: Any) -> Values:
