@@ -575,3 +575,29 @@ def test_without_java_spark_says_so_in_one_line(demo, tmp_path):
     )
     assert proc.returncode == 3
     assert proc.stderr.count("\n") == 1 and "Java" in proc.stderr
+
+
+def test_compacted_view_without_a_typed_column_writes_json_text(tmp_path):
+    """compact --export FILE.parquet when the versions cannot be merged (no typed column):
+    every decoded value is JSON text, a string value too; no decoded value is null."""
+    import pyarrow.parquet as pq
+
+    from pulsarctl_py.export import CompactedViewParquet
+
+    rows = [
+        {"key": "a", "value": "AQ==", "schema_version": 0, "value_decoded": {"id": 1}},
+        {"key": "b", "value": "Ag==", "schema_version": 1, "value_decoded": "text"},
+        {"key": "c", "value": None, "schema_version": None, "value_decoded": None},
+    ]
+    path = tmp_path / "view.parquet"
+    with path.open("wb") as fh:
+        view = CompactedViewParquet(fh, values=True, column=None)
+        for row in rows:
+            view.write_row({**row, "properties": {}, "position": "1:0"})
+        view.close()
+    table = pq.read_table(path)
+    assert str(table.schema.field("value_decoded").type) == "string"
+    got = table.to_pylist()
+    assert [r["value_decoded"] for r in got] == ['{"id":1}', '"text"', None]
+    assert [r["value"] for r in got] == [b"\x01", b"\x02", None]
+    assert view.rows == 3
