@@ -367,7 +367,11 @@ def _view_output(
             values.column if values is not None else None,
             values.values if values is not None else None,
         )
-        yield view, values
+        try:
+            yield view, values
+        except BaseException:
+            view.abandon()  # before its file closes: the output is discarded
+            raise
         view.close()
 
 

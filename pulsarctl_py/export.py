@@ -923,3 +923,12 @@ class CompactedViewParquet:
     def close(self) -> None:
         self._flush()
         self._writer.close()
+
+    def abandon(self) -> None:
+        """Stop writing a view cut short (its output is discarded): the writer is closed
+        now, while its file is open, not later by the garbage collector."""
+        self._batch.clear()
+        try:
+            self._writer.close()
+        except Exception:  # the view is dropped whatever its writer says
+            pass
