@@ -49,12 +49,25 @@ def resolve(
     return human if sys.stdout.isatty() else piped
 
 
+def _colour() -> dict[str, Any]:
+    """No colour and no style (bold, dim) at all when NO_COLOR is set and not empty
+    (https://no-color.org; ``ledgerctl --no-color`` sets it): Rich's own NO_COLOR support
+    drops colours but keeps bold and dim."""
+    import os
+
+    return {"color_system": None} if os.environ.get("NO_COLOR") else {}
+
+
 def stdout_console() -> Console:
     from rich.console import Console
 
     tty = sys.stdout.isatty()
     console = Console(
-        file=sys.stdout, soft_wrap=not tty, width=None if tty else 10_000, highlight=False
+        file=sys.stdout,
+        soft_wrap=not tty,
+        width=None if tty else 10_000,
+        highlight=False,
+        **_colour(),
     )
     console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
     return console
@@ -70,7 +83,7 @@ def _broken_pipe() -> None:
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
+    return Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False, **_colour())
 
 
 def write_json(obj: Any) -> None:
