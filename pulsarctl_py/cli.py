@@ -10,6 +10,7 @@ imported only inside the commands that need them, so ``ledgerctl --help`` stays 
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import typer
@@ -86,21 +87,30 @@ migrate.register(app)
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising SystemExit.
 
-    Typer handles usage errors (exit 2) and interrupts; a LedgerctlError from a command
-    becomes one line on stderr and its ``exit_code`` (1 data, 2 input, 3 store).
+    Click runs without its own error display: a usage error (a bad option value, a
+    missing argument, an unknown option or command) becomes one line on stderr and exit
+    2 (pulsarctl_py.usage); a LedgerctlError from a command becomes one line and its
+    ``exit_code`` (1 data, 2 input, 3 store); an OS error on a named file is exit 3.
     """
-    command = typer.main.get_command(app)
+    from pulsarctl_py import usage
+
+    exceptions = usage.click_exceptions()
+    _tolerant_stdout()
+    command = usage.guard(typer.main.get_command(app))
     try:
-        command.main(args=argv, prog_name="ledgerctl", standalone_mode=True)
-    except SystemExit as exc:
-        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            # click met EPIPE writing our output and wrapped stdout to hush it
-            sys.stdout = getattr(sys.stdout, "wrapped", sys.stdout)
-            return _broken_pipe()
-        code = exc.code
-        if code is None:
-            return 0
-        return code if isinstance(code, int) else 1
+        result = command.main(args=argv, prog_name="ledgerctl", standalone_mode=False)
+    except exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a bare ``ledgerctl`` or command group: its help, as before
+        return exc.exit_code
+    except exceptions.UsageError as exc:
+        _fail(usage.usage_line(exc))
+        return 2
+    except exceptions.ClickException as exc:
+        _fail(usage._one_line(exc.format_message()))
+        return exc.exit_code
+    except typer.Abort:
+        _fail("aborted")
+        return 1
     except BrokenPipeError:
         return _broken_pipe()
     except OSError as exc:
@@ -117,7 +127,29 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _fail(exc.one_line())
         return exc.exit_code
-    return 0
+    except SystemExit as exc:  # shell completion ends this way, and Click on EPIPE
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # click met EPIPE writing our output and wrapped stdout to hush it
+            sys.stdout = getattr(sys.stdout, "wrapped", sys.stdout)
+            sys.stderr = getattr(sys.stderr, "wrapped", sys.stderr)
+            return _broken_pipe()
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    # without standalone mode Click returns what the command returned (None), or the
+    # code of a typer.Exit
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def _tolerant_stdout() -> None:
+    """Text the OS handed us as bytes that are not UTF-8 (a file name, an argument) is
+    written back escaped (``\\udcff``, valid in JSON strings) rather than failing the
+    whole output with UnicodeEncodeError."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdout, "errors", None) == "strict":
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # pragma: no cover - a stream that cannot
+            pass
 
 
 def _broken_pipe() -> int:
@@ -131,7 +163,13 @@ def _broken_pipe() -> int:
     return EXIT_BROKEN_PIPE
 
 
+#: characters a terminal would act on (escape sequences, carriage returns) or that would
+#: break the one line: shown as escapes
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _fail(message: str) -> None:
+    message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
     if sys.stderr.isatty():
         sys.stderr.write(f"\x1b[31mledgerctl: error:\x1b[0m {message}\n")
     else:
