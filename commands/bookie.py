@@ -168,7 +168,7 @@ def _logs_tree(logs: list[Any]) -> Any:
     tree = Tree("[bold]entry logs[/]")
     for log in logs:
         node = tree.add(
-            f"[bold]{log.path.name}[/] id {log.log_id}  {log.size} bytes  header v"
+            f"[bold]{_esc(log.path.name)}[/] id {log.log_id}  {log.size} bytes  header v"
             f"{_dash(log.header_version)}  ledgers map {'yes' if log.has_ledgers_map else 'no'}"
         )
         for lid, size in sorted(log.ledgers.items()):
@@ -349,7 +349,7 @@ def journal_command(
                 rows = list(records(j))
                 out.print(_journal_table(j, rows))
                 err.print(
-                    f"{j.path.name}: version {_dash(j.version)}, {j.size} bytes, {len(rows)} "
+                    f"{_esc(j.path.name)}: version {_dash(j.version)}, {j.size} bytes, {len(rows)} "
                     f"records, replay from {_dash(j.replay_from)}"
                 )
         problems = list(store.problems)

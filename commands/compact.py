@@ -165,6 +165,8 @@ def compact(
     __compaction cursor with compare-and-set; a failure leaves everything as it was.
     --status checks the existing compaction (exit 1 on an error finding).
     """
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.compaction import CompactionOptions
     from pulsarctl_py.errors import LedgerctlError
@@ -241,7 +243,7 @@ def compact(
 
         compacted_view_to_parquet(export, export_to)
     if export_to is not None:
-        err.print(f"compacted view written to {export_to}")
+        err.print(f"compacted view written to {escape(str(export_to))}")
     if report.stats.problems:
         raise LedgerctlError(f"{len(report.stats.problems)} problem(s): {report.stats.problems[0]}")
 
@@ -273,6 +275,8 @@ def _apply(
     delete_old: bool,
     err: Any,
 ) -> None:
+    from rich.markup import escape
+
     from pulsarctl_py.compaction.apply import apply_compaction
     from pulsarctl_py.compaction.run import read_spool
     from pulsarctl_py.config import resolve_bookie_dirs
@@ -321,11 +325,13 @@ def _apply(
     report.deleted = result.deleted
     err.print(
         f"applied: compacted ledger {result.ledger_id} ({result.entries} entries, "
-        f"{result.index} index, {result.entry_log.name}); cursor {result.cursor_path} committed"
+        f"{result.index} index, {escape(result.entry_log.name)}); cursor "
+        f"{escape(result.cursor_path)} committed"
     )
 
 
 def _print_report(report: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from pulsarctl_py import render
@@ -364,9 +370,9 @@ def _print_report(report: Any) -> None:
     last = report.last
     if last is not None:
         for f in last.findings:
-            err.print(f"[red]{f['code']}[/]: {f['message']}")
+            err.print(f"[red]{f['code']}[/]: {escape(f['message'])}")
     for note in j["notes"]:
-        err.print(f"note: {note}")
+        err.print(f"note: {escape(note)}")
     if report.to_delete:
         err.print(f"to delete: ledger(s) {', '.join(map(str, report.to_delete))} (--delete-old)")
     if not report.applied:
@@ -405,6 +411,7 @@ def _status(
 
 
 def print_status(st: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from pulsarctl_py import render
@@ -431,7 +438,7 @@ def print_status(st: Any) -> None:
     for c in st.checks:
         err.print(
             f"[{colours.get(c['severity'], 'white')}]{c['severity']}[/] {c['check']}: "
-            f"{c['message']}"
+            f"{escape(c['message'])}"
         )
     if not st.checks:
         err.print("[green]ok[/]: no findings")

@@ -81,6 +81,8 @@ def export(
     problems. Runs in-process or on Spark (--engine). Exit status 1 when a row has an
     error.
     """
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.config import resolve_bookie_dirs
@@ -150,8 +152,9 @@ def export(
     else:
         colour = "red" if result.rows_with_errors else "green"
         err.print(
-            f"[{colour}]{result.rows} rows[/] from {result.entries} entries of {result.topic} "
-            f"written to {result.to} ({result.format}, engine {result.engine}, "
+            f"[{colour}]{result.rows} rows[/] from {result.entries} entries of "
+            f"{escape(result.topic)} written to {escape(str(result.to))} "
+            f"({result.format}, engine {result.engine}, "
             f"{result.splits} splits); {result.rows_with_errors} rows with errors"
         )
     if result.rows_with_errors:

@@ -138,6 +138,8 @@ def index(
     --delete-old. Without --plan/--apply: reads only, and prints the mapping."""
     import json
 
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate
@@ -157,7 +159,7 @@ def index(
             from pulsarctl_py.errors import LedgerctlError
 
             raise LedgerctlError(f"cannot write {mapping}: {exc.strerror or exc}") from None
-        err.print(f"mapping of {len(plan.mapping)} entries saved to {mapping}")
+        err.print(f"mapping of {len(plan.mapping)} entries saved to {escape(str(mapping))}")
     summary = plan.to_json()
     if flags.plan_file is None and not flags.apply:
         render.write_json(summary | {"mapping": plan.mapping})

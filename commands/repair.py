@@ -209,6 +209,8 @@ def run_repair(
     build: Callable[[Draft, LedgerSource], Any],
 ) -> Plan:
     """Draft a repair on the stores, print its plan, save it, apply it when asked."""
+    from rich.markup import escape
+
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair.plan import Draft, apply_plan
 
@@ -224,7 +226,7 @@ def run_repair(
         plan.save(plan_file)
         from pulsarctl_py import render
 
-        render.stderr_console().print(f"plan saved to {plan_file}")
+        render.stderr_console().print(f"plan saved to {escape(str(plan_file))}")
     if apply and not plan.empty:
         assert plan_file is not None
         with _open_writable(plan.metadata_url) as store:

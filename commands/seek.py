@@ -187,6 +187,7 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
         render.write_json(data)
         return
     from rich.table import Table
+    from rich.text import Text
 
     out = render.stdout_console()
     err = render.stderr_console()
@@ -201,7 +202,7 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
     table.add_column("field", style="bold")
     table.add_column("value")
     answer = data["position"] or ("after the last entry" if data["end"] else "none")
-    table.add_row("topic", str(data["topic"] or f"ledger {data['ledger_id']}"))
+    table.add_row("topic", Text(str(data["topic"] or f"ledger {data['ledger_id']}")))
     table.add_row("answer", answer)
     if data["entry_timestamp"] is not None:
         table.add_row(
@@ -224,7 +225,9 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
         ex = data["exact"]
         table.add_row("exact (linear scan)", str(ex["first_at_or_after"] or "after the last entry"))
     for msg in data.get("messages", []):
-        table.add_row(f"message {msg.get('batch_index', '')}", json.dumps(msg, ensure_ascii=False))
+        table.add_row(
+            f"message {msg.get('batch_index', '')}", Text(json.dumps(msg, ensure_ascii=False))
+        )
     table.add_row("entries read", str(data["entries_read"]))
     out.print(table)
     if explain:
@@ -237,7 +240,7 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
                 p["position"],
                 render.iso_ms(p["timestamp"]) if p["timestamp"] is not None else "-",
                 p["source"] or "-",
-                p["comparison"] if p["error"] is None else f"unreadable: {p['error']}",
+                Text(p["comparison"] if p["error"] is None else f"unreadable: {p['error']}"),
             )
         out.print(probes)
     for text in data["warnings"]:

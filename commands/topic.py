@@ -84,6 +84,7 @@ def _count(value: int, exact: bool) -> str:
 
 def _list_table(rows: list[Any]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table()
     table.add_column("topic", no_wrap=True)  # names stay whole: they are copied
@@ -92,7 +93,7 @@ def _list_table(rows: list[Any]) -> Any:
     for row in rows:
         style = "bold" if row.partitioned else None
         table.add_row(
-            row.topic + (f"  ({len(row.partitions)} partitions)" if row.partitioned else ""),
+            Text(row.topic + (f"  ({len(row.partitions)} partitions)" if row.partitioned else "")),
             str(row.ledgers),
             _count(row.entries, row.exact),
             _count(row.size, row.exact),
@@ -101,7 +102,7 @@ def _list_table(rows: list[Any]) -> Any:
         )
         for part in row.partitions:
             table.add_row(
-                f"  └ {part.topic.rsplit('/', 1)[-1]}",
+                Text(f"  └ {part.topic.rsplit('/', 1)[-1]}"),
                 str(part.ledgers),
                 _count(part.entries, part.exact),
                 _count(part.size, part.exact),

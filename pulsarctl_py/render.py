@@ -49,15 +49,87 @@ def resolve(
     return human if sys.stdout.isatty() else piped
 
 
-def stdout_console() -> Console:
-    from rich.console import Console
+#: the styles ledgerctl's own messages use, as Rich markup tags; every other bracketed
+#: word in printed text is the data's own and shown as it is
+STYLE_WORDS = frozenset(
+    "bold dim italic underline red green yellow blue magenta cyan white".split()
+)
+#: Rich's markup tag, with the backslashes before it (rich.markup.RE_TAGS)
+_TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
 
+
+def _style_tag(tag: str) -> bool:
+    words = tag[1:].split() if tag.startswith("/") else tag.split()
+    return (tag == "/" or bool(words)) and all(w in STYLE_WORDS for w in words)
+
+
+def text_markup(text: str) -> str:
+    """``text`` with every markup tag that is not one of ledgerctl's styles escaped.
+
+    Values printed inside messages (topic names, keys, addresses, paths) are data: a
+    ``[link=...]``, ``[@click]`` or a closing ``[/]`` with nothing open in them must
+    print as it is, and must not make Rich raise. Call sites escape what they
+    interpolate (rich.markup.escape); this is the net under them.
+    """
+    open_tags: list[str] = []
+
+    def keep_or_escape(found: re.Match[str]) -> str:
+        slashes, tag = found.groups()
+        if len(slashes) % 2:  # escaped already: Rich prints it as text
+            return found.group(0)
+        if _style_tag(tag):
+            if not tag.startswith("/"):
+                open_tags.append(" ".join(tag.split()))
+                return found.group(0)
+            name = " ".join(tag[1:].split())
+            if not name and open_tags:
+                open_tags.pop()
+                return found.group(0)
+            if name and name in open_tags:
+                del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name)]
+                return found.group(0)
+        return f"{slashes}{slashes}\\[{tag}]"
+
+    return _TAG.sub(keep_or_escape, text)
+
+
+def _console_class() -> type[Console]:
+    from rich.console import Console
+    from rich.errors import MarkupError
+
+    class TextConsole(Console):
+        """A Console for which printed strings are text with ledgerctl's own styles.
+
+        Never Rich's emoji codes (``192.0.2.3:1234`` is an address, not ``:1234:``), no
+        highlighting, markup limited to :data:`STYLE_WORDS` (:func:`text_markup`), and
+        text whose markup does not parse is printed plain rather than raising.
+        """
+
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            kwargs["emoji"] = False
+            markup = kwargs.get("markup")
+            if markup or (markup is None and self._markup):
+                try:
+                    return super().render_str(text_markup(text), **kwargs)
+                except MarkupError:
+                    kwargs["markup"] = False
+            return super().render_str(text, **kwargs)
+
+    return TextConsole
+
+
+def make_console(**kwargs: Any) -> Console:
+    """Every Console ledgerctl prints through: :class:`TextConsole` semantics, never
+    emoji codes, never highlighting."""
+    kwargs.setdefault("highlight", False)
+    return _console_class()(emoji=False, **kwargs)
+
+
+def stdout_console() -> Console:
     tty = sys.stdout.isatty()
-    console = Console(
-        file=sys.stdout, soft_wrap=not tty, width=None if tty else 10_000, highlight=False
-    )
-    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
-    return console
+    out = make_console(file=sys.stdout, soft_wrap=not tty, width=None if tty else 10_000)
+    out.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    return out
 
 
 def _broken_pipe() -> None:
@@ -68,9 +140,7 @@ def _broken_pipe() -> None:
 
 
 def stderr_console() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
+    return make_console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 def write_json(obj: Any) -> None:
@@ -654,7 +724,7 @@ class _Progress:
 
         self.bar = Progress(
             SpinnerColumn(),
-            TextColumn("{task.description} {task.completed}"),
+            TextColumn("{task.description} {task.completed}", markup=False),
             TimeElapsedColumn(),
             console=self.console,
             transient=True,
@@ -688,13 +758,10 @@ def print_table(console: Console, table: Table) -> None:
 
     need = Measurement.get(console, console.options.update_width(1_000_000), table).minimum
     if need > console.width:  # print(width=) cannot exceed the console's own width
-        from rich.console import Console
-
-        console = Console(
+        console = make_console(
             file=console.file,
             width=need,
             force_terminal=console.is_terminal,
             color_system=console.color_system,
-            highlight=False,
         )
     console.print(table)

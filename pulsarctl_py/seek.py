@@ -669,7 +669,9 @@ def seek_time_kop(
             result.batch_index = head.num_messages - 1
             if head.num_messages > 1:
                 result.warnings.append(
-                    "KoP answers the entry's last offset, not its first (formats.md §13)"
+                    "KoP answers the entry's last offset, not its first: ListOffsets by "
+                    "time returns the stored index of the entry, which is the offset of its "
+                    "last message"
                 )
         else:
             _answer_at(result, prober, p + 1)

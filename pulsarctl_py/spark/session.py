@@ -190,7 +190,7 @@ class StageProgress:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.completed}/{task.total} tasks"),
             TimeElapsedColumn(),
