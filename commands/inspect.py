@@ -159,7 +159,6 @@ def inspect(
     """
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.decoders.crypto import load_private_key
-    from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.inspect import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.timeparse import parse_time_ms
@@ -170,10 +169,10 @@ def inspect(
         return
     key_obj = None
     if private_key is not None:
-        try:
-            key_obj = load_private_key(private_key.read_bytes())
-        except OSError as exc:
-            raise LedgerctlError(f"cannot read private key {private_key}: {exc.strerror}") from None
+        from pulsarctl_py.commands.decode import MAX_KEY_FILE
+        from pulsarctl_py.infile import read_small
+
+        key_obj = load_private_key(read_small(private_key, MAX_KEY_FILE, "private key"))
     request = InspectRequest(
         ledger_id=ledger_id,
         topic=topic,

@@ -263,6 +263,9 @@ def repair_root(
             )
         return
     if from_verify is None:
+        if flags.given:  # options, but nothing they could apply to
+            commands = ", ".join(sorted(getattr(ctx.command, "commands", {}) or {}))
+            ctx.fail(f"give a repair ({commands}) or --from-verify FILE")
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
     import sys

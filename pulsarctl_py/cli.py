@@ -1,17 +1,21 @@
 """The ``ledgerctl`` command: one Typer app, one small module per verb in commands/.
 
 Exit codes: 0 ok, 1 findings in the data, 2 usage or bad input, 3 a store could not be
-reached or opened, 141 the output pipe was closed early. A LedgerctlError ends as one line
-on stderr and its own exit code; so does an OS error on a named file (exit 3); anything
-else is a bug and keeps its traceback. Heavy libraries are
-imported only inside the commands that need them, so ``ledgerctl --help`` stays fast.
+reached or opened, 141 the output pipe was closed early. A usage error (pulsarctl_py.usage)
+and a LedgerctlError end as one line on stderr and their exit code; so does an OS error
+on a named file (exit 3 when the OS refuses it, 2 for a wrong path); anything else is a
+bug and keeps its traceback. Heavy libraries are imported only inside the commands that
+need them, so ``ledgerctl --help`` stays fast.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import re
 import sys
+from typing import Any
 
 import typer
 
@@ -84,6 +88,15 @@ repair.register(app)
 migrate.register(app)
 
 
+@functools.cache
+def _command() -> Any:
+    """The Click command Typer builds from the app (about 90 ms: once per process), with
+    every parameter's value checked (pulsarctl_py.usage.guard)."""
+    from pulsarctl_py import usage
+
+    return usage.guard(typer.main.get_command(app))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising SystemExit.
 
@@ -96,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     exceptions = usage.click_exceptions()
     _tolerant_stdout()
-    command = usage.guard(typer.main.get_command(app))
+    command = _command()
     try:
         result = command.main(args=argv, prog_name="ledgerctl", standalone_mode=False)
     except exceptions.NoArgsIsHelpError as exc:
@@ -116,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if exc.filename is None:
             raise
-        # a file the OS refuses to read (permission, I/O error) that no store wrapped
-        _fail(f"cannot read {exc.filename}: {exc.strerror or exc}")
-        return 3
+        # a file no store or reader wrapped: the OS's own words (it may have been read or
+        # written); refused (permission, I/O) is exit 3, a wrong path is bad input
+        _fail(f"{os.fsdecode(exc.filename)}: {exc.strerror or exc}")
+        return 3 if exc.errno in _REFUSED else 2
     except Exception as exc:
         # imported here: the error root lives with the decoders, which --help never needs
         from pulsarctl_py.errors import LedgerctlError
@@ -162,6 +176,9 @@ def _broken_pipe() -> int:
         pass
     return EXIT_BROKEN_PIPE
 
+
+#: errors that say a path is there but the OS will not hand it over (exit 3)
+_REFUSED = {errno.EACCES, errno.EPERM, errno.EIO, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 #: characters a terminal would act on (escape sequences, carriage returns) or that would
 #: break the one line: shown as escapes
