@@ -10,7 +10,15 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options
-from pulsarctl_py.commands.engine_options import SPARK, SPARK_CONF, SPARK_MASTER
+from pulsarctl_py.commands.engine_options import (
+    ENGINE,
+    SPARK,
+    SPARK_CONF,
+    SPARK_MASTER,
+    SPARK_THRESHOLD,
+    EngineChoice,
+    engine_name,
+)
 
 
 class CompactOutput(enum.StrEnum):
@@ -33,11 +41,6 @@ class Generation(enum.StrEnum):
     pip_429 = "pip-429"
     pre_pip_429 = "pre-pip-429"
     pre_18877 = "pre-18877"
-
-
-class EngineChoice(enum.StrEnum):
-    local = "local"
-    spark = "spark"
 
 
 _SIZE, _UNITS = options.SIZE_PATTERN, options.SIZE_UNITS
@@ -136,12 +139,11 @@ def compact(
         "--retain-null-key",
         help="Keep messages without a key (topicCompactionRetainNullKey=true).",
     ),
-    engine: EngineChoice = typer.Option(
-        EngineChoice.local, "--engine", help="Where the scan runs: local (in-process) or spark."
-    ),
+    engine: EngineChoice = ENGINE,
     spark: bool = SPARK,
     spark_master: str = SPARK_MASTER,
     spark_conf: list[str] = SPARK_CONF,
+    spark_threshold: int = SPARK_THRESHOLD,
     progress: bool = typer.Option(
         None,
         "--progress/--no-progress",
@@ -201,7 +203,7 @@ def compact(
         )
     from pulsarctl_py.compaction import compact as run_compact
 
-    engine, export_to = _spark_engine(engine, spark, spark_master, spark_conf), export
+    chosen, export_to = engine_name(engine, spark, spark_master), export
     if export is not None and export.suffix.lower() == ".parquet":
         export = export.with_name(f".{export.name}.jsonl")
 
@@ -213,7 +215,10 @@ def compact(
         options=opts,
         full=full,
         memory=parse_size(memory),
-        engine=engine.value,
+        engine=chosen.value,
+        pick_engine=lambda entries: _start_engine(
+            chosen, entries, spark_threshold, spark_master, spark_conf
+        ),
         export=export,
         spool=apply,
         progress=progress,
@@ -248,17 +253,23 @@ def compact(
         raise LedgerctlError(f"{len(report.stats.problems)} problem(s): {report.stats.problems[0]}")
 
 
-def _spark_engine(
-    engine: EngineChoice, spark: bool, master: str | None, conf: list[str] | None
-) -> EngineChoice:
-    """--spark (and --spark-master) mean the Spark engine; its session starts here."""
-    if spark or master is not None:
-        engine = EngineChoice.spark
-    if engine is EngineChoice.spark:
+def _start_engine(
+    chosen: EngineChoice,
+    entries: int,
+    threshold: int | None,
+    master: str | None,
+    conf: list[str] | None,
+) -> str:
+    """The engine for a plan of ``entries`` entries (auto: Spark from the threshold on,
+    as export picks it); a Spark session starts here."""
+    from pulsarctl_py.engines.select import pick
+
+    name = pick(chosen.value, entries, threshold)
+    if name == "spark":
         from pulsarctl_py.spark.session import get_session, parse_conf
 
         get_session(master, parse_conf(conf or []))
-    return engine
+    return name
 
 
 def _have_bookie_dir(dirs: list[str] | None) -> bool:
@@ -412,27 +423,20 @@ def _status(
 
 def print_status(st: Any) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     from pulsarctl_py import render
 
     j = st.to_json()
-    j["age"] = None if st.age_ms is None else f"{st.age_ms / 1000:.0f} s"
-    table = Table(title=f"compaction status of {st.topic}", show_header=False)
-    table.add_column("field")
-    table.add_column("value")
-    for name in (
-        "compacted_ledger",
-        "horizon",
-        "compacted_to",
-        "age",
-        "entries",
-        "messages",
-        "keys",
-        "last_message_position",
-    ):
-        table.add_row(name, "-" if j[name] is None else str(j[name]))
-    render.stdout_console().print(table)
+    j.pop("checks")  # said on stderr below
+    created = j.pop("created_ms")
+    # the table holds what the JSON holds, times and ages for people
+    shown = {"topic": j.pop("topic"), "compacted_ledger": j.pop("compacted_ledger")}
+    shown["created"] = render.iso_ms(created) if created is not None else None
+    shown["age"] = render.human_duration(st.age_ms)
+    shown |= j
+    out = render.stdout_console()
+    for table in render.document_tables(shown, f"compaction status of {st.topic}"):
+        render.print_table(out, table)
     err = render.stderr_console()
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}
     for c in st.checks:

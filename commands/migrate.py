@@ -44,6 +44,19 @@ def _stores(flags: PlanFlags) -> tuple[str, list[str], PlanFlags]:
     )
 
 
+def _show(doc: dict[str, Any], flags: PlanFlags, title: str) -> None:
+    """What a dry run found: JSON (-o json, or piped), or tables of the same (-o table)."""
+    from pulsarctl_py import render
+
+    fmt = render.resolve(render.OutputFormat(flags.output.value), render.OutputFormat.TABLE)
+    if fmt is render.OutputFormat.JSON:
+        render.write_json(doc)
+        return
+    out = render.stdout_console()
+    for table in render.document_tables(doc, title):
+        render.print_table(out, table)
+
+
 @migrate_app.command("compacted")
 @plan_options
 def compacted(
@@ -72,7 +85,7 @@ def compacted(
     report: dict[str, Any] = state.to_json() | {"format": fmt.value, "written_ledger": None}
     err = render.stderr_console()
     if flags.plan_file is None and not flags.apply:
-        render.write_json(report)
+        _show(report, flags, f"migrate compacted {state.topic}")
         err.print(
             f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
             f"{fmt.value}; nothing written (give --plan FILE to write the new ledger)"
@@ -162,7 +175,7 @@ def index(
         err.print(f"mapping of {len(plan.mapping)} entries saved to {escape(str(mapping))}")
     summary = plan.to_json()
     if flags.plan_file is None and not flags.apply:
-        render.write_json(summary | {"mapping": plan.mapping})
+        _show(summary | {"mapping": plan.mapping}, flags, f"migrate index {plan.topic}")
         err.print(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"

@@ -184,7 +184,7 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
     fmt = render.resolve(output, OutputFormat.TABLE)
     data = result.to_json(explain)
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
-        render.write_json(data)
+        render.write_document(data, fmt)
         return
     from rich.table import Table
     from rich.text import Text

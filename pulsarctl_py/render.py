@@ -7,13 +7,14 @@ to stdout, one object per line for streams.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import itertools
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,15 @@ def stderr_console() -> Console:
 
 def write_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_document(obj: Any, fmt: OutputFormat) -> None:
+    """A command's one result: indented for ``-o json``, one line for ``-o jsonl`` (a
+    JSON lines stream of one object, as every ``-o jsonl`` is one object per line)."""
+    if fmt is OutputFormat.JSONL:
+        write_jsonl([obj])
+    else:
+        write_json(obj)
 
 
 _NOTHING = object()
@@ -360,6 +370,26 @@ def iso_ms(ms: int | None) -> str:
         return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
     except (OverflowError, OSError, ValueError):
         return f"{ms} (out of range)"
+
+
+def human_duration(ms: int | float | None) -> str:
+    """A duration for people: ``850 ms``, ``42 s``, ``3 min 12 s``, ``4 d 22 h``; ``-``
+    when unknown. Two units at most: an age is read at a glance, not computed with."""
+    if ms is None:
+        return "-"
+    sign, ms = ("-", -ms) if ms < 0 else ("", ms)
+    if ms < 1000:
+        return f"{sign}{ms:.0f} ms"
+    seconds = int(ms // 1000)
+    parts = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count or parts:
+            parts.append(f"{count} {unit}")
+        if len(parts) == 2:
+            break
+    parts = [p for p in parts if not p.startswith("0 ")] or parts[:1]
+    return sign + " ".join(parts)
 
 
 def hexdump(data: bytes | memoryview, base: int = 0) -> str:
@@ -709,41 +739,157 @@ def print_summary(console: Console, summary: Any) -> None:
     )
 
 
-class _Progress:
-    def __init__(self, console: Console, label: str, enabled: bool = True) -> None:
-        self.console = console
-        self.label = label
-        self.enabled = enabled
-        self.bar: Any = None
-        self.task: Any = None
+class Activity:
+    """One line of the progress display: a label, a count (of a total when known), a unit.
 
-    def __enter__(self) -> Any:
-        if not self.console.is_terminal or not self.enabled:
-            return lambda: None
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    ``advance(n)`` counts, ``update(...)`` sets; both do nothing when nothing is shown.
+    """
 
-        self.bar = Progress(
+    def __init__(self, display: Any = None, task: Any = None) -> None:
+        self._display, self._task = display, task
+
+    def advance(self, n: int = 1) -> None:
+        if self._display is not None:
+            self._display.advance(self._task, n)
+
+    def update(
+        self,
+        *,
+        label: str | None = None,
+        completed: int | None = None,
+        total: int | None = None,
+        unit: str | None = None,
+    ) -> None:
+        if self._display is None:
+            return
+        fields: dict[str, Any] = {}
+        if label is not None:
+            fields["description"] = label
+        if completed is not None:
+            fields["completed"] = completed
+        if total is not None:
+            fields["total"] = total or None
+        if unit is not None:
+            fields["unit"] = unit
+        self._display.update(self._task, **fields)
+
+    def __call__(self) -> None:  # the counters the commands hand around: advance by one
+        self.advance()
+
+
+#: the process's one live progress display on stderr, while any activity runs; nested
+#: activities (Spark's tasks inside an export) are lines of it, never a second display
+_display: Any = None
+
+
+def _count_column() -> Any:
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Count(ProgressColumn):
+        """``12/40 tasks`` when the total is known, ``12 tasks`` when not (never None)."""
+
+        def render(self, task: Any) -> Text:
+            unit = task.fields.get("unit", "")
+            done = int(task.completed)
+            text = f"{done}/{int(task.total)}" if task.total else f"{done}" if done else ""
+            return Text(f"{text} {unit}".strip() if text else "", style="progress.download")
+
+    return Count()
+
+
+@contextlib.contextmanager
+def activity(
+    console: Console | None,
+    label: str,
+    *,
+    total: int | None = None,
+    unit: str = "",
+    enabled: bool = True,
+) -> Iterator[Activity]:
+    """Show ``label`` with a live count on stderr while the block runs (transient).
+
+    Shown only when ``console`` is a terminal and ``enabled``. The first activity opens
+    the display; one started inside it is a line of the same display (Rich allows one
+    live display at a time; two would fight over the terminal).
+    """
+    global _display
+    if console is None or not enabled or not console.is_terminal:
+        yield Activity()
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    owner = _display is None
+    if owner:
+        _display = Progress(
             SpinnerColumn(),
-            TextColumn("{task.description} {task.completed}", markup=False),
+            TextColumn("{task.description}", markup=False),
+            _count_column(),
             TimeElapsedColumn(),
-            console=self.console,
+            console=console,
             transient=True,
             # data written to stdout meanwhile stays on stdout (Rich would move it here)
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        self.bar.__enter__()
-        self.task = self.bar.add_task(self.label, total=None)
-        return lambda: self.bar.advance(self.task)
+        _display.start()
+    display = _display
+    task = display.add_task(label, total=total, unit=unit)
+    try:
+        yield Activity(display, task)
+    finally:
+        display.remove_task(task)
+        if owner:
+            display.stop()
+            _display = None
 
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+
+def progress(console: Console, label: str, enabled: bool = True) -> Any:
+    """A transient counter on stderr (a context manager giving a function that counts
+    one), silent when stderr is not a terminal: an :func:`activity`."""
+    return activity(console, label, enabled=enabled)
 
 
-def progress(console: Console, label: str, enabled: bool = True) -> _Progress:
-    """A transient progress counter on stderr, silent when stderr is not a terminal."""
-    return _Progress(console, label, enabled)
+def document_tables(doc: dict[str, Any], title: str | None = None) -> list[Table]:
+    """A JSON document as tables for people, holding what the JSON holds: one table of
+    its fields (nested objects as ``a.b``, lists of values joined), then one table per
+    list of objects (a column per key). Every cell is text, never markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    fields = Table(title=title, show_header=False)
+    fields.add_column("field", style="bold", no_wrap=True)
+    fields.add_column("value", overflow="fold")
+    lists: list[Table] = []
+
+    def add(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key, inner in value.items():
+                add(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            columns = list(dict.fromkeys(k for row in value for k in row))
+            table = Table(title=f"{prefix} ({len(value)})")
+            for column in columns:
+                table.add_column(str(column), no_wrap=True)
+            for row in value:
+                table.add_row(*(Text(cell_text(row.get(c))) for c in columns))
+            lists.append(table)
+        else:
+            fields.add_row(Text(prefix), Text(cell_text(value)))
+
+    add("", doc)
+    return [fields, *lists]
+
+
+def cell_text(value: Any) -> str:
+    """A JSON value in a table cell: ``-`` for null and nothing, lists joined."""
+    if value is None or value == [] or value == {}:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(cell_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={cell_text(v)}" for k, v in value.items())
+    return human(value)
 
 
 def print_table(console: Console, table: Table) -> None:

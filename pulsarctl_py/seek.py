@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pulsarctl_py.errors import DataError, LedgerctlError, NotFoundError
 from pulsarctl_py.positions import format_position
+from pulsarctl_py.timeparse import format_time_ms
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
@@ -484,8 +485,9 @@ def _contradictions(probes: Sequence[Probe], key: Callable[[Head], int | None]) 
     for h in ordered:
         if highest is not None and key(h) < key(highest) and not out:  # type: ignore[operator]
             out.append(
-                f"timestamps go backwards between {highest.position} ({key(highest)}) and "
-                f"{h.position} ({key(h)}): the binary search assumes they do not, so its "
+                f"timestamps go backwards between {highest.position} "
+                f"({format_time_ms(key(highest))}) and {h.position} ({format_time_ms(key(h))}): "
+                "the binary search assumes they do not, so its "
                 "answer may not be the first entry at or after the time; run with --exact"
             )
         if highest is None or key(h) > key(highest):  # type: ignore[operator]
@@ -583,7 +585,7 @@ def seek_time_broker(
     def pred(h: Head) -> tuple[bool, str]:
         ts = h.timestamp
         ok = ts is not None and ts < target
-        return ok, f"{ts} {'<' if ok else '>='} {target}"
+        return ok, f"{format_time_ms(ts)} {'<' if ok else '>='} {format_time_ms(target)}"
 
     found = op_find_newest(prober, start, count, pred) if count > 0 else None
     if found is None:
@@ -596,7 +598,7 @@ def seek_time_broker(
         if ts is not None and ts < target:
             result.warnings.append(
                 f"the entry the cursor would read first, {result.head.position}, has timestamp "
-                f"{ts}, before the time: timestamps are not in order here"
+                f"{format_time_ms(ts)}, before the time: timestamps are not in order here"
             )
     _finish(result, prober)
     return result, prober
@@ -625,7 +627,8 @@ def seek_time_kop(
     def pred(h: Head) -> tuple[bool, str]:
         ts = h.publish_time
         ok = ts is not None and ts <= target
-        return ok, f"publish_time {ts} {'<=' if ok else '>'} {target}"
+        shown = f"{format_time_ms(ts)} {'<=' if ok else '>'} {format_time_ms(target)}"
+        return ok, f"publish_time {shown}"
 
     found = op_find_newest(prober, 0, flat.n - 1, pred)
     p = 0 if found is None else found
@@ -747,7 +750,8 @@ def seek_compacted(
     def pred(h: Head) -> tuple[bool, str]:
         ts = h.publish_time
         ok = ts is not None and ts >= target
-        return ok, f"publish_time {ts} {'>=' if ok else '<'} {target}"
+        shown = f"{format_time_ms(ts)} {'>=' if ok else '<'} {format_time_ms(target)}"
+        return ok, f"publish_time {shown}"
 
     while lo < hi:
         mid = (lo + hi) // 2

@@ -218,7 +218,10 @@ def plan_compaction(
 
 
 class Progress:
-    """Progress lines on stderr, at most one a second (nothing when disabled)."""
+    """Compaction's progress (nothing when disabled): on a terminal, one line of the
+    progress display (pulsarctl_py.render.activity) counting the phase's entries; on any
+    other stream (``--progress`` asked for in a log), a line when each phase starts and
+    one when the work ends."""
 
     def __init__(self, enabled: bool, total_entries: int, stream: IO[str] | None = None) -> None:
         self.enabled = enabled
@@ -226,24 +229,43 @@ class Progress:
         self.stream = stream or sys.stderr
         self.done = 0
         self.phase = ""
-        self._last = 0.0
+        self._shown: Any = None
+        self._line: Any = None
 
     def start(self, phase: str) -> None:
+        self.close()
         self.phase, self.done = phase, 0
-        self._emit(force=True)
-
-    def split_done(self, split: Any) -> None:
-        self.done += split.entries
-        self._emit()
-
-    def _emit(self, force: bool = False) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
-        if not force and now - self._last < 1.0 and self.done < self.total:
-            return
-        self._last = now
-        self.stream.write(f"ledgerctl compact: {self.phase}: {self.done}/{self.total} entries\n")
+        if self.stream.isatty():
+            from pulsarctl_py import render
+
+            console = render.make_console(file=self.stream)
+            self._shown = render.activity(
+                console, f"compact: {phase}", total=self.total, unit="entries"
+            )
+            self._line = self._shown.__enter__()
+        else:
+            self._write(f"{phase}: {self.total} entries")
+
+    def split_done(self, split: Any) -> None:
+        self.count(self.done + split.entries)
+
+    def count(self, done: int) -> None:
+        self.done = done
+        if self._line is not None:
+            self._line.update(completed=done)
+
+    def close(self) -> None:
+        if self._shown is not None:
+            shown, self._shown, self._line = self._shown, None, None
+            shown.__exit__(None, None, None)
+        elif self.enabled and self.phase and not self.stream.isatty():
+            self._write(f"{self.phase}: done, {self.done}/{self.total} entries")
+            self.phase = ""
+
+    def _write(self, text: str) -> None:
+        self.stream.write(f"ledgerctl compact: {text}\n")
         self.stream.flush()
 
 
@@ -314,8 +336,13 @@ def compact(
     generation: str = NEWEST,
     on_state: Callable[[TopicState], None] | None = None,
     live: Any = None,
+    pick_engine: Callable[[int], str] | None = None,
 ) -> CompactionReport:
-    """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply)."""
+    """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
+
+    ``pick_engine``, when given, names the engine from the plan's entries (``--engine
+    auto``) instead of ``engine``.
+    """
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
@@ -348,6 +375,8 @@ def compact(
         live=live,
     )
     report.plan, report.notes = plan, notes
+    if pick_engine is not None:
+        report.engine = engine = pick_engine(plan.entries)
     runner = get_engine(engine)
     spool_file: IO[bytes] | None = None
     export_file: IO[str] | None = None
@@ -382,8 +411,7 @@ def compact(
             ):
                 if isinstance(item, Stats):
                     stats.add(item)
-                    tracker.done = stats.entries_in
-                    tracker._emit()
+                    tracker.count(stats.entries_in)
                     continue
                 last = item
                 if spool_file is not None:
@@ -410,6 +438,7 @@ def compact(
             report.spool = None
         raise
     finally:
+        tracker.close()
         if spool_file is not None:
             spool_file.close()
         if export_file is not None:
