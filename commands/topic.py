@@ -215,7 +215,8 @@ def _ledger_line(li: Any) -> str:
     when = "open" if li.open else iso_ms(li.timestamp)
     extra = ""
     if li.open:
-        extra = f" (entries from {li.source})"
+        extra = f" (entries from {li.source}"
+        extra += f", {li.beyond_lac} past the LAC)" if li.beyond_lac else ")"
     if li.offloaded:
         extra += " offloaded"
     if li.problem:

@@ -116,6 +116,8 @@ class TopicLedger:
     offloaded: bool = False
     state: str | None = None  # BookKeeper's state, when the ledger metadata was read
     problem: str | None = None
+    #: entries the storage holds past the LAC (counted in ``entries``: source "storage")
+    beyond_lac: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -131,6 +133,8 @@ class TopicLedger:
             out["state"] = self.state
         if self.problem is not None:
             out["problem"] = self.problem
+        if self.beyond_lac:
+            out["beyond_lac"] = self.beyond_lac
         return out
 
 
@@ -361,6 +365,17 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
         row.entries, row.size, row.source = md.last_entry_id + 1, md.length, "ledger-metadata"
         return
     lac = view.lac
+    last = view.last_stored
+    if last is not None and (lac is None or last > lac):
+        # entries stored past the LAC: the next owner's recovery reads forward from the
+        # LAC until an entry is missing and closes the ledger after the last one found
+        # (apache/bookkeeper client/LedgerRecoveryOp.java, doRecoveryRead), so they are the
+        # ledger's; verify, inspect and the demo count them, and so does the topic
+        row.entries = last + 1
+        row.size = _length_at(source, row.ledger_id, last)
+        row.source = "storage"
+        row.beyond_lac = last - (lac if lac is not None else -1)
+        return
     if lac is None:
         row.entries = row.size = None
         row.source = "unknown"
@@ -760,6 +775,13 @@ def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
             row.entries_source = "lac"
         elif error is not None and row.error is None:
             row.error = error
+        last = view.last_stored if view is not None else None
+        if last is not None and (row.lac is None or last > row.lac):
+            # entries past the LAC count, as for the topic (see _complete_open)
+            row.entries = last + 1
+            row.length = _length_at(source, record.ledger_id, last)
+            row.entries_source = "storage"
+            return row
     if row.lac is not None:
         row.entries = row.lac + 1
     return row
