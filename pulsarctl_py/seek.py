@@ -103,6 +103,9 @@ class Head:
     num_messages: int = 1
     error: str | None = None
     original: tuple[int, int] | None = None  # compacted ledger: the topic position
+    #: the entry is a batch (its metadata has num_messages_in_batch, even of 1): its
+    #: messages are L:E:B, as the client's BatchMessageIdImpl names them; else L:E
+    batched: bool = False
 
     @property
     def timestamp(self) -> int | None:
@@ -133,6 +136,7 @@ class Head:
             "index": self.index,
             "base_index": self.base_index,
             "num_messages": self.num_messages,
+            "batched": self.batched,
         }
         if self.original is not None:
             out["original_position"] = format_position(*self.original)
@@ -186,6 +190,7 @@ def head_of_entry(entry: Any, ledger_id: int, entry_id: int) -> Head:
         index=entry.index,
         num_messages=entry.num_messages,
         original=original,
+        batched=entry.batched,
     )
     bad = [p for p in entry.problems if p.severity == "error"]
     if bad:
@@ -669,7 +674,7 @@ def seek_time_kop(
         result.kafka_offset = offset
         if offset == head.index:
             result.head = head
-            result.batch_index = head.num_messages - 1
+            result.batch_index = head.num_messages - 1 if head.batched else None
             if head.num_messages > 1:
                 result.warnings.append(
                     "KoP answers the entry's last offset, not its first: ListOffsets by "
@@ -678,7 +683,7 @@ def seek_time_kop(
                 )
         else:
             _answer_at(result, prober, p + 1)
-            if result.head is not None and result.head.num_messages > 1:
+            if result.head is not None and result.head.batched:
                 result.batch_index = 0
     _finish(result, prober)
     return result, prober
@@ -732,7 +737,7 @@ def seek_index(
                 f"({head.position}) starts at {base}"
             )
         elif base is not None:
-            result.batch_index = target - base if head.num_messages > 1 else None
+            result.batch_index = target - base if head.batched else None
     result.warnings.extend(_contradictions(prober.probes, lambda h: h.index))
     _finish(result, prober)
     return result, prober
