@@ -106,6 +106,14 @@ def _console_class() -> type[Console]:
         text whose markup does not parse is printed plain rather than raising.
         """
 
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            from rich.table import Table
+
+            if len(objects) == 1 and isinstance(objects[0], Table) and not kwargs:
+                print_table(self, objects[0])
+                return
+            super().print(*objects, **kwargs)
+
         def render_str(self, text: str, **kwargs: Any) -> Any:
             kwargs["emoji"] = False
             markup = kwargs.get("markup")
@@ -892,17 +900,76 @@ def cell_text(value: Any) -> str:
     return human(value)
 
 
-def print_table(console: Console, table: Table) -> None:
-    """Print a table whose ``no_wrap`` columns (topic names) are never broken or cut.
+#: table columns that hold ids, positions and names: never broken inside a word
+WHOLE_COLUMNS = frozenset(
+    {
+        "topic",
+        "ledger",
+        "ledger_id",
+        "ledger id",
+        "entry",
+        "entry_id",
+        "position",
+        "message id",
+        "old_position",
+        "input",
+        "bookie",
+        "bookie id",
+        "id",
+        "path",
+        "cursor",
+        "subscription",
+        "name",
+        "mark-delete",
+        "log",
+        "file",
+        "key",
+        "check",
+    }
+)
+#: a value cell of one word up to this long (an id, a name, a position) is kept whole
+_WHOLE_WORD = 200
 
+
+def _keep_words_whole(table: Table) -> None:
+    """Mark the columns of ``table`` that hold ids, names, positions or times
+    ``no_wrap``: by their header, or when every cell is one word (up to
+    :data:`_WHOLE_WORD` characters); free text still wraps between words. A title is
+    never narrower than its longest word."""
+    for i, column in enumerate(table.columns):
+        header = str(column.header).strip().lower()
+        if header in WHOLE_COLUMNS or (not table.show_header and i == 0):
+            column.no_wrap = True
+            continue
+        cells = [str(c) for c in getattr(column, "_cells", ())]
+        if cells and all(len(c) <= _WHOLE_WORD and not c.split()[1:] for c in cells):
+            column.no_wrap = True
+    if table.title is not None:
+        longest = max((len(w) for w in str(table.title).split()), default=0)
+        table.min_width = max(table.min_width or 0, longest + 2)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print a table whose ids and names are never broken or cut.
+
+    Columns of ids, positions and names are ``no_wrap`` (:func:`_keep_words_whole`).
     Rich squeezes a table into the terminal's width, folding or cropping even no_wrap
     cells; a name broken across lines cannot be copied. When the table needs more room
     than the terminal has, it is drawn at the width it needs and the terminal wraps the
-    long lines instead, keeping every name whole.
+    long lines instead, keeping every name whole. Every table a ledgerctl console prints
+    goes through here (:class:`TextConsole`).
     """
     from rich.measure import Measurement
 
-    need = Measurement.get(console, console.options.update_width(1_000_000), table).minimum
+    _keep_words_whole(table)
+    wide = console.options.update_width(1_000_000)
+    need = Measurement.get(console, wide, table).minimum
+    # Rich measures a column's minimum at its longest word even when it may not wrap:
+    # a no_wrap column needs its widest cell
+    for column in table.columns:
+        if column.no_wrap:
+            measured = table._measure_column(console, wide, column)
+            need += measured.maximum - measured.minimum
     if need > console.width:  # print(width=) cannot exceed the console's own width
         console = make_console(
             file=console.file,
@@ -910,4 +977,11 @@ def print_table(console: Console, table: Table) -> None:
             force_terminal=console.is_terminal,
             color_system=console.color_system,
         )
-    console.print(table)
+    _print(console, table)
+
+
+def _print(console: Console, *objects: Any, **kwargs: Any) -> None:
+    """Rich's own print, past :class:`TextConsole`'s table handling."""
+    from rich.console import Console
+
+    Console.print(console, *objects, **kwargs)

@@ -22,8 +22,6 @@ Click from 0.23 on) or on Click itself.
 
 from __future__ import annotations
 
-import ast
-import difflib
 import enum
 import math
 import re
@@ -49,6 +47,8 @@ def click_exceptions() -> Any:
 
 def did_you_mean(word: str, candidates: Iterable[str], cutoff: float = 0.6) -> str:
     """`` (did you mean X?)`` for the closest candidate to ``word``, or ``""``."""
+    import difflib
+
     names = [c for c in dict.fromkeys(candidates) if c != word]
     found = difflib.get_close_matches(word, names, n=1, cutoff=cutoff)
     return f" (did you mean {found[0]}?)" if found else ""
@@ -243,6 +243,8 @@ def usage_line(exc: Any) -> str:
     message = _one_line(getattr(exc, "message", str(exc)))
     found = re.match(r"No such command (?P<name>.*?)\.(?: Did you mean .*)?$", message)
     if found is not None:
+        import ast
+
         try:
             name = str(ast.literal_eval(found.group("name")))
         except (ValueError, SyntaxError):
