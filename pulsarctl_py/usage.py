@@ -34,6 +34,8 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Typer's words for a path the OS does not let us read or write
+_DENIED = re.compile(r"is not (readable|writable)\.?$")
 
 
 def click_exceptions() -> Any:
@@ -157,6 +159,17 @@ def guard(command: Any) -> Any:
             try:
                 converted = inner(ctx, value)
             except exceptions.BadParameter as exc:
+                denied = _DENIED.search(str(exc.message))
+                if denied is not None and _is_path(param):
+                    # Typer checks that a path it is given can be read: the OS refusing
+                    # is exit 3, as for any file or store ledgerctl may not read
+                    from pulsarctl_py.errors import StoreUnavailable
+
+                    verb = "read" if denied.group(1) == "readable" else "write"
+                    raise StoreUnavailable(
+                        f"{_where(ctx)}{option_name(param)}: cannot {verb} {_shown(value)}: "
+                        "permission denied"
+                    ) from None
                 if not hasattr(exc, "ledgerctl_value"):
                     exc.ledgerctl_value = value  # type: ignore[attr-defined]
                 if exc.param is None:
@@ -213,13 +226,18 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
+def _where(ctx: Any) -> str:
+    """``inspect: `` for a subcommand's context (what the message is about), else ``""``."""
+    if ctx is not None and getattr(ctx, "parent", None) is not None:
+        return str(ctx.command_path).split(" ", 1)[-1] + ": "
+    return ""
+
+
 def usage_line(exc: Any) -> str:
     """The one line for a Click usage error (without the ``ledgerctl: error:`` prefix)."""
     exceptions = click_exceptions()
     ctx = getattr(exc, "ctx", None)
-    where = ""
-    if ctx is not None and getattr(ctx, "parent", None) is not None:
-        where = ctx.command_path.split(" ", 1)[-1] + ": "
+    where = _where(ctx)
     if isinstance(exc, exceptions.NoSuchOption):
         known: list[str] = []
         if ctx is not None:
