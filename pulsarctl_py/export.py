@@ -108,7 +108,11 @@ def topic_plan(
         raise LedgerctlError(f"topic {topic}: a metadata store is needed to find its ledgers")
     record = read_managed_ledger(source.metadata, topic, with_cursors=False)
     if record is None:
-        raise NotFoundError(f"topic {topic} not found in the metadata store")
+        from pulsarctl_py.topics import topic_hint
+
+        raise NotFoundError(
+            f"topic {topic} not found in the metadata store{topic_hint(source.metadata, topic)}"
+        )
     sizes = {}
     if record.info is not None:
         for li in record.info.message.ledgerInfo:

@@ -536,6 +536,31 @@ def _topic_info(
     return info
 
 
+def topic_hint(store: Any, topic: str | TopicName) -> str:
+    """`` (did you mean NAME?)`` for the topic of ``topic``'s namespace closest to it, or
+    ``""``. The names are the namespace's managed ledgers (one listing, on the error path
+    only), compared by their local names and shown as the user wrote theirs (short, or
+    in full)."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.stores.metadata.base import join
+    from pulsarctl_py.usage import did_you_mean
+
+    try:
+        name = resolve_topic(topic)
+        folder = name.ml_path.rsplit("/", 1)[0]
+        found = [mld.TopicName.from_ml_path(join(folder, c)) for c in store.children(folder)]
+    except (LedgerctlError, ValueError):
+        return ""
+    local = name.full_name.rsplit("/", 1)[-1]
+    by_local = {t.full_name.rsplit("/", 1)[-1]: t.full_name for t in found}
+    hint = did_you_mean(local, by_local)
+    typed = topic if isinstance(topic, str) else topic.full_name
+    if hint and "/" in typed:
+        closest = hint[len(" (did you mean ") : -2]
+        hint = f" (did you mean {by_local[closest]}?)"
+    return hint
+
+
 def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
     from pulsarctl_py.stores.metadata import list_managed_ledgers
 
@@ -553,6 +578,7 @@ def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
         )
     return NotFoundError(
         f"topic {name.full_name} not found in {store.url} (no znode {name.ml_path})"
+        + topic_hint(store, name)
     )
 
 

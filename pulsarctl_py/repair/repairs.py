@@ -76,7 +76,12 @@ def load_topic(draft: Draft, topic: str | TopicName, *, changes: bool = True) ->
     name = resolve_topic(topic)
     data = draft.get(name.ml_path)
     if data is None:
-        raise NotFoundError(f"topic {name.full_name} has no managed ledger ({name.ml_path})")
+        from pulsarctl_py.topics import topic_hint
+
+        raise NotFoundError(
+            f"topic {name.full_name} has no managed ledger ({name.ml_path})"
+            + topic_hint(draft.store, name)
+        )
     try:
         decoded = mld.parse_ml_info(data)
     except LedgerctlError as exc:
