@@ -528,7 +528,7 @@ def info_command(
         return
     from rich.table import Table
 
-    table = Table(title=f"bookie {_esc(bookie)}", show_header=False)
+    table = Table(title=f"bookie {bookie}", show_header=False)  # titles are text
     table.add_column("field")
     table.add_column("value", overflow="fold")
     table.add_row("state", record.state)

@@ -282,6 +282,7 @@ def _info_tree(info: Any) -> Any:
 
 def _info_tables(info: Any) -> list[Any]:
     from rich.table import Table
+    from rich.text import Text
 
     from pulsarctl_py.render import iso_ms
 
@@ -301,7 +302,7 @@ def _info_tables(info: Any) -> list[Any]:
         cursors.add_column(col, overflow="fold")
     for c in info.cursors:
         cursors.add_row(
-            c.name,
+            Text(c.name),
             _pos(c.mark_delete),
             c.mark_delete_source,
             "znode" if c.state_in == "znode" else f"ledger {c.cursors_ledger_id}",
@@ -316,7 +317,7 @@ def _info_tables(info: Any) -> list[Any]:
     ledger = info.compacted_ledger
     facts.add_row("compacted ledger", "-" if ledger is None else str(ledger))
     for key, value in info.properties.items():
-        facts.add_row(f"property {key}", value)
+        facts.add_row(Text(f"property {key}"), Text(str(value)))
     return [ledgers, cursors, facts]
 
 

@@ -945,6 +945,10 @@ def _keep_words_whole(table: Table) -> None:
         if cells and all(len(c) <= _WHOLE_WORD and not c.split()[1:] for c in cells):
             column.no_wrap = True
     if table.title is not None:
+        if isinstance(table.title, str):  # a title names data (a topic): text, not markup
+            from rich.text import Text
+
+            table.title = Text(table.title, style="table.title")
         longest = max((len(w) for w in str(table.title).split()), default=0)
         table.min_width = max(table.min_width or 0, longest + 2)
 
