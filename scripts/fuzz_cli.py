@@ -5,7 +5,8 @@
 Cases are drawn by tests/cli_fuzz.py from the app's own declared options (huge, negative
 and non-integer numbers, unicode, bytes that are not UTF-8, markup, empty values, special
 paths, and ZooKeeper that does not answer), split over ``--workers`` worker processes,
-each running its cases in-process with a memory limit and a per-case timeout. Every
+each running its cases in-process with a memory limit and per-case limits of CPU time
+and wall-clock time (so a busy machine slows the run but calls nothing hung). Every
 outcome is judged (tests/cli_fuzz.py ``judge``); each distinct problem is written to
 ``--report-dir`` with one argument list that shows it. Prints one JSON object with the
 figures (cases, exit codes, problems, time), the ones docs/hostile-inputs.md quotes.
@@ -36,7 +37,7 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
     from tests import cli_fuzz
 
     index, cases, base_seed, timeout, slow, report_dir = args
-    root = Path(tempfile.mkdtemp(prefix=f"ledgerctl-fuzz-{index}-"))
+    root = Path(tempfile.mkdtemp(prefix=f"ledgerctl-clifuzz-{index}-"))
     world = cli_fuzz.build_world(root)
     commands = cli_fuzz.command_specs()
     codes: collections.Counter[str] = collections.Counter()
@@ -60,6 +61,10 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
     def one(argv: list[str]) -> None:
         nonlocal slowest
         outcome = worker.run(argv)
+        done = sum(codes.values()) + 1
+        if done % 1000 == 0:
+            minutes = (time.monotonic() - started) / 60
+            print(f"worker {index}: {done} cases in {minutes:.1f} min", file=sys.stderr)
         codes[str(outcome.code if not outcome.crash else outcome.crash)] += 1
         path = next((argv[:n] for n in (2, 1) if tuple(argv[:n]) in paths), ["(no command)"])
         per_command[" ".join(path)] += 1
@@ -96,10 +101,12 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--case-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--case-seconds", type=float, default=20.0, help="CPU seconds a case may take"
+    )
     parser.add_argument("--no-slow", action="store_true", help="no ZooKeeper that does not answer")
     parser.add_argument(
-        "--report-dir", default=str(Path(tempfile.gettempdir()) / "ledgerctl-fuzz-cli")
+        "--report-dir", default=str(Path(tempfile.gettempdir()) / "ledgerctl-clifuzz-report")
     )
     args = parser.parse_args()
     Path(args.report_dir).mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ Shared by tests/test_cli_fuzz.py (a bounded run in the suite) and scripts/fuzz_c
 * :class:`Worker` runs cases in one long-lived subprocess (so a case that reads a
   device forever meets a memory limit, not the machine's), in-process through
   ``pulsarctl_py.cli.main`` with stdout and stderr captured as a pipe would take them,
-  under a per-case timeout (SIGALRM). It restores the store after cases that may write.
+  under a per-case limit of CPU time and of wall-clock time (SIGPROF, SIGALRM). It
+  restores the store after cases that may write.
 * :func:`judge` says what is wrong with an outcome: a traceback, a hang, an exit code
   outside the documented ones, an error that is not one ``ledgerctl: error:`` line, a
   usage error that does not name the option, ``-o jsonl`` output that is not one JSON
@@ -705,9 +706,15 @@ def _mend(world: World) -> None:
     (world.out / "existing.json").write_text("{}\n")
 
 
-def run_in_process(argv: list[str], world: World, timeout: float) -> Outcome:
+def run_in_process(
+    argv: list[str], world: World, timeout: float, wall: float | None = None
+) -> Outcome:
     """Run one case through ``pulsarctl_py.cli.main`` here, stdout and stderr captured as
-    pipes take them (UTF-8, stdout strict), stdin empty, under ``timeout``."""
+    pipes take them (UTF-8, stdout strict), stdin empty.
+
+    A hang is ``timeout`` seconds of CPU (a loop), or ``wall`` seconds of waiting (a
+    read that blocks; default six times ``timeout``, at least two minutes): CPU time, so
+    that a case on a busy or niced machine is not called hung for waiting its turn."""
     from pulsarctl_py.cli import main
 
     os.chdir(world.demo)  # again each time: a restore replaces the directory
@@ -720,13 +727,18 @@ def run_in_process(argv: list[str], world: World, timeout: float) -> Outcome:
     sys.stdin = io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8")
 
     where: list[str] = []
+    wall = wall if wall is not None else max(6 * timeout, 120.0)
 
     def expire(signum: int, frame: Any) -> None:
-        where[:] = traceback.format_stack(frame, limit=16)
+        what = "CPU" if signum == signal.SIGPROF else "wall-clock"
+        spent = timeout if signum == signal.SIGPROF else wall
+        where[:] = [f"over {spent:g} s of {what} time in:\n"]
+        where.extend(traceback.format_stack(frame, limit=16))
         raise CaseTimeout
 
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    old = signal.signal(signal.SIGALRM, expire), signal.signal(signal.SIGPROF, expire)
+    signal.setitimer(signal.ITIMER_PROF, timeout)
+    signal.setitimer(signal.ITIMER_REAL, wall)
     started = time.monotonic()
     code: int | None = None
     crash = detail = ""
@@ -738,7 +750,9 @@ def run_in_process(argv: list[str], world: World, timeout: float) -> Outcome:
         crash, detail = "traceback", "".join(traceback.format_exception(exc))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGALRM, old[0])
+        signal.signal(signal.SIGPROF, old[1])
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -782,8 +796,11 @@ class Worker:
     code writes to fd 1 and 2 goes to /dev/null). A hang or a traceback restarts it.
     """
 
-    def __init__(self, world: World, timeout: float, memory_mib: int = 1024) -> None:
+    def __init__(
+        self, world: World, timeout: float, memory_mib: int = 1024, wall: float | None = None
+    ) -> None:
         self.world, self.timeout, self.memory_mib = world, timeout, memory_mib
+        self.wall = wall if wall is not None else max(6 * timeout, 120.0)
         self.proc: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
@@ -795,6 +812,7 @@ class Worker:
                 str(self.world.root),
                 str(self.timeout),
                 str(self.memory_mib),
+                str(self.wall),
             ],
             cwd=ROOT,
             stdin=subprocess.PIPE,
@@ -838,7 +856,7 @@ class Worker:
         self.close()
 
 
-def _serve(root: Path, timeout: float, memory_mib: int) -> None:
+def _serve(root: Path, timeout: float, memory_mib: int, wall: float) -> None:
     """The worker's loop (see :class:`Worker`)."""
     limit = memory_mib << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -850,7 +868,7 @@ def _serve(root: Path, timeout: float, memory_mib: int) -> None:
     world = World(root)
     os.chdir(world.demo)
     for line in requests:
-        outcome = run_in_process(json.loads(line), world, timeout)
+        outcome = run_in_process(json.loads(line), world, timeout, wall)
         answers.write(json.dumps(dataclasses.asdict(outcome)) + "\n")
         if outcome.crash:
             return
@@ -863,4 +881,4 @@ def run_cases(world: World, argvs: Iterator[list[str]], timeout: float) -> Itera
 
 
 if __name__ == "__main__":
-    _serve(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))
+    _serve(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))

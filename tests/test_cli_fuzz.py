@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 from tests import cli_fuzz
 from tests.cli_fuzz import KNOWN_OPEN, Kind, Outcome, Worker, World, judge
 
-#: a generous bound for one case on a busy 2-core machine (a store that does not answer
-#: costs 5 s, a FIFO nobody writes to 5 s)
+#: a generous bound of CPU time for one case (a hang that waits is caught after two
+#: minutes of wall-clock time: a store that does not answer costs 5 s, a FIFO nobody
+#: writes to 5 s)
 CASE_SECONDS = 20.0
 COMMANDS = cli_fuzz.command_specs()
 
@@ -47,7 +48,7 @@ def worker(world: World) -> Iterator[Worker]:
 @pytest.fixture(scope="module")
 def impatient(world: World) -> Iterator[Worker]:
     """A worker for the cases known to hang today: a hang is seen in 3 s, not 20."""
-    with Worker(world, 3.0) as running:
+    with Worker(world, 3.0, wall=3.0) as running:
         yield running
 
 
