@@ -670,9 +670,38 @@ class CaseTimeout(BaseException):
 WRITES = {"--apply", "--delete", "--force", "apply", "undo", "demo"}
 
 
+def _fingerprint(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file and directory under ``root`` with its type, size and mtime: what a
+    case that writes changes (a few dozen stats, where a restore copies the store)."""
+    found: dict[str, tuple[int, int, int]] = {}
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            info = entry.stat(follow_symlinks=False)
+            found[entry.path] = (info.st_mode, info.st_size, info.st_mtime_ns)
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return found
+
+
+#: each world's store fingerprint as its last restore left it
+_BASELINE: dict[Path, dict[str, tuple[int, int, int]]] = {}
+
+
 def _restore(world: World) -> None:
     shutil.rmtree(world.demo, ignore_errors=True)
     shutil.copytree(world.pristine, world.demo, symlinks=True)
+    _BASELINE[world.root] = _fingerprint(world.demo)
+
+
+def _restore_if_written(world: World) -> None:
+    if world.root not in _BASELINE or _fingerprint(world.demo) != _BASELINE[world.root]:
+        _restore(world)
 
 
 def _mend(world: World) -> None:
@@ -699,11 +728,19 @@ def _mend(world: World) -> None:
     if not (s / "link-to-text").is_symlink():
         (s / "link-to-text").unlink(missing_ok=True)
         os.symlink(s / "text.txt", s / "link-to-text")
-    (s / "text.txt").write_text("some text\n")
+    for path, text in ((s / "text.txt", "some text\n"), (world.out / "existing.json", "{}\n")):
+        try:
+            same = path.lstat().st_size == len(text) and path.read_text() == text
+        except (OSError, UnicodeDecodeError):
+            same = False
+        if not same:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            path.unlink(missing_ok=True)
+            path.write_text(text)
     for item in world.out.iterdir():
         if item.name != "existing.json":
             shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
-    (world.out / "existing.json").write_text("{}\n")
 
 
 def run_in_process(
@@ -762,7 +799,7 @@ def run_in_process(
         written = out.getvalue(), err.getvalue()
         sys.stdout, sys.stderr, sys.stdin = saved
         if WRITES & set(argv):
-            _restore(world)
+            _restore_if_written(world)
         _mend(world)
     return Outcome(
         list(argv),
@@ -866,6 +903,7 @@ def _serve(root: Path, timeout: float, memory_mib: int, wall: float) -> None:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     world = World(root)
+    _restore(world)  # whatever a worker before this one left half done
     os.chdir(world.demo)
     for line in requests:
         outcome = run_in_process(json.loads(line), world, timeout, wall)
