@@ -43,6 +43,7 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
     codes: collections.Counter[str] = collections.Counter()
     per_command: collections.Counter[str] = collections.Counter()
     problems: dict[str, dict[str, Any]] = {}
+    retried: list[dict[str, Any]] = []
     slowest = (0.0, [])
     started = time.monotonic()
     worker = cli_fuzz.Worker(world, timeout)
@@ -66,6 +67,8 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
             minutes = (time.monotonic() - started) / 60
             print(f"worker {index}: {done} cases in {minutes:.1f} min", file=sys.stderr)
         codes[str(outcome.code if not outcome.crash else outcome.crash)] += 1
+        if outcome.retried:
+            retried.append({"argv": argv, "first": outcome.retried[:300]})
         path = next((argv[:n] for n in (2, 1) if tuple(argv[:n]) in paths), ["(no command)"])
         per_command[" ".join(path)] += 1
         if outcome.seconds > slowest[0]:
@@ -91,6 +94,7 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
         "codes": dict(codes),
         "per_command": dict(per_command),
         "problems": list(problems.values()),
+        "retried": retried,
         "seconds": time.monotonic() - started,
         "slowest": {"seconds": round(slowest[0], 2), "argv": slowest[1]},
     }
@@ -139,6 +143,8 @@ def main() -> int:
                 "tracebacks": codes.get("traceback", 0),
                 "hangs": codes.get("hang", 0),
                 "problems": sorted(problems.values(), key=lambda p: -p["count"]),
+                # a worker died or hung after many cases and a fresh one ran the case clean
+                "not_reproduced": [r for result in results for r in result["retried"]],
                 "per_command": dict(sorted(per_command.items())),
                 "seconds": round(seconds, 1),
                 "cases_per_second": round(cases / seconds, 1),

@@ -613,6 +613,9 @@ class Outcome:
     seconds: float
     crash: str = ""  # "traceback" or "hang"
     detail: str = ""  # the traceback, or what was running
+    #: a worker that had run many cases died on this one, and a fresh worker ran it
+    #: without a crash: what the old worker had piled up, not the case (see Worker.run)
+    retried: str = ""
 
 
 def judge(outcome: Outcome) -> list[str]:
@@ -821,6 +824,9 @@ def _env(world: World) -> dict[str, str]:
         LEDGERCTL_FUZZ_SET="secret",
         COLUMNS="120",
         PYTHONHASHSEED="0",
+        # few malloc arenas: the memory limit counts address space, and every thread's
+        # 64 MiB arena reservation would count against it
+        MALLOC_ARENA_MAX="2",
     )
     return env
 
@@ -839,6 +845,7 @@ class Worker:
         self.world, self.timeout, self.memory_mib = world, timeout, memory_mib
         self.wall = wall if wall is not None else max(6 * timeout, 120.0)
         self.proc: subprocess.Popen[str] | None = None
+        self.cases = 0  # run by the current process
 
     def _start(self) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -859,9 +866,27 @@ class Worker:
             env=_env(self.world),
         )
 
+    #: cases a worker runs before a fresh one takes over (what one case leaves behind in
+    #: the process, caches and threads, must not add up to the memory limit)
+    RECYCLE = 1000
+
     def run(self, argv: list[str]) -> Outcome:
-        if self.proc is None or self.proc.poll() is not None:
+        before = self.cases  # cases this worker ran before this one
+        outcome = self._run(argv)
+        if outcome.crash and before > 0:
+            # the case may have met what the cases before it left: a fresh worker decides
+            self.close()
+            again = self._run(argv)
+            if not again.crash:
+                again.retried = f"{outcome.crash} after {before} cases: {outcome.detail}"
+            return again
+        return outcome
+
+    def _run(self, argv: list[str]) -> Outcome:
+        if self.proc is None or self.proc.poll() is not None or self.cases >= self.RECYCLE:
+            self.close()
             self.proc = self._start()
+        self.cases += 1
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(argv) + "\n")
         self.proc.stdin.flush()
@@ -876,6 +901,7 @@ class Worker:
         return outcome
 
     def close(self) -> None:
+        self.cases = 0
         if self.proc is not None:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
