@@ -94,6 +94,7 @@ def text_markup(text: str) -> str:
     return _TAG.sub(keep_or_escape, text)
 
 
+@functools.cache
 def _console_class() -> type[Console]:
     from rich.console import Console
     from rich.errors import MarkupError
