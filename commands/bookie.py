@@ -20,6 +20,7 @@ from pulsarctl_py.commands.options import (
     METADATA_URL,
     PASSWORD_ENV,
     PASSWORD_FILE,
+    metadata_options,
     password,
 )
 from pulsarctl_py.render import OutputFormat
@@ -466,6 +467,7 @@ def _findings_table(findings: list[Any]) -> Any:
 
 
 @bookie_app.command("list")
+@metadata_options
 def list_command(metadata_url: str = METADATA_URL, output: OutputFormat = OUTPUT) -> None:
     """List the bookies the metadata store knows, without connecting to them.
 
@@ -503,6 +505,7 @@ def _bookies_table(rows: list[Any]) -> Any:
 
 
 @bookie_app.command("info")
+@metadata_options
 def info_command(
     bookie: str = typer.Argument(..., metavar="BOOKIE_ID", help="Bookie id, e.g. host:3181."),
     metadata_url: str = METADATA_URL,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from pulsarctl_py.commands.engine_options import (
     EngineChoice,
     engine_name,
 )
+from pulsarctl_py.limits import SIZE_PATTERN, SIZE_UNITS
 
 
 class CompactOutput(enum.StrEnum):
@@ -43,7 +46,7 @@ class Generation(enum.StrEnum):
     pre_18877 = "pre-18877"
 
 
-_SIZE, _UNITS = options.SIZE_PATTERN, options.SIZE_UNITS
+_SIZE, _UNITS = SIZE_PATTERN, SIZE_UNITS
 
 
 def parse_size(text: str) -> int:
@@ -61,6 +64,7 @@ def parse_size(text: str) -> int:
 
 
 @options.bookie_flags
+@options.metadata_options
 def compact(
     topic: str = typer.Argument(
         ...,
@@ -96,17 +100,33 @@ def compact(
         "topic up to the horizon.",
     ),
     as_broker: Generation = typer.Option(
-        Generation.pip_429,
+        Generation.pre_pip_429,
         "--as-broker",
-        help="Which broker generation's answer to GetLastMessageId to compute: pip-429 "
-        "(newest), pre-pip-429 (#18877) or pre-18877.",
+        help="Which broker generation's answer to GetLastMessageId to compute: pre-pip-429 "
+        "(#18877: the released brokers, Pulsar 2.11 to 4.0.x), pip-429 (PIP-429's copy, not "
+        "in a release up to 4.0.7) or pre-18877 (before 2.11).",
+    ),
+    keep_entry_metadata: bool = typer.Option(
+        None,
+        "--keep-entry-metadata/--strip-entry-metadata",
+        help="Whether compacted entries keep each entry's broker entry metadata (0x0e02), as "
+        "a broker with exposingBrokerEntryMetadataToClientEnabled=true writes them. Default: "
+        "that setting of --broker-conf, else stripped (the broker's default).",
+        show_default=False,
     ),
     export: Path = typer.Option(
         None,
         "--export",
         metavar="FILE",
         help="Write the compacted view as JSON lines (key, value as base64, properties, "
-        "position, publish time), one per retained message; FILE.parquet writes Parquet.",
+        "position, publish time), one per retained message; FILE.parquet writes Parquet. "
+        "A device or FIFO (/dev/stdout) gets JSON lines.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite an existing --export file that is not an earlier compacted view "
+        "(default: refuse). Devices, FIFOs and symbolic links are never replaced.",
     ),
     memory: str = typer.Option(
         "512MiB",
@@ -139,6 +159,7 @@ def compact(
         "--retain-null-key",
         help="Keep messages without a key (topicCompactionRetainNullKey=true).",
     ),
+    accept_damage: bool = options.ACCEPT_DAMAGE,
     engine: EngineChoice = ENGINE,
     spark: bool = SPARK,
     spark_master: str = SPARK_MASTER,
@@ -165,7 +186,12 @@ def compact(
     compacted ledger (new ledger id, CRC32 digest, Pulsar's custom metadata) into the
     bookie's storage, refusing while the bookie holds its lock, then commits the
     __compaction cursor with compare-and-set; a failure leaves everything as it was.
-    --status checks the existing compaction (exit 1 on an error finding).
+    A damaged entry (a digest or checksum that does not match, metadata or a payload that
+    does not decode) stops the run before anything is written, unless --accept-damage;
+    a missing entry always does. Entries stored past a closed ledger's last entry are
+    skipped, as the broker skips them, and listed. Exit status 1 when damage was gone on
+    past or entries were skipped. --status checks the existing compaction (exit 1 on an
+    error finding).
     """
     from rich.markup import escape
 
@@ -188,12 +214,29 @@ def compact(
             "--apply writes the compacted ledger into a bookie directory: pass --bookie-dir "
             "(reading from running bookies works without one, writing does not)"
         )
+    if keep_entry_metadata is None:
+        keep_entry_metadata = _broker_exposes_entry_metadata()
     if status:
-        _status(topic, metadata_url, dirs, as_broker.value, deep, retain_null_key, fmt_out)
+        _status(
+            topic,
+            metadata_url,
+            dirs,
+            as_broker.value,
+            deep,
+            retain_null_key,
+            fmt_out,
+            keep_entry_metadata,
+        )
         return
     if progress is None:
         progress = sys.stderr.isatty()
-    opts = CompactionOptions(retain_null_key=retain_null_key, order=order.value, format=fmt.value)
+    opts = CompactionOptions(
+        retain_null_key=retain_null_key,
+        order=order.value,
+        format=fmt.value,
+        keep_entry_metadata=keep_entry_metadata,
+        accept_damage=accept_damage,
+    )
     err = render.stderr_console()
     if apply and fmt is Format.pip_429:
         err.print(
@@ -203,29 +246,28 @@ def compact(
         )
     from pulsarctl_py.compaction import compact as run_compact
 
-    chosen, export_to = engine_name(engine, spark, spark_master), export
-    if export is not None and export.suffix.lower() == ".parquet":
-        export = export.with_name(f".{export.name}.jsonl")
-
-    state: dict[str, Any] = {}
-    report = run_compact(
-        topic,
-        metadata_url=metadata_url,
-        bookie_dirs=dirs,
-        options=opts,
-        full=full,
-        memory=parse_size(memory),
-        engine=chosen.value,
-        pick_engine=lambda entries: _start_engine(
-            chosen, entries, spark_threshold, spark_master, spark_conf
-        ),
-        export=export,
-        spool=apply,
-        progress=progress,
-        generation=as_broker.value,
-        on_state=lambda s: state.update(state=s),
-        live=bookie.client(),
-    )
+    memory_bytes = parse_size(memory)
+    with _view_output(export, force) as view:
+        chosen = engine_name(engine, spark, spark_master)
+        state: dict[str, Any] = {}
+        report = run_compact(
+            topic,
+            metadata_url=metadata_url,
+            bookie_dirs=dirs,
+            options=opts,
+            full=full,
+            memory=memory_bytes,
+            engine=chosen.value,
+            pick_engine=lambda entries: _start_engine(
+                chosen, entries, spark_threshold, spark_master, spark_conf
+            ),
+            export=view,
+            spool=apply,
+            progress=progress,
+            generation=as_broker.value,
+            on_state=lambda s: state.update(state=s),
+            live=bookie.client(),
+        )
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:
             from pulsarctl_py.errors import DataError
@@ -243,14 +285,53 @@ def compact(
         render.write_json(report.to_json())
     else:
         _print_report(report)
-    if export_to is not None and export_to != export:
-        from pulsarctl_py.export import compacted_view_to_parquet
+    if export is not None:
+        err.print(f"compacted view written to {escape(str(export))}")
+    for text in report.gaps.errors():
+        err.print(f"error: {text}", markup=False, highlight=False)
+    if report.stats.damaged_count:
+        options.damage_note(report.stats.damaged, report.stats.damaged_count)
+    if not report.ok:
+        raise typer.Exit(1)
 
-        compacted_view_to_parquet(export, export_to)
-    if export_to is not None:
-        err.print(f"compacted view written to {escape(str(export_to))}")
-    if report.stats.problems:
-        raise LedgerctlError(f"{len(report.stats.problems)} problem(s): {report.stats.problems[0]}")
+
+@contextlib.contextmanager
+def _view_output(export: Path | None, force: bool) -> Iterator[Any]:
+    """The --export output, checked before the work: yields the text file the compaction
+    writes its JSON lines to (None without --export). For FILE.parquet the lines go to a
+    temporary file, turned into Parquet when the compaction is done."""
+    if export is None:
+        yield None
+        return
+    import tempfile
+
+    from pulsarctl_py import outputs
+
+    out = outputs.prepare(export, outputs.COMPACTED_VIEW, force=force)
+    if not export.name.lower().endswith(".parquet"):
+        with out.open_text() as fh:
+            yield fh
+        return
+    from pulsarctl_py.export import compacted_view_to_parquet
+
+    fd, name = tempfile.mkstemp(prefix="ledgerctl-compacted-view-", suffix=".jsonl")
+    try:
+        with open(fd, "w", encoding="utf-8") as fh:
+            yield fh
+        with out.open_binary() as parquet:
+            compacted_view_to_parquet(name, parquet)
+    finally:
+        out.discard()  # after a commit: nothing left to drop
+        Path(name).unlink(missing_ok=True)
+
+
+def _broker_exposes_entry_metadata() -> bool:
+    """The broker's exposingBrokerEntryMetadataToClientEnabled, from --broker-conf (or its
+    environment and config file settings); false without one, the broker's default."""
+    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+
+    conf = resolve_broker_conf()
+    return conf is not None and conf.expose_entry_metadata_to_client
 
 
 def _start_engine(
@@ -398,6 +479,7 @@ def _status(
     deep: bool,
     retain_null_key: bool,
     fmt_out: Any,
+    keep_entry_metadata: bool,
 ) -> None:
     from pulsarctl_py import render
     from pulsarctl_py.compaction.status import compaction_status
@@ -412,6 +494,7 @@ def _status(
             metadata_url=metadata_url,
             bookie_dirs=dirs,
             retain_null_key=retain_null_key,
+            keep_entry_metadata=keep_entry_metadata,
         )
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(st.to_json())

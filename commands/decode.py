@@ -11,19 +11,17 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands.options import (
+    MAX_MESSAGE_SIZE,
     STRICT,
     DepthChoice,
-    parse_size,
     password,
     private_key_passphrase,
+    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
 #: a PEM private key is a few KiB; refuse to read more (``--private-key /dev/zero``)
 MAX_KEY_FILE = 1 << 20
-#: Pulsar's default maxMessageSize (Commands.DEFAULT_MAX_MESSAGE_SIZE, 5 MiB) plus the
-#: frame padding it allows (Commands.MESSAGE_SIZE_FRAME_PADDING, 10 KiB)
-DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 + 10 * 1024
 
 
 class As(enum.StrEnum):
@@ -110,16 +108,7 @@ def decode(
         False, "--raise", help="Debugging: raise on the first undecodable layer."
     ),
     strict: bool = STRICT,
-    max_message_size: str = typer.Option(
-        None,
-        "--max-message-size",
-        metavar="BYTES",
-        help="The largest payload to decompress (5MiB, 512m or plain bytes; default "
-        "Pulsar's maxMessageSize, 5 MiB, plus its 10 KiB frame padding): a larger "
-        "uncompressed_size is reported, not allocated. Raise it for a broker configured "
-        "with a larger maxMessageSize.",
-        show_default=False,
-    ),
+    max_message_size: str = MAX_MESSAGE_SIZE,
     passphrase_env: str = typer.Option(
         None,
         "--private-key-passphrase-env",
@@ -152,7 +141,7 @@ def decode(
         for name in samples():
             typer.echo(name)
         return
-    max_uncompressed = parse_size(max_message_size, "--max-message-size", DEFAULT_MAX_MESSAGE_SIZE)
+    use_max_message_size(max_message_size)
     paths = list(inputs or ([] if sample else ["-"]))
     for path in paths:
         check_readable(path)
@@ -167,8 +156,6 @@ def decode(
         private_key=key,
         depth=Depth[depth.name.upper()],
         raise_errors=raise_errors,
-        max_uncompressed=max_uncompressed,
-        limit_hint="(raise it with --max-message-size)",
     )
     sources = iter_sources(paths, input_format.value)
     if sample:
@@ -200,11 +187,13 @@ def _show(results: Iterable[tuple[str, Any]], output: OutputFormat, with_hex: bo
         # always {"entries": [...], "summary": {...}}, whatever the number of inputs
         render.write_json_stream(
             "entries",
-            (dict(e.to_json(with_hex), input=label) for label, e in counted()),
+            (dict(render.entry_doc(e, with_hex), input=label) for label, e in counted()),
             lambda: {"summary": dict(tally.to_json(), ok=tally.errors == 0)},
         )
     elif fmt is OutputFormat.JSONL:
-        render.write_jsonl(dict(e.to_json(with_hex), input=label) for label, e in counted())
+        render.write_jsonl(
+            dict(render.entry_doc(e, with_hex), input=label) for label, e in counted()
+        )
     elif fmt is OutputFormat.TABLE:
         rows = list(counted())  # a table is laid out once all its rows are known
         out = render.stdout_console()

@@ -20,20 +20,33 @@ from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
     METADATA_URL,
+    PASSPHRASE_ENV,
+    PASSPHRASE_FILE,
+    VALUES,
     BookieFlags,
+    ValuesChoice,
     bookie_flags,
+    metadata_options,
 )
 from pulsarctl_py.render import OutputFormat
 
 
 @bookie_flags
+@metadata_options
 def export(
     topic: str = typer.Argument(..., metavar="TOPIC", help="The topic to export."),
     to: Path = typer.Option(
         ...,
         "--to",
         metavar="FILE",
-        help="The file to write: FILE.parquet or FILE.jsonl (replaced whole when done).",
+        help="The file to write: FILE.parquet or FILE.jsonl (written whole when done; an "
+        "earlier export is replaced). A device or FIFO (/dev/stdout) gets JSON lines.",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Overwrite an existing --to file that is not an earlier export (default: "
+        "refuse). Devices, FIFOs and symbolic links are never replaced.",
     ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
@@ -50,6 +63,18 @@ def export(
         "--broker-metadata",
         help="Only entries with, or without, broker entry metadata.",
     ),
+    values: ValuesChoice = VALUES,
+    private_key: Path = typer.Option(
+        None,
+        "--private-key",
+        metavar="FILE",
+        help="The consumer's private key (PEM) to decrypt end-to-end encrypted values; "
+        "without it an encrypted message's row keeps what is stored in plain text (a "
+        "single message's key, properties and event time) and its value is null, marked "
+        "encrypted in problems.",
+    ),
+    passphrase_env: str = PASSPHRASE_ENV,
+    passphrase_file: Path = PASSPHRASE_FILE,
     columns: str = typer.Option(
         None,
         "--columns",
@@ -77,23 +102,33 @@ def export(
 
     One row per message: topic, ledger_id, entry_id, batch_index, key, value (base64 in
     JSON lines), properties, publish_time, event_time, broker_timestamp, index,
-    null_value, problems. An entry that cannot be read or decoded is one row with its
-    problems. Runs in-process or on Spark (--engine). Exit status 1 when a row has an
-    error.
+    null_value, problems; when the topic has a schema also schema_version, schema_type
+    and value_decoded (JSON in JSON lines; in Parquet a struct of the Avro or JSON
+    schema's fields, merged into the latest version where Avro's resolution rules allow,
+    the primitive's type, or else JSON text). An entry that cannot be read or decoded is
+    one row with its problems, and so is a run of entries the storage does not hold.
+    Ledgers the storage holds none of, and entries stored past a closed ledger's last
+    entry (skipped), are listed in the summary. Runs in-process or on Spark (--engine).
+    Exit status 1 when a row has an error or the file is not the whole topic.
     """
     from rich.markup import escape
 
-    from pulsarctl_py import render
-    from pulsarctl_py.commands.options import password
+    from pulsarctl_py import outputs, render
+    from pulsarctl_py.commands.options import MAX_KEY_FILE, password, private_key_passphrase
     from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.coverage import Gaps
+    from pulsarctl_py.decode import read_capped
     from pulsarctl_py.engines.select import open_engine, pick
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.export import (
         COLUMN_NAMES,
         EXPORT_SPLIT_ENTRIES,
+        VALUE_COLUMNS,
         RowFilters,
+        ValueOptions,
         absolute_url,
         check_columns,
+        export_output_kind,
         export_plan,
         output_format,
         topic_plan,
@@ -103,10 +138,16 @@ def export(
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
     from pulsarctl_py.timeparse import parse_time_ms
 
-    output_format(to)
+    if not outputs.is_stream_path(to):
+        output_format(to)  # a bad name fails before anything is created
+    # checked (and its temporary file made) before the work; an output never written is
+    # dropped when it is collected
+    out = outputs.prepare(to, export_output_kind(), force=force)
     chosen = engine_name(engine, spark, spark_master)
     conf = parse_conf(spark_conf or [])
-    cols = check_columns([c.strip() for c in columns.split(",")]) if columns else COLUMN_NAMES
+    asked = [c.strip() for c in columns.split(",")] if columns else None
+    if asked is not None:
+        check_columns(asked, values=values is not ValuesChoice.raw)
     if split_entries is not None and split_entries < 1:
         raise LedgerctlError("--split-entries must be at least 1")
     filters = RowFilters(
@@ -120,6 +161,7 @@ def export(
     url = absolute_url(resolve_metadata_url(metadata_url))
     dirs = resolve_bookie_dirs(bookie_dirs)
     err = render.stderr_console()
+    gaps = Gaps()
     with LedgerSource.open(
         url,
         dirs,
@@ -134,7 +176,31 @@ def export(
             metadata_url=url,
             bookie_dirs=[str(d) for d in dirs],
             split_entries=split_entries or EXPORT_SPLIT_ENTRIES,
+            gaps=gaps,
         )
+        schemas = None
+        if values is not ValuesChoice.raw:
+            from pulsarctl_py.values import values_for
+
+            schemas = values_for(source, topic, required=values is not ValuesChoice.auto)
+    key_pem = passphrase = None
+    if private_key is not None:
+        from pulsarctl_py.decoders.crypto import load_private_key
+
+        key_pem = read_capped(private_key, MAX_KEY_FILE, "private key")
+        passphrase = private_key_passphrase(passphrase_env, passphrase_file)
+        load_private_key(key_pem, passphrase)  # a wrong key or passphrase: said before the run
+    elif passphrase_env or passphrase_file:
+        raise LedgerctlError("a private key passphrase needs --private-key")
+    column = None
+    if schemas is not None and output_format(to) == "parquet":
+        from pulsarctl_py.value_columns import value_column
+
+        column = value_column(schemas)
+    cols = tuple(asked) if asked else COLUMN_NAMES + (VALUE_COLUMNS if schemas else ())
+    if schemas is None and any(c in VALUE_COLUMNS for c in cols):
+        raise LedgerctlError(f"{topic} has no schema: no decoded value columns")
+    value_options = ValueOptions(schemas, column, key_pem, passphrase)
     name = pick(chosen.value, plan.entries, spark_threshold)
     runner = open_engine(
         name, master=spark_master, conf=conf, console=err, label=f"exporting {plan.topic}"
@@ -142,7 +208,14 @@ def export(
     try:
         with render.progress(err, f"exporting {plan.topic}: splits") as advance:
             result = export_plan(
-                plan, runner, to, columns=cols, filters=filters, progress=lambda _n: advance()
+                plan,
+                runner,
+                out,
+                columns=cols,
+                filters=filters,
+                progress=lambda _n: advance(),
+                gaps=gaps,
+                values=value_options,
             )
     finally:
         runner.close()
@@ -150,14 +223,18 @@ def export(
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
         render.write_document(result.to_json(), fmt)
     else:
-        colour = "red" if result.rows_with_errors else "green"
+        colour = "green" if result.ok else "red"
         err.print(
             f"[{colour}]{result.rows} rows[/] from {result.entries} entries of "
-            f"{escape(result.topic)} written to {escape(str(result.to))} "
-            f"({result.format}, engine {result.engine}, "
-            f"{result.splits} splits); {result.rows_with_errors} rows with errors"
+            f"{escape(result.topic)} written to {escape(result.to)} ({result.format}, engine "
+            f"{result.engine}, {result.splits} splits); {result.rows_with_errors} rows with "
+            "errors" + ("" if result.gaps.complete else "; incomplete")
         )
-    if result.rows_with_errors:
+    if result.value_note:
+        err.print(f"note: value_decoded: {result.value_note}", markup=False, highlight=False)
+    for text in result.gaps.errors():
+        err.print(f"error: {text}", markup=False, highlight=False)
+    if not result.ok:
         raise typer.Exit(1)
 
 

@@ -11,20 +11,26 @@ import typer
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
-    DEFAULT_INSPECT_MAX_MESSAGE_SIZE,
     MAX_MESSAGE_SIZE,
     METADATA_URL,
     NO_PROGRESS,
+    PASSPHRASE_ENV,
+    PASSPHRASE_FILE,
     PASSWORD_ENV,
     PASSWORD_FILE,
     QUIET,
     STRICT,
+    VALUES,
+    WHERE,
     BookieFlags,
     DepthChoice,
+    ValuesChoice,
     bookie_flags,
-    parse_size,
+    load_key,
+    metadata_options,
     password,
     progress_wanted,
+    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -50,6 +56,7 @@ class InspectOutput(enum.StrEnum):
 
 
 @bookie_flags
+@metadata_options
 def inspect(
     target: str = typer.Argument(
         None,
@@ -129,6 +136,10 @@ def inspect(
     private_key: Path = typer.Option(
         None, "--private-key", metavar="FILE", help="Private key (PEM) to decrypt payloads."
     ),
+    passphrase_env: str = PASSPHRASE_ENV,
+    passphrase_file: Path = PASSPHRASE_FILE,
+    values: ValuesChoice = VALUES,
+    where: list[str] = WHERE,
     password_env: str = PASSWORD_ENV,
     password_file: Path = PASSWORD_FILE,
     output: InspectOutput = typer.Option(
@@ -158,21 +169,21 @@ def inspect(
     2 on bad input, 3 when a store cannot be opened.
     """
     from pulsarctl_py.decoders import Depth
-    from pulsarctl_py.decoders.crypto import load_private_key
+    from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.inspect import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.timeparse import parse_time_ms
+    from pulsarctl_py.values import Where
 
+    use_max_message_size(max_message_size)
     ledger_id, start, end = _where(target, topic, first, last, last_n)
     if output is InspectOutput.raw:
         _raw(start if start == end else None, metadata_url, bookie_dirs)
         return
-    key_obj = None
-    if private_key is not None:
-        from pulsarctl_py.commands.decode import MAX_KEY_FILE
-        from pulsarctl_py.infile import read_small
-
-        key_obj = load_private_key(read_small(private_key, MAX_KEY_FILE, "private key"))
+    key_obj = load_key(private_key, passphrase_env, passphrase_file)
+    wheres = [Where.parse(w) for w in where or []]
+    if values is ValuesChoice.raw and wheres:
+        raise LedgerctlError("--where looks at decoded values: it cannot go with --values raw")
     request = InspectRequest(
         ledger_id=ledger_id,
         topic=topic,
@@ -192,9 +203,7 @@ def inspect(
         sequence_ids=_sequence_ids(sequence_id) if sequence_id is not None else None,
         properties=[_property(p) for p in properties or []],
         private_key=key_obj,
-        max_uncompressed=parse_size(
-            max_message_size, "--max-message-size", DEFAULT_INSPECT_MAX_MESSAGE_SIZE
-        ),
+        where=wheres,
     )
     summary = Summary()
     with LedgerSource.open(
@@ -204,6 +213,16 @@ def inspect(
         need_bookie=True,
         live=bookie.client(),
     ) as source:
+        if values is not ValuesChoice.raw and request.depth is Depth.MESSAGES:
+            from pulsarctl_py.values import values_for
+
+            request.values = values_for(
+                source, topic, ledger_id, required=values is not ValuesChoice.auto or bool(wheres)
+            )
+            if request.values is not None:
+                request.value_mode = "decoded" if values is ValuesChoice.decoded else "both"
+        elif wheres:
+            raise LedgerctlError("--where looks at decoded values: it needs --depth messages")
         _show(
             source,
             request,
@@ -340,7 +359,14 @@ def _show(
 
         def streamed():
             for view, entry in inspect(source, request, summary, ledgers.append, fast=fast):
-                yield entry_json(view, entry, with_hex, with_hash)
+                yield entry_json(
+                    view,
+                    entry,
+                    with_hex,
+                    with_hash,
+                    request.entry_values(entry),
+                    request.value_mode,
+                )
                 advance()
 
         with counter as advance:
@@ -372,7 +398,16 @@ def _show(
                     if type(entry) is str:
                         text(entry)
                     else:
-                        put(entry_json(view, entry, with_hex, with_hash))
+                        put(
+                            entry_json(
+                                view,
+                                entry,
+                                with_hex,
+                                with_hash,
+                                request.entry_values(entry),
+                                request.value_mode,
+                            )
+                        )
                     if show_progress:
                         advance()
         finally:
@@ -387,7 +422,7 @@ def _show(
         for view, entry in inspect(source, request, summary, on_ledger, fast=fast):
             label = f"{view.ledger_id}:{entry.position[1] if entry.position else '?'}"
             if fmt is OutputFormat.TREE:
-                out.print(render.entry_tree(entry, label, with_hex))
+                out.print(render.entry_tree(entry, label, with_hex, request.entry_values(entry)))
             else:
                 entry_line(entry, label, view.lac)
             if entry.problems:

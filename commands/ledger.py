@@ -9,7 +9,13 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options as opts
-from pulsarctl_py.commands.options import BOOKIE_DIRS, METADATA_URL, NO_PROGRESS, QUIET
+from pulsarctl_py.commands.options import (
+    BOOKIE_DIRS,
+    METADATA_URL,
+    NO_PROGRESS,
+    QUIET,
+    metadata_options,
+)
 from pulsarctl_py.render import OutputFormat
 
 ledger_app = typer.Typer(
@@ -36,6 +42,7 @@ class Kind(enum.StrEnum):
 
 
 @ledger_app.command("list")
+@metadata_options
 def list_command(
     topic: str = typer.Option(
         None,
@@ -63,35 +70,39 @@ def list_command(
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.topics import list_ledger_rows
+    from pulsarctl_py.topics import iter_ledger_rows
 
     err = render.stderr_console()
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    count = 0
+    # rows are written as they are read: a store of 10^5 ledgers is never held whole
     with (
         LedgerSource.open(
             metadata_url, bookie_dirs, need_metadata=True, metadata_only=True
         ) as source,
         render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
-        rows = list_ledger_rows(
+        rows = iter_ledger_rows(
             source, topic=topic, kind=kind.value if kind else None, advance=advance
         )
-    fmt = render.resolve(output, OutputFormat.TABLE)
-    if fmt is OutputFormat.JSON:
-        render.write_json([r.to_json() for r in rows])
-        return
-    if fmt is OutputFormat.JSONL:
-        render.write_jsonl(r.to_json() for r in rows)
-        return
-    out = render.stdout_console()
-    if fmt is OutputFormat.TREE:
-        out.print(_tree(rows))
-    else:
-        render.print_table(out, _table(rows))
-    for row in rows:
-        if row.error:
-            err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
+        if fmt is OutputFormat.JSON:
+            render.write_json_list((r.to_json() for r in rows), no_floats=True)
+            return
+        if fmt is OutputFormat.JSONL:
+            render.write_jsonl((r.to_json() for r in rows), no_floats=True)
+            return
+        out = render.stdout_console()
+        for page in render.pages(rows):
+            count += len(page)
+            if fmt is OutputFormat.TREE:
+                out.print(_tree(page))
+            else:
+                render.print_table(out, _table(page))
+            for row in page:
+                if row.error:
+                    err.print(f"[yellow]warning[/]: ledger {row.ledger_id}: {_esc(row.error)}")
     if not quiet:
-        err.print(f"{len(rows)} ledgers")
+        err.print(f"{count} ledgers")
 
 
 def _esc(text: str) -> str:
@@ -166,6 +177,7 @@ def _tree(rows: list[Any]) -> Any:
 
 @ledger_app.command("meta")
 @opts.bookie_flags
+@metadata_options
 def meta_command(
     ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     metadata_url: str = METADATA_URL,
@@ -274,6 +286,7 @@ def _meta_table(doc: dict[str, Any]) -> Any:
 
 @ledger_app.command("replicas")
 @opts.bookie_flags
+@metadata_options
 def replicas_command(
     ledger: int = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
     first: int = typer.Option(0, "--from", metavar="E", help="First entry id to compare."),

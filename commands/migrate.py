@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
 
 migrate_app = typer.Typer(
@@ -67,29 +68,51 @@ def compacted(
         help="pip-429: kept batch indexes in field 31 (compacted_batch_indexes; the Java "
         "client reads it, older clients do not); classic: compacted_out placeholders.",
     ),
+    accept_damage: bool = ACCEPT_DAMAGE,
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Rewrite the topic's compacted ledger in the other batch format, with the
     compaction's own writer (CRC32, empty password, CompactedTopicLedger custom metadata),
     and re-point the __compaction cursor to it in a plan (its horizon kept). Without
-    --plan/--apply: reads only, and reports the batches it would rewrite."""
+    --plan/--apply: reads only, and reports the batches it would rewrite. A damaged entry
+    stops it before anything is written, unless --accept-damage (then it is copied as the
+    compaction copies it, listed in the report and the plan, and the exit status is 1)."""
     from pulsarctl_py import render
     from pulsarctl_py.compaction.apply import apply_compaction
+    from pulsarctl_py.compaction.core import Stats
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate, repairs
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
-        state = migrate.compacted_state(source, topic)
-    entries = list(migrate.converted_entries(state, fmt.value, url, dirs))
-    report: dict[str, Any] = state.to_json() | {"format": fmt.value, "written_ledger": None}
+    out = flags.plan_output(file_only=True)
+    stats = Stats()
+    try:
+        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+            state = migrate.compacted_state(source, topic)
+        entries = list(
+            migrate.converted_entries(
+                state, fmt.value, url, dirs, accept_damage=accept_damage, stats=stats
+            )
+        )
+    except BaseException:
+        if out is not None:
+            out.discard()
+        raise
+    report: dict[str, Any] = state.to_json() | {
+        "format": fmt.value,
+        "written_ledger": None,
+        "damaged": list(stats.damaged),
+    }
     err = render.stderr_console()
-    if flags.plan_file is None and not flags.apply:
+    damage_note(report["damaged"], stats.damaged_count)
+    if out is None:
         _show(report, flags, f"migrate compacted {state.topic}")
         err.print(
             f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
             f"{fmt.value}; nothing written (give --plan FILE to write the new ledger)"
         )
+        if stats.damaged_count:
+            raise typer.Exit(1)
         return
     result = apply_compaction(
         metadata_url=url,
@@ -115,8 +138,15 @@ def compacted(
             draft, state.topic, result.ledger_id, source, horizon=state.horizon
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
+        if stats.damaged_count:
+            draft.warnings.append(
+                f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
+                "repair record lists them"
+            )
 
-    flags.run(build)
+    flags.run(build, out)
+    if stats.damaged_count:
+        raise typer.Exit(1)
 
 
 @migrate_app.command("index")
@@ -140,6 +170,7 @@ def index(
     delete_old: bool = typer.Option(
         False, "--delete-old", help="The plan also deletes the old ledgers' metadata."
     ),
+    accept_damage: bool = ACCEPT_DAMAGE,
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Continuous offsets for a topic whose ledgers lack broker entry metadata (KoP before
@@ -148,46 +179,63 @@ def index(
     (broker_timestamp = publish_time where none was recorded), and a plan swaps them into
     the topic's ledger list in one compare-and-set, raises the ML `index` property and
     moves cursors to the same entries of the new ledgers. The old ledgers stay until
-    --delete-old. Without --plan/--apply: reads only, and prints the mapping."""
+    --delete-old. Without --plan/--apply: reads only, and prints the mapping. A damaged
+    entry (a digest or checksum that does not match, a payload that does not decode) stops
+    it before anything is written, unless --accept-damage (then it is copied as stored,
+    listed in the report and the plan, and the exit status is 1)."""
     import json
 
     from rich.markup import escape
 
-    from pulsarctl_py import render
+    from pulsarctl_py import outputs, render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate
 
     url, dirs, flags = _stores(flags)
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
-        plan = migrate.plan_index(source, topic, url, dirs, start)
-    if mapping is None and flags.plan_file is not None:
-        mapping = flags.plan_file.with_name(flags.plan_file.name + ".mapping.jsonl")
+    # every output checked before the work: the plan, then the mapping (default beside it)
+    out = flags.plan_output(file_only=True)
+    mapping_out = None
+    try:
+        if mapping is None and out is not None:
+            mapping = out.sibling(".mapping.jsonl")
+        if mapping is not None:
+            mapping_out = outputs.prepare(mapping, outputs.MAPPING, force=flags.force)
+        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+            plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
+    except BaseException:
+        for prepared in (out, mapping_out):
+            if prepared is not None:
+                prepared.discard()
+        raise
     err = render.stderr_console()
-    if mapping is not None:
-        try:
-            with open(mapping, "w", encoding="utf-8") as fh:
-                for row in plan.mapping:
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
-        except OSError as exc:
-            from pulsarctl_py.errors import LedgerctlError
-
-            raise LedgerctlError(f"cannot write {mapping}: {exc.strerror or exc}") from None
+    damage_note(plan.damaged, len(plan.damaged))
+    for skipped in plan.past_last:
+        err.print(
+            f"error: entries {skipped} are stored past the closed ledger's last entry: not "
+            "copied (readers never get them)",
+            markup=False,
+            highlight=False,
+        )
+    if mapping_out is not None:
+        with mapping_out.open_text() as fh:
+            for row in plan.mapping:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
         err.print(f"mapping of {len(plan.mapping)} entries saved to {escape(str(mapping))}")
     summary = plan.to_json()
-    if flags.plan_file is None and not flags.apply:
+    if out is None:
         _show(summary | {"mapping": plan.mapping}, flags, f"migrate index {plan.topic}")
         err.print(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"
         )
+        if plan.damaged or plan.past_last:
+            raise typer.Exit(1)
         return
-    if flags.apply and flags.plan_file is None:
-        import dataclasses
-
-        from pulsarctl_py.commands.repair import _default_plan_path
-
-        flags = dataclasses.replace(flags, plan_file=_default_plan_path())
-    migrate.write_index_ledgers(url, dirs, plan)
+    try:
+        migrate.write_index_ledgers(url, dirs, plan)
+    except BaseException:
+        out.discard()
+        raise
     err.print(
         f"wrote ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
         "referenced by nothing until the plan is applied"
@@ -195,10 +243,12 @@ def index(
 
     def build(draft: Any, source: Any) -> None:
         migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
-        if mapping is not None:
+        if mapping_out is not None and not mapping_out.stream:
             draft.repairs[-1]["mapping_file"] = str(mapping)
 
-    flags.run(build)
+    flags.run(build, out)
+    if plan.damaged or plan.past_last:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,6 +56,25 @@ STRICT = typer.Option(
 PASSWORD_FILE = typer.Option(
     None, "--password-file", metavar="FILE", help="File holding the ledger password."
 )
+ACCEPT_DAMAGE = typer.Option(
+    False,
+    "--accept-damage",
+    help="Copy damaged entries (a digest or checksum that does not match, metadata or a "
+    "payload that does not decode) as the broker copies them, and list them, instead of "
+    "refusing at the first one.",
+)
+
+
+def damage_note(damaged: list[dict[str, str]], count: int) -> None:
+    """Damaged entries gone on past (--accept-damage), one line each on stderr (the first
+    ten; the report and the plan list them all)."""
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for d in damaged[:10]:
+        err.print(f"error: damaged {d['position']}: {d['problem']}", markup=False, highlight=False)
+    if count > 10:
+        err.print(f"error: {count - 10} more damaged entries", markup=False, highlight=False)
 
 
 def password(env: str | None, file: Path | None) -> bytes | None:
@@ -241,6 +259,60 @@ def bookie_flags(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+PASSPHRASE_ENV = typer.Option(
+    None,
+    "--private-key-passphrase-env",
+    metavar="VAR",
+    help="Environment variable holding the passphrase of an encrypted --private-key.",
+)
+PASSPHRASE_FILE = typer.Option(
+    None,
+    "--private-key-passphrase-file",
+    metavar="FILE",
+    help="File holding the passphrase of an encrypted --private-key.",
+)
+
+
+class ValuesChoice(enum.StrEnum):
+    auto = "auto"
+    both = "both"
+    decoded = "decoded"
+    raw = "raw"
+
+
+VALUES = typer.Option(
+    ValuesChoice.auto,
+    "--values",
+    help="Message values: raw (the bytes, base64 in JSON), decoded (by the topic's schema "
+    "version each message names; the bytes only where a value is not decoded) or both; "
+    "auto is both when the topic has a schema, else raw.",
+)
+WHERE = typer.Option(
+    None,
+    "--where",
+    metavar="FIELD=VALUE",
+    help="Only messages whose decoded value has this field value (dot path: "
+    "order.id=42; FIELD!=VALUE excludes); repeat: all must match.",
+)
+#: a PEM private key is a few KiB; refuse to read more (``--private-key /dev/zero``)
+MAX_KEY_FILE = 1 << 20
+
+
+def load_key(path: Path | None, passphrase_env: str | None, passphrase_file: Path | None) -> Any:
+    """The consumer's private key from ``--private-key`` (None without it)."""
+    if path is None:
+        if passphrase_env or passphrase_file:
+            from pulsarctl_py.errors import LedgerctlError
+
+            raise LedgerctlError("a private key passphrase needs --private-key")
+        return None
+    from pulsarctl_py.decode import read_capped
+    from pulsarctl_py.decoders.crypto import load_private_key
+
+    pem = read_capped(path, MAX_KEY_FILE, "private key")
+    return load_private_key(pem, private_key_passphrase(passphrase_env, passphrase_file))
+
+
 def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
     """The passphrase of an encrypted private key, from a variable or a file."""
     from pulsarctl_py.secrets import secret_from
@@ -249,51 +321,112 @@ def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
     return secret.reveal() if secret is not None else None
 
 
-# -- decompression bound (issue 7 point 10) -----------------------------------------------
+# -- the maximum message size (pulsarctl_py.limits) ---------------------------------------
 
-#: inspect's cap on a decompressed payload. Pulsar checks only the *compressed* size against
-#: maxMessageSize, so healthy data can decompress far above 5 MiB: a generous default.
-DEFAULT_INSPECT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
-
+#: the per-command spelling kept on inspect and decode (where the flag was first); the same
+#: setting as ``ledgerctl --max-message-size``, which every command takes
 MAX_MESSAGE_SIZE = typer.Option(
     None,
     "--max-message-size",
     metavar="BYTES",
-    help="The largest size a payload may decompress to (5MiB, 512m or plain bytes); a "
-    "larger uncompressed_size is reported as an error, not allocated. Default 64MiB: the "
-    "broker checks only the compressed size against maxMessageSize, so healthy messages "
-    "may decompress far above it.",
+    help="The largest message accepted (5MiB, 512m or bytes): a larger uncompressed_size "
+    "or joined chunked message is reported as an error, not allocated. The same as "
+    "'ledgerctl --max-message-size'. Default: $LEDGERCTL_MAX_MESSAGE_SIZE, else the "
+    "broker's default maxMessageSize, 5MiB.",
     show_default=False,
 )
-
-#: a size: a number and an optional unit (k, m, g: binary; kb, mb, gb: decimal)
-SIZE_PATTERN = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?\s*$")
-SIZE_UNITS: dict[str | None, int] = {
-    None: 1,
-    "b": 1,
-    "k": 1024,
-    "kb": 1000,
-    "kib": 1024,
-    "m": 1024**2,
-    "mb": 1000**2,
-    "mib": 1024**2,
-    "g": 1024**3,
-    "gb": 1000**3,
-    "gib": 1024**3,
-}
 
 
 def parse_size(text: str | None, flag: str, default: int) -> int:
     """``5MiB``, ``512m``, ``1g`` or plain bytes -> bytes; None -> ``default``."""
     if text is None:
         return default
-    found = SIZE_PATTERN.match(text)
-    if not found:
-        raise typer.BadParameter(
-            f"{text!r}: expected a size such as 5MiB, 512m or 1000000", param_hint=flag
-        )
-    number, unit = found.groups()
-    value = int(float(number) * SIZE_UNITS[unit.lower() if unit else None])
-    if value < 1:
-        raise typer.BadParameter("must be a positive number of bytes", param_hint=flag)
-    return value
+    from pulsarctl_py.limits import parse_size as parse
+
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=flag) from None
+
+
+def use_max_message_size(text: str | None) -> None:
+    """A command's own ``--max-message-size``: set the process's limit when given."""
+    if text is None:
+        return
+    from pulsarctl_py import limits
+
+    try:
+        size = limits.parse_limit(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--max-message-size") from None
+    limits.configure(size)
+
+
+# -- where the metadata lives (pulsarctl_py.stores.metadata.url) --------------------------
+#
+# Next to --metadata-url on every command that has it: where BookKeeper's metadata lives
+# when the broker keeps it elsewhere (bookkeeperMetadataServiceUri), and a broker.conf to
+# take both places (and the broker's ledger settings) from. A command is wrapped by
+# :func:`metadata_options`; the library resolves the flags as it resolves the environment
+# variables, one step ahead of them.
+
+BOOKKEEPER_METADATA_URL = typer.Option(
+    None,
+    "--bookkeeper-metadata-url",
+    metavar="URL",
+    help="Where BookKeeper's metadata (ledgers, bookies) lives when the broker's "
+    "bookkeeperMetadataServiceUri puts it outside /ledgers of the metadata store: "
+    "zk+hierarchical://host:2181/path/ledgers or zk:host:2181/path/ledgers. Default: "
+    "--broker-conf's bookkeeperMetadataServiceUri, $LEDGERCTL_BOOKKEEPER_METADATA_URL, "
+    "bookkeeper_metadata_url in ./ledgerctl.toml, else /ledgers of the metadata store.",
+)
+BROKER_CONF = typer.Option(
+    None,
+    "--broker-conf",
+    metavar="FILE",
+    help="A broker's broker.conf: its metadataStoreUrl and bookkeeperMetadataServiceUri "
+    "serve as --metadata-url and --bookkeeper-metadata-url when those are not given. "
+    "Default: $LEDGERCTL_BROKER_CONF or broker_conf in ./ledgerctl.toml.",
+)
+
+_METADATA_FLAGS: dict[str, tuple[Any, Any]] = {
+    "bookkeeper_metadata_url": (str, BOOKKEEPER_METADATA_URL),
+    "broker_conf": (Path, BROKER_CONF),
+}
+
+
+def metadata_options(command: F) -> F:
+    """Give ``command`` --bookkeeper-metadata-url and --broker-conf after its --metadata-url.
+
+    The command itself takes neither: it runs with them in effect for every metadata URL
+    the library resolves (:func:`pulsarctl_py.stores.metadata.url.metadata_flags`).
+    """
+    sig = inspect.signature(command)
+    hints = typing.get_type_hints(command)
+    params: list[inspect.Parameter] = []
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+        for name, (kind, default) in _METADATA_FLAGS.items()
+    ]
+    for param in sig.parameters.values():
+        params.append(param.replace(annotation=hints.get(param.name, param.annotation)))
+        if param.name == "metadata_url":
+            params += [p.replace(kind=param.kind) for p in added]
+    if len(params) == len(sig.parameters):
+        raise TypeError(f"{command.__name__} has no 'metadata_url' parameter")
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
+
+        url = kwargs.pop("bookkeeper_metadata_url", None)
+        conf = kwargs.pop("broker_conf", None)
+        flags = MetadataFlags(url or None, None if conf is None else str(conf))
+        with metadata_flags(flags):
+            return command(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    if "return" in hints:
+        wrapper.__annotations__["return"] = hints["return"]
+    return wrapper  # type: ignore[return-value]

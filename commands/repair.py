@@ -8,7 +8,7 @@ executes a saved plan with compare-and-set, ``undo FILE`` restores what it repla
 from __future__ import annotations
 
 import enum
-import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +21,7 @@ from pulsarctl_py.commands import options
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.outputs import Output
     from pulsarctl_py.repair.plan import Draft, Outcome, Plan
 
 
@@ -52,6 +53,14 @@ APPLY = typer.Option(
     "the backup goes beside it). The topics must be unloaded.",
 )
 
+FORCE = typer.Option(
+    False,
+    "--force",
+    help="Overwrite an existing --plan or --mapping file that is not ledgerctl's own "
+    "output of that kind (default: refuse). Devices, FIFOs and symbolic links are never "
+    "replaced.",
+)
+
 #: apply and undo: the store of a saved plan
 PLAN_STORE = typer.Option(
     None,
@@ -70,6 +79,7 @@ class PlanFlags:
     plan_file: Path | None = None
     apply: bool = False
     output: PlanOutput = PlanOutput.auto
+    force: bool = False
 
     @property
     def given(self) -> bool:
@@ -80,17 +90,47 @@ class PlanFlags:
             or self.plan_file
             or self.apply
             or self.output is not PlanOutput.auto
+            or self.force
         )
 
-    def run(self, build: Callable[[Draft, LedgerSource], Any]) -> Plan:
-        """Draft, print, save and (with --apply) apply the plan ``build`` drafts."""
-        return run_repair(
-            self.metadata_url, self.bookie_dirs, self.plan_file, self.apply, self.output, build
-        )
+    def plan_output(self, *, file_only: bool = False) -> Output | None:
+        """The --plan output, checked now, before any work (a timestamped new file for
+        --apply without --plan). A device or FIFO takes the plan (it discards or streams
+        it) unless ``file_only`` or --apply: then the plan must be a regular file."""
+        from pulsarctl_py import outputs
+        from pulsarctl_py.errors import LedgerctlError
+
+        path = self.plan_file
+        if path is None and self.apply:
+            path = _default_plan_path()
+        if path is None:
+            return None
+        out = outputs.prepare(path, outputs.PLAN, force=self.force)
+        if out.stream and (self.apply or file_only):
+            out.discard()
+            raise LedgerctlError(
+                f"--plan {path} is not a regular file: "
+                + (
+                    "--apply keeps the plan and its backup in files, for undo"
+                    if self.apply
+                    else "this command writes ledgers that only the saved plan references"
+                )
+            )
+        stale = None if out.stream else _replaced_plan_backup(out)
+        if stale is not None:
+            out.remove_on_commit(stale)
+        return out
+
+    def run(self, build: Callable[[Draft, LedgerSource], Any], out: Output | None = None) -> Plan:
+        """Draft, print, save and (with --apply) apply the plan ``build`` drafts; ``out``
+        is the --plan output when the caller prepared it already."""
+        if out is None:
+            out = self.plan_output()
+        return run_repair(self.metadata_url, self.bookie_dirs, out, self.apply, self.output, build)
 
 
 #: --metadata-url, --bookie-dir, --plan, --apply, -o: the command receives ``flags``
-plan_options = options.option_set(
+_plan_flags = options.option_set(
     "flags",
     PlanFlags,
     {
@@ -99,8 +139,44 @@ plan_options = options.option_set(
         "plan_file": (Path, PLAN_FILE),
         "apply": (bool, APPLY),
         "output": (PlanOutput, OUTPUT),
+        "force": (bool, FORCE),
     },
 )
+
+
+def plan_options(command: options.Command) -> options.Command:
+    """The options of a command that makes a plan, with the metadata flags after
+    --metadata-url."""
+    return options.metadata_options(_plan_flags(command))
+
+
+def _replaced_plan_backup(out: Output) -> Path | None:
+    """A plan about to be replaced may have a backup beside it. While that plan is
+    applied (or its apply was cut short) the backup is its undo: refuse. Once it was
+    undone the backup is history: return it, to be removed with the old plan."""
+    from pulsarctl_py.documents import load_document
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.repair.plan import BACKUP_FORMAT, UNDONE, backup_path
+
+    backup = backup_path(out.path)
+    if not out.replaces_existing or not os.path.lexists(backup):
+        return None
+    try:
+        doc = load_document(backup, "plan backup")
+        undone = (
+            isinstance(doc, dict)
+            and doc.get("format") == BACKUP_FORMAT
+            and doc.get("status") == UNDONE
+        )
+    except LedgerctlError:
+        undone = False
+    if undone:
+        return backup
+    out.discard()
+    raise LedgerctlError(
+        f"will not overwrite {out.path}: it is a plan that was applied (its backup "
+        f"{backup} is beside it) and its undo needs both; choose a new name, or undo it first"
+    )
 
 
 def _warn(message: str) -> None:
@@ -182,7 +258,19 @@ def print_outcome(outcome: Outcome) -> None:
     from pulsarctl_py import render
 
     err = render.stderr_console()
+    if outcome.note in ("already applied", "already undone", "nothing to restore"):
+        what = {
+            "already applied": "already applied: every change holds the planned value; "
+            "nothing written",
+            "already undone": "already undone: every key holds its old value; nothing written",
+            "nothing to restore": "nothing to restore: every key holds its old value (the "
+            "apply never committed); nothing written",
+        }[outcome.note]
+        err.print(what)
+        return
     verb = "applied" if outcome.action == "apply" else "restored"
+    if outcome.note == "resumed":
+        verb = "resumed the interrupted apply"
     err.print(f"{verb}: {len(outcome.written)} key(s) written, {len(outcome.skipped)} unchanged")
     if outcome.backup:
         err.print(f"backup: {escape(outcome.backup)}")
@@ -203,34 +291,41 @@ def _open_writable(url: str) -> Any:
 def run_repair(
     metadata_url: str | None,
     bookie_dirs: list[Path] | None,
-    plan_file: Path | None,
+    out: Output | None,
     apply: bool,
     output: PlanOutput,
     build: Callable[[Draft, LedgerSource], Any],
 ) -> Plan:
-    """Draft a repair on the stores, print its plan, save it, apply it when asked."""
+    """Draft a repair on the stores, print its plan, save it to ``out`` (prepared before
+    the work), apply it when asked."""
     from rich.markup import escape
 
+    from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair.plan import Draft, apply_plan
 
-    with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
-        assert source.metadata is not None
-        draft = Draft(source.metadata)
-        build(draft, source)
-        plan = draft.plan()
-    print_plan(plan, output)
-    if apply and not plan.empty and plan_file is None:
-        plan_file = _default_plan_path()
-    if plan_file is not None:
-        plan.save(plan_file)
-        from pulsarctl_py import render
-
-        render.stderr_console().print(f"plan saved to {escape(str(plan_file))}")
+    try:
+        with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
+            assert source.metadata is not None
+            draft = Draft(source.metadata)
+            build(draft, source)
+            plan = draft.plan()
+        print_plan(plan, output)
+    except BaseException:
+        if out is not None:
+            out.discard()
+        raise
+    if out is not None:
+        if apply and plan.empty:
+            out.discard()  # nothing to apply: no timestamped file left behind
+        else:
+            plan.write(out)
+            where = "discarded (" + str(out) + ")" if out.stream else f"saved to {out}"
+            render.stderr_console().print(f"plan {escape(where)}")
     if apply and not plan.empty:
-        assert plan_file is not None
+        assert out is not None and not out.stream
         with _open_writable(plan.metadata_url) as store:
-            print_outcome(apply_plan(plan_file, store))
+            print_outcome(apply_plan(out.path, store))
     return plan
 
 
@@ -268,24 +363,24 @@ def repair_root(
             ctx.fail(f"give a repair ({commands}) or --from-verify FILE")
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
-    import sys
-
-    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.documents import load_document
     from pulsarctl_py.repair.repairs import from_verify as plan_from_verify
 
+    out = flags.plan_output()
     try:
-        text = sys.stdin.read() if str(from_verify) == "-" else from_verify.read_text("utf-8")
-        report = json.loads(text)
-    except OSError as exc:
-        raise LedgerctlError(f"cannot read {from_verify}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise LedgerctlError(f"{from_verify} is not JSON (use verify -o json): {exc}") from None
+        report = load_document(
+            from_verify, "verify report", stdin=True, hint=" (use verify -o json)"
+        )
+    except BaseException:
+        if out is not None:
+            out.discard()
+        raise
     unhandled: list[dict[str, Any]] = []
 
     def build(draft: Draft, source: LedgerSource) -> None:
         unhandled.extend(plan_from_verify(draft, report, source))
 
-    flags.run(build)
+    flags.run(build, out)
     for item in unhandled:
         _warn(f"not repaired: {item['check']} ({item['topic'] or '-'}): {item['reason']}")
 
@@ -330,9 +425,10 @@ def cursor(
     latest: bool = typer.Option(False, "--latest", help="To the topic's end (nothing backlogged)."),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
-    """Reset a cursor offline. Works when its state is in a cursor ledger: the whole
-    state moves into the znode (cursorsLedgerId = -1), which the broker then reads.
-    Individual acks are cleared; cursor properties are kept."""
+    """Reset a cursor offline, as the broker's reset-cursor writes it: the whole state
+    moves into the znode (cursorsLedgerId = -1), which the broker then reads; individual
+    acks and the mark-delete properties are cleared (the __compaction cursor's kept),
+    the cursor (subscription) properties kept."""
     from pulsarctl_py.positions import parse_position
     from pulsarctl_py.repair import repairs
 
@@ -419,8 +515,9 @@ def shadow(
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Resync a shadow topic from its source (PIP-180): the ledger list with entries, sizes
-    and offload contexts, and the terminated position; its own properties kept. Shadow
-    cursors in ledgers the source no longer lists move to the next ledger's start."""
+    and offload contexts; its own properties kept, and no terminated position (a broker
+    never writes the source's into a shadow). Shadow cursors in ledgers the source no
+    longer lists move to the next ledger's start."""
     from pulsarctl_py.repair import repairs
 
     flags.run(
@@ -463,6 +560,10 @@ def orphans(
     age = 0 if min_age.strip() == "0" else parse_duration_ms(min_age)
     if flags.apply and not delete:
         raise typer.BadParameter("--apply needs --delete", param_hint="--apply")
+    if flags.plan_file is not None and not delete:
+        raise typer.BadParameter(
+            "--plan needs --delete (a listing makes no plan)", param_hint="--plan"
+        )
     if delete:
         flags.run(lambda d, s: repairs.delete_orphans(d, s, min_age_ms=age))
         return
@@ -493,6 +594,7 @@ def orphans(
         raise typer.Exit(1)
 
 
+@options.metadata_options
 def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
     metadata_url: str = PLAN_STORE,
@@ -511,6 +613,7 @@ def apply(
         print_outcome(apply_plan(plan_file, store))
 
 
+@options.metadata_options
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
     metadata_url: str = PLAN_STORE,

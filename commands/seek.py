@@ -16,6 +16,7 @@ from pulsarctl_py.commands.options import (
     PASSWORD_FILE,
     BookieFlags,
     bookie_flags,
+    metadata_options,
     password,
 )
 from pulsarctl_py.render import OutputFormat
@@ -34,6 +35,7 @@ class Era(enum.StrEnum):
 
 
 @bookie_flags
+@metadata_options
 def seek(
     topic: str = typer.Argument(None, metavar="TOPIC", help="The topic to search."),
     ledger: int = typer.Option(
@@ -112,9 +114,12 @@ def seek(
     """Find where a time, continuous index, KoP offset or position is stored in a topic.
 
     Reads entry heads only, probing in the broker's (or KoP's) own order: at most
-    ceil(log2 N) + 3 entries for N entries searched (--rule compacted: + 1). Exit status
-    1 when the target cannot be answered (no such index, an empty topic, an unreadable
-    entry in the way).
+    ceil(log2 N) + 3 entries for N entries searched (--rule compacted: + 1). Answers only
+    from entries it read: when one it needs could not be read (an unreadable entry, a
+    ledger missing from storage), it says where the answer lies and what was not read
+    instead. Exit status 1 when the target cannot be answered (no such index, an empty
+    topic, an entry it needs not read; with --exact, anything the scan could not read);
+    3 when a store cannot be reached.
     """
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.ledgers import LedgerSource
@@ -202,8 +207,13 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
     table.add_column("field", style="bold")
     table.add_column("value")
     answer = data["position"] or ("after the last entry" if data["end"] else "none")
+    if data.get("not_read"):
+        answer = "cannot be answered exactly (entries it needs were not read)"
     table.add_row("topic", Text(str(data["topic"] or f"ledger {data['ledger_id']}")))
     table.add_row("answer", answer)
+    if data.get("answer_range"):
+        span = data["answer_range"]
+        table.add_row("answer lies", f"between {span['first']} and {span['last']}")
     if data["entry_timestamp"] is not None:
         table.add_row(
             "entry timestamp",
@@ -223,7 +233,14 @@ def _show(result, output: OutputFormat, explain: bool) -> None:
         )
     if data.get("exact"):
         ex = data["exact"]
-        table.add_row("exact (linear scan)", str(ex["first_at_or_after"] or "after the last entry"))
+        if ex.get("answer_range"):
+            span = ex["answer_range"]
+            shown = f"cannot be answered exactly: between {span['first']} and " + (
+                span["last"] or "the end"
+            )
+        else:
+            shown = str(ex["first_at_or_after"] or "after the last entry")
+        table.add_row("exact (linear scan)", shown)
     for msg in data.get("messages", []):
         table.add_row(
             f"message {msg.get('batch_index', '')}", Text(json.dumps(msg, ensure_ascii=False))

@@ -15,6 +15,7 @@ from pulsarctl_py.commands.options import (
     QUIET,
     BookieFlags,
     bookie_flags,
+    metadata_options,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -33,6 +34,7 @@ OUTPUT = typer.Option(
 
 
 @topic_app.command("list")
+@metadata_options
 def list_command(
     namespace: str = typer.Option(
         None, "--namespace", "-n", metavar="TENANT/NS", help="Only the topics of this namespace."
@@ -51,31 +53,41 @@ def list_command(
     """
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.topics import list_topics
+    from pulsarctl_py.topics import iter_topics
 
     err = render.stderr_console()
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    tally = [0, 0, 0]  # topics, partitioned, managed ledgers
+
+    def counted(rows: Any) -> Any:
+        for row in rows:
+            tally[0] += 1
+            tally[1] += row.partitioned
+            tally[2] += len(row.partitions) or 1
+            yield row
+
+    # rows are written as they are read: a store of 10^5 topics is never held whole
     with (
         LedgerSource.open(
             metadata_url, bookie_dirs, need_metadata=True, metadata_only=True
         ) as source,
         render.progress(err, "reading topics", not (quiet or no_progress)) as advance,
     ):
-        rows = list_topics(source, namespace=namespace, advance=advance)
-    fmt = render.resolve(output, OutputFormat.TABLE)
-    if fmt is OutputFormat.JSON:
-        render.write_json([r.to_json() for r in rows])
-    elif fmt is OutputFormat.JSONL:
-        render.write_jsonl(r.to_json() for r in rows)
-    else:
+        rows = counted(iter_topics(source, namespace=namespace, advance=advance))
+        if fmt is OutputFormat.JSON:
+            render.write_json_list((r.to_json() for r in rows), no_floats=True)
+            return
+        if fmt is OutputFormat.JSONL:
+            render.write_jsonl((r.to_json() for r in rows), no_floats=True)
+            return
         out = render.stdout_console()
-        if fmt is OutputFormat.TREE:
-            out.print(_list_tree(rows))
-        else:
-            render.print_table(out, _list_table(rows))
-        partitioned = sum(1 for r in rows if r.partitioned)
-        managed = sum(len(r.partitions) or 1 for r in rows)
-        if not quiet:
-            err.print(f"{len(rows)} topics, {partitioned} partitioned; {managed} managed ledgers")
+        for page in render.pages(rows):
+            if fmt is OutputFormat.TREE:
+                out.print(_list_tree(page))
+            else:
+                render.print_table(out, _list_table(page))
+    if not quiet:
+        err.print(f"{tally[0]} topics, {tally[1]} partitioned; {tally[2]} managed ledgers")
 
 
 def _count(value: int, exact: bool) -> str:
@@ -132,6 +144,7 @@ def _list_tree(rows: list[Any]) -> Any:
 
 @topic_app.command("info")
 @bookie_flags
+@metadata_options
 def info_command(
     topic: str = typer.Argument(
         ...,

@@ -31,6 +31,7 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
 @options.bookie_flags
+@options.metadata_options
 def verify(
     topic: str = typer.Argument(
         None,
@@ -60,6 +61,7 @@ def verify(
     quiet: bool = options.QUIET,
     no_progress: bool = options.NO_PROGRESS,
     strict: bool = options.STRICT,
+    max_message_size: str = options.MAX_MESSAGE_SIZE,
     engine: eo.EngineChoice = eo.ENGINE,
     spark: bool = eo.SPARK,
     spark_master: str = eo.SPARK_MASTER,
@@ -69,7 +71,9 @@ def verify(
     """Check that topic metadata and the stored ledgers agree; list what does not.
 
     Checks: every ledger a topic lists exists in BookKeeper metadata and in storage;
-    entry counts and sizes match; every digest and checksum verifies; cursors point
+    entry counts and sizes match; every digest and checksum verifies, and every payload
+    decodes (decompressed up to --max-message-size, split into its batch records, as
+    inspect decodes it); cursors point
     inside existing ledgers, at or before their last entry; the compacted ledger exists
     and names the topic; broker entry metadata indexes are continuous and the "index"
     property is not behind; timestamps are monotone (non-monotonic regions listed);
@@ -89,6 +93,7 @@ def verify(
     if (topic is None) == (not all_topics):
         raise typer.BadParameter("give a TOPIC or --all (one of them)", param_hint="TOPIC")
     eo.engine_name(engine, spark, spark_master)
+    options.use_max_message_size(max_message_size)
     password = options.password(password_env, password_file)
     topics = None if all_topics else [topic]
     fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
@@ -111,13 +116,15 @@ def verify(
             bookie_dirs=bookie_dirs,
             password=password,
             source=source,
-            entries=lambda limit: listed_entries(source, topics, limit),
+            entries=lambda count: listed_entries(source, topics, count),
             label="verifying on Spark",
             progress=False,
         ) as reads,
         _progress(not (quiet or no_progress)) as progress,
     ):
-        findings = verify_topics(source, topics, progress=progress, stats=stats, reads=reads)
+        findings = verify_topics(
+            source, topics, progress=progress, stats=stats, reads=reads, max_uncompressed=None
+        )
         if fmt is render.OutputFormat.JSONL:
             render.write_jsonl(f.to_json() for f in findings)
             collected: list[Finding] = []

@@ -44,7 +44,10 @@ typedef struct {
 enum { BIND_MESSAGE = 0, BIND_HEAD = 1, BIND_KINDS = 2 };
 static Bound bound[BIND_KINDS];
 
-/* bind(kind, cls, names): remember where each named slot of cls lives. */
+/* bind(kind, cls, names): remember where each named slot of cls lives. cls must be a
+ * class made in Python right on object with __slots__ and no __dict__ (a
+ * dataclass(slots=True)), each name one of its own writable object slots, once: new_bound
+ * then fills exactly those slots of a zeroed instance. */
 static PyObject *
 sp_bind(PyObject *self, PyObject *args)
 {
@@ -62,29 +65,43 @@ sp_bind(PyObject *self, PyObject *args)
     }
     PyTypeObject *type = (PyTypeObject *)cls;
     Py_ssize_t n = PyTuple_GET_SIZE(names);
-    if (n > MAX_SLOTS || type->tp_dictoffset != 0 || type->tp_itemsize != 0) {
-        PyErr_SetString(PyExc_TypeError, "cls must be a slots class without __dict__");
+    if (n > MAX_SLOTS || type->tp_dictoffset != 0 || type->tp_itemsize != 0 ||
+        !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_base != &PyBaseObject_Type) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a slots class on object without __dict__");
         return NULL;
     }
     Bound b = {type, n, {0}};
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (!PyUnicode_CheckExact(name)) {
+            PyErr_SetString(PyExc_TypeError, "slot names must be str");
+            return NULL;
+        }
         PyObject *descr = PyDict_GetItemWithError(type->tp_dict, name);
-        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type) ||
+            PyDescr_TYPE(descr) != type) {
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_TypeError, "%R is not a slot of %R", name, cls);
             return NULL;
         }
         PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) {
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY) || m->offset < 0 ||
+            (size_t)m->offset + sizeof(PyObject *) > (size_t)type->tp_basicsize) {
             PyErr_Format(PyExc_TypeError, "slot %R is not a plain object slot", name);
             return NULL;
         }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (b.offsets[j] == m->offset) {
+                PyErr_Format(PyExc_TypeError, "slot %R named twice", name);
+                return NULL;
+            }
+        }
         b.offsets[i] = m->offset;
     }
-    Py_XDECREF(bound[kind].type);
+    PyTypeObject *old = bound[kind].type;
     Py_INCREF(cls);
     bound[kind] = b;
+    Py_XDECREF(old);
     Py_RETURN_NONE;
 }
 
@@ -106,7 +123,18 @@ new_bound(int kind, PyObject **values)
 
 /* -- protobuf wire format (only what the messages below need) ----------------------- */
 
-/* A varint; 0 when truncated, longer than 10 bytes or wider than 64 bits. */
+/*
+ * The Python path parses with the protobuf library (upb), so these accept exactly the
+ * encodings upb accepts and nothing more (protocolbuffers/protobuf:upb/wire/decode.c,
+ * _upb_Decoder_DecodeVarint, _upb_Decoder_DecodeTag, upb_Decoder_DecodeSize; checked
+ * against the library by tests/test_speedups.py):
+ *   value  at most 10 bytes; bits past the 64th are dropped (a 10th byte of 0x7f is
+ *          taken as 1), so an overlong or a wide encoding still parses;
+ *   tag    at most 5 bytes and at most 2^32 - 1, field number not 0;
+ *   length at most 5 bytes, and no further than the end.
+ */
+
+/* A varint value; 0 when truncated or longer than 10 bytes. */
 static inline int
 read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 {
@@ -114,9 +142,7 @@ read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
     uint64_t v = 0;
     for (int shift = 0; shift < 70 && q < end; shift += 7) {
         uint8_t byte = *q++;
-        if (shift == 63 && byte > 1)
-            return 0;
-        v |= (uint64_t)(byte & 0x7f) << shift;
+        v |= (uint64_t)(byte & 0x7f) << shift; /* at shift 63 only the low bit stays */
         if (!(byte & 0x80)) {
             *p = q;
             *out = v;
@@ -126,24 +152,32 @@ read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
     return 0;
 }
 
-/* A field's tag: field number and wire type; 0 for field 0 or a tag wider than 32 bits. */
+/* A varint of at most 5 bytes (a tag, a length); 0 when truncated or longer. */
+static inline int
+read_varint5(const uint8_t **p, const uint8_t *end, uint64_t *out)
+{
+    const uint8_t *start = *p;
+    return read_varint(p, end, out) && *p - start <= 5;
+}
+
+/* A field's tag: field number and wire type; 0 for field 0 or a tag upb refuses. */
 static inline int
 read_tag(const uint8_t **p, const uint8_t *end, uint32_t *field, int *wire)
 {
     uint64_t tag;
-    if (!read_varint(p, end, &tag) || tag > 0xFFFFFFFFu || (tag >> 3) == 0)
+    if (!read_varint5(p, end, &tag) || tag > 0xFFFFFFFFu || (tag >> 3) == 0)
         return 0;
     *field = (uint32_t)(tag >> 3);
     *wire = (int)(tag & 7);
     return 1;
 }
 
-/* A length-delimited field's bytes; 0 when the length passes the end. */
+/* A length-delimited field's bytes; 0 when the length is refused or passes the end. */
 static inline int
 read_bytes(const uint8_t **p, const uint8_t *end, const uint8_t **start, Py_ssize_t *len)
 {
     uint64_t n;
-    if (!read_varint(p, end, &n) || n > (uint64_t)(end - *p))
+    if (!read_varint5(p, end, &n) || n > (uint64_t)(end - *p))
         return 0;
     *start = *p;
     *len = (Py_ssize_t)n;
@@ -230,46 +264,122 @@ key_cache_clear(KeyCache *c)
     c->n = 0;
 }
 
-/* -- SingleMessageMetadata ----------------------------------------------------------- */
+/* -- SingleMessageMetadata (formats.md §4) ----------------------------------------------
+ *
+ * One parser for split_batch and the compaction helpers. It accepts what the Python path
+ * (payload.parse_batch, protobuf) reads without a problem and nothing else: fields 1, 2 and
+ * 7 length-delimited, 3 to 10 varints, payload_size present, every KeyValue with its key
+ * and value (required) in UTF-8. It also notes whether the record is in the canonical form
+ * protobuf serializes (fields in number order, each once except the repeated properties,
+ * one-byte tags, minimal varints, booleans 0 or 1, no unknown fields): parsing such a
+ * record and serializing it again, as the Python compactor does, gives the same bytes.
+ */
 
 typedef struct {
-    PyObject *properties; /* dict, owned */
+    PyObject *properties; /* dict, owned; NULL when the caller did not ask for it */
     const uint8_t *key;
     Py_ssize_t key_len;
     const uint8_t *ordering_key;
     Py_ssize_t ordering_key_len;
     uint64_t event_time, sequence_id;
     int32_t payload_size;
-    char has_key, has_payload_size, has_event_time, has_ordering_key, has_sequence_id;
-    char compacted_out, b64, null_value;
+    char has_key, has_event_time, has_ordering_key, has_sequence_id;
+    char compacted_out, b64, null_value, canonical;
 } Smm;
 
-/* One KeyValue into the dict. 1 ok, 0 irregular, -1 Python error. */
+/* The varint that ended at end and began at start is as short as it can be, and holds
+ * no bits past the 64th (a 10th byte other than 1): protobuf writes its value again the
+ * same way. */
+static inline int
+varint_minimal(const uint8_t *start, const uint8_t *end)
+{
+    return end - start == 1 || (end[-1] != 0 && (end - start < 10 || end[-1] == 1));
+}
+
+/* Valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF): text the
+ * Python decoder takes as it is. Anything else is left to it. */
 static int
-parse_property(const uint8_t *p, const uint8_t *end, PyObject *dict, KeyCache *keys)
+utf8(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        }
+        else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        }
+        else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        }
+        else
+            return 0;
+        if (n - i < len)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* One KeyValue, into dict as str -> str when dict is not NULL. 1 ok, 0 irregular, -1
+ * Python error. */
+static int
+parse_property(const uint8_t *p, const uint8_t *end, PyObject *dict, KeyCache *keys,
+               char *canonical)
 {
     const uint8_t *key = NULL, *value = NULL;
     Py_ssize_t key_len = 0, value_len = 0;
+    uint32_t last = 0;
     while (p < end) {
+        const uint8_t *at = p, *s;
         uint32_t field;
         int wire;
+        Py_ssize_t n;
         if (!read_tag(&p, end, &field, &wire))
             return 0;
-        if (field == 1 || field == 2) {
-            if (wire != 2)
+        if (field != 1 && field != 2) {
+            if (!skip_field(&p, end, wire))
                 return 0;
-            if (field == 1) {
-                if (!read_bytes(&p, end, &key, &key_len))
-                    return 0;
-            }
-            else if (!read_bytes(&p, end, &value, &value_len))
-                return 0;
+            *canonical = 0;
+            continue;
         }
-        else if (!skip_field(&p, end, wire))
+        const uint8_t *length_at = p;
+        if (wire != 2 || !read_bytes(&p, end, &s, &n))
             return 0;
+        if (length_at - at != 1 || !varint_minimal(length_at, s) || field <= last)
+            *canonical = 0;
+        last = field;
+        if (field == 1) {
+            key = s;
+            key_len = n;
+        }
+        else {
+            value = s;
+            value_len = n;
+        }
     }
     if (key == NULL || value == NULL)
         return 0; /* required fields: the Python path reports them */
+    if (dict == NULL)
+        return utf8(key, key_len) && utf8(value, value_len);
     PyObject *k = cached_text(keys, key, key_len);
     if (k == NULL)
         return PyErr_Occurred() ? -1 : 0;
@@ -284,64 +394,68 @@ parse_property(const uint8_t *p, const uint8_t *end, PyObject *dict, KeyCache *k
     return rc < 0 ? -1 : 1;
 }
 
-/* 1 ok, 0 irregular, -1 Python error; on 1, m->properties is a new dict. */
+/* A record's SingleMessageMetadata into m, with its properties as a new dict when
+ * ``properties`` is set. 1 ok, 0 irregular, -1 Python error (m->properties is NULL then). */
 static int
-parse_smm(const uint8_t *p, const uint8_t *end, Smm *m, KeyCache *keys)
+parse_smm(const uint8_t *p, const uint8_t *end, Smm *m, KeyCache *keys, int properties)
 {
+    int has_payload_size = 0;
+    uint32_t last = 0;
     memset(m, 0, sizeof(*m));
+    m->canonical = 1;
+    if (properties && (m->properties = PyDict_New()) == NULL)
+        return -1;
     while (p < end) {
+        const uint8_t *at = p, *s = NULL;
         uint32_t field;
         int wire;
         uint64_t v = 0;
-        const uint8_t *s = NULL;
         Py_ssize_t n = 0;
         if (!read_tag(&p, end, &field, &wire))
             goto irregular;
+        if (p - at != 1)
+            m->canonical = 0;
         if (field > 10) {
             if (!skip_field(&p, end, wire))
                 goto irregular;
+            m->canonical = 0;
             continue;
         }
         /* fields 1, 2 and 7 are length-delimited, the others varints */
         int want = (field == 1 || field == 2 || field == 7) ? 2 : 0;
         if (wire != want)
             goto irregular;
-        if (want == 2) {
-            if (!read_bytes(&p, end, &s, &n))
-                goto irregular;
-        }
-        else if (!read_varint(&p, end, &v))
+        if (field < last || (field == last && field != 1))
+            m->canonical = 0;
+        last = field;
+        at = p;
+        if (want == 2 ? !read_bytes(&p, end, &s, &n) : !read_varint(&p, end, &v))
             goto irregular;
+        if (!varint_minimal(at, want == 2 ? s : p))
+            m->canonical = 0;
         switch (field) {
-        case 1:
-            if (m->properties == NULL && (m->properties = PyDict_New()) == NULL)
-                return -1;
-            {
-                int rc = parse_property(s, s + n, m->properties, keys);
-                if (rc < 0)
-                    goto error;
-                if (rc == 0)
-                    goto irregular;
-            }
+        case 1: {
+            int rc = parse_property(s, s + n, m->properties, keys, &m->canonical);
+            if (rc < 0)
+                goto error;
+            if (rc == 0)
+                goto irregular;
             break;
+        }
         case 2:
             m->key = s;
             m->key_len = n;
             m->has_key = 1;
             break;
-        case 3:
+        case 3: /* int32: protobuf keeps the low 32 bits */
             m->payload_size = (int32_t)(uint32_t)v;
-            m->has_payload_size = 1;
-            break;
-        case 4:
-            m->compacted_out = v != 0;
+            has_payload_size = 1;
+            if (v > INT32_MAX)
+                m->canonical = 0; /* serialized again as ten bytes */
             break;
         case 5:
             m->event_time = v;
             m->has_event_time = 1;
-            break;
-        case 6:
-            m->b64 = v != 0;
             break;
         case 7:
             m->ordering_key = s;
@@ -352,24 +466,56 @@ parse_smm(const uint8_t *p, const uint8_t *end, Smm *m, KeyCache *keys)
             m->sequence_id = v;
             m->has_sequence_id = 1;
             break;
-        case 9:
-            m->null_value = v != 0;
-            break;
-        default: /* 10: null_partition_key, not part of a Message */
+        default: /* booleans: 4 compacted_out, 6 key base64, 9 null value, 10 null key */
+            if (v > 1)
+                m->canonical = 0;
+            if (field == 4)
+                m->compacted_out = v != 0;
+            else if (field == 6)
+                m->b64 = v != 0;
+            else if (field == 9)
+                m->null_value = v != 0;
             break;
         }
     }
-    if (!m->has_payload_size)
-        goto irregular;
-    if (m->properties == NULL && (m->properties = PyDict_New()) == NULL)
-        return -1;
-    return 1;
+    if (has_payload_size)
+        return 1;
 irregular:
     Py_CLEAR(m->properties);
     return 0;
 error:
     Py_CLEAR(m->properties);
     return -1;
+}
+
+/* The batch indexes a caller gives (None: 0 .. count - 1; else a list of count ints),
+ * copied out before the batch is read, so that nothing can change them under the walk.
+ * 1 ok (*out NULL for None, else PyMem memory), 0 not regular (another length, not ints,
+ * past int64), -1 error. */
+static int
+batch_indexes(PyObject *indexes, Py_ssize_t count, long long **out)
+{
+    *out = NULL;
+    if (indexes == Py_None)
+        return 1;
+    if (!PyList_Check(indexes) || PyList_GET_SIZE(indexes) != count)
+        return 0;
+    long long *a = PyMem_Malloc(sizeof(long long) * (size_t)(count ? count : 1));
+    if (a == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *o = PyList_GET_ITEM(indexes, j);
+        int overflow = 0;
+        if (!PyLong_CheckExact(o) ||
+            ((a[j] = PyLong_AsLongLongAndOverflow(o, &overflow)), overflow)) {
+            PyMem_Free(a);
+            return 0;
+        }
+    }
+    *out = a;
+    return 1;
 }
 
 /* -- split_batch --------------------------------------------------------------------- */
@@ -387,13 +533,19 @@ be32(const uint8_t *p)
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
+static inline int
+int_or_none(PyObject *o)
+{
+    return o == Py_None || PyLong_CheckExact(o);
+}
 
 /*
  * split_batch(plain, count, indexes, base_seq, publish_time, first_index, ledger_id,
  *             entry_id) -> (messages, placeholders, end) | None
  *
  * The batch grammar of payload.parse_batch, and the Message fields of entry._messages.
- * None: something irregular; the caller runs the Python path on the same input.
+ * base_seq is an int, the other values ints or None. None: something irregular; the
+ * caller runs the Python path on the same input.
  */
 static PyObject *
 sp_split_batch(PyObject *self, PyObject *args)
@@ -407,8 +559,11 @@ sp_split_batch(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "split_batch: Message class not bound");
         return NULL;
     }
-    if (indexes != Py_None && (!PyList_Check(indexes) || PyList_GET_SIZE(indexes) != count))
-        Py_RETURN_NONE;
+    if (!PyLong_CheckExact(base_seq) || !int_or_none(publish_time) || !int_or_none(first_index) ||
+        !int_or_none(ledger_id) || !int_or_none(entry_id)) {
+        PyErr_SetString(PyExc_TypeError, "split_batch: base_seq an int, the ids ints or None");
+        return NULL;
+    }
     if (count < 0)
         Py_RETURN_NONE;
 
@@ -416,49 +571,45 @@ sp_split_batch(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(plain, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     KeyCache keys = {0};
+    long long *idx = NULL;
     PyObject *messages = NULL, *holes = NULL, *result = NULL;
+    int rc = batch_indexes(indexes, count, &idx);
+    if (rc <= 0) {
+        if (rc == 0)
+            result = new_ref(Py_None);
+        goto done;
+    }
     if ((messages = PyList_New(0)) == NULL || (holes = PyList_New(0)) == NULL)
         goto done;
 
     const uint8_t *buf = (const uint8_t *)view.buf;
     Py_ssize_t end = view.len, pos = 0;
     for (Py_ssize_t j = 0; j < count; j++) {
-        PyObject *batch_index;
-        if (indexes != Py_None) {
-            batch_index = new_ref(PyList_GET_ITEM(indexes, j));
-            if (!PyLong_CheckExact(batch_index)) {
-                Py_DECREF(batch_index);
-                goto irregular;
-            }
-        }
-        else if ((batch_index = PyLong_FromSsize_t(j)) == NULL)
-            goto done;
-        if (end - pos < 4) {
-            Py_DECREF(batch_index);
+        if (end - pos < 4)
             goto irregular;
-        }
         uint32_t size = be32(buf + pos);
         pos += 4;
-        if ((uint64_t)size > (uint64_t)(end - pos)) {
-            Py_DECREF(batch_index);
+        if ((uint64_t)size > (uint64_t)(end - pos))
             goto irregular;
-        }
         Smm m;
-        int rc = parse_smm(buf + pos, buf + pos + size, &m, &keys);
+        rc = parse_smm(buf + pos, buf + pos + size, &m, &keys, 1);
         if (rc <= 0) {
-            Py_DECREF(batch_index);
             if (rc < 0)
                 goto done;
             goto irregular;
         }
         pos += size;
         if (m.payload_size < 0 || m.payload_size > end - pos) {
-            Py_DECREF(batch_index);
             Py_DECREF(m.properties);
             goto irregular;
         }
         Py_ssize_t value_at = pos;
         pos += m.payload_size;
+        PyObject *batch_index = PyLong_FromLongLong(idx != NULL ? idx[j] : (long long)j);
+        if (batch_index == NULL) {
+            Py_DECREF(m.properties);
+            goto done;
+        }
         if (m.compacted_out) {
             Py_DECREF(m.properties);
             rc = PyList_Append(holes, batch_index);
@@ -476,6 +627,7 @@ sp_split_batch(PyObject *self, PyObject *args)
         f[M_NULL_VALUE] = PyBool_FromLong(m.null_value);
         f[M_EVENT_TIME] = m.has_event_time ? PyLong_FromUnsignedLongLong(m.event_time)
                                            : new_ref(Py_None);
+        /* exact ints: the sums run no Python code */
         f[M_SEQUENCE_ID] = m.has_sequence_id ? PyLong_FromUnsignedLongLong(m.sequence_id)
                                              : PyNumber_Add(base_seq, batch_index);
         f[M_PUBLISH_TIME] = new_ref(publish_time);
@@ -513,6 +665,7 @@ irregular:
     result = new_ref(Py_None);
 done:
     key_cache_clear(&keys);
+    PyMem_Free(idx);
     Py_XDECREF(messages);
     Py_XDECREF(holes);
     PyBuffer_Release(&view);
@@ -649,6 +802,17 @@ enum { HEADS_END = 0, HEADS_WINDOW = 1, HEADS_IRREGULAR = 2, HEADS_OTHER_LEDGER 
 #define MAGIC_BEM 0x0E02
 #define MAGIC_CHECKSUM 0x0E01
 
+/* The bookie entry header is plausible as decoders.bookkeeper.plausible_header judges it
+ * (the Python decoder adds an error to an entry whose header is not): ledger id >= 0,
+ * entry id >= -1, -1 <= LAC <= max(entry id, 0), length >= 0. */
+static inline int
+plausible_header(const uint8_t *entry)
+{
+    int64_t ledger = be64(entry), entry_id = be64(entry + 8), lac = be64(entry + 16);
+    return ledger >= 0 && entry_id >= -1 && lac >= -1 && lac <= (entry_id > 0 ? entry_id : 0) &&
+           be64(entry + 24) >= 0;
+}
+
 /* A BrokerEntryMetadata body: 1 regular, 0 irregular. */
 static int
 parse_bem(const uint8_t *p, const uint8_t *end, uint64_t *ts, int *has_ts, uint64_t *index,
@@ -737,6 +901,43 @@ locate_entry(PyObject *item, long long ledger_id, long long log_id, const uint8_
     return -1;
 }
 
+/* The window the scanners read: the bytes of an entry log from file offset ``start``
+ * (buf NULL when there is none). */
+typedef struct {
+    Py_buffer view;
+    const uint8_t *buf;
+    long long start, end;
+} Window;
+
+/* 0 ok (release it with window_release), -1 error: a negative first item, a window
+ * before offset 0 or past int64. The scanners take the buffer before they read their
+ * list, so that a buffer export running Python code cannot change it under them. */
+static int
+window_open(Window *w, PyObject *window, long long window_start, Py_ssize_t first)
+{
+    memset(w, 0, sizeof(*w));
+    if (window != Py_None && PyObject_GetBuffer(window, &w->view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (window_start < 0 || w->view.len > LLONG_MAX - window_start || first < 0) {
+        if (w->view.obj != NULL)
+            PyBuffer_Release(&w->view);
+        PyErr_SetString(PyExc_ValueError,
+                        "a negative start, or a window before offset 0 or past int64");
+        return -1;
+    }
+    w->buf = w->view.obj != NULL ? (const uint8_t *)w->view.buf : NULL;
+    w->start = window_start;
+    w->end = window_start + w->view.len;
+    return 0;
+}
+
+static void
+window_release(Window *w)
+{
+    if (w->view.obj != NULL)
+        PyBuffer_Release(&w->view);
+}
+
 /*
  * scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)
  *
@@ -765,26 +966,29 @@ sp_scan_heads(PyObject *self, PyObject *args)
     long long ledger_id = PyLong_AsLongLong(ledger_obj);
     if (ledger_id == -1 && PyErr_Occurred())
         return NULL;
-    Py_buffer view = {0};
-    int have_window = window != Py_None;
-    if (have_window && PyObject_GetBuffer(window, &view, PyBUF_SIMPLE) < 0)
+    PyObject *ledger = NULL, *empty = NULL;
+    Window w;
+    if (window_open(&w, window, window_start, start) < 0)
         return NULL;
-    const uint8_t *buf = have_window ? (const uint8_t *)view.buf : NULL;
-    long long window_end = have_window ? window_start + view.len : window_start;
-    PyObject *empty = PyTuple_New(0);
-    if (empty == NULL)
+    if ((ledger = PyLong_FromLongLong(ledger_id)) == NULL || (empty = PyTuple_New(0)) == NULL)
         goto error;
 
-    Py_ssize_t n = PyList_GET_SIZE(items), i = start;
+    Py_ssize_t i = start;
     int status = HEADS_END;
-    for (; i < n; i++) {
+    /* the list's size is read again at every item: making a head may run Python code
+     * (a collection) */
+    for (; i < PyList_GET_SIZE(items); i++) {
         int64_t entry_id;
         const uint8_t *entry;
         int32_t size;
-        int found = locate_entry(PyList_GET_ITEM(items, i), ledger_id, log_id, buf, window_start,
-                                 window_end, CRC32C_DIGEST, &entry_id, &entry, &size);
+        int found = locate_entry(PyList_GET_ITEM(items, i), ledger_id, log_id, w.buf, w.start,
+                                 w.end, CRC32C_DIGEST, &entry_id, &entry, &size);
         if (found >= 0) {
             status = found;
+            break;
+        }
+        if (!plausible_header(entry)) {
+            status = HEADS_IRREGULAR;
             break;
         }
         const uint8_t *payload = entry + BK_HEADER + CRC32C_DIGEST, *end = entry + size;
@@ -817,7 +1021,7 @@ sp_scan_heads(PyObject *self, PyObject *args)
             break;
         }
         PyObject *f[H_FIELDS] = {NULL};
-        f[H_LEDGER_ID] = new_ref(ledger_obj);
+        f[H_LEDGER_ID] = new_ref(ledger);
         f[H_ENTRY_ID] = PyLong_FromLongLong(entry_id);
         f[H_SIZE] = PyLong_FromLong(size);
         f[H_LAC] = PyLong_FromLongLong(be64(entry + 16));
@@ -842,14 +1046,14 @@ sp_scan_heads(PyObject *self, PyObject *args)
         if (rc < 0)
             goto error;
     }
+    Py_DECREF(ledger);
     Py_DECREF(empty);
-    if (have_window)
-        PyBuffer_Release(&view);
+    window_release(&w);
     return Py_BuildValue("(ni)", i, status);
 error:
+    Py_XDECREF(ledger);
     Py_XDECREF(empty);
-    if (have_window)
-        PyBuffer_Release(&view);
+    window_release(&w);
     return NULL;
 }
 
@@ -869,55 +1073,13 @@ crc32_update(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc_slice8(crc32_table, ~crc, p, n);
 }
 
-/* Valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF): text the
- * Python decoder takes as it is. Anything else is left to it. */
+/* An EncryptionKeys (key: string, value: bytes, both required; metadata: a KeyValue
+ * list, each read as parse_property reads a property): 1 regular, 0 not. */
 static int
-utf8(const uint8_t *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int len;
-        uint32_t cp;
-        if ((c & 0xE0) == 0xC0) {
-            len = 2;
-            cp = c & 0x1F;
-        }
-        else if ((c & 0xF0) == 0xE0) {
-            len = 3;
-            cp = c & 0x0F;
-        }
-        else if ((c & 0xF8) == 0xF0) {
-            len = 4;
-            cp = c & 0x07;
-        }
-        else
-            return 0;
-        if (n - i < len)
-            return 0;
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
-/* A message of string/bytes fields 1 and 2 (both required; KeyValue, EncryptionKeys with
- * its KeyValue list in field 3): 1 regular, 0 not. */
-static int
-regular_pair(const uint8_t *p, const uint8_t *end, int text_value, int nested)
+regular_encryption_keys(const uint8_t *p, const uint8_t *end)
 {
     int has_key = 0, has_value = 0;
+    char canonical;
     while (p < end) {
         uint32_t field;
         int wire;
@@ -925,23 +1087,21 @@ regular_pair(const uint8_t *p, const uint8_t *end, int text_value, int nested)
         Py_ssize_t n;
         if (!read_tag(&p, end, &field, &wire))
             return 0;
-        if (field == 1 || field == 2 || (nested && field == 3)) {
-            if (wire != 2 || !read_bytes(&p, end, &s, &n))
+        if (field < 1 || field > 3) {
+            if (!skip_field(&p, end, wire))
                 return 0;
-            if (field == 1) {
-                if (!utf8(s, n))
-                    return 0;
-                has_key = 1;
-            }
-            else if (field == 2) {
-                if (text_value && !utf8(s, n))
-                    return 0;
-                has_value = 1;
-            }
-            else if (!regular_pair(s, s + n, 1, 0))
-                return 0;
+            continue;
         }
-        else if (!skip_field(&p, end, wire))
+        if (wire != 2 || !read_bytes(&p, end, &s, &n))
+            return 0;
+        if (field == 1) {
+            if (!utf8(s, n))
+                return 0;
+            has_key = 1;
+        }
+        else if (field == 2)
+            has_value = 1;
+        else if (parse_property(s, s + n, NULL, NULL, &canonical) != 1)
             return 0;
     }
     return has_key && has_value;
@@ -988,11 +1148,14 @@ regular_metadata(const uint8_t *p, const uint8_t *end, Md *md)
                 md->num_messages = (int32_t)(uint32_t)v;
             }
             break;
-        case 4: case 13: /* KeyValue, EncryptionKeys */
+        case 4: case 13: { /* KeyValue, EncryptionKeys */
+            char canonical;
             if (wire != 2 || !read_bytes(&p, end, &s, &n) ||
-                !regular_pair(s, s + n, field == 4, field == 13))
+                (field == 4 ? parse_property(s, s + n, NULL, NULL, &canonical) != 1
+                            : !regular_encryption_keys(s, s + n)))
                 return 0;
             break;
+        }
         default:
             if (wire == 3 || wire == 4 || !skip_field(&p, end, wire))
                 return 0;
@@ -1022,7 +1185,8 @@ enum {
     S_SLOTS
 };
 
-/* An optional uint64 slot: 1 set, 0 None, -1 not a uint64 (the Python side must judge). */
+/* An optional uint64 slot (None or an int, checked): 1 set, 0 None, -1 not a uint64
+ * (the Python side must judge). */
 static int
 get_u64(PyObject *state, int slot, uint64_t *out)
 {
@@ -1043,17 +1207,25 @@ set_slot(PyObject *state, int slot, PyObject *value)
 {
     if (value == NULL)
         return -1;
-    return PyList_SetItem(state, slot, value); /* steals value */
+    return PyList_SetItem(state, slot, value); /* steals value; checks the index */
 }
 
-/* state[slot] += n */
+/* state[slot] += n, state[slot] an int (a value replaced just before may have run a
+ * finalizer that changed the list: nothing is taken for granted) */
 static int
 add_slot(PyObject *state, int slot, long long n)
 {
+    PyObject *old = PyList_GetItem(state, slot);
+    if (old == NULL)
+        return -1;
+    if (!PyLong_CheckExact(old)) {
+        PyErr_SetString(PyExc_TypeError, "verify: a count in the state is not an int");
+        return -1;
+    }
     PyObject *delta = PyLong_FromLongLong(n);
     if (delta == NULL)
         return -1;
-    PyObject *total = PyNumber_Add(PyList_GET_ITEM(state, slot), delta);
+    PyObject *total = PyNumber_Add(old, delta);
     Py_DECREF(delta);
     return set_slot(state, slot, total);
 }
@@ -1084,18 +1256,44 @@ vstate_load(PyObject *state, int digest, VState *st, int *digest_size)
         return -1;
     }
     *digest_size = digest == 3 ? 4 : 8;
+    /* the types first, so that reading the values runs no Python code (an __index__ or
+     * __bool__ that changes the list under the scan) */
+    for (int slot = 0; slot <= S_ORDERED; slot++) {
+        PyObject *o = PyList_GET_ITEM(state, slot);
+        int ok;
+        switch (slot) {
+        case S_EXPECTED: case S_ENTRIES: case S_BYTES:
+            ok = PyLong_CheckExact(o);
+            break;
+        case S_PREV_INDEX: case S_MAX_BEFORE: case S_TS_MAX:
+            ok = o == Py_None || PyLong_CheckExact(o);
+            break;
+        case S_BEM_SEEN: case S_IN_LAST: case S_ORDERED:
+            ok = PyBool_Check(o) || PyLong_CheckExact(o);
+            break;
+        default: /* written here, not read */
+            ok = 1;
+        }
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "verify: state slot %d is of type %.100s", slot,
+                         Py_TYPE(o)->tp_name);
+            return -1;
+        }
+    }
     memset(st, 0, sizeof(*st));
     st->expected = PyLong_AsLongLong(PyList_GET_ITEM(state, S_EXPECTED));
     if (st->expected == -1 && PyErr_Occurred())
         return -1;
+    if (st->expected < 0) {
+        PyErr_SetString(PyExc_ValueError, "verify: the expected entry id is negative");
+        return -1;
+    }
     st->has_prev = get_u64(state, S_PREV_INDEX, &st->prev_index);
     st->has_max = get_u64(state, S_MAX_BEFORE, &st->max_before);
     st->has_ts_max = get_u64(state, S_TS_MAX, &st->ts_max);
     st->bem_seen = PyObject_IsTrue(PyList_GET_ITEM(state, S_BEM_SEEN));
     st->in_last = PyObject_IsTrue(PyList_GET_ITEM(state, S_IN_LAST));
     st->ordered = PyObject_IsTrue(PyList_GET_ITEM(state, S_ORDERED));
-    if (st->bem_seen < 0 || st->in_last < 0 || st->ordered < 0)
-        return -1;
     if (st->has_prev < 0 || st->has_max < 0 || st->has_ts_max < 0)
         st->ordered = 0; /* values C cannot hold: the Python side judges every entry */
     st->prev_entry = st->max_entry = st->ts_entry = -1;
@@ -1147,8 +1345,7 @@ static int
 verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, int digest,
              int digest_size)
 {
-    int64_t lac = be64(entry + 16), length = be64(entry + 24);
-    if (lac < -1 || lac > entry_id || length < 0) /* an implausible header */
+    if (!plausible_header(entry))
         return HEADS_IRREGULAR;
     const uint8_t *payload = entry + BK_HEADER + digest_size, *end = entry + size;
     if (digest == 3) {
@@ -1246,27 +1443,26 @@ sp_verify_heads(PyObject *self, PyObject *args)
     VState st;
     if (!PyArg_ParseTuple(args, "O!nOLOLiO!:verify_heads", &PyList_Type, &items, &start,
                           &ledger_obj, &log_id, &window, &window_start, &digest, &PyList_Type,
-                          &state) ||
-        vstate_load(state, digest, &st, &digest_size) < 0)
+                          &state))
         return NULL;
     long long ledger_id = PyLong_AsLongLong(ledger_obj);
     if (ledger_id == -1 && PyErr_Occurred())
         return NULL;
-    Py_buffer view = {0};
-    int have_window = window != Py_None;
-    if (have_window && PyObject_GetBuffer(window, &view, PyBUF_SIMPLE) < 0)
+    Window w;
+    if (window_open(&w, window, window_start, start) < 0)
         return NULL;
-    const uint8_t *buf = have_window ? (const uint8_t *)view.buf : NULL;
-    long long window_end = have_window ? window_start + view.len : window_start;
-
-    Py_ssize_t n = PyList_GET_SIZE(items), i = start;
+    if (vstate_load(state, digest, &st, &digest_size) < 0) {
+        window_release(&w);
+        return NULL;
+    }
+    Py_ssize_t i = start;
     int status = HEADS_END;
-    for (; i < n; i++) {
+    for (; i < PyList_GET_SIZE(items); i++) {
         int64_t entry_id;
         const uint8_t *entry;
         int32_t size;
-        int found = locate_entry(PyList_GET_ITEM(items, i), ledger_id, log_id, buf, window_start,
-                                 window_end, digest_size, &entry_id, &entry, &size);
+        int found = locate_entry(PyList_GET_ITEM(items, i), ledger_id, log_id, w.buf, w.start,
+                                 w.end, digest_size, &entry_id, &entry, &size);
         if (found < 0 && entry_id != st.expected)
             found = entry_id > st.expected ? VERIFY_GAP : HEADS_IRREGULAR;
         if (found < 0)
@@ -1276,8 +1472,7 @@ sp_verify_heads(PyObject *self, PyObject *args)
             break;
         }
     }
-    if (have_window)
-        PyBuffer_Release(&view);
+    window_release(&w);
     return vstate_store(state, &st, i, status);
 }
 
@@ -1297,18 +1492,31 @@ sp_verify_records(PyObject *self, PyObject *args)
     int digest, digest_size;
     VState st;
     if (!PyArg_ParseTuple(args, "O!nLiO!:verify_records", &PyList_Type, &records, &start,
-                          &ledger_id, &digest, &PyList_Type, &state) ||
-        vstate_load(state, digest, &st, &digest_size) < 0)
+                          &ledger_id, &digest, &PyList_Type, &state))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(records), i = start;
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "verify_records: a negative start");
+        return NULL;
+    }
+    if (vstate_load(state, digest, &st, &digest_size) < 0)
+        return NULL;
+    Py_ssize_t i = start;
     int status = HEADS_END;
-    for (; i < n; i++) {
+    for (; i < PyList_GET_SIZE(records); i++) {
         PyObject *record = PyList_GET_ITEM(records, i);
         if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 2) {
             status = HEADS_IRREGULAR;
             break;
         }
-        long long entry_id = PyLong_AsLongLong(PyTuple_GET_ITEM(record, 0));
+        /* an int and a bytes-like object of the three kinds whose buffer runs no Python
+         * code: nothing can change the list while the entry is read */
+        PyObject *id = PyTuple_GET_ITEM(record, 0), *data = PyTuple_GET_ITEM(record, 1);
+        if (!PyLong_CheckExact(id) || !(PyBytes_CheckExact(data) ||
+                                        PyByteArray_CheckExact(data) || PyMemoryView_Check(data))) {
+            PyErr_SetString(PyExc_TypeError, "verify_records: records are (int, bytes-like)");
+            return NULL;
+        }
+        long long entry_id = PyLong_AsLongLong(id);
         if (entry_id == -1 && PyErr_Occurred())
             return NULL;
         if (entry_id != st.expected) {
@@ -1316,7 +1524,7 @@ sp_verify_records(PyObject *self, PyObject *args)
             break;
         }
         Py_buffer view;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(record, 1), &view, PyBUF_SIMPLE) < 0)
+        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
             return NULL;
         const uint8_t *entry = (const uint8_t *)view.buf;
         int found = HEADS_IRREGULAR;
@@ -1466,9 +1674,10 @@ sp_v3_read_replies(PyObject *self, PyObject *args)
         return NULL;
     const uint8_t *buf = (const uint8_t *)view.buf;
     Py_ssize_t len = view.len;
-    if (pos < 0 || pos > len) {
+    if (pos < 0 || pos > len || max_frame < 0) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "v3_read_replies: pos outside the buffer");
+        PyErr_SetString(PyExc_ValueError,
+                        "v3_read_replies: pos outside the buffer or a negative max_frame");
         return NULL;
     }
     while (len - pos >= 4) {
@@ -1597,8 +1806,8 @@ kt_reserve(KeyTableObject *t)
 static int
 kt_arena(KeyTableObject *t, size_t n)
 {
-    if (t->arena_len + n <= t->arena_cap)
-        return 0;
+    if (t->arena != NULL && t->arena_len + n <= t->arena_cap)
+        return 0; /* allocated even for n == 0: a key's bytes never live at NULL */
     size_t cap = t->arena_cap ? t->arena_cap : 4096;
     while (cap < t->arena_len + n)
         cap += cap / 2;
@@ -1930,15 +2139,12 @@ sp_key_table(PyObject *self, PyObject *unused)
 /* -- compaction: phase one's key table, phase two's kept records ----------------------
  *
  * compact_offer and compact_keep walk a decompressed batch with split_batch's grammar and
- * its notion of regular input (the same records are irregular for both, and then these
- * return None and the caller takes the Python path), without building a Message per
- * record: phase one updates the key table (a KeyTable) in place, phase
- * two answers which records a batch keeps and, for a batch whose records are all live and
- * in order, rebuilds it. A kept record is copied verbatim only when its metadata is in the
- * canonical form protobuf serializes (fields in number order, each once except the
- * repeated properties, minimal varints, booleans 0 or 1, no unknown fields): then parsing
- * it and serializing it again, as the Python path does, gives the same bytes. Otherwise
- * the rebuild answers None and the Python path rebuilds the batch.
+ * parser (the same records are irregular for both, and then these return None and the
+ * caller takes the Python path), without building a Message per record: phase one
+ * updates the key table (a KeyTable) in place, phase two answers which records a batch
+ * keeps and, for a batch whose records are all live and in order, rebuilds it. A kept
+ * record is copied verbatim only when parse_smm found it canonical; otherwise the
+ * rebuild answers None and the Python path rebuilds the batch.
  */
 
 typedef struct {
@@ -1953,179 +2159,17 @@ typedef struct {
     char has_key, canonical;
 } LiveRecord;
 
-/* The varint that ended at end and began at start is as short as it can be. */
-static inline int
-varint_minimal(const uint8_t *start, const uint8_t *end)
-{
-    return end - start == 1 || end[-1] != 0;
-}
-
-/* Valid UTF-8 as split_batch requires it (Python's strict decoder decides past ASCII).
- * 1 valid, 0 not, -1 Python error. */
-static int
-utf8_ok(const uint8_t *s, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (s[i] & 0x80) {
-            PyObject *t = text(s, n);
-            if (t == NULL)
-                return PyErr_Occurred() ? -1 : 0;
-            Py_DECREF(t);
-            return 1;
-        }
-    }
-    return 1;
-}
-
-/* One KeyValue, accepted as parse_property accepts it. 1 ok, 0 irregular, -1 error. */
-static int
-scan_property(const uint8_t *p, const uint8_t *end, char *canonical)
-{
-    const uint8_t *key = NULL, *value = NULL;
-    Py_ssize_t key_len = 0, value_len = 0;
-    uint32_t last = 0;
-    while (p < end) {
-        const uint8_t *at = p;
-        uint32_t field;
-        int wire;
-        if (!read_tag(&p, end, &field, &wire))
-            return 0;
-        if (p - at != 1)
-            *canonical = 0;
-        if (field == 1 || field == 2) {
-            const uint8_t *length_at = p, *s;
-            Py_ssize_t n;
-            if (wire != 2 || !read_bytes(&p, end, &s, &n))
-                return 0;
-            if (!varint_minimal(length_at, s) || field <= last)
-                *canonical = 0;
-            last = field;
-            if (field == 1) {
-                key = s;
-                key_len = n;
-            }
-            else {
-                value = s;
-                value_len = n;
-            }
-        }
-        else {
-            if (!skip_field(&p, end, wire))
-                return 0;
-            *canonical = 0;
-        }
-    }
-    if (key == NULL || value == NULL)
-        return 0;
-    int rc = utf8_ok(key, key_len);
-    return rc <= 0 ? rc : utf8_ok(value, value_len);
-}
-
-/* A SingleMessageMetadata, accepted as parse_smm accepts it, without building objects.
- * 1 ok, 0 irregular, -1 error. */
-static int
-scan_smm(const uint8_t *p, const uint8_t *end, LiveRecord *r, char *compacted_out,
-         char *null_value)
-{
-    int has_payload_size = 0;
-    uint32_t last = 0;
-    r->has_key = 0;
-    r->canonical = 1;
-    *compacted_out = *null_value = 0;
-    while (p < end) {
-        const uint8_t *at = p;
-        uint32_t field;
-        int wire;
-        if (!read_tag(&p, end, &field, &wire))
-            return 0;
-        if (p - at != 1)
-            r->canonical = 0;
-        if (field > 10) {
-            if (!skip_field(&p, end, wire))
-                return 0;
-            r->canonical = 0;
-            continue;
-        }
-        int want = (field == 1 || field == 2 || field == 7) ? 2 : 0;
-        if (wire != want)
-            return 0;
-        if (field < last || (field == last && field != 1))
-            r->canonical = 0;
-        last = field;
-        uint64_t v = 0;
-        const uint8_t *s = NULL;
-        Py_ssize_t n = 0;
-        at = p;
-        if (want == 2) {
-            if (!read_bytes(&p, end, &s, &n))
-                return 0;
-            if (!varint_minimal(at, s))
-                r->canonical = 0;
-        }
-        else {
-            if (!read_varint(&p, end, &v))
-                return 0;
-            if (!varint_minimal(at, p))
-                r->canonical = 0;
-        }
-        switch (field) {
-        case 1: {
-            int rc = scan_property(s, s + n, &r->canonical);
-            if (rc <= 0)
-                return rc;
-            break;
-        }
-        case 2:
-            r->key = s;
-            r->key_len = n;
-            r->has_key = 1;
-            break;
-        case 3:
-            r->payload_size = (int32_t)(uint32_t)v;
-            has_payload_size = 1;
-            if (v > INT32_MAX)
-                r->canonical = 0;
-            break;
-        case 4:
-        case 6:
-        case 9:
-        case 10:
-            if (v > 1)
-                r->canonical = 0;
-            if (field == 4)
-                *compacted_out = v != 0;
-            else if (field == 9)
-                *null_value = v != 0;
-            break;
-        default: /* 5, 7, 8 */
-            break;
-        }
-    }
-    return has_payload_size;
-}
-
 /* The live records of a batch, in order, as split_batch would return them (placeholders
- * counted in *holes). recs has room for count records. A live record with null_value, or
- * a batch index outside -1 .. 2^32 - 2, is irregular here (the Python path decides).
- * 1 regular, 0 irregular, -1 error. */
+ * counted in *holes). recs has room for count records; idx: the batch indexes, or NULL
+ * for 0 .. count - 1. A live record with null_value, or a batch index outside -1 .. 2^32 -
+ * 2, is irregular here (the Python path decides). 1 regular, 0 irregular, -1 error. */
 static int
-walk_batch(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, PyObject *indexes,
+walk_batch(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, const long long *idx,
            LiveRecord *recs, Py_ssize_t *live, Py_ssize_t *holes)
 {
     Py_ssize_t pos = 0, n = 0, h = 0;
     for (Py_ssize_t j = 0; j < count; j++) {
-        long long batch_index = j;
-        if (indexes != Py_None) {
-            PyObject *o = PyList_GET_ITEM(indexes, j);
-            int overflow = 0;
-            if (!PyLong_CheckExact(o))
-                return 0;
-            batch_index = PyLong_AsLongLongAndOverflow(o, &overflow);
-            if (overflow)
-                return 0;
-            if (batch_index == -1 && PyErr_Occurred())
-                return -1;
-        }
+        long long batch_index = idx != NULL ? idx[j] : (long long)j;
         if (end - pos < 4)
             return 0;
         const uint8_t *record = buf + pos;
@@ -2133,27 +2177,31 @@ walk_batch(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, PyObject *index
         pos += 4;
         if ((uint64_t)size > (uint64_t)(end - pos))
             return 0;
-        LiveRecord *r = &recs[n];
-        char compacted_out, null_value;
-        int rc = scan_smm(buf + pos, buf + pos + size, r, &compacted_out, &null_value);
+        Smm m;
+        int rc = parse_smm(buf + pos, buf + pos + size, &m, NULL, 0);
         if (rc <= 0)
             return rc;
         pos += size;
-        if (r->payload_size < 0 || r->payload_size > end - pos)
+        if (m.payload_size < 0 || m.payload_size > end - pos)
             return 0;
-        pos += r->payload_size;
-        if (compacted_out) {
+        pos += m.payload_size;
+        if (m.compacted_out) {
             h++;
             continue;
         }
-        if (null_value || batch_index < -1 || batch_index > 0xFFFFFFFELL)
+        if (m.null_value || batch_index < -1 || batch_index > 0xFFFFFFFELL)
             return 0;
-        if (r->has_key && (rc = utf8_ok(r->key, r->key_len)) <= 0)
-            return rc;
-        r->batch_index = batch_index;
+        if (m.has_key && !utf8(m.key, m.key_len))
+            return 0;
+        LiveRecord *r = &recs[n++];
         r->record = record;
         r->length = (buf + pos) - record;
-        n++;
+        r->key = m.key;
+        r->key_len = m.key_len;
+        r->batch_index = batch_index;
+        r->payload_size = m.payload_size;
+        r->has_key = m.has_key;
+        r->canonical = m.canonical;
     }
     *live = n;
     *holes = h;
@@ -2189,21 +2237,26 @@ compact_walk(PyObject *plain, Py_ssize_t count, PyObject *indexes, PyObject *ran
         PyErr_SetString(PyExc_ValueError, "rank prefix must be 16 bytes");
         return -1;
     }
-    if (indexes != Py_None && (!PyList_Check(indexes) || PyList_GET_SIZE(indexes) != count))
-        return 0;
     if (PyObject_GetBuffer(plain, &w->view, PyBUF_SIMPLE) < 0)
         return -1;
     /* every record takes at least 4 + 2 bytes: more records than that cannot be regular */
     if (count < 0 || count > w->view.len / 4)
         return 0;
+    long long *idx;
+    int rc = batch_indexes(indexes, count, &idx);
+    if (rc <= 0)
+        return rc;
     w->recs = PyMem_Malloc(sizeof(LiveRecord) * (size_t)(count ? count : 1));
     w->kept = PyMem_Calloc((size_t)(count ? count : 1), 1);
     if (w->recs == NULL || w->kept == NULL) {
+        PyMem_Free(idx);
         PyErr_NoMemory();
         return -1;
     }
-    return walk_batch((const uint8_t *)w->view.buf, w->view.len, count, indexes, w->recs,
-                      &w->live, &w->holes);
+    rc = walk_batch((const uint8_t *)w->view.buf, w->view.len, count, idx, w->recs, &w->live,
+                    &w->holes);
+    PyMem_Free(idx);
+    return rc;
 }
 
 /*
@@ -2496,7 +2549,12 @@ sp_compact_rebuild(PyObject *self, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keep_list); i++) {
-        Py_ssize_t index = PyLong_AsSsize_t(PyList_GET_ITEM(keep_list, i));
+        PyObject *o = PyList_GET_ITEM(keep_list, i);
+        if (!PyLong_CheckExact(o)) { /* no __index__: nothing may change the list */
+            PyErr_SetString(PyExc_TypeError, "compact_rebuild: keep holds ints");
+            goto done;
+        }
+        Py_ssize_t index = PyLong_AsSsize_t(o);
         if (index == -1 && PyErr_Occurred())
             goto done;
         if (index < 0 || index >= w.live) {
@@ -2570,6 +2628,10 @@ sp_entry_lines(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "entry_lines: EntryHead class not bound");
         return NULL;
     }
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "entry_lines: a negative start");
+        return NULL;
+    }
     int have_lac = lac_obj != Py_None;
     long long lac = 0;
     if (have_lac && !head_ll(lac_obj, &lac)) {
@@ -2587,8 +2649,8 @@ sp_entry_lines(PyObject *self, PyObject *args)
     }
     long long size_sum = 0, with_bem = 0, low_t = 0, high_t = 0, low_i = 0, high_i = 0;
     int have_t = 0, have_i = 0;
-    Py_ssize_t n = PyList_GET_SIZE(pairs), i = start < 0 ? 0 : start;
-    for (; i < n && PyList_GET_SIZE(lines) < room; i++) {
+    Py_ssize_t i = start;
+    for (; i < PyList_GET_SIZE(pairs) && PyList_GET_SIZE(lines) < room; i++) {
         PyObject *pair = PyList_GET_ITEM(pairs, i);
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
             break;

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pulsarctl_py.decoders.errors import InputFormatError
 
 FRAME_LEN = struct.Struct(">I")
-MAX_FRAME = 64 * 1024 * 1024  # far above nettyMaxFrameSizeBytes' default (5 MiB)
+#: a frame size far above any bookie's; the client's own cap is ``limits.max_frame()``
+#: (the maximum message size plus 10 KiB, as Pulsar's nettyMaxFrameSizeBytes)
+MAX_FRAME = 64 * 1024 * 1024
 
 # v3 (protobuf) ------------------------------------------------------------------------
 VERSION_THREE = 3

@@ -9,9 +9,12 @@
 | ZSTD   3        | zstd frame                                                    |
 | SNAPPY 4        | raw snappy block (varint length first), not the framing format|
 
-Decompression is bounded by ``uncompressed_size`` (MessageMetadata field 9) and by a
-hard limit, so that a corrupt size cannot exhaust memory; the result must have exactly
-that size, as Pulsar's own codecs require. See Pulsar's ``CompressionCodec*.java`` and
+Decompression is bounded by ``uncompressed_size`` (MessageMetadata field 9) and by the
+maximum message size (:mod:`.limits`), checked before anything is allocated, so that a
+corrupt size cannot exhaust memory; each library is told the size it may produce (LZ4's
+``uncompressed_size``, zlib's ``max_length``, zstd's ``max_output_size``, snappy's
+announced length checked first), and the result must have exactly that size, as Pulsar's
+own codecs require. See Pulsar's ``CompressionCodec*.java`` and
 ../shared/spec/formats.md §5.
 """
 
@@ -23,11 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import limits
 from .errors import DataError, UnsupportedCodec
 
-#: The largest uncompressed size accepted unless the caller raises it (Pulsar's own
-#: maxMessageSize is 5 MiB; chunked messages can be larger once reassembled).
-DEFAULT_MAX_UNCOMPRESSED = 512 * 1024 * 1024
+#: The largest uncompressed size accepted by default: Pulsar's maxMessageSize (5 MiB).
+#: The process's own limit is :func:`limits.max_message_size`.
+DEFAULT_MAX_UNCOMPRESSED = limits.DEFAULT_MAX_MESSAGE_SIZE
+#: how an exceeded limit says it can be raised
+LIMIT_HINT = (
+    "(the maximum message size; raise it with --max-message-size or LEDGERCTL_MAX_MESSAGE_SIZE)"
+)
 
 
 class DecompressionError(DataError):
@@ -179,14 +187,21 @@ def decompress(
     number: int,
     data: bytes | memoryview,
     size: int,
-    limit: int = DEFAULT_MAX_UNCOMPRESSED,
+    limit: int | None = None,
 ) -> bytes | memoryview:
-    """Decompress ``data`` to exactly ``size`` bytes, or raise DecompressionError."""
+    """Decompress ``data`` to exactly ``size`` bytes, or raise DecompressionError.
+
+    ``limit``: the largest ``size`` accepted, checked before anything is allocated; None is
+    the process's maximum message size."""
     c = codec(number)
     if c.number == 0:
         return data
+    if limit is None:
+        limit = limits.max_message_size()
     if size > limit:
-        raise DecompressionError(f"uncompressed_size {size} exceeds the limit of {limit} bytes")
+        raise DecompressionError(
+            f"uncompressed_size {size} exceeds the limit of {limit} bytes {LIMIT_HINT}"
+        )
     if c.max_ratio is not None and size > c.max_ratio * len(data) + 64:
         raise DecompressionError(
             f"uncompressed_size {size} is impossible for {len(data)} {c.name} bytes"
@@ -203,3 +218,17 @@ def decompress(
 def compress(number: int, data: bytes | memoryview) -> bytes:
     """Compress ``data`` the way Pulsar's producer does for this codec."""
     return codec(number).compress(data)
+
+
+def compress_as_broker(number: int, data: bytes | memoryview) -> bytes:
+    """Compress ``data`` the way a Java broker does (``RawBatchConverter.rebatchMessage``
+    through ``CompressionCodecProvider``): ZLIB as ``CompressionCodecZLib.encode`` writes it,
+    a default ``java.util.zip.Deflater`` flushed with ``SYNC_FLUSH`` and never finished (no
+    final block, no Adler-32; byte for byte what a Pulsar 4.0.7 broker's compaction
+    writes); the other codecs as :func:`compress`. (ZSTD: the broker's encoder is
+    aircompressor's, whose frames differ from libzstd's at the same level; both decode to
+    the same bytes.)"""
+    if number == 2:
+        deflater = zlib.compressobj()
+        return deflater.compress(data) + deflater.flush(zlib.Z_SYNC_FLUSH)
+    return compress(number, data)

@@ -22,14 +22,16 @@ from typing import Any
 
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
-from . import bookkeeper, compacted, crypto
+from . import bookkeeper, compacted, crypto, limits
 from .bookkeeper import BookieEntryHeader
 from .checksums import DIGESTS, DigestType
-from .codecs import CODECS, DEFAULT_MAX_UNCOMPRESSED, DecompressionError, compress, decompress
+from .codecs import CODECS, LIMIT_HINT, DecompressionError, compress, decompress
 from .errors import CorruptEntryError, DecryptionError, LedgerctlError, UnsupportedCodec
 from .nodes import Layer, Problem, json_value
 from .payload import (
+    MIN_RECORD,
     BatchRecord,
+    batch_fit_error,
     batch_layer,
     build_batch,
     parse_batch,
@@ -69,8 +71,9 @@ class DecodeOptions:
     private_key: Any = None  # from crypto.load_private_key
     depth: Depth = Depth.MESSAGES
     verify: bool = True
-    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
-    limit_hint: str = ""  # appended to the message of an exceeded max_uncompressed
+    #: the largest payload (decompressed, or chunks joined); None: the process's maximum
+    #: message size (decoders.limits)
+    max_uncompressed: int | None = None
     raise_errors: bool = False  # re-raise instead of recording an undecoded layer
 
 
@@ -241,7 +244,9 @@ class Entry:
             return signed64(self.original_id.ledgerId), signed64(self.original_id.entryId)
         return self.position
 
-    def to_json(self, with_hex: bool = False) -> dict[str, Any]:
+    def to_json(self, with_hex: bool = False, messages: bool = True) -> dict[str, Any]:
+        """The entry as JSON values; ``messages`` False leaves ``messages`` None, for a
+        writer that makes them one at a time (``render.entry_doc``)."""
         pos = self.position
         out: dict[str, Any] = {
             "position": f"{pos[0]}:{pos[1]}" if pos else None,
@@ -252,7 +257,7 @@ class Entry:
             "verified": self.all_verified,
             "encrypted": self.encrypted,
             "layers": [layer.to_json(with_hex) for layer in self.layers],
-            "messages": [m.to_json() for m in self.messages],
+            "messages": [m.to_json() for m in self.messages] if messages else None,
             "problems": [p.to_json() for p in self.problems],
         }
         return out
@@ -471,6 +476,43 @@ def _decode_pulsar(
     _decode_payload(entry, mv, pos, end, options)
 
 
+#: the layers :func:`decode_payload` records its problems on (what a payload that does
+#: not decode is reported as, after every layer around it was read and verified)
+PAYLOAD_LAYERS = frozenset({"batch", "compression", "encryption", "marker"})
+
+
+def decode_payload(
+    entry: Entry, options: DecodeOptions = DEFAULT_OPTIONS, at: int | None = None
+) -> Entry:
+    """Go on decoding an entry decoded to ``Depth.METADATA``: its payload (marker, chunk,
+    decryption, decompression, batch), as :func:`decode_entry` does at ``Depth.MESSAGES``
+    (this is the step it takes after the metadata). A payload that does not decode is
+    recorded the same way: an ``undecoded`` layer and an error problem. An entry without
+    decoded metadata is left as it is. ``at``: where ``entry.payload`` starts in
+    ``entry.data`` (default: after the message-metadata layer). Returns the entry.
+
+    What this rejects is what every reader of messages rejects (inspect, export, the
+    compaction's batches, ``verify``): there is no second copy of these rules.
+    """
+    md, payload = entry.metadata, entry.payload
+    if md is None or payload is None or entry.messages or entry.chunk is not None:
+        return entry
+    if at is None:
+        layer = next((x for x in entry.layers if x.name == MetadataLayer.name), None)
+        if layer is None:
+            return entry
+        at = layer.offset + layer.length
+    mv = memoryview(entry.data)
+    end = at + len(payload)
+    try:
+        _decode_payload(entry, mv, at, end, options)
+    except LedgerctlError as exc:
+        if options.raise_errors:
+            raise
+        _record_failure(entry, exc, end)
+    return entry
+
+
 def _decode_payload(
     entry: Entry, mv: memoryview, pos: int, end: int, options: DecodeOptions
 ) -> None:
@@ -576,10 +618,7 @@ def open_payload(
             except (DecompressionError, UnsupportedCodec) as exc:
                 if options.raise_errors:
                     raise
-                text = str(exc)
-                if options.limit_hint and size > options.max_uncompressed:
-                    text = f"{text} {options.limit_hint}"
-                entry.problems.append(Problem("error", "compression", pos, text))
+                entry.problems.append(Problem("error", "compression", pos, str(exc)))
                 entry.layers.append(
                     Layer(
                         "undecoded",
@@ -642,6 +681,9 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
         raise CorruptEntryError(
             "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
         )
+    unfit = batch_fit_error(count, len(plain))
+    if unfit is not None:
+        raise CorruptEntryError("batch", 0, f"at most {len(plain) // MIN_RECORD} records", unfit)
     first_index = None if last_index is None else last_index - md.num_messages_in_batch + 1
     base_seq = md.sequence_id
     if native is not None:
@@ -699,6 +741,13 @@ def _messages(entry: Entry, md: Any, plain: bytes | memoryview) -> list[Message]
     return out
 
 
+#: what a pending chunk costs beyond its bytes (the decoded Entry, its layers, its metadata)
+PENDING_ENTRY_COST = 4096
+#: how many discarded chunked messages are remembered, so that their later chunks are
+#: dropped quietly instead of each being reported as a chunk without its chunk 0
+REFUSED_KEYS = 1024
+
+
 class ChunkAssembler:
     """Join the chunks of chunked messages, fed entry by entry in topic order.
 
@@ -712,11 +761,38 @@ class ChunkAssembler:
     earlier chunk (``chunk_id`` <= the last one added) is dropped and assembly goes on; a
     gap discards the message (an error: a consumer never receives it); a chunk whose
     chunk 0 was not read is not reassembled (a warning: the read may have started there).
+
+    Memory is bounded (``decoders/limits.py``): a message whose chunks together hold more
+    than the maximum message size, or whose chunk 0 announces more
+    (``total_chunk_msg_size``), is discarded with an error, as a consumer joins up to its
+    own limit; and the messages still being joined hold at most
+    :func:`limits.max_pending_chunks` bytes together (ten messages of the limit: the Java
+    consumer's ``maxPendingChunkedMessage`` default is 10), past which the oldest is
+    discarded with an error (the consumer's ``removeOldestPendingChunkedMessage``).
     """
 
     def __init__(self, options: DecodeOptions = DEFAULT_OPTIONS) -> None:
         self.options = options
         self.pending: dict[tuple[str, str], list[Entry]] = {}
+        self._sizes: dict[tuple[str, str], int] = {}  # chunk payload bytes per message
+        self._held = 0  # what the pending entries cost (PENDING_ENTRY_COST each + bytes)
+        self._refused: dict[tuple[str, str], None] = {}  # discarded for their size
+
+    def _limit(self) -> int:
+        if self.options.max_uncompressed is not None:
+            return self.options.max_uncompressed
+        return limits.max_message_size()
+
+    def _drop(self, key: tuple[str, str]) -> list[Entry]:
+        parts = self.pending.pop(key, [])
+        self._sizes.pop(key, None)
+        self._held -= sum(len(p.data) + PENDING_ENTRY_COST for p in parts)
+        return parts
+
+    def _refuse(self, key: tuple[str, str]) -> None:
+        self._refused[key] = None
+        if len(self._refused) > REFUSED_KEYS:
+            del self._refused[next(iter(self._refused))]
 
     def add(self, entry: Entry) -> Message | None:
         chunk = entry.chunk
@@ -725,8 +801,10 @@ class ChunkAssembler:
         key = (entry.metadata.producer_name, chunk.uuid)
         parts = self.pending.get(key)
         expected = 0 if parts is None else len(parts)
+        where = f"chunk {chunk.chunk_id} of {chunk.uuid}"
+        if chunk.chunk_id != 0 and parts is None and key in self._refused:
+            return None  # the rest of a message discarded for its size (reported then)
         if chunk.chunk_id != expected:
-            where = f"chunk {chunk.chunk_id} of {chunk.uuid}"
             if chunk.chunk_id == 0:  # the producer resent the message from its start
                 entry.problems.append(
                     Problem(
@@ -737,6 +815,7 @@ class ChunkAssembler:
                         "over from this chunk, the earlier ones are dropped",
                     )
                 )
+                self._drop(key)
                 parts = None
             elif parts is not None and chunk.chunk_id < expected:
                 entry.problems.append(
@@ -750,7 +829,7 @@ class ChunkAssembler:
                 )
                 return None
             elif parts is not None:
-                del self.pending[key]
+                self._drop(key)
                 entry.problems.append(
                     Problem(
                         "error",
@@ -772,13 +851,58 @@ class ChunkAssembler:
                     )
                 )
                 return None
+        limit = self._limit()
+        size = self._sizes.get(key, 0) + len(chunk.payload)
+        announced = chunk.total_size if chunk.chunk_id == 0 else 0
+        if size > limit or announced > limit:
+            self._drop(key)
+            self._refuse(key)
+            what = (
+                f"announces {announced} bytes (total_chunk_msg_size)"
+                if announced > limit
+                else f"holds more than {limit} bytes in its first {chunk.chunk_id + 1} chunks"
+            )
+            entry.problems.append(
+                Problem(
+                    "error",
+                    "chunk",
+                    0,
+                    f"chunked message {chunk.uuid} {what}, over the limit of {limit} bytes "
+                    f"{LIMIT_HINT}: discarded, not joined",
+                )
+            )
+            return None
         if parts is None:
             parts = self.pending[key] = []
+            self._refused.pop(key, None)
         parts.append(entry)
+        self._sizes[key] = size
+        self._held += len(entry.data) + PENDING_ENTRY_COST
         if len(parts) < chunk.num_chunks:
+            self._bound(entry)
             return None
-        del self.pending[key]
+        self._drop(key)
         return self._assemble(parts)
+
+    def _bound(self, entry: Entry) -> None:
+        """Discard the oldest unfinished messages while the pending chunks hold too much."""
+        budget = limits.PENDING_CHUNK_FACTOR * self._limit()
+        while self._held > budget and len(self.pending) > 1:
+            oldest = next(iter(self.pending))
+            parts = self._drop(oldest)
+            self._refuse(oldest)
+            first = parts[0].chunk if parts else None
+            entry.problems.append(
+                Problem(
+                    "error",
+                    "chunk",
+                    0,
+                    f"chunked message {oldest[1]} discarded with {len(parts)} of "
+                    f"{first.num_chunks if first else '?'} chunks read: the messages being "
+                    f"joined held more than {budget} bytes ({limits.PENDING_CHUNK_FACTOR} "
+                    f"times the maximum message size {LIMIT_HINT})",
+                )
+            )
 
     def _assemble(self, parts: list[Entry]) -> Message | None:
         last = parts[-1]
@@ -917,6 +1041,7 @@ __all__ = [
     "Outer",
     "decode_entries",
     "decode_entry",
+    "decode_payload",
     "json_value",
     "rebuild",
 ]

@@ -39,6 +39,7 @@ import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from . import limits
 from ._readat import ReadAt, Window, read_exact
 from .errors import CorruptEntryError
 from .nodes import Problem
@@ -281,6 +282,22 @@ def scan_records(
         pos += SIZE.size + size
 
 
+def check_entry_size(size: int, offset: int, layer: str = LAYER) -> None:
+    """Refuse a stored entry larger than a bookie frame (the maximum message size plus
+    10 KiB), before it is read: no bookie could serve it (BookKeeper's EntryLogger
+    sanity-checks entries against ``maxSaneEntrySize``, its frame size less 500 bytes,
+    and Pulsar's client reads frames of at most maxMessageSize plus the padding)."""
+    cap = limits.max_frame()
+    if size > cap:
+        raise CorruptEntryError(
+            layer,
+            offset,
+            f"an entry of at most {cap} bytes (the maximum message size plus 10 KiB; "
+            "raise it with --max-message-size)",
+            f"size {size}",
+        )
+
+
 def check_entry_head(
     head: bytes, offset: int, ledger_id: int | None = None, entry_id: int | None = None
 ) -> int:
@@ -296,6 +313,7 @@ def check_entry_head(
     size, found_ledger, found_entry = RECORD_HEAD.unpack(head)
     if size < MIN_SANE_ENTRY_SIZE:
         raise CorruptEntryError(LAYER, offset - SIZE.size, "an entry size >= 16", str(size))
+    check_entry_size(size, offset - SIZE.size)
     if (ledger_id is not None and found_ledger != ledger_id) or (
         entry_id is not None and found_entry != entry_id
     ):

@@ -286,10 +286,14 @@ def shadow_source(info: mlpb.ManagedLedgerInfo) -> str | None:
 
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+#: text that both url_encode and url_decode leave as it is (listings decode 10^5 names)
+_PLAIN = re.compile(r"[A-Za-z0-9.\-*_]*")
 
 
 def url_encode(text: str) -> str:
     """Java's ``URLEncoder.encode(text, UTF-8)``: space -> '+', '.-*_' kept, rest %XX."""
+    if _PLAIN.fullmatch(text):
+        return text
     out: list[str] = []
     for byte in text.encode("utf-8", errors="surrogatepass"):
         if byte in _SAFE:
@@ -303,6 +307,8 @@ def url_encode(text: str) -> str:
 
 def url_decode(text: str) -> str:
     """Java's ``URLDecoder.decode(text, UTF-8)``; a malformed escape is an error."""
+    if _PLAIN.fullmatch(text):
+        return text
     buf = bytearray()
     i = 0
     while i < len(text):

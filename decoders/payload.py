@@ -48,6 +48,19 @@ class BatchRecord:
     offset: int  # of the record's size field, within the decoded payload
 
 
+#: the fewest bytes a batch record takes: its 4-byte metadata size (an empty metadata and
+#: value follow it at the least)
+MIN_RECORD = RECORD_HEADER.size
+
+
+def batch_fit_error(count: int, size: int) -> str | None:
+    """Why ``count`` records cannot fit in ``size`` decompressed bytes, or None: checked
+    before anything is allocated per record (a tiny entry may claim 2^31 of them)."""
+    if count > size // MIN_RECORD:
+        return f"{count} records cannot fit in {size} bytes (each takes at least {MIN_RECORD})"
+    return None
+
+
 def parse_batch(
     buf: bytes | memoryview,
     count: int,

@@ -30,6 +30,7 @@ from pulsarctl_py.commands import (
     ledger,
     migrate,
     repair,
+    schema,
     seek,
     topic,
     verify,
@@ -65,10 +66,36 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _max_message_size(value: str | None) -> str | None:
+    """Set the process's maximum message size from the flag or its variable, before any
+    command runs (imported only then: the default needs no import)."""
+    if value is not None or os.environ.get("LEDGERCTL_MAX_MESSAGE_SIZE"):
+        from pulsarctl_py import limits
+
+        try:
+            size = limits.resolve(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--max-message-size") from None
+        limits.configure(size)
+    return value
+
+
 @app.callback()
 def root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    max_message_size: str = typer.Option(
+        None,
+        "--max-message-size",
+        metavar="SIZE",
+        callback=_max_message_size,
+        help="The largest message any command accepts from stored or received bytes (5MiB, "
+        "512m, 1g or bytes): a payload's uncompressed_size, a chunked message joined, a "
+        "bookie frame (plus 10 KiB). Larger ones are reported as errors, never allocated. "
+        "Default: $LEDGERCTL_MAX_MESSAGE_SIZE, else the broker's default maxMessageSize, "
+        "5MiB; raise it as far as your brokers' maxMessageSize.",
+        show_default=False,
     ),
 ) -> None:
     """Inspect and repair Apache Pulsar topic data where it is stored."""
@@ -84,6 +111,7 @@ verify.register(app)
 seek.register(app)
 compact.register(app)
 export.register(app)
+schema.register(app)
 repair.register(app)
 migrate.register(app)
 
@@ -110,6 +138,23 @@ def main(argv: list[str] | None = None) -> int:
     exceptions = usage.click_exceptions()
     _tolerant_stdout()
     command = _command()
+    try:
+        return _main(command, argv, exceptions)
+    finally:
+        _reset_limits()
+
+
+def _reset_limits() -> None:
+    """Back to the default maximum message size after a run (``main`` may run again in
+    this process); nothing to do when no run loaded the limits."""
+    limits = sys.modules.get("pulsarctl_py.decoders.limits")
+    if limits is not None:
+        limits.set_max_message_size(limits.DEFAULT_MAX_MESSAGE_SIZE)
+
+
+def _main(command: Any, argv: list[str] | None, exceptions: Any) -> int:
+    from pulsarctl_py import usage
+
     try:
         result = command.main(args=argv, prog_name="ledgerctl", standalone_mode=False)
     except exceptions.NoArgsIsHelpError as exc:

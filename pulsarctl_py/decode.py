@@ -18,9 +18,13 @@ from pulsarctl_py.decoders.textdump import read_entry
 
 from .errors import LedgerctlError
 
-#: the most bytes one input may hold: an entry is at most Pulsar's maxMessageSize (5 MiB)
-#: plus framing, and its text hex dump about 4.5 times that
-MAX_INPUT = 64 << 20
+
+def max_input() -> int:
+    """The most bytes one input may hold: an entry is at most a bookie frame (the maximum
+    message size plus its padding), and its text hex dump about 4.5 times that."""
+    from pulsarctl_py.decoders.limits import max_input
+
+    return max_input()
 
 
 @dataclass(slots=True)
@@ -69,14 +73,15 @@ def read_source(path: str, fmt: str = "auto") -> Source:
     if path == "-":
         if sys.stdin.isatty():
             raise LedgerctlError("reading an entry from standard input, but it is a terminal")
-        raw = sys.stdin.buffer.read(MAX_INPUT + 1)
+        limit = max_input()
+        raw = sys.stdin.buffer.read(limit + 1)
         label = "<stdin>"
-        if len(raw) > MAX_INPUT:
-            raise LedgerctlError(f"{label}: larger than {MAX_INPUT} bytes, not one entry")
+        if len(raw) > limit:
+            raise LedgerctlError(f"{label}: larger than {limit} bytes, not one entry")
     else:
         label = path
         try:
-            raw = read_capped(path, MAX_INPUT, "input")
+            raw = read_capped(path, max_input(), "input")
         except LedgerctlError as exc:
             more = ", not one entry" if "larger" in str(exc) else ""
             raise type(exc)(f"{exc}{more}") from None

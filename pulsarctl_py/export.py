@@ -25,11 +25,15 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
+from pulsarctl_py.coverage import Gaps, Tracker
 from pulsarctl_py.errors import LedgerctlError
+
+if TYPE_CHECKING:
+    from pulsarctl_py.outputs import Output
 
 #: (name, Spark SQL type) in row order; JSON and Parquet use the same names
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -48,8 +52,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("problems", "array<string>"),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
+#: columns added when the topic has a schema (values decoded): value_decoded's type comes
+#: from the schema (pulsarctl_py.value_columns)
+VALUE_COLUMNS: tuple[str, ...] = ("schema_version", "schema_type", "value_decoded")
 #: columns that need the payload opened (decrypted, decompressed, unbatched)
-MESSAGE_COLUMNS = frozenset({"key", "value", "properties", "event_time", "null_value"})
+MESSAGE_COLUMNS = frozenset(
+    {"key", "value", "properties", "event_time", "null_value", "value_decoded", "schema_type"}
+)
 #: the Spark SQL DDL of a full row
 SCHEMA_DDL = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
 #: entries per split for export plans (small enough that executors share the work)
@@ -66,11 +75,32 @@ class RowFilters:
     broker_metadata: bool | None = None  # True: only with, False: only without
 
 
-def check_columns(columns: Sequence[str]) -> tuple[str, ...]:
-    unknown = [c for c in columns if c not in COLUMN_NAMES]
+@dataclass(frozen=True, slots=True)
+class ValueOptions:
+    """How rows get their values (picklable: executors use it). ``values``: the topic's
+    schemas (pulsarctl_py.values.Values) or None; ``column``: the typed column of a
+    Parquet file (pulsarctl_py.value_columns.ValueColumn), None for JSON lines;
+    ``key_pem`` and ``passphrase``: the consumer's private key, to open encrypted values."""
+
+    values: Any = None
+    column: Any = None
+    key_pem: bytes | None = field(default=None, repr=False)
+    passphrase: bytes | None = field(default=None, repr=False)
+
+    def private_key(self) -> Any:
+        if self.key_pem is None:
+            return None
+        from pulsarctl_py.decoders.crypto import load_private_key
+
+        return load_private_key(self.key_pem, self.passphrase)
+
+
+def check_columns(columns: Sequence[str], values: bool = False) -> tuple[str, ...]:
+    known = COLUMN_NAMES + (VALUE_COLUMNS if values else ())
+    unknown = [c for c in columns if c not in known]
     if unknown:
         raise LedgerctlError(
-            f"unknown column(s) {', '.join(unknown)}: the columns are {', '.join(COLUMN_NAMES)}"
+            f"unknown column(s) {', '.join(unknown)}: the columns are {', '.join(known)}"
         )
     if not columns:
         raise LedgerctlError("no columns selected")
@@ -94,11 +124,14 @@ def topic_plan(
     metadata_url: str | None,
     bookie_dirs: Sequence[str | os.PathLike[str]],
     split_entries: int = EXPORT_SPLIT_ENTRIES,
+    gaps: Gaps | None = None,
 ) -> Any:
-    """The scan plan of a whole topic: every ledger up to its last stored entry, as inspect.
+    """The scan plan of a whole topic: every ledger up to the last entry its readers get.
 
-    Entry counts come from the managed-ledger metadata where it has them, and from the
-    bookie's storage for the open ledger; sizes from the metadata.
+    A ledger's range is ``0..lastEntryId`` when it is closed, else up to its last stored
+    entry or LAC (:attr:`LedgerView.readable_last`); sizes come from the managed-ledger
+    metadata. What the storage cannot give goes to ``gaps`` (when given): ledgers it holds
+    none of (no split), and entries stored past a closed ledger's last entry (skipped).
     """
     from pulsarctl_py.engines import build_scan_plan
     from pulsarctl_py.errors import NotFoundError
@@ -117,10 +150,14 @@ def topic_plan(
     if record.info is not None:
         for li in record.info.message.ledgerInfo:
             sizes[li.ledgerId] = li.size if li.HasField("size") else None
+    gaps = gaps if gaps is not None else Gaps()
     ledgers = []
     for ledger_id in record.ledger_ids:
         view = source.ledger(ledger_id)
-        entries = 0 if view.last_stored is None else view.last_stored + 1
+        last = view.readable_last
+        if not gaps.ledger(view, last):
+            continue
+        entries = 0 if last is None else last + 1
         ledgers.append((ledger_id, entries, sizes.get(ledger_id)))
     return build_scan_plan(
         record.ref.topic.full_name,
@@ -134,10 +171,10 @@ def topic_plan(
 
 def absolute_url(url: Any) -> str:
     """The metadata URL as a string an executor can open from any working directory."""
-    text = str(url)
-    if text.startswith("rocksdb://"):
-        return "rocksdb://" + os.path.abspath(text[len("rocksdb://") :])
-    return text
+    from pulsarctl_py.stores.metadata.url import MetadataUrl, parse_metadata_url
+
+    parsed = url if isinstance(url, MetadataUrl) else parse_metadata_url(str(url))
+    return str(parsed.absolute())
 
 
 # -- reading a split ---------------------------------------------------------------------------
@@ -151,14 +188,21 @@ def split_rows(
     split: Any,
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
+    gaps: Gaps | None = None,
+    values: ValueOptions | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """The rows of one split, as tuples in the order of ``columns``. Opens its own stores.
 
     Decodes only as deep as ``columns`` and ``filters`` need (see the module docstring).
+    Entries of the split the storage does not hold, or could not give, are recorded in
+    ``gaps``; a run of missing entries is one row whose ``problems`` say so, as an
+    unreadable entry is.
     """
     from pulsarctl_py.commands.options import password
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.limits import apply_split
 
+    apply_split(split)
     filters = filters or RowFilters()
     full = needs_payload(columns, filters)
     with LedgerSource.open(
@@ -168,8 +212,9 @@ def split_rows(
         need_bookie=True,
         live=split.live,
     ) as source:
-        for row in _rows(source, split, filters, full):
-            yield tuple(row[c] for c in columns)
+        rows = _rows(source, split, filters, full, gaps if gaps is not None else Gaps(), values)
+        for row in rows:
+            yield tuple(row.get(c) for c in columns)
 
 
 def _chunk_of(entry: Any) -> tuple[tuple[str, str], int, int] | None:
@@ -182,18 +227,34 @@ def _chunk_of(entry: Any) -> tuple[tuple[str, str], int, int] | None:
     return (md.producer_name, md.uuid), md.chunk_id, md.num_chunks_from_msg
 
 
-def _rows(source: Any, split: Any, filters: RowFilters, full: bool) -> Iterator[dict[str, Any]]:
+def _rows(
+    source: Any,
+    split: Any,
+    filters: RowFilters,
+    full: bool,
+    gaps: Gaps,
+    values: ValueOptions | None = None,
+) -> Iterator[dict[str, Any]]:
     from pulsarctl_py.decoders import Depth
 
     depth = Depth.MESSAGES if full else Depth.METADATA
     view = source.ledger(split.ledger_id)
+    tracker = Tracker(gaps, split.ledger_id, split.first_entry, split.last_entry)
     if view.last_stored is None or split.first_entry > view.last_stored:
+        yield from _missing_rows(split, tracker.finish())
         return
+    # read on past the split's end for chunks, never past the ledger's last entry
+    end = view.readable_last
     started: set[tuple[str, str]] = set()  # chunked messages begun in this split, unfinished
-    entries = source.entries(view, split.first_entry, None, depth=depth, keep_going=True)
+    key = values.private_key() if values is not None else None
+    entries = source.entries(
+        view, split.first_entry, end, depth=depth, keep_going=True, private_key=key
+    )
     try:
         for entry in entries:
             entry_id = entry.position[1] if entry.position else split.last_entry
+            if entry_id <= split.last_entry:
+                yield from _missing_rows(split, tracker.see(entry_id, entry.unreadable))
             past_end = entry_id > split.last_entry
             if past_end and (not started or entry_id > split.last_entry + MAX_READ_AHEAD):
                 break
@@ -210,9 +271,29 @@ def _rows(source: Any, split: Any, filters: RowFilters, full: bool) -> Iterator[
                     started.discard(key)
             elif past_end:
                 continue  # the next split's
-            yield from _entry_rows(split, entry, full, filters)
+            yield from _entry_rows(split, entry, full, filters, values)
+        yield from _missing_rows(split, tracker.finish())
     finally:
         entries.close()
+
+
+def _missing_rows(split: Any, gap: tuple[int, int] | None) -> Iterator[dict[str, Any]]:
+    """The row of a range of entries the storage does not hold (none for None)."""
+    if gap is not None:
+        first, last = gap
+        lid = split.ledger_id
+        what = f"entry {lid}:{first} is" if first == last else f"entries {lid}:{first}..{last} are"
+        yield {
+            "topic": split.topic,
+            "ledger_id": lid,
+            "entry_id": first,
+            "publish_time": None,
+            "broker_timestamp": None,
+            "problems": [f"error: storage: {what} not in storage"],
+            "batch_index": None,
+            "index": None,
+            **_NO_MESSAGE,
+        }
 
 
 def _keep_entry(entry: Any, filters: RowFilters) -> bool:
@@ -237,14 +318,18 @@ def _problems(entry: Any) -> list[str]:
 
 
 def _entry_rows(
-    split: Any, entry: Any, full: bool, filters: RowFilters
+    split: Any,
+    entry: Any,
+    full: bool,
+    filters: RowFilters,
+    values: ValueOptions | None = None,
 ) -> Iterator[dict[str, Any]]:
     ledger_id, entry_id = entry.position or (split.ledger_id, None)
     problems = _problems(entry)
     md = entry.metadata
     encrypted = md is not None and len(md.encryption_keys) > 0
-    if encrypted:
-        # export takes no private key: the values stay sealed whatever the depth
+    if encrypted and not entry.messages:
+        # no private key (or not the right one): the values stay sealed
         problems.append(ENCRYPTED_NOTE)
     base = {
         "topic": split.topic,
@@ -265,8 +350,10 @@ def _entry_rows(
             messages = [m for m in messages if m.key == filters.key]
             if not messages and entry.messages:
                 return
+        schema_values = values.values if values is not None else None
+        version = md.schema_version if md is not None and md.HasField("schema_version") else None
         for m in messages:
-            yield {
+            row = {
                 **base,
                 "batch_index": None if m.batch_index < 0 else m.batch_index,
                 "key": m.key,
@@ -276,16 +363,54 @@ def _entry_rows(
                 "index": m.index,
                 "null_value": m.null_value,
             }
+            if schema_values is not None:
+                _add_value(row, schema_values, values.column, version, m)  # type: ignore[union-attr]
+            yield row
         if messages:
             return
     if not full or (encrypted and not entry.messages):
         slots = _metadata_slots(entry)
         if slots:
+            plain = _plain_metadata(entry) if full and encrypted else _NO_MESSAGE
             for batch_index, index in slots:
-                yield {**base, "batch_index": batch_index, "index": index, **_NO_MESSAGE}
+                yield {**base, "batch_index": batch_index, "index": index, **plain}
             return
     if problems:
         yield {**base, "batch_index": None, "index": None, **_NO_MESSAGE}
+
+
+def _add_value(row: dict[str, Any], values: Any, column: Any, version: Any, m: Any) -> None:
+    """The row's schema_version, schema_type and value_decoded (typed for ``column``); a
+    value that does not decode with its schema is an error in the row's problems."""
+    from pulsarctl_py.values import message_key_bytes
+
+    key = message_key_bytes(m)
+    got = values.decode(version, m.value, key)
+    row["schema_version"] = got.schema_version
+    row["schema_type"] = got.schema_type
+    if column is not None:
+        row["value_decoded"] = column.value(values, version, m.value, key) if got.decoded else None
+    else:
+        row["value_decoded"] = got.value if got.decoded else None
+    if got.error is not None:
+        row["problems"] = [*row["problems"], f"error: value: {got.error}"]
+
+
+def _plain_metadata(entry: Any) -> dict[str, Any]:
+    """What an encrypted entry keeps in plain text: a single message's key, properties,
+    event time and null flag are in its MessageMetadata (a batch's are encrypted with it)."""
+    md = entry.metadata
+    if md is None or md.HasField("num_messages_in_batch"):
+        return _NO_MESSAGE
+    from pulsarctl_py.decoders.text import text_map
+
+    return {
+        "key": md.partition_key if md.HasField("partition_key") else None,
+        "value": None,
+        "properties": text_map(md.properties),
+        "event_time": md.event_time if md.HasField("event_time") else None,
+        "null_value": md.null_value if md.HasField("null_value") else False,
+    }
 
 
 _NO_MESSAGE = {
@@ -326,7 +451,9 @@ def json_line(row: dict[str, Any]) -> str:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
 
-def arrow_schema(columns: Sequence[str] = COLUMN_NAMES) -> Any:
+def arrow_schema(columns: Sequence[str] = COLUMN_NAMES, column: Any = None) -> Any:
+    """The Arrow schema of rows with these columns; ``column``: value_decoded's
+    (pulsarctl_py.value_columns.ValueColumn)."""
     import pyarrow as pa
 
     types = {
@@ -338,11 +465,21 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES) -> Any:
         "map<string,string>": pa.map_(pa.string(), pa.string()),
         "array<string>": pa.list_(pa.string()),
     }
-    kinds = dict(COLUMNS)
-    return pa.schema([(c, types[kinds[c]]) for c in columns])
+    kinds = {**dict(COLUMNS), "schema_version": "bigint", "schema_type": "string"}
+    fields = []
+    for c in columns:
+        if c == "value_decoded":
+            fields.append((c, column.arrow_type() if column is not None else pa.string()))
+        else:
+            fields.append((c, types[kinds[c]]))
+    return pa.schema(fields)
 
 
 PARQUET_BATCH_ROWS = 20_000
+#: ... or once the values held reach this many bytes (decoded values counted by what they
+#: take, estimated: pulsarctl_py.value_bounds): a row group holds at most about this much
+#: (plus one message), however large the messages are
+PARQUET_BATCH_BYTES = 16 << 20
 
 
 def _has_error(problems: Sequence[str] | None) -> bool:
@@ -356,14 +493,19 @@ def write_part(
     parts_dir: str,
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
-) -> Iterator[tuple[int, str, int, int]]:
-    """Write one split's rows to a part file; yield (ordinal, path, rows, rows with errors).
+    values: ValueOptions | None = None,
+) -> Iterator[tuple[int, str, int, int, Gaps]]:
+    """Write one split's rows to a part file; yield (ordinal, path, rows, rows with errors,
+    the split's :class:`Gaps`).
 
     Module-level and picklable: the engines run it where the split is read.
     """
     path = os.path.join(parts_dir, f"part-{split.ordinal:08d}.{fmt}")
     rows = flagged = 0
-    it = split_rows(split, columns, filters)
+    gaps = Gaps()
+    if values is not None and fmt == "jsonl" and values.column is not None:
+        values = ValueOptions(values.values, None, values.key_pem, values.passphrase)
+    it = split_rows(split, columns, filters, gaps, values)
     if fmt == "jsonl":
         with open(path, "w", encoding="utf-8") as fh:
             for values in it:
@@ -375,30 +517,42 @@ def write_part(
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = arrow_schema(columns)
+        schema = arrow_schema(columns, values.column if values is not None else None)
+        pool = pa.default_memory_pool()
         with pq.ParquetWriter(path, schema) as writer:
             batch: list[tuple[Any, ...]] = []
 
             def flush() -> None:
                 cols = list(zip(*batch, strict=True)) if batch else [[] for _ in columns]
+                batch.clear()
                 table = pa.Table.from_arrays(
                     [pa.array(list(col), type=schema.field(i).type) for i, col in enumerate(cols)],
                     schema=schema,
                 )
+                del cols
                 writer.write_table(table)
-                batch.clear()
+                del table
+                pool.release_unused()  # the pool keeps what it freed otherwise (see _join)
 
             problems_at = columns.index("problems") if "problems" in columns else None
+            value_at = columns.index("value") if "value" in columns else None
+            decoded = values.values if values is not None else None
+            held = 0
             for values in it:
                 batch.append(values)
                 rows += 1
                 if problems_at is not None:
                     flagged += _has_error(values[problems_at])
-                if len(batch) >= PARQUET_BATCH_ROWS:
+                if value_at is not None and values[value_at] is not None:
+                    held += len(values[value_at])
+                if decoded is not None:  # decoded values: what they take, estimated
+                    held += decoded.take_held()
+                if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
                     flush()
+                    held = 0
             if batch or rows == 0:
                 flush()
-    yield split.ordinal, path, rows, flagged
+    yield split.ordinal, path, rows, flagged, gaps
 
 
 @dataclass(slots=True)
@@ -411,6 +565,15 @@ class ExportResult:
     entries: int
     rows: int
     rows_with_errors: int
+    #: what the export could not read or skipped (ledgers, entries)
+    gaps: Gaps = field(default_factory=Gaps)
+    #: how value_decoded was written, when it was not typed by the schema
+    value_note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every entry of the topic exported, and no row with an error."""
+        return self.gaps.complete and not self.rows_with_errors
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -422,76 +585,118 @@ class ExportResult:
             "entries": self.entries,
             "rows": self.rows,
             "rows_with_errors": self.rows_with_errors,
+            **self.gaps.to_json(),
+            **({"value_note": self.value_note} if self.value_note else {}),
         }
 
 
-def output_format(path: str | os.PathLike[str]) -> str:
+def output_format(path: str | os.PathLike[str], *, stream: bool = False) -> str:
+    """The format a target's name asks for; a stream (a device, a FIFO, /dev/stdout)
+    without one of the suffixes gets JSON lines."""
     name = str(path).lower()
     if name.endswith(".parquet"):
         return "parquet"
     if name.endswith(".jsonl") or name.endswith(".ndjson"):
         return "jsonl"
+    if stream:
+        return "jsonl"
     raise LedgerctlError(f"{path}: the file name must end in .parquet or .jsonl")
+
+
+def export_output_kind() -> Any:
+    """What ``export --to`` writes (an earlier export of the same kind may be replaced)."""
+    from pulsarctl_py import outputs
+
+    return outputs.export_kind(frozenset(COLUMN_NAMES))
 
 
 def export_plan(
     plan: Any,
     engine: Any,
-    to: str | os.PathLike[str],
+    to: str | os.PathLike[str] | Output,
     *,
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
     progress: Callable[[int], None] | None = None,
+    gaps: Gaps | None = None,
+    values: ValueOptions | None = None,
 ) -> ExportResult:
-    """Run ``plan`` on ``engine``; write its rows, in topic order, to one file ``to``.
+    """Run ``plan`` on ``engine``; write its rows, in topic order, to one output ``to``
+    (a path, checked as :func:`pulsarctl_py.outputs.prepare` does, or a prepared output).
 
-    Each split's rows go to a part file in a folder beside ``to`` (so executors of a
-    cluster can write there when ``to`` is on a shared path); the parts are then joined in
-    plan order, and the folder removed. The file appears whole or not at all.
+    Each split's rows go to a part file in a folder beside the target (so executors of a
+    cluster can write there when it is on a shared path; in the temporary directory for a
+    device or FIFO); the parts are then joined in plan order into the output, and the
+    folder removed. A file appears whole or not at all. ``gaps``: what the plan already left
+    out (:func:`topic_plan`); the splits' own are added.
     """
     import functools
 
-    fmt = output_format(to)
-    target = Path(to).absolute()
-    if not target.parent.is_dir():
-        raise LedgerctlError(f"{target.parent}: no such directory")
-    parts_dir = tempfile.mkdtemp(prefix=f".{target.name}.parts-", dir=target.parent)
+    from pulsarctl_py import outputs
+
+    out = to if isinstance(to, outputs.Output) else None
+    if out is None:
+        output_format(to)  # a bad name fails before anything is created
+        out = outputs.prepare(to, export_output_kind())
+    fmt = output_format(out.path, stream=out.stream)
+    target = Path(out.path).absolute()
+    try:
+        parts_dir = tempfile.mkdtemp(
+            prefix=f".{target.name}.parts-", dir=None if out.stream else target.parent
+        )
+    except OSError as exc:
+        out.discard()
+        raise outputs.cannot_write(target, exc) from None
     try:
         fn = functools.partial(
-            write_part, fmt=fmt, parts_dir=parts_dir, columns=tuple(columns), filters=filters
+            write_part,
+            fmt=fmt,
+            parts_dir=parts_dir,
+            columns=tuple(columns),
+            filters=filters,
+            values=values,
         )
-        parts: list[tuple[int, str, int, int]] = []
+        parts: list[tuple[int, str, int, int, Gaps]] = []
         for part in engine.map_splits(plan, fn):
             parts.append(part)
             if progress is not None:
                 progress(len(parts))
-        parts.sort()
-        tmp = str(target) + ".tmp"
-        _join(fmt, [p[1] for p in parts], tmp, columns)
-        os.replace(tmp, target)
+        parts.sort(key=lambda p: p[0])
+        schema = arrow_schema(columns, values and values.column) if fmt == "parquet" else None
+        with out.open_binary() as fh:
+            _join(fmt, [p[1] for p in parts], fh, schema)
     finally:
+        out.discard()  # after a commit: nothing left to drop
         shutil.rmtree(parts_dir, ignore_errors=True)
+    total = Gaps()
+    if gaps is not None:
+        total.add(gaps)
+    for part in parts:
+        total.add(part[4])
     return ExportResult(
         plan.topic,
         engine.name,
-        str(to),
+        str(out.path),
         fmt,
         len(plan.splits),
         plan.entries,
         sum(p[2] for p in parts),
         sum(p[3] for p in parts),
+        total,
+        values.column.note if values is not None and values.column is not None else None,
     )
 
 
-def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> None:
+def _join(fmt: str, paths: Iterable[str], out: IO[bytes], schema: Any) -> None:
     if fmt == "jsonl":
-        with open(out, "wb") as dst:
-            for path in paths:
-                with open(path, "rb") as src:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+        for path in paths:
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from pulsarctl_py.outputs import PARQUET_TAG_KEY
 
     # One row group in memory at a time, decoded on this thread: Arrow's thread pools
     # each keep a heap, and the pool keeps what it freed, so a threaded read left the
@@ -499,7 +704,8 @@ def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> N
     # more parts and more threads). Closed and released after every part, the join's
     # memory is one row group's, whatever the topic's size (docs/performance.md).
     pool = pa.default_memory_pool()
-    with pq.ParquetWriter(out, arrow_schema(columns)) as writer:
+    schema = schema.with_metadata({**(schema.metadata or {}), PARQUET_TAG_KEY: b"export"})
+    with pq.ParquetWriter(pa.PythonFile(out, mode="w"), schema) as writer:
         for path in paths:
             with pq.ParquetFile(path) as part:
                 for group in range(part.num_row_groups):
@@ -513,14 +719,17 @@ def _join(fmt: str, paths: Iterable[str], out: str, columns: Sequence[str]) -> N
 # -- compact --export FILE.parquet -----------------------------------------------------------
 
 
-def compacted_view_to_parquet(jsonl: str | os.PathLike[str], to: str | os.PathLike[str]) -> int:
-    """Turn compact's JSON-lines view into Parquet (value as bytes); remove the lines file.
+def compacted_view_to_parquet(jsonl: str | os.PathLike[str], out: IO[bytes]) -> int:
+    """Turn compact's JSON-lines view (the file ``jsonl``) into Parquet (value as bytes)
+    written to ``out`` (an output's file object: see :mod:`pulsarctl_py.outputs`).
 
     Columns: key, value, properties, position ("L:E[:B]"), publish_time, event_time, note.
-    Returns the rows written; the Parquet file appears whole or not at all.
+    Returns the rows written.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from pulsarctl_py.outputs import PARQUET_TAG_KEY
 
     schema = pa.schema(
         [
@@ -531,36 +740,36 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], to: str | os.PathLi
             ("publish_time", pa.int64()),
             ("event_time", pa.int64()),
             ("note", pa.string()),
-        ]
+        ],
+        metadata={PARQUET_TAG_KEY: b"compacted-view"},
     )
-    tmp = str(to) + ".tmp"
-    rows = 0
-    try:
-        with pq.ParquetWriter(tmp, schema) as writer, open(jsonl, encoding="utf-8") as fh:
-            batch: list[dict[str, Any]] = []
-            for line in fh:
-                doc = json.loads(line)
-                value = doc.get("value")
-                batch.append(
-                    {
-                        "key": doc.get("key"),
-                        "value": None if value is None else base64.b64decode(value),
-                        "properties": list((doc.get("properties") or {}).items()),
-                        "position": doc.get("position"),
-                        "publish_time": doc.get("publish_time"),
-                        "event_time": doc.get("event_time"),
-                        "note": doc.get("note"),
-                    }
-                )
-                if len(batch) >= PARQUET_BATCH_ROWS:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                    rows += len(batch)
-                    batch.clear()
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-            rows += len(batch)
-        os.replace(tmp, to)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        os.unlink(jsonl)
+    rows = held = 0
+    with (
+        pq.ParquetWriter(pa.PythonFile(out, mode="w"), schema) as writer,
+        open(jsonl, encoding="utf-8") as fh,
+    ):
+        batch: list[dict[str, Any]] = []
+        for line in fh:
+            doc = json.loads(line)
+            value = doc.get("value")
+            value = None if value is None else base64.b64decode(value)
+            held += 0 if value is None else len(value)
+            batch.append(
+                {
+                    "key": doc.get("key"),
+                    "value": value,
+                    "properties": list((doc.get("properties") or {}).items()),
+                    "position": doc.get("position"),
+                    "publish_time": doc.get("publish_time"),
+                    "event_time": doc.get("event_time"),
+                    "note": doc.get("note"),
+                }
+            )
+            if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                rows += len(batch)
+                batch.clear()
+                held = 0
+        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+        rows += len(batch)
     return rows

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pulsarctl_py.coverage import Gaps, Tracker
 from pulsarctl_py.decoders import ChunkAssembler, Depth, Entry
 from pulsarctl_py.decoders.codecs import CODECS
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
@@ -46,6 +47,20 @@ class InspectRequest:
     properties: list[tuple[str, str | None]] = field(default_factory=list)  # all must match
     private_key: Any = None
     max_uncompressed: int | None = None  # cap on a decompressed payload (--max-message-size)
+    #: the topic's schemas (pulsarctl_py.values.Values) when values are decoded, else None
+    values: Any = None
+    #: "both" (value and value_decoded), "decoded" (value only where not decoded), "raw"
+    value_mode: str = "raw"
+    #: filters on decoded values (pulsarctl_py.values.Where), all must match
+    where: list[Any] = field(default_factory=list)
+    #: (entry, its messages' values.Decoded) of the last entry yielded (see entry_values)
+    decoded: tuple[Any, list[Any]] | None = None
+
+    def entry_values(self, entry: Entry) -> list[Any] | None:
+        """The decoded values of an entry that :func:`inspect` just yielded, or None."""
+        if self.decoded is not None and self.decoded[0] is entry:
+            return self.decoded[1]
+        return None
 
     @property
     def message_filters(self) -> bool:
@@ -54,6 +69,7 @@ class InspectRequest:
             self.key is not None
             or self.sequence_ids is not None
             or self.properties
+            or self.where
             or (self.start is not None and self.start.batch_index is not None)
             or (self.end is not None and self.end.batch_index is not None)
         )
@@ -83,6 +99,8 @@ class Summary:
     unverified: int = 0
     #: findings about a ledger or the storage rather than one entry (counted in errors)
     problems: list[dict[str, Any]] = field(default_factory=list)
+    #: what the scan could not read, or skipped (listed in ``problems`` too)
+    gaps: Gaps = field(default_factory=Gaps)
 
     def problem(self, check: str, ledger_id: int | None, message: str) -> None:
         self.problems.append({"check": check, "ledger_id": ledger_id, "message": message})
@@ -147,7 +165,34 @@ class Summary:
             "warnings": self.warnings,
             "problems": self.problems,
             "unverified": self.unverified,
+            "complete": self.gaps.complete,
+            "entries_missing": self.gaps.missing_count,
+            "entries_unreadable": self.gaps.unreadable_count,
+            "entries_past_last": self.gaps.past_last_count,
         }
+
+    def add_gaps(self) -> None:
+        """What :attr:`gaps` holds, as problems (counted in errors)."""
+        gaps = self.gaps
+        for lid, first, last in gaps.missing:
+            what = (
+                f"entry {lid}:{first} is" if first == last else f"entries {lid}:{first}..{last} are"
+            )
+            self.problem("entry-missing", lid, f"{what} not in storage")
+        listed = sum(b - a + 1 for _, a, b in gaps.missing)
+        if gaps.missing_count > listed:
+            self.problem(
+                "entry-missing",
+                None,
+                f"{gaps.missing_count - listed} more entries are not in storage",
+            )
+        for lid, first, last in gaps.past_last:
+            self.problem(
+                "entry-past-last",
+                lid,
+                f"entries {lid}:{first}..{last} are stored past the closed ledger's last entry "
+                f"{first - 1}: skipped (readers never get them)",
+            )
 
 
 def topic_ledgers(source: LedgerSource, topic: str) -> list[int]:
@@ -240,9 +285,13 @@ def _check_in(position: Position, ids: list[int], what: str, request: InspectReq
     )
 
 
-def _plan(source: LedgerSource, request: InspectRequest) -> Iterator[tuple[LedgerView, int, int]]:
-    """Each ledger to read with its entry range [first, last], in the topic's order."""
+def _plan(
+    source: LedgerSource, request: InspectRequest, summary: Summary
+) -> Iterator[tuple[LedgerView, int, int]]:
+    """Each ledger to read with its entry range [first, last], in the topic's order; what
+    a topic's ledgers hold past their last entry is skipped (``summary.gaps``)."""
     ids = _ledger_ids(source, request)
+    skipped: set[int] = set()
     lo, hi = 0, len(ids) - 1
     if request.start is not None:
         _check_in(request.start, ids, "--from", request)
@@ -260,6 +309,14 @@ def _plan(source: LedgerSource, request: InspectRequest) -> Iterator[tuple[Ledge
         last = end
         if index == len(chosen) - 1 and request.end is not None:
             last = min(request.end.entry_id, end)
+        past = view.past_last
+        if request.topic is not None and past is not None and last >= past[0]:
+            # a topic's ledger holds entries up to its last one: what is stored past it
+            # is no entry of the topic (skipped, and said)
+            if view.ledger_id not in skipped:
+                skipped.add(view.ledger_id)
+                summary.gaps.entries_past_last(view.ledger_id, max(first, past[0]), last)
+            last = past[0] - 1
         return first, last
 
     start, end = request.start, request.end
@@ -325,7 +382,7 @@ def inspect(
     left = request.limit
     if left is not None and left <= 0:
         return
-    for view, first, last in _plan(source, request):
+    for view, first, last in _plan(source, request, summary):
         ledger_id = view.ledger_id
         summary.ledgers.append(ledger_id)
         if on_ledger is not None:
@@ -335,12 +392,22 @@ def inspect(
             continue
         if first > last:
             continue
+        tracker = Tracker(summary.gaps, ledger_id, first, last)
         if fast and serves(source, view, request):
             options = source.entry_options(
                 view, request.depth, request.verify, request.private_key, request.max_uncompressed
             )
             items = read_from_heads(
-                source, view, first, last, request, options, summary, lines=lines, hashes=hashes
+                source,
+                view,
+                first,
+                last,
+                request,
+                options,
+                summary,
+                lines=lines,
+                hashes=hashes,
+                tracker=tracker,
             )
         else:
             items = read_entries(source, view, first, last, request)
@@ -348,10 +415,15 @@ def inspect(
             if type(entry) is str or type(entry) is list:  # JSON lines: kept and counted
                 pass
             elif entry.unreadable is not None:  # no time, no messages: always reported
+                tracker.see(entry.position[1] if entry.position else first, entry.unreadable)
                 summary.add(entry)
-            elif not _keep(entry, request) or not _keep_messages(entry, request):
-                continue
             else:
+                if entry.position is not None:
+                    tracker.see(entry.position[1])
+                if not _keep(entry, request) or not _keep_messages(entry, request):
+                    continue
+                if request.values is not None and request.depth is Depth.MESSAGES:
+                    request.decoded = (entry, decode_values(entry, request.values))
                 summary.add(entry)
             yield view, entry
             if left is not None:
@@ -363,6 +435,8 @@ def inspect(
             if close is not None:
                 close()  # read_from_heads adds what it counted when it ends
             break
+        tracker.finish()
+    summary.add_gaps()
     from pulsarctl_py.verify import storage_findings
 
     for finding in storage_findings(source):
@@ -408,7 +482,9 @@ def _check_missing_storage(source: LedgerSource, view: LedgerView, summary: Summ
     if getattr(source.bookie, "where", None) == "live":  # running bookies: their answers say
         return
     if view.storage_error is not None:  # reported with the storage's problems
+        summary.gaps.ledger_missing(view.ledger_id, md.last_entry_id + 1, view.storage_error)
         return
+    summary.gaps.ledger_missing(view.ledger_id, md.last_entry_id + 1, "not in the bookie storage")
     dirs = ", ".join(str(d) for d in source.bookie.layout.ledger_dirs) or "(no ledger dirs)"
     summary.problem(
         "ledger-missing-storage",
@@ -440,7 +516,24 @@ def _keep_messages(entry: Entry, request: InspectRequest) -> bool:
     low = start.batch_index if start is not None and at == start.entry else None
     high = end.batch_index if end is not None and at == end.entry else None
     entry.messages = [m for m in entry.messages if _message_kept(m, request, low, high)]
+    if request.where and entry.messages:
+        entry.messages = [m for m in entry.messages if _value_kept(entry, m, request)]
     return bool(entry.messages)
+
+
+def _value_kept(entry: Entry, m: Any, request: InspectRequest) -> bool:
+    """--where: the message's decoded value has every field asked for."""
+    from pulsarctl_py.values import message_key_bytes
+
+    values = request.values
+    if values is None:
+        return False
+    md = entry.metadata
+    version = md.schema_version if md is not None and md.HasField("schema_version") else None
+    decoded = values.decode(version, m.value, message_key_bytes(m))
+    if not decoded.decoded:
+        return False
+    return all(w.matches(decoded.value) for w in request.where)
 
 
 def _message_kept(m: Any, request: InspectRequest, low: int | None, high: int | None) -> bool:
@@ -462,7 +555,12 @@ def _message_kept(m: Any, request: InspectRequest, low: int | None, high: int | 
 
 
 def entry_json(
-    view: LedgerView, entry: Entry, with_hex: bool = False, with_hash: bool = False
+    view: LedgerView,
+    entry: Entry,
+    with_hex: bool = False,
+    with_hash: bool = False,
+    decoded: list[Any] | None = None,
+    value_mode: str = "both",
 ) -> dict[str, Any]:
     """The per-entry JSON of inspect: decode's shape plus digest, LAC and kind.
 
@@ -470,7 +568,9 @@ def entry_json(
     and digest: it lets two copies of an entry (bookies, backups) be compared without
     the bytes. It is asked for (``--hash``): a hash per entry costs a scan's time.
     """
-    doc = entry.to_json(with_hex)
+    from pulsarctl_py.render import entry_doc
+
+    doc = entry_doc(entry, with_hex)
     layers = entry.layers
     bk = layers[0] if layers and layers[0].name == "bookie-entry" else None
     # the bookie layer's check, as its layer shows it
@@ -481,4 +581,41 @@ def entry_json(
     entry_id = doc["entry_id"]
     doc["confirmed"] = None if lac is None or entry_id is None else entry_id <= lac
     doc["ledger_kind"] = view.kind
+    if decoded is not None:
+        add_values(doc, decoded, value_mode)
     return doc
+
+
+def decode_values(entry: Entry, values: Any) -> list[Any]:
+    """Each message's value decoded with its schema version (``values.Decoded``); a
+    value that does not decode is a problem of the entry, named by its message id."""
+    from pulsarctl_py.decoders.nodes import Problem
+    from pulsarctl_py.values import message_key_bytes
+
+    md = entry.metadata
+    version = md.schema_version if md is not None and md.HasField("schema_version") else None
+    out = []
+    for m in entry.messages:
+        got = values.decode(version, m.value, message_key_bytes(m))
+        if got.error is not None:
+            where = m.message_id or "a message"
+            entry.problems.append(Problem("error", "value", 0, f"{where}: value {got.error}"))
+        out.append(got)
+    return out
+
+
+def add_values(doc: dict[str, Any], decoded: list[Any], mode: str = "both") -> None:
+    """Each message of ``doc`` (an entry's JSON) gains ``schema_version``, ``schema_type``
+    and ``value_decoded`` (``value_error`` when it does not decode with its schema,
+    ``value_note`` when it has none); ``mode`` "decoded" keeps ``value`` only where the
+    value was not decoded."""
+    for got, out in zip(decoded, doc["messages"], strict=False):
+        out["schema_version"] = got.schema_version
+        out["schema_type"] = got.schema_type
+        out["value_decoded"] = got.value if got.decoded else None
+        if got.error is not None:
+            out["value_error"] = got.error
+        elif got.note is not None:
+            out["value_note"] = got.note
+        if mode == "decoded" and got.decoded:
+            out.pop("value", None)

@@ -52,6 +52,7 @@ from pulsarctl_py.inspect import in_time_range, read_entries
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
+    from pulsarctl_py.coverage import Tracker
     from pulsarctl_py.inspect import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
 
@@ -286,6 +287,7 @@ def read_from_heads(
     *,
     lines: bool,
     hashes: bool = False,
+    tracker: Tracker | None = None,
 ) -> Iterator[Entry | str | list[str]]:
     """The ledger's entries in [first, last] as inspect reads them, the filters on broker
     entry metadata decided on heads.
@@ -297,9 +299,12 @@ def read_from_heads(
     (``LedgerSource.entry_options``); ``hashes``: lines with ``payload_sha256``. At
     ``Depth.MESSAGES`` an entry the filters drop may still be a chunk of a message a kept
     entry completes: its message metadata is read, and a chunk is decoded and given to
-    the chunk assembler, as the general path does with every entry.
+    the chunk assembler, as the general path does with every entry. ``tracker`` is told
+    the id of every entry read (the ones the filters drop too).
     """
     bookie: Any = source.bookie
+    see = tracker.see if tracker is not None else None
+    see_run = tracker.see_run if tracker is not None else None
     depth = request.depth
     maker = line_maker(view, hashes)
     line = maker if lines and depth is Depth.ENTRY else None
@@ -333,6 +338,8 @@ def read_from_heads(
                     if made_lines:
                         # counted as made, as the loop counts its own lines
                         _add_counts(summary, len(made_lines), sizes, bems, (lt, ht), (li, hi))
+                        if see_run is not None:
+                            see_run([pair[0].entry_id for pair in pairs[at:stop]])
                         next_id = pairs[stop - 1][0].entry_id + 1
                         chunk.extend(made_lines)
                         if len(chunk) == CHUNK:
@@ -344,6 +351,8 @@ def read_from_heads(
                 head, data = pairs[at]
                 at += 1
                 next_id = head.entry_id + 1
+                if see is not None:
+                    see(head.entry_id)
                 if seen < PROBE:
                     seen += 1
                     regular += maker(head, data) is not None

@@ -70,6 +70,29 @@ class LedgerView:
         return max(known) if known else None
 
     @property
+    def readable_last(self) -> int | None:
+        """The last entry a reader gets: ``lastEntryId`` when closed; else the last entry
+        the bookie holds or its LAC, whichever is higher (what opening it with recovery
+        finds); None when nothing tells."""
+        md = self.metadata
+        if md is not None and md.is_closed:
+            return md.last_entry_id
+        known = [v for v in (self.lac, self.last_stored) if v is not None]
+        return max(known) if known else None
+
+    @property
+    def past_last(self) -> tuple[int, int] | None:
+        """``(first, last)`` of the entries stored past a closed ledger's ``lastEntryId``:
+        no reader gets them (BookKeeper's ``LedgerHandle.readEntries`` stops at the LAC,
+        which is ``lastEntryId`` once closed); None when there are none."""
+        md = self.metadata
+        if md is None or not md.is_closed or self.last_stored is None:
+            return None
+        if self.last_stored <= md.last_entry_id:
+            return None
+        return md.last_entry_id + 1, self.last_stored
+
+    @property
     def explicit_lac(self) -> int | None:
         return self.bookie.explicit_lac_value if self.bookie is not None else None
 
@@ -254,10 +277,12 @@ class LedgerSource:
         keep_going: bool = False,
         max_uncompressed: int | None = None,
         assembler: ChunkAssembler | None = None,
+        join_chunks: bool = True,
     ) -> Iterator[Entry]:
         """Decode the ledger's entries in [first, last] in order, joining chunked messages.
 
-        ``assembler``: the chunks read so far, when this read goes on from another one.
+        ``assembler``: the chunks read so far, when this read goes on from another one;
+        ``join_chunks`` False: each entry decoded on its own (a chunk stays a chunk).
 
         ``max_uncompressed`` caps the size a payload may decompress to (the
         ``--max-message-size`` of inspect and verify); None keeps the decoders' default.
@@ -282,7 +307,7 @@ class LedgerSource:
                         entry = decode_entry(stored.data, options, position)
                     if view.kind == "cursor":
                         _decode_position_info(entry)
-                    elif entry.chunk is not None and depth is Depth.MESSAGES:
+                    elif entry.chunk is not None and depth is Depth.MESSAGES and join_chunks:
                         assembler.add(entry)
                     yield entry
                 return
@@ -314,7 +339,6 @@ class LedgerSource:
         )
         if max_uncompressed is not None:
             options.max_uncompressed = max_uncompressed
-            options.limit_hint = "(raise it with --max-message-size)"
         return options
 
     def _next_stored(self, view: LedgerView, first: int, last: int | None) -> int | None:

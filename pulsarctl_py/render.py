@@ -166,7 +166,116 @@ def write_document(obj: Any, fmt: OutputFormat) -> None:
         write_json(obj)
 
 
+def write_json_list(items: Iterable[Any], no_floats: bool = False) -> None:
+    """Write the list ``items`` as ``write_json`` would, item by item (never held whole).
+
+    The first item is taken before anything is written: an error raised before it (a
+    store that cannot be read) leaves stdout empty. ``no_floats`` as for
+    :func:`write_json_stream`."""
+    out = sys.stdout
+    dumps = indented_encoder(no_floats)
+    iterator = iter(items)
+    head = next(iterator, _NOTHING)
+    if head is _NOTHING:
+        out.write("[]\n")
+        return
+    out.write("[")
+    first = True
+    for item in itertools.chain((head,), iterator):
+        out.write("\n  " if first else ",\n  ")
+        for piece in _pieces(item, dumps, indented=True):
+            out.write(piece.replace("\n", "\n  "))
+        first = False
+    out.write("\n]\n")
+
+
+#: rows of a listing laid out together in one table or tree (see :func:`pages`)
+PAGE_ROWS = 1000
+
+
+def pages(rows: Iterable[Any], size: int = PAGE_ROWS) -> Iterable[list[Any]]:
+    """``rows`` in lists of ``size``: a listing for people is drawn a page at a time (a Rich
+    table or tree of 10^5 rows takes minutes and hundreds of MB), each page with its
+    own header."""
+    page: list[Any] = []
+    for row in rows:
+        page.append(row)
+        if len(page) >= size:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
 _NOTHING = object()
+
+
+class Streamed:
+    """A list inside an object written as JSON whose items are made as they are written.
+
+    :func:`write_json_stream`, :func:`write_json_list`, :class:`JsonlOut` and
+    :func:`write_jsonl` write an object holding one under ``messages`` (an entry's, see
+    :func:`entry_doc`) with the same text as the list would have, item by item: a batch
+    of 200,000 messages is never 200,000 dicts and their text at once. Other writers
+    cannot encode it.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = items
+
+
+#: stands in for a Streamed value while the rest of its object is encoded (private-use
+#: characters, which both encoders write as they are)
+_MARK = "\ue000ledgerctl-streamed\ue000"
+_QUOTED_MARK = '"' + _MARK + '"'
+
+
+#: an entry with more messages than this has them written one at a time (Streamed)
+STREAM_MESSAGES = 256
+
+
+def entry_doc(entry: Entry, with_hex: bool = False) -> dict[str, Any]:
+    """``entry.to_json(with_hex)``, its messages Streamed when there are many of them."""
+    if len(entry.messages) <= STREAM_MESSAGES:
+        return entry.to_json(with_hex)
+    doc = entry.to_json(with_hex, messages=False)
+    doc["messages"] = Streamed(m.to_json() for m in entry.messages)
+    return doc
+
+
+def _streamed_in(obj: Any) -> tuple[Any, Streamed | None]:
+    """``obj`` with its Streamed ``messages`` replaced by the mark (a look-up per object:
+    the writers ask it for every line)."""
+    if type(obj) is dict:
+        value = obj.get("messages")
+        if type(value) is Streamed:
+            copy = dict(obj)
+            copy["messages"] = _MARK
+            return copy, value
+    return obj, None
+
+
+def _pieces(obj: Any, encode: Callable[[Any], str], indented: bool) -> Iterable[str]:
+    """The text of ``obj`` as ``encode`` writes it, its Streamed list item by item."""
+    shell, streamed = _streamed_in(obj)
+    text = encode(shell)
+    if streamed is None:
+        yield text
+        return
+    head, tail = text.split(_QUOTED_MARK, 1)
+    line = head[head.rfind("\n") + 1 :]
+    inner = "\n" + " " * (len(line) - len(line.lstrip(" ")) + 2)
+    yield head + "["
+    first = True
+    for item in streamed.items:
+        if indented:
+            yield ("" if first else ",") + inner + encode(item).replace("\n", inner)
+        else:
+            yield ("" if first else ",") + encode(item)
+        first = False
+    yield ("]" if first or not indented else inner[:-2] + "]") + tail
 
 
 def write_json_stream(
@@ -193,8 +302,9 @@ def write_json_stream(
     for item in itertools.chain(() if head is _NOTHING else (head,), iterator):
         # every line indented: only JSON's own newlines, text escapes its line breaks
         # (textwrap would also break at U+2028, U+0085 and the like inside a string)
-        text = dumps(item).replace("\n", "\n    ")
-        out.write(("\n    " if first else ",\n    ") + text)
+        out.write("\n    " if first else ",\n    ")
+        for piece in _pieces(item, dumps, indented=True):
+            out.write(piece.replace("\n", "\n    "))
         first = False
     out.write("]" if first else "\n  ]")
     for name, value in (tail() if tail is not None else {}).items():
@@ -304,6 +414,11 @@ class JsonlOut:
             self._dumps = functools.partial(dumps, option=OPT_APPEND_NEWLINE)
 
     def obj(self, obj: Any) -> None:
+        if type(obj) is dict and type(obj.get("messages")) is Streamed:
+            for piece in _pieces(obj, self._encode, indented=False):
+                self.text(piece)
+            self.text("\n")
+            return
         if self._buffer is None:
             sys.stdout.write(self._encode(obj) + "\n")
             return
@@ -352,7 +467,9 @@ def write_jsonl(objs: Iterable[Any], no_floats: bool = False) -> None:
     encode = jsonl_encoder(no_floats)
     write = sys.stdout.write
     for obj in objs:
-        write(encode(obj) + "\n")
+        for piece in _pieces(obj, encode, indented=False):
+            write(piece)
+        write("\n")
 
 
 #: the second iso_ms wrote last and its text up to the seconds: a scan's entries mostly
@@ -477,8 +594,11 @@ def _field_text(name: str, value: Any) -> str:
     return escape(f"{name}: {human(value)}")
 
 
-def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
-    """A Rich tree: the entry, each layer with its fields and checks, then messages."""
+def entry_tree(
+    entry: Entry, label: str, with_hex: bool = False, decoded: list[Any] | None = None
+) -> Tree:
+    """A Rich tree: the entry, each layer with its fields and checks, then messages
+    (with their values decoded by their schema, ``decoded``, when given)."""
     from rich.markup import escape
     from rich.text import Text
     from rich.tree import Tree
@@ -506,7 +626,7 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
             node.add(Text(hexdump(layer.raw[: min(layer.length, 4096)], layer.offset)))
     if entry.messages:
         msgs = node.add(f"[bold]messages[/] ({len(entry.messages)})")
-        for m in entry.messages:
+        for i, m in enumerate(entry.messages[:SHOWN_MESSAGES]):
             mid = m.message_id or f"batch index {m.batch_index}"
             key = quoted(m.key)
             item = msgs.add(
@@ -522,7 +642,36 @@ def entry_tree(entry: Entry, label: str, with_hex: bool = False) -> Tree:
                 item.add(f"index: {m.index}")
             if m.chunks:
                 item.add(f"reassembled from {m.chunks} chunks")
+            got = decoded[i] if decoded is not None and i < len(decoded) else None
+            if got is not None:
+                _value_node(item, got)
+        if len(entry.messages) > SHOWN_MESSAGES:
+            msgs.add(_more_messages(len(entry.messages)))
     return tree
+
+
+#: the most messages of one entry a tree or table shows (JSON shows them all)
+SHOWN_MESSAGES = 1000
+
+
+def _more_messages(count: int) -> str:
+    return f"... and {count - SHOWN_MESSAGES} more messages (-o json or jsonl lists them all)"
+
+
+def _value_node(item: Any, got: Any) -> None:
+    """A message's decoded value (pulsarctl_py.values.Decoded) under its tree node."""
+    from rich.markup import escape
+
+    schema = f"schema v{got.schema_version} {got.schema_type}" if got.schema_type else "no schema"
+    if got.error is not None:
+        item.add(f"[red]{escape(schema)}: {escape(got.error)}[/]")
+    elif got.decoded:
+        text = json.dumps(got.value, ensure_ascii=False, separators=(", ", ": "))
+        if len(text) > 2000:
+            text = text[:2000] + "…"
+        item.add(escape(f"{schema}: {text}"))
+    elif got.note is not None:
+        item.add(escape(got.note))
 
 
 def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
@@ -552,7 +701,7 @@ def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
                 why = "; ".join(str(p) for p in entry.problems if p.severity == "error")
             row = (label, "-", "-", "-", "-", why, "", iso_ms(entry.publish_time))
             table.add_row(*map(Text, row))
-        for m in entry.messages:
+        for m in entry.messages[:SHOWN_MESSAGES]:
             row = (
                 label,
                 m.message_id or "-",
@@ -564,6 +713,9 @@ def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
                 iso_ms(m.publish_time),
             )
             table.add_row(*map(Text, row))
+        if len(entry.messages) > SHOWN_MESSAGES:
+            more = (label, "...", "", "", "", _more_messages(len(entry.messages)), "", "")
+            table.add_row(*map(Text, more))
     return table
 
 

@@ -1,10 +1,14 @@
 """Find entries by time, continuous index or offset, with the broker's and KoP's own rules.
 
 Everything works on a *flat* view of a topic: its ledgers in managed-ledger order, the
-empty ones (and the ones the storage does not hold at all) left out, entry ``i`` of the
-topic being the ``i``-th stored entry. Entries are read one at a time through a
-:class:`HeadReader` (entry heads only: broker entry metadata and message metadata, no
-payload decoding), which counts its reads; :func:`seek` decides which entries to read.
+empty ones left out, entry ``i`` of the topic being the ``i``-th entry as the broker
+counts them (a ledger the storage at hand does not hold keeps its place; its entries are
+not read). A search answers only from entries it read: when a probe or the answer entry
+could not be read, there is no answer, only where it lies and what was not read; the
+linear ``--exact`` scan says the same of everything it could not read. Entries are read
+one at a time through a :class:`HeadReader` (entry heads only: broker entry metadata and
+message metadata, no payload decoding), which counts its reads; :func:`seek` decides which
+entries to read.
 
 The rules, with where they come from (formats.md §13, §15; upstream sources named there):
 
@@ -69,7 +73,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pulsarctl_py.errors import DataError, LedgerctlError, NotFoundError
+from pulsarctl_py.coverage import LISTED
+from pulsarctl_py.errors import DataError, LedgerctlError, NotFoundError, StoreUnavailable
 from pulsarctl_py.positions import format_position
 from pulsarctl_py.timeparse import format_time_ms
 
@@ -86,6 +91,13 @@ ERA1_ENTRY_BITS = 28
 #: KoP Sep 2019 - Jan 2021: offset = ledgerId << 44 | entryId << 12 | batchIndex
 ERA2_LEDGER_SHIFT = 44
 ERA2_BATCH_BITS = 12
+_LONG = 2**64
+
+
+def _java_long(value: int) -> int:
+    """``value`` as a Java ``long`` holds it (two's complement, 64 bits)."""
+    value %= _LONG
+    return value - _LONG if value >= 2**63 else value
 
 
 # -- entry heads -------------------------------------------------------------------------
@@ -106,6 +118,11 @@ class Head:
     #: the entry is a batch (its metadata has num_messages_in_batch, even of 1): its
     #: messages are L:E:B, as the client's BatchMessageIdImpl names them; else L:E
     batched: bool = False
+    #: broker entry metadata present (with or without an index): KoP tells the two apart
+    has_bem: bool = False
+    #: not an entry read but entries not read from here on (a ledger or a range of entries
+    #: the storage does not hold): ``error`` says which
+    gap: bool = False
 
     @property
     def timestamp(self) -> int | None:
@@ -191,6 +208,7 @@ def head_of_entry(entry: Any, ledger_id: int, entry_id: int) -> Head:
         num_messages=entry.num_messages,
         original=original,
         batched=entry.batched,
+        has_bem=bem is not None,
     )
     bad = [p for p in entry.problems if p.severity == "error"]
     if bad:
@@ -230,13 +248,18 @@ class StoreReader:
                 "seek reads entries: pass --bookie-dir, or set LEDGERCTL_BOOKIE_DIRS / "
                 "bookie_dirs in ledgerctl.toml"
             )
+        # a store that cannot be reached is no answer about the data: it goes up (exit 3)
         try:
             view = self.view(ledger_id)
+        except StoreUnavailable:
+            raise
         except LedgerctlError as exc:
             return Head(ledger_id, entry_id, error=exc.one_line())
         self.reads += 1
         try:
             data = self.source.bookie.read_entry(ledger_id, entry_id)
+        except StoreUnavailable:
+            raise
         except LedgerctlError as exc:
             return Head(ledger_id, entry_id, error=exc.one_line())
         entry = decode_entry(data, self._options(view), (ledger_id, entry_id))
@@ -263,21 +286,38 @@ class SeekLedger:
     ledger_id: int
     entries: int
     close_ms: int | None  # None: open (the znode's 0)
-    missing: str | None = None  # why storage cannot give its entries (it is left out)
+    #: why storage cannot give its entries: they keep their places, and are not read
+    missing: str | None = None
+
+    @property
+    def uncounted(self) -> bool:
+        """Missing and its entry count unknown: where the topic's entries after it are is
+        not known either."""
+        return self.missing is not None and self.entries <= 0
 
 
 class FlatTopic:
-    """The topic's readable entries numbered 0..n-1 across ledgers, in order."""
+    """The topic's entries numbered 0..n-1 across ledgers, in order, as the broker counts
+    them: the ledgers the storage does not hold keep their places (their entries are not
+    read)."""
 
     def __init__(self, ledgers: Sequence[SeekLedger]) -> None:
         self.ledgers = list(ledgers)
-        self.used = [lg for lg in self.ledgers if lg.entries > 0 and lg.missing is None]
+        self.used = [lg for lg in self.ledgers if lg.entries > 0]
         self.starts: list[int] = []
         total = 0
         for lg in self.used:
             self.starts.append(total)
             total += lg.entries
         self.n = total
+
+    @property
+    def readable(self) -> bool:
+        """Whether any entry can be read at all."""
+        return any(lg.missing is None for lg in self.used)
+
+    def ledger_at(self, i: int) -> SeekLedger:
+        return self.used[bisect.bisect_right(self.starts, i) - 1]
 
     def position(self, i: int) -> tuple[int, int]:
         k = bisect.bisect_right(self.starts, i) - 1
@@ -316,6 +356,7 @@ class Probe:
     head: Head
     comparison: str
     matched: bool
+    index: int = -1  # the entry's flat index
 
     def to_json(self) -> dict[str, Any]:
         h = self.head
@@ -345,16 +386,20 @@ class Prober:
         self.unreadable: list[Head] = []
 
     def head(self, i: int) -> Head:
+        ledger = self.flat.ledger_at(i)
+        if ledger.missing is not None:  # not in the storage at hand: nothing to read
+            ledger_id, entry_id = self.flat.position(i)
+            return Head(ledger_id, entry_id, error=f"ledger {ledger_id}: {ledger.missing}")
         return self.reader.head(*self.flat.position(i))
 
     def test(self, i: int, pred: Predicate, phase: str) -> tuple[Head, bool]:
         head = self.head(i)
         if head.error is not None:
             self.unreadable.append(head)
-            self.probes.append(Probe(phase, head, "unreadable: counted as no match", False))
+            self.probes.append(Probe(phase, head, "unreadable: counted as no match", False, i))
             return head, False
         matched, text = pred(head)
-        self.probes.append(Probe(phase, head, text, matched))
+        self.probes.append(Probe(phase, head, text, matched, i))
         return head, matched
 
 
@@ -439,6 +484,10 @@ class SeekResult:
     exact: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     search_range: dict[str, Any] | None = None
+    #: flat indices of the first and last entry the search covers (None: one entry)
+    span: tuple[int, int] | None = None
+    #: the range searched, when narrower than ``span`` (the broker's close-time narrowing)
+    searched: tuple[int, int] | None = None
 
     @property
     def answered(self) -> bool:
@@ -501,7 +550,8 @@ def _contradictions(probes: Sequence[Probe], key: Callable[[Head], int | None]) 
 
 
 def _finish(result: SeekResult, prober: Prober) -> None:
-    """Keep the probes and the read count; every unreadable probe is a finding."""
+    """Keep the probes and the read count; every unreadable probe is a finding, and a
+    search that could not read what it needed has no answer (:func:`_unanswered`)."""
     result.probes = prober.probes
     result.entries_read = prober.reader.reads
     for head in prober.unreadable:
@@ -509,6 +559,7 @@ def _finish(result: SeekResult, prober: Prober) -> None:
             f"entry {head.position} could not be read ({head.error}); a broker would fail "
             "the search there"
         )
+    _unanswered(result, prober.flat, prober.unreadable)
 
 
 def _answer_at(result: SeekResult, prober: Prober, i: int) -> None:
@@ -550,10 +601,14 @@ def _reset_to_first_position(result: SeekResult, prober: Prober, narrowed: bool)
         else "no entry is before the time"
     )
     if first.missing is not None:
-        result.head = Head(first.ledger_id, 0, error=first.missing)
+        # the broker resets there when none of its entries is before the time either:
+        # they were not read, so that is not known: no answer (the probes' findings)
+        prober.unreadable.append(
+            Head(first.ledger_id, 0, error=f"ledger {first.ledger_id}: {first.missing}")
+        )
         result.warnings.append(
-            f"{why}: the broker resets to {where}, the first position of the managed "
-            f"ledger, whose ledger is not readable here ({first.missing})"
+            f"{why} among the entries read: the broker resets to {where}, the first position "
+            f"of the managed ledger, if no entry of its unread ledger is either"
         )
         return
     _answer_at(result, prober, flat.index_of(first.ledger_id, 0))  # type: ignore[arg-type]
@@ -572,13 +627,15 @@ def seek_time_broker(
     """Where a subscription reset to ``target`` reads first (formats.md §15)."""
     result = SeekResult(None, "time", target, "broker")
     prober = Prober(flat, reader)
-    if flat.n == 0:
+    if flat.n == 0 or not flat.readable:
         result.findings.append(_no_entries(flat))
         return result, prober
     start_pos, end_pos = find_position_range(flat.ledgers, target, skew)
     start = 0 if start_pos is None else flat.first_at_or_after(*start_pos)
     end = flat.n - 1 if end_pos is None else min(flat.last_at_or_before(*end_pos), flat.n - 1)
     count = end - start + 1 if start <= end else 0
+    result.span = (start, min(end + 2, flat.n - 1))  # the answer: up to check-last's next
+    result.searched = (start, end)
     result.search_range = {
         "start": format_position(*flat.position(start)) if start < flat.n else None,
         "end": format_position(*flat.position(end)) if 0 <= end < flat.n else None,
@@ -623,7 +680,7 @@ def seek_time_kop(
     (``ManagedLedgerInterceptorImpl.getIndex()``): recovered from the managed ledger's
     ``index`` property (``ml_index``), then from the last entry's broker entry metadata
     when it has an index; -1 when neither. Below 0, KoP answers ``max(0, index)``."""
-    result = SeekResult(None, "time", target, "kop")
+    result = SeekResult(None, "time", target, "kop", span=(0, flat.n - 1))
     prober = Prober(flat, reader)
     if flat.n == 0:
         result.findings.append("the topic has no entries")
@@ -655,7 +712,16 @@ def seek_time_kop(
         return result, prober
     result.extra["log_end_offset"] = current + 1
     head = prober.head(p)
-    if head.index is None:
+    if head.index is None and head.has_bem:
+        # streamnative/kop MessageMetadataUtils.peekOffset: the index getter throws on
+        # metadata without one; a MetadataCorruptedException, not NoBrokerEntryMetadata,
+        # so getOffsetOfPosition fails whatever skipMessagesWithoutIndex says
+        result.findings.append(
+            f"entry {head.position} has broker entry metadata without an index: KoP fails "
+            "there (MetadataCorruptedException), whatever skipMessagesWithoutIndex says"
+        )
+        result.head = head
+    elif head.index is None:
         if skip_without_index:
             result.kafka_offset = 0
             result.head = head
@@ -693,7 +759,7 @@ def seek_index(
     flat: FlatTopic, reader: HeadReader, target: int, *, skip_without_index: bool = False
 ) -> tuple[SeekResult, Prober]:
     """The entry holding continuous index ``target`` (KoP: ``entryIndex < offset``)."""
-    result = SeekResult(None, "index", target, None)
+    result = SeekResult(None, "index", target, None, span=(0, flat.n - 1))
     prober = Prober(flat, reader)
     if flat.n == 0:
         result.findings.append("the topic has no entries")
@@ -704,15 +770,25 @@ def seek_index(
 
     def pred(h: Head) -> tuple[bool, str]:
         if h.index is None:
-            if skip_without_index:
+            if skip_without_index and not h.has_bem:
                 return True, "no index: skipped as older (skipMessagesWithoutIndex)"
             no_index.append(h)
+            if h.has_bem:
+                # KoP FindEntryByOffset: the index getter throws, a MetadataCorruptedException
+                # the predicate answers false for, whatever skipMessagesWithoutIndex says
+                return False, "broker entry metadata without an index (corrupt for KoP)"
             return False, "no index"
         ok = h.index < target
         return ok, f"index {h.index} {'<' if ok else '>='} {target}"
 
     found = op_find_newest(prober, 0, flat.n - 1, pred)
-    if no_index:
+    if no_index and no_index[0].has_bem:
+        result.findings.append(
+            f"entry {no_index[0].position} has broker entry metadata without an index: KoP "
+            "reads it as corrupt and the search stops there, whatever skipMessagesWithoutIndex "
+            "says"
+        )
+    elif no_index:
         result.findings.append(
             f"entry {no_index[0].position} has no broker entry metadata index; pass "
             "--skip-without-index to treat such entries as older than every index"
@@ -773,21 +849,37 @@ def seek_compacted(
 
 
 def decode_legacy_offset(offset: int, era: str) -> tuple[int, int, int | None]:
-    """A pre-2.8 KoP offset as ``(ledger, entry, batch index)`` in one era (formats.md §13)."""
-    if offset < 0:
-        raise LedgerctlError(f"legacy offset {offset} is negative")
+    """A pre-2.8 KoP offset as ``(ledger, entry, batch index)`` in one era (formats.md §13).
+
+    KoP computed offsets in a Java ``long`` (streamnative/kop ``MessageIdUtils``): from ledger
+    2^19 on (era two; 2^35 in era one) the offset is negative, and from 2^20 (2^36) the
+    ledger id's high bits are shifted out. Decoding is KoP's, with unsigned shifts
+    (``offset >>> 44``): the ledger returned is the ledger id modulo 2^20 (2^36), which
+    :func:`seek_legacy` matches against the topic's ledgers."""
+    if not -(2**63) <= offset < 2**63:
+        raise LedgerctlError(f"legacy offset {offset} is not a 64-bit offset")
+    u = offset % _LONG  # the bits of the Java long, for >>>
     if era == "ledger-entry":
-        return offset >> ERA1_ENTRY_BITS, offset & ((1 << ERA1_ENTRY_BITS) - 1), None
+        return u >> ERA1_ENTRY_BITS, u & ((1 << ERA1_ENTRY_BITS) - 1), None
     if era == "ledger-entry-batch":
-        entry = (offset & ((1 << ERA2_LEDGER_SHIFT) - 1)) >> ERA2_BATCH_BITS
-        return offset >> ERA2_LEDGER_SHIFT, entry, offset & ((1 << ERA2_BATCH_BITS) - 1)
+        entry = (u & ((1 << ERA2_LEDGER_SHIFT) - 1)) >> ERA2_BATCH_BITS
+        return u >> ERA2_LEDGER_SHIFT, entry, u & ((1 << ERA2_BATCH_BITS) - 1)
     raise LedgerctlError(f"unknown era {era!r}: one of {', '.join(ERAS[1:])}")
 
 
 def encode_legacy_offset(ledger_id: int, entry_id: int, batch: int | None, era: str) -> int:
+    """The offset KoP gave a position in ``era``, as its Java ``long`` arithmetic gives it:
+    negative from ledger 2^19 (2^35 in era one), the ledger's high bits lost from 2^20."""
     if era == "ledger-entry":
-        return (ledger_id << ERA1_ENTRY_BITS) | entry_id
-    return (ledger_id << ERA2_LEDGER_SHIFT | entry_id << ERA2_BATCH_BITS) + (batch or 0)
+        return _java_long((ledger_id << ERA1_ENTRY_BITS) | entry_id)
+    return _java_long(
+        ((ledger_id << ERA2_LEDGER_SHIFT) | (entry_id << ERA2_BATCH_BITS)) + (batch or 0)
+    )
+
+
+def _ledger_bits(era: str) -> int:
+    """How many bits of the ledger id an offset of ``era`` keeps."""
+    return 64 - (ERA1_ENTRY_BITS if era == "ledger-entry" else ERA2_LEDGER_SHIFT)
 
 
 def seek_legacy(
@@ -798,8 +890,18 @@ def seek_legacy(
     eras = [era] if era != "auto" else ["ledger-entry-batch", "ledger-entry"]
     candidates = []
     for name in eras:
-        ledger, entry, batch = decode_legacy_offset(offset, name)
-        i = flat.index_of(ledger, entry)
+        low, entry, batch = decode_legacy_offset(offset, name)
+        # the topic's ledgers whose id the offset's bits name (ids past 2^20 wrapped)
+        modulus = 1 << _ledger_bits(name)
+        ledgers = [lg.ledger_id for lg in flat.ledgers if lg.ledger_id % modulus == low]
+        if len(ledgers) > 1:
+            result.warnings.append(
+                f"{name}: the offset names ledger {low} modulo 2^{_ledger_bits(name)}, which "
+                f"fits ledgers {', '.join(map(str, ledgers))}: the first holding the entry"
+            )
+        found = [(lid, flat.index_of(lid, entry)) for lid in ledgers]
+        held = [(lid, i) for lid, i in found if i is not None]
+        ledger, i = held[0] if held else ((ledgers[0], None) if ledgers else (low, None))
         candidates.append((name, ledger, entry, batch, i))
     result.extra["decoded"] = [
         {"era": name, "position": format_position(ledger, entry, batch), "exists": i is not None}
@@ -823,6 +925,7 @@ def seek_legacy(
         result.findings.append(
             f"entry {result.head.position} could not be read: {result.head.error}"
         )
+        result.head = result.batch_index = None  # never a position that was not read
     elif batch is not None and batch >= result.head.num_messages:
         result.findings.append(
             f"batch index {batch} is past the entry's {result.head.num_messages} messages"
@@ -844,6 +947,7 @@ def seek_position(
     result.batch_index = batch
     if result.head.error is not None:
         result.findings.append(f"entry {value} could not be read: {result.head.error}")
+        result.head = result.batch_index = None  # never a position that was not read
     elif batch is not None and batch >= result.head.num_messages:
         raise NotFoundError(
             f"position {value}: the entry holds {result.head.num_messages} message(s)"
@@ -867,11 +971,20 @@ def exact_scan(
     open_region: dict[str, Any] | None = None
     scanned = 0
     unreadable = 0
+    not_read: list[str] = []  # what was not read (the first LISTED of it)
+    unread_first: Head | None = None  # the first thing not read before ``first``
     for h in heads:
-        scanned += 1
         if h.error is not None:
-            unreadable += 1
+            if not h.gap:
+                scanned += 1
+                unreadable += 1
+            if len(not_read) < LISTED:
+                not_read.append(h.error if h.gap else f"entry {h.position}: {h.error}")
+            if first is None and unread_first is None:
+                unread_first = h
+            open_region = None  # no region runs across what was not read
             continue
+        scanned += 1
         ts = key(h)
         if ts is None:
             continue
@@ -894,13 +1007,19 @@ def exact_scan(
         else:
             open_region = None
             highest = h
+    answered = unread_first is None
     return {
-        "first_at_or_after": None if first is None else first.position,
-        "first_timestamp": None if first is None else key(first),
+        "first_at_or_after": None if first is None or not answered else first.position,
+        "first_timestamp": None if first is None or not answered else key(first),
         "entries_scanned": scanned,
         "unreadable": unreadable,
+        "complete": not not_read,
+        "not_read": not_read,
         "non_monotonic_regions": regions,
-        "_head": first,
+        "_head": first if answered else None,
+        # the first entry at or after the time lies from here to ``_head``'s (or after)
+        "_unread_first": unread_first,
+        "_seen_first": first,
     }
 
 
@@ -968,11 +1087,16 @@ def topic_ledgers(
 ) -> tuple[str | None, list[SeekLedger], Any]:
     """The ledgers to search, with missing ones marked, and the topic info (or None)."""
     if request.ledger_id is not None:
+        if source.bookie is not None:  # a bookie that cannot be reached: exit 3, no answer
+            source.bookie.last_entry_id(request.ledger_id)
         view = source.ledger(request.ledger_id)
         lac = view.lac
         entries = 0 if lac is None else lac + 1
         # one ledger alone: no managed-ledger close time to narrow the search by
-        return None, [SeekLedger(request.ledger_id, entries, None)], None
+        row = SeekLedger(request.ledger_id, entries, None)
+        if view.storage_error is not None:
+            row.missing = view.storage_error
+        return None, [row], None
     from pulsarctl_py.topics import topic_info
 
     if request.topic is None:
@@ -983,8 +1107,10 @@ def topic_ledgers(
         row = SeekLedger(li.ledger_id, li.entries or 0, li.timestamp)
         if li.offloaded:
             row.missing = "offloaded to tiered storage"
-        elif li.entries and source.bookie is not None:
-            if source.bookie.last_entry_id(li.ledger_id) is None:
+        elif source.bookie is not None:
+            # a bookie that cannot be reached raises here (exit 3): no answer at all
+            stored = source.bookie.last_entry_id(li.ledger_id)
+            if li.entries and stored is None:
                 row.missing = "not in the given bookie storage"
         if li.entries is None:
             row.missing = li.problem or "its entry count is unknown"
@@ -1010,9 +1136,8 @@ def seek(source: LedgerSource, request: SeekRequest, reads: Any = None) -> SeekR
     store_reader = StoreReader(source)
     reader = CachedReader(store_reader)
     warnings = [
-        f"ledger {lg.ledger_id} ({lg.entries} entries) is stepped around: {lg.missing} (a "
-        "broker counts its entries and reads them, so its probes differ from these where it "
-        "lies in the range searched)"
+        f"ledger {lg.ledger_id} ({lg.entries} entries) is not read: {lg.missing} (its entries "
+        "keep their places; a search that needs one of them has no answer)"
         for lg in ledgers
         if lg.missing is not None
     ]
@@ -1055,6 +1180,60 @@ def seek(source: LedgerSource, request: SeekRequest, reads: Any = None) -> SeekR
     return result
 
 
+def _unanswered(result: SeekResult, flat: FlatTopic, unreadable: Sequence[Head]) -> None:
+    """A search that could not read what it needed has no answer: never a position that
+    was not read, nor one an entry not read could change. The probes are the broker's (or
+    KoP's) own, on the topic as the broker counts it; a ledger the storage does not hold,
+    inside the range searched, could hold the answer whatever the probes found (timestamps
+    and indexes are only assumed to rise), so it makes the answer inexact too. Else it says
+    so, with where the answer lies (``answer_range``: between the newest probe read that
+    matched and the oldest read that did not) and what was not read (``not_read``)."""
+    not_read = [f"entry {head.position}: {head.error}" for head in unreadable]
+    searched = result.searched or result.span
+    if searched is not None and flat.n:
+        lo, hi = searched
+        for k, lg in enumerate(flat.used):
+            first, last = flat.starts[k], flat.starts[k] + lg.entries - 1
+            if lg.missing is not None and first <= hi and last >= lo:
+                not_read.append(f"ledger {lg.ledger_id} ({lg.entries} entries): {lg.missing}")
+    answer = result.head
+    if answer is not None and answer.error is not None and answer not in unreadable:
+        not_read.append(f"entry {answer.position}: {answer.error}")
+    if result.end and flat.used:
+        # "after the last entry": unless a ledger after it, whose entry count is not known
+        # (an open ledger the storage holds nothing of), holds entries
+        after = flat.ledgers[flat.ledgers.index(flat.used[-1]) + 1 :]
+        not_read += [
+            f"ledger {lg.ledger_id} (entries unknown): {lg.missing}" for lg in after if lg.uncounted
+        ]
+    if not not_read:
+        return
+    result.head = None
+    result.batch_index = result.kafka_offset = None
+    result.end = False
+    result.extra["not_read"] = not_read
+    if result.span is None or flat.n == 0:  # one entry asked for: the findings say why
+        return
+    lo, hi = result.span
+    matched = [p.index for p in result.probes if p.matched and p.index >= 0]
+    if matched:
+        lo = max(matched)
+    after = [p.index for p in result.probes if not p.matched and p.head.error is None]
+    after = [i for i in after if i > lo]
+    if after:
+        hi = min(after)
+    first, last = (format_position(*flat.position(max(0, min(i, flat.n - 1)))) for i in (lo, hi))
+    result.extra["answer_range"] = {"first": first, "last": last}
+    shown = "; ".join(not_read[:3]) + (
+        f"; and {len(not_read) - 3} more" if len(not_read) > 3 else ""
+    )
+    result.findings.insert(
+        0,
+        f"cannot be answered exactly: the answer lies between {first} and {last} (or just "
+        f"after it), and what was not read could change it: {shown}",
+    )
+
+
 def _exact(
     result: SeekResult,
     flat: FlatTopic,
@@ -1066,27 +1245,51 @@ def _exact(
     if request.rule == "compacted":
         return
 
+    readable = [lg for lg in flat.used if lg.missing is None]
+
     def heads() -> Iterator[Head]:
         if reads is not None:
-            ranges = [(lg.ledger_id, 0, lg.entries - 1) for lg in flat.used]
+            ranges = [(lg.ledger_id, 0, lg.entries - 1) for lg in readable]
             for head in reads.heads(reader.source.bookie, ranges):
                 reader.reads += 1
                 yield head
             return
-        for lg in flat.used:
+        for lg in readable:
             yield from reader.stream(lg.ledger_id, 0, lg.entries - 1)
 
     key = (lambda h: h.publish_time) if request.rule == "kop" else (lambda h: h.timestamp)
-    found = exact_scan(heads(), request.time_ms, key)  # type: ignore[arg-type]
+    found = exact_scan(with_gaps(heads(), flat), request.time_ms, key)  # type: ignore[arg-type]
     first = found.pop("_head")
+    unread, seen = found.pop("_unread_first"), found.pop("_seen_first")
     result.exact = found
-    answer = None if result.head is None else result.head.position
     if found["non_monotonic_regions"]:
         regions = found["non_monotonic_regions"]
         result.warnings.append(
             f"{len(regions)} region(s) where timestamps go backwards, the first after "
             f"{regions[0]['after']} ({regions[0]['first']} .. {regions[0]['last']})"
         )
+    if unread is not None:
+        until = "the end of the topic" if seen is None else seen.position
+        result.exact["answer_range"] = {
+            "first": unread.position,
+            "last": None if seen is None else seen.position,
+        }
+        result.exact["differs"] = None
+        result.findings.append(
+            f"--exact cannot be answered exactly: the first entry at or after the time lies in "
+            f"{unread.position} .. {until}, and not all of it was read: "
+            + "; ".join(found["not_read"][:3])
+        )
+        return
+    if not found["complete"]:
+        result.findings.append(
+            "--exact read the topic but not all of it, so the regions where timestamps go "
+            "backwards may be more than those listed: " + "; ".join(found["not_read"][:3])
+        )
+    if result.head is None and not result.end:
+        result.exact["differs"] = None  # the rule has no answer to compare
+        return
+    answer = None if result.head is None else result.head.position
     truth = None if first is None else first.position
     result.exact["differs"] = truth != answer
     if truth != answer:
@@ -1094,6 +1297,40 @@ def _exact(
             f"the {request.rule} rule answers {answer or 'after the last entry'}, but the first "
             f"entry at or after the time is {truth or 'none (after the last entry)'}"
         )
+
+
+def with_gaps(heads: Iterator[Head], flat: FlatTopic) -> Iterator[Head]:
+    """The heads of the topic's readable ledgers in order (what ``heads`` gives), with a
+    ``gap`` head where something was not read: a ledger left out of the flat view, or
+    entries of a ledger the storage skipped."""
+    pending = next(heads, None)
+    for lg in flat.ledgers:
+        if lg.missing is not None:
+            count = "entries unknown" if lg.uncounted else f"{lg.entries} entries"
+            yield Head(
+                lg.ledger_id, 0, error=f"ledger {lg.ledger_id} ({count}): {lg.missing}", gap=True
+            )
+            continue
+        if lg.entries <= 0:
+            continue
+        expected = 0
+        while pending is not None and pending.ledger_id == lg.ledger_id:
+            head, pending = pending, next(heads, None)
+            if head.entry_id > expected:
+                yield _gap(lg.ledger_id, expected, head.entry_id - 1)
+            yield head
+            expected = max(expected, head.entry_id + 1)
+        if expected < lg.entries:
+            yield _gap(lg.ledger_id, expected, lg.entries - 1)
+
+
+def _gap(ledger_id: int, first: int, last: int) -> Head:
+    what = (
+        f"entry {ledger_id}:{first} is"
+        if first == last
+        else (f"entries {ledger_id}:{first}..{last} are")
+    )
+    return Head(ledger_id, first, error=f"{what} not in storage", gap=True)
 
 
 def _messages(

@@ -18,7 +18,7 @@ position, minus those acknowledged individually beyond it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -376,6 +376,11 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
         row.source = "storage"
         row.beyond_lac = last - (lac if lac is not None else -1)
         return
+    if lac is None and view.storage_error is None and getattr(source.bookie, "where", "") == "live":
+        # the running bookies of its last ensemble answered and none holds an entry: an empty
+        # ledger, as BookKeeper's readLastAddConfirmed says (-1); a broker opens one each
+        # time it loads a topic
+        lac = -1
     if lac is None:
         row.entries = row.size = None
         row.source = "unknown"
@@ -672,42 +677,99 @@ def list_topics(
     The open last ledger of each topic is counted from storage when it is given.
     ``namespace`` (``tenant/namespace``) keeps only that namespace's topics.
     """
-    from pulsarctl_py.stores.metadata import list_managed_ledgers, read_managed_ledger
+    return list(iter_topics(source, namespace=namespace, advance=advance))
+
+
+def iter_topics(
+    source: LedgerSource,
+    *,
+    namespace: str | None = None,
+    advance: Advance = _noop,
+) -> Iterator[TopicRow]:
+    """:func:`list_topics` one row at a time, in the order of topic names.
+
+    Memory: one folder's topic names (a namespace's, for one domain) and one row; each
+    topic's metadata is read when its row is made.
+    """
+    import dataclasses
+
+    from pulsarctl_py.stores.metadata import managed_ledger_dirs, read_managed_ledger
+    from pulsarctl_py.stores.metadata.base import join
 
     store = _require_metadata(source)
     require_pulsar_data(store)
     wanted = namespace.strip("/") if namespace else None
     if wanted is not None:
         _require_namespace(store, wanted)
-    rows: list[TopicRow] = []
-    groups: dict[str, TopicRow] = {}
-    for ref in list_managed_ledgers(store):
-        if wanted is not None and ref.topic.namespace_name != wanted:
+    for _, path in managed_ledger_dirs(store):
+        folder = mld.TopicName.from_ml_path(join(path, "x"))  # its domain, tenant, namespace
+        if wanted is not None and folder.namespace_name != wanted:
             continue
-        record = read_managed_ledger(store, ref.topic)
-        advance()
-        if record is None:  # deleted while listing
-            continue
-        row = _row(_topic_info(source, record, read_cursor_ledgers=False))
-        if ref.topic.partition_index < 0:
-            rows.append(row)
-            continue
-        base = ref.topic.partitioned_topic.full_name
-        group = groups.get(base)
-        if group is None:
-            group = groups[base] = TopicRow(base, 0, 0, 0, 0)
-            rows.append(group)
-        group.partitions.append(row)
-        group.ledgers += row.ledgers
-        group.entries += row.entries
-        group.size += row.size
-        group.exact = group.exact and row.exact
-        group.cursor_names = sorted(set(group.cursor_names) | set(row.cursor_names))
-        group.cursors = len(group.cursor_names)
-    for group in groups.values():
-        group.partitions.sort(key=lambda p: p.partition)
-    rows.sort(key=lambda r: r.topic)
-    return rows
+        # (row topic, partition or -1, local name): a partition's row is its partitioned
+        # topic's; names only, each topic's znodes are read when its turn comes
+        keyed: list[tuple[str, int, str]] = []
+        for encoded in store.children(path):
+            try:
+                local = mld.url_decode(encoded)
+            except LedgerctlError:
+                continue  # not a topic's znode
+            name = dataclasses.replace(folder, local_name=local)
+            part = name.partition_index
+            base = name.partitioned_topic.full_name if part >= 0 else name.full_name
+            keyed.append((base, part, local))
+        keyed.sort(key=lambda k: (k[0], k[1]))
+        group: TopicRow | None = None
+        for base, part, local in keyed:
+            if group is not None and (part < 0 or base != group.topic):
+                yield _finish(group)
+                group = None
+            record = read_managed_ledger(store, dataclasses.replace(folder, local_name=local))
+            advance()
+            if record is None:  # deleted while listing
+                continue
+            row = _list_row(source, record)
+            if part < 0:
+                yield row
+                continue
+            if group is None:
+                group = TopicRow(base, 0, 0, 0, 0)
+            group.partitions.append(row)
+            group.ledgers += row.ledgers
+            group.entries += row.entries
+            group.size += row.size
+            group.exact = group.exact and row.exact
+            group.cursor_names = sorted(set(group.cursor_names) | set(row.cursor_names))
+            group.cursors = len(group.cursor_names)
+        if group is not None:
+            yield _finish(group)
+
+
+def _list_row(source: LedgerSource, record: ManagedLedgerRecord) -> TopicRow:
+    """``_row(_topic_info(source, record, read_cursor_ledgers=False))``, without the cursor
+    views (backlogs, acknowledged ranges) a row does not show."""
+    name = record.ref.topic
+    problems = [record.error] if record.error else []
+    ledgers: list[TopicLedger] = []
+    if record.info is not None:
+        problems.extend(record.info.problems)
+        ledgers = _topic_ledgers(source, record.info.message, True)
+    return TopicRow(
+        topic=name.full_name,
+        ledgers=len(ledgers),
+        entries=sum(li.entries or 0 for li in ledgers),
+        size=sum(li.size or 0 for li in ledgers),
+        cursors=len(record.cursors),
+        exact=all(li.entries is not None for li in ledgers),
+        managed_ledger=record.ref.name,
+        partition=name.partition_index,
+        cursor_names=[c.name for c in record.cursors],
+        problems=problems,
+    )
+
+
+def _finish(group: TopicRow) -> TopicRow:
+    group.partitions.sort(key=lambda p: p.partition)
+    return group
 
 
 # -- ledger views ----------------------------------------------------------------------------
@@ -834,31 +896,44 @@ def list_ledger_rows(
 
     ``topic`` keeps the topic's data and cursor ledgers and its compacted ledgers.
     """
-    from pulsarctl_py.decoders import ledger_metadata as lm
-    from pulsarctl_py.stores.metadata import list_ledgers, resolve_topic
+    return list(iter_ledger_rows(source, topic=topic, kind=kind, advance=advance))
+
+
+def iter_ledger_rows(
+    source: LedgerSource,
+    *,
+    topic: str | None = None,
+    kind: str | None = None,
+    advance: Advance = _noop,
+) -> Iterator[LedgerRow]:
+    """:func:`list_ledger_rows` one row at a time, in ledger id order (only the ids and
+    paths are held; each ledger's metadata is read when its row is made)."""
+    from pulsarctl_py.stores.metadata import iter_ledgers, resolve_topic
 
     store = _require_metadata(source)
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
     require_pulsar_data(store)
-    if not _present(store, lm.DEFAULT_ROOT):
+    bookkeeper = store.bookkeeper()
+    if not _present(bookkeeper.store, bookkeeper.root):
         raise NotFoundError(
-            f"no BookKeeper ledgers in {store.url}: no znode {lm.DEFAULT_ROOT} "
-            "(wrong ZooKeeper chroot, or the cluster's ledgers root is elsewhere?)"
+            f"no BookKeeper ledgers in {bookkeeper.url}: no znode {bookkeeper.root} (wrong "
+            "ZooKeeper chroot, or the cluster's ledgers root is elsewhere? give "
+            "--bookkeeper-metadata-url or --broker-conf)"
         )
     wanted = resolve_topic(topic).full_name if topic else None
-    rows = []
-    for record in list_ledgers(store):
+    found = False
+    for record in iter_ledgers(store):
         advance()
         row = _ledger_row(source, record)
         if kind is not None and row.kind != kind:
             continue
         if wanted is not None and row.topic != wanted:
             continue
-        rows.append(row)
-    if topic and not rows:  # no ledger names it: is it a topic at all?
+        found = True
+        yield row
+    if topic and not found:  # no ledger names it: is it a topic at all?
         _require_topic(source, resolve_topic(topic))
-    return rows
 
 
 @dataclass(slots=True)

@@ -1,6 +1,15 @@
 """The long fuzz run (not in CI): mutate real inputs and feed them to every target.
 
     python scripts/fuzz_long.py --cases 100000 --seed 1
+    python scripts/fuzz_long.py --native --sanitize --calls 10000000 --seed 1
+
+``--native``: the native module against the Python path (tests/fuzz_native.py): every
+native function called until each has ``--calls`` calls (or ``--seconds`` pass), each
+answer compared with the Python path's; ``--sanitize`` first builds the module with
+AddressSanitizer and UBSan (gcc, libasan) in a temporary directory and runs the same
+command under it (LD_PRELOAD of libasan), so that a memory error or undefined behaviour
+ends the run with the sanitizer's report. Prints one JSON object with the calls per
+function and the differences found; exits 1 on any difference.
 
 Seeds are the project's own test data (entries the official clients and BookKeeper wrote,
 ledger metadata, entry logs, journals, shell hex dumps) plus entries with text that is
@@ -29,6 +38,22 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+
+def load_module(path: Path) -> None:
+    """Make ``path`` the module ``pulsarctl_py.decoders._speedups`` before anything
+    imports it (the native functions then are that build's)."""
+    import importlib.util
+
+    name = "pulsarctl_py.decoders._speedups"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+
+
+if "--module" in sys.argv[:-1]:  # before the imports below load the module it replaces
+    load_module(Path(sys.argv[sys.argv.index("--module") + 1]))
 from tests.fuzz_targets import CRASHES, DATA, TARGETS, run_target  # noqa: E402
 
 BIG = [0x7FFFFFFF, 0xFFFFFFFF, 0x80000000, 1 << 24, 0x10000]
@@ -139,6 +164,107 @@ def save(target: str, data: bytes, what: str) -> Path:
     return path
 
 
+SANITIZE_FLAGS = [
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+    "-fno-omit-frame-pointer",
+    "-O1",
+    "-g",
+]
+#: leaks are CPython's own at exit; everything else stops the run with a report
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
+}
+
+
+def build_sanitized(directory: Path, cc: str = "gcc") -> tuple[Path, str]:
+    """decoders/_speedups.c built with AddressSanitizer and UBSan into ``directory``:
+    the module's path and the libasan to preload (the interpreter is not instrumented)."""
+    import subprocess
+    import sysconfig
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    out = directory / f"_speedups{suffix}"
+    include = sysconfig.get_paths()["include"]
+    source = ROOT / "decoders" / "_speedups.c"
+    command = [cc, "-shared", "-fPIC", "-std=c11", *SANITIZE_FLAGS, f"-I{include}"]
+    subprocess.run([*command, str(source), "-o", str(out)], check=True)
+    found = subprocess.run(
+        [cc, "-print-file-name=libasan.so"], check=True, capture_output=True, text=True
+    )
+    libasan = found.stdout.strip()
+    if not Path(libasan).is_file():  # gcc answers the bare name when it has none
+        raise SystemExit(f"{cc} has no libasan.so (Debian: the libasan8 package)")
+    return out, libasan
+
+
+def run_native(args: argparse.Namespace) -> int:
+    if args.sanitize:
+        import os
+        import subprocess
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="ledgerctl-asan-") as tmp:
+            module, libasan = build_sanitized(Path(tmp), args.cc)
+            argv = [a for a in sys.argv[1:] if a != "--sanitize"]
+            env = {**os.environ, **SANITIZER_ENV, "LD_PRELOAD": libasan}
+            command = [sys.executable, str(Path(__file__).resolve()), *argv]
+            return subprocess.run([*command, "--module", str(module)], env=env).returncode
+    from tests import fuzz_native
+
+    native = fuzz_native.native
+    if native is None:
+        raise SystemExit("the native module is not built (or LEDGERCTL_PURE_PYTHON is set)")
+    # the functions each target calls; the one furthest behind picks the next target
+    owners = {
+        "batch": ["split_batch", "compact_offer", "compact_keep", "compact_rebuild"],
+        "entries": ["scan_heads", "verify_records", "verify_heads", "entry_lines"],
+        "v3": ["v3_read_replies"],
+        "crc32c": ["crc32c"],
+        "key-table": ["key_table"],
+        "arguments": ["bind"],
+    }
+    by_function = {f: t for t, functions in owners.items() for f in functions}
+    calls = fuzz_native.CALLS
+    rng = random.Random(args.seed)
+    differences: list[str] = []
+    started = time.monotonic()
+    shown = started
+    cases = 0
+    while True:
+        behind = min(by_function, key=lambda f: calls[f])
+        now = time.monotonic()
+        if calls[behind] >= args.calls or (args.seconds and now - started >= args.seconds):
+            break
+        if now - shown >= 60:  # progress on stderr, once a minute
+            shown = now
+            print(f"{now - started:.0f} s: {behind} {calls[behind]} calls", file=sys.stderr)
+        try:
+            fuzz_native.TARGETS[by_function[behind]](rng)
+        except fuzz_native.Difference as exc:
+            differences.append(str(exc)[:2000])
+            if len(differences) >= 20:
+                break
+        cases += 1
+    seconds = time.monotonic() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
+    report = {
+        "module": str(native.__file__),
+        "sanitizers": [name for name in ("libasan", "libubsan") if name in maps],
+        "seed": args.seed,
+        "cases": cases,
+        "calls": dict(sorted(calls.items())),
+        "compared": dict(sorted(fuzz_native.COMPARED.items())),
+        "differences": differences,
+        "seconds": round(seconds, 1),
+        "peak_rss_mib": round(peak / (1 << 20), 1),
+    }
+    print(json.dumps(report, indent=2))
+    return 1 if differences else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
@@ -146,7 +272,15 @@ def main() -> int:
     parser.add_argument("--case-seconds", type=float, default=5.0)
     parser.add_argument("--memory-mib", type=int, default=2048)
     parser.add_argument("--targets", default=",".join(TARGETS))
+    parser.add_argument("--native", action="store_true", help="the native module's run")
+    parser.add_argument("--calls", type=int, default=10_000_000, help="--native: per function")
+    parser.add_argument("--seconds", type=float, default=0, help="--native: stop after")
+    parser.add_argument("--sanitize", action="store_true", help="--native: under ASan+UBSan")
+    parser.add_argument("--module", help="--native: the compiled module to load")
+    parser.add_argument("--cc", default="gcc", help="--sanitize: the C compiler")
     args = parser.parse_args()
+    if args.native:
+        return run_native(args)
 
     limit = args.memory_mib << 20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

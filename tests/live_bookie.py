@@ -9,8 +9,11 @@ the last entry it holds), READ_LAC (explicit LAC and last entry) and START_TLS.
 Faults for tests: ``mode`` ``silent`` (accepts, reads, never answers), ``close-mid``
 (sends half of its first answer, then closes), ``reorder`` (answers the frames that
 arrived together in reverse order), ``v2-only`` (an old bookie: closes the connection on a
-v3 frame); ``corrupt`` / ``drop`` change or hide single entries. Every request is recorded
-(``requests``) so tests can check that nothing fences; ``record=False`` skips that.
+v3 frame), ``huge-frame`` (answers a read with the length of a frame of :data:`HUGE_FRAME`
+bytes and 64 KiB of it, then nothing more); ``corrupt`` / ``drop`` change or hide single
+entries; ``pad_to`` answers every entry padded with zeros to that many bytes, one answer
+at a time (large frames without holding many). Every request is recorded (``requests``)
+so tests can check that nothing fences; ``record=False`` skips that.
 
 TLS: ``tls`` is the server's SSL context; after answering START_TLS with EOK the
 connection continues as TLS, as a bookie's does. :func:`make_tls_files` writes a CA and
@@ -42,6 +45,9 @@ from pulsarctl_py.decoders import bookie_wire as wire
 from pulsarctl_py.decoders.bookkeeper import HEADER
 from pulsarctl_py.stores.bookie import BookieStore, EntryNotFound, open_bookie
 
+#: the frame length a ``huge-frame`` bookie announces (the 64 MiB of issue 24)
+HUGE_FRAME = 64 << 20
+
 
 class TestBookie:
     """One bookie on 127.0.0.1, one thread per connection."""
@@ -59,6 +65,7 @@ class TestBookie:
         preload: list[int] | None = None,
         delay: float = 0.0,
         record: bool = True,
+        pad_to: int | None = None,
     ) -> None:
         self.store = source if isinstance(source, BookieStore) else open_bookie([Path(source)])
         self._own_store = not isinstance(source, BookieStore)
@@ -67,6 +74,7 @@ class TestBookie:
         self.busy: list[tuple[float, float]] = []  # (start, end) of each delayed batch
         self.corrupt = corrupt or {}
         self.drop = drop or set()
+        self.pad_to = pad_to
         self.tls = tls
         self.record = record
         self.requests: list[wire.ParsedRequest] = []
@@ -155,7 +163,10 @@ class TestBookie:
                 except EntryNotFound:
                     return None
         fault = self.corrupt.get((ledger_id, entry_id))
-        return fault(data) if fault is not None else data
+        data = fault(data) if fault is not None else data
+        if self.pad_to is not None and len(data) < self.pad_to:
+            data += bytes(self.pad_to - len(data))
+        return data
 
     def _last(self, ledger_id: int) -> int | None:
         with self._lock:
@@ -266,10 +277,20 @@ class TestBookie:
                             self.requests.append(req)
                             self.raw_requests.append(payload)
                     ready = self._encoded(payload) if req.op == "read" and not req.fence else None
-                    answers.append(ready if ready is not None else self._answer(req))
+                    answer = ready if ready is not None else self._answer(req)
+                    if self.pad_to is not None and self.mode == "normal":
+                        conn.sendall(answer)  # large answers: one at a time, none kept
+                        sent_any = True
+                        continue
+                    answers.append(answer)
                     if req.op == "tls" and self.tls is not None:
                         upgrade = True
                 if self.mode == "silent":
+                    continue
+                if self.mode == "huge-frame" and frames:
+                    if not sent_any:
+                        conn.sendall(HUGE_FRAME.to_bytes(4, "big") + bytes(64 << 10))
+                        sent_any = True
                     continue
                 if self.delay and answers:
                     began = time.monotonic()

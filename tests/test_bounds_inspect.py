@@ -92,10 +92,11 @@ def test_max_message_size_bad_values_are_usage_errors(
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS from wait4 on Linux")
-def test_verify_reads_a_stored_bomb_without_decompressing_it(
+def test_verify_reports_a_stored_bomb_as_inspect_does_with_bounded_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_env: None
 ) -> None:
-    """verify decodes entries to metadata depth: a bomb costs it no memory (so no flag)."""
+    """verify decodes payloads as inspect does, under the same --max-message-size: a bomb
+    past it is entry-undecodable, never allocated."""
     from tests import verify_world
 
     real = verify_world._Builder.pulsar_entry
@@ -110,7 +111,7 @@ def test_verify_reads_a_stored_bomb_without_decompressing_it(
     world = verify_world.build_world(tmp_path / "world")
     args = ("--metadata-url", world.metadata_url, "--bookie-dir", str(world.bookie_dir))
     code, rss, err = run_measured("verify", verify_world.PLAIN, "-o", "json", *args)
-    assert code == 0, err
+    assert code == 1, err
     assert rss < BASELINE, f"peak RSS {rss / MiB:.0f} MiB"
     # the same entry read by inspect is a finding under the default cap
     code, rss, err = run_measured("inspect", "--topic", verify_world.PLAIN, "-o", "json", *args)

@@ -76,3 +76,44 @@ def test_unknown_generation_is_refused():
 
     with pytest.raises(LedgerctlError):
         last_position(None, "1.0")
+
+
+def test_released_brokers_answer_entry_level_when_no_record_is_live():
+    # Pulsar 4.0.7 ServerCnx.calculateTheLastBatchIndexInBatch starts at -1 and keeps it
+    # when every record is compacted out: an answer, not an error (but no reader reaches it)
+    framed = _batch([False, False, False])
+    released = last_position(framed, "pre-pip-429")
+    assert released.error is None and released.position == "7:3"
+    assert released.hangs and released.delivered_last is None
+    # the PIP-429 copy throws instead ("No valid message in entry")
+    assert last_position(framed, "pip-429").error is not None
+
+
+def test_pip_429_scans_the_still_compressed_batch():
+    from pulsarctl_py.decoders.codecs import compress
+
+    md = api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    md.num_messages_in_batch = 3
+    rows = [
+        (api.SingleMessageMetadata(partition_key="k0"), b"v" * 40),
+        (api.SingleMessageMetadata(partition_key="k1"), b"v" * 40),
+        (placeholder(), None),
+    ]
+    plain = build_batch(rows)
+    md.uncompressed_size = len(plain)
+    md.compression = api.LZ4
+    framed = _framed(md, compress(api.LZ4, plain))
+    # the released broker decompresses first: the last live record
+    assert last_position(framed, "pre-pip-429").position == "7:3:1"
+    # the PIP-429 copy reads the LZ4 block as records: an error or a position it made up
+    newest = last_position(framed, "pip-429")
+    assert newest.error is not None or any(
+        f["code"] == "last-position-misread" for f in newest.findings
+    )
+
+
+def test_the_default_generation_is_the_released_one():
+    from pulsarctl_py.compaction.lastpos import DEFAULT
+
+    assert DEFAULT == "pre-pip-429"
+    assert last_position(_batch([True, False])).generation == "pre-pip-429"

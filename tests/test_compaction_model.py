@@ -3,18 +3,22 @@
 The histories are built with the decoders' own layer builders: single messages and
 batches, every codec, tombstones (empty values) in and out of batches, keyless messages,
 encrypted batches, chunked messages, markers, broker entry metadata, batches that already
-carry placeholders (a previous compaction's output), an empty topic and topics whose keys
-are all deleted. The reference model is the compactors' rules written the plain way (a dict
-per key, formats.md §6.3-§6.4 and EventTimeOrderCompactor); the code under test runs them
-through the engine's key table (spilling to RocksDB or not) and rebuilds the entries. The
-compacted entries are then decoded like a reader would, and must hold exactly the model's
-messages, with valid CRC32C checksums, the original broker entry metadata, batch sizes
-unchanged, in topic order.
+carry placeholders (a previous compaction's output), an empty topic, topics whose keys
+are all deleted, and transactions committed, aborted and still ongoing. The reference
+model is the compactors' rules written the plain way (a dict per key, formats.md
+§6.3-§6.4 and EventTimeOrderCompactor, over what the broker dispatches: no entry of an
+aborted transaction, nothing from the oldest ongoing one on); the code under test runs
+them through the engine's key table (spilling to RocksDB or not) and rebuilds the entries.
+The compacted entries are then decoded like a reader would, and must hold exactly the
+model's messages, with valid CRC32C checksums, batch sizes unchanged, in topic order, with
+the message ids the dispatcher gives (partition -1), and the broker entry metadata prefix
+only when the broker exposes it to clients (``keep_entry_metadata``), as a Pulsar 4.0.7
+broker's own compaction does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,6 +36,7 @@ from pulsarctl_py.compaction.core import (
     phase_two,
 )
 from pulsarctl_py.compaction.reader import raw_entry
+from pulsarctl_py.compaction.run import scan_table
 from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
 from pulsarctl_py.decoders.codecs import compress
 from pulsarctl_py.decoders.payload import build_batch, placeholder
@@ -56,12 +61,13 @@ class Msg:
 
 @dataclass
 class Spec:
-    kind: str  # single, batch, encrypted, marker, chunk
+    kind: str  # single, batch, encrypted, marker, chunk, commit, abort
     msgs: list[Msg] = field(default_factory=list)
     codec: int = 0
     bem: bool = False
     chunk: tuple[str, int, int] | None = None  # uuid, chunk id, chunks
     size_field: bool = True
+    txn: int | None = None  # the transaction of a message, or the one a commit/abort ends
 
 
 @st.composite
@@ -95,14 +101,33 @@ def specs(draw: st.DrawFn) -> list[Spec]:
             for i in range(parts):
                 out.append(Spec("chunk", [Msg(key, value)], 0, spec.bem, (uuid, i, parts)))
             continue
+        if kind != "marker":
+            spec.txn = draw(st.sampled_from([None, None, None, 0, 1, 2]))
         out.append(spec)
+    # each transaction is committed, aborted or left ongoing, its end marker somewhere after
+    # its last message
+    for txn in sorted({s.txn for s in out if s.txn is not None}):
+        end = draw(st.sampled_from(["commit", "abort", "ongoing"]))
+        if end == "ongoing":
+            continue
+        last = max(i for i, s in enumerate(out) if s.txn == txn and s.kind not in TXN_ENDS)
+        at = draw(st.integers(last + 1, len(out)))
+        out.insert(at, Spec(end, bem=draw(st.booleans()), txn=txn))
     return out
+
+
+TXN_ENDS = {"commit": 21, "abort": 22}  # PulsarMarkers.proto MarkerType
 
 
 def build(spec: Spec, seq: int) -> bytes:
     md = api.MessageMetadata(producer_name="gen", sequence_id=seq, publish_time=1000 + seq)
+    if spec.txn is not None:
+        md.txnid_most_bits, md.txnid_least_bits = 7, spec.txn
     if spec.kind == "marker":
         md.marker_type = 20
+        payload = b""
+    elif spec.kind in TXN_ENDS:
+        md.marker_type = TXN_ENDS[spec.kind]
         payload = b""
     elif spec.kind == "single" or spec.kind == "chunk":
         m = spec.msgs[0]
@@ -163,10 +188,23 @@ def history(entries: list[Spec]) -> list:
 # -- the reference model ------------------------------------------------------------------------
 
 
+def dispatched(entries: list[Spec]) -> list[Spec | None]:
+    """What the broker dispatches to the compactor: nothing from the first entry of an
+    ongoing transaction on, no entry of an aborted one (None in their place)."""
+    ended = {s.txn: s.kind for s in entries if s.kind in TXN_ENDS}
+    ongoing = [i for i, s in enumerate(entries) if s.txn is not None and s.txn not in ended]
+    cut = min(ongoing, default=len(entries))
+    return [
+        None if s.txn is not None and ended.get(s.txn) == "abort" and s.kind not in TXN_ENDS else s
+        for s in entries[:cut]
+    ]
+
+
 def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
     """Retained (ledger, entry, batch index) and the latest per key, the plain way."""
     latest: dict[str, tuple] = {}  # key -> (position, event time)
     positions = [(3 + i // 5, i % 5) for i in range(len(entries))]
+    entries = [s if s is not None else Spec("marker") for s in dispatched(entries)]
 
     def offer(key: str, pid: tuple, size: int, et: int, batched: bool) -> None:
         if opts.order == ORDER_PUBLISHING:
@@ -183,8 +221,9 @@ def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
             else:
                 latest.pop(key, None)
 
+    positions = positions[: len(entries)]
     for spec, (lid, eid) in zip(entries, positions, strict=True):
-        if spec.kind == "marker":
+        if spec.kind in ("marker", *TXN_ENDS):
             continue
         if spec.kind == "batch":
             for i, m in enumerate(spec.msgs):
@@ -209,7 +248,7 @@ def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
             last_chunk[spec.chunk[0]] = (lid, eid, -1)
     kept: set = set()
     for spec, (lid, eid) in zip(entries, positions, strict=True):
-        if spec.kind == "marker":
+        if spec.kind in ("marker", *TXN_ENDS):
             continue
         if spec.kind == "batch":
             for i, m in enumerate(spec.msgs):
@@ -233,10 +272,24 @@ def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
 
 
 def run(entries: list[Spec], opts: CompactionOptions, memory: int | None):
+    """Phase one and two as compaction.run.run_phase_one drives them: a first phase one
+    finds the transactions; with aborted or ongoing ones, phase one again without the
+    aborted ones' entries and only up to the first entry of the oldest ongoing one."""
     raws = history(entries)
     table = LocalKeyTable(memory, fold=fold_for(opts))
     phase_one_into(raws, opts, table)  # what the local engine runs
     table.finish()
+    _keys, _tombs, txns = scan_table(table)
+    ongoing = txns.ongoing
+    if txns.aborted or ongoing:
+        table.close()
+        if ongoing:
+            first = min(ongoing.values())
+            raws = [r for r in raws if r.position < first]
+        opts = replace(opts, aborted=txns.aborted)
+        table = LocalKeyTable(memory, fold=fold_for(opts))
+        phase_one_into(raws, opts, table)
+        table.finish()
     stats = Stats()
     try:
         out = list(phase_two(raws, table, opts, stats))
@@ -250,6 +303,7 @@ OPTIONS = st.builds(
     retain_null_key=st.booleans(),
     order=st.sampled_from([ORDER_PUBLISHING, ORDER_EVENT_TIME]),
     format=st.sampled_from([FORMAT_CLASSIC, FORMAT_PIP_429]),
+    keep_entry_metadata=st.booleans(),
 )
 
 
@@ -258,7 +312,7 @@ OPTIONS = st.builds(
 def test_compaction_equals_the_reference_model(entries, opts, memory):
     raws, out, stats = run(entries, opts, memory)
     expected, _winners = model(entries, opts)
-    by_position = {r.position: (spec, r) for spec, r in zip(entries, raws, strict=True)}
+    by_position = {r.position: (spec, r) for spec, r in zip(entries, raws, strict=False)}
     got: set = set()
     positions = [c.position for c in out]
     assert positions == sorted(positions) and len(set(positions)) == len(positions)
@@ -269,12 +323,15 @@ def test_compaction_equals_the_reference_model(entries, opts, memory):
         spec, raw = by_position[c.position]
         framed = decoded.layers[0]
         inner = c.data[framed.offset + framed.length :]
-        assert inner.startswith(raw.bem)  # the broker entry metadata prefix is kept
+        # the message id the dispatcher gives: ledger, entry, partition -1
+        assert decoded.original_id.partition == -1
+        # the broker entry metadata prefix, only when the broker exposes it
+        prefix = raw.bem if opts.keep_entry_metadata else b""
+        assert inner.startswith(prefix)
+        assert (decoded.broker_entry_metadata is not None) == bool(prefix)
         md = decoded.metadata
         if spec.kind == "batch":
             assert md.num_messages_in_batch == len(spec.msgs)
-            if raw.bem:
-                assert decoded.broker_entry_metadata is not None
             assert decoded.has_checksum
             for m in decoded.messages:
                 if opts.format == FORMAT_PIP_429 or not _is_placeholder(decoded, m.batch_index):
@@ -287,14 +344,18 @@ def test_compaction_equals_the_reference_model(entries, opts, memory):
                 assert not md.compacted_batch_indexes
                 assert len(decoded.messages) + len(decoded.placeholders) == len(spec.msgs)
         else:
-            # copied byte for byte
-            assert c.data.endswith(raw.data)
+            # copied byte for byte, as dispatched
+            assert inner == raw.data[len(raw.bem) - len(prefix) :]
             got.add((*c.position, -1))
     assert got == expected
-    assert stats.entries_in == len(entries)
+    seen = dispatched(entries)
+    assert stats.entries_in == len(seen)
+    assert stats.aborted == sum(1 for s in seen if s is None)
     assert stats.entries_out == len(out)
-    assert stats.markers == sum(1 for s in entries if s.kind == "marker")
-    assert stats.not_compactable == sum(1 for s in entries if s.kind == "encrypted")
+    assert stats.markers == sum(
+        1 for s in seen if s is not None and s.kind in ("marker", *TXN_ENDS)
+    )
+    assert stats.not_compactable == sum(1 for s in seen if s is not None and s.kind == "encrypted")
     if opts.keep_chunks is False:
         assert stats.chunks_kept == 0
 
@@ -352,3 +413,28 @@ def test_null_value_flag_is_not_a_tombstone_sizes_are():
     )
     records = list(phase_one([entry], CompactionOptions()))
     assert records and records[0][2] is False
+
+
+def test_aborted_transactions_neither_set_nor_delete_a_key_and_ongoing_ones_wait():
+    """Issue 20's cases: an aborted value must not become a key's latest, an aborted
+    tombstone must not delete a key, and an ongoing transaction stops the compaction
+    before its first entry (the broker's max read position)."""
+    entries = [
+        Spec("single", [Msg("a", b"a1")]),
+        Spec("single", [Msg("b", b"b1")]),
+        Spec("single", [Msg("a", b"a-aborted")], txn=1),
+        Spec("single", [Msg("b", b"")], txn=1),  # an aborted tombstone
+        Spec("abort", txn=1),
+        Spec("single", [Msg("c", b"c-committed")], txn=2),
+        Spec("commit", txn=2),
+        Spec("single", [Msg("a", b"a-ongoing")], txn=3),
+        Spec("single", [Msg("d", b"d-after-ongoing")]),
+    ]
+    _raws, out, stats = run(entries, CompactionOptions(), None)
+    values = {}
+    for c in out:
+        decoded = decode_entry(c.data, DecodeOptions(outer=Outer.COMPACTED))
+        for m in decoded.messages:
+            values[m.key] = bytes(m.value)
+    assert values == {"a": b"a1", "b": b"b1", "c": b"c-committed"}
+    assert stats.aborted == 2 and stats.markers == 2 and stats.entries_in == 7

@@ -34,12 +34,13 @@ from pulsarctl_py.compaction.core import (
 from pulsarctl_py.compaction.reader import raw_entry
 from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
 from pulsarctl_py.decoders.codecs import compress
-from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.decoders.errors import DataError, LedgerctlError
 from pulsarctl_py.decoders.payload import parse_batch
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.engines.local import LocalKeyTable
 from pulsarctl_py.proto import pulsar_api_pb2 as api
+from tests.protowire import reencoded
 
 pytestmark = pytest.mark.skipif(native is None, reason="the native module is not built")
 
@@ -125,10 +126,14 @@ def records(draw: st.DrawFn) -> Rec:
     return Rec(key, value, [f for _, f in fields], compacted_out)
 
 
-def encode_batch(recs: list[Rec]) -> bytes:
+def encode_batch(recs: list[Rec], draw: st.DrawFn | None = None) -> bytes:
+    """The batch; with ``draw``, each record's metadata written again with tags, lengths
+    and varints of drawn sizes, overlong or past what protobuf takes (tests/protowire.py)."""
     out = bytearray()
     for rec in recs:
         smm = b"".join(rec.fields)
+        if draw is not None:
+            smm = draw(reencoded(smm, {1: {}}))
         out += struct.pack(">I", len(smm)) + smm + rec.value
     return bytes(out)
 
@@ -139,7 +144,7 @@ def batches(draw: st.DrawFn) -> tuple[list[Rec], bytes, list[int] | None]:
     indexes = None
     if draw(st.integers(0, 4)) == 0:  # a PIP-429 batch: the retained records' indexes
         indexes = sorted(draw(st.sets(st.integers(0, 12), min_size=len(recs), max_size=len(recs))))
-    return recs, encode_batch(recs), indexes
+    return recs, encode_batch(recs, draw if draw(st.integers(0, 3)) == 0 else None), indexes
 
 
 def entry_of(plain: bytes, count: int, indexes: list[int] | None, codec: int, position):
@@ -383,7 +388,8 @@ def test_pipeline_with_and_without_the_helpers_writes_the_same(cases, codec, ret
         for i, (plain, count, indexes) in enumerate(cases)
         if count > 0 or indexes
     ]
-    opts = CompactionOptions(retain_null_key=retain, format=fmt)
+    # damage gone on past as the broker does (--accept-damage): the batches copied whole
+    opts = CompactionOptions(retain_null_key=retain, format=fmt, accept_damage=True)
 
     def run():
         table = LocalKeyTable(memory)
@@ -405,6 +411,17 @@ def test_pipeline_with_and_without_the_helpers_writes_the_same(cases, codec, ret
         mp.setattr(core, "_native_split", lambda entry: None)
         slow = run()
     assert fast == slow
+    # without --accept-damage, a batch copied whole is a refusal instead, both ways
+    if fast[1]["damaged_count"]:
+        opts = dataclasses.replace(opts, accept_damage=False)
+        with pytest.raises(DataError, match="refusing to copy a damaged entry"):
+            run()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(core, "_native", lambda: None)
+            mp.setattr(core, "_native_split", lambda entry: None)
+            with pytest.raises(DataError, match="refusing to copy a damaged entry"):
+                run()
+        opts = dataclasses.replace(opts, accept_damage=True)
     # and the generator of records gives what the table holds
     expected: dict[bytes, tuple[bytes, bool]] = {}
     for key, r, tomb in phase_one(raws, opts):
@@ -477,7 +494,8 @@ def test_a_batch_count_past_the_bound_is_damage_not_a_giant_rebuild(
 ):
     """A PIP-429 batch whose num_messages_in_batch claims 2^31 - 1 records (one retained)
     must not size a rebuilt batch or its list of holes by that count: it is damage, and
-    compaction keeps the entry whole as it keeps every batch it cannot read. So are
+    compaction refuses it (or, with the damage accepted, keeps the entry whole as Pulsar
+    keeps every batch it cannot read, and lists it). So are
     retained indexes that name no message of the batch (past its count, below 0, not
     rising): rebatched, they would give messages ids that do not exist."""
     recs = [
@@ -492,17 +510,23 @@ def test_a_batch_count_past_the_bound_is_damage_not_a_giant_rebuild(
     data = build_entry(md, plain, checksum=True)
     options = DecodeOptions(outer=Outer.PULSAR_ENTRY, depth=Depth.METADATA)
     raw = raw_entry(decode_entry(data, options, (5, 0)))
-    opts = CompactionOptions(format=fmt)
+    stats = Stats()
     with pytest.MonkeyPatch.context() as mp:
         if not with_helpers:
             mp.setattr(core, "_native", lambda: None)
             mp.setattr(core, "_native_split", lambda entry: None)
         table = LocalKeyTable(None)
         try:
+            # refused as damage, unless the damage is accepted
+            with pytest.raises(DataError, match=r"^5:0: batch not decodable"):
+                phase_one_into([raw], CompactionOptions(format=fmt), table)
+            opts = CompactionOptions(format=fmt, accept_damage=True)
             phase_one_into([raw], opts, table)
             table.finish()
-            out = list(phase_two([raw], table, opts, Stats()))
+            out = list(phase_two([raw], table, opts, stats))
         finally:
             table.close()
     assert [c.position for c in out] == [(5, 0)]
     assert out[0].data.endswith(data)  # the stored entry, not a rebuilt batch
+    assert stats.damaged_count == 1 and stats.damaged[0]["position"] == "5:0"
+    assert stats.damaged[0]["problem"].endswith("copied whole")

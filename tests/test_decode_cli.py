@@ -409,7 +409,7 @@ def test_help_imports_nothing_heavy() -> None:
         "import contextlib, io\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(['--help'])\n"
         "heavy = [m for m in ('pyspark', 'kazoo', 'rocksdict', 'lz4', 'zstandard', 'cramjam', "
-        "'cryptography', 'google.protobuf') if m in sys.modules]\n"
+        "'cryptography', 'google.protobuf', 'fastavro', 'pyarrow') if m in sys.modules]\n"
         "print(','.join(heavy))"
     )
     import sys

@@ -117,6 +117,39 @@ def test_encrypted_topic_rows_say_why_values_are_missing(demo, engine, tmp_path)
     assert rows and all(r["value"] is None and ENCRYPTED_NOTE in r["problems"] for r in rows)
 
 
+def test_encrypted_rows_keep_what_is_stored_in_plain_text(demo, capsys, tmp_path):
+    """Without the key: a single message's key and properties are in its metadata, in
+    plain text, and exported; with --private-key every value is opened, as inspect opens
+    them with the same key."""
+    from tests.cli_helpers import KEYS
+
+    _summary, root = demo
+    out = tmp_path / "sealed.jsonl"
+    result = run(capsys, "export", "encrypted", "--to", out, *flags(root), "-o", "json")
+    assert result.code == 0, result.err
+    sealed = read_jsonl(out)
+    singles = [r for r in sealed if r["batch_index"] is None]
+    assert singles and all(r["key"] and r["value"] is None for r in singles)
+    assert all(ENCRYPTED_NOTE in r["problems"] for r in sealed)
+    opened_path = tmp_path / "opened.jsonl"
+    key = KEYS / "rsa_private.pem"
+    result = run(
+        capsys, "export", "encrypted", "--to", opened_path, *flags(root), "--private-key", key
+    )
+    assert result.code == 0, result.err
+    opened = read_jsonl(opened_path)
+    shown = run(
+        capsys, "inspect", "--topic", "encrypted", *flags(root), "--private-key", key, "-o", "jsonl"
+    )
+    expected = [m for line in shown.out.splitlines() for m in json.loads(line)["messages"]]
+    assert [r["value"] for r in opened] == [m["value"] for m in expected]
+    assert all(r["value"] is not None and r["problems"] == [] for r in opened)
+    by_key = {r["key"]: r for r in opened if r["batch_index"] is None}
+    assert {r["key"]: r["properties"] for r in singles} == {
+        k: by_key[k]["properties"] for k in (r["key"] for r in singles)
+    }
+
+
 def test_filters_as_inspect(demo, engine, tmp_path):
     _summary, root = demo
     everything = inspect_rows(root, "batched")

@@ -4,7 +4,8 @@ Two properties, on generated answers and on mutated bytes (truncated frames, cha
 bytes, wrong wire types, huge lengths):
 
 * every frame the C parser takes gives the fields protobuf's parse gives; the frames it
-  leaves are ones the Python path must look at (it never takes a frame protobuf rejects);
+  leaves are ones the Python path must look at (it never takes a frame protobuf rejects),
+  and a regular answer in any encoding is taken exactly when protobuf takes it;
 * a connection reading the same bytes gives the same replies and ends with the same
   one-line error with the C parser as without it (the Python path is the fallback).
 """
@@ -23,6 +24,7 @@ from pulsarctl_py.decoders.errors import InputFormatError
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.stores.live import BookieConnection, BookieUnavailable, ClientOptions
 from pulsarctl_py.stores.live import client as client_module
+from tests.protowire import reencoded
 
 pytestmark = pytest.mark.skipif(
     native is None or not hasattr(native, "v3_read_replies"),
@@ -230,3 +232,39 @@ def test_arbitrary_bytes_never_crash_and_take_only_what_protobuf_takes(
         if out:
             assert len(out) == 1 and pos == len(buf)
             assert out[0] == python_parse(buf[4:])
+
+
+@st.composite
+def regular_answers(draw: st.DrawFn) -> bytes:
+    """An answer to a read the C parser takes when its encoding is protobuf's: every
+    field once, in any order, values the schema knows."""
+    header = [field(1, 0, draw(st.sampled_from([1, 2, 3]))), field(2, 0, 1), field(3, 0, draw(U64))]
+    if draw(st.booleans()):
+        header.append(field(4, 0, draw(st.integers(0, 2**32 - 1))))
+    read = [field(1, 0, draw(STATUS)), field(2, 0, draw(I64)), field(3, 0, draw(I64))]
+    if draw(st.booleans()):
+        read.append(field(4, 2, draw(st.binary(max_size=20))))
+    for number in (5, 6):
+        if draw(st.booleans()):
+            read.append(field(number, 0, draw(I64)))
+    parts = [
+        field(1, 2, b"".join(draw(st.permutations(header)))),
+        field(2, 0, draw(STATUS)),
+        field(100, 2, b"".join(draw(st.permutations(read)))),
+    ]
+    return b"".join(draw(st.permutations(parts)))
+
+
+@settings(max_examples=400)
+@given(regular_answers(), st.data())
+def test_encodings_are_taken_as_protobuf_takes_them(payload: bytes, data: st.DataObject) -> None:
+    """A regular answer with every tag, length and varint written again, overlong and past
+    protobuf's limits (tests/protowire.py): the C parser takes it exactly when protobuf
+    parses it, and then gives protobuf's fields."""
+    payload = data.draw(reencoded(payload, {1: {}, 100: {}}))
+    out: list[tuple] = []
+    pos = native.v3_read_replies(frame(payload), 0, wire.MAX_FRAME, out)
+    expected = python_parse(payload)
+    assert (pos != 0) == (expected is not None), payload.hex()
+    if out:
+        assert out == [expected]

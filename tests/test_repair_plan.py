@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.errors import LedgerctlError
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
-from pulsarctl_py.repair.plan import PLAN_FORMAT, PLAN_VERSION, Change, Plan, Unreachable
+from pulsarctl_py.repair.binding import Binding
+from pulsarctl_py.repair.plan import (
+    PLAN_FORMAT,
+    PLAN_VERSION,
+    Change,
+    Plan,
+    Unreachable,
+    document_digest,
+)
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
@@ -21,7 +29,24 @@ JSON = st.recursive(
     ),
     max_leaves=20,
 )
-KEYS = ["key", "kind", "old_base64", "new_base64", "old_sha256", "new_sha256", "version", "why"]
+KEYS = [
+    "key",
+    "kind",
+    "old_base64",
+    "new_base64",
+    "old_sha256",
+    "new_sha256",
+    "version",
+    "creation",
+    "why",
+]
+URL = "zk:127.0.0.1:2181"
+BINDING = Binding(URL, {"anchor": "/managed-ledgers czxid 2"})
+
+
+def signed(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the digest a plan saved with its content would carry."""
+    return {**doc, "digest": document_digest(doc)}
 
 
 def _cursor(ledger: int, entry: int) -> bytes:
@@ -41,7 +66,14 @@ def _cursor(ledger: int, entry: int) -> bytes:
 )
 def test_plan_round_trip(positions: list[tuple[int, int]], version: int, delete: bool) -> None:
     changes = [
-        Change(f"/managed-ledgers/t/n/persistent/x/c{i}", "cursor", _cursor(*p), None, version)
+        Change(
+            f"/managed-ledgers/t/n/persistent/x/c{i}",
+            "cursor",
+            _cursor(*p),
+            None,
+            version,
+            creation=f"czxid {i}",
+        )
         if delete
         else Change(
             f"/managed-ledgers/t/n/persistent/x/c{i}",
@@ -50,13 +82,14 @@ def test_plan_round_trip(positions: list[tuple[int, int]], version: int, delete:
             _cursor(1, 1),
             version,
             ["why"],
+            f"czxid {i}",
         )
         for i, p in enumerate(positions)
     ]
-    plan = Plan("zk:127.0.0.1:2181", changes, unreachable=Unreachable(ledgers=[1, 2], entries=3))
+    plan = Plan(URL, changes, unreachable=Unreachable(ledgers=[1, 2], entries=3), binding=BINDING)
     again = Plan.from_json(json.loads(json.dumps(plan.to_json())))
-    assert [(c.key, c.old, c.new, c.version, c.action) for c in again.changes] == [
-        (c.key, c.old, c.new, c.version, c.action) for c in changes
+    assert [(c.key, c.old, c.new, c.version, c.creation, c.action) for c in again.changes] == [
+        (c.key, c.old, c.new, c.version, c.creation, c.action) for c in changes
     ]
     for change in plan.to_json()["changes"]:  # decoded, not bytes
         assert change["old"]["fields"]["mark_delete_ledger_id"] >= 0
@@ -75,9 +108,15 @@ def test_any_json_is_a_plan_or_one_error(doc: Any) -> None:
 @settings(max_examples=300)
 @given(change=st.dictionaries(st.sampled_from(KEYS), JSON, max_size=8), n=st.integers(1, 3))
 def test_any_change_is_accepted_only_when_it_holds_together(change: dict[str, Any], n: int) -> None:
-    doc = {"format": PLAN_FORMAT, "version": PLAN_VERSION, "changes": [change] * n}
+    doc = {
+        "format": PLAN_FORMAT,
+        "version": PLAN_VERSION,
+        "metadata_url": URL,
+        "store": BINDING.to_json(),
+        "changes": [change] * n,
+    }
     try:
-        plan = Plan.from_json(doc)
+        plan = Plan.from_json(signed(doc))
     except LedgerctlError:
         return
     # accepted: then its bytes match their hashes and one key appears once

@@ -460,20 +460,36 @@ def test_contradicting_probes_are_warned() -> None:
     assert any("backwards" in w for w in result.warnings)
 
 
-def test_missing_ledger_is_stepped_around_not_taken_as_earliest() -> None:
+def test_a_missing_ledger_in_the_range_leaves_no_answer_but_its_range() -> None:
+    """issue 24: seek answered confidently around a ledger missing from storage. 101's
+    times (60..100) are not read: the first stored entry >= 75 is 102:0 (110), but the
+    answer may be inside 101, so there is none, only where it lies."""
     world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={101})
     _, reader = world.reader()
     result, _ = seek_time_broker(world.flat, reader, 75, -1)
-    # 101's times (60..100) are gone: the first stored entry >= 75 is 102:0 (110)
-    assert result.head.position == "102:0"
+    assert result.head is None and not result.answered
+    assert result.to_json()["position"] is None
+    assert result.extra["answer_range"] == {"first": "100:4", "last": "102:4"}
+    assert result.findings[0].startswith(
+        "cannot be answered exactly: the answer lies between 100:4 and 102:4"
+    )
+    assert result.extra["not_read"] and all("gone" in t for t in result.extra["not_read"])
+    # a missing ledger no probe needs changes nothing: the broker reads the same entries
+    # (narrowed by close times, the search starts in ledger 101)
+    world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={100})
+    result, prober = seek_time_broker(world.flat, world.reader()[1], 135, 0)
+    assert result.answered, result.findings
+    assert result.head is not None and result.head.timestamp >= 135
+    assert all(p.head.ledger_id != 100 for p in prober.probes)
 
 
-def test_unreadable_probe_is_a_finding() -> None:
+def test_unreadable_probe_is_a_finding_and_leaves_no_answer() -> None:
     world = make_world([16], [10], [False], t0=0)
     world.heads[(100, 8)] = Head(100, 8, error="checksum mismatch")
     _, reader = world.reader()
     result, _ = seek_time_broker(world.flat, reader, 95, -1)
     assert result.findings and "100:8" in result.findings[0]
+    assert result.head is None and result.extra["not_read"] == ["entry 100:8: checksum mismatch"]
 
 
 def test_empty_topic_is_a_finding_that_says_what_the_broker_does() -> None:
@@ -498,11 +514,15 @@ def test_nothing_before_the_time_resets_to_entry_zero_of_the_first_listed_ledger
     world = make_world([5, 5, 5], [10], [False] * 3, t0=0, missing={100})
     inner, reader = world.reader()
     result, prober = seek_time_broker(world.flat, reader, 5, -1)
-    assert [p.head.position for p in prober.probes] == ["101:0"]  # the first stored entry
-    assert result.head.position == "100:0" and result.head.error == "gone"
-    assert result.to_json()["position"] == "100:0" and not result.findings
-    assert any("resets to 100:0" in w and "not readable here" in w for w in result.warnings)
-    assert inner.reads == 1
+    # the broker's check-first: 100:0, which is not in storage (not read)
+    assert [p.head.position for p in prober.probes] == ["100:0"]
+    assert prober.probes[0].head.error == "ledger 100: gone"
+    # issue 24: "answer 100:0" when nothing of ledger 100 was read; its entries may be
+    # before the time, so there is no answer, only where it lies
+    assert result.head is None and result.to_json()["position"] is None
+    assert result.findings[0].startswith("cannot be answered exactly: the answer lies between")
+    assert any("resets to 100:0" in w and "unread ledger" in w for w in result.warnings)
+    assert inner.reads == 0  # ledger 100 is not in storage: nothing of it is read
     # an empty first ledger: asyncResetCursor moves on to the next valid position
     world = make_world([0, 5, 5], [10], [False] * 3, t0=0)
     result, _ = seek_time_broker(world.flat, world.reader()[1], 5, -1)
@@ -660,6 +680,53 @@ def test_legacy_offsets_round_trip(ledger: int, entry: int, batch: int) -> None:
     assert decode_legacy_offset(off, "ledger-entry") == (ledger, entry % 2**28, None)
 
 
+def test_legacy_offsets_are_java_longs_past_ledger_2_19() -> None:
+    """KoP computed ``ledgerId << 44`` in a Java long: negative from ledger 2^19 (bit 63),
+    and from 2^20 the ledger's high bits are shifted out; KoP decoded with ``>>>``. Numbers
+    worked out by hand: 2^19 << 44 = 2^63, which a long holds as -2^63."""
+    assert encode_legacy_offset(2**19, 0, 0, "ledger-entry-batch") == -(2**63)
+    assert decode_legacy_offset(-(2**63), "ledger-entry-batch") == (2**19, 0, 0)
+    assert (
+        encode_legacy_offset(2**19 + 3, 7, 2, "ledger-entry-batch")
+        == -(2**63) + (3 << 44) + (7 << 12) + 2
+    )
+    # 2^20 + 5 wraps onto 5
+    assert encode_legacy_offset(2**20 + 5, 7, 3, "ledger-entry-batch") == 87_960_930_250_755
+    assert encode_legacy_offset(2**35, 1, None, "ledger-entry") == -(2**63) + 1
+    assert decode_legacy_offset(-(2**63) + 1, "ledger-entry") == (2**35, 1, None)
+
+
+@given(st.integers(0, 2**40), st.integers(0, 2**32 - 1), st.integers(0, 4095))
+def test_legacy_offsets_round_trip_modulo_the_ledger_bits(ledger, entry, batch) -> None:
+    off = encode_legacy_offset(ledger, entry, batch, "ledger-entry-batch")
+    assert -(2**63) <= off < 2**63
+    assert decode_legacy_offset(off, "ledger-entry-batch") == (ledger % 2**20, entry, batch)
+
+
+def test_a_negative_legacy_offset_finds_its_ledger_past_2_19() -> None:
+    from pulsarctl_py.seek import FlatTopic, SeekLedger
+
+    big = 2**19 + 17  # the offset is negative
+    wrapped = 2**20 + 4  # the offset names ledger 4
+    flat = FlatTopic([SeekLedger(3, 2, 1), SeekLedger(big, 3, 2), SeekLedger(wrapped, 2, None)])
+
+    class Reader:
+        reads = 0
+
+        def head(self, ledger_id: int, entry_id: int) -> Head:
+            self.reads += 1
+            return Head(ledger_id, entry_id, publish_time=1, num_messages=4)
+
+    off = encode_legacy_offset(big, 2, 1, "ledger-entry-batch")
+    assert off < 0
+    result, _ = seek_legacy(flat, Reader(), off, "ledger-entry-batch")
+    assert result.head.position == f"{big}:2" and result.batch_index == 1
+    result, _ = seek_legacy(
+        flat, Reader(), encode_legacy_offset(wrapped, 1, 0, "ledger-entry-batch")
+    )
+    assert result.head.position == f"{wrapped}:1"
+
+
 def test_legacy_offset_names_a_stored_entry() -> None:
     world = make_world([4], [10], [False], t0=0, batch=[3])
     off = encode_legacy_offset(100, 2, 1, "ledger-entry-batch")
@@ -679,3 +746,38 @@ def test_position_that_does_not_exist() -> None:
         seek_position(world.flat, world.reader()[1], 100, 9, None)
     result, _ = seek_position(world.flat, world.reader()[1], 100, 3, None)
     assert result.head.position == "100:3" and result.entries_read == 1
+
+
+def _heads_reader(heads: dict) -> object:
+    class Reader:
+        reads = 0
+
+        def head(self, ledger_id: int, entry_id: int) -> Head:
+            self.reads += 1
+            return heads[(ledger_id, entry_id)]
+
+    return Reader()
+
+
+def test_metadata_without_an_index_stops_kop_whatever_skip_says() -> None:
+    """streamnative/kop MessageMetadataUtils.peekOffset: only an entry with no broker entry
+    metadata at all is NoBrokerEntryMetadata (skipped with skipMessagesWithoutIndex); one
+    whose metadata lacks the index makes the getter throw, a MetadataCorruptedException:
+    FindEntryByOffset answers false for it and LIST_OFFSETS fails, skip or not."""
+    from pulsarctl_py.seek import FlatTopic, SeekLedger
+
+    heads = {
+        (7, 0): Head(7, 0, publish_time=10, broker_timestamp=10, has_bem=True),  # no index
+        (7, 1): Head(7, 1, publish_time=20, broker_timestamp=20, index=5, has_bem=True),
+        (7, 2): Head(7, 2, publish_time=30, broker_timestamp=30, index=6, has_bem=True),
+    }
+    flat = FlatTopic([SeekLedger(7, 3, None)])
+    for skip in (False, True):
+        result, _ = seek_index(flat, _heads_reader(heads), 6, skip_without_index=skip)
+        assert result.findings and "without an index" in result.findings[0]
+        result, _ = seek_time_kop(flat, _heads_reader(heads), 5, skip_without_index=skip)
+        assert result.findings and "without an index" in result.findings[0]
+    # the same entry without any broker entry metadata is skipped when told to
+    heads[(7, 0)] = Head(7, 0, publish_time=10)
+    result, _ = seek_index(flat, _heads_reader(heads), 6, skip_without_index=True)
+    assert not result.findings and result.head.position == "7:2"

@@ -30,6 +30,8 @@ from pulsarctl_py.decoders.entry import DecodeOptions, Entry, Message, decode_en
 from pulsarctl_py.decoders.errors import CorruptEntryError
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
+from tests import protowire
+from tests.protowire import protobuf_takes, reencoded
 from tests.strategies import DATA, entry_specs
 
 native = speedups.native
@@ -96,22 +98,7 @@ def assert_same(fast: Entry, slow: Entry) -> None:
 
 def varint(value: int, pad: int = 0) -> bytes:
     """``value`` as a varint, with ``pad`` redundant continuation bytes (still valid)."""
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value or pad:
-            out.append(byte | 0x80)
-            if not value:
-                while pad > 1:
-                    out.append(0x80)
-                    pad -= 1
-                out.append(0)
-                break
-        else:
-            out.append(byte)
-            break
-    return bytes(out)
+    return protowire.varint(value, protowire.varint_size(value) + pad)
 
 
 def tag(field: int, wire: int) -> bytes:
@@ -333,3 +320,314 @@ def test_bind_refuses_classes_it_cannot_fill() -> None:
         speedups.bind(native.HEAD, Plain)
     with pytest.raises(TypeError):
         native.bind(native.HEAD, Plain, ("a",))
+
+
+# -- encodings: exactly what protobuf takes --------------------------------------------------
+
+
+def python_split(plain: bytes, count: int) -> Any:
+    """What the Python path makes of a batch, as split_batch's answer; None where it
+    refuses it (an error, or a problem on the batch)."""
+    entry = Entry(b"", position=(5, 9))
+    md = api.MessageMetadata(
+        producer_name="p", sequence_id=7, publish_time=1000, num_messages_in_batch=count
+    )
+    entry.broker_entry_metadata = api.BrokerEntryMetadata(index=40 + count - 1)
+    with pure_python():
+        try:
+            messages = entry_module._messages(entry, md, plain)
+        except CorruptEntryError:
+            return None
+    if any(p.severity == "error" for p in entry.problems):
+        return None
+    return messages, entry.placeholders, entry.layers[-1].length
+
+
+def native_split(plain: bytes, count: int) -> Any:
+    return native.split_batch(plain, count, None, 7, 1000, 40, 5, 9)
+
+
+@st.composite
+def regular_smm(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A record's metadata that the Python path reads without a problem (serialized by
+    protobuf), and its value."""
+    value = draw(st.binary(max_size=8))
+    smm = api.SingleMessageMetadata(payload_size=len(value))
+    for _ in range(draw(st.integers(0, 2))):
+        smm.properties.add(key=draw(st.text(max_size=4)), value=draw(st.text(max_size=4)))
+    u64 = st.integers(0, 2**64 - 1)
+    if draw(st.booleans()):
+        smm.partition_key = draw(st.text(max_size=4))
+    if draw(st.booleans()):
+        smm.event_time = draw(u64)
+    if draw(st.booleans()):
+        smm.sequence_id = draw(u64)
+    if draw(st.booleans()):
+        smm.ordering_key = draw(st.binary(max_size=4))
+    for name in ("compacted_out", "partition_key_b64_encoded", "null_value", "null_partition_key"):
+        if draw(st.integers(0, 4)) == 0:
+            setattr(smm, name, draw(st.booleans()))
+    return smm.SerializeToString(), value
+
+
+@needs_native
+@settings(max_examples=800, deadline=None)
+@given(records=st.lists(regular_smm(), min_size=1, max_size=3), data=st.data())
+def test_split_batch_takes_the_encodings_protobuf_takes(
+    records: list[tuple[bytes, bytes]], data: Any
+) -> None:
+    """Regular records with every tag, length and varint written again, overlong and past
+    protobuf's limits (tags and lengths of 6 bytes, varints of 11, bits past the 64th):
+    split_batch answers exactly when the Python path (protobuf) reads the batch, and then
+    the same messages."""
+    plain = b""
+    for smm, value in records:
+        body = data.draw(reencoded(smm, {1: {}}))
+        plain += struct.pack(">I", len(body)) + body + value
+    got = native_split(plain, len(records))
+    expected = python_split(plain, len(records))
+    assert (got is None) == (expected is None), (plain.hex(), got, expected)
+    if got is not None:
+        assert (got[0], got[1], got[2]) == expected
+
+
+@needs_native
+@pytest.mark.parametrize(
+    ("encoded", "takes"),
+    [
+        (b"\x08" + protowire.varint(5, 10), True),  # a value padded to ten bytes
+        (b"\x08" + protowire.varint(5, 11), False),  # eleven
+        (b"\x08" + b"\xff" * 9 + b"\x7f", True),  # bits past the 64th: dropped
+        (protowire.varint(8, 5) + b"\x05", True),  # a tag of five bytes
+        (protowire.varint(8, 6) + b"\x05", False),  # six
+        (protowire.varint(2**32 | 8, 5) + b"\x05", False),  # a tag past 32 bits
+        (protowire.varint(128 << 3, 6) + b"\x00", False),  # an unknown field's tag of six bytes
+        (b"\x1a" + protowire.varint(1, 5) + b"x", True),  # an unknown field's length of five bytes
+        (b"\x1a" + protowire.varint(1, 6) + b"x", False),  # six
+        (b"\x00\x05", False),  # field 0
+    ],
+)
+def test_protobuf_takes_these_encodings(encoded: bytes, takes: bool) -> None:
+    """The rules the native parsers follow, held against the installed protobuf library
+    (upb), so that a protobuf upgrade that changes them fails here first."""
+    assert protobuf_takes(api.BrokerEntryMetadata, encoded) is takes
+
+
+@needs_native
+def test_a_tag_of_six_bytes_is_not_a_batch_natively() -> None:
+    """The batch the adversarial run found: one record whose unknown field's tag takes six
+    bytes. protobuf refuses it, so must split_batch and the compaction helpers."""
+    plain = bytes.fromhex("0000000c12016b18018081808080000076")
+    assert python_split(plain, 1) is None
+    assert native_split(plain, 1) is None
+    table = native.key_table()
+    assert native.compact_offer(plain, 1, None, b"k", bytes(16), table) is None
+    assert len(table) == 0
+    assert native.compact_keep(plain, 1, None, b"k", bytes(16), table, True, False, b"") is None
+    assert native.compact_rebuild(plain, 1, [0], False, b"") is None
+
+
+# -- arguments: checked at the module boundary ---------------------------------------------------
+#
+# The callers never pass these; the module must not trust that. A Meddler runs code where a
+# conversion calls back into Python (__index__, __bool__, __add__, __eq__, __hash__), here
+# emptying the lists the native function is about to read; a collection in the middle of a
+# call (gc callbacks) does the same at an allocation. Each call must answer or raise, never
+# read past a list.
+
+
+@contextmanager
+def collection_on_every_allocation(action: Any) -> Iterator[None]:
+    """Run ``action`` at every garbage collection, with a collection at (nearly) every
+    allocation of a container."""
+    import gc
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            action()
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(callback)
+    gc.set_threshold(1, 1, 1)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(callback)
+
+
+def _clean_log(n: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    from pulsarctl_py.decoders import bookkeeper
+    from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
+    from pulsarctl_py.decoders.checksums import DigestType
+    from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
+    from tests.stores.test_heads import in_memory_log
+
+    md = api.MessageMetadata(producer_name="p", sequence_id=1, publish_time=5)
+    body = BrokerEntryMetadataLayer.build(api.BrokerEntryMetadata(index=1)) + build_entry(
+        md, b"v", checksum=True
+    )
+    entries = [
+        bookkeeper.build(BookieEntryHeader(3, e, e - 1, 10), body, DigestType.CRC32C)
+        for e in range(n)
+    ]
+    return in_memory_log(3, entries)
+
+
+def _state(expected: int = 0, **slots: Any) -> list[Any]:
+    state: list[Any] = [None] * native.VERIFY_SLOTS
+    state[0] = expected
+    state[1] = state[2] = 0
+    state[5] = state[6] = state[11] = False
+    for slot, value in slots.items():
+        state[int(slot[1:])] = value
+    return state
+
+
+@needs_native
+def test_negative_starts_and_windows_past_int64_are_refused() -> None:
+    items, window = _clean_log(3)
+    for start in (-1, -(2**40)):
+        with pytest.raises(ValueError):
+            native.scan_heads(items, start, 3, 0, window, 0, [])
+        with pytest.raises(ValueError):
+            native.verify_heads(items, start, 3, 0, window, 0, 3, _state())
+        with pytest.raises(ValueError):
+            native.verify_records([(0, b"")], start, 3, 3, _state())
+        with pytest.raises(ValueError):
+            native.entry_lines([], start, 1, 3, None, b"}\n")
+    for window_start in (2**63 - 2, -1, -(2**63)):
+        with pytest.raises(ValueError):
+            native.scan_heads(items, 0, 3, 0, window, window_start, [])
+        with pytest.raises(ValueError):
+            native.verify_heads(items, 0, 3, 0, window, window_start, 3, _state())
+    with pytest.raises(ValueError):
+        native.v3_read_replies(b"", 0, -1, [])
+    with pytest.raises(ValueError):
+        native.verify_records([], 0, 3, 3, _state(-1))
+    # a start past the end reads nothing
+    assert native.scan_heads(items, 10, 3, 0, window, 0, []) == (10, native.HEADS_END)
+
+
+@needs_native
+def test_conversions_that_empty_the_lists_being_read() -> None:
+    items, window = _clean_log(4)
+    out: list[Any] = []
+    ledger = protowire.Meddler(3, items.clear)
+    assert native.scan_heads(items, 0, ledger, 0, window, 0, out) == (0, native.HEADS_END)
+    items, window = _clean_log(4)
+    state = _state()
+    meddler = protowire.Meddler(0, state.clear)
+    for slot in (0, 1, 3, 5, 11):
+        bad = _state(**{f"s{slot}": meddler})
+        with pytest.raises(TypeError):
+            native.verify_heads(items, 0, 3, 0, window, 0, 3, bad)
+        with pytest.raises(TypeError):
+            native.verify_records([], 0, 3, 3, bad)
+    records: list[Any] = [(0, b"x" * 40)]
+    with pytest.raises(TypeError):
+        native.verify_records([(protowire.Meddler(0, records.clear), b"")], 0, 3, 3, _state())
+    with pytest.raises(TypeError):
+        native.verify_records([(0, protowire.Meddler(0, records.clear))], 0, 3, 3, _state())
+    # split_batch: the indexes are read before the batch; the sums take ints only
+    smm = api.SingleMessageMetadata(payload_size=1).SerializeToString()
+    plain = (struct.pack(">I", len(smm)) + smm + b"v") * 3
+    indexes: list[Any] = [0, 1, 2]
+    count = protowire.Meddler(3, indexes.clear)
+    assert native.split_batch(plain, count, indexes, 0, 0, None, 0, 0) is None
+    indexes = [0, 1, 2]
+    for bad_seq in (protowire.Meddler(0, indexes.clear), 1.5, "0"):
+        with pytest.raises(TypeError):
+            native.split_batch(plain, 3, indexes, bad_seq, 0, None, 0, 0)
+    with pytest.raises(TypeError):
+        native.split_batch(plain, 3, None, 0, 0, protowire.Meddler(0, indexes.clear), 0, 0)
+    assert (
+        native.split_batch(plain, 3, [0, protowire.Meddler(1, indexes.clear), 2], 0, 0, None, 0, 0)
+        is None
+    )
+    # compaction: indexes of ints only, a kept list of ints only
+    table = native.key_table()
+    assert (
+        native.compact_offer(plain, 3, [0, protowire.Meddler(1, None), 2], b"", bytes(16), table)
+        is None
+    )
+    keep: list[Any] = [0]
+    keep.append(protowire.Meddler(1, keep.clear))
+    with pytest.raises(TypeError):
+        native.compact_rebuild(plain, 3, keep, False, b"")
+    # a tombstone flag that empties the table while it is asked
+    table.offer(b"a", b"r", False)
+    assert table.offer(b"b", b"r", protowire.Meddler(0, table.clear)) is True
+    assert len(table) == 1 and table.get(b"b") == (b"r", False)
+
+
+@needs_native
+def test_a_collection_in_the_middle_of_a_call_that_empties_its_lists() -> None:
+    items, window = _clean_log(50)
+    out: list[Any] = []
+    with collection_on_every_allocation(items.clear):
+        stop, status = native.scan_heads(items, 0, 3, 0, window, 0, out)
+    assert status == native.HEADS_END and stop <= 50 and len(out) == stop
+    items, window = _clean_log(50)
+    pairs = [(h, b"") for h in out]
+    with collection_on_every_allocation(pairs.clear):
+        native.entry_lines(pairs, 0, 100, 3, None, b"}\n")
+    smm = api.SingleMessageMetadata(payload_size=1).SerializeToString()
+    plain = (struct.pack(">I", len(smm)) + smm + b"v") * 50
+    indexes = list(range(50))
+    with collection_on_every_allocation(indexes.clear):
+        got = native.split_batch(plain, 50, indexes, 0, 0, None, 0, 0)
+    assert got is not None and [m.batch_index for m in got[0]] == list(range(50))
+    table = native.key_table()
+    keyed = api.SingleMessageMetadata(payload_size=1, partition_key="k").SerializeToString()
+    plain = (struct.pack(">I", len(keyed)) + keyed + b"v") * 50
+    with collection_on_every_allocation(table.clear):
+        native.compact_keep(plain, 50, None, b"", bytes(16), table, True, False, b"")
+        native.compact_offer(plain, 50, None, b"", bytes(16), table)
+
+
+@needs_native
+def test_the_key_table_takes_empty_keys_and_ranks() -> None:
+    """An empty key and rank were stored at the NULL arena of a new table (UBSan: memcpy
+    from a NULL pointer); they are a key like any other."""
+    table = native.key_table()
+    assert table.offer(b"", b"", False) is True
+    assert table.get(b"") == (b"", False) and len(table) == 1
+    assert table.offer(b"", b"\x01", True) is False
+    assert table.get(b"") == (b"\x01", True) and table.live == 0
+    table.clear()
+    assert table.put(b"", b"", False) is True and table.min_rank() == b""
+
+
+@needs_native
+def test_bind_takes_only_a_slots_class_of_its_own_slots() -> None:
+    from pulsarctl_py.decoders.heads import EntryHead
+
+    @dataclass(slots=True)
+    class Other:
+        a: Any
+        b: Any
+
+    class Borrowed:  # a slot descriptor of another class: its offset is not this class's
+        __slots__ = ("c",)
+        a = Other.__dict__["a"]
+
+    names = tuple(f for f in EntryHead.__slots__)
+    for cls, fields in [
+        (Borrowed, ("a",)),
+        (Other, ("a", "a")),
+        (Other, (1,)),
+        (int, ("real",)),
+        (type("WithDict", (), {}), ()),
+    ]:
+        with pytest.raises(TypeError):
+            native.bind(native.HEAD, cls, fields)
+    native.bind(native.HEAD, EntryHead, names)  # the real binding still holds
+
+
+@needs_native
+@pytest.mark.parametrize("start", [-1, 2**32, 2**64 + 5, -(2**63), 2**32 - 1])
+def test_crc32c_takes_any_start_as_the_library_does(start: int) -> None:
+    """The library keeps the low 32 bits of any int start; so does the native function."""
+    expected = crc32c_lib.crc32c(b"abc", start)
+    assert native.crc32c(b"abc", start) == native.crc32c(b"abc", start, True) == expected

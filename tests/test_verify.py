@@ -27,6 +27,8 @@ SEVERITY = {
     "ledger-missing-storage": {"error"},
     "entry-missing": {"error"},
     "entry-corrupt": {"error"},
+    "entry-undecodable": {"error"},
+    "entry-past-last": {"error"},
     "digest-unverified": {"warning"},
     "entries-mismatch": {"error"},
     "size-mismatch": {"error", "warning"},

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pulsarctl_py.decoders import bookkeeper
 from pulsarctl_py.decoders import managed_ledger as mld
@@ -37,6 +39,7 @@ from pulsarctl_py.proto import pulsar_api_pb2 as api
 from pulsarctl_py.verify import VerifyStats, fastscan, verify_topics
 from tests import damage
 from tests.cli_helpers import REAL_CLIENT
+from tests.stores.test_heads import in_memory_log, odd_entries
 from tests.verify_world import T0, VARIANTS, LedgerSpec, _ml_info, _tags, _write_tree, build_world
 
 needs_native = pytest.mark.skipif(
@@ -358,3 +361,71 @@ def test_the_general_path_alone_without_the_native_module(
     with_native = _run(world.source, True)
     monkeypatch.setattr(fastscan, "native", None)
     assert _run(world.source, True) == with_native
+
+
+# -- one entry at a time, against the decoder --------------------------------------------------
+
+
+def _python_values(data: bytes, ledger_id: int, entry_id: int, digest: DigestType) -> Any:
+    """What the general path reads of one entry for the ordered checks (the values
+    ``verify_records`` hands over with VALUES), or None when it finds it damaged."""
+    from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
+    from pulsarctl_py.verify.ledgers import payload_size
+
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.METADATA)
+    entry = decode_entry(data, options, (ledger_id, entry_id))
+    if entry.unverified or any(p.severity == "error" for p in entry.problems):
+        return None
+    bem = entry.broker_entry_metadata
+    return (
+        entry_id,
+        payload_size(entry, None),
+        entry.index,
+        entry.num_messages,
+        entry.entry_timestamp,
+        bem is not None and bem.HasField("broker_timestamp"),
+    )
+
+
+def _fresh_state(expected: int) -> list[Any]:
+    state: list[Any] = [None] * fastscan.SLOTS
+    state[fastscan.EXPECTED] = expected
+    state[fastscan.ENTRIES] = state[fastscan.BYTES] = 0
+    state[fastscan.BEM_SEEN] = state[fastscan.IN_LAST] = state[fastscan.ORDERED] = False
+    return state
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(
+    ledger_id=st.sampled_from([3, 2**40 + 1, -5]),
+    digest=st.sampled_from([DigestType.CRC32C, DigestType.CRC32]),
+    data=st.data(),
+)
+def test_native_verify_passes_only_what_the_decoder_reads_clean(
+    ledger_id: int, digest: DigestType, data: Any
+) -> None:
+    """With the ordered checks left to Python, verify_records hands over every entry it
+    finds clean (VALUES) with the values the general path reads, and nothing else:
+    implausible headers (LAC past the entry, negative length or ledger id) and prefixes
+    or metadata in encodings protobuf refuses are IRREGULAR. verify_heads, reading the
+    same entry from an entry log window, answers the same."""
+    entry_id = data.draw(st.integers(0, 3))
+    entry = data.draw(odd_entries(ledger_id, entry_id, digest))
+    state = _fresh_state(entry_id)
+    got = native.verify_records([(entry_id, entry)], 0, ledger_id, int(digest), state)
+    expected = _python_values(entry, ledger_id, entry_id, digest)
+    if got == (0, native.VERIFY_VALUES):
+        assert expected is not None
+        assert tuple(state[fastscan.V_ENTRY :]) == expected
+    else:
+        assert got == (0, native.HEADS_IRREGULAR)
+    # the same entry through verify_heads: at entry_id in an index of entries 0..entry_id
+    before = [data.draw(odd_entries(ledger_id, e, digest)) for e in range(entry_id)]
+    items, window = in_memory_log(ledger_id, [*before, entry])
+    heads_state = _fresh_state(entry_id)
+    stop, status = native.verify_heads(
+        items, entry_id, ledger_id, 0, window, 0, int(digest), heads_state
+    )
+    assert (stop - entry_id, status) == got
+    assert heads_state == state

@@ -63,6 +63,12 @@ VARIANTS: dict[str, list[str]] = {
     "ledger-missing-storage": ["ledger-missing-storage"],
     "entry-missing": ["entry-missing"],
     "entry-corrupt": ["entry-corrupt"],
+    "entry-past-last": ["entry-past-last"],
+    "entry-past-last-plain": ["entry-past-last"],
+    "checksum-mismatch": ["entry-corrupt"],
+    "batch-count-huge": ["entry-undecodable"],
+    "batch-payload-size-huge": ["entry-undecodable"],
+    "uncompressed-size-wrong": ["entry-undecodable"],
     "entry-unreadable": ["entry-corrupt"],
     "cursor-ledger-corrupt": ["entry-corrupt"],
     "entries-mismatch": ["entries-mismatch"],
@@ -95,6 +101,36 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
+#: the entry the payload damages change: 40:1, a batch of 3 messages of tenant-b/ns/plain
+#: (no broker entry metadata, so the index checks do not see a damaged count)
+DAMAGED_BATCH = (40, 1)
+#: variants whose damaged batch verifies (digest, checksum) and does not decode
+PAYLOAD_DAMAGE = frozenset(
+    {"batch-count-huge", "batch-payload-size-huge", "uncompressed-size-wrong"}
+)
+
+
+def _damaged_batch(variant: str, md: api.MessageMetadata, records: list) -> tuple[object, bytes]:
+    """The batch of ``records`` with ``md``, damaged as ``variant`` says; what the decoders
+    reject and a producer never writes, behind a valid checksum and digest."""
+    from pulsarctl_py.decoders.codecs import compress
+
+    if variant == "batch-count-huge":
+        md.num_messages_in_batch = -(2**31)  # the varint of 2^31, as an int32 reads it
+        return md, build_batch(records)
+    if variant == "batch-payload-size-huge":
+        smm, value = records[1]
+        plain = build_batch(records[:1])
+        smm.payload_size = 2**31 - 1
+        body = smm.SerializeToString()
+        plain += len(body).to_bytes(4, "big") + body + value + build_batch(records[2:])
+        return md, plain
+    plain = build_batch(records)  # uncompressed-size-wrong: LZ4, the size one byte short
+    md.compression = api.LZ4
+    md.uncompressed_size = len(plain) - 1
+    return md, compress(api.LZ4, plain)
+
+
 @dataclass
 class LedgerSpec:
     """One ledger: its metadata and the entries it stores."""
@@ -109,10 +145,17 @@ class LedgerSpec:
     stored: bool = True
     metadata_bytes: bytes | None = None  # written instead of the built metadata
     length_delta: int = 0
+    #: trailing entries stored past the closed ledger's last entry (not part of it)
+    strays: int = 0
+
+    @property
+    def count(self) -> int:
+        """The entries of the ledger (its strays not counted)."""
+        return len(self.entries) - self.strays
 
     @property
     def length(self) -> int:
-        return sum(self.payload_sizes)
+        return sum(self.payload_sizes[: self.count])
 
     def metadata(self) -> LedgerMetadata:
         closed = self.closed
@@ -122,7 +165,7 @@ class LedgerSpec:
             ack_quorum_size=1,
             state=LedgerState.CLOSED if closed else LedgerState.OPEN,
             ensembles={0: [BOOKIE]},
-            last_entry_id=len(self.entries) - 1 if closed else -1,
+            last_entry_id=self.count - 1 if closed else -1,
             length=self.length + self.length_delta if closed else 0,
             digest_type=self.digest,
             password=b"",
@@ -190,8 +233,11 @@ def _compacted_tags(topic: str, to: tuple[int, int]) -> dict[str, bytes]:
 class _Builder:
     """Generates the entries of the world in topic order."""
 
-    def __init__(self, variant: str | None) -> None:
+    def __init__(
+        self, variant: str | None, entries: dict[tuple[int, int], bytes] | None = None
+    ) -> None:
         self.variant = variant
+        self.replaced = entries or {}  # Pulsar entries stored instead of generated ones
         self.clock = T0
         self.seq = 0
         self.index = -1
@@ -219,6 +265,8 @@ class _Builder:
                 records.append((smm, f"value-{self.seq + i}".encode()))
             payload = build_batch(records)
         self.seq += count
+        if (ledger_id, entry_id) == DAMAGED_BATCH and self.variant in PAYLOAD_DAMAGE:
+            md, payload = _damaged_batch(self.variant, md, records)
         meta = None
         if bem and not (self.variant == "index-missing" and ledger_id == 12):
             self.index += count
@@ -227,13 +275,26 @@ class _Builder:
             meta = api.BrokerEntryMetadata(broker_timestamp=broker_ts, index=self.index)
             self.last_index[ledger_id] = self.index
         data = build_entry(md, payload, checksum=True, broker_entry_metadata=meta)
+        data = self.replaced.get((ledger_id, entry_id), data)
+        if (ledger_id, entry_id) == DAMAGED_BATCH and self.variant == "checksum-mismatch":
+            data = data[:-1] + bytes([data[-1] ^ 0x01])  # under a BookKeeper digest that holds
         self.pulsar[(ledger_id, entry_id)] = data
         return data
 
+    def strays(self, spec: LedgerSpec, count: int, *, bem: bool = True) -> None:
+        """``count`` entries stored after the ledger's last one (a writer's adds that were
+        never acknowledged before the ledger was closed): the topic's clock, sequence and
+        index go on as if they had never been written."""
+        state = (self.clock, self.seq, self.index, dict(self.last_index))
+        first = len(spec.entries)
+        payloads = [self.pulsar_entry(spec.ledger_id, first + i, bem=bem) for i in range(count)]
+        self.clock, self.seq, self.index, self.last_index = state
+        self.pack(spec, payloads, first, sum(spec.payload_sizes))
+        spec.strays = count
+
     @staticmethod
-    def pack(spec: LedgerSpec, payloads: list[bytes]) -> None:
-        length = 0
-        for entry_id, payload in enumerate(payloads):
+    def pack(spec: LedgerSpec, payloads: list[bytes], first: int = 0, length: int = 0) -> None:
+        for entry_id, payload in enumerate(payloads, first):
             length += len(payload)
             header = BookieEntryHeader(spec.ledger_id, entry_id, entry_id - 1, length)
             spec.entries.append(bookkeeper.build(header, payload, spec.digest, b""))
@@ -263,7 +324,7 @@ def _ml_info(
         if recorded:
             info.ledgerInfo.add(
                 ledgerId=spec.ledger_id,
-                entries=len(spec.entries),
+                entries=spec.count,
                 size=spec.length,
                 timestamp=T0 + 3_600_000 + spec.ledger_id,
             )
@@ -296,8 +357,12 @@ def build_world(
     store: MetadataStore | None = None,
     metadata_url: str | None = None,
     index: str = "db",
+    entries: dict[tuple[int, int], bytes] | None = None,
 ) -> World:
     """Write the world (``variant`` None: healthy) under ``root``; return where it is.
+
+    ``entries``: Pulsar entries stored at these positions instead of the generated ones
+    (a compacted ledger that copies such a position copies it too).
 
     The metadata goes to ``store`` (then ``metadata_url`` names it) or to a new RocksDB
     metadata store under ``root/metadata``. ``index``: the bookie indexes its entries as
@@ -307,10 +372,12 @@ def build_world(
     if variant is not None and variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}")
     v = variant
-    b = _Builder(v)
+    b = _Builder(v, entries)
 
     # -- orders: three data ledgers, a cursor ledger, a compacted ledger ----------------------
-    l10 = b.data_ledger(10, ORDERS, 5)
+    l10 = b.data_ledger(10, ORDERS, 3 if v == "entry-past-last" else 5)
+    if v == "entry-past-last":
+        b.strays(l10, 2)
     l11 = b.data_ledger(11, ORDERS, 4)
     l12 = b.data_ledger(12, ORDERS, 3, closed=False)
     cursor_ledger = LedgerSpec(20, _tags(ORDERS, cursor="durable-sub"), closed=False)
@@ -339,6 +406,8 @@ def build_world(
         )
     else:
         l40 = b.data_ledger(40, PLAIN, 3, bem=False)
+        if v == "entry-past-last-plain":
+            b.strays(l40, 1, bem=False)
     l41 = LedgerSpec(41, _tags(PLAIN), closed=False)
     l80 = b.data_ledger(80, PARTS + "-partition-0", 2, bem=False)
     l81 = b.data_ledger(81, PARTS + "-partition-1", 1, closed=False, bem=False)

@@ -103,9 +103,14 @@ def check_bookie_free(
                 f"the bookie holds its lock on {current / name}: stop the bookie before {doing}"
             )
     bookie_id = _cookie_bookie_id(current)
-    if bookie_id is not None and store.exists(f"/ledgers/available/{bookie_id}") is not None:
+    bookkeeper = store.bookkeeper()
+    if (
+        bookie_id is not None
+        and bookkeeper.store.exists(bookkeeper.path("available", bookie_id)) is not None
+    ):
         raise BookieInUse(
-            f"bookie {bookie_id} is registered as running (/ledgers/available/{bookie_id}): "
+            f"bookie {bookie_id} is registered as running "
+            f"({bookkeeper.path('available', bookie_id)}): "
             f"stop it before {doing}"
         )
 

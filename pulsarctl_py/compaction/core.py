@@ -17,8 +17,31 @@ Pure: no stores, no engines. The rules follow ``AbstractTwoPhaseCompactor``,
 Phase two emits, in original-position order: single messages that are their key's latest
 (copied byte for byte), keyless ones when retained, and readable batches rebatched
 (placeholders for removed records, recompressed with the same codec, a new CRC32C, the
-original broker entry metadata prefix kept) when at least one record is kept. A batch that
-cannot be decoded is copied whole, as Pulsar does.
+broker entry metadata prefix the compactor received put back) when at least one record is
+kept. A batch that cannot be decoded is copied whole, as Pulsar does.
+
+What the compactor's raw reader receives is what the broker dispatches to the
+``__compaction`` subscription (checked on a Pulsar 4.0.7 broker,
+``tests/test_sandbox_compaction.py``):
+
+* entries of aborted transactions never reach it
+  (``AbstractBaseDispatcher.filterEntriesForConsumer`` skips them when
+  ``PersistentTopic.isTxnAborted``); transaction markers do, and are dropped as markers.
+  ``CompactionOptions.aborted`` names the aborted transactions; phase one records what
+  :class:`Transactions` needs to find them (records under :data:`TXN_PREFIX`, never
+  message keys). Entries after the transaction buffer's max read position (the first entry
+  of the oldest ongoing transaction) are not dispatched: the caller stops the plan before
+  them (``compaction.run.run_phase_one``);
+* the broker entry metadata prefix (0x0e02) is stripped unless the broker sets
+  ``exposingBrokerEntryMetadataToClientEnabled``
+  (``PulsarCommandSenderImpl.sendMessagesToConsumer``; here
+  ``CompactionOptions.keep_entry_metadata``). So a default broker's compacted entries
+  carry none, and its rebatched entries none either (``RawBatchConverter.rebatchMessage``
+  puts back only the prefix it received);
+* each compacted entry's MessageIdData is the one the dispatcher sends
+  (``Commands.newMessageCommand``): ledger id, entry id and ``partition``, -1 for a topic
+  that is not a partition (``TopicName.getPartitionIndex``), also for entries re-read from
+  the previous compacted ledger.
 
 One deliberate difference, reported as ``chunks_kept``: Pulsar's compactor treats every chunk
 of a chunked message as its own keyed message, so only the last chunk of the latest
@@ -37,13 +60,22 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from pulsarctl_py.decoders import compacted as compacted_layer
-from pulsarctl_py.decoders.codecs import compress, decompress
-from pulsarctl_py.decoders.entry import MAX_BATCH_MESSAGES, compacted_indexes_error
-from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
-from pulsarctl_py.decoders.payload import build_batch, parse_batch, placeholder
+from pulsarctl_py.decoders.codecs import compress_as_broker, decompress
+from pulsarctl_py.decoders.entry import (
+    MAX_BATCH_MESSAGES,
+    DecodeOptions,
+    Entry,
+    compacted_indexes_error,
+    decode_payload,
+)
+from pulsarctl_py.decoders.errors import CorruptEntryError, DataError, LedgerctlError
+from pulsarctl_py.decoders.payload import batch_fit_error, build_batch, parse_batch, placeholder
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.engines.base import KeyRecord, KeyState, WinnerView
 from pulsarctl_py.proto import pulsar_api_pb2 as api
+from pulsarctl_py.proto import pulsar_markers_pb2 as markers_pb
+
+from .rebatch_buffer import rebatch_failure
 
 ORDER_PUBLISHING = "publishing"
 ORDER_EVENT_TIME = "event-time"
@@ -57,6 +89,18 @@ _EVENT = struct.Struct(">Q")
 #: prefixes of key-table keys: message keys, and chunk groups (producer + uuid)
 KEY_PREFIX = b"k"
 CHUNK_PREFIX = b"c"
+#: phase one's transaction records, never message keys (:func:`transactions` reads them):
+#: the first entry of a transaction (its rank the position inverted, so that the greatest
+#: rank is the earliest entry) and the marker that ends it (rank: the marker's position;
+#: tombstone: the transaction was aborted)
+TXN_PREFIX = b"\x01"
+_TXN_FIRST = TXN_PREFIX + b"f"
+_TXN_END = TXN_PREFIX + b"e"
+_TXN = struct.Struct(">QQ")
+#: the markers that end a transaction (PulsarMarkers.proto), and whether it was aborted
+_TXN_ENDS = {markers_pb.TXN_COMMIT: False, markers_pb.TXN_ABORT: True}
+#: the length of an event-time rank (event time, position, batched flag)
+_EVENT_RANK = 8 + _POS.size + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +110,27 @@ class CompactionOptions:
     format: str = FORMAT_CLASSIC
     #: keep every chunk of the latest chunked message (Pulsar keeps only its last chunk)
     keep_chunks: bool = True
+    #: the broker's exposingBrokerEntryMetadataToClientEnabled: the compactor then receives
+    #: (and writes) each entry's 0x0e02 prefix; by default it is stripped
+    keep_entry_metadata: bool = False
+    #: aborted transactions (:func:`txn_key` of their ids): their entries are skipped
+    aborted: frozenset[bytes] = frozenset()
+    #: go on past damaged entries (a digest or checksum that does not match, metadata or a
+    #: payload that does not decode) as the broker does, listing them (``Stats.damaged``);
+    #: without it the first one stops the run (:func:`refuse`)
+    accept_damage: bool = False
+
+
+#: damaged positions listed one by one in a report; the rest are counted
+MAX_DAMAGED = 1000
+
+
+def refuse(position: tuple[int, int], why: str) -> DataError:
+    """The error that stops a run at a damaged entry (without ``accept_damage``)."""
+    return DataError(
+        "{}:{}: {}; refusing to copy a damaged entry (--accept-damage copies it as the broker "
+        "does, and lists it)".format(*position, why)
+    )
 
 
 @dataclass(slots=True)
@@ -79,6 +144,8 @@ class RawEntry:
     bem: bytes = b""  # the raw broker entry metadata prefix (magic included), if any
     message_id: bytes | None = None  # serialized MessageIdData from a compacted ledger
     partition: int = -1
+    #: why the entry fails an integrity check (read only with ``accept_damage``), or None
+    damage: str | None = None
 
 
 @dataclass(slots=True)
@@ -103,9 +170,26 @@ class Stats:
     markers: int = 0
     chunks_kept: int = 0  # chunks kept beyond what Pulsar's compactor keeps
     undecodable: int = 0  # batches copied whole because they could not be decoded
+    aborted: int = 0  # entries of aborted transactions, never dispatched to the compactor
+    #: rebuilt batches a Pulsar 4.0/4.1 broker fails to write (apache/pulsar#26290), and the
+    #: first one: that broker's own compaction of the topic never succeeds
+    broker_failures: int = 0
+    broker_failure_at: tuple[int, int] | None = None
     #: phase one's "to": the last entry that was not entirely deleted
     to: tuple[int, int] | None = None
     problems: list[str] = field(default_factory=list)
+    #: damaged entries gone on past (``accept_damage``), the first MAX_DAMAGED:
+    #: {"position": "L:E", "problem": why, and what was done with it}
+    damaged: list[dict[str, str]] = field(default_factory=list)
+    damaged_count: int = 0
+
+    def damage(self, position: tuple[int, int], why: str, what: str) -> None:
+        """A damaged entry gone on past: ``what`` was done with it."""
+        self.damaged_count += 1
+        if len(self.damaged) < MAX_DAMAGED:
+            where = "{}:{}".format(*position)
+            self.damaged.append({"position": where, "problem": f"{why}; {what}"})
+            self.problems.append(f"{where}: {why}; {what}")
 
     def add(self, other: Stats) -> None:
         for name in (
@@ -119,11 +203,18 @@ class Stats:
             "markers",
             "chunks_kept",
             "undecodable",
+            "aborted",
+            "broker_failures",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        if self.broker_failure_at is None:
+            self.broker_failure_at = other.broker_failure_at
         if other.to is not None and (self.to is None or other.to > self.to):
             self.to = other.to
-        self.problems.extend(other.problems)
+        room = max(MAX_DAMAGED - len(self.damaged), 0)
+        self.damaged.extend(other.damaged[:room])
+        self.problems.extend(other.problems[:room])
+        self.damaged_count += other.damaged_count
 
 
 # -- ranks and folds --------------------------------------------------------------------------
@@ -156,7 +247,10 @@ def event_time_fold(state: KeyState, rank: bytes, tombstone: bool) -> KeyState:
     A record replaces the key's latest when the key is absent (never seen, or removed by a
     tombstone) or when its event time is newer: ``>=`` for single messages, ``>`` for
     batch records. A newer tombstone removes the key; an older record changes nothing.
+    Transaction records (position ranks, not event-time ranks) keep the greatest rank.
     """
+    if len(rank) != _EVENT_RANK:
+        return (rank, tombstone) if state is None or rank > state[0] else state
     if state is None or state[1]:
         return (rank, tombstone)
     new_time = _EVENT.unpack_from(rank)[0]
@@ -170,8 +264,89 @@ def fold_for(options: CompactionOptions) -> Any:
     return event_time_fold if options.order == ORDER_EVENT_TIME else None
 
 
-def message_key(key: str) -> bytes:
-    return KEY_PREFIX + key.encode("utf-8")
+def message_key(key: str | bytes) -> bytes:
+    """The key table's key of a message key. A key that is not UTF-8 comes as its bytes
+    (:class:`~pulsarctl_py.decoders.text.RawText`) and is kept as they are, as the native
+    helpers keep it. (The broker's map holds a Java String, malformed bytes replaced by
+    U+FFFD: two keys that differ only in their malformed bytes are one key there.)"""
+    return KEY_PREFIX + (key if isinstance(key, bytes) else key.encode("utf-8"))
+
+
+def txn_key(md: Any) -> bytes | None:
+    """The transaction an entry belongs to (16 bytes: most, least significant bits), or None.
+
+    An entry is transactional when both id halves are present, as the broker tests it
+    (``AbstractBaseDispatcher.filterEntriesForConsumer``: ``hasTxnidMostBits() &&
+    hasTxnidLeastBits()``)."""
+    if md.HasField("txnid_most_bits") and md.HasField("txnid_least_bits"):
+        return _TXN.pack(md.txnid_most_bits, md.txnid_least_bits)
+    return None
+
+
+def _inverted_rank(ledger_id: int, entry_id: int) -> bytes:
+    return _POS.pack(2**64 - 1 - ledger_id % 2**64, 2**64 - 1 - entry_id % 2**64, 0)
+
+
+def _txn_records(md: Any, txn: bytes, position: tuple[int, int]) -> Iterator[KeyRecord]:
+    """Phase one's records about the transaction of one topic entry."""
+    if md.HasField("marker_type"):
+        aborted = _TXN_ENDS.get(md.marker_type)
+        if aborted is not None:
+            yield _TXN_END + txn, position_rank(*position), aborted
+    else:
+        yield _TXN_FIRST + txn, _inverted_rank(*position), False
+
+
+@dataclass(slots=True)
+class Transactions:
+    """The transactions phase one saw in the topic: where each began and how it ended.
+
+    The broker's view (``TopicTransactionBuffer``): a transaction is aborted once its
+    abort marker is written (``isTxnAborted``); one with no end marker yet is ongoing, and
+    the max read position is the entry before the first entry of the oldest ongoing one
+    (``handleTransactionMessage``, ``updateMaxReadPosition``), else the topic's last entry.
+    """
+
+    first: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    ended: dict[bytes, tuple[tuple[int, int], bool]] = field(default_factory=dict)
+
+    def add(self, key: bytes, rank: bytes, tombstone: bool) -> bool:
+        """Take one record of the key table; False when it is not a transaction record."""
+        if not key.startswith(TXN_PREFIX):
+            return False
+        kind, txn = key[: len(_TXN_FIRST)], key[len(_TXN_FIRST) :]
+        ledger, entry, _ = _POS.unpack(rank)
+        if kind == _TXN_FIRST:
+            self.first[txn] = (2**64 - 1 - ledger, 2**64 - 1 - entry)
+        elif kind == _TXN_END:
+            self.ended[txn] = ((ledger, entry), tombstone)
+        return True
+
+    @property
+    def aborted(self) -> frozenset[bytes]:
+        return frozenset(t for t, (_pos, aborted) in self.ended.items() if aborted)
+
+    @property
+    def ongoing(self) -> dict[bytes, tuple[int, int]]:
+        """Transactions with entries and no end marker: their first entries."""
+        return {t: pos for t, pos in self.first.items() if t not in self.ended}
+
+    def to_json(self) -> dict[str, Any]:
+        with_entries = set(self.first)
+        return {
+            "committed": sum(1 for t, (_p, a) in self.ended.items() if not a and t in with_entries),
+            "aborted": sum(1 for t, (_p, a) in self.ended.items() if a and t in with_entries),
+            "ongoing": [
+                {"txn": txn_name(t), "first_entry": "{}:{}".format(*pos)}
+                for t, pos in sorted(self.ongoing.items(), key=lambda kv: kv[1])
+            ],
+        }
+
+
+def txn_name(txn: bytes) -> str:
+    """A transaction id as the admin API prints it: ``(most,least)``."""
+    most, least = _TXN.unpack(txn)
+    return f"({most},{least})"
 
 
 def chunk_group(md: Any) -> bytes:
@@ -189,11 +364,40 @@ def is_chunk(md: Any) -> bool:
     return md.num_chunks_from_msg > 1 and md.HasField("uuid")
 
 
-def _single_size(entry: RawEntry) -> int:
+def _single_size(entry: RawEntry, options: CompactionOptions) -> int:
+    """``extractKeyAndSize``: ``uncompressed_size``, else the length of headersAndPayload as
+    the compactor received it (the 0x0e02 prefix included only when the broker exposes it)."""
     md = entry.metadata
     if md.HasField("uncompressed_size"):
         return md.uncompressed_size
-    return len(entry.data) - len(entry.bem)
+    return len(entry.data) - (0 if options.keep_entry_metadata else len(entry.bem))
+
+
+def dispatched(entry: RawEntry, options: CompactionOptions) -> RawEntry:
+    """The entry as the broker sends it to the compactor: without its 0x0e02 prefix unless
+    the broker exposes it (``PulsarCommandSenderImpl.sendMessagesToConsumer`` calls
+    ``Commands.skipBrokerEntryMetadataIfExist`` when ``exposingBrokerEntryMetadataToClientEnabled``
+    is false, the default)."""
+    if not entry.bem or options.keep_entry_metadata:
+        return entry
+    cut = len(entry.bem)
+    return RawEntry(
+        entry.position,
+        entry.data[cut:],
+        entry.metadata,
+        entry.payload_at - cut,
+        b"",
+        entry.message_id,
+        entry.partition,
+        entry.damage,
+    )
+
+
+def _skipped_txn(entry: RawEntry, md: Any, options: CompactionOptions) -> bool:
+    """Whether the entry belongs to an aborted transaction (never dispatched)."""
+    if not options.aborted or not md.HasField("txnid_most_bits"):
+        return False
+    return not md.HasField("marker_type") and txn_key(md) in options.aborted
 
 
 def _batch_count(md: Any) -> int:
@@ -207,6 +411,10 @@ def _batch_count(md: Any) -> int:
         raise CorruptEntryError(
             "batch", 0, f"0 to {MAX_BATCH_MESSAGES} messages in a batch", f"{count}"
         )
+    if md.HasField("uncompressed_size"):  # refused before the payload is decompressed
+        unfit = batch_fit_error(count, md.uncompressed_size)
+        if unfit is not None:
+            raise CorruptEntryError("batch", 0, "records that fit uncompressed_size", unfit)
     if md.compacted_batch_indexes:
         wrong = compacted_indexes_error(count, md.compacted_batch_indexes)
         if wrong is not None:
@@ -312,7 +520,16 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
     publishing = options.order == ORDER_PUBLISHING
     for entry in entries:
         md = entry.metadata
-        if md is None or md.HasField("marker_type"):
+        if md is None:
+            continue
+        if md.HasField("txnid_most_bits"):
+            txn = txn_key(md)
+            if txn is not None:
+                if entry.message_id is None:  # from the topic (a compacted ledger has none)
+                    yield from _txn_records(md, txn, entry.position)
+                if txn in options.aborted and not md.HasField("marker_type"):
+                    continue
+        if md.HasField("marker_type"):
             continue
         ledger_id, entry_id = entry.position
         if is_readable_batch(md):
@@ -320,7 +537,11 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
                 split = _native_split(entry)
                 if split is None:
                     records, _ = _batch_view(entry)
-            except LedgerctlError:
+            except LedgerctlError as exc:
+                if not options.accept_damage:
+                    raise refuse(
+                        entry.position, f"batch not decodable ({exc.one_line()})"
+                    ) from None
                 continue  # Pulsar logs it and keeps the whole batch in phase two
             if split is not None and publishing:
                 # the hot path: keys and sizes straight from the splitter's messages; a
@@ -333,7 +554,7 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
                         continue
                     i = m.batch_index + 1
                     rank = prefix + (suffix[i] if i < 1025 else _index_suffix(i - 1))
-                    yield KEY_PREFIX + key.encode("utf-8"), rank, not m.value
+                    yield message_key(key), rank, not m.value
                 continue
             if split is not None:
                 records = _records_of(split)
@@ -346,7 +567,7 @@ def phase_one(entries: Iterable[RawEntry], options: CompactionOptions) -> Iterat
         if not md.HasField("partition_key"):
             continue
         rank = rank_of(options, ledger_id, entry_id, -1, md.event_time, False)
-        yield message_key(md.partition_key), rank, _single_size(entry) <= 0
+        yield message_key(md.partition_key), rank, _single_size(entry, options) <= 0
         if options.keep_chunks and is_chunk(md):
             yield chunk_group(md), rank, False
 
@@ -388,11 +609,16 @@ def phase_one_into(entries: Iterable[RawEntry], options: CompactionOptions, tabl
             offer_batch is not None
             and md is not None
             and not md.HasField("marker_type")
+            and not md.HasField("txnid_most_bits")
             and is_readable_batch(md)
         ):
             try:
                 plain, count, indexes, prefix = _batch_args(entry)
-            except LedgerctlError:
+            except LedgerctlError as exc:
+                if not options.accept_damage:
+                    raise refuse(
+                        entry.position, f"batch not decodable ({exc.one_line()})"
+                    ) from None
                 continue  # as phase_one: Pulsar logs it and keeps the whole batch
             done = offer_batch(plain, count, indexes, KEY_PREFIX, prefix)
             if done is not None:
@@ -408,15 +634,16 @@ def phase_one_into(entries: Iterable[RawEntry], options: CompactionOptions, tabl
 
 
 def _frame(entry: RawEntry, data: bytes) -> bytes:
-    if entry.message_id is not None:
-        body = entry.message_id
-    else:
-        msg_id = api.MessageIdData(
-            ledgerId=entry.position[0] % 2**64, entryId=entry.position[1] % 2**64
-        )
-        if entry.partition >= 0:
-            msg_id.partition = entry.partition
-        body = msg_id.SerializeToString()
+    """RawMessage framing (``RawMessageImpl.serialize``) around ``data``, with the
+    MessageIdData the dispatcher gave the compactor (``Commands.newMessageCommand``: ledger,
+    entry and partition, -1 outside a partitioned topic), also for an entry re-read from a
+    compacted ledger, whose stored id is not reused."""
+    msg_id = api.MessageIdData(
+        ledgerId=entry.position[0] % 2**64,
+        entryId=entry.position[1] % 2**64,
+        partition=entry.partition,
+    )
+    body = msg_id.SerializeToString()
     return compacted_layer.SIZE.pack(len(body)) + body + compacted_layer.SIZE.pack(len(data)) + data
 
 
@@ -447,7 +674,7 @@ def _deleted_in_phase_one(entry: RawEntry, options: CompactionOptions, records: 
         return True
     if not md.HasField("partition_key"):
         return not options.retain_null_key
-    return _single_size(entry) <= 0
+    return _single_size(entry, options) <= 0
 
 
 def phase_two(
@@ -464,14 +691,20 @@ def phase_two(
         stats.bytes_in += len(entry.data)
         md = entry.metadata
         if md is None:
-            stats.problems.append(
-                f"{entry.position[0]}:{entry.position[1]}: no readable MessageMetadata; skipped"
-            )
+            why = entry.damage or "no readable MessageMetadata"
+            if not options.accept_damage:
+                raise refuse(entry.position, why)
+            stats.damage(entry.position, why, "skipped")
+            continue
+        if entry.damage is not None:  # read with accept_damage: copied as the broker copies it
+            stats.damage(entry.position, entry.damage, "processed as stored")
+        if _skipped_txn(entry, md, options):
+            stats.aborted += 1
             continue
         if md.HasField("marker_type"):
             stats.markers += 1
             continue
-        ledger_id, entry_id = entry.position
+        entry = dispatched(entry, options)
         out: CompactedEntry | None
         if is_readable_batch(md):
             split = None
@@ -495,10 +728,12 @@ def phase_two(
                     continue
                 records = _records_of(split) if split is not None else _batch_view(entry)[0]
             except LedgerctlError as exc:
+                why = f"batch not decodable ({exc.one_line()})"
+                if not options.accept_damage:
+                    raise refuse(entry.position, why) from None
                 stats.undecodable += 1
-                stats.problems.append(
-                    f"{ledger_id}:{entry_id}: batch not decodable ({exc.one_line()}); copied whole"
-                )
+                if entry.damage is None:  # else listed already, once per entry
+                    stats.damage(entry.position, why, "copied whole")
                 records = None
             if not _deleted_in_phase_one(entry, options, records):
                 stats.to = entry.position
@@ -527,6 +762,7 @@ def _single(
         stats.not_compactable += 1
     if not md.HasField("partition_key"):
         if options.retain_null_key:
+            _check_single(entry, options, stats)
             stats.kept += count
             return CompactedEntry(entry.position, _frame(entry, entry.data), count, -1)
         stats.keyless_dropped += count
@@ -542,10 +778,45 @@ def _single(
             stats.chunks_kept += 1
     if not keep:
         return None
+    _check_single(entry, options, stats)
     if not leading:
         stats.kept += count  # a leading chunk is part of one message, counted at its last
     batch_index = count - 1 if md.HasField("num_messages_in_batch") else -1
     return CompactedEntry(entry.position, _frame(entry, entry.data), count, batch_index)
+
+
+#: how a copied message's payload is decoded to check it (as every reader decodes it)
+_PAYLOAD_OPTIONS = DecodeOptions()
+
+
+def payload_damage(entry: RawEntry) -> str | None:
+    """Why the entry's payload does not decode as every reader decodes it
+    (:func:`~pulsarctl_py.decoders.entry.decode_payload`: decompression, batch records,
+    marker), or None."""
+    md = entry.metadata
+    if md is None:
+        return None
+    decoded = Entry(entry.data, metadata=md, payload=memoryview(entry.data)[entry.payload_at :])
+    decode_payload(decoded, _PAYLOAD_OPTIONS, entry.payload_at)
+    errors = [p for p in decoded.problems if p.severity == "error"]
+    if not errors:
+        return None
+    return f"payload not decodable ({errors[0].layer}: {errors[0].message})"
+
+
+def _check_single(entry: RawEntry, options: CompactionOptions, stats: Stats) -> None:
+    """A message copied byte for byte: its payload must decode (:func:`payload_damage`:
+    a compressed payload that does not decompress to its ``uncompressed_size`` is damage),
+    unless the damage is accepted (then it is listed)."""
+    md = entry.metadata
+    if not md.compression or md.encryption_keys:
+        return  # nothing to decompress, or sealed: nothing the decoders could reject here
+    why = payload_damage(entry)
+    if why is not None:
+        if not options.accept_damage:
+            raise refuse(entry.position, why)
+        if entry.damage is None:  # else listed already, once per entry
+            stats.damage(entry.position, why, "copied as stored")
 
 
 def _keep_native(
@@ -643,7 +914,7 @@ def _rebatch_native(
         deleted = False
         i = batch_index + 1
         rank = prefix + (suffixes[i] if i < 1025 else _index_suffix(batch_index))
-        k = KEY_PREFIX + key.encode("utf-8")
+        k = message_key(key)
         if table is not None:
             found = table.get(k)
             if found is not None and found[0] == rank and not found[1]:
@@ -782,8 +1053,12 @@ def _finish_rebatch(
         del new_md.compacted_batch_indexes[:]
         if options.format == FORMAT_PIP_429:
             new_md.compacted_batch_indexes.extend(kept_indexes)
+    if options.format == FORMAT_CLASSIC and rebatch_failure(len(entry.data), plain) is not None:
+        stats.broker_failures += 1
+        if stats.broker_failure_at is None:
+            stats.broker_failure_at = entry.position
     new_md.uncompressed_size = len(plain)
-    payload = compress(md.compression, plain) if md.compression != api.NONE else plain
+    payload = compress_as_broker(md.compression, plain) if md.compression != api.NONE else plain
     body = build_entry(new_md, payload, checksum=True)
     data = entry.bem + body
     return CompactedEntry(entry.position, _frame(entry, data), len(kept_indexes), kept_indexes[-1])

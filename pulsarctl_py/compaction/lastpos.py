@@ -6,13 +6,22 @@ index. Readers compare it with what they received in ``hasMessageAvailable``; a 
 that no delivered message has (a compacted-out record or a tombstone) makes them wait
 forever (apache/pulsar#13533, #18877, pulsar-client-python#221, PIP-429).
 
-Generations:
+Generations (settled against the released jars, and for ``pre-pip-429`` against a running
+Pulsar 4.0.7 broker, ``tests/test_sandbox_lastpos.py``):
 
-* ``pip-429`` (newest): ``num_messages_in_batch <= 1`` => -1; ``compacted_batch_indexes``
-  => its last element; encryption keys => ``n - 1``; otherwise decompress and take the last
-  record that is not ``compacted_out``;
-* ``pre-pip-429`` (#18877): the same without the field-31 and encryption branches: an
-  encrypted batch fails ("Invalid unknown tag type"), a PIP-429 batch is misread;
+* ``pre-pip-429`` (#18877; Pulsar 2.11 to 4.0.x, the default: Pulsar 4.0.7's
+  ``ServerCnx.calculateTheLastBatchIndexInBatch``): ``num_messages_in_batch <= 1`` => -1;
+  otherwise the batch is decompressed (when ``compression`` is set) and its
+  ``num_messages_in_batch`` records scanned; the last one not ``compacted_out`` wins, and
+  **-1 when none is** (not an error). An encrypted batch is decompressed and scanned as if
+  it were plain and fails; a PIP-429 batch (fewer records than its count) fails too;
+* ``pip-429`` (the PIP-429 copy of ``PulsarTopicCompactionService.getLastMessagePosition``
+  in apache/pulsar master, not in a release up to 4.0.7): ``num_messages_in_batch <= 1`` =>
+  -1; ``compacted_batch_indexes`` => its last element; encryption keys => ``n - 1``;
+  otherwise it decompresses the batch but scans the **still-compressed** payload (it
+  passes ``payload``, not the decompressed buffer, to ``deSerializeSingleMessageInBatch``):
+  right for uncompressed batches, an error or a garbage index for LZ4/ZLIB/ZSTD/SNAPPY
+  ones; no live record => an error ("No valid message in entry");
 * ``pre-18877``: ``num_messages_in_batch - 1`` with the getter's default of 1, so 0 for a
   message that is not batched, and possibly a compacted-out record.
 """
@@ -32,6 +41,8 @@ from pulsarctl_py.positions import format_position
 
 GENERATIONS = ("pip-429", "pre-pip-429", "pre-18877")
 NEWEST = "pip-429"
+#: the released brokers' generation (Pulsar 2.11 to 4.0.x; checked on 4.0.7)
+DEFAULT = "pre-pip-429"
 
 
 @dataclass(slots=True)
@@ -81,12 +92,19 @@ def _parse(framed: bytes) -> _Parsed:
     return _Parsed(signed64(msg_id.ledgerId), signed64(msg_id.entryId), md, mv[pos:end])
 
 
+def _scan(buf: bytes | memoryview, count: int) -> tuple[list[int], list[int]]:
+    """(live record indexes, compacted-out indexes): ``count`` records of ``buf`` read one
+    after the other as ``Commands.deSerializeSingleMessageInBatch`` does (raises when they
+    do not parse)."""
+    _layer, records, holes = parse_batch(buf, count, None, [])
+    return [r.batch_index for r in records], holes
+
+
 def _records(parsed: _Parsed, count: int) -> tuple[list[int], list[int]]:
-    """(live record indexes, compacted-out indexes) scanning ``count`` records."""
+    """(live record indexes, compacted-out indexes) scanning ``count`` decompressed records."""
     md = parsed.metadata
     plain = decompress(md.compression, parsed.payload, md.uncompressed_size)
-    _layer, records, holes = parse_batch(plain, count, None, [])
-    return [r.batch_index for r in records], holes
+    return _scan(plain, count)
 
 
 def retained_indexes(framed: bytes) -> list[int] | None:
@@ -101,7 +119,7 @@ def retained_indexes(framed: bytes) -> list[int] | None:
     return live
 
 
-def last_position(framed: bytes | None, generation: str = NEWEST) -> LastPosition:
+def last_position(framed: bytes | None, generation: str = DEFAULT) -> LastPosition:
     """The answer of ``generation`` for a compacted ledger whose LAC entry is ``framed``."""
     if generation not in GENERATIONS:
         raise LedgerctlError(f"unknown broker generation {generation!r}: {', '.join(GENERATIONS)}")
@@ -128,7 +146,13 @@ def last_position(framed: bytes | None, generation: str = NEWEST) -> LastPositio
         if delivered is None
         else format_position(lid, eid, None if delivered < 0 else delivered)
     )
-    index: int | None
+
+    def fail(message: str) -> LastPosition:
+        out.error = message
+        out.findings.append(_finding("error", "last-position-error", message, None))
+        return out
+
+    index: int
     if generation == "pre-18877":
         index = n - 1
     elif n <= 1:
@@ -137,20 +161,40 @@ def last_position(framed: bytes | None, generation: str = NEWEST) -> LastPositio
         index = md.compacted_batch_indexes[-1]
     elif generation == NEWEST and encrypted:
         index = n - 1
-    elif encrypted:
-        out.error = (
-            "the broker decompresses the encrypted batch and fails (Invalid unknown tag type)"
-        )
-        out.findings.append(_finding("error", "last-position-error", out.error, None))
-        return out
-    else:
+    elif generation == NEWEST:
+        # PulsarTopicCompactionService.getLastMessagePosition: decompresses, then scans the
+        # payload it was given, still compressed
         try:
+            if md.compression:
+                decompress(md.compression, parsed.payload, md.uncompressed_size)
+            live, _holes = _scan(parsed.payload, n)
+        except LedgerctlError as exc:
+            how = "the still-compressed" if md.compression else "the"
+            return fail(f"the broker scans {how} batch and fails: {exc.one_line()}")
+        if not live:
+            return fail("no record of the last compacted batch is retained: the broker fails")
+        index = live[-1]
+        if md.compression:
+            out.findings.append(
+                _finding(
+                    "error",
+                    "last-position-misread",
+                    "the broker scans the still-compressed batch (PIP-429's "
+                    "getLastMessagePosition): its answer is not a position of the batch",
+                    None,
+                )
+            )
+    else:
+        # Pulsar 4.0.7 ServerCnx.calculateTheLastBatchIndexInBatch: decompress when
+        # compression is set, scan every record, -1 when none is live
+        try:
+            if encrypted:
+                _scan_encrypted(parsed, n)
             live, _holes = _records(parsed, n)
         except LedgerctlError as exc:
-            out.error = f"the broker cannot scan the batch: {exc.one_line()}"
-            out.findings.append(_finding("error", "last-position-error", out.error, None))
-            return out
-        if md.compacted_batch_indexes and generation != NEWEST:
+            what = "encrypted batch" if encrypted else "batch"
+            return fail(f"the broker cannot scan the {what}: {exc.one_line()}")
+        if md.compacted_batch_indexes:
             out.findings.append(
                 _finding(
                     "error",
@@ -159,11 +203,7 @@ def last_position(framed: bytes | None, generation: str = NEWEST) -> LastPositio
                     None,
                 )
             )
-        if not live:
-            out.error = "no record of the last compacted batch is retained"
-            out.findings.append(_finding("error", "last-position-error", out.error, None))
-            return out
-        index = live[-1]
+        index = live[-1] if live else -1
     out.position = format_position(lid, eid, None if index < 0 else index)
     if out.position != out.delivered_last and index == 0 and not batched:
         out.findings.append(
@@ -178,7 +218,10 @@ def last_position(framed: bytes | None, generation: str = NEWEST) -> LastPositio
     elif index < 0 and out.delivered_last is not None:
         pass  # an entry-level position: reached once the entry (a batch of one) is delivered
     elif out.position != out.delivered_last:
-        why = f"batch index {index} was compacted out (a placeholder or a tombstone)"
+        if index < 0:
+            why = "no record of the batch is delivered"
+        else:
+            why = f"batch index {index} was compacted out (a placeholder or a tombstone)"
         out.findings.append(
             _finding(
                 "error",
@@ -189,3 +232,19 @@ def last_position(framed: bytes | None, generation: str = NEWEST) -> LastPositio
             )
         )
     return out
+
+
+def _scan_encrypted(parsed: _Parsed, count: int) -> None:
+    """An encrypted batch as a broker before PIP-429 reads it: its ciphertext decompressed
+    (when compressed) and scanned as records; raises where that fails (it nearly always
+    does, "Invalid unknown tag type")."""
+    md = parsed.metadata
+    buf: bytes | memoryview = parsed.payload
+    if md.compression:
+        buf = decompress(md.compression, buf, md.uncompressed_size)
+    try:
+        _scan(buf, count)
+    except LedgerctlError as exc:
+        raise LedgerctlError(
+            f"Invalid unknown tag type: ciphertext read as records ({exc.one_line()})"
+        ) from None

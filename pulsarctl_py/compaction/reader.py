@@ -23,6 +23,7 @@ from .core import (
     phase_one,
     phase_one_into,
     phase_two,
+    refuse,
 )
 
 _SOURCES: dict[tuple[str | None, tuple[str, ...], Any], Any] = {}
@@ -32,6 +33,9 @@ _PARTITIONS: dict[str, int] = {}
 
 def source_for(split: Split) -> Any:
     """A LedgerSource for the split's stores, opened once per process and run."""
+    from pulsarctl_py.limits import apply_split
+
+    apply_split(split)
     key = (split.metadata_url, split.bookie_dirs, split.live)
     source = _SOURCES.get(key)
     if source is None:
@@ -68,13 +72,19 @@ def _partition(topic: str) -> int:
     return found
 
 
-def raw_entry(entry: Any, partition: int = -1) -> RawEntry:
-    """A decoded bookie entry (depth METADATA) as a :class:`RawEntry`."""
-    where = "{}:{}".format(*entry.position) if entry.position else "entry"
-    outer = ("bookie-entry", "compacted")
-    errors = [p for p in entry.problems if p.severity == "error" and p.layer in outer]
+def raw_entry(entry: Any, partition: int = -1, accept_damage: bool = False) -> RawEntry:
+    """A decoded bookie entry (depth METADATA) as a :class:`RawEntry`.
+
+    An entry that fails an integrity check of any layer decoded so far (its BookKeeper
+    digest or ids, the compacted framing, broker entry metadata, the producer's CRC32C,
+    its MessageMetadata) is refused (:func:`~.core.refuse`), or with ``accept_damage``
+    read as stored, with the reason in ``RawEntry.damage``."""
+    errors = [p for p in entry.problems if p.severity == "error"]
+    damage = None
     if errors:
-        raise DataError(f"{where}: {errors[0].message}; the compaction would copy damaged bytes")
+        damage = f"{errors[0].layer}: {errors[0].message}"
+        if not accept_damage:
+            raise refuse(entry.position or (-1, -1), damage)
     start = 0
     message_id = None
     bem = b""
@@ -90,11 +100,12 @@ def raw_entry(entry: Any, partition: int = -1) -> RawEntry:
     data = bytes(memoryview(entry.data)[start:])
     payload_at = len(data) - len(entry.payload) if entry.payload is not None else len(data)
     position = entry.message_position or entry.position
-    return RawEntry(position, data, entry.metadata, payload_at, bem, message_id, partition)
+    return RawEntry(position, data, entry.metadata, payload_at, bem, message_id, partition, damage)
 
 
-def read_split(split: Split) -> Iterator[RawEntry]:
-    """The split's entries in order; a missing entry is an error, not a silent gap."""
+def read_split(split: Split, accept_damage: bool = False) -> Iterator[RawEntry]:
+    """The split's entries in order; a missing entry is an error, not a silent gap; a
+    damaged one is refused unless ``accept_damage`` (:func:`raw_entry`)."""
     source = source_for(split)
     view = source.ledger(split.ledger_id)
     if split.kind == KIND_COMPACTED:
@@ -116,7 +127,7 @@ def read_split(split: Split) -> Iterator[RawEntry]:
             )
         expected += 1
         entry = decode_entry(stored.data, options, (split.ledger_id, stored.entry_id))
-        yield raw_entry(entry, partition)
+        yield raw_entry(entry, partition, accept_damage)
     if expected <= split.last_entry:
         raise DataError(
             f"entries {split.ledger_id}:{expected}..{split.last_entry} are missing from bookie "
@@ -126,7 +137,7 @@ def read_split(split: Split) -> Iterator[RawEntry]:
 
 def phase_one_split(split: Split, options: CompactionOptions) -> Iterator[KeyRecord]:
     """Phase one over one split (for ``Engine.latest_per_key``)."""
-    yield from phase_one(read_split(split), options)
+    yield from phase_one(read_split(split, options.accept_damage), options)
 
 
 class PhaseOneSplits:
@@ -141,7 +152,7 @@ class PhaseOneSplits:
         return phase_one_split(split, self.options)
 
     def into(self, split: Split, table: Any) -> int:
-        return phase_one_into(read_split(split), self.options, table)
+        return phase_one_into(read_split(split, self.options.accept_damage), self.options, table)
 
 
 def phase_two_split(
@@ -149,5 +160,5 @@ def phase_two_split(
 ) -> Iterator[CompactedEntry | Stats]:
     """Phase two over one split (for ``Engine.map_splits``): its entries, then its stats."""
     stats = Stats()
-    yield from phase_two(read_split(split), winners, options, stats)
+    yield from phase_two(read_split(split, options.accept_damage), winners, options, stats)
     yield stats

@@ -15,10 +15,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from pulsarctl_py.coverage import Gaps
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.engines import ScanPlan, build_scan_plan, get_engine
 from pulsarctl_py.engines.local import DEFAULT_MEMORY
@@ -30,9 +31,11 @@ from .core import (
     CompactedEntry,
     CompactionOptions,
     Stats,
+    Transactions,
     fold_for,
+    txn_key,
 )
-from .lastpos import NEWEST, LastPosition, last_position
+from .lastpos import DEFAULT, LastPosition, last_position
 from .reader import PhaseOneSplits, close_sources, phase_two_split
 
 _SPOOL = struct.Struct(">qqI")
@@ -74,10 +77,23 @@ class CompactionReport:
     plan: ScanPlan | None = None
     spilled: bool = False
     spool: Path | None = None
+    #: the transactions phase one found, and the entry after which the broker's transaction
+    #: buffer stops dispatching (None: the topic's last entry)
+    transactions: Transactions | None = None
+    max_read: tuple[int, int] | None = None
+    #: an incremental compaction with nothing dispatchable since the horizon
+    nothing_new: bool = False
     notes: list[str] = field(default_factory=list)
     to_delete: list[int] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    #: what the scan skipped: entries stored past a closed ledger's last entry
+    gaps: Gaps = field(default_factory=Gaps)
+
+    @property
+    def ok(self) -> bool:
+        """No damage gone on past, nothing skipped: exit status 0."""
+        return self.gaps.complete and not self.stats.damaged_count
 
     @property
     def last_message_position(self) -> str | None:
@@ -112,6 +128,14 @@ class CompactionReport:
             else format_position(*self.compacted_to),
             "chunks_kept": s.chunks_kept,
             "undecodable_batches": s.undecodable,
+            "aborted_entries": s.aborted,
+            # a Pulsar 4.0/4.1 broker's own compaction of this topic fails (pulsar#26290)
+            "broker_compaction_fails_at": None
+            if s.broker_failure_at is None
+            else format_position(*s.broker_failure_at),
+            "transactions": None if self.transactions is None else self.transactions.to_json(),
+            "max_read_position": None if self.max_read is None else format_position(*self.max_read),
+            "nothing_new": self.nothing_new,
             "spilled": self.spilled,
             "plan": None if self.plan is None else self.plan.to_json(),
             "last_message": None if self.last is None else self.last.to_json(),
@@ -119,6 +143,9 @@ class CompactionReport:
             "deleted": list(self.deleted),
             "notes": list(self.notes),
             "problems": list(s.problems),
+            "damaged": list(s.damaged),
+            "damaged_count": s.damaged_count,
+            **self.gaps.to_json(),
             "seconds": round(self.seconds, 3),
         }
 
@@ -214,6 +241,18 @@ def plan_compaction(
     return plan, notes
 
 
+def _scanned_ledgers(state: TopicState, full: bool) -> set[int]:
+    """The data ledgers a compaction of ``state`` reads (all, or those after the horizon)."""
+    incremental = not full and state.compacted_ledger is not None and state.horizon is not None
+    start = state.horizon[0] if incremental and state.horizon is not None else None
+    end = state.last[0] if state.last is not None else None
+    return {
+        lid
+        for lid, _entries, _size in state.ledgers
+        if (start is None or lid >= start) and (end is None or lid <= end)
+    }
+
+
 # -- progress ---------------------------------------------------------------------------------
 
 
@@ -283,13 +322,16 @@ def export_lines(entry: CompactedEntry, retain_null_key: bool) -> Iterator[dict[
     lid, eid = entry.position
     if not decoded.messages:
         md = decoded.metadata
+        errors = [p for p in decoded.problems if p.severity == "error"]
         yield {
             "key": md.partition_key if md is not None and md.HasField("partition_key") else None,
             "value": None,
             "properties": {kv.key: kv.value for kv in md.properties} if md is not None else {},
             "position": format_position(lid, eid),
             "publish_time": md.publish_time if md is not None else None,
-            "note": "payload not decoded (encrypted or a chunk)",
+            "note": f"payload not decoded: {errors[0]} (copied as stored, --accept-damage)"
+            if errors
+            else "payload not decoded (encrypted or a chunk)",
         }
         return
     for m in decoded.messages:
@@ -317,6 +359,202 @@ def read_spool(path: Path) -> Iterator[CompactedEntry]:
             yield CompactedEntry((lid, eid), data, 0, -1)
 
 
+# -- what the broker dispatches to the compactor -------------------------------------------
+
+
+def previous_position(
+    ledgers: list[tuple[int, int | None, int | None]], position: tuple[int, int]
+) -> tuple[int, int] | None:
+    """``ManagedLedgerImpl.getPreviousPosition``: the entry before ``position`` in the
+    topic (ledgers without entries skipped), or None before the first one."""
+    ledger_id, entry_id = position
+    if entry_id > 0:
+        return (ledger_id, entry_id - 1)
+    ids = [lid for lid, _e, _s in ledgers]
+    at = ids.index(ledger_id) if ledger_id in ids else len(ids)
+    for lid, entries, _size in reversed(ledgers[:at]):
+        if entries:
+            return (lid, entries - 1)
+    return None
+
+
+def last_dispatchable(
+    source: Any,
+    ledgers: list[tuple[int, int | None, int | None]],
+    start: tuple[int, int] | None,
+    aborted: frozenset[bytes],
+) -> tuple[tuple[int, int] | None, int]:
+    """The broker's last dispatchable position at or before ``start``, and the entries read.
+
+    ``PersistentTopic.getLastDispatchablePosition`` walks back one entry at a time from the
+    transaction buffer's max read position (``ManagedLedgerImplUtils.asyncGetLastValidPosition``)
+    past markers and entries of aborted transactions. The compactor reads up to it (its
+    raw reader's GetLastMessageId), so it is the horizon a compaction commits."""
+    from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
+
+    read = 0
+    views: dict[int, Any] = {}
+    position = start
+    while position is not None:
+        ledger_id, entry_id = position
+        view = views.get(ledger_id)
+        if view is None:
+            view = views[ledger_id] = source.ledger(ledger_id)
+        data = source.bookie.read_entry(ledger_id, entry_id)
+        read += 1
+        entry = decode_entry(
+            data,
+            DecodeOptions(
+                outer=Outer.BOOKIE_ENTRY,
+                digest_type=view.digest_type,
+                password=view.password,
+                depth=Depth.METADATA,
+            ),
+            position,
+        )
+        md = entry.metadata
+        if md is None:
+            raise DataError(
+                f"entry {format_position(*position)}: no readable MessageMetadata; the broker "
+                "cannot tell whether it is dispatchable"
+            )
+        marker = md.HasField("marker_type")
+        txn = txn_key(md)
+        if not marker and (txn is None or txn not in aborted):
+            return position, read
+        position = previous_position(ledgers, position)
+    return None, read
+
+
+def scan_table(table: Any) -> tuple[int, int, Transactions]:
+    """Phase one's key table: keys, winning tombstones, and the transactions it recorded."""
+    keys = tombstoned = 0
+    txns = Transactions()
+    for key, _rank, tomb in table.items():
+        if txns.add(key, _rank, tomb) or key.startswith(CHUNK_PREFIX):
+            continue
+        keys += 1
+        tombstoned += tomb
+    return keys, tombstoned, txns
+
+
+@dataclass(slots=True)
+class PhaseOne:
+    """Phase one as the broker's compactor would run it, and where phase two reads."""
+
+    table: Any
+    plan: ScanPlan
+    options: CompactionOptions
+    transactions: Transactions
+    horizon: tuple[int, int] | None
+    max_read: tuple[int, int] | None
+    keys: int = 0
+    tombstoned: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_phase_one(
+    runner: Any,
+    state: TopicState,
+    options: CompactionOptions,
+    *,
+    full: bool,
+    metadata_url: str,
+    bookie_dirs: list[str],
+    live: Any,
+    memory: int | None,
+    split_entries: int | None = None,
+    progress: Progress | None = None,
+    horizon: tuple[int, int] | None = None,
+) -> PhaseOne:
+    """Phase one over the topic, as the ``__compaction`` subscription would be served.
+
+    The first pass reads the whole topic (or the previous compacted view and the tail) and
+    records its transactions. The horizon is then the broker's: the last dispatchable entry
+    before the first entry of the oldest ongoing transaction (or ``horizon`` when given, for
+    checking a stored compaction). When transactions were aborted or are ongoing, or the
+    horizon is before the topic's end, phase one runs again on what the broker dispatches up
+    to the horizon: entries of aborted transactions left out. Returns the key table (the
+    caller closes it) and the plan phase two reads."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    given = horizon is not None
+    tracker = progress or Progress(False, 0)
+    plan, notes = plan_compaction(
+        state,
+        full=full,
+        metadata_url=metadata_url,
+        bookie_dirs=bookie_dirs,
+        split_entries=split_entries,
+        live=live,
+    )
+    tracker.total = plan.entries
+    tracker.start("phase one")
+    fold = fold_for(options)
+    table = runner.latest_per_key(
+        plan, PhaseOneSplits(options), memory=memory, progress=tracker.split_done, fold=fold
+    )
+    try:
+        keys, tombstoned, txns = scan_table(table)
+        ongoing = txns.ongoing
+        max_read = state.last
+        if ongoing:
+            first = min(ongoing.values())
+            max_read = previous_position(state.ledgers, first)
+            notes.append(
+                f"{len(ongoing)} ongoing transaction(s), the oldest from "
+                f"{format_position(*first)}: the broker dispatches nothing from there on, so "
+                "it is not compacted yet"
+            )
+        if horizon is None:
+            with LedgerSource.open(
+                metadata_url, bookie_dirs, need_metadata=True, need_bookie=True, live=live
+            ) as source:
+                horizon, _read = last_dispatchable(source, state.ledgers, max_read, txns.aborted)
+        elif max_read is not None and horizon > max_read:
+            notes.append(
+                f"the horizon {format_position(*horizon)} is past the max read position "
+                f"{format_position(*max_read)} of the ongoing transactions"
+            )
+        aborted = txns.aborted
+        if aborted or (horizon != state.last and horizon is not None):
+            if not given and horizon is not None and horizon != state.last:
+                notes.append(
+                    f"horizon {format_position(*horizon)}: the last entry the broker dispatches "
+                    f"(the topic ends at {format_position(*state.last)})"  # type: ignore[misc]
+                )
+            options = replace(options, aborted=aborted)
+            cut = replace(state, last=horizon)
+            plan, _ = plan_compaction(
+                cut,
+                full=full,
+                metadata_url=metadata_url,
+                bookie_dirs=bookie_dirs,
+                split_entries=split_entries,
+                live=live,
+            )
+            # records past a given horizon count too, unlike the broker's own (only markers
+            # and aborted entries follow it)
+            if aborted or ongoing or given:
+                table.close()
+                tracker.total = plan.entries
+                tracker.start("phase one, without aborted and ongoing transactions")
+                table = runner.latest_per_key(
+                    plan,
+                    PhaseOneSplits(options),
+                    memory=memory,
+                    progress=tracker.split_done,
+                    fold=fold,
+                )
+                keys, tombstoned, _ = scan_table(table)
+    except BaseException:
+        table.close()
+        raise
+    out = PhaseOne(table, plan, options, txns, horizon, None if not ongoing else max_read)
+    out.keys, out.tombstoned, out.notes = keys, tombstoned, notes
+    return out
+
+
 # -- compact ----------------------------------------------------------------------------------
 
 
@@ -329,32 +567,62 @@ def compact(
     full: bool = False,
     memory: int | None = DEFAULT_MEMORY,
     engine: str = "local",
-    export: Path | None = None,
+    export: Path | IO[str] | None = None,
     spool: bool = False,
     progress: bool = False,
     split_entries: int | None = None,
-    generation: str = NEWEST,
+    generation: str = DEFAULT,
     on_state: Callable[[TopicState], None] | None = None,
     live: Any = None,
     pick_engine: Callable[[int], str] | None = None,
 ) -> CompactionReport:
     """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
 
-    ``pick_engine``, when given, names the engine from the plan's entries (``--engine
-    auto``) instead of ``engine``.
+    ``export``: a text file object the compacted view's JSON lines are written to, or a
+    path (an output of :mod:`pulsarctl_py.outputs`, committed when the compaction ends
+    and dropped when it fails). ``pick_engine``, when given, names the engine from the
+    plan's entries (``--engine auto``) instead of ``engine``.
     """
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
+    if isinstance(export, (str, os.PathLike)):  # checked before the work, written during it
+        from pulsarctl_py import outputs
+
+        with outputs.prepare(export, outputs.COMPACTED_VIEW).open_text() as fh:
+            return compact(
+                topic,
+                metadata_url=metadata_url,
+                bookie_dirs=bookie_dirs,
+                options=options,
+                full=full,
+                memory=memory,
+                engine=engine,
+                export=fh,
+                spool=spool,
+                progress=progress,
+                split_entries=split_entries,
+                generation=generation,
+                on_state=on_state,
+                live=live,
+                pick_engine=pick_engine,
+            )
     options = options or CompactionOptions()
     started = time.monotonic()
     url = str(resolve_metadata_url(metadata_url))
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
     # without a bookie directory the entries come from the running bookies
+    gaps = Gaps()
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=live) as source:
         state = topic_state(source, topic)
         live = source.live_options
+        scanned = _scanned_ledgers(state, full)
+        for ledger_id, _entries, _size in state.ledgers:
+            if ledger_id in scanned:
+                past = source.ledger(ledger_id).past_last
+                if past is not None:  # read by no reader: phase one stops before them
+                    gaps.entries_past_last(ledger_id, *past)
     if on_state is not None:
         on_state(state)
     report = CompactionReport(
@@ -362,47 +630,74 @@ def compact(
     )
     report.previous_compacted_ledger = state.compacted_ledger
     report.horizon = state.last
+    report.gaps = gaps
     if state.last is None:
         report.notes.append("the topic has no entries: nothing to compact")
         report.seconds = time.monotonic() - started
         return report
-    plan, notes = plan_compaction(
-        state,
-        full=full,
-        metadata_url=url,
-        bookie_dirs=dirs,
-        split_entries=split_entries,
-        live=live,
-    )
-    report.plan, report.notes = plan, notes
     if pick_engine is not None:
+        plan, _ = plan_compaction(
+            state,
+            full=full,
+            metadata_url=url,
+            bookie_dirs=dirs,
+            split_entries=split_entries,
+            live=live,
+        )
         report.engine = engine = pick_engine(plan.entries)
     runner = get_engine(engine)
     spool_file: IO[bytes] | None = None
     export_file: IO[str] | None = None
-    tracker = Progress(progress, plan.entries)
+    tracker = Progress(progress, 0)
     try:
-        tracker.start("phase one")
-        table = runner.latest_per_key(
-            plan,
-            PhaseOneSplits(options),
+        one = run_phase_one(
+            runner,
+            state,
+            options,
+            full=full,
+            metadata_url=url,
+            bookie_dirs=dirs,
+            live=live,
             memory=memory,
-            progress=tracker.split_done,
-            fold=fold_for(options),
+            split_entries=split_entries,
+            progress=tracker,
         )
+        table, plan, options = one.table, one.plan, one.options
+        report.plan, report.notes = plan, one.notes
+        report.transactions, report.max_read = one.transactions, one.max_read
+        report.horizon = one.horizon
+        incremental = not report.full
+        if (
+            incremental
+            and state.horizon is not None
+            and (one.horizon is None or one.horizon <= state.horizon)
+        ):
+            # the broker skips such a compaction (its reader has nothing available); the
+            # view is still computed from the compacted ledger, for the report
+            report.nothing_new = True
+            report.horizon = state.horizon
+            report.notes.append(
+                "nothing the broker dispatches since the horizon: the broker would not compact"
+            )
+        elif one.horizon is None:
+            table.close()
+            report.horizon = None
+            report.plan = None
+            report.notes.append(
+                "the topic has no entry the broker dispatches (only markers, aborted or "
+                "ongoing transactions): nothing to compact"
+            )
+            report.seconds = time.monotonic() - started
+            return report
         try:
             report.spilled = table.spilled
-            for key, _rank, tomb in table.items():
-                if key.startswith(CHUNK_PREFIX):
-                    continue
-                report.keys += 1
-                report.tombstoned += tomb
+            report.keys, report.tombstoned = one.keys, one.tombstoned
             if spool:
                 fd, name = tempfile.mkstemp(prefix="ledgerctl-compacted-", suffix=".spool")
                 report.spool = Path(name)
                 spool_file = os.fdopen(fd, "wb")
-            if export is not None:
-                export_file = export.open("w", encoding="utf-8")
+            export_file = export
+            tracker.total = plan.entries
             tracker.start("phase two")
             last: CompactedEntry | None = None
             stats = report.stats
@@ -429,6 +724,19 @@ def compact(
                 f"{stats.chunks_kept} leading chunk(s) kept so that chunked messages can be "
                 "reassembled; Pulsar's compactor keeps only each message's last chunk"
             )
+        if stats.broker_failure_at is not None:
+            report.notes.append(
+                "a Pulsar 4.0 or 4.1 broker's own compaction of this topic fails at "
+                f"{format_position(*stats.broker_failure_at)} ({stats.broker_failures} "
+                "batch(es)): RawBatchConverter sizes the rebuilt batch by the compressed entry "
+                "and throws IndexOutOfBoundsException (apache/pulsar#26290, fixed by Pulsar "
+                "4.2's LightProto); this compaction has no such limit"
+            )
+        if stats.aborted:
+            report.notes.append(
+                f"{stats.aborted} entries of aborted transactions left out, as the broker "
+                "never dispatches them"
+            )
     except BaseException:
         if spool_file is not None:
             spool_file.close()
@@ -436,13 +744,13 @@ def compact(
         if report.spool is not None:
             report.spool.unlink(missing_ok=True)
             report.spool = None
+        # a view cut short is no view: the output ``export`` writes to is discarded by its
+        # owner (outputs.Output, or the caller's own file) when this error reaches it
         raise
     finally:
         tracker.close()
         if spool_file is not None:
             spool_file.close()
-        if export_file is not None:
-            export_file.close()
         close_sources()
         runner.close()
     report.seconds = time.monotonic() - started

@@ -843,8 +843,10 @@ def _looks_like_ours(path: Path) -> bool:
 
 
 def _prepare(target: Path, force: bool) -> None:
-    if target.exists() and not target.is_dir():
-        raise LedgerctlError(f"{target} exists and is not a directory")
+    from pulsarctl_py.outputs import check_directory_target
+
+    # a symbolic link, a device, a FIFO or a file: refused, never followed or replaced
+    check_directory_target(target)
     if target.is_dir() and any(target.iterdir()):
         if not force:
             raise LedgerctlError(
@@ -855,6 +857,10 @@ def _prepare(target: Path, force: bool) -> None:
             path = target / name
             if not path.exists() and not path.is_symlink():
                 continue
+            if path.is_symlink():
+                raise LedgerctlError(
+                    f"will not replace {path}: it is a symbolic link (to {os.readlink(path)})"
+                )
             if not _looks_like_ours(path):
                 raise LedgerctlError(
                     f"will not replace {path}: it does not look like ledgerctl demo data"

@@ -36,6 +36,12 @@ def max_rank(state: KeyState, rank: bytes, tombstone: bool) -> KeyState:
     return state
 
 
+def _max_message_size() -> int:
+    from pulsarctl_py.limits import max_message_size
+
+    return max_message_size()
+
+
 @dataclass(frozen=True, slots=True)
 class Split:
     """One ledger's inclusive entry range, and where its bytes are. Picklable."""
@@ -53,6 +59,8 @@ class Split:
     #: with no bookie dirs: how executors reach the bookies named in ledger metadata
     #: (a ``stores.live.ClientOptions``: address overrides, protocol, TLS, timeout)
     live: Any = None
+    #: the driver's maximum message size, which executors apply (``limits.apply_split``)
+    max_message_size: int = field(default_factory=_max_message_size, compare=False)
 
     @property
     def entries(self) -> int:

@@ -7,9 +7,10 @@ driver (verify's ordered checks, seek's linear scan): the folding is cheap, the 
 them (``map_splits``: in this process, or on Spark executors that open the stores
 themselves), and yields the results in topic order, as the in-process read would:
 
-* :meth:`EngineReads.entries`: the entries decoded to ``Depth.METADATA``, unreadable ones
-  included (``keep_going``), slimmed for the trip back (:func:`slim_entry`: no bytes, no
-  payload; every layer, check, problem and metadata verify looks at);
+* :meth:`EngineReads.entries`: the entries decoded as verify decodes them (every layer,
+  payloads included, chunks not joined), unreadable ones included (``keep_going``),
+  slimmed for the trip back (:func:`slim_entry`: no bytes, no payload, no messages; every
+  layer, check, problem and metadata verify looks at);
 * :meth:`EngineReads.heads`: :class:`pulsarctl_py.seek.Head` of every entry.
 
 What a split's storage reported about itself while it was read (an unusable index, a
@@ -94,11 +95,15 @@ def slim_entry(entry: Any) -> Any:
     )
 
 
-def _split_entries(password: bytes | None, convert: str, split: Split) -> Iterator[Any]:
+def _split_entries(
+    password: bytes | None, convert: str, split: Split, max_uncompressed: int | None = None
+) -> Iterator[Any]:
     """Read one split where the engine runs it: its entries (or heads), then StorageNotes."""
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.limits import apply_split
 
+    apply_split(split)
     with LedgerSource.open(
         split.metadata_url,
         list(split.bookie_dirs),
@@ -108,8 +113,20 @@ def _split_entries(password: bytes | None, convert: str, split: Split) -> Iterat
     ) as source:
         bookie = source.bookie
         view = source.ledger(split.ledger_id)
+        if convert == "heads":
+            depth, join = Depth.METADATA, True
+        else:  # verify's entries: as Run.entries decodes them
+            from pulsarctl_py.verify.core import ENTRY_DEPTH
+
+            depth, join = ENTRY_DEPTH, False
         entries = source.entries(
-            view, split.first_entry, split.last_entry, depth=Depth.METADATA, keep_going=True
+            view,
+            split.first_entry,
+            split.last_entry,
+            depth=depth,
+            keep_going=True,
+            join_chunks=join,
+            max_uncompressed=max_uncompressed,
         )
         if convert == "heads":
             from pulsarctl_py.seek import head_of_entry
@@ -139,6 +156,8 @@ class EngineReads:
         self.engine = engine
         self.location = location
         self.split_entries = split_entries
+        #: the most a payload of verify's entries may decompress to (None: the default)
+        self.max_uncompressed: int | None = None
 
     @property
     def name(self) -> str:
@@ -169,7 +188,12 @@ class EngineReads:
         self, ranges: Sequence[tuple[int, int, int]], convert: str, bookie: Any
     ) -> Iterator[Any]:
         plan = self.plan(ranges)
-        fn = functools.partial(_split_entries, self.location.password, convert)
+        fn = functools.partial(
+            _split_entries,
+            self.location.password,
+            convert,
+            max_uncompressed=self.max_uncompressed,
+        )
         for item in self.engine.map_splits(plan, fn):
             if isinstance(item, StorageNotes):
                 _merge_notes(bookie, item)
@@ -177,7 +201,7 @@ class EngineReads:
                 yield item
 
     def entries(self, bookie: Any, ledger_id: int, first: int, last: int) -> Iterator[Any]:
-        """The entries of ``[first, last]`` of a ledger at ``Depth.METADATA``, slimmed.
+        """The entries of ``[first, last]`` of a ledger as verify decodes them, slimmed.
 
         ``bookie`` is the driver's bookie store: what the splits' stores reported about
         themselves is added to its ``problems`` and ``findings``.

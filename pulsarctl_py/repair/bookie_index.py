@@ -186,8 +186,9 @@ class BookieChange:
             raise LedgerctlError("plan: a bookie change lacks its kind, path or ledger")
         if obj.get("action", "delete") != "delete":
             raise LedgerctlError(f"plan: {path}: bookie changes only delete")
-        if not Path(path).is_absolute() or not Path(current).is_absolute():
-            raise LedgerctlError(f"plan: {path}: bookie paths must be absolute")
+        for name in (path, current):
+            if not os.path.isabs(name) or os.path.normpath(name) != name or "\x00" in name:
+                raise LedgerctlError(f"plan: {name!r}: bookie paths must be absolute and plain")
         why = obj.get("why", [])
         if not isinstance(why, list) or not all(isinstance(w, str) for w in why):
             raise LedgerctlError(f"plan: the reasons of {path} are not a list of text")
@@ -271,6 +272,7 @@ def draft_deletion(
         for change in find_index_entries(current, ledgers):
             change.why.append(ledgers[change.ledger_id])
             changes.append(change)
+            draft.bookie_dirs.add(current)
     changes.sort(key=lambda c: c.ledger_id)  # stable: each ledger's own order kept
     draft.bookie.extend(changes)
     tail = getattr(source.bookie, "journal_tail_ledgers", None) if source is not None else None
@@ -304,6 +306,10 @@ class Writer:
     def __enter__(self) -> Writer:
         from pulsarctl_py.compaction.apply import check_bookie_free, writable_rocksdb
 
+        from .validate import check_bookie_place
+
+        for change in self.changes:
+            check_bookie_place(change)
         try:
             for current in sorted({c.current for c in self.changes}):
                 check_bookie_free(Path(current), self.store, DOING)
@@ -340,9 +346,10 @@ class Writer:
             held.append(bytes(key) + bytes(value))
         return b"".join(held) or None
 
-    def check_planned(self) -> None:
-        """Every place still holds exactly what the plan read, else a conflict."""
-        for change in self.changes:
+    def check_planned(self, changes: list[BookieChange] | None = None) -> None:
+        """Every place (of ``changes``, default all) still holds exactly what the plan
+        read, else a conflict."""
+        for change in self.changes if changes is None else changes:
             if self.now(change) != change.old:
                 raise _conflict(
                     change,
@@ -350,11 +357,14 @@ class Writer:
                     "made; nothing was written: make a new plan",
                 )
 
-    def delete(self, after_step: Callable[[str], None]) -> list[dict[str, Any]]:
+    def delete(
+        self, after_step: Callable[[str], None], changes: list[BookieChange] | None = None
+    ) -> list[dict[str, Any]]:
+        """Delete what ``changes`` (default all) name, in order; the hook after each."""
         from rocksdict import WriteBatch
 
         written = []
-        for change in self.changes:
+        for change in self.changes if changes is None else changes:
             if change.kind == "index-file":
                 os.unlink(change.path)
             else:

@@ -24,7 +24,7 @@ from .plan import Draft
 from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, load_topic
 
 if TYPE_CHECKING:
-    from pulsarctl_py.compaction.core import CompactedEntry
+    from pulsarctl_py.compaction.core import CompactedEntry, Stats
     from pulsarctl_py.ledgers import LedgerSource
 
 
@@ -96,12 +96,20 @@ def compacted_state(source: LedgerSource, topic_name: str) -> CompactedState:
 
 
 def converted_entries(
-    state: CompactedState, fmt: str, metadata_url: str, bookie_dirs: list[str]
+    state: CompactedState,
+    fmt: str,
+    metadata_url: str,
+    bookie_dirs: list[str],
+    *,
+    accept_damage: bool = False,
+    stats: Stats | None = None,
 ) -> Iterator[CompactedEntry]:
     """The compacted ledger's entries with every readable batch rebatched in ``fmt``
-    (single messages and undecodable batches copied byte for byte); counts the input's
-    batch formats into ``state.formats``."""
-    from pulsarctl_py.compaction.core import CompactionOptions, Stats, is_readable_batch, phase_two
+    (single messages copied byte for byte); counts the input's batch formats into
+    ``state.formats``. A damaged entry stops it, unless ``accept_damage``: then it is
+    copied as the compaction copies it (an undecodable batch whole) and listed in
+    ``stats`` (``damaged``, ``problems``)."""
+    from pulsarctl_py.compaction.core import CompactionOptions, is_readable_batch, phase_two
     from pulsarctl_py.compaction.reader import close_sources, read_split
     from pulsarctl_py.engines.base import KIND_COMPACTED, Split
 
@@ -117,7 +125,7 @@ def converted_entries(
     )
 
     def counted() -> Iterator[Any]:
-        for raw in read_split(split):
+        for raw in read_split(split, accept_damage):
             md = raw.metadata
             if md is not None and is_readable_batch(md):
                 kind = "pip-429" if md.compacted_batch_indexes else "classic"
@@ -126,14 +134,15 @@ def converted_entries(
                 state.formats["single"] = state.formats.get("single", 0) + 1
             yield raw
 
-    options = CompactionOptions(retain_null_key=True, format=fmt)
-    stats = Stats()
+    # a format conversion: the entries keep their broker entry metadata prefix
+    options = CompactionOptions(
+        retain_null_key=True, format=fmt, keep_entry_metadata=True, accept_damage=accept_damage
+    )
+    stats = stats if stats is not None else Stats()
     try:
         yield from phase_two(counted(), _KeepAll(), options, stats)
     finally:
         close_sources()
-    if stats.problems:
-        raise DataError(f"compacted ledger {state.ledger_id}: {stats.problems[0]}")
 
 
 # -- migrate index ---------------------------------------------------------------------------
@@ -142,20 +151,27 @@ INDEX_PROPERTY = "index"
 
 
 def legacy_kop_offset(ledger_id: int, entry_id: int, batch_index: int = 0) -> int:
-    """The offset KoP < 2.8 gave a message (formats.md §13): ledger << 44 | entry << 12 | batch."""
-    return (ledger_id << 44 | entry_id << 12) + batch_index
+    """The offset KoP < 2.8 gave a message (formats.md §13): ledger << 44 | entry << 12 |
+    batch, in a Java ``long`` (negative from ledger 2^19 on, wrapped from 2^20)."""
+    from pulsarctl_py.seek import encode_legacy_offset
+
+    return encode_legacy_offset(ledger_id, entry_id, batch_index, "ledger-entry-batch")
 
 
 @dataclass(slots=True)
 class IndexPlan:
-    """Which ledgers are rewritten, with the new entries and the mapping."""
+    """Which ledgers are rewritten, how many entries each, and the mapping.
+
+    The new entries are not held: :func:`write_index_ledgers` reads the old ones again and
+    writes each copy as it is made, so memory does not grow with the topic."""
 
     topic: str
     persistence_name: str
     ledgers: list[int]  # rewritten, in topic order
     start: int  # the index of the first rewritten message
     last_index: int = -1
-    entries: dict[int, list[bytes]] = field(default_factory=dict)  # old ledger -> new entries
+    entries: dict[int, int] = field(default_factory=dict)  # old ledger -> entries copied
+    last_entry: dict[int, int] = field(default_factory=dict)  # old ledger -> last entry read
     mapping: list[dict[str, Any]] = field(default_factory=list)
     timestamps_from_publish_time: int = 0
     reindexed: int = 0  # entries whose existing BEM index is replaced
@@ -163,6 +179,12 @@ class IndexPlan:
     lengths: dict[int, int] = field(default_factory=dict)  # old ledger -> new length
     #: the highest ledger id the topic keeps before the copies (new ids must be above it)
     floor: int = -1
+    #: damaged entries copied as stored (``--accept-damage``): {"position", "problem"}
+    damaged: list[dict[str, str]] = field(default_factory=list)
+    #: "L:A..B" ranges stored past a rewritten closed ledger's last entry: not copied
+    past_last: list[str] = field(default_factory=list)
+    #: planned with ``accept_damage``: the copies are read again the same way
+    accept_damage: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -171,11 +193,47 @@ class IndexPlan:
             "new_ledgers": {str(k): v for k, v in self.new_ids.items()},
             "first_index": self.start,
             "last_index": self.last_index,
-            "entries": sum(len(v) for v in self.entries.values()),
+            "entries": sum(self.entries.values()),
             "messages": self.last_index - self.start + 1,
             "broker_timestamp_from_publish_time": self.timestamps_from_publish_time,
             "reindexed_entries": self.reindexed,
+            "damaged": list(self.damaged),
+            "past_last_not_copied": list(self.past_last),
         }
+
+
+def _index_split(topic: str, ledger_id: int, last: int, dirs: list[str], url: str) -> Any:
+    from pulsarctl_py.engines.base import KIND_TOPIC, Split
+
+    return Split(topic, ledger_id, 0, last, tuple(dirs), url, 0, KIND_TOPIC)
+
+
+def _counted(raw: Any) -> Any:
+    """The entry's MessageMetadata; without one its messages cannot be counted (an error,
+    damage accepted or not: no index could be given to it or after it)."""
+    if raw.metadata is None:
+        raise DataError(
+            "{}:{}: no readable MessageMetadata; cannot count its messages".format(*raw.position)
+        )
+    return raw.metadata
+
+
+def _reindexed(raw: Any, index: int) -> tuple[bytes, int, int, Any, bool]:
+    """A topic entry with the broker entry metadata of the messages after ``index``:
+    (its bytes, its last index, its message count, its old BEM, whether the broker
+    timestamp is its publish_time)."""
+    from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
+    from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+    md = _counted(raw)
+    count = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
+    old = _entry_bem(raw)
+    index += max(count, 1)
+    new = api.BrokerEntryMetadata(index=index)
+    from_publish = not (old is not None and old.HasField("broker_timestamp"))
+    new.broker_timestamp = md.publish_time if from_publish else old.broker_timestamp
+    body = raw.data[len(raw.bem) :]
+    return BrokerEntryMetadataLayer.build(new) + bytes(body), index, count, old, from_publish
 
 
 def _entry_bem(raw: Any) -> Any:
@@ -194,6 +252,8 @@ def plan_index(
     metadata_url: str,
     bookie_dirs: list[str],
     start: int | None = None,
+    *,
+    accept_damage: bool = False,
 ) -> IndexPlan:
     """Read the topic and compute the rewritten ledgers (nothing written).
 
@@ -201,41 +261,38 @@ def plan_index(
     of the topic is rewritten: ledger ids order positions (the broker keeps its ledgers in
     a map sorted by id), so a new ledger (a new, higher id) cannot stand before a ledger
     that stays. Entries that already carry an index get the continued one (reported).
+
+    A damaged entry (a digest, ids or checksum that do not match, a payload that does not
+    decode) stops it, unless ``accept_damage``: then it is copied as stored and listed in
+    ``IndexPlan.damaged``. An entry whose metadata does not decode always stops it (its
+    messages cannot be counted, so no index can be given to it or after it).
     """
+    from pulsarctl_py.compaction.core import payload_damage, refuse
     from pulsarctl_py.compaction.reader import close_sources, read_split
-    from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
-    from pulsarctl_py.engines.base import KIND_TOPIC, Split
-    from pulsarctl_py.proto import pulsar_api_pb2 as api
 
     assert source.metadata is not None
     draft = Draft(source.metadata)
     topic = load_topic(draft, topic_name, changes=False)
     infos = list(topic.info.ledgerInfo)
+    name = topic.name.full_name
     previous_index: int | None = None
     first: int | None = None
     try:
         for pos, li in enumerate(infos):
             if li.entries == 0:
                 continue
-            split = Split(
-                topic.name.full_name,
-                li.ledgerId,
-                0,
-                li.entries - 1,
-                tuple(bookie_dirs),
-                metadata_url,
-                0,
-                KIND_TOPIC,
-            )
-            raws = list(read_split(split))
-            indexes = [
-                b.index for b in map(_entry_bem, raws) if b is not None and b.HasField("index")
-            ]
-            if len(indexes) == len(raws):
-                previous_index = indexes[-1]
-                continue
-            first = pos
-            break
+            split = _index_split(name, li.ledgerId, li.entries - 1, bookie_dirs, metadata_url)
+            ledger_index: int | None = None
+            for raw in read_split(split, accept_damage):  # one at a time, up to one without
+                bem = _entry_bem(raw)
+                if bem is None or not bem.HasField("index"):
+                    first = pos
+                    break
+                ledger_index = bem.index
+            if first is not None:
+                break
+            if ledger_index is not None:
+                previous_index = ledger_index
     finally:
         close_sources()
     if first is None:
@@ -257,11 +314,13 @@ def plan_index(
         topic.name.full_name, topic.name.persistence_name, [li.ledgerId for li in rewritten], start
     )
     plan.floor = max((li.ledgerId for li in infos[:first]), default=-1)
+    plan.accept_damage = accept_damage
     index = start - 1
     try:
         for li in rewritten:
             if li.entries == 0 and li is not infos[-1]:
-                plan.entries[li.ledgerId] = []
+                plan.entries[li.ledgerId] = 0
+                plan.last_entry[li.ledgerId] = -1
                 continue
             last = li.entries - 1
             if li is infos[-1] and li.entries == 0:
@@ -269,38 +328,25 @@ def plan_index(
 
                 found = last_entry(topic, li.ledgerId, source)
                 last = -1 if found is None else found
-            split = Split(
-                topic.name.full_name,
-                li.ledgerId,
-                0,
-                last,
-                tuple(bookie_dirs),
-                metadata_url,
-                0,
-                KIND_TOPIC,
-            )
-            out = plan.entries.setdefault(li.ledgerId, [])
-            for raw in read_split(split) if last >= 0 else []:
-                md = raw.metadata
-                if md is None:
-                    raise DataError(
-                        "{}:{}: no readable MessageMetadata; cannot count its messages".format(
-                            *raw.position
-                        )
-                    )
-                count = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
-                old = _entry_bem(raw)
-                index += max(count, 1)
-                new = api.BrokerEntryMetadata(index=index)
-                if old is not None and old.HasField("broker_timestamp"):
-                    new.broker_timestamp = old.broker_timestamp
-                else:
-                    new.broker_timestamp = md.publish_time
-                    plan.timestamps_from_publish_time += 1
+            plan.last_entry[li.ledgerId] = last
+            plan.entries[li.ledgerId] = 0
+            past = source.ledger(li.ledgerId).past_last
+            if past is not None:  # no reader gets them: not copied, and said
+                plan.past_last.append(f"{li.ledgerId}:{past[0]}..{past[1]}")
+            split = _index_split(name, li.ledgerId, last, bookie_dirs, metadata_url)
+            for raw in read_split(split, accept_damage) if last >= 0 else []:
+                _counted(raw)
+                damage = raw.damage or payload_damage(raw)
+                if damage is not None:
+                    if not accept_damage:
+                        raise refuse(raw.position, damage)
+                    where = "{}:{}".format(*raw.position)
+                    plan.damaged.append({"position": where, "problem": damage})
+                _, index, count, old, from_publish = _reindexed(raw, index)
+                plan.entries[li.ledgerId] += 1
+                plan.timestamps_from_publish_time += from_publish
                 if old is not None and old.HasField("index"):
                     plan.reindexed += 1
-                body = bytes(raw.data[len(raw.bem) :])
-                out.append(BrokerEntryMetadataLayer.build(new) + body)
                 first_index = index - max(count, 1) + 1
                 plan.mapping.append(
                     {
@@ -318,6 +364,25 @@ def plan_index(
         close_sources()
     plan.last_index = index
     return plan
+
+
+def _copies(
+    plan: IndexPlan, old: int, at: list[int], metadata_url: str, bookie_dirs: list[str]
+) -> Iterator[bytes]:
+    """The new entries of ledger ``old``, made again as the plan made them, one at a time;
+    ``at[0]``: the index before the first, then after the last made."""
+    from pulsarctl_py.compaction.reader import close_sources, read_split
+
+    last = plan.last_entry.get(old, -1)
+    if last < 0:
+        return
+    try:
+        split = _index_split(plan.topic, old, last, bookie_dirs, metadata_url)
+        for raw in read_split(split, plan.accept_damage):
+            data, at[0], _, _, _ = _reindexed(raw, at[0])
+            yield data
+    finally:  # before the writer opens the bookie's index for writing
+        close_sources()
 
 
 def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPlan) -> None:
@@ -347,6 +412,7 @@ def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPl
     created: list[str] = []
     try:
         check_bookie_free(current, store)
+        at = [plan.start - 1]  # the index before the next copy
         info = read_layout(store)
         layout = (
             info.layout
@@ -360,18 +426,23 @@ def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPl
                     f"the ledger id generator gave {new_id}, not above ledger {plan.floor} "
                     "that the topic keeps before the copies: the broker orders ledgers by id"
                 )
-            entries = plan.entries.get(old, [])
             count = length = 0
-            if entries:
+            if plan.entries.get(old, 0):
                 w = _Written()
                 written.append(w)
+                copies = _copies(plan, old, at, metadata_url, bookie_dirs)
                 count, length = write_bookie(
                     current,
                     kind,
                     new_id,
-                    (CompactedEntry((new_id, i), data, 1, -1) for i, data in enumerate(entries)),
+                    (CompactedEntry((new_id, i), d, 1, -1) for i, d in enumerate(copies)),
                     w,
                 )
+                if count != plan.entries[old]:
+                    raise DataError(
+                        f"ledger {old} gave {count} entries to copy, {plan.entries[old]} when "
+                        "the migration was planned: it changed meanwhile; plan again"
+                    )
             md = closed_ledger_metadata(
                 new_id, count, length, bookie_id, lm.pulsar_custom_metadata(plan.persistence_name)
             )
@@ -381,6 +452,11 @@ def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPl
             created.append(path)
             plan.new_ids[old] = new_id
             plan.lengths[old] = length
+        if at[0] != plan.last_index:
+            raise DataError(
+                f"the copies end at index {at[0]}, the plan at {plan.last_index}: the topic "
+                "changed meanwhile; plan again"
+            )
     except BaseException:
         for path in reversed(created):
             node = store.exists(path)
@@ -422,7 +498,7 @@ def swap_index_ledgers(
         if li.ledgerId in ids:
             old = li.ledgerId
             li.ledgerId = ids[old]
-            li.entries = len(plan.entries.get(old, []))
+            li.entries = plan.entries.get(old, 0)
             li.size = plan.lengths.get(old, 0)
             li.ClearField("offloadContext")
     props = {p.key: p.value for p in msg.properties}
@@ -465,6 +541,17 @@ def swap_index_ledgers(
         f"the new ledgers {sorted(ids.values())} are written already; `ledgerctl undo` "
         "restores the metadata and leaves them unreferenced (`ledgerctl orphans` lists them)"
     )
+    if plan.past_last:
+        draft.warnings.append(
+            "entries stored past their closed ledger's last entry are not copied (no reader "
+            f"gets them): {', '.join(plan.past_last[:10])}"
+        )
+    if plan.damaged:
+        shown = ", ".join(d["position"] for d in plan.damaged[:10])
+        draft.warnings.append(
+            f"{len(plan.damaged)} damaged entries are copied as stored (--accept-damage): "
+            f"{shown}{' ...' if len(plan.damaged) > 10 else ''}; the repair record lists them"
+        )
     if plan.reindexed:
         draft.warnings.append(
             f"{plan.reindexed} entries already carried an index and get a new one: "

@@ -4,25 +4,48 @@ stopped bookie, to its indexes.
 A repair never writes directly: it drafts its changes on a :class:`Draft` (a view of the
 store with the changes laid over it, so that several repairs can follow one another), and
 the draft becomes a :class:`Plan`: every key it changes (znode path; for Pulsar's RocksDB
-store the key is the same path), the value's current version and sha256, the old and new
-bytes (base64) and their decoded text with a line diff, and what the change makes
-unreachable (ledgers, entries, time range).
+store the key is the same path), the value's current version, creation id and sha256, the
+old and new bytes (base64) and their decoded text with a line diff, and what the change
+makes unreachable (ledgers, entries, time range).
 
-:func:`apply_plan` executes exactly that plan: it checks every key's version and hash,
-writes a backup of every old value beside the plan file, then commits all changes in one
+A plan file is untrusted input when it comes back (it may have been edited, or be
+anything at all), so :meth:`Plan.load` reads it through :mod:`pulsarctl_py.documents`
+(regular files only, size cap, no deep nesting) and refuses it unless
+
+* its ``digest`` (sha256 over the rest of the document, canonical JSON) still matches:
+  any edit is "plan was edited after it was made" (tamper evidence, not security: the
+  digest is not secret);
+* every key, kind, value and bookie path is one the plan can be for (:mod:`.validate`).
+
+:func:`apply_plan` executes exactly that plan, on the store it was made for only
+(:mod:`.binding`: its absolute URL, the store's identity, the bookie directories'
+identity): it checks every key's version, creation id and bytes (a key deleted and
+created again with the same bytes is a conflict), writes a record with every old value
+beside the plan file (``PLAN.backup.json``, the backup), then commits all changes in one
 transaction with compare-and-set on every key (ZooKeeper ``multi`` with versions; RocksDB
 one WriteBatch checked under the store's lock). Any conflict aborts with nothing written.
-:func:`undo_plan` restores the old values with compare-and-set against the values the
-apply wrote; a key already holding its old value is left alone, so undo after an apply
-that failed half-way (or never ran) restores the state before the plan.
+Applying a plan whose changes all hold already says "already applied" and writes nothing
+(exit 0); after a crash between the metadata commit and the bookie side, applying again
+finishes the bookie side. :func:`undo_plan` restores the old values with compare-and-set
+against the values the apply wrote; a key already holding its old value is left alone. A
+plan that was never applied (no backup, every key at its old value) is refused.
 
-A plan may also delete a ledger's entries in a stopped bookie's indexes (``bookie``, plan
-format version 2; :mod:`.bookie_index`): checked byte for byte with the metadata before
-anything is written, backed up in the same backup file, deleted after the metadata
-transaction commits, and written back first by undo.
+A plan may also delete a ledger's entries in a stopped bookie's indexes (``bookie``;
+:mod:`.bookie_index`): checked byte for byte before anything is written, backed up in the
+same backup file, deleted after the metadata transaction commits, and written back first
+by undo.
 
 Metadata writes need the topics unloaded (formats.md §8.3): the owning broker caches the
 state and rewrites the znodes on every ledger roll and cursor close.
+
+For other writers (a compaction plan: new ledgers written first, then the ``__compaction``
+cursor changed): draft the metadata changes on a :class:`Draft` (``set``/``delete``, each
+with its kind; a new ledger's metadata is a ``create`` of kind ``ledger``), record what the
+writer made in ``draft.repairs`` (as ``migrate`` does with ``written_ledger``), and save
+with :meth:`Plan.save` through an output prepared with :func:`pulsarctl_py.outputs.prepare`
+before the work; :func:`apply_plan` and :func:`undo_plan` then give binding, validation,
+compare-and-set, the backup record, "already applied" and undo for free. A new kind of
+change needs its key rule and value check in :mod:`.validate`.
 """
 
 from __future__ import annotations
@@ -31,22 +54,26 @@ import base64
 import difflib
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError
-from pulsarctl_py.stores.metadata.base import MetadataConflict, MetadataStore
+from pulsarctl_py.stores.metadata.base import MetadataConflict, MetadataStore, Node
 
+from .binding import Binding, check_binding
 from .bookie_index import BookieChange, Writer
+from .validate import validate_bookie_change, validate_change
+
+if TYPE_CHECKING:
+    from pulsarctl_py.outputs import Output
 
 PLAN_FORMAT = "ledgerctl-plan"
-PLAN_VERSION = 1
-#: a plan that also changes bookie indexes (``bookie``): older readers must refuse it
-PLAN_VERSION_BOOKIE = 2
+#: 3: bound to its store, a digest, creation ids (1 and 2 had none of these: refused)
+PLAN_VERSION = 3
+BACKUP_FORMAT = PLAN_FORMAT + "-backup"
 BACKUP_SUFFIX = ".backup.json"
 UNLOAD_WARNING = (
     "the topics this plan changes must be unloaded first (no broker may own them): the "
@@ -138,6 +165,8 @@ class Change:
     new: bytes | None
     version: int | None  # the store's version of the old value (None when absent)
     why: list[str] = field(default_factory=list)
+    #: the old node's incarnation (:attr:`Stat.creation`; None when absent)
+    creation: str | None = None
 
     @property
     def action(self) -> str:
@@ -153,6 +182,7 @@ class Change:
             "kind": self.kind,
             "action": self.action,
             "version": self.version,
+            "creation": self.creation,
             "old_sha256": sha256(self.old),
             "new_sha256": sha256(self.new),
             "why": list(self.why),
@@ -178,15 +208,22 @@ class Change:
         if not isinstance(key, str) or kind not in KINDS:
             raise LedgerctlError("plan: a change lacks its key or kind")
         validate_path(key)
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-            raise LedgerctlError(f"plan: the version of {key} is not a number")
+        if version is not None and (
+            isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**63
+        ):
+            raise LedgerctlError(f"plan: the version of {key} is not a version number")
+        creation = obj.get("creation")
+        if creation is not None and not isinstance(creation, str):
+            raise LedgerctlError(f"plan: the creation id of {key} is not text")
         if not isinstance(why, list) or not all(isinstance(w, str) for w in why):
             raise LedgerctlError(f"plan: the reasons of {key} are not a list of text")
         old = _unb64(obj.get("old_base64"), f"{key} old_base64")
         new = _unb64(obj.get("new_base64"), f"{key} new_base64")
-        if old is not None and version is None:
-            raise LedgerctlError(f"plan: {key} has an old value but no version")
-        change = cls(key, kind, old, new, version, list(why))
+        if old is not None and (version is None or creation is None):
+            raise LedgerctlError(f"plan: {key} has an old value but no version or creation id")
+        if old is None and (version is not None or creation is not None):
+            raise LedgerctlError(f"plan: {key} is absent but has a version")
+        change = cls(key, kind, old, new, version, list(why), creation)
         if obj.get("old_sha256") != sha256(old) or obj.get("new_sha256") != sha256(new):
             raise LedgerctlError(f"plan: the values of {key} do not match their sha256")
         if old is None and new is None:
@@ -291,6 +328,10 @@ class Plan:
     #: bookie index entries the plan deletes (offline bookies; see bookie_index)
     bookie: list[BookieChange] = field(default_factory=list)
     created_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+    #: the store it was made for (None only for a plan built by hand in a test)
+    binding: Binding | None = None
+    #: the digest it was loaded with (set by :meth:`from_json`)
+    digest: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -299,39 +340,59 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         from pulsarctl_py.timeparse import format_time_ms
 
-        extra = {"bookie": [c.to_json() for c in self.bookie]} if self.bookie else {}
-        return {
+        binding = self.binding or Binding(self.metadata_url)
+        body = {
             "format": PLAN_FORMAT,
-            "version": PLAN_VERSION_BOOKIE if self.bookie else PLAN_VERSION,
+            "version": PLAN_VERSION,
             "created": format_time_ms(self.created_ms),
-            "metadata_url": self.metadata_url,
+            "metadata_url": binding.metadata_url,
+            "store": binding.to_json(),
             "topics": list(self.topics),
             "repairs": list(self.repairs),
             "warnings": list(self.warnings),
             "unreachable": self.unreachable.to_json(),
             "changes": [c.to_json() for c in self.changes],
-            **extra,
+            "bookie": [c.to_json() for c in self.bookie],
         }
+        digest = document_digest(body)
+        return {"format": PLAN_FORMAT, "version": PLAN_VERSION, "digest": digest, **body}
 
     @classmethod
     def from_json(cls, obj: Any) -> Plan:
+        """The plan in ``obj``, refused unless its digest holds and every change is one
+        it can be for (:mod:`.validate`)."""
         if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
             raise LedgerctlError(f'not a ledgerctl plan (no "format": "{PLAN_FORMAT}")')
-        if obj.get("version") not in (PLAN_VERSION, PLAN_VERSION_BOOKIE):
-            raise LedgerctlError(f"plan format version {obj.get('version')!r} is not supported")
+        version = obj.get("version")
+        if version in (1, 2):
+            raise LedgerctlError(
+                f"plan format version {version} was made by an older ledgerctl, without the "
+                "store it is for or a digest: make the plan again"
+            )
+        if version != PLAN_VERSION:
+            raise LedgerctlError(f"plan format version {version!r} is not supported")
+        digest = obj.get("digest")
+        if not isinstance(digest, str) or digest != document_digest(obj):
+            raise PlanEdited(
+                "plan was edited after it was made (its digest does not match its content): "
+                "refused; make the plan again"
+            )
         raw_changes, raw_bookie = obj.get("changes", []), obj.get("bookie", [])
         if not isinstance(raw_changes, list) or not isinstance(raw_bookie, list):
             raise LedgerctlError('plan: "changes" or "bookie" is not a list')
-        if raw_bookie and obj.get("version") != PLAN_VERSION_BOOKIE:
-            raise LedgerctlError(f"plan: bookie changes need format version {PLAN_VERSION_BOOKIE}")
         changes = [Change.from_json(c) for c in raw_changes]
         bookie = [BookieChange.from_json(c) for c in raw_bookie]
         keys = [c.key for c in changes] + [c.key for c in bookie]
         if len(set(keys)) != len(keys):
             raise LedgerctlError("plan: a key appears twice")
         url = obj.get("metadata_url", "")
-        if not isinstance(url, str):
+        if not isinstance(url, str) or not url:
             raise LedgerctlError('plan: "metadata_url" is not text')
+        binding = Binding.from_json(url, obj.get("store"), empty=not changes and not bookie)
+        for change in changes:
+            validate_change(change, binding.roots)
+        for bc in bookie:
+            validate_bookie_change(bc, binding)
 
         def texts(name: str) -> list[str]:
             value = obj.get(name, [])
@@ -348,39 +409,60 @@ class Plan:
             warnings=texts("warnings"),
             topics=texts("topics"),
             bookie=bookie,
+            binding=binding,
+            digest=digest,
         )
 
-    def save(self, path: Path) -> None:
-        _write_json(path, self.to_json())
+    def write(self, out: Output) -> None:
+        """Write the plan to a prepared output (see :func:`pulsarctl_py.outputs.prepare`)."""
+        _write_document(out, self.to_json(), "plan")
+
+    def save(self, path: Path, *, force: bool = False) -> None:
+        """Write the plan to ``path`` (an output of kind plan: see :mod:`pulsarctl_py.outputs`)."""
+        from pulsarctl_py import outputs
+
+        self.write(outputs.prepare(path, outputs.PLAN, force=force))
 
     @classmethod
     def load(cls, path: Path) -> Plan:
-        return cls.from_json(_read_json(path, "plan"))
+        from pulsarctl_py.documents import load_document
+
+        return cls.from_json(load_document(path, "plan"))
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    """Write atomically (temp file, fsync, rename): a crash leaves the old file or the new."""
-    tmp = path.with_name(path.name + ".tmp")
+class PlanEdited(LedgerctlError):
+    """A plan whose content no longer matches its digest (exit 2)."""
+
+
+def document_digest(doc: dict[str, Any]) -> str:
+    """sha256 of the document without its ``digest``, as canonical JSON (sorted keys,
+    ASCII, no spaces): the same for the document saved and for the one read back."""
+    body = {k: v for k, v in doc.items() if k != "digest"}
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise LedgerctlError(f"cannot write {path}: {exc.strerror or exc}") from None
+        text = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not a JSON document at all: cannot match
+        return ""
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def _read_json(path: Path, what: str) -> Any:
+def _write_document(out: Output, obj: Any, what: str) -> None:
+    """A JSON document, indented for people, to a prepared output; a plan too large to be
+    read back is refused before it is written."""
+    from pulsarctl_py.documents import ENV_MAX_SIZE, max_document_size
+
+    text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LedgerctlError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise LedgerctlError(f"{path} is not JSON: {exc}") from None
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # text that is not Unicode (lone surrogates): escape it
+        data = (json.dumps(obj, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+    if len(data) > max_document_size():
+        out.discard()
+        raise LedgerctlError(
+            f"the {what} would be {len(data)} bytes, more than the {max_document_size()} a "
+            f"{what} may hold (set {ENV_MAX_SIZE} to raise the limit; the same value is "
+            "needed to read it back)"
+        )
+    out.write_bytes(data)
 
 
 # -- drafting --------------------------------------------------------------------------------
@@ -390,12 +472,13 @@ class Draft:
     """The store as the changes drafted so far would leave it; reads go through it.
 
     Nothing is written: :meth:`plan` turns the draft into a :class:`Plan` holding, per
-    key, the value in the store now (and its version) and the last drafted value.
+    key, the value in the store now (its version and creation id) and the last drafted
+    value, bound to the store (and to the bookie directories in ``bookie_dirs``).
     """
 
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
-        self._orig: dict[str, tuple[bytes | None, int | None]] = {}
+        self._orig: dict[str, Node | None] = {}
         self._new: dict[str, bytes | None] = {}
         self._kind: dict[str, str] = {}
         self._why: dict[str, list[str]] = {}
@@ -405,17 +488,32 @@ class Draft:
         self.topics: list[str] = []
         #: bookie index entries to delete (:func:`bookie_index.draft_deletion`)
         self.bookie: list[BookieChange] = []
+        #: the stopped bookies' ledger dirs the bookie changes are in (bound to the plan)
+        self.bookie_dirs: set[Path] = set()
+
+    def ledgers_root(self) -> str:
+        """The root of BookKeeper's ledger metadata in this store (``/ledgers`` unless the
+        cluster keeps it elsewhere: ``bookkeeperMetadataServiceUri``). A plan reads and
+        changes keys of one store only: ledger metadata kept in another store is refused."""
+        place = self.store.bookkeeper()
+        if place.store is not self.store:
+            raise LedgerctlError(
+                f"BookKeeper's metadata is in another store ({place.url}) than the topics' "
+                f"({self.store.url}): a plan that reads or changes ledger metadata needs both "
+                "in one store (another root of the same store is fine)"
+            )
+        return place.root
 
     def _load(self, key: str) -> None:
         if key not in self._orig:
-            node = self.store.get(key)
-            self._orig[key] = (None, None) if node is None else (node.data, node.stat.version)
+            self._orig[key] = self.store.get(key)
 
     def get(self, key: str) -> bytes | None:
         if key in self._new:
             return self._new[key]
         self._load(key)
-        return self._orig[key][0]
+        node = self._orig[key]
+        return None if node is None else node.data
 
     def set(self, key: str, kind: str, data: bytes, why: str) -> None:
         self._write(key, kind, bytes(data), why)
@@ -436,29 +534,126 @@ class Draft:
     def plan(self) -> Plan:
         changes = []
         for key, new in self._new.items():
-            old, version = self._orig[key]
+            node = self._orig[key]
+            old = None if node is None else node.data
             if old == new:
                 continue  # drafted back to what it was
-            changes.append(Change(key, self._kind[key], old, new, version, self._why[key]))
+            changes.append(
+                Change(
+                    key,
+                    self._kind[key],
+                    old,
+                    new,
+                    None if node is None else node.stat.version,
+                    self._why[key],
+                    None if node is None else node.stat.creation,
+                )
+            )
         warnings = list(self.warnings)
         if changes and self.topics:
             warnings.insert(0, UNLOAD_WARNING)
+        binding = Binding.of(self.store, sorted(self.bookie_dirs))
         return Plan(
-            metadata_url=self.store.url,
+            metadata_url=binding.metadata_url,
             changes=changes,
             repairs=list(self.repairs),
             unreachable=self.unreachable,
             warnings=warnings,
             topics=list(self.topics),
             bookie=list(self.bookie),
+            binding=binding,
         )
 
 
-# -- apply and undo --------------------------------------------------------------------------
+# -- the record beside a plan: the backup ----------------------------------------------------
 
 
 def backup_path(plan_path: Path) -> Path:
     return plan_path.with_name(plan_path.name + BACKUP_SUFFIX)
+
+
+#: what the backup says happened: the apply began (nothing may be committed yet), the
+#: apply finished, the plan was undone
+APPLYING, APPLIED, UNDONE = "applying", "applied", "undone"
+
+
+@dataclass(slots=True)
+class Record:
+    """The backup beside a plan file: the old values, and how far apply and undo went."""
+
+    status: str
+    plan_digest: str
+    applied: str | None = None
+
+    @classmethod
+    def read(cls, bpath: Path, plan: Plan) -> Record | None:
+        """The record of ``plan`` at ``bpath`` (None when there is none); a backup of
+        another plan, or one that does not match this plan's old values, is refused."""
+        import os
+
+        from pulsarctl_py.documents import load_document
+
+        if not os.path.lexists(bpath):
+            return None
+        doc = load_document(bpath, "plan backup")
+        if not isinstance(doc, dict) or doc.get("format") != BACKUP_FORMAT:
+            raise LedgerctlError(f"{bpath} is not a ledgerctl plan backup: move it away first")
+        if doc.get("plan_digest") != plan.digest:
+            raise LedgerctlError(
+                f"{bpath} is the backup of another plan (or of one made by an older "
+                "ledgerctl): refused, so that its undo is not lost; move it away if that "
+                "plan's undo is no longer needed"
+            )
+        status = doc.get("status")
+        if status not in (APPLYING, APPLIED, UNDONE):
+            raise LedgerctlError(f"{bpath}: unknown status {status!r}")
+        olds = {c.key: sha256(c.old) for c in [*plan.changes, *plan.bookie]}
+        try:
+            held = {
+                item["key"]: item.get("sha256")
+                for item in [*doc.get("values", []), *doc.get("bookie", [])]
+            }
+        except (KeyError, TypeError, AttributeError):
+            raise LedgerctlError(f"{bpath} is not a ledgerctl plan backup") from None
+        if held != olds:
+            raise LedgerctlError(f"backup {bpath} does not hold the plan's old values: refused")
+        applied = doc.get("applied")
+        return cls(status, plan.digest or "", applied if isinstance(applied, str) else None)
+
+
+def _write_record(bpath: Path, plan: Plan, status: str, applied: str | None) -> None:
+    from pulsarctl_py import outputs
+
+    doc = {
+        "format": BACKUP_FORMAT,
+        "plan_digest": plan.digest,
+        "metadata_url": plan.metadata_url,
+        "status": status,
+        "applied": applied,
+        "values": [
+            {
+                "key": c.key,
+                "version": c.version,
+                "creation": c.creation,
+                "sha256": sha256(c.old),
+                "base64": _b64(c.old),
+            }
+            for c in plan.changes
+        ],
+        "bookie": [
+            {"key": c.key, "sha256": sha256(c.old), "base64": _b64(c.old)} for c in plan.bookie
+        ],
+    }
+    _write_document(outputs.prepare(bpath, outputs.BACKUP), doc, "plan backup")
+
+
+def _now_text() -> str:
+    from pulsarctl_py.timeparse import format_time_ms
+
+    return format_time_ms(time.time_ns() // 1_000_000)
+
+
+# -- apply and undo --------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -470,6 +665,8 @@ class Outcome:
     backup: str | None
     written: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    #: "already applied", "resumed", "nothing to restore" ... (None: a plain run)
+    note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -478,15 +675,8 @@ class Outcome:
             "backup": self.backup,
             "written": self.written,
             "skipped": self.skipped,
+            "note": self.note,
         }
-
-
-def _check_store(plan: Plan, store: MetadataStore) -> None:
-    if plan.metadata_url and plan.metadata_url != store.url:
-        raise LedgerctlError(
-            f"the plan was made for {plan.metadata_url}, not {store.url}: "
-            "pass --metadata-url to name the store it was made for"
-        )
 
 
 def _nothing(_: str) -> None:
@@ -510,58 +700,99 @@ def _bookie_writer(plan: Plan, store: MetadataStore) -> Any:
     return Writer(plan.bookie, store) if plan.bookie else contextlib.nullcontext()
 
 
+def _load_bound(plan_path: Path, store: MetadataStore) -> Plan:
+    plan = Plan.load(plan_path)
+    if plan.binding is not None:
+        check_binding(plan.binding, store)
+    return plan
+
+
+def _holds_new(change: Change, node: Node | None) -> bool:
+    return node is None if change.new is None else node is not None and node.data == change.new
+
+
+def _old_conflict(change: Change, node: Node | None) -> str | None:
+    """Why ``node`` is not the one the plan read (None: it is, version, creation, bytes)."""
+    if change.old is None:
+        return None if node is None else "exists now; the plan expects it absent"
+    if node is None:
+        return "no longer exists; nothing was written"
+    if node.stat.version != change.version or node.data != change.old:
+        return (
+            f"changed since the plan was made (version {node.stat.version}, the plan "
+            f"read {change.version}); nothing was written: make a new plan"
+        )
+    if node.stat.creation != change.creation:
+        return (
+            "was deleted and created again since the plan was made (same bytes and "
+            f"version {change.version}, but another node: {node.stat.creation}, the plan "
+            f"read {change.creation}); nothing was written: make a new plan"
+        )
+    return None
+
+
 def apply_plan(
     plan_path: Path, store: MetadataStore, *, after_step: AfterStep = _nothing
 ) -> Outcome:
-    """Execute the plan saved at ``plan_path`` on ``store`` (open read-write).
+    """Execute the plan saved at ``plan_path`` on ``store`` (open read-write), the store
+    it was made for.
 
-    Every key must still hold the plan's old value at the plan's version, and every bookie
-    index entry the plan deletes its exact old bytes (the bookie stopped), else
-    :class:`MetadataConflict` (or :class:`BookieInUse`) and nothing is written. The old
-    values go to the backup file beside the plan before anything is written; then one
+    Every key must still hold the plan's old value at the plan's version and creation id,
+    and every bookie index entry the plan deletes its exact old bytes (the bookie stopped),
+    else :class:`MetadataConflict` (or :class:`BookieInUse`) and nothing is written. The
+    record with the old values goes beside the plan before anything is written; then one
     transaction commits every metadata change with compare-and-set, and then the bookie
-    index entries are deleted (the hook sees ``bookie-<kind>`` after each).
+    index entries are deleted (the hook sees ``bookie-<kind>`` after each). A plan whose
+    every change holds already is "already applied" (nothing written); one whose metadata
+    committed but whose bookie side was cut short is finished ("resumed").
     """
-    plan = Plan.load(plan_path)
-    _check_store(plan, store)
-    outcome = Outcome("apply", str(plan_path), str(backup_path(plan_path)))
+    plan = _load_bound(plan_path, store)
+    bpath = backup_path(plan_path)
+    record = Record.read(bpath, plan)
+    outcome = Outcome("apply", str(plan_path), str(bpath))
     if plan.empty:
         outcome.backup = None
         return outcome
-    current = []
-    for change in plan.changes:
-        node = store.get(change.key)
-        if change.old is None:
-            if node is not None:
-                raise MetadataConflict(change.key, "exists now; the plan expects it absent")
-        elif node is None:
-            raise MetadataConflict(change.key, "no longer exists; nothing was written")
-        elif node.stat.version != change.version or node.data != change.old:
-            raise MetadataConflict(
-                change.key,
-                f"changed since the plan was made (version {node.stat.version}, the plan "
-                f"read {change.version}); nothing was written: make a new plan",
-            )
-        current.append(None if node is None else node.stat.version)
+    nodes = [store.get(change.key) for change in plan.changes]
     with _bookie_writer(plan, store) as bookie:
+        places = [bookie.now(c) for c in plan.bookie] if bookie is not None else []
+        if all(_holds_new(c, n) for c, n in zip(plan.changes, nodes, strict=True)):
+            pending = [c for c, now in zip(plan.bookie, places, strict=True) if now is not None]
+            if not pending:
+                outcome.note = "already applied"
+                outcome.skipped = [
+                    {"key": c.key, "reason": "holds the planned value"}
+                    for c in [*plan.changes, *plan.bookie]
+                ]
+                if record is not None and record.status == APPLYING:
+                    _write_record(bpath, plan, APPLIED, _now_text())
+                return outcome
+            if record is not None and record.status == APPLYING:
+                # the metadata committed, then the apply stopped: finish the bookie side
+                assert bookie is not None
+                bookie.check_planned(pending)
+                outcome.note = "resumed"
+                outcome.written.extend(bookie.delete(after_step, pending))
+                _write_record(bpath, plan, APPLIED, _now_text())
+                after_step("record")
+                return outcome
+        for change, node in zip(plan.changes, nodes, strict=True):
+            conflict = _old_conflict(change, node)
+            if conflict is not None:
+                if record is not None and record.status == APPLIED:
+                    conflict = (
+                        f"the plan was applied already ({record.applied}) and the store has "
+                        f"changed since: {conflict}"
+                    )
+                raise MetadataConflict(change.key, conflict)
         if bookie is not None:
             bookie.check_planned()
-        _write_json(
-            backup_path(plan_path),
-            {
-                "format": PLAN_FORMAT + "-backup",
-                "metadata_url": store.url,
-                "values": [
-                    {"key": c.key, "version": v, "sha256": sha256(c.old), "base64": _b64(c.old)}
-                    for c, v in zip(plan.changes, current, strict=True)
-                ],
-                "bookie": [
-                    {"key": c.key, "sha256": sha256(c.old), "base64": _b64(c.old)}
-                    for c in plan.bookie
-                ],
-            },
-        )
+        _write_record(bpath, plan, APPLYING, None)
         after_step("backup")
+        # The creation ids were checked just above; the transaction itself can check only
+        # versions (ZooKeeper's multi has no czxid check), so a node deleted and created
+        # again in the milliseconds between the two is not seen there. Pulsar's RocksDB
+        # store is held locked by this process throughout, so nothing changes it between.
         txn = store.transaction()
         for change in plan.changes:
             if change.new is None:
@@ -578,50 +809,36 @@ def apply_plan(
             )
         if bookie is not None:
             outcome.written.extend(bookie.delete(after_step))
+    _write_record(bpath, plan, APPLIED, _now_text())
     after_step("record")
     return outcome
 
 
-def _backup_olds(plan: Plan, bpath: Path) -> tuple[dict[str, bytes | None], dict[str, bytes]]:
-    """The old values to restore: the backup's, else the plan's (metadata, bookie)."""
-    olds: dict[str, bytes | None] = {c.key: c.old for c in plan.changes}
-    bookie_olds: dict[str, bytes] = {c.key: c.old for c in plan.bookie}
-    if not bpath.exists():
-        return olds, bookie_olds
-    backup = _read_json(bpath, "backup")
-    try:
-        for values, into in ((backup["values"], olds), (backup.get("bookie", []), bookie_olds)):
-            for item in values:
-                data = _unb64(item.get("base64"), f"backup of {item['key']}")
-                if sha256(data) != item.get("sha256"):
-                    raise LedgerctlError(f"backup {bpath}: {item['key']} does not match its sha256")
-                if item["key"] not in into or (into is bookie_olds and data is None):
-                    raise LedgerctlError(f"backup {bpath} names {item['key']}, the plan does not")
-                into[item["key"]] = data
-    except (KeyError, TypeError, AttributeError):
-        raise LedgerctlError(f"{bpath} is not a ledgerctl backup") from None
-    return olds, bookie_olds
+class NeverApplied(LedgerctlError):
+    """Undo of a plan that was never applied (exit 2)."""
 
 
 def undo_plan(
     plan_path: Path, store: MetadataStore, *, after_step: AfterStep = _nothing
 ) -> Outcome:
-    """Restore every key the plan changed to the value the backup holds.
+    """Restore every key the plan changed to its old value, on the store it was made for.
 
     A key holding the value the apply wrote is restored with compare-and-set on its current
     version; a key already holding its old value is skipped; a key holding anything else
     (changed since the apply) aborts the undo with nothing written. Bookie index entries
     the apply deleted are written back first (exact bytes; the bookie stopped), then the
-    metadata in one transaction.
+    metadata in one transaction. A plan never applied (no backup beside it, every key at
+    its old value) is refused (:class:`NeverApplied`).
     """
-    plan = Plan.load(plan_path)
-    _check_store(plan, store)
+    plan = _load_bound(plan_path, store)
     bpath = backup_path(plan_path)
-    olds, bookie_olds = _backup_olds(plan, bpath)
-    outcome = Outcome("undo", str(plan_path), str(bpath) if bpath.exists() else None)
+    record = Record.read(bpath, plan)
+    outcome = Outcome("undo", str(plan_path), str(bpath) if record is not None else None)
+    if plan.empty:
+        return outcome
     txn = store.transaction()
     for change in plan.changes:
-        old = olds[change.key]
+        old = change.old
         node = store.get(change.key)
         now = None if node is None else node.data
         if now == old:
@@ -641,10 +858,25 @@ def undo_plan(
             txn.set(change.key, old, node.stat.version)
         outcome.written.append({"key": change.key, "action": "restore", "sha256": sha256(old)})
     with _bookie_writer(plan, store) as bookie:
+        todo: list[tuple[BookieChange, bytes]] = []
         if bookie is not None:
-            todo, skipped = bookie.check_restore(bookie_olds)
+            todo, skipped = bookie.check_restore({c.key: c.old for c in plan.bookie})
             outcome.skipped.extend(skipped)
+        if not outcome.written and not todo:
+            if record is None:
+                raise NeverApplied(
+                    f"the plan {plan_path} was never applied (there is no backup "
+                    f"{bpath.name} beside it, and every key holds its old value): nothing "
+                    "to undo"
+                )
+            outcome.note = "already undone" if record.status == UNDONE else "nothing to restore"
+            if record.status != UNDONE:
+                _write_record(bpath, plan, UNDONE, record.applied)
+            return outcome
+        if bookie is not None:
             outcome.written.extend(bookie.restore(todo, after_step))
         _commit(txn, "changed while undoing; nothing was restored")
     after_step("commit")
+    if record is not None:
+        _write_record(bpath, plan, UNDONE, record.applied)
     return outcome

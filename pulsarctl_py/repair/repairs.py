@@ -136,15 +136,15 @@ def _decode_name(znode: str) -> str:
 def cursor_ledger_state(
     source: LedgerSource | None, ledger_id: int
 ) -> tuple[Position, list[tuple[str, int]]] | None:
-    """The last PositionInfo of a cursor ledger, or None when it cannot be read (as the
-    broker then falls back to the znode snapshot)."""
+    """The last PositionInfo of a cursor ledger, or None when it cannot be read (the broker
+    then rolls back to the znode's position, see :func:`cursor_snapshots`)."""
     if source is None or source.bookie is None:
         return None
     try:
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    last = view_last(view)
+    last = view.readable_last
     if last is None or last < 0:
         return None
     view.kind = "cursor"
@@ -165,16 +165,6 @@ def cursor_ledger_state(
     return None
 
 
-def view_last(view: Any) -> int | None:
-    """A ledger's last entry: lastEntryId when closed; else the last entry the bookie
-    holds or its LAC, whichever is higher (what opening it with recovery finds)."""
-    md = view.metadata
-    if md is not None and md.is_closed:
-        return md.last_entry_id
-    known = [v for v in (view.lac, view.last_stored) if v is not None]
-    return max(known) if known else None
-
-
 def count_messages(
     source: LedgerSource | None,
     ledger_id: int,
@@ -192,7 +182,7 @@ def count_messages(
         if kind == "compacted":
             view.kind = "compacted"
         if last is None:
-            last = view_last(view)
+            last = view.readable_last
         if last is None:
             return None
         if last < first:
@@ -217,7 +207,7 @@ def ledger_has_metadata(draft: Draft, ledger_id: int) -> bool:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        if draft.get(lm.ledger_path(ledger_id, layout)) is not None:
+        if draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root())) is not None:
             return True
     return False
 
@@ -239,7 +229,7 @@ def last_entry(topic: Topic, ledger_id: int, source: LedgerSource | None) -> int
         view = source.ledger(ledger_id)
     except LedgerctlError:
         return None
-    return view_last(view)
+    return view.readable_last
 
 
 # -- writing through the draft ---------------------------------------------------------------
@@ -257,19 +247,13 @@ def write_cursor(
     *,
     properties: list[tuple[str, int]] | None = None,
     keep_acks: bool = False,
-    snapshot: bool = False,
 ) -> None:
-    """Write the cursor's whole state into its znode at ``position`` (cursorsLedgerId -1).
-
-    ``snapshot``: the znode's own state is the one to keep, acks included (what the broker
-    falls back to when the cursor ledger is gone)."""
+    """Write the cursor's whole state into its znode at ``position`` (cursorsLedgerId -1)."""
     msg = mlpb.ManagedCursorInfo()
     msg.CopyFrom(cursor.decoded.message)
     msg.cursorsLedgerId = -1
     msg.markDeleteLedgerId, msg.markDeleteEntryId = position
-    if snapshot:
-        pass
-    elif not keep_acks or cursor.in_ledger:
+    if not keep_acks or cursor.in_ledger:
         # a reset forgets every ack; a cursor ledger's acks are not in the znode snapshot
         del msg.individualDeletedMessages[:]
         del msg.batchedEntryDeletionIndexInfo[:]
@@ -337,6 +321,7 @@ def _cursor_move(
     why: str,
     *,
     keep_acks: bool = True,
+    properties: list[tuple[str, int]] | None = None,
 ) -> None:
     old = cursor.position
     record: dict[str, Any] = {
@@ -353,7 +338,7 @@ def _cursor_move(
         )
     if cursor.in_ledger:
         record["cursors_ledger_id"] = {"from": cursor.decoded.message.cursorsLedgerId, "to": -1}
-    write_cursor(draft, cursor, to, why, keep_acks=keep_acks)
+    write_cursor(draft, cursor, to, why, keep_acks=keep_acks, properties=properties)
     draft.unreachable.cursors.append(record)
 
 
@@ -576,16 +561,26 @@ def reset_cursor(
             "mark_delete": _position_text(target),
         }
     )
-    if cursor.position == target and not cursor.in_ledger:
+    if (
+        cursor.position == target
+        and not cursor.in_ledger
+        and not cursor.decoded.message.individualDeletedMessages
+        and (cursor.name == mld.COMPACTION_CURSOR or not cursor.decoded.message.properties)
+    ):
         return target
+    # the broker's reset (ManagedCursorImpl.internalResetCursor) keeps the properties of
+    # the __compaction cursor only: every other cursor's mark-delete gets an empty map
+    compaction = cursor.name == mld.COMPACTION_CURSOR
     _cursor_move(
         draft,
         topic,
         cursor,
         target,
         source,
-        f"reset {how}: mark-delete {_position_text(target)}, individual acks cleared",
+        f"reset {how}: mark-delete {_position_text(target)}, individual acks cleared"
+        + ("" if compaction else ", properties cleared"),
         keep_acks=False,
+        properties=None if compaction else [],
     )
     return target
 
@@ -618,12 +613,18 @@ def _seek_time(
 
 
 def cursor_snapshots(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[str]:
-    """Cursors whose cursor ledger has no BookKeeper metadata (or, with bookie storage, no
-    stored entries): the broker falls back to the znode snapshot, and would again on every
-    load; make that snapshot the cursor's state (``cursorsLedgerId = -1``), acks included.
+    """Cursors whose cursor ledger is gone (no BookKeeper metadata, or, with bookie storage,
+    no stored entry): the broker cannot recover their state from it and rolls back (Pulsar
+    4.0.7 ``ManagedCursorImpl.recoverFromLedger``: ``initialize(getRollbackPosition(info),
+    emptyMap, cursorProperties)``) to the znode's mark-delete position, clamped to the
+    topic's first position, with **no** properties and **no** individual acknowledgements
+    (the cursor properties stay), and writes that into the znode as it loads. The plan
+    writes exactly that state (``cursorsLedgerId = -1``), so that the rollback is reviewed
+    and can be undone; a ``__compaction`` cursor loses its ``CompactedTopicLedger`` with it.
     Returns the names of the cursors changed."""
     topic = load_topic(draft, topic_name)
     changed = []
+    first = (topic.ids[0], -1) if topic.ids else None
     for cursor in load_cursors(draft, topic, source):
         cl = cursor.decoded.message.cursorsLedgerId
         if cl == -1 or cursor.position is None:
@@ -634,18 +635,37 @@ def cursor_snapshots(draft: Draft, topic_name: str, source: LedgerSource | None)
                 view = source.ledger(cl)
             except LedgerctlError:
                 view = None
-            last = None if view is None else view_last(view)
+            last = None if view is None else view.readable_last
             gone = view is not None and last is not None and last >= 0 and view.last_stored is None
         if not gone:
             continue
+        snapshot = (
+            cursor.decoded.message.markDeleteLedgerId,
+            cursor.decoded.message.markDeleteEntryId,
+        )
+        position = first if first is not None and snapshot < first else snapshot
+        lost = [p.name for p in cursor.decoded.message.properties]
         write_cursor(
             draft,
             cursor,
-            cursor.position,
-            f"its cursor ledger {cl} is gone: keep the znode snapshot "
-            f"{_position_text(cursor.position)} as the cursor's state",
-            snapshot=True,
+            position,
+            f"its cursor ledger {cl} is gone: the broker rolls back to the znode's position "
+            f"{_position_text(snapshot)}"
+            + (
+                f" (clamped to the topic's start {_position_text(position)})"
+                if position != snapshot
+                else ""
+            )
+            + ", without properties or individual acknowledgements",
+            properties=[],
+            keep_acks=False,
         )
+        if cursor.name == mld.COMPACTION_CURSOR and COMPACTED_TOPIC_LEDGER in lost:
+            draft.warnings.append(
+                f"{topic.name.full_name}: the __compaction cursor loses CompactedTopicLedger "
+                "with its cursor ledger: readCompacted readers read the topic, and the next "
+                "compaction starts from the horizon (see repair compaction --clear)"
+            )
         changed.append(cursor.name)
     draft.repairs.append(
         {"repair": "cursor-snapshot", "topic": topic.name.full_name, "cursors": changed}
@@ -735,7 +755,7 @@ def _ledger_path(draft: Draft, ledger_id: int) -> str | None:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        path = lm.ledger_path(ledger_id, layout)
+        path = lm.ledger_path(ledger_id, layout, draft.ledgers_root())
         if draft.get(path) is not None:
             return path
     return None
@@ -750,7 +770,7 @@ def _ledger_metadata(draft: Draft, ledger_id: int) -> Any:
         lm.LedgerLayout.FLAT,
         lm.LedgerLayout.LONG_HIERARCHICAL,
     ):
-        data = draft.get(lm.ledger_path(ledger_id, layout))
+        data = draft.get(lm.ledger_path(ledger_id, layout, draft.ledgers_root()))
         if data is not None:
             try:
                 return lm.parse(data, ledger_id)
@@ -879,10 +899,13 @@ def point_compaction(
 
 def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
     """Resync a shadow topic from its source (formats.md §14): the ledger list with sizes
-    and offload contexts (from the shadow's first ledger the source lists on), and the
-    terminated position, copied from the source; the shadow's own properties kept. Shadow
-    cursors in ledgers the list no longer holds move to the next ledger's start. Returns
-    whether anything changes."""
+    and offload contexts (from the shadow's first ledger the source lists on), copied from
+    the source; the shadow's own properties kept. No terminated position: a broker never
+    writes one into a shadow's znode (``ShadowManagedLedgerImpl.doInitialize`` and
+    ``processSourceManagedLedgerInfo`` keep the source's only in memory, as the shadow's
+    last confirmed entry), so one found there is dropped. Shadow cursors in ledgers the
+    list no longer holds move to the next ledger's start. Returns whether anything
+    changes."""
     topic = load_topic(draft, shadow_name)
     source_name = mld.shadow_source(topic.info)
     if source_name is None:
@@ -906,10 +929,7 @@ def shadow(draft: Draft, shadow_name: str, source: LedgerSource | None) -> bool:
     for li in src.info.ledgerInfo:
         if start is None or li.ledgerId >= start:
             msg.ledgerInfo.add().CopyFrom(li)
-    if src.info.HasField("terminatedPosition"):
-        msg.terminatedPosition.CopyFrom(src.info.terminatedPosition)
-    else:
-        msg.ClearField("terminatedPosition")
+    msg.ClearField("terminatedPosition")
     record: dict[str, Any] = {
         "repair": "shadow",
         "topic": topic.name.full_name,

@@ -184,7 +184,9 @@ class LedgerctlReader(DataSourceReader):
 def plan_for(reader: LedgerctlReader) -> Any:
     """The scan plan of the reader's topic or ledger, built from metadata on the driver."""
     from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.coverage import Gaps
     from pulsarctl_py.engines import build_scan_plan
+    from pulsarctl_py.errors import DataError
     from pulsarctl_py.export import absolute_url, topic_plan
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
@@ -209,13 +211,26 @@ def plan_for(reader: LedgerctlReader) -> Any:
         )
     with LedgerSource.open(url, dirs, need_bookie=True, live=live) as source:
         if reader.topic is not None:
-            return topic_plan(
+            gaps = Gaps()
+            plan = topic_plan(
                 source,
                 reader.topic,
                 metadata_url=url,
                 bookie_dirs=dirs,
                 split_entries=reader.split_entries,
+                gaps=gaps,
             )
+            if gaps.ledgers_missing:
+                # a DataFrame has no summary to say it: refuse rather than read less
+                raise DataError(
+                    f"{plan.topic}: {gaps.errors()[0]}; the rows would not be the whole topic"
+                    + (
+                        f" ({len(gaps.ledgers_missing)} ledgers not read)"
+                        if len(gaps.ledgers_missing) > 1
+                        else ""
+                    )
+                )
+            return plan
         assert reader.ledger is not None
         view = source.ledger(reader.ledger)
         entries = 0 if view.last_stored is None else view.last_stored + 1

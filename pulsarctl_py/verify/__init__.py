@@ -2,10 +2,10 @@
 
 :func:`verify_topics` walks topics (managed ledgers) through a :class:`LedgerSource` and
 yields :class:`Finding` objects as it goes, streaming: each ledger's entries are read once,
-in topic order, decoded to ``Depth.METADATA`` (bookie header and digest, broker entry
-metadata, the producer's CRC32C and MessageMetadata; payloads are not decompressed), with
-every digest and checksum verified. Memory is bounded by the number of ledgers, never by
-the number of entries.
+in topic order, decoded through every layer (bookie header and digest, broker entry
+metadata, the producer's CRC32C, MessageMetadata, and the payload: decompressed and split
+into its batch records, each entry on its own), with every digest and checksum verified.
+Memory is bounded by the number of ledgers, never by the number of entries.
 
 Every finding has a severity (``error``: reads or offsets are or will be wrong;
 ``warning``: inconsistent, Pulsar copes or it costs space or accuracy; ``info``: something
@@ -51,6 +51,18 @@ The checks, with the rule each applies and where it comes from:
     An entry whose bytes cannot be read from storage, whose BookKeeper digest or stored
     ids do not match, whose 0x0e01 CRC32C does not match, or whose layers do not decode
     (operators.md §3 #8-#12). §1, §10.
+``entry-undecodable`` (error)
+    An entry read and verified (digest, checksum, metadata) whose payload does not decode:
+    what the decoder's payload step (``decoders.entry.decode_payload``) rejects, the step
+    every reader of messages takes (a batch count outside 0..200000, a record longer than
+    the batch, a compressed payload that does not decompress to its ``uncompressed_size``,
+    an unknown codec, a marker that does not parse). Consumers fail on it; compaction and
+    migration refuse to copy it unless told to. §3-§5.
+``entry-past-last`` (error)
+    Entries stored past a closed ledger's ``lastEntryId``. No reader gets them
+    (BookKeeper's ``LedgerHandle.readEntries`` stops at the LAC, ``lastEntryId`` once the
+    ledger is closed); every scan skips them and says so. Either adds that were never
+    acknowledged, or a ledger closed short of its data. §9.4, §10.
 ``digest-unverified`` (warning)
     Entries whose digest could not be verified: a MAC (HMAC) digest without the ledger
     password (neither in the metadata nor given). Counted in the summary; ``--strict``
@@ -142,7 +154,8 @@ The checks, with the rule each applies and where it comes from:
 A shadow topic's entries are its source's: its ledgers are checked against BookKeeper
 metadata and the source's list, never scanned; verify the source to scan them. Ledgers a
 shadow shares with a source verified in the same run are checked once, under the source.
-Entry-level findings (entry-corrupt, index-gap, index-missing, timestamp-regression) are
+Entry-level findings (entry-corrupt, entry-undecodable, index-gap, index-missing,
+timestamp-regression) are
 listed up to :data:`MAX_LISTED` per topic and check, then summed up in one more finding.
 
 The package: :mod:`.core` (findings, statistics, progress, the limiter, the driver),

@@ -22,6 +22,8 @@ class Code:
     summary: str
     #: the repair ``repair --from-verify`` runs for it (None: no repair does)
     repair: str | None = None
+    #: what an operator can do about it when no repair command does (each finding's "hint")
+    hint: str | None = None
 
 
 #: repair name -> the command an operator runs for it (``{topic}``: the finding's topic)
@@ -59,8 +61,40 @@ CODES: dict[str, Code] = {
             "no entry of a ledger is in bookie storage",
             "missing-ledgers",
         ),
-        Code("entry-missing", "ledgers", _E, "entries of a ledger are not in storage"),
-        Code("entry-corrupt", "ledgers", _E, "an entry cannot be read or does not verify"),
+        Code(
+            "entry-missing",
+            "ledgers",
+            _E,
+            "entries of a ledger are not in storage",
+            hint="look for them on the other bookies of the ensemble (ledgerctl ledger "
+            "replicas L); exports and scans of the topic are incomplete until then",
+        ),
+        Code(
+            "entry-corrupt",
+            "ledgers",
+            _E,
+            "an entry cannot be read or does not verify",
+            hint="read another replica (ledgerctl ledger replicas L); compact and migrate "
+            "refuse to copy it unless --accept-damage",
+        ),
+        Code(
+            "entry-undecodable",
+            "ledgers",
+            _E,
+            "an entry's payload does not decode (compression, batch): consumers fail on it",
+            hint="ledgerctl inspect L:E shows the layer that fails; compact and migrate "
+            "refuse to copy it unless --accept-damage (then it is copied as the broker "
+            "copies it, and listed)",
+        ),
+        Code(
+            "entry-past-last",
+            "ledgers",
+            _E,
+            "entries are stored past a closed ledger's last entry: readers never get them",
+            hint="they are not part of the ledger (adds never acknowledged, or a ledger "
+            "closed short): every scan skips them; compare lastEntryId with ledgerctl "
+            "ledger meta L before trusting either",
+        ),
         Code("digest-unverified", "ledgers", _W, "digests could not be verified (no password)"),
         Code("entries-mismatch", "ledgers", _E, "LedgerInfo entries differ from the closed ledger"),
         Code("size-mismatch", "ledgers", _EW, "stored, BookKeeper and LedgerInfo sizes differ"),
@@ -69,7 +103,8 @@ CODES: dict[str, Code] = {
             "cursor-ledger-missing",
             "cursors",
             _W,
-            "a cursor ledger is gone: the broker falls back to the znode snapshot",
+            "a cursor ledger is gone: the broker rolls back to the znode's position, "
+            "without properties or individual acknowledgements",
             "cursor-snapshot",
         ),
         Code(
@@ -144,7 +179,9 @@ CODES: dict[str, Code] = {
 REPAIR_FOR_CHECK: dict[str, str] = {c.check: c.repair for c in CODES.values() if c.repair}
 
 #: findings about single entries: listed up to a limit per topic and check, then counted
-ENTRY_LEVEL = frozenset({"entry-corrupt", "index-gap", "index-missing", "timestamp-regression"})
+ENTRY_LEVEL = frozenset(
+    {"entry-corrupt", "entry-undecodable", "index-gap", "index-missing", "timestamp-regression"}
+)
 
 
 def repair_command(check: str, topic: str | None) -> str | None:
@@ -158,3 +195,9 @@ def repair_command(check: str, topic: str | None) -> str | None:
             return None
         command = command.replace("{topic}", topic)
     return command
+
+
+def hint(check: str) -> str | None:
+    """What an operator can do about a finding of ``check`` (None: nothing to add)."""
+    code = CODES.get(check)
+    return None if code is None else code.hint

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pulsarctl_py.decoders import Depth
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import LedgerctlError, NotFoundError
-from pulsarctl_py.verify.codes import ENTRY_LEVEL, repair_command
+from pulsarctl_py.verify.codes import ENTRY_LEVEL, hint, repair_command
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
@@ -34,6 +34,10 @@ MAX_LISTED = 20
 PROGRESS_EVERY = 500
 
 COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+
+#: how deep verify decodes each entry it reads: every layer, payloads included (each entry
+#: on its own: chunks are not joined)
+ENTRY_DEPTH = Depth.MESSAGES
 
 
 @dataclass(slots=True)
@@ -63,6 +67,7 @@ class Finding:
             "message": self.message,
             "details": self.details,
             "repair": self.repair,
+            "hint": hint(self.check),
         }
 
 
@@ -125,6 +130,7 @@ def verify_topics(
     stats: VerifyStats | None = None,
     fast: bool = True,
     reads: Any = None,
+    max_uncompressed: int | None = None,
 ) -> Iterator[Finding]:
     """Verify the named topics (None: every topic, plus the orphan-ledger check).
 
@@ -135,12 +141,16 @@ def verify_topics(
     through the general decode path, never the fast path (:mod:`.fastscan`); ``reads`` (an
     :class:`pulsarctl_py.engines.reads.EngineReads`) reads the entries on its engine
     instead of in this process (the fast path is in-process, so it is not taken then); the
-    findings are the same.
+    findings are the same. ``max_uncompressed``: the most a payload may decompress to
+    (``--max-message-size``; None: the decoders' default); past it, entry-undecodable.
     """
     if source.metadata is None:
         raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
     run = Run(source, progress, stats if stats is not None else VerifyStats(), reads)
     run.fast = fast and reads is None
+    run.max_uncompressed = max_uncompressed
+    if reads is not None:
+        reads.max_uncompressed = max_uncompressed
     yield from _drive(run, topics)
 
 
@@ -253,6 +263,8 @@ class Run:
         self.topics_total = 0
         #: whether entries may go through the fast path (:mod:`.fastscan`)
         self.fast = True
+        #: the most a payload may decompress to (None: the decoders' default)
+        self.max_uncompressed: int | None = None
 
     def emit(self, finding: Finding) -> Finding:
         self.stats.count(finding)
@@ -286,9 +298,9 @@ class Run:
         elif md is None and ml_entries is not None:
             led.last = ml_entries - 1
         else:
-            known = [v for v in (view.lac, view.last_stored) if v is not None]
-            if known:
-                led.last = max(known)
+            last = view.readable_last
+            if last is not None:
+                led.last = last
             elif self.source.bookie is not None:
                 led.last = -1
             elif ml_entries is not None:
@@ -297,7 +309,8 @@ class Run:
 
     def entries(self, view: LedgerView, first: int, last: int) -> Iterator[Any]:
         """(entry_id, Entry or None, error or None) for the stored entries in [first, last],
-        decoded to ``Depth.METADATA``.
+        each decoded on its own to ``Depth.MESSAGES`` (:data:`ENTRY_DEPTH`): a payload the
+        decoder rejects is a problem on its entry, as for every reader of messages.
 
         An entry whose bytes cannot be read is reported with its error and skipped. With
         ``reads``, the range is read on its engine (cursor ledgers, decoded as the view
@@ -306,7 +319,15 @@ class Run:
         if self.reads is not None and view.kind != "cursor":
             found = self.reads.entries(self.source.bookie, view.ledger_id, first, last)
         else:
-            found = self.source.entries(view, first, last, depth=Depth.METADATA, keep_going=True)
+            found = self.source.entries(
+                view,
+                first,
+                last,
+                depth=ENTRY_DEPTH,
+                keep_going=True,
+                join_chunks=False,
+                max_uncompressed=self.max_uncompressed,
+            )
         for entry in found:
             entry_id = entry.position[1] if entry.position else first
             if entry.unreadable is not None:

@@ -86,8 +86,10 @@ def _cursor_ledger(run: Run, topic: str, name: str, ledger_id: int) -> Any:
             topic,
             ledger_id,
             None,
-            f"cursor {name!r}: its cursor ledger {ledger_id} {missing}; the broker falls "
-            "back to the znode snapshot and redelivers what was acknowledged since",
+            f"cursor {name!r}: its cursor ledger {ledger_id} {missing}; the broker rolls back "
+            "to the znode's position (clamped to the topic's start) without the cursor's "
+            "properties or individual acknowledgements, and redelivers what was "
+            "acknowledged since",
             {"cursor": name},
         )
         return None
@@ -113,7 +115,8 @@ def _cursor_ledger(run: Run, topic: str, name: str, ledger_id: int) -> Any:
             ledger_id,
             led.last,
             f"cursor {name!r}: the last entry {ledger_id}:{led.last} of its cursor ledger "
-            f"is unreadable ({error}); the broker falls back to the znode snapshot",
+            f"is unreadable ({error}); a broker that cannot read it rolls back to the znode's "
+            "position, without properties or individual acknowledgements",
             {"cursor": name, "problems": [error]},
         )
         return None

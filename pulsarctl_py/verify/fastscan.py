@@ -25,12 +25,16 @@ checks that both give the same findings, on healthy and on damaged ledgers.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.bookkeeper import HEADER
+from pulsarctl_py.decoders.checksums import DIGESTS, DigestType
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.speedups import native
+from pulsarctl_py.proto import pulsar_api_pb2 as api
+from pulsarctl_py.stores.bookie.rocks import LOCATION_VALUE
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerView
@@ -143,6 +147,7 @@ def _native(
     state[ENTRIES] = state[BYTES] = 0
     kind = int(digest)
     window = _Window(bookie)
+    payloads = Payloads(scan, view, digest)
     irregular = 0
     stop = False  # the native pass ends here: the general path reads what is left
     try:
@@ -151,10 +156,13 @@ def _native(
             loaded_for = -1  # the item a window was just read for
             while i < len(batch) and not stop:
                 _state_in(state, scan, order)
+                start = i
                 i, status = verify(
                     batch, i, lid, window.log_id, window.data, window.start, kind, state
                 )
                 _state_out(state, scan, order, lid)
+                clean = i + 1 if status == values else i  # the entries found clean
+                yield from payloads.window(batch, start, clean, window)
                 if status == end:
                     break
                 if status == other:
@@ -206,6 +214,7 @@ def _records(
     state: list[Any] = [None] * SLOTS
     state[ENTRIES] = state[BYTES] = 0
     kind = int(digest)
+    payloads = Payloads(scan, view, digest)
     irregular = 0
     stop = False  # the native pass ends here: the general path reads what is left
     stored = bookie.read_entries(lid, scan.expected, last)
@@ -220,8 +229,11 @@ def _records(
             i = 0
             while i < len(batch) and not stop:
                 _state_in(state, scan, order)
+                start = i
                 i, status = verify(batch, i, lid, kind, state)
                 _state_out(state, scan, order, lid)
+                clean = i + 1 if status == values else i  # the entries found clean
+                yield from payloads.records(batch, start, clean)
                 if status == end:
                     break
                 if status == gap:
@@ -242,6 +254,68 @@ def _records(
         stored.close()
     if scan.expected <= last:
         yield from scan.general(scan.expected, last)
+
+
+class Payloads:
+    """The payload check of the entries the native pass found clean: what the decoder's
+    :func:`~pulsarctl_py.decoders.entry.decode_payload` rejects (decompression, batch
+    records), as the general path finds it (``verify`` decodes payloads there too).
+
+    The native pass checked their layout (header, digest, prefix layers, a regular
+    MessageMetadata), so the payload is found here by walking that regular layout; the
+    MessageMetadata is parsed again (the native pass does not hand it over) and the
+    payload goes to the decoder's own step."""
+
+    def __init__(self, scan: LedgerScan, view: LedgerView, digest: DigestType) -> None:
+        from pulsarctl_py.decoders import Depth
+        from pulsarctl_py.ledgers import LedgerSource
+
+        self.scan = scan
+        self.lid = view.ledger_id
+        self.options = LedgerSource.entry_options(
+            view, Depth.MESSAGES, max_uncompressed=scan.run.max_uncompressed
+        )
+        self.start = HEADER.size + DIGESTS[digest].size
+
+    def window(self, batch: list[Any], first: int, end: int, window: Any) -> Iterator[Finding]:
+        """Items ``batch[first:end]`` of the locations index, each in ``window``."""
+        data, start = window.data, window.start
+        for key, value in batch[first:end]:
+            offset = (LOCATION_VALUE.unpack(value)[0] & 0xFFFFFFFF) - start
+            (size,) = _U32.unpack_from(data, offset - 4)
+            yield from self.entry(_ENTRY_ID.unpack_from(key, 8)[0], data[offset : offset + size])
+
+    def records(self, batch: list[Any], first: int, end: int) -> Iterator[Finding]:
+        """``(entry id, bytes)`` records ``batch[first:end]``."""
+        for entry_id, data in batch[first:end]:
+            yield from self.entry(entry_id, data)
+
+    def entry(self, entry_id: int, data: bytes | memoryview) -> Iterator[Finding]:
+        from pulsarctl_py.decoders.entry import Entry, decode_payload
+
+        at = self.start
+        if data[at : at + 2] == _BEM:
+            at += 6 + _U32.unpack_from(data, at + 2)[0]
+        if data[at : at + 2] == _CHECKSUM:
+            at += 6
+        (size,) = _U32.unpack_from(data, at)
+        at += 4
+        mv = memoryview(data)
+        md = _METADATA(mv[at : at + size])
+        if not md.compression and not md.HasField("num_messages_in_batch"):
+            if not md.HasField("marker_type"):
+                return  # one plain value: nothing in it can fail to decode
+        entry = Entry(data, metadata=md, payload=mv[at + size :], position=(self.lid, entry_id))
+        decode_payload(entry, self.options, at + size)
+        if not entry.ok:
+            yield from self.scan.undecodable(entry_id, entry)
+
+
+_U32 = struct.Struct(">I")
+_ENTRY_ID = struct.Struct(">q")
+_BEM = b"\x0e\x02"
+_CHECKSUM = b"\x0e\x01"
+_METADATA = api.MessageMetadata.FromString
 
 
 def _values(scan: LedgerScan, state: list[Any]) -> Iterator[Finding]:

@@ -11,6 +11,7 @@ from pulsarctl_py.decoders import Entry
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
 from pulsarctl_py.decoders.checksums import DIGESTS
+from pulsarctl_py.decoders.entry import PAYLOAD_LAYERS
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.verify.core import ERROR, PROGRESS_EVERY, WARNING, Finding, LedgerFacts, Run
 from pulsarctl_py.verify.order import TopicOrder, index_property
@@ -184,7 +185,10 @@ class LedgerScan:
             return
         self.counted(1, payload_size(entry, self.digest_size))
         errors = [p for p in entry.problems if p.severity == ERROR]
-        if errors:
+        if errors and all(p.layer in PAYLOAD_LAYERS for p in errors):
+            # read and verified, the payload does not decode: its metadata still counts
+            yield from self.undecodable(entry_id, entry)
+        elif errors:
             if order is not None:
                 order.break_index()
             text = ": " + "; ".join(str(p) for p in errors)
@@ -195,6 +199,21 @@ class LedgerScan:
             self.unverified_kinds.update(entry.unverified)
         if order is not None:
             yield from order.add(entry, (lid, entry_id))
+
+    def undecodable(self, entry_id: int, entry: Entry) -> Iterator[Finding]:
+        """entry-undecodable: what :func:`~pulsarctl_py.decoders.entry.decode_payload`
+        rejected in an entry that was read and verified."""
+        errors = [p for p in entry.problems if p.severity == ERROR]
+        yield Finding(
+            ERROR,
+            "entry-undecodable",
+            self.topic,
+            self.lid,
+            entry_id,
+            f"entry {self.lid}:{entry_id}: its payload does not decode: "
+            + "; ".join(str(p) for p in errors),
+            {"problems": [p.to_json() for p in errors]},
+        )
 
     def _corrupt(self, entry_id: int, text: str, problems: list[Any]) -> Finding:
         lid = self.lid
@@ -248,6 +267,20 @@ class LedgerScan:
                 f"verified ({', '.join(sorted(self.unverified_kinds))}: no password?); "
                 "--strict fails",
                 {"count": len(self.unverified), "entries": self.unverified[:100]},
+            )
+        past = self.led.view.past_last
+        if past is not None:
+            first, stored = past
+            yield Finding(
+                ERROR,
+                "entry-past-last",
+                self.topic,
+                lid,
+                first,
+                f"{what} {lid} is closed at entry {first - 1} but the storage holds entries "
+                f"up to {stored}: {stored - first + 1} stored past its last entry, which no "
+                "reader gets (every scan skips them)",
+                {"last_entry_id": first - 1, "last_stored": stored, "count": stored - first + 1},
             )
         if self.expected <= last:
             self.skip_to(last + 1)

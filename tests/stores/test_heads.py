@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from pulsarctl_py.decoders import bookkeeper, compacted, entrylog
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
-from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.checksums import DigestType, crc32c
 from pulsarctl_py.decoders.entry import DecodeOptions, Depth, Outer
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.heads import EntryHead, decode_head
@@ -259,4 +260,90 @@ def test_real_bookie_ledgers_digest_unknown() -> None:
         lid = spec["ledger_id"]
         assert heads_with_data(LIVE_DATA, lid, options) == python_heads_with_data(
             LIVE_DATA, lid, options
+        )
+
+
+# -- one entry at a time: implausible headers, prefixes in any encoding -----------------------
+
+#: lengths and LACs a damaged header may hold (the entry id is added to the LACs)
+ODD_LACS = [-1, -1, -1, 0, 1, -2, 2**62]
+ODD_LENGTHS = [100, 100, 100, 0, -1, -(2**63)]
+
+
+@st.composite
+def odd_entries(draw: st.DrawFn, ledger_id: int, entry_id: int, digest: DigestType = CRC) -> bytes:
+    """A stored entry with a valid digest (so that the damage is met past it): a header
+    whose LAC or length may be implausible, and a broker entry metadata, checksum and
+    message metadata written in any encoding (overlong or refused tags, lengths and
+    varints: tests/protowire.py)."""
+    from tests.protowire import reencoded
+
+    md = api.MessageMetadata(producer_name="p", sequence_id=entry_id, publish_time=1000 + entry_id)
+    if draw(st.booleans()):
+        md.num_messages_in_batch = draw(st.integers(1, 5))
+    if draw(st.integers(0, 3)) == 0:
+        md.properties.add(key="k", value="v")
+    metadata = draw(reencoded(md.SerializeToString(), {4: {}}))
+    rest = struct.pack(">I", len(metadata)) + metadata + draw(st.binary(max_size=6))
+    body = rest
+    if draw(st.integers(0, 4)):
+        body = b"\x0e\x01" + struct.pack(">I", crc32c(rest)) + rest
+    if draw(st.booleans()):
+        bem = api.BrokerEntryMetadata()
+        if draw(st.integers(0, 3)):
+            bem.broker_timestamp = draw(st.integers(0, 2**64 - 1))
+        if draw(st.integers(0, 3)):
+            bem.index = draw(st.integers(0, 2**64 - 1))
+        raw = draw(reencoded(bem.SerializeToString()))
+        body = b"\x0e\x02" + struct.pack(">I", len(raw)) + raw + body
+    lac = draw(st.sampled_from(ODD_LACS))
+    lac = lac + entry_id - 1 if lac in (0, 1) else lac
+    length = draw(st.sampled_from(ODD_LENGTHS))
+    return bookkeeper.build(BookieEntryHeader(ledger_id, entry_id, lac, length), body, digest)
+
+
+def in_memory_log(ledger_id: int, entries: list[bytes]) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """``entries`` as one entry log's bytes (log 0, from offset 0) and the locations index
+    items that name them."""
+    from pulsarctl_py.stores.bookie.rocks import LOCATION_VALUE, location_key
+
+    window = bytearray()
+    items = []
+    for entry_id, data in enumerate(entries):
+        window += struct.pack(">I", len(data))
+        items.append((location_key(ledger_id, entry_id), LOCATION_VALUE.pack(len(window))))
+        window += data
+    return items, bytes(window)
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(ledger_id=st.sampled_from([3, 2**40 + 1, -5]), data=st.data())
+def test_scan_heads_takes_only_what_decode_head_reads_clean(ledger_id: int, data: Any) -> None:
+    """Every head the native scanner makes is the one decode_head makes of that entry, and
+    has no problem: an implausible header (LAC past the entry, a negative length or ledger
+    id) or a prefix protobuf refuses stops it (the Python path then reads the entry)."""
+    entries = [data.draw(odd_entries(ledger_id, e)) for e in range(data.draw(st.integers(1, 4)))]
+    items, window = in_memory_log(ledger_id, entries)
+    out: list[EntryHead] = []
+    stop, status = native.scan_heads(items, 0, ledger_id, 0, window, 0, out)
+    assert stop == len(out) and status in (native.HEADS_END, native.HEADS_IRREGULAR)
+    for entry_id, head in enumerate(out):
+        assert head == decode_head(entries[entry_id], OPTIONS, (ledger_id, entry_id))
+        assert not head.problems
+
+
+@needs_native
+def test_scan_heads_stops_at_an_implausible_header() -> None:
+    """The entries the adversarial run found taken as clean: LAC past the entry id, a
+    negative length, a negative ledger id. The Python decoder calls each damaged."""
+    body = BrokerEntryMetadataLayer.build(api.BrokerEntryMetadata(index=1)) + b"\x0e\x01"
+    for ledger_id, lac, length in [(3, 5, 10), (3, 0, -1), (-3, 0, 10)]:
+        entry = bookkeeper.build(BookieEntryHeader(ledger_id, 0, lac, length), body, CRC)
+        assert decode_head(entry, OPTIONS, (ledger_id, 0)).problems
+        items, window = in_memory_log(ledger_id, [entry])
+        out: list[EntryHead] = []
+        assert native.scan_heads(items, 0, ledger_id, 0, window, 0, out) == (
+            0,
+            native.HEADS_IRREGULAR,
         )

@@ -23,7 +23,14 @@ import pytest
 from pulsarctl_py.compaction.apply import BookieInUse
 from pulsarctl_py.errors import MetadataConflict
 from pulsarctl_py.repair.bookie_index import STEP_PREFIX
-from pulsarctl_py.repair.plan import Plan, apply_plan, backup_path, undo_plan
+from pulsarctl_py.repair.plan import (
+    PLAN_VERSION,
+    Plan,
+    apply_plan,
+    backup_path,
+    document_digest,
+    undo_plan,
+)
 from pulsarctl_py.stores.bookie import open_bookie
 from pulsarctl_py.stores.bookie.rocks import ReadOnlyRocksDB, ledger_key, location_key
 from pulsarctl_py.stores.metadata import open_metadata_store
@@ -267,7 +274,7 @@ def test_repair_from_verify_plans_the_bookie_index_too(
     assert r.code == 0, r.err
     doc = json.loads(plan_path.read_text())
     assert {c["kind"] for c in doc["bookie"]} == KINDS["db"]
-    assert doc["version"] == 2
+    assert doc["version"] == PLAN_VERSION
 
 
 def test_a_tampered_bookie_change_is_refused(
@@ -279,9 +286,13 @@ def test_a_tampered_bookie_change_is_refused(
     doc["bookie"][0]["old_base64"] = "AAAA"
     plan_path.write_text(json.dumps(doc))
     r = run(capsys, "apply", plan_path)
+    assert r.code == 2 and "edited after it was made" in r.err and "Traceback" not in r.err
+    # the digest made again (it is tamper evidence, not security): the checks still hold
+    plan_path.write_text(json.dumps(doc | {"digest": document_digest(doc)}))
+    r = run(capsys, "apply", plan_path)
     assert r.code == 2 and "sha256" in r.err and "Traceback" not in r.err
     doc["bookie"][0]["path"] = "relative/0.idx"
-    plan_path.write_text(json.dumps(doc))
+    plan_path.write_text(json.dumps(doc | {"digest": document_digest(doc)}))
     r = run(capsys, "apply", plan_path)
     assert r.code == 2 and "absolute" in r.err
     assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
@@ -376,15 +387,15 @@ def test_a_ledger_in_the_journal_tail_is_named_in_a_warning(
     assert not any("journal" in w for w in r.json()["warnings"])
 
 
-def test_a_plan_with_bookie_changes_needs_format_version_2(
+def test_plans_of_older_formats_are_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A reader that knows only version 1 refuses the plan instead of skipping its bookie
-    part; and a version-1 plan that smuggles in bookie changes is refused too."""
+    """Versions 1 and 2 were not bound to a store and had no digest: refused, whatever
+    they hold, with the way out (make the plan again)."""
     _, plan_path = _planned(capsys, tmp_path)
     doc = json.loads(plan_path.read_text())
-    assert doc["version"] == 2 and Plan.load(plan_path).bookie
-    doc["version"] = 1
-    plan_path.write_text(json.dumps(doc))
-    r = run(capsys, "apply", plan_path)
-    assert r.code == 2 and "format version 2" in r.err
+    assert doc["version"] == PLAN_VERSION and Plan.load(plan_path).bookie
+    for version in (1, 2):
+        plan_path.write_text(json.dumps(doc | {"version": version}))
+        r = run(capsys, "apply", plan_path)
+        assert r.code == 2 and "older ledgerctl" in r.err and "make the plan again" in r.err

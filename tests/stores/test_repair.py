@@ -20,7 +20,15 @@ import pytest
 from pulsarctl_py.errors import DataError, LedgerctlError, MetadataConflict
 from pulsarctl_py.ledgers import LedgerSource
 from pulsarctl_py.repair import repairs
-from pulsarctl_py.repair.plan import STEPS, Draft, Plan, apply_plan, backup_path, undo_plan
+from pulsarctl_py.repair.plan import (
+    STEPS,
+    Draft,
+    Plan,
+    apply_plan,
+    backup_path,
+    document_digest,
+    undo_plan,
+)
 from pulsarctl_py.stores.metadata import open_metadata_store
 from pulsarctl_py.verify import verify_topics
 from tests.cli_helpers import run
@@ -55,7 +63,8 @@ CASES: dict[str, tuple[Build, set[str]]] = {
     "shadow-ledger-not-in-source": (lambda d, s: repairs.shadow(d, SHADOW, s), set()),
     "shadow-ledger-differs": (lambda d, s: repairs.shadow(d, SHADOW, s), set()),
     "orphan-ledger": (lambda d, s: repairs.delete_orphans(d, s), set()),
-    # the broker falls back to the znode snapshot: it becomes the cursor's state
+    # the broker rolls back to the znode's position, without properties or acks: that
+    # becomes the cursor's state
     "cursor-ledger-missing": (lambda d, s: repairs.cursor_snapshots(d, ORDERS, s), set()),
 }
 
@@ -336,6 +345,10 @@ def test_a_tampered_plan_is_refused(tmp_path: Path) -> None:
     doc["changes"][0]["new_base64"] = "AAAA"
     plan_path.write_text(json.dumps(doc))
     before = snapshot(world.metadata_url)
+    with writable(world) as store, pytest.raises(LedgerctlError, match="edited after it was made"):
+        apply_plan(plan_path, store)
+    # with its digest made again, the value's own sha256 still refuses it
+    plan_path.write_text(json.dumps(doc | {"digest": document_digest(doc)}))
     with writable(world) as store, pytest.raises(LedgerctlError, match="sha256"):
         apply_plan(plan_path, store)
     assert snapshot(world.metadata_url) == before
@@ -388,8 +401,8 @@ def test_cli_plan_apply_undo(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert r.code == 0, r.err
     assert "undo with" in r.err
     assert checks(world, [ORDERS]) == set()
-    r = run(capsys, "apply", plan_path)  # the keys changed: the same plan is refused
-    assert r.code == 1 and "nothing was written" in r.err
+    r = run(capsys, "apply", plan_path)  # every key holds the planned value already
+    assert r.code == 0 and "already applied" in r.err, r.err
     r = run(capsys, "undo", plan_path)
     assert r.code == 0, r.err
     assert snapshot(world.metadata_url) == before
@@ -560,3 +573,66 @@ def test_apply_refuses_a_store_another_process_holds(
     assert r.code == 3 and "locked" in r.err and r.err.count("\n") <= 3
     assert snapshot(world.metadata_url) == before
     assert not backup_path(plan_path).exists()
+
+
+def test_a_resynced_shadow_never_gets_the_sources_terminated_position(tmp_path: Path) -> None:
+    """Pulsar 4.0.7 ShadowManagedLedgerImpl keeps the source's terminatedPosition in memory
+    (the shadow's last confirmed entry) and never writes it into the shadow's znode: the
+    resync neither copies it nor keeps one found there."""
+    from pulsarctl_py.decoders.managed_ledger import TopicName
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+
+    world = build_world(tmp_path / "w", "shadow-ledger-differs")
+    store = open_metadata_store(world.metadata_url, read_only=False)
+    try:
+        for topic in (ORDERS, SHADOW):
+            path = TopicName.parse(topic).ml_path
+            data, stat = store.get(path)
+            info = mlpb.ManagedLedgerInfo.FromString(data)
+            info.terminatedPosition.ledgerId, info.terminatedPosition.entryId = 12, 1
+            store.transaction().set(path, info.SerializeToString(), stat.version).commit()
+    finally:
+        store.close()
+    with world.source() as source:
+        assert source.metadata is not None
+        draft = Draft(source.metadata)
+        assert repairs.shadow(draft, SHADOW, source)
+        plan = draft.plan()
+    (change,) = [c for c in plan.changes if c.key.endswith("orders-shadow")]
+    resynced = mlpb.ManagedLedgerInfo.FromString(change.new)
+    assert not resynced.HasField("terminatedPosition")
+
+
+def test_a_lost_cursor_ledger_rolls_back_as_the_broker_does(tmp_path: Path) -> None:
+    """Pulsar 4.0.7 ManagedCursorImpl.recoverFromLedger: a cursor ledger that cannot be
+    opened or read makes the broker initialize the cursor at getRollbackPosition (the znode's
+    mark-delete, clamped to the topic's first position) with empty properties and no
+    individual acknowledgements, the cursor properties kept; the repair writes that."""
+    from pulsarctl_py.decoders.managed_ledger import TopicName
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+
+    world = build_world(tmp_path / "w", "cursor-ledger-missing")
+    path = TopicName.parse(ORDERS).ml_path + "/durable-sub"
+    store = open_metadata_store(world.metadata_url, read_only=False)
+    try:
+        data, stat = store.get(path)
+        info = mlpb.ManagedCursorInfo.FromString(data)
+        info.properties.add(name="p", value=7)
+        info.cursorProperties.add(name="c", value="kept")
+        acked = info.individualDeletedMessages.add()
+        acked.lowerEndpoint.ledgerId, acked.lowerEndpoint.entryId = 11, 1
+        acked.upperEndpoint.ledgerId, acked.upperEndpoint.entryId = 11, 2
+        store.transaction().set(path, info.SerializeToString(), stat.version).commit()
+    finally:
+        store.close()
+    with world.source() as source:
+        assert source.metadata is not None
+        draft = Draft(source.metadata)
+        assert repairs.cursor_snapshots(draft, ORDERS, source) == ["durable-sub"]
+        plan = draft.plan()
+    (change,) = [c for c in plan.changes if c.key.endswith("/durable-sub")]
+    state = mlpb.ManagedCursorInfo.FromString(change.new)
+    assert state.cursorsLedgerId == -1
+    assert (state.markDeleteLedgerId, state.markDeleteEntryId) == (11, 0)
+    assert list(state.properties) == [] and list(state.individualDeletedMessages) == []
+    assert [(p.name, p.value) for p in state.cursorProperties] == [("c", "kept")]

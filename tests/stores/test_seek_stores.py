@@ -120,12 +120,36 @@ def test_timestamp_regression_is_found_by_exact(tmp_path: Path) -> None:
     assert any("backwards" in w for w in result.warnings)
 
 
-def test_missing_ledger_is_stepped_around(tmp_path: Path) -> None:
-    broken = build_world(tmp_path, "ledger-missing-storage")
+def test_a_missing_ledger_leaves_an_answer_only_where_no_probe_needs_it(tmp_path: Path) -> None:
+    """The broker's probes on the topic as the broker counts it: before every entry, the
+    search reads 10:0 only, so ledger 11 not being in storage changes nothing; a time
+    inside ledger 11 makes the search probe it, and then there is no answer."""
+    healthy = _linear(build_world(tmp_path / "healthy"), ORDERS)
+    broken = build_world(tmp_path / "broken", "ledger-missing-storage")
     with broken.source() as source:
         result = seek(source, SeekRequest(topic=ORDERS, time_ms=0))
-    assert any("stepped around" in w for w in result.warnings)
-    assert result.head is not None
+        inside = seek(
+            source, SeekRequest(topic=ORDERS, time_ms=healthy[6].timestamp, clock_skew_ms=-1)
+        )
+    assert any("ledger 11 (4 entries) is not read" in w for w in result.warnings)
+    assert result.answered and result.head is not None and result.head.position == "10:0"
+    assert not inside.answered and inside.head is None
+    assert inside.findings[0].startswith("cannot be answered exactly: the answer lies between")
+    assert any(t.startswith("entry 11:") for t in inside.extra["not_read"])
+
+
+def test_a_ledger_missing_inside_the_range_searched_makes_no_exact_answer(tmp_path: Path) -> None:
+    """Issue 24 point 6: with the whole topic searched (no close-time narrowing), ledger 11
+    missing from storage lies inside the search range: timestamps are only assumed to rise,
+    so what it holds could change the answer, which is then "cannot be answered exactly"
+    with the range, never a position."""
+    broken = build_world(tmp_path / "broken", "ledger-missing-storage")
+    with broken.source() as source:
+        result = seek(source, SeekRequest(topic=ORDERS, time_ms=0, clock_skew_ms=-1))
+    assert not result.answered and result.head is None
+    assert result.findings[0].startswith("cannot be answered exactly")
+    assert any(t.startswith("ledger 11 (4 entries)") for t in result.extra["not_read"])
+    assert set(result.extra["answer_range"]) == {"first", "last"}
 
 
 def test_seek_through_zookeeper(scratch_zk: str, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pulsarctl_py.decoders import entrylog
+from pulsarctl_py.decoders import entrylog, limits
 from pulsarctl_py.decoders import journal as journal_format
 from pulsarctl_py.decoders._readat import read_exact
 from pulsarctl_py.decoders.checksums import DigestType
@@ -319,6 +319,7 @@ class BookieStore:
         with self._files.open(location.path) as f:
             try:
                 if location.in_journal and location.size is not None:
+                    entrylog.check_entry_size(location.size, location.offset, layer)
                     data = read_exact(f.read_at, location.offset, location.size, layer, "entry")
                     entrylog.check_entry_head(
                         entrylog.SIZE.pack(len(data)) + data[:16],
@@ -834,6 +835,8 @@ class _LogView:
         size, found_ledger, found_entry = _HEAD.unpack(head)
         if size < _MIN_SIZE or found_ledger != ledger_id or found_entry != entry_id:
             return None
+        if size > limits.max_frame():
+            return None  # the plain path refuses it, with the reason
         data = self.file.read_at(offset, size)
         if len(data) != size:
             return None

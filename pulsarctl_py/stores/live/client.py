@@ -16,6 +16,11 @@ ledger metadata, also when ``--bookie-address`` sends the connection elsewhere).
 
 ``auto`` starts each connection with v3; a bookie that closes the connection, stays
 silent or answers something that is not a v3 frame is asked again over v2.
+
+Memory: a frame is at most the maximum message size plus 10 KiB (``decoders.limits``:
+what Pulsar's own BookKeeper client allows, ``nettyMaxFrameSizeBytes``); a longer one is
+refused from its 4-byte length, before any of it is read. A connection buffers at most
+one such frame (and 256 KiB), so each bookie costs a few frames of memory at most.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarctl_py.decoders import bookie_wire as wire
+from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.errors import InputFormatError, LedgerctlError, StoreUnavailable
 from pulsarctl_py.decoders.speedups import native
 
@@ -242,7 +248,10 @@ class BookieConnection:
         assert sock is not None
         buf = self._buf
         if self._pos:
-            del buf[: self._pos]
+            if self._pos == len(buf):  # all taken: drop the buffer, not only its head,
+                buf = self._buf = bytearray()  # so that a large frame's room is given back
+            else:
+                del buf[: self._pos]
             self._pos = 0
         left = deadline - time.monotonic()
         if left <= 0:
@@ -266,12 +275,17 @@ class BookieConnection:
         if have < 4:
             return 4
         size = int.from_bytes(buf[pos : pos + 4], "big")
-        if size > wire.MAX_FRAME:
-            raise self._fail(f"sent a frame of {size} bytes, over the limit")
+        cap = limits.max_frame()
+        if size > cap:
+            raise self._fail(
+                f"sent a frame of {size} bytes, over the limit of {cap} (the maximum message "
+                "size plus 10 KiB; raise it with --max-message-size)"
+            )
         if have < 4 + size:
             return 4 + size
         self._pos = pos + 4 + size
-        return bytes(buf[pos + 4 : pos + 4 + size])
+        with memoryview(buf) as view:  # one copy, not a bytearray slice and then bytes
+            return view[pos + 4 : pos + 4 + size].tobytes()
 
     def _recv_frame(self) -> bytes:
         """One frame, waiting at most ``timeout`` for the bookie to send anything."""
@@ -306,7 +320,7 @@ class BookieConnection:
         while True:
             if fast is not None:
                 out: list[Raw] = []
-                self._pos = fast.v3_read_replies(self._buf, self._pos, wire.MAX_FRAME, out)
+                self._pos = fast.v3_read_replies(self._buf, self._pos, limits.max_frame(), out)
                 if out:
                     return out
             frame = self._take_frame()

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.decoders.ledger_metadata import DEFAULT_ROOT
 from pulsarctl_py.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -156,8 +155,14 @@ def _service_info(record: BookieRecord, data: bytes) -> None:
     record.properties = dict(sorted(msg.properties.items()))
 
 
-def list_bookies(store: MetadataStore, root: str = DEFAULT_ROOT) -> list[BookieRecord]:
-    """Every bookie that is registered (available or read-only) or has a cookie."""
+def list_bookies(store: MetadataStore, root: str | None = None) -> list[BookieRecord]:
+    """Every bookie that is registered (available or read-only) or has a cookie.
+
+    ``root`` in ``store``, or (None) where BookKeeper's metadata lives for ``store``.
+    """
+    from pulsarctl_py.stores.metadata.ledgers import bookkeeper_place
+
+    store, root = bookkeeper_place(store, root)
     records: dict[str, BookieRecord] = {}
 
     def rec(bookie_id: str) -> BookieRecord:
@@ -184,7 +189,10 @@ def list_bookies(store: MetadataStore, root: str = DEFAULT_ROOT) -> list[BookieR
     return [records[k] for k in sorted(records)]
 
 
-def bookie_info(store: MetadataStore, bookie_id: str, root: str = DEFAULT_ROOT) -> BookieRecord:
+def bookie_info(store: MetadataStore, bookie_id: str, root: str | None = None) -> BookieRecord:
+    from pulsarctl_py.stores.metadata.ledgers import bookkeeper_place
+
+    store, root = bookkeeper_place(store, root)
     for record in list_bookies(store, root):
         if record.bookie_id == bookie_id:
             return record

@@ -10,7 +10,9 @@ bookie store (``ledger``, ``last_entry_id``, ``read_entry``, ``read_entries``,
 * a read goes to the first replica of the write set that is not known to be down; on a
   connection error, a timeout, a missing entry or a digest that does not verify, it goes
   on to the next replica. A bookie that failed once is tried last for the rest of the run;
-* entries come back in order; reads to one bookie are pipelined (``ClientOptions.window``).
+* entries come back in order; reads to one bookie are pipelined (``ClientOptions.window``),
+  and a read holds at most :func:`read_budget` bytes of answers at a time, whatever the
+  size of the entries.
 
 The digest is verified as for offline data (the decoders do it again on the bytes
 returned); the store checks it only to choose a healthy replica. Nothing here writes,
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import bookkeeper as bk
+from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.bookie_wire import status_name
 from pulsarctl_py.decoders.checksums import DigestType, crc32c
 from pulsarctl_py.errors import LedgerctlError, NotFoundError, StoreUnavailable
@@ -39,6 +42,10 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import MetadataStore
 
 CHUNK = 1024  # entries planned at a time by read_entries
+#: bytes of answers a read round holds at most (see ``LiveBookieStore._read``)
+READ_BUDGET = 32 << 20
+#: the size a read round assumes for entries until it has seen a larger one
+SMALL_ENTRY = 16 << 10
 _ABSENT = ("ENOENTRY", "ENOLEDGER")  # answers that mean "not here", not "broken"
 
 
@@ -103,6 +110,7 @@ class LiveBookieStore:
         self.problems: list[Any] = []
         self.findings: list[Any] = []
         self.down: dict[str, str] = {}  # bookie id -> why it failed
+        self._largest = 0  # the largest entry read so far (how many fit a read round)
         self._ledgers: dict[int, _LedgerState] = {}
 
     # -- metadata -----------------------------------------------------------------------
@@ -245,6 +253,16 @@ class LiveBookieStore:
     # -- reading with failover ----------------------------------------------------------
 
     def _read(self, ledger_id: int, entry_ids: range | list[int]) -> Iterator[StoredEntry]:
+        """The entries asked for, in order, each from the first replica that gives it.
+
+        Reads go out in rounds, each bookie asked for its entries of the round in parallel.
+        A round asks for the first entries still to read that fit :func:`read_budget` at
+        the size of the largest entry seen so far, and holds at most that budget of
+        answers: a bookie whose answers pass its share stops there and is asked for the
+        rest in the next round (not a failure). The entries finished in order are handed
+        out after every round. So memory is bounded by the budget, not by the number of
+        entries times their size.
+        """
         md = self._state(ledger_id).md
         kind, password = self._digest(md)
         sets = _write_sets(md, entry_ids, self.order)
@@ -256,11 +274,14 @@ class LiveBookieStore:
         for e in entry_ids:
             if not sets[e]:
                 errors.setdefault(e, []).append("no ensemble in the ledger metadata")
+        order = list(entry_ids)
+        done = 0  # entries of ``order`` handed out (or skipped) so far
         while todo:
+            fits = max(1, read_budget() // max(self._largest, SMALL_ENTRY))
+            todo, waits = todo[:fits], todo[fits:]
             by_bookie: dict[str, list[int]] = {}
             for e in todo:
                 by_bookie.setdefault(sets[e][attempt[e]], []).append(e)
-            retry: list[int] = []
             asked = []
             for bookie, ids in by_bookie.items():
                 if bookie in self.down:  # failed earlier in this run: not waited for again
@@ -268,31 +289,58 @@ class LiveBookieStore:
                         errors.setdefault(e, []).append(self.down[bookie])
                 else:
                     asked.append((bookie, ids))
+            share = max(limits.max_frame(), read_budget() // max(1, len(asked)))
+            later: set[int] = set()  # not asked this round for the budget's sake
             # each entry goes to one bookie per round, so the threads touch distinct keys
             each_bookie(
                 asked,
-                lambda bookie, ids: self._read_from(
-                    bookie, ledger_id, ids, kind, password, got, fallback, errors
+                lambda bookie, ids, share=share, later=later: self._read_from(
+                    bookie, ledger_id, ids, kind, password, got, fallback, errors, share, later
                 ),
             )
-            for _, ids in by_bookie.items():
-                retry.extend(e for e in ids if e not in got)
-            todo = []
-            for e in retry:
-                attempt[e] += 1
-                if attempt[e] < len(sets[e]):
+            todo = waits
+            for ids in by_bookie.values():
+                for e in ids:
+                    if e in got:
+                        continue
+                    if e not in later:
+                        attempt[e] += 1
+                        if attempt[e] >= len(sets[e]):
+                            continue
                     todo.append(e)
-        for e in entry_ids:
-            stored = got.get(e) or fallback.get(e)
+            todo.sort()
+            waiting = todo[0] if todo else None
+            while done < len(order) and (waiting is None or order[done] < waiting):
+                stored = self._finished(ledger_id, order[done], got, fallback, errors)
+                done += 1
+                if stored is not None:
+                    yield stored
+        while done < len(order):
+            stored = self._finished(ledger_id, order[done], got, fallback, errors)
+            done += 1
             if stored is not None:
                 yield stored
-                continue
-            errs = errors.get(e, [])
-            if errs and not all(msg.endswith(_ABSENT) for msg in errs):
-                raise StoreUnavailable(
-                    f"entry {ledger_id}:{e}: no replica could be read: " + "; ".join(errs)
-                )
-            # held by no replica: skipped, as offline
+
+    @staticmethod
+    def _finished(
+        ledger_id: int,
+        e: int,
+        got: dict[int, StoredEntry],
+        fallback: dict[int, StoredEntry],
+        errors: dict[int, list[str]],
+    ) -> StoredEntry | None:
+        """Entry ``e``, no longer held here; None when no replica holds it (skipped, as
+        offline); StoreUnavailable when every replica failed to give it."""
+        stored = got.pop(e, None) or fallback.pop(e, None)
+        fallback.pop(e, None)
+        errs = errors.pop(e, [])
+        if stored is not None:
+            return stored
+        if errs and not all(msg.endswith(_ABSENT) for msg in errs):
+            raise StoreUnavailable(
+                f"entry {ledger_id}:{e}: no replica could be read: " + "; ".join(errs)
+            )
+        return None
 
     def _read_from(
         self,
@@ -304,31 +352,56 @@ class LiveBookieStore:
         got: dict[int, StoredEntry],
         fallback: dict[int, StoredEntry],
         errors: dict[int, list[str]],
+        share: int | None = None,
+        later: set[int] | None = None,
     ) -> None:
+        """Read ``ids`` from one bookie into ``got`` (``fallback``, ``errors``). With a
+        ``share``: once its answers hold that many bytes, the ids not answered yet go to
+        ``later`` and the reads still in flight are dropped (with the connection)."""
         conn = self.pool.get(bookie)
         wanted = set(ids)
+        answered: set[int] = set()
         where = _location(bookie)
+        held = 0
+        replies_of = conn.read_raw(ledger_id, ids)
         try:
             # the per-entry loop of a live read: kept to a few dictionary operations
-            for replies in conn.read_raw(ledger_id, ids):
+            for replies in replies_of:
                 for _, code, _, e, body, _ in replies:
                     if e not in wanted:
                         continue
+                    answered.add(e)
                     if code or body is None:
                         status = status_name(code, v2=conn.v2)
                         errors.setdefault(e, []).append(f"{bookie}: {status}")
                         continue
+                    held += len(body)
+                    if len(body) > self._largest:
+                        self._largest = len(body)
                     stored = StoredEntry(ledger_id, e, where, body)
                     if digest_ok(body, ledger_id, e, kind, password) is False:
                         errors.setdefault(e, []).append(f"{bookie}: digest does not verify")
                         fallback.setdefault(e, stored)
                         continue
                     got[e] = stored
+                if share is not None and later is not None and held >= share:
+                    rest = [e for e in ids if e not in answered]
+                    if rest:
+                        later.update(rest)
+                        break
         except BookieUnavailable as exc:
             self._mark_down(bookie, exc)
             for e in ids:
                 if e not in got:
                     errors.setdefault(e, []).append(exc.one_line())
+        finally:
+            replies_of.close()
+
+
+def read_budget() -> int:
+    """Bytes of answers one read round may hold, over all its bookies: 32 MiB, or four
+    frames of the maximum message size if that is more."""
+    return max(READ_BUDGET, 4 * limits.max_frame())
 
 
 def each_bookie(work: list[tuple[str, list[int]]], read) -> None:

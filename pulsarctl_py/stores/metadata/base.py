@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 
 from pulsarctl_py.decoders.errors import LedgerctlError, StoreUnavailable
 
+from .url import MetadataUrl
+
 
 class MetadataStoreError(StoreUnavailable):
     """A metadata store that cannot be reached, opened or read (exit code 3)."""
@@ -53,6 +55,11 @@ class Stat:
     data_length: int = 0
     #: ZooKeeper only (RocksDB keeps no child counts)
     num_children: int | None = None
+    #: which incarnation of the node this is: ZooKeeper's czxid (the transaction that
+    #: created it); Pulsar's RocksDB store keeps no creation id, so its creation time (ms).
+    #: A node deleted and created again with the same bytes is back at version 0 but is
+    #: another incarnation: a plan's compare-and-set checks this too.
+    creation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -136,12 +143,62 @@ def join(parent: str, child: str) -> str:
     return ("" if parent == "/" else parent) + "/" + child
 
 
+@dataclass(frozen=True)
+class BookKeeperMetadata:
+    """Where BookKeeper's metadata lives: a store and the ledgers root in it.
+
+    BookKeeper keeps its ledger metadata, the bookie registry (``available``, cookies),
+    ``LAYOUT``, ``INSTANCEID`` and the ledger id generator under one root: ``/ledgers`` of
+    Pulsar's store unless the broker's ``bookkeeperMetadataServiceUri`` names another root
+    or another store (formats.md corrections, §9).
+    """
+
+    store: MetadataStore
+    root: str
+
+    @property
+    def url(self) -> str:
+        """The place for messages: the store's URL and the root."""
+        return f"{self.store.url} (root {self.root})"
+
+    def path(self, *parts: str) -> str:
+        """A path under the root: ``path("available", id)`` -> ``/ledgers/available/id``."""
+        return "/".join([self.root.rstrip("/"), *parts]) if parts else self.root
+
+
 class MetadataStore(abc.ABC):
     """A tree of nodes with data and versions: ZooKeeper or Pulsar's RocksDB store."""
 
     #: the URL it was opened from, without credentials
     url: str
+    #: the same, parsed; with where BookKeeper's metadata lives (``bookkeeper``)
+    location: MetadataUrl
     read_only: bool
+    _bookkeeper_store: MetadataStore | None = None
+
+    def bookkeeper(self) -> BookKeeperMetadata:
+        """Where this cluster's BookKeeper metadata lives (opening its store on first use).
+
+        ``/ledgers`` of this store unless the URL names another root or store; another store
+        opens with this one's mode and closes with it.
+        """
+        location = getattr(self, "location", None)
+        target = None if location is None else location.bookkeeper
+        if target is None:
+            root = location.ledgers_root if location is not None else "/ledgers"
+            return BookKeeperMetadata(self, root)
+        if location.same_store(target):
+            return BookKeeperMetadata(self, target.ledgers_root)
+        if self._bookkeeper_store is None:
+            from . import open_metadata_store
+
+            self._bookkeeper_store = open_metadata_store(target, read_only=self.read_only)
+        return BookKeeperMetadata(self._bookkeeper_store, target.ledgers_root)
+
+    def _close_bookkeeper(self) -> None:
+        other, self._bookkeeper_store = self._bookkeeper_store, None
+        if other is not None:
+            other.close()
 
     # -- reads ------------------------------------------------------------------------------
 

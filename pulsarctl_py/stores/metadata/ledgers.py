@@ -60,18 +60,27 @@ class LayoutInfo:
     layout: LedgerLayout | None
 
 
-def read_layout(store: MetadataStore, root: str = lm.DEFAULT_ROOT) -> LayoutInfo | None:
+def bookkeeper_place(store: MetadataStore, root: str | None = None) -> tuple[MetadataStore, str]:
+    """The store and ledgers root of BookKeeper's metadata: ``root`` in ``store`` when given,
+    else where ``store`` says it lives (:meth:`MetadataStore.bookkeeper`)."""
+    if root is not None:
+        return store, root
+    place = store.bookkeeper()
+    return place.store, place.root
+
+
+def read_layout(store: MetadataStore, root: str | None = None) -> LayoutInfo | None:
     """The ledger layout the cluster was initialised with, if the LAYOUT znode exists."""
+    store, root = bookkeeper_place(store, root)
     node = store.get(join(root, "LAYOUT"))
     if node is None:
         return None
     return LayoutInfo(*lm.parse_layout(node.data))
 
 
-def iter_ledger_paths(
-    store: MetadataStore, root: str = lm.DEFAULT_ROOT
-) -> Iterator[tuple[int, str]]:
+def iter_ledger_paths(store: MetadataStore, root: str | None = None) -> Iterator[tuple[int, str]]:
     """Every ledger znode under ``root`` (any layout), in ledger id order."""
+    store, root = bookkeeper_place(store, root)
     found: list[tuple[int, str]] = []
 
     def descend(path: str, depth: int) -> None:
@@ -103,30 +112,38 @@ def _record(store: MetadataStore, ledger_id: int, path: str) -> LedgerRecord | N
 
 
 def list_ledgers(
-    store: MetadataStore, root: str = lm.DEFAULT_ROOT, *, with_metadata: bool = True
+    store: MetadataStore, root: str | None = None, *, with_metadata: bool = True
 ) -> list[LedgerRecord]:
     """Every ledger under ``root`` with its metadata; damaged ones carry ``error``."""
-    out: list[LedgerRecord] = []
+    return list(iter_ledgers(store, root, with_metadata=with_metadata))
+
+
+def iter_ledgers(
+    store: MetadataStore, root: str | None = None, *, with_metadata: bool = True
+) -> Iterator[LedgerRecord]:
+    """:func:`list_ledgers` one ledger at a time: only the ids and paths are held, each
+    ledger's metadata is read when its turn comes."""
+    store, root = bookkeeper_place(store, root)
     for ledger_id, path in iter_ledger_paths(store, root):
         if not with_metadata:
-            out.append(LedgerRecord(ledger_id, path, None, None))
+            yield LedgerRecord(ledger_id, path, None, None)
             continue
         record = _record(store, ledger_id, path)
         if record is not None:  # deleted while listing
-            out.append(record)
-    return out
+            yield record
 
 
 def read_ledger(
     store: MetadataStore,
     ledger_id: int,
-    root: str = lm.DEFAULT_ROOT,
+    root: str | None = None,
     layout: LedgerLayout | str | None = None,
 ) -> LedgerRecord | None:
     """One ledger's record, or None if no znode holds it.
 
     Without ``layout`` the hierarchical path is tried first, then the flat one.
     """
+    store, root = bookkeeper_place(store, root)
     layouts = (
         [LedgerLayout(layout)]
         if layout is not None
@@ -144,10 +161,11 @@ def create_ledger(
     store: MetadataStore,
     ledger_id: int,
     metadata: LedgerMetadata,
-    root: str = lm.DEFAULT_ROOT,
+    root: str | None = None,
     layout: LedgerLayout | str = LedgerLayout.HIERARCHICAL,
 ) -> tuple[str, Stat]:
     """Write a new ledger's metadata (format v3) where BookKeeper would; fails if it exists."""
+    store, root = bookkeeper_place(store, root)
     path = lm.ledger_path(ledger_id, layout, root)
     return store.put(path, lm.build(metadata), expected_version=-1)
 
@@ -180,7 +198,7 @@ def _ensure(store: MetadataStore, path: str) -> None:
 
 def allocate_ledger_id(
     store: MetadataStore,
-    root: str = lm.DEFAULT_ROOT,
+    root: str | None = None,
     layout: LedgerLayout | str = LedgerLayout.HIERARCHICAL,
     *,
     skip_existing: bool = True,
@@ -192,6 +210,7 @@ def allocate_ledger_id(
     BookKeeper's ledger creation retries on "ledger exists" (a restored tree restarts the
     generator's counter, so old ids come round again).
     """
+    store, root = bookkeeper_place(store, root)
     layout = LedgerLayout(layout)
     for _ in range(max_attempts):
         ledger_id = _allocate_once(store, root, layout)

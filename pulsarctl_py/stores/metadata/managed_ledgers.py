@@ -9,6 +9,7 @@ snapshot). Reading that ledger is the ledger store's job: here it is only named.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,6 +170,39 @@ def list_managed_ledgers(store: MetadataStore) -> list[ManagedLedgerRef]:
                         out.extend(_topics(store, join(ns_path, domain)))
     out.sort(key=lambda ref: ref.name)
     return out
+
+
+def managed_ledger_dirs(store: MetadataStore) -> list[tuple[str, str]]:
+    """(the start of its topics' full names, its path) of every folder of managed ledgers,
+    in the order of full topic names: domain first, then tenant, [cluster,] namespace.
+
+    Listings go through these one folder at a time (:func:`iter_managed_ledgers`): a store
+    of many topics is never held whole."""
+    dirs: list[tuple[str, str]] = []
+    for tenant in store.children(ML_ROOT):
+        tenant_path = join(ML_ROOT, tenant)
+        for second in store.children(tenant_path):
+            second_path = join(tenant_path, second)
+            below = store.children(second_path)
+            domains = [d for d in below if d in mld.DOMAINS]
+            if domains:  # v2: tenant/namespace/domain/topic
+                for domain in domains:
+                    dirs.append((f"{domain}://{tenant}/{second}/", join(second_path, domain)))
+                continue
+            for namespace in below:  # v1: tenant/cluster/namespace/domain/topic
+                ns_path = join(second_path, namespace)
+                for domain in store.children(ns_path):
+                    if domain in mld.DOMAINS:
+                        prefix = f"{domain}://{tenant}/{second}/{namespace}/"
+                        dirs.append((prefix, join(ns_path, domain)))
+    dirs.sort()
+    return dirs
+
+
+def iter_managed_ledgers(store: MetadataStore) -> Iterator[list[ManagedLedgerRef]]:
+    """The managed ledgers of each folder of :func:`managed_ledger_dirs`, in its order."""
+    for _, path in managed_ledger_dirs(store):
+        yield _topics(store, path)
 
 
 def _topics(store: MetadataStore, domain_path: str) -> list[ManagedLedgerRef]:

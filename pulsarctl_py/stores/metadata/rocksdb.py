@@ -50,6 +50,9 @@ def _stat(meta: rec.MetaValue) -> Stat:
         ephemeral=meta.ephemeral,
         owner=meta.owner,
         data_length=len(meta.data),
+        # upstream RocksdbMetadataStore.storePut sets createdTimestamp when it creates a
+        # node and keeps it across updates: the store's only mark of an incarnation
+        creation=f"created {meta.created_ms}",
     )
 
 
@@ -75,6 +78,7 @@ class RocksDBMetadataStore(MetadataStore):
             raise LedgerctlError("creating a metadata store needs read_only=False")
         self.path = Path(parsed.target)
         self.url = str(parsed)
+        self.location = parsed
         self.read_only = read_only
         self._lock = threading.RLock()
         self._db: Any = None
@@ -182,6 +186,7 @@ class RocksDBMetadataStore(MetadataStore):
             probe.close()
 
     def close(self) -> None:
+        self._close_bookkeeper()
         db, self._db = self._db, None
         if db is not None:
             db.close()

@@ -11,9 +11,28 @@ Accepted (``metadataStoreUrl`` / ``metadataServiceUri`` spellings, formats.md §
     rocksdb://path                        Pulsar's RocksDB metadata store (path as given)
     metadata-store:<any of the above>     Pulsar's BookKeeper driver prefix
 
-Defaults, first found wins: the explicit URL, ``$LEDGERCTL_METADATA_URL``, ``metadata_url``
-in ``./ledgerctl.toml``, then in ``$XDG_CONFIG_HOME/ledgerctl/config.toml`` (default
-``~/.config/ledgerctl/config.toml``).
+Defaults, first found wins: the explicit URL, ``metadataStoreUrl`` of the broker
+configuration (below), ``$LEDGERCTL_METADATA_URL``, ``metadata_url`` in ``./ledgerctl.toml``,
+then in ``$XDG_CONFIG_HOME/ledgerctl/config.toml`` (default ``~/.config/ledgerctl/config.toml``).
+
+Where BookKeeper's metadata lives (ledger metadata, the bookie registry, cookies, the ledger
+id generator) when it is not ``/ledgers`` of Pulsar's store: a broker configured with
+``bookkeeperMetadataServiceUri`` keeps it there, in another root or another store
+(formats.md corrections, §9). First found wins: ``--bookkeeper-metadata-url``,
+``bookkeeperMetadataServiceUri`` of the broker configuration,
+``$LEDGERCTL_BOOKKEEPER_METADATA_URL``, ``bookkeeper_metadata_url`` in the config files;
+otherwise ``/ledgers`` of Pulsar's store (the broker's own default,
+``"metadata-store:" + metadataStoreUrl + "/ledgers"`` in
+``ServiceConfiguration.getBookkeeperMetadataStoreUrl``). The result rides on the
+:class:`MetadataUrl` as ``bookkeeper``, so that everything that opens a store from it (Spark
+executors included) finds the same place.
+
+The broker configuration (a ``broker.conf``, :mod:`pulsarctl_py.brokerconf`) comes from
+``--broker-conf FILE``, ``$LEDGERCTL_BROKER_CONF`` or ``broker_conf`` in the config files.
+
+The command-line flags reach this module through :func:`metadata_flags` (a context the CLI
+sets around one command), so that the library resolves a flag exactly as an environment
+variable, one step earlier.
 
 ZooKeeper digest credentials come only from the environment: ``LEDGERCTL_ZK_AUTH`` =
 ``user:password``, or ``LEDGERCTL_ZK_AUTH_FILE`` = a file holding that (the first wins).
@@ -22,19 +41,29 @@ They never appear in a URL, an error message or a repr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pulsarctl_py.decoders.errors import LedgerctlError
+
+if TYPE_CHECKING:
+    from pulsarctl_py.brokerconf import BrokerConf
 
 ENV_URL = "LEDGERCTL_METADATA_URL"
 ENV_ZK_AUTH = "LEDGERCTL_ZK_AUTH"
 ENV_ZK_AUTH_FILE = "LEDGERCTL_ZK_AUTH_FILE"
+ENV_BOOKKEEPER_URL = "LEDGERCTL_BOOKKEEPER_METADATA_URL"
+ENV_BROKER_CONF = "LEDGERCTL_BROKER_CONF"
 CONFIG_KEY = "metadata_url"
+CONFIG_KEY_BOOKKEEPER = "bookkeeper_metadata_url"
+CONFIG_KEY_BROKER_CONF = "broker_conf"
 LOCAL_CONFIG = "ledgerctl.toml"
 DEFAULT_LEDGERS_ROOT = "/ledgers"
 
@@ -55,23 +84,66 @@ class MetadataUrl:
     ledger_manager: str | None = None
     #: where the URL came from: "argument", the env var name, or a config file path
     source: str = field(default="argument", compare=False)
+    #: where BookKeeper's metadata lives when it is not ``ledgers_root`` of this store
+    bookkeeper: MetadataUrl | None = None
 
     @property
     def connect_string(self) -> str:
         """The ZooKeeper connect string kazoo takes (hosts plus chroot)."""
         return self.target + self.chroot
 
+    def with_bookkeeper(self, bookkeeper: MetadataUrl | None) -> MetadataUrl:
+        """This URL with BookKeeper's metadata at ``bookkeeper`` (None: in this store)."""
+        if bookkeeper is not None:
+            bookkeeper = replace(bookkeeper, bookkeeper=None)
+            if self.same_store(bookkeeper) and bookkeeper.ledgers_root == self.ledgers_root:
+                bookkeeper = None
+        return replace(self, bookkeeper=bookkeeper)
+
+    def same_store(self, other: MetadataUrl) -> bool:
+        """Whether ``other`` names the same store (one connection serves both)."""
+        return (self.scheme, self.target, self.chroot) == (other.scheme, other.target, other.chroot)
+
+    @property
+    def bookkeeper_location(self) -> MetadataUrl:
+        """Where BookKeeper's metadata lives: ``bookkeeper``, or this store's ledgers root."""
+        return self.bookkeeper if self.bookkeeper is not None else replace(self, bookkeeper=None)
+
+    def describe(self) -> str:
+        """The URL, and BookKeeper's place when it is elsewhere (for messages)."""
+        if self.bookkeeper is None:
+            return str(self)
+        return f"{self} (BookKeeper metadata: {self.bookkeeper})"
+
     def __str__(self) -> str:
+        # with BookKeeper's metadata elsewhere the text names both places, and parses back to
+        # this URL: executors, plans and data source options carry it as text
+        tail = "" if self.bookkeeper is None else f"{BOOKKEEPER_SEP}{self.bookkeeper}"
         if self.scheme == "rocksdb":
-            return f"rocksdb://{self.target}"
+            return f"rocksdb://{self.target}{tail}"
         if self.ledger_manager is not None:
             hosts = self.target.replace(",", ";")
-            return f"zk+{self.ledger_manager}://{hosts}{self.chroot}{self.ledgers_root}"
-        return f"zk:{self.target}{self.chroot}"
+            return f"zk+{self.ledger_manager}://{hosts}{self.chroot}{self.ledgers_root}{tail}"
+        return f"zk:{self.target}{self.chroot}{tail}"
+
+    def absolute(self) -> MetadataUrl:
+        """The same place from any working directory (RocksDB paths made absolute)."""
+        bookkeeper = None if self.bookkeeper is None else self.bookkeeper.absolute()
+        target = os.path.abspath(self.target) if self.scheme == "rocksdb" else self.target
+        return replace(self, target=target, bookkeeper=bookkeeper)
+
+
+#: joins a URL and where BookKeeper's metadata lives, in the text form of a MetadataUrl
+BOOKKEEPER_SEP = " bookkeeper="
 
 
 def parse_metadata_url(text: str, *, source: str = "argument") -> MetadataUrl:
     """Parse a metadata-store URL (see the module docstring for the accepted forms)."""
+    if BOOKKEEPER_SEP in text:
+        own, _, other = text.partition(BOOKKEEPER_SEP)
+        return parse_metadata_url(own, source=source).with_bookkeeper(
+            parse_metadata_url(other, source=source)
+        )
     url = text.strip()
     if url.startswith("metadata-store:"):
         url = url[len("metadata-store:") :]
@@ -141,7 +213,7 @@ def config_paths(
     return [cwd / LOCAL_CONFIG, base / "ledgerctl" / "config.toml"]
 
 
-def _from_config(path: Path) -> str | None:
+def _from_config(path: Path, key: str = CONFIG_KEY) -> str | None:
     try:
         with path.open("rb") as fh:
             doc = tomllib.load(fh)
@@ -151,12 +223,102 @@ def _from_config(path: Path) -> str | None:
         raise LedgerctlError(f"config file {path} is not UTF-8 (byte {exc.start})") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise LedgerctlError(f"cannot read config file {path}: {exc}") from None
-    value = doc.get(CONFIG_KEY)
+    value = doc.get(key)
     if value is None:
         return None
     if not isinstance(value, str):
-        raise LedgerctlError(f"{path}: {CONFIG_KEY} must be a string")
+        raise LedgerctlError(f"{path}: {key} must be a string")
     return value
+
+
+@dataclass(frozen=True)
+class MetadataFlags:
+    """The metadata flags of one command line (None: not given)."""
+
+    bookkeeper_metadata_url: str | None = None
+    broker_conf: str | None = None
+
+
+_FLAGS: ContextVar[MetadataFlags | None] = ContextVar("ledgerctl_metadata_flags", default=None)
+
+
+@contextlib.contextmanager
+def metadata_flags(flags: MetadataFlags) -> Iterator[None]:
+    """Resolve URLs with these flags (ahead of the environment) inside the block."""
+    token = _FLAGS.set(flags)
+    try:
+        yield
+    finally:
+        _FLAGS.reset(token)
+
+
+def _setting(
+    flag: str | None,
+    env_name: str,
+    key: str,
+    env: Mapping[str, str],
+    cwd: Path | None,
+    home: Path | None,
+) -> tuple[str, str] | None:
+    """(value, source) of a setting: the flag, the variable, then the config files."""
+    if flag:
+        return flag, "argument"
+    if env.get(env_name):
+        return env[env_name], env_name
+    for path in config_paths(env, cwd, home):
+        value = _from_config(path, key)
+        if value:
+            return value, str(path)
+    return None
+
+
+def resolve_broker_conf(
+    explicit: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> BrokerConf | None:
+    """The broker configuration to take settings from: the flag, the variable, the config."""
+    from pulsarctl_py.brokerconf import load_broker_conf
+
+    env = os.environ if env is None else env
+    flags = _FLAGS.get()
+    found = _setting(
+        explicit or (flags.broker_conf if flags else None),
+        ENV_BROKER_CONF,
+        CONFIG_KEY_BROKER_CONF,
+        env,
+        cwd,
+        home,
+    )
+    return None if found is None else load_broker_conf(found[0])
+
+
+def resolve_bookkeeper_url(
+    explicit: str | None = None,
+    *,
+    broker_conf: BrokerConf | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> MetadataUrl | None:
+    """Where BookKeeper's metadata lives, when given; None means Pulsar's store."""
+    env = os.environ if env is None else env
+    flags = _FLAGS.get()
+    flag = explicit or (flags.bookkeeper_metadata_url if flags else None)
+    if not flag and broker_conf is not None and broker_conf.bookkeeper_metadata_url:
+        return parse_metadata_url(broker_conf.bookkeeper_metadata_url, source=broker_conf.path)
+    found = _setting(flag, ENV_BOOKKEEPER_URL, CONFIG_KEY_BOOKKEEPER, env, cwd, home)
+    if found is None:
+        return None
+    url = parse_metadata_url(found[0], source=found[1])
+    if url.scheme == "zk" and url.ledger_manager is None and url.chroot:
+        # zk:host:2181/bookkeeper/ledgers names BookKeeper's ledgers root, not a chroot:
+        # BookKeeper's own spelling of that is zk+null://host:2181/bookkeeper/ledgers (the
+        # ledger manager the LAYOUT znode names)
+        url = replace(url, chroot="", ledgers_root=url.chroot, ledger_manager="null")
+    return url
 
 
 def resolve_metadata_url(
@@ -169,19 +331,24 @@ def resolve_metadata_url(
     """The metadata-store URL to use: explicit, then the env var, then the config files."""
     if isinstance(explicit, MetadataUrl):
         return explicit
-    if explicit:
-        return parse_metadata_url(explicit)
     env = os.environ if env is None else env
-    if env.get(ENV_URL):
-        return parse_metadata_url(env[ENV_URL], source=ENV_URL)
-    for path in config_paths(env, cwd, home):
-        value = _from_config(path)
-        if value:
-            return parse_metadata_url(value, source=str(path))
-    raise LedgerctlError(
-        f"no metadata store given: pass a URL (zk:host:2181 or rocksdb://path), set {ENV_URL}, "
-        f"or put {CONFIG_KEY} in ./{LOCAL_CONFIG} or ~/.config/ledgerctl/config.toml"
-    )
+    broker = resolve_broker_conf(env=env, cwd=cwd, home=home)
+    bookkeeper = resolve_bookkeeper_url(broker_conf=broker, env=env, cwd=cwd, home=home)
+    if explicit:
+        url = parse_metadata_url(explicit)
+    elif broker is not None and broker.metadata_url:
+        url = parse_metadata_url(broker.metadata_url, source=broker.path)
+    else:
+        found = _setting(None, ENV_URL, CONFIG_KEY, env, cwd, home)
+        if found is None:
+            raise LedgerctlError(
+                "no metadata store given: pass a URL (zk:host:2181 or rocksdb://path), set "
+                f"{ENV_URL}, give --broker-conf, or put {CONFIG_KEY} in ./{LOCAL_CONFIG} or "
+                "~/.config/ledgerctl/config.toml"
+            )
+        url = parse_metadata_url(found[0], source=found[1])
+    # a URL that already names BookKeeper's place (the text form a driver hands on) keeps it
+    return url if url.bookkeeper is not None else url.with_bookkeeper(bookkeeper)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ def _stat(zstat: Any) -> Stat:
         owner=zstat.ephemeralOwner,
         data_length=zstat.dataLength,
         num_children=zstat.numChildren,
+        creation=f"czxid {zstat.czxid}",
     )
 
 
@@ -69,6 +70,7 @@ class ZooKeeperStore(MetadataStore):
         if parsed.scheme != "zk":
             raise LedgerctlError(f"{parsed} is not a ZooKeeper URL")
         self.url = str(parsed)
+        self.location = parsed
         self.read_only = read_only
         self.timeout = timeout
         self._client: Any = None
@@ -135,6 +137,7 @@ class ZooKeeperStore(MetadataStore):
         worker.join(wait)
 
     def close(self) -> None:
+        self._close_bookkeeper()
         client, self._client = self._client, None
         if client is not None:
             self._shutdown(client, self.timeout)

@@ -1,0 +1,126 @@
+// The official Java client, for what the Python client (pulsar-client on PyPI) cannot do:
+// transactions. Compiled by tests/fixtures/sandbox.py against the sandbox's own jars
+// (scripts/sandbox classpath) and run against the sandbox's broker on loopback.
+//
+// Usage: SandboxClient SERVICE_URL COMMAND < SPEC.json, printing one JSON document.
+//
+//   txn-produce   spec {"topic": T, "batching": bool, "transactions": [{"end": "commit" |
+//                 "abort" | "open", "messages": [{"key": K, "value": BASE64 | null}]}]}
+//                 null values are tombstones (an empty payload). "open" transactions are
+//                 left open (their timeout is the spec's "timeout_ms", default 10 min).
+//                 Prints {"transactions": [{"id": "most:least", "end": E,
+//                 "message_ids": ["L:E:B:P", ...]}]}.
+//   last-message-id   spec {"topic": T, "read_compacted": bool}: a consumer's
+//                 getLastMessageId(), printed as {"message_id": "L:E:B:P"}.
+//   schema-produce, schema-consume   messages with schemas: see SchemaClient.java.
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.util.Base64;
+import java.util.concurrent.TimeUnit;
+import org.apache.pulsar.client.api.Consumer;
+import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.Producer;
+import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.SubscriptionMode;
+import org.apache.pulsar.client.api.TypedMessageBuilder;
+import org.apache.pulsar.client.api.transaction.Transaction;
+import org.apache.pulsar.client.impl.BatchMessageIdImpl;
+import org.apache.pulsar.client.impl.MessageIdImpl;
+
+public final class SandboxClient {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 2) {
+            System.err.println("usage: SandboxClient SERVICE_URL COMMAND < SPEC.json");
+            System.exit(2);
+        }
+        JsonNode spec = JSON.readTree(System.in);
+        ObjectNode out;
+        try (PulsarClient client = PulsarClient.builder()
+                .serviceUrl(args[0])
+                .enableTransaction(true)
+                .operationTimeout(60, TimeUnit.SECONDS)
+                .build()) {
+            switch (args[1]) {
+                case "txn-produce" -> out = txnProduce(client, spec);
+                case "last-message-id" -> out = lastMessageId(client, spec);
+                case "schema-produce" -> out = SchemaClient.produce(client, spec);
+                case "schema-consume" -> out = SchemaClient.consume(client, spec);
+                default -> throw new IllegalArgumentException("unknown command " + args[1]);
+            }
+        }
+        System.out.println(JSON.writeValueAsString(out));
+    }
+
+    static String id(MessageId messageId) {
+        MessageIdImpl m = (MessageIdImpl) messageId;
+        int batch = m instanceof BatchMessageIdImpl b ? b.getBatchIndex() : -1;
+        return m.getLedgerId() + ":" + m.getEntryId() + ":" + batch + ":" + m.getPartitionIndex();
+    }
+
+    static ObjectNode txnProduce(PulsarClient client, JsonNode spec) throws Exception {
+        long timeout = spec.path("timeout_ms").asLong(600_000);
+        ObjectNode out = JSON.createObjectNode();
+        ArrayNode txns = out.putArray("transactions");
+        try (Producer<byte[]> producer = client.newProducer()
+                .topic(spec.get("topic").asText())
+                .enableBatching(spec.path("batching").asBoolean(false))
+                .sendTimeout(0, TimeUnit.SECONDS)
+                .create()) {
+            for (JsonNode t : spec.get("transactions")) {
+                Transaction txn = client.newTransaction()
+                        .withTransactionTimeout(timeout, TimeUnit.MILLISECONDS)
+                        .build()
+                        .get();
+                ObjectNode record = txns.addObject();
+                record.put("id", txn.getTxnID().getMostSigBits() + ":" + txn.getTxnID().getLeastSigBits());
+                String end = t.get("end").asText();
+                record.put("end", end);
+                ArrayNode ids = record.putArray("message_ids");
+                java.util.List<java.util.concurrent.CompletableFuture<MessageId>> sent =
+                        new java.util.ArrayList<>();
+                for (JsonNode m : t.get("messages")) {
+                    TypedMessageBuilder<byte[]> b = producer.newMessage(txn);
+                    if (m.hasNonNull("key")) {
+                        b.key(m.get("key").asText());
+                    }
+                    JsonNode v = m.get("value");
+                    b.value(v == null || v.isNull() ? new byte[0] : Base64.getDecoder().decode(v.asText()));
+                    sent.add(b.sendAsync());
+                }
+                producer.flush();
+                for (var f : sent) {
+                    ids.add(id(f.get(60, TimeUnit.SECONDS)));
+                }
+                switch (end) {
+                    case "commit" -> txn.commit().get();
+                    case "abort" -> txn.abort().get();
+                    case "open" -> { }
+                    default -> throw new IllegalArgumentException("unknown end " + end);
+                }
+            }
+        }
+        return out;
+    }
+
+    static ObjectNode lastMessageId(PulsarClient client, JsonNode spec) throws Exception {
+        ObjectNode out = JSON.createObjectNode();
+        // a non-durable subscription leaves no cursor behind; GetLastMessageId is the
+        // command a reader of the topic sends (the compacted view when read_compacted)
+        try (Consumer<byte[]> consumer = client.newConsumer()
+                .topic(spec.get("topic").asText())
+                .subscriptionName("ledgerctl-last-message-id")
+                .subscriptionMode(SubscriptionMode.NonDurable)
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
+                .readCompacted(spec.path("read_compacted").asBoolean(false))
+                .subscribe()) {
+            out.put("message_id", id(consumer.getLastMessageId()));
+        }
+        return out;
+    }
+}
