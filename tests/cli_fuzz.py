@@ -30,8 +30,7 @@ Shared by tests/test_cli_fuzz.py (a bounded run in the suite) and scripts/fuzz_c
 
 Options that would start Spark (``--spark``, ``--engine spark``, ``--spark-master``, a
 small ``--spark-threshold``) get only values that keep the run in this process: a JVM
-per case would take the whole budget. Cases that need another engineer's fix are listed
-in :data:`KNOWN_OPEN` and not generated (each has a strict xfail test).
+per case would take the whole budget.
 """
 
 from __future__ import annotations
@@ -497,20 +496,6 @@ def _strategies(world: World, slow: bool) -> dict[str, st.SearchStrategy[str]]:
     }
 
 
-#: (role or option, path) pairs another engineer's branch fixes: not generated until then;
-#: each has a strict xfail test in tests/test_cli_fuzz.py
-KNOWN_OPEN: set[tuple[str, str]] = {
-    # plans and verify reports are read by pulsarctl_py.repair: a FIFO waits for a
-    # writer, a device is read to the memory limit, deep nesting is a RecursionError
-    ("plan-input", "fifo"),
-    ("plan-input", "zero"),
-    ("plan-input", "deep.json"),
-    # output paths are checked by pulsarctl_py.outputs: compact --export opens a FIFO
-    # and waits for a reader
-    ("output", "fifo"),
-}
-
-
 def _value(
     param: Param, roles: dict[str, st.SearchStrategy[str]], wild: bool
 ) -> st.SearchStrategy[str]:
@@ -543,7 +528,7 @@ def _value(
     if own is None:
         return _text()
     if param.kind is Kind.PATH:
-        return own.filter(lambda v: (param.role, Path(v).name) not in KNOWN_OPEN)
+        return own
     return st.one_of(own, own, own, _text()) if wild else own
 
 

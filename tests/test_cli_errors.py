@@ -527,11 +527,6 @@ def test_permission_denied_is_exit_3_for_files_directories_and_stores(denied: Pa
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plans and mappings are written by pulsarctl_py.outputs: 'cannot write', exit 3 "
-    "(issue 24 point 2)",
-)
 @pytest.mark.parametrize(
     "args",
     [
