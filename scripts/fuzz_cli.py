@@ -69,7 +69,8 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
         codes[str(outcome.code if not outcome.crash else outcome.crash)] += 1
         if outcome.retried:
             retried.append({"argv": argv, "first": outcome.retried[:300]})
-        path = next((argv[:n] for n in (2, 1) if tuple(argv[:n]) in paths), ["(no command)"])
+        named = argv[2:] if argv[:1] == ["--max-message-size"] else argv
+        path = next((named[:n] for n in (2, 1) if tuple(named[:n]) in paths), ["(no command)"])
         per_command[" ".join(path)] += 1
         if outcome.seconds > slowest[0]:
             slowest = (outcome.seconds, argv)

@@ -121,6 +121,8 @@ ROLES = {
     "--max-message-size": "size",
     "--memory": "size",
     "--metadata-url": "url",
+    "--bookkeeper-metadata-url": "url",
+    "--where": "where",
     "--bookie-address": "address",
     "--bookie-protocol": "protocol",
     "--columns": "columns",
@@ -482,6 +484,19 @@ def _strategies(world: World, slow: bool) -> dict[str, st.SearchStrategy[str]]:
             st.sampled_from(world.input_paths()),
             st.sampled_from(["0e01", "zz", "0" * 9999]),
         ),
+        "where": st.sampled_from(
+            [
+                "id=1",
+                "order.id=42",
+                "name!=x",
+                "=",
+                "a",
+                "a.=1",
+                "..=1",
+                "[bold]=1",
+                "a=" + "9" * 40,
+            ]
+        ),
         "sequence": st.sampled_from(["1", "1-5", "5-1", "-", "a-b", "99999999999999999999"]),
         "property": st.sampled_from(["k=v", "k", "=", "k=", "[bold]=x"]),
         # what keeps Spark from starting: see the module docstring
@@ -538,6 +553,18 @@ def _engine(param: Param) -> Param:
     return param
 
 
+#: ``ledgerctl --max-message-size SIZE COMMAND ...``: the one option the root takes
+ROOT_SIZE = Param(
+    name="max_message_size",
+    opts=("--max-message-size",),
+    secondary=(),
+    kind=Kind.TEXT,
+    multiple=False,
+    required=False,
+    role="size",
+)
+
+
 @st.composite
 def cases(draw: Any, world: World, commands: list[Command], slow: bool = False) -> list[str]:
     """One argument list: a command and some of its parameters (see the module doc).
@@ -583,6 +610,8 @@ def cases(draw: Any, world: World, commands: list[Command], slow: bool = False) 
         with_values = [o for p in command.params if p.kind is not Kind.FLAG for o in p.opts]
         if with_values:
             argv.append(draw(st.sampled_from(with_values)))
+    if draw(st.integers(0, 9)) == 9:  # the root's own option, before the command
+        argv[:0] = ["--max-message-size", draw(_value(ROOT_SIZE, roles, wild))]
     return argv
 
 

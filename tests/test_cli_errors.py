@@ -100,6 +100,8 @@ def test_ids_past_2_63_through_the_installed_script(demo: Path) -> None:
         ["verify", "batchd"],
         ["seek", "batchd", "--index", "1"],
         ["repair", "missing-ledgers", "batchd"],
+        ["schema", "list", "batchd"],
+        ["schema", "show", "public/default/batchd"],
     ],
 )
 def test_a_mistyped_topic_gets_the_closest_name(
@@ -114,6 +116,13 @@ def test_a_topic_far_from_every_name_gets_no_guess(
 ) -> None:
     line = one_error_line(run(capsys, "topic", "info", "zzzz"), 1)
     assert "did you mean" not in line
+
+
+def test_a_topic_without_a_schema_is_not_called_unknown(
+    capsys: pytest.CaptureFixture[str], demo: Path
+) -> None:
+    line = one_error_line(run(capsys, "schema", "list", "batched"), 1)
+    assert "has no schema" in line and "did you mean" not in line and "no such topic" not in line
 
 
 # -- messages are text, not markup (issue 21 point 3) -----------------------------------

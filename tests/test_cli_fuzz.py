@@ -88,6 +88,15 @@ def test_fuzzed_options_end_with_a_documented_code(
     _check(worker.run(data.draw(cli_fuzz.cases(world, COMMANDS), label="argv")))
 
 
+def test_the_root_option_meets_its_hostile_values(worker: Worker) -> None:
+    """``ledgerctl --max-message-size SIZE``: the one option of the root, before any command."""
+    for value in ["", "0", "-1", "nan", "1e400", str(2**63), "9" * 30 + "GiB", "\udcff", "[/]"]:
+        outcome = worker.run(["--max-message-size", value, "topic", "list"])
+        _check(outcome)
+        assert outcome.code == 2, (value, outcome.err)
+        assert "--max-message-size" in outcome.err
+
+
 def _sweep() -> list[tuple[tuple[str, ...], str, str]]:
     """(command, option, value): every number option with the values that broke them, and
     every distinct path option with every special path, each once."""
