@@ -1,6 +1,6 @@
 """The long fuzz run of every command's options and paths (not in CI).
 
-    python scripts/fuzz_cli.py --cases 100000 --workers 2 --seed 1
+    python scripts/fuzz_cli.py --cases 100000 --workers 2 --seed 1 [--seconds 3600]
 
 Cases are drawn by tests/cli_fuzz.py from the app's own declared options (huge, negative
 and non-integer numbers, unicode, bytes that are not UTF-8, markup, empty values, special
@@ -10,6 +10,7 @@ and wall-clock time (so a busy machine slows the run but calls nothing hung). Ev
 outcome is judged (tests/cli_fuzz.py ``judge``); each distinct problem is written to
 ``--report-dir`` with one argument list that shows it. Prints one JSON object with the
 figures (cases, exit codes, problems, time), the ones docs/hostile-inputs.md quotes.
+``--seconds`` ends the run early (between rounds of cases) with the figures so far.
 """
 
 from __future__ import annotations
@@ -29,14 +30,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
-    """One worker's share of the cases: generate with Hypothesis, run, judge."""
+#: cases Hypothesis draws per round of a worker (each round its own seed): the run can
+#: stop between rounds when --seconds is spent
+ROUND = 100
+
+
+def _run_share(args: tuple[int, int, int, float, bool, str, float | None]) -> dict[str, Any]:
+    """One worker's share of the cases: generate with Hypothesis, run, judge; in rounds of
+    :data:`ROUND` cases, none started after ``until`` (a time.time() deadline)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
     from tests import cli_fuzz
 
-    index, cases, base_seed, timeout, slow, report_dir = args
+    index, cases, base_seed, timeout, slow, report_dir, until = args
     root = Path(tempfile.mkdtemp(prefix=f"ledgerctl-clifuzz-{index}-"))
     world = cli_fuzz.build_world(root)
     commands = cli_fuzz.command_specs()
@@ -49,16 +56,6 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
     worker = cli_fuzz.Worker(world, timeout)
     paths = {c.path for c in commands}
 
-    @settings(
-        max_examples=cases,
-        phases=[Phase.generate],
-        database=None,
-        deadline=None,
-        derandomize=False,
-        suppress_health_check=list(HealthCheck),
-    )
-    @hypothesis_seed(base_seed * 1000 + index)
-    @given(cli_fuzz.cases(world, commands, slow=slow))
     def one(argv: list[str]) -> None:
         nonlocal slowest
         outcome = worker.run(argv)
@@ -85,8 +82,22 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
                 )
                 item["file"] = name
 
+    stopped_early = False
     try:
-        one()
+        for number in range(-(-cases // ROUND)):
+            if until is not None and time.time() >= until:
+                stopped_early = True
+                break
+            size = min(ROUND, cases - number * ROUND)
+            round_ = settings(
+                max_examples=size,
+                phases=[Phase.generate],
+                database=None,
+                deadline=None,
+                derandomize=False,
+                suppress_health_check=list(HealthCheck),
+            )(given(cli_fuzz.cases(world, commands, slow=slow))(one))
+            hypothesis_seed((base_seed * 1000 + index) * 100_000 + number)(round_)()
     finally:
         worker.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -97,6 +108,7 @@ def _run_share(args: tuple[int, int, int, float, bool, str]) -> dict[str, Any]:
         "problems": list(problems.values()),
         "retried": retried,
         "seconds": time.monotonic() - started,
+        "stopped_early": stopped_early,
         "slowest": {"seconds": round(slowest[0], 2), "argv": slowest[1]},
     }
 
@@ -109,6 +121,12 @@ def main() -> int:
     parser.add_argument(
         "--case-seconds", type=float, default=20.0, help="CPU seconds a case may take"
     )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="stop starting rounds of cases after this long and report the figures so far",
+    )
     parser.add_argument("--no-slow", action="store_true", help="no ZooKeeper that does not answer")
     parser.add_argument(
         "--report-dir", default=str(Path(tempfile.gettempdir()) / "ledgerctl-clifuzz-report")
@@ -116,8 +134,9 @@ def main() -> int:
     args = parser.parse_args()
     Path(args.report_dir).mkdir(parents=True, exist_ok=True)
     share = -(-args.cases // args.workers)
+    until = None if args.seconds is None else time.time() + args.seconds
     jobs = [
-        (i, share, args.seed, args.case_seconds, not args.no_slow, args.report_dir)
+        (i, share, args.seed, args.case_seconds, not args.no_slow, args.report_dir, until)
         for i in range(args.workers)
     ]
     started = time.monotonic()
@@ -138,6 +157,8 @@ def main() -> int:
         json.dumps(
             {
                 "cases": cases,
+                "cases_asked": args.cases,
+                "stopped_early": any(r["stopped_early"] for r in results),
                 "seed": args.seed,
                 "workers": args.workers,
                 "exit_codes": dict(sorted(codes.items())),
