@@ -521,6 +521,8 @@ READ_DENIED = [
     ["export", "batched", "--to", "readonly/rows.jsonl"],
     ["compact", "batched", "--export", "readonly/rows.jsonl"],
     ["demo", "readonly/demo"],
+    ["topic", "list", "--broker-conf", "secret"],
+    ["schema", "list", "batched", "--metadata-url", "rocksdb://closed"],
 ]
 
 
