@@ -199,7 +199,12 @@ _PYDANTIC = re.compile(r"^(?:Value error, )?Input should be (?:a )?(?:valid )?(?
 
 def _bad_value(exc: Any) -> str:
     param = exc.param
-    name = option_name(param) if param is not None else "a value"
+    # raised in a command's body (typer.BadParameter(..., param_hint="--x")): no param,
+    # the hint names the option
+    hint = getattr(exc, "param_hint", None)
+    if isinstance(hint, (list, tuple)):
+        hint = " / ".join(map(str, hint)) if hint else None
+    name = option_name(param) if param is not None else (hint or "a value")
     value = getattr(exc, "ledgerctl_value", None)
     message = str(exc.message).strip()
     message = re.sub(r"^Value error, ", "", message)
