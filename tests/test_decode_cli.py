@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import subprocess
-import time
 import zlib
 from pathlib import Path
 
@@ -392,15 +392,18 @@ def test_samples_are_shipped(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_help_is_fast() -> None:
+    # CPU time of the child, not wall-clock time: on a loaded machine a process waits for a
+    # core, which says nothing about what --help costs (heavy imports show as CPU time).
     script = ledgerctl_script()
-    best = min(_timed([script, "--help"]) for _ in range(3))
-    assert best < 0.3, f"ledgerctl --help took {best:.3f}s"
+    best = min(_cpu_seconds([script, "--help"]) for _ in range(3))
+    assert best < 0.3, f"ledgerctl --help used {best:.3f}s of CPU"
 
 
-def _timed(cmd: list[str]) -> float:
-    start = time.perf_counter()
+def _cpu_seconds(cmd: list[str]) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, capture_output=True, check=True, timeout=30)
-    return time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def test_help_imports_nothing_heavy() -> None:
