@@ -208,6 +208,10 @@ def _bad_value(exc: Any) -> str:
     value = getattr(exc, "ledgerctl_value", None)
     message = str(exc.message).strip()
     message = re.sub(r"^Value error, ", "", message)
+    if param is None and (hint is None or message.startswith(str(hint))):
+        # a command's own check: its message names the options ("--deep goes with
+        # --status", "give exactly one of --to, --time...")
+        return _one_line(message)
     choices = _choices(param) if param is not None else None
     if choices is not None and isinstance(value, (str, list, tuple)) and value != ():
         given = (

@@ -67,6 +67,10 @@ def one_error_line(result: Result, code: int = 2) -> str:
         (["apply", ""], ["apply:", "an empty path"]),
         (["inspect", "--topic", "\udcff"], ["--topic", "not valid UTF-8"]),
         (["repair", "--plan", "x.json", "--apply"], ["repair:", "give a repair"]),
+        # a command's own checks: the message names the options, said once
+        (["compact", "batched", "--deep"], ["compact: --deep goes with --status"]),
+        (["repair", "cursor", "batched", "sub"], ["repair cursor: give exactly one of --to"]),
+        (["decode", "--max-message-size", "x"], ["decode: --max-message-size: 'x'"]),
     ],
 )
 def test_usage_errors_are_one_line_naming_the_option(
