@@ -69,7 +69,7 @@ def _bookie(dirs: list[Path] | None) -> Iterator[BookieStore]:
     if not resolved:
         raise LedgerctlError(
             "no bookie directory given: pass --bookie-dir, set LEDGERCTL_BOOKIE_DIRS, "
-            "or put bookie_dirs in ./ledgerctl.toml"
+            "or put bookie_dirs in the nearest ledgerctl.toml"
         )
     store = open_bookie(resolved)
     try:

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.engine_options import (
     ENGINE,
     SPARK,
@@ -65,10 +66,12 @@ def parse_size(text: str) -> int:
 
 @options.bookie_flags
 @options.metadata_options
+@options.compacted_write_flags
 def compact(
     topic: str = typer.Argument(
         ...,
         metavar="TOPIC",
+        autocompletion=complete_topic,
         help="The topic (or one partition of a partitioned topic): persistent://tenant/ns/t, "
         "tenant/ns/t or a short name.",
         show_default=False,
@@ -79,14 +82,23 @@ def compact(
     apply: bool = typer.Option(
         False,
         "--apply",
-        help="Write the compacted ledger into the bookie storage and commit the __compaction "
-        "cursor (compare-and-set). Without it nothing is written.",
+        help="Write the compacted ledger (to the running bookies, or into the stopped "
+        "bookie of --bookie-dir) and commit the __compaction cursor (compare-and-set). "
+        "Without it nothing is written.",
+    ),
+    plan_file: Path = typer.Option(
+        None,
+        "--plan",
+        metavar="FILE",
+        help="Write the compacted ledger and save the plan that commits it to FILE (for "
+        "review, `ledgerctl apply FILE`, `ledgerctl undo FILE`); with --apply, apply it too. "
+        "Default with --apply: ./ledgerctl-plan-<time>.json.",
     ),
     delete_old: bool = typer.Option(
         False,
         "--delete-old",
-        help="With --apply: delete the metadata of the previous compacted ledger (and of a "
-        "cursor ledger the new cursor state replaces). Default: only list them.",
+        help="With --apply or --plan: the plan also deletes the metadata of the previous "
+        "compacted ledger. Default: only list it.",
     ),
     status: bool = typer.Option(
         False,
@@ -177,15 +189,22 @@ def compact(
         "-o",
         help="table for people, json for scripts; auto is table on a terminal, json when piped.",
     ),
+    write: options.WriteFlags = options.WriteFlags(),
 ) -> None:
     """Compute a topic's compaction exactly as the broker's compactor does, check it, write it.
 
     Without --apply nothing is written: the report gives keys seen, kept, tombstoned,
     keyless dropped, not compactable (encrypted batches), markers, entries and bytes in and
     out, the new horizon and the compacted last message position. --apply writes the
-    compacted ledger (new ledger id, CRC32 digest, Pulsar's custom metadata) into the
-    bookie's storage, refusing while the bookie holds its lock, then commits the
-    __compaction cursor with compare-and-set; a failure leaves everything as it was.
+    compacted ledger as the broker's compactor does (new ledger id, the broker's quorums
+    from --broker-conf, CRC32 digest, empty password, Pulsar's custom metadata) to the
+    running bookies, or with --bookie-dir into a stopped bookie's storage, as a plan
+    (--plan FILE) that commits the __compaction cursor with compare-and-set on the
+    version read before the compaction was computed; `ledgerctl undo FILE` puts the
+    cursor back and deletes the ledger. It is refused while a live broker owns the
+    topic's namespace bundle (--force-owned overrides). A topic with nothing new since the
+    compaction horizon is not written again; a compaction that deletes every key writes
+    an empty compacted ledger, as the broker does.
     A damaged entry (a digest or checksum that does not match, metadata or a payload that
     does not decode) stops the run before anything is written, unless --accept-damage;
     a missing entry always does. Entries stored past a closed ledger's last entry are
@@ -197,7 +216,6 @@ def compact(
 
     from pulsarctl_py import render
     from pulsarctl_py.compaction import CompactionOptions
-    from pulsarctl_py.errors import LedgerctlError
 
     fmt_out = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
     if deep and not status:
@@ -206,14 +224,14 @@ def compact(
         raise typer.BadParameter(
             "--status only reads: drop --apply/--export", param_hint="--status"
         )
-    if delete_old and not apply:
-        raise typer.BadParameter("--delete-old goes with --apply", param_hint="--delete-old")
-    dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
-    if apply and not _have_bookie_dir(dirs):
-        raise LedgerctlError(
-            "--apply writes the compacted ledger into a bookie directory: pass --bookie-dir "
-            "(reading from running bookies works without one, writing does not)"
+    writes = apply or plan_file is not None
+    if delete_old and not writes:
+        raise typer.BadParameter(
+            "--delete-old goes with --apply or --plan", param_hint="--delete-old"
         )
+    if status and plan_file is not None:
+        raise typer.BadParameter("--status only reads: drop --plan", param_hint="--status")
+    dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
     if keep_entry_metadata is None:
         keep_entry_metadata = _broker_exposes_entry_metadata()
     if status:
@@ -238,14 +256,30 @@ def compact(
         accept_damage=accept_damage,
     )
     err = render.stderr_console()
-    if apply and fmt is Format.pip_429:
-        err.print(
-            "[yellow]warning:[/] --format pip-429 writes field 31: the C++ and Python clients "
-            "(pulsar-client 3.13 / C++ 4.2) crash on such batches; only Java clients that "
-            "know field 31 read them"
-        )
+    from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
+
+    if fmt is Format.pip_429:  # before the work, and in the report (dry run or not)
+        err.print(f"[yellow]warning:[/] {escape(PIP_429_CLIENT_CRASH)}")
     from pulsarctl_py.compaction import compact as run_compact
 
+    before = None
+    plan_out = None
+    if writes:
+        from pulsarctl_py.compaction.planned import read_before
+        from pulsarctl_py.stores.metadata.url import resolve_metadata_url
+
+        # every output checked before the work: the plan (a regular file: it is the only
+        # record of the ledger written), then the --export view
+        plan_out = _plan_output(plan_file)
+        # what the write will be checked against: read BEFORE the compaction is computed,
+        # so that a change made while it computes fails the compare-and-set
+        before = read_before(
+            str(resolve_metadata_url(metadata_url)), topic, force=write.force_owned
+        )
+        settings = write.settings()
+        client = bookie.client()
+        for w in before.warnings:
+            err.print(f"[yellow]warning:[/] {escape(w)}")
     memory_bytes = parse_size(memory)
     with _view_output(export, force) as view:
         chosen = engine_name(engine, spark, spark_master)
@@ -262,12 +296,14 @@ def compact(
                 chosen, entries, spark_threshold, spark_master, spark_conf
             ),
             export=view,
-            spool=apply,
+            spool=writes,
             progress=progress,
             generation=as_broker.value,
             on_state=lambda s: state.update(state=s),
             live=bookie.client(),
         )
+    if fmt is Format.pip_429:
+        report.warnings.append(PIP_429_CLIENT_CRASH)
     try:
         if report.stats.entries_in and report.keys == 0 and not retain_null_key:
             from pulsarctl_py.errors import DataError
@@ -276,8 +312,21 @@ def compact(
                 f"{report.topic} has no keyed messages: compaction would drop everything "
                 "(pass --retain-null-key to keep keyless messages)"
             )
-        if apply:
-            _apply(report, state["state"], metadata_url, dirs, delete_old, err)
+        if before is not None:
+            _write(
+                report,
+                state["state"],
+                dirs,
+                delete_old,
+                err,
+                before=before,
+                settings=settings,
+                client=client,
+                force=write.force_owned,
+                full=full,
+                plan_out=plan_out,
+                apply=apply,
+            )
     finally:
         if report.spool is not None:
             report.spool.unlink(missing_ok=True)
@@ -353,73 +402,119 @@ def _start_engine(
     return name
 
 
-def _have_bookie_dir(dirs: list[str] | None) -> bool:
-    from pulsarctl_py.config import resolve_bookie_dirs
-
-    return bool(resolve_bookie_dirs(dirs))
-
-
-def _apply(
+def _write(
     report: Any,
     state: Any,
-    metadata_url: str | None,
     dirs: list[str] | None,
     delete_old: bool,
     err: Any,
+    *,
+    before: Any,
+    settings: Any,
+    client: Any,
+    force: bool,
+    full: bool,
+    plan_out: Any,
+    apply: bool,
 ) -> None:
+    """Write the compacted ledger and its plan; apply the plan with --apply."""
     from rich.markup import escape
 
-    from pulsarctl_py.compaction.apply import apply_compaction
-    from pulsarctl_py.compaction.run import read_spool
+    from pulsarctl_py.commands.repair import print_outcome
+    from pulsarctl_py.compaction.planned import (
+        apply_written_plan,
+        delete_leftovers,
+        reclaim_plan_path,
+        write_plan,
+    )
     from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.metadata import read_managed_ledger
-    from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
-    if report.spool is None or report.stats.entries_out == 0:
-        raise LedgerctlError("the compaction retained nothing: no compacted ledger to write")
-    url = str(resolve_metadata_url(metadata_url))
-    bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
-    with LedgerSource.open(url, bookie, need_metadata=True) as source:
-        record = read_managed_ledger(source.metadata, report.topic)
-    cursor = next((c for c in record.cursors if c.name == "__compaction"), None) if record else None
-    version = None if cursor is None else cursor.stat.version
-    err.print(
-        f"plan: write compacted ledger (new id) with {report.stats.entries_out} entries, "
-        f"commit __compaction at {report.to_json()['horizon']}"
-        + (
-            f", previous compacted ledger {report.previous_compacted_ledger} "
-            + ("deleted" if delete_old else "listed for deletion")
-            if report.previous_compacted_ledger is not None
-            else ""
+    if report.spool is None:
+        plan_out.discard()
+        report.notes.append("nothing written: the broker would compact nothing of the topic")
+        return
+    if (
+        not full
+        and state.compacted_ledger is not None
+        and state.horizon is not None
+        and (report.nothing_new or state.horizon == state.last)
+    ):
+        report.spool.unlink(missing_ok=True)
+        plan_out.discard()
+        report.notes.append(
+            f"nothing written: nothing new since the compaction horizon "
+            f"{state.horizon[0]}:{state.horizon[1]} (compacted ledger "
+            f"{state.compacted_ledger} is up to date; --full rebuilds it)"
         )
+        return
+    bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
+    if not force:
+        # what an earlier run that stopped before its plan was applied left behind
+        referenced = {lid for lid, _, _ in state.ledgers}
+        referenced |= {
+            lid for lid in (state.compacted_ledger, state.cursor_ledger) if lid is not None
+        }
+        for lid in delete_leftovers(before.metadata_url, report.topic, referenced):
+            err.print(
+                f"deleted compacted ledger {lid} of {escape(report.topic)}: nothing references "
+                "it (left by a run that stopped before its plan was applied)"
+            )
+    from pulsarctl_py.repair.written import PlanFile
+
+    for line in reclaim_plan_path(plan_out, before.metadata_url):
+        err.print(escape(line))
+    path = plan_out.path
+    plan_file = PlanFile(plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger")
+    where = (
+        f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
     )
-    result = apply_compaction(
-        metadata_url=url,
-        bookie_dirs=bookie,
-        topic=report.topic,
-        entries=read_spool(report.spool),
-        horizon=report.horizon,
-        compacted_to=report.compacted_to or report.horizon,
-        cursor_version=version,
-        previous=report.previous_compacted_ledger,
-        previous_cursor_ledger=state.cursor_ledger
-        if state.cursor_ledger is not None and state.cursor_ledger >= 0
-        else None,
-        data_ledgers=[lid for lid, _, _ in state.ledgers],
-        partition=state.partition,
-        delete_old=delete_old,
-    )
-    report.applied = True
-    report.compacted_ledger = result.ledger_id
-    report.to_delete = [lid for lid in result.to_delete if lid not in result.deleted]
-    report.deleted = result.deleted
     err.print(
-        f"applied: compacted ledger {result.ledger_id} ({result.entries} entries, "
-        f"{result.index} index, {escape(result.entry_log.name)}); cursor "
-        f"{escape(result.cursor_path)} committed"
+        f"writing a compacted ledger of {report.stats.entries_out} entries {escape(where)}; "
+        f"the plan that commits it: {escape(str(path))} (`ledgerctl undo {escape(str(path))}` "
+        "deletes it if this command is interrupted)"
     )
+    try:
+        plan, ledger = write_plan(
+            before=before,
+            report=report,
+            state=state,
+            plan_file=plan_file,
+            bookie_dirs=bookie,
+            settings=settings,
+            options=client,
+            delete_old=delete_old,
+        )
+    except BaseException:
+        plan_file.discard()
+        raise
+    report.compacted_ledger = ledger.ledger_id
+    report.plan_file = str(path)
+    for w in ledger.notes:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    err.print(
+        f"wrote compacted ledger {ledger.ledger_id} ({ledger.entries} entries, "
+        f"{escape(ledger.config)}, ensemble {escape(', '.join(ledger.ensemble))}); "
+        f"plan saved to {escape(str(path))}"
+    )
+    previous = report.previous_compacted_ledger
+    deleting = delete_old and previous is not None
+    if not apply:
+        report.to_delete = [previous] if previous is not None and not deleting else []
+        err.print(f"not applied: `ledgerctl apply {escape(str(path))}` commits it")
+        return
+    outcome = apply_written_plan(plan, path, force=force)
+    print_outcome(outcome)
+    report.applied = True
+    report.deleted = [previous] if deleting else []
+    report.to_delete = [previous] if previous is not None and not deleting else []
+
+
+def _plan_output(plan_file: Path | None) -> Any:
+    """The --plan output, checked before any work: a regular file (default
+    ./ledgerctl-plan-<time>.json), never over a plan that was applied and not undone."""
+    from pulsarctl_py.commands.repair import PlanFlags
+
+    return PlanFlags(plan_file=plan_file, apply=True).plan_output(file_only=True)
 
 
 def _print_report(report: Any) -> None:
@@ -467,7 +562,7 @@ def _print_report(report: Any) -> None:
         err.print(f"note: {escape(note)}")
     if report.to_delete:
         err.print(f"to delete: ledger(s) {', '.join(map(str, report.to_delete))} (--delete-old)")
-    if not report.applied:
+    if not report.applied and report.plan_file is None:
         err.print("nothing written (dry run); --apply writes it")
 
 

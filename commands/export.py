@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.engine_options import (
     ENGINE,
     SPARK,
@@ -34,7 +35,9 @@ from pulsarctl_py.render import OutputFormat
 @bookie_flags
 @metadata_options
 def export(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic to export."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic to export."
+    ),
     to: Path = typer.Option(
         ...,
         "--to",
@@ -136,8 +139,11 @@ def export(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.spark.session import parse_conf
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
-    from pulsarctl_py.timeparse import parse_time_ms
+    from pulsarctl_py.timeparse import check_time_range, parse_time_ms
 
+    since_ms = parse_time_ms(since) if since else None
+    until_ms = parse_time_ms(until) if until else None
+    check_time_range(since_ms, until_ms)
     if not outputs.is_stream_path(to):
         output_format(to)  # a bad name fails before anything is created
     # checked (and its temporary file made) before the work; an output never written is
@@ -152,8 +158,8 @@ def export(
         raise LedgerctlError("--split-entries must be at least 1")
     filters = RowFilters(
         key=key,
-        since=parse_time_ms(since) if since else None,
-        until=parse_time_ms(until) if until else None,
+        since=since_ms,
+        until=until_ms,
         broker_metadata=None
         if broker_metadata is BrokerMetadata.any
         else broker_metadata is BrokerMetadata.with_,

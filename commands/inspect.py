@@ -172,7 +172,7 @@ def inspect(
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.inspect import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.timeparse import parse_time_ms
+    from pulsarctl_py.timeparse import check_time_range, parse_time_ms
     from pulsarctl_py.values import Where
 
     use_max_message_size(max_message_size)
@@ -180,6 +180,9 @@ def inspect(
     if output is InspectOutput.raw:
         _raw(start if start == end else None, metadata_url, bookie_dirs)
         return
+    since_ms = parse_time_ms(since) if since else None
+    until_ms = parse_time_ms(until) if until else None
+    check_time_range(since_ms, until_ms)
     key_obj = load_key(private_key, passphrase_env, passphrase_file)
     wheres = [Where.parse(w) for w in where or []]
     if values is ValuesChoice.raw and wheres:
@@ -194,8 +197,8 @@ def inspect(
         depth=Depth[depth.name.upper()],
         verify=verify,
         key=key,
-        since=parse_time_ms(since) if since else None,
-        until=parse_time_ms(until) if until else None,
+        since=since_ms,
+        until=until_ms,
         broker_metadata=None
         if broker_metadata is BrokerMetadata.any
         else broker_metadata is BrokerMetadata.with_,
@@ -278,7 +281,18 @@ def _where(
             return parse_position(text)
         return Position(ledger_id, parse_ledger_id(text, "entry id"))
 
-    return ledger_id, position(first, "--from"), position(last, "--to")
+    start, end = position(first, "--from"), position(last, "--to")
+    if ledger_id is not None and start is not None and end is not None:
+        # in one ledger the order is known now; on a topic it is the ledger list's
+        check_order(start, end)
+    return ledger_id, start, end
+
+
+def check_order(start: Position, end: Position) -> None:
+    """Refuse --from after --to in one ledger (exit 2): the range would hold nothing."""
+    from pulsarctl_py.inspect import check_position_order
+
+    check_position_order(start, end, None)
 
 
 def _sequence_ids(text: str) -> tuple[int, int]:

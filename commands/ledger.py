@@ -56,6 +56,14 @@ def list_command(
         "--kind",
         help="Only ledgers of this kind, from Pulsar's custom metadata (unknown: none).",
     ),
+    bookie: str = typer.Option(
+        None,
+        "--bookie",
+        metavar="ID",
+        help="Only the ledgers with this bookie (host:port, as the ensembles name it) in "
+        "one of their ensembles, like bookkeeper shell listledgers -bookieid. A bookie "
+        "neither registered nor in any ensemble is an error (exit 1).",
+    ),
     metadata_url: str = METADATA_URL,
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     output: OutputFormat = OUTPUT,
@@ -83,7 +91,11 @@ def list_command(
         render.progress(err, "reading ledgers", not (quiet or no_progress)) as advance,
     ):
         rows = iter_ledger_rows(
-            source, topic=topic, kind=kind.value if kind else None, advance=advance
+            source,
+            topic=topic,
+            kind=kind.value if kind else None,
+            bookie=bookie,
+            advance=advance,
         )
         if fmt is OutputFormat.JSON:
             render.write_json_list((r.to_json() for r in rows), no_floats=True)
@@ -184,6 +196,19 @@ def meta_command(
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     bookie: opts.BookieFlags = opts.BOOKIE,
     output: OutputFormat = OUTPUT,
+    dump: Path = typer.Option(
+        None,
+        "--dump",
+        metavar="FILE",
+        help="Also write the ledger's metadata, byte for byte as BookKeeper stores it, to "
+        "FILE (like bookkeeper shell ledgermetadata -dumptofile; `repair ledger-meta "
+        "--restore FILE` plans putting it back). It holds the ledger's password: the file "
+        "is readable by its owner only. An earlier dump is replaced, any other file refused "
+        "unless --force.",
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="With --dump: overwrite a FILE that is not an earlier dump."
+    ),
 ) -> None:
     """Show a ledger's full metadata and the bookie's view of it.
 
@@ -200,6 +225,8 @@ def meta_command(
     from pulsarctl_py.topics import ledger_meta
 
     ledger_id = parse_ledger_id(ledger)  # one line for ids past 2^63-1, not a traceback
+    if dump is not None:
+        _dump(ledger_id, metadata_url, dump, force)
     with LedgerSource.open(metadata_url, bookie_dirs, live=bookie.client()) as source:
         meta = ledger_meta(source, ledger_id)
     doc = meta.to_json()
@@ -216,6 +243,33 @@ def meta_command(
         err.print(f"[red]error[/]: bookie storage: {_esc(problem)}")
     if meta.storage_problems:
         raise typer.Exit(1)
+
+
+def _dump(ledger_id: int, metadata_url: str | None, path: Path, force: bool) -> None:
+    """Write the ledger's stored metadata bytes to ``path`` (through outputs: prepared
+    before the read, so a bad path fails first)."""
+    from rich.markup import escape
+
+    from pulsarctl_py import outputs, render
+    from pulsarctl_py.errors import NotFoundError
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.stores.metadata import read_ledger
+
+    out = outputs.prepare(path, outputs.LEDGER_METADATA, force=force)
+    try:
+        with LedgerSource.open(metadata_url, [], need_metadata=True, metadata_only=True) as src:
+            assert src.metadata is not None
+            record = read_ledger(src.metadata, ledger_id)
+        if record is None:
+            raise NotFoundError(f"ledger {ledger_id} has no metadata: nothing to dump")
+        out.write_bytes(record.raw)
+    except BaseException:
+        out.discard()
+        raise
+    render.stderr_console().print(
+        f"ledger {ledger_id}: {len(record.raw)} bytes of metadata ({escape(record.path)}) "
+        f"written to {escape(str(out))}; it holds the ledger's password"
+    )
 
 
 def _facts(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -1,9 +1,11 @@
 """`ledgerctl migrate ...`: rewrite ledgers into new ones, swapped in by a plan.
 
 Without --plan or --apply a migration only reads and reports what it would write. With
---plan FILE it writes the new ledgers (refused while the bookie holds its lock) and saves
-the plan that swaps them in; --apply applies that plan too. `ledgerctl undo FILE` restores
-the metadata; the new ledgers stay, unreferenced (`ledgerctl orphans` lists them).
+--plan FILE it writes the new ledgers (to the running bookies, with the cluster's
+settings; or with --bookie-dir into a stopped bookie, refused while the bookie holds its
+lock) and saves the plan that swaps them in; --apply applies that plan too. The plan file
+is saved before each step of the writing; `ledgerctl undo FILE` restores the metadata and
+deletes the new ledgers, also after an interrupted run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 import typer
 
+from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
 
@@ -59,9 +63,13 @@ def _show(doc: dict[str, Any], flags: PlanFlags, title: str) -> None:
 
 
 @migrate_app.command("compacted")
+@options.bookie_flags
 @plan_options
+@options.compacted_write_flags
 def compacted(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     fmt: CompactedFormat = typer.Option(
         ...,
         "--format",
@@ -70,10 +78,13 @@ def compacted(
     ),
     accept_damage: bool = ACCEPT_DAMAGE,
     flags: PlanFlags = PlanFlags(),
+    bookie: options.BookieFlags = options.BOOKIE,
+    write: options.WriteFlags = options.WriteFlags(),
 ) -> None:
     """Rewrite the topic's compacted ledger in the other batch format, with the
-    compaction's own writer (CRC32, empty password, CompactedTopicLedger custom metadata),
-    and re-point the __compaction cursor to it in a plan (its horizon kept). Without
+    compaction's own writer (the broker's quorums, CRC32, empty password, the compactor's
+    custom metadata), and re-point the __compaction cursor to it in a plan (its horizon
+    kept). Without
     --plan/--apply: reads only, and reports the batches it would rewrite. A damaged entry
     stops it before anything is written, unless --accept-damage (then it is copied as the
     compaction copies it, listed in the report and the plan, and the exit status is 1)."""
@@ -85,10 +96,17 @@ def compacted(
 
     url, dirs, flags = _stores(flags)
     out = flags.plan_output(file_only=True)
+    client = bookie.client()
     stats = Stats()
+    warnings: list[str] = []
     try:
-        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+        with LedgerSource.open(
+            url, dirs, need_metadata=True, need_bookie=True, live=client
+        ) as source:
             state = migrate.compacted_state(source, topic)
+            if out is not None:
+                assert source.metadata is not None
+                warnings = _not_owned(source.metadata, state.topic, write.force_owned)
         entries = list(
             migrate.converted_entries(
                 state, fmt.value, url, dirs, accept_damage=accept_damage, stats=stats
@@ -98,12 +116,18 @@ def compacted(
         if out is not None:
             out.discard()
         raise
+    from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
+
+    crash = [PIP_429_CLIENT_CRASH] if fmt is CompactedFormat.pip_429 else []
     report: dict[str, Any] = state.to_json() | {
         "format": fmt.value,
         "written_ledger": None,
         "damaged": list(stats.damaged),
+        "warnings": crash,
     }
     err = render.stderr_console()
+    for text in crash:
+        err.print(f"warning: {text}", markup=False, highlight=False)
     damage_note(report["damaged"], stats.damaged_count)
     if out is None:
         _show(report, flags, f"migrate compacted {state.topic}")
@@ -114,45 +138,57 @@ def compacted(
         if stats.damaged_count:
             raise typer.Exit(1)
         return
-    result = apply_compaction(
-        metadata_url=url,
-        bookie_dirs=dirs,
-        topic=state.topic,
-        entries=entries,
-        horizon=state.horizon,
-        compacted_to=state.compacted_to,
-        cursor_version=state.cursor_version,
-        previous=state.ledger_id,
-        previous_cursor_ledger=None,
-        data_ledgers=state.data_ledgers,
-        partition=state.partition,
-        commit_cursor=False,
-    )
-    err.print(
-        f"wrote ledger {result.ledger_id} ({result.entries} entries, {result.index} index, "
-        f"{result.entry_log.name}); referenced by nothing until the plan is applied"
-    )
+    plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger")
+    try:
+        result = apply_compaction(
+            metadata_url=url,
+            bookie_dirs=dirs,
+            topic=state.topic,
+            entries=entries,
+            horizon=state.horizon,
+            compacted_to=state.compacted_to,
+            cursor_version=state.cursor_version,
+            previous=state.ledger_id,
+            previous_cursor_ledger=None,
+            data_ledgers=state.data_ledgers,
+            partition=state.partition,
+            commit_cursor=False,
+            settings=write.settings(),
+            options=client,
+            force=write.force_owned,
+            journal=plan_file.journal,
+        )
+    except BaseException:
+        plan_file.discard()
+        raise
+    _print_written(err, [result.ledger], warnings)
 
     def build(draft: Any, source: Any) -> None:
         repairs.point_compaction(
             draft, state.topic, result.ledger_id, source, horizon=state.horizon
         )
         draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
+        draft.written.extend(plan_file.journal.written)
+        draft.warnings.extend(crash)
         if stats.damaged_count:
             draft.warnings.append(
                 f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
                 "repair record lists them"
             )
 
-    flags.run(build, out)
+    flags.run(build, plan_file.final())
     if stats.damaged_count:
         raise typer.Exit(1)
 
 
 @migrate_app.command("index")
+@options.bookie_flags
 @plan_options
+@options.data_write_flags
 def index(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     start: int = typer.Option(
         None,
         "--start",
@@ -172,13 +208,18 @@ def index(
     ),
     accept_damage: bool = ACCEPT_DAMAGE,
     flags: PlanFlags = PlanFlags(),
+    bookie: options.BookieFlags = options.BOOKIE,
+    write: options.WriteFlags = options.WriteFlags(),
 ) -> None:
     """Continuous offsets for a topic whose ledgers lack broker entry metadata (KoP before
     2.8, or the index interceptor enabled late): every ledger from the first one without
     an index on is copied into a new ledger whose entries carry a continuous index
     (broker_timestamp = publish_time where none was recorded), and a plan swaps them into
     the topic's ledger list in one compare-and-set, raises the ML `index` property and
-    moves cursors to the same entries of the new ledgers. The old ledgers stay until
+    moves cursors to the same entries of the new ledgers. The new ledgers are written as
+    the managed ledger writes data ledgers: the namespace's persistence policies or the
+    broker's quorums, managedLedgerDigestType and managedLedgerPassword (--broker-conf,
+    the flags, $LEDGERCTL_MANAGED_LEDGER_PASSWORD). The old ledgers stay until
     --delete-old. Without --plan/--apply: reads only, and prints the mapping. A damaged
     entry (a digest or checksum that does not match, a payload that does not decode) stops
     it before anything is written, unless --accept-damage (then it is copied as stored,
@@ -194,14 +235,24 @@ def index(
     url, dirs, flags = _stores(flags)
     # every output checked before the work: the plan, then the mapping (default beside it)
     out = flags.plan_output(file_only=True)
+    client = bookie.client()
+    settings = None
+    warnings: list[str] = []
     mapping_out = None
     try:
         if mapping is None and out is not None:
             mapping = out.sibling(".mapping.jsonl")
         if mapping is not None:
             mapping_out = outputs.prepare(mapping, outputs.MAPPING, force=flags.force)
-        with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True) as source:
+        with LedgerSource.open(
+            url, dirs, need_metadata=True, need_bookie=True, live=client
+        ) as source:
             plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
+            if out is not None:
+                assert source.metadata is not None
+                warnings = _not_owned(source.metadata, plan.topic, write.force_owned)
+                settings, notes = migrate.index_settings(source, plan, write.settings())
+                warnings += notes
     except BaseException:
         for prepared in (out, mapping_out):
             if prepared is not None:
@@ -231,13 +282,18 @@ def index(
         if plan.damaged or plan.past_last:
             raise typer.Exit(1)
         return
+    assert settings is not None
+    plan_file = _plan_file(out, url, plan.topic, dirs, "the migrated ledgers")
     try:
-        migrate.write_index_ledgers(url, dirs, plan)
+        written = migrate.write_index_ledgers(
+            url, dirs, plan, settings=settings, options=client, journal=plan_file.journal
+        )
     except BaseException:
-        out.discard()
+        plan_file.discard()
         raise
+    _print_written(err, written, warnings)
     err.print(
-        f"wrote ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
+        f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
         "referenced by nothing until the plan is applied"
     )
 
@@ -245,10 +301,47 @@ def index(
         migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
         if mapping_out is not None and not mapping_out.stream:
             draft.repairs[-1]["mapping_file"] = str(mapping)
+        draft.written.extend(plan_file.journal.written)
 
-    flags.run(build, out)
+    flags.run(build, plan_file.final())
     if plan.damaged or plan.past_last:
         raise typer.Exit(1)
+
+
+def _plan_file(out: Any, url: str, topic: str, dirs: list[str], what: str) -> Any:
+    """The --plan file, saved before each step of the writing (see repair.written)."""
+    from pulsarctl_py import render
+    from pulsarctl_py.repair.written import PlanFile
+
+    plan_file = PlanFile(out, url, topic, dirs, what)
+    render.stderr_console().print(
+        f"writing {what}; the plan: {out} (`ledgerctl undo {out}` deletes them if this "
+        "command is interrupted)",
+        markup=False,
+        highlight=False,
+    )
+    return plan_file
+
+
+def _not_owned(store: Any, topic: str, force: bool) -> list[str]:
+    """Refuse to write for a topic a live broker owns (fail fast, before any ledger)."""
+    from pulsarctl_py.ownership import check_not_owned
+
+    return check_not_owned(store, [topic], force=force)
+
+
+def _print_written(err: Any, ledgers: list[Any], warnings: list[str]) -> None:
+    from rich.markup import escape
+
+    for w in warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
+    for ledger in ledgers:
+        for note in ledger.notes:
+            err.print(f"[yellow]warning:[/] {escape(note)}")
+        err.print(
+            f"wrote ledger {ledger.ledger_id} ({ledger.entries} entries, {escape(ledger.config)}"
+            f", to {escape(ledger.where)}); referenced by nothing until the plan is applied"
+        )
 
 
 def register(app: typer.Typer) -> None:

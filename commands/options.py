@@ -30,7 +30,7 @@ METADATA_URL = typer.Option(
     metavar="URL",
     help="Metadata store in Pulsar's syntax: zk:host:2181,host2:2181/chroot (more hosts and "
     "the chroot optional) or rocksdb://path. Default: $LEDGERCTL_METADATA_URL or "
-    "metadata_url in ./ledgerctl.toml.",
+    "metadata_url in the nearest ledgerctl.toml.",
 )
 BOOKIE_DIRS = typer.Option(
     None,
@@ -38,7 +38,7 @@ BOOKIE_DIRS = typer.Option(
     metavar="DIR",
     help="A bookie's data directory (its ledger dir, or the folder holding ledgers/ and "
     "journal/); repeat for several. Default: $LEDGERCTL_BOOKIE_DIRS or bookie_dirs in "
-    "./ledgerctl.toml.",
+    "the nearest ledgerctl.toml.",
 )
 PASSWORD_ENV = typer.Option(
     None,
@@ -378,7 +378,7 @@ BOOKKEEPER_METADATA_URL = typer.Option(
     "bookkeeperMetadataServiceUri puts it outside /ledgers of the metadata store: "
     "zk+hierarchical://host:2181/path/ledgers or zk:host:2181/path/ledgers. Default: "
     "--broker-conf's bookkeeperMetadataServiceUri, $LEDGERCTL_BOOKKEEPER_METADATA_URL, "
-    "bookkeeper_metadata_url in ./ledgerctl.toml, else /ledgers of the metadata store.",
+    "bookkeeper_metadata_url in the nearest ledgerctl.toml, else /ledgers of the metadata store.",
 )
 BROKER_CONF = typer.Option(
     None,
@@ -386,7 +386,7 @@ BROKER_CONF = typer.Option(
     metavar="FILE",
     help="A broker's broker.conf: its metadataStoreUrl and bookkeeperMetadataServiceUri "
     "serve as --metadata-url and --bookkeeper-metadata-url when those are not given. "
-    "Default: $LEDGERCTL_BROKER_CONF or broker_conf in ./ledgerctl.toml.",
+    "Default: $LEDGERCTL_BROKER_CONF or broker_conf in the nearest ledgerctl.toml.",
 )
 
 _METADATA_FLAGS: dict[str, tuple[Any, Any]] = {
@@ -430,3 +430,97 @@ def metadata_options(command: F) -> F:
     if "return" in hints:
         wrapper.__annotations__["return"] = hints["return"]
     return wrapper  # type: ignore[return-value]
+
+
+# -- how new ledgers are written (pulsarctl_py.writesettings) -------------------------------
+#
+# The verbs that write ledgers (compact --apply, migrate) take the cluster's settings from
+# --broker-conf; these flags override single values. The managed-ledger password is a
+# secret: from $LEDGERCTL_MANAGED_LEDGER_PASSWORD or a file, never a flag's value.
+
+ENSEMBLE_SIZE = typer.Option(
+    None,
+    "--ensemble-size",
+    metavar="N",
+    help="Bookies per new ledger. Default: managedLedgerDefaultEnsembleSize of "
+    "--broker-conf, else Pulsar's default (2). One stopped bookie (--bookie-dir) holds a "
+    "ledger alone: 1.",
+)
+WRITE_QUORUM = typer.Option(
+    None,
+    "--write-quorum",
+    metavar="N",
+    help="Copies of each entry. Default: managedLedgerDefaultWriteQuorum of --broker-conf, else 2.",
+)
+ACK_QUORUM = typer.Option(
+    None,
+    "--ack-quorum",
+    metavar="N",
+    help="Copies acknowledged before an entry counts as written. Default: "
+    "managedLedgerDefaultAckQuorum of --broker-conf, else 2.",
+)
+DIGEST_TYPE = typer.Option(
+    None,
+    "--digest-type",
+    metavar="crc32c|crc32|mac|dummy",
+    help="Digest of new data ledgers. Default: managedLedgerDigestType of --broker-conf, "
+    "else crc32c.",
+)
+ML_PASSWORD_FILE = typer.Option(
+    None,
+    "--managed-ledger-password-file",
+    metavar="FILE",
+    help="File holding the managed-ledger password new data ledgers get (the broker's "
+    "managedLedgerPassword). Default: $LEDGERCTL_MANAGED_LEDGER_PASSWORD, else "
+    "--broker-conf's, else none.",
+)
+FORCE_OWNED = typer.Option(
+    False,
+    "--force-owned",
+    help="Write the topic's metadata even while a live broker owns its namespace bundle "
+    "(the broker may overwrite the change; unload the bundle instead).",
+)
+
+
+@dataclass(frozen=True)
+class WriteFlags:
+    """The write-settings flags as given (None: not given) and --force-owned."""
+
+    ensemble_size: int | None = None
+    write_quorum: int | None = None
+    ack_quorum: int | None = None
+    digest_type: str | None = None
+    managed_ledger_password_file: Path | None = None
+    force_owned: bool = False
+
+    def settings(self) -> Any:
+        """The settings: these flags, then the broker configuration, then the defaults."""
+        from pulsarctl_py.writesettings import resolve_write_settings
+
+        return resolve_write_settings(
+            ensemble=self.ensemble_size,
+            write_quorum=self.write_quorum,
+            ack_quorum=self.ack_quorum,
+            digest=self.digest_type,
+            password_file=self.managed_ledger_password_file,
+        )
+
+
+_QUORUM_FLAGS: dict[str, tuple[Any, Any]] = {
+    "ensemble_size": (int, ENSEMBLE_SIZE),
+    "write_quorum": (int, WRITE_QUORUM),
+    "ack_quorum": (int, ACK_QUORUM),
+}
+_DATA_FLAGS: dict[str, tuple[Any, Any]] = {
+    "digest_type": (str, DIGEST_TYPE),
+    "managed_ledger_password_file": (Path, ML_PASSWORD_FILE),
+}
+
+#: compacted ledgers: the quorums (their digest and password are the compactor's own)
+compacted_write_flags = option_set(
+    "write", WriteFlags, {**_QUORUM_FLAGS, "force_owned": (bool, FORCE_OWNED)}
+)
+#: data ledgers: quorums, digest and password
+data_write_flags = option_set(
+    "write", WriteFlags, {**_QUORUM_FLAGS, **_DATA_FLAGS, "force_owned": (bool, FORCE_OWNED)}
+)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
@@ -61,6 +62,14 @@ FORCE = typer.Option(
     "replaced.",
 )
 
+YES = typer.Option(
+    False,
+    "--yes",
+    "-y",
+    help="Write without asking. On a terminal ledgerctl shows the plan and asks before it "
+    "writes; scripts (no terminal) are never asked.",
+)
+
 #: apply and undo: the store of a saved plan
 PLAN_STORE = typer.Option(
     None,
@@ -80,6 +89,7 @@ class PlanFlags:
     apply: bool = False
     output: PlanOutput = PlanOutput.auto
     force: bool = False
+    yes: bool = False
 
     @property
     def given(self) -> bool:
@@ -126,7 +136,9 @@ class PlanFlags:
         is the --plan output when the caller prepared it already."""
         if out is None:
             out = self.plan_output()
-        return run_repair(self.metadata_url, self.bookie_dirs, out, self.apply, self.output, build)
+        return run_repair(
+            self.metadata_url, self.bookie_dirs, out, self.apply, self.output, build, yes=self.yes
+        )
 
 
 #: --metadata-url, --bookie-dir, --plan, --apply, -o: the command receives ``flags``
@@ -140,6 +152,7 @@ _plan_flags = options.option_set(
         "apply": (bool, APPLY),
         "output": (PlanOutput, OUTPUT),
         "force": (bool, FORCE),
+        "yes": (bool, YES),
     },
 )
 
@@ -223,7 +236,7 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
             text = escape(line)
             out.print(f"  [{colour}]{text}[/]" if colour else f"  {text}")
     for bc in js.get("bookie", []):
-        out.print(f"\n[bold]delete[/] {escape(bc['path'])} (bookie {bc['kind']})")
+        out.print(f"\n[bold]delete[/] {escape(bc['removes']['text'])}")
         for why in bc["why"]:
             out.print(f"  because: {escape(why)}")
         out.print(f"  [red]- {escape(bc['summary'])}[/]")
@@ -238,7 +251,12 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
             if u["messages"] is not None
             else ""
         )
-        + (f"; time range: {u['time_range'][0]} .. {u['time_range'][1]}" if u["time_range"] else "")
+        + (
+            f"; time range{_basis(u.get('time_range_basis') or [])}: {u['time_range'][0]} .. "
+            f"{u['time_range'][1]}"
+            if u["time_range"]
+            else ""
+        )
     )
     for c in u["cursors"]:
         moved = ", ".join(
@@ -252,12 +270,80 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
         )
 
 
-def print_outcome(outcome: Outcome) -> None:
+class NotConfirmed(Exception):
+    """The operator answered no (or nothing) at the prompt: nothing was written."""
+
+
+def store_text(plan: Plan, store: Any | None = None) -> str:
+    """The store a write goes to, for people: the metadata store's URL, where BookKeeper's
+    ledger metadata lives when the plan changes some, and the bookie directories whose
+    indexes it changes."""
+    url = plan.metadata_url if store is None else _absolute(store)
+    text = url
+    if any(c.kind == "ledger" for c in plan.changes) and plan.binding is not None:
+        text += f" (ledger metadata under {plan.binding.roots['ledgers']})"
+    dirs = sorted({bc.current for bc in plan.bookie})
+    if dirs:
+        text += f"; bookie directories {', '.join(dirs)}"
+    return text
+
+
+def _absolute(store: Any) -> str:
+    from pulsarctl_py.repair.binding import absolute_url
+
+    try:
+        return absolute_url(store.url)
+    except Exception:  # a URL that does not parse back is shown as the store gives it
+        return str(store.url)
+
+
+def confirm(action: str, plan: Plan, yes: bool) -> None:
+    """Ask before a write when a person is there to answer (stdin and stderr are
+    terminals) and ``--yes`` was not given; anything but y/yes is no
+    (:class:`NotConfirmed`, exit 1, nothing written)."""
+    import sys
+
+    if yes or not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    keys = len(plan.changes)
+    what = f"{keys} key{'s' if keys != 1 else ''}"
+    if plan.bookie:
+        what += (
+            f" and {len(plan.bookie)} bookie index entr{'ies' if len(plan.bookie) != 1 else 'y'}"
+        )
+    err = render.stderr_console()
+    # "[y/N]" escaped: Rich would take it for a markup tag and print nothing
+    err.print(f"{action} {what} in {escape(store_text(plan))}? {escape('[y/N]')} ", end="")
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise NotConfirmed(f"{action.lower()} not confirmed: nothing written")
+
+
+def _basis(basis: list[str]) -> str:
+    """What a plan's time range was taken from, for people."""
+    texts = {
+        "data": "of the data",
+        "close times": "bounds from the ledgers' close times, the data unread",
+    }
+    said = [texts.get(b, b) for b in basis]
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def print_outcome(outcome: Outcome, plan: Plan | None = None, store: Any | None = None) -> None:
     from rich.markup import escape
 
     from pulsarctl_py import render
 
     err = render.stderr_console()
+    if plan is not None:
+        err.print(f"store: {escape(store_text(plan, store))}")
     if outcome.note in ("already applied", "already undone", "nothing to restore"):
         what = {
             "already applied": "already applied: every change holds the planned value; "
@@ -295,9 +381,11 @@ def run_repair(
     apply: bool,
     output: PlanOutput,
     build: Callable[[Draft, LedgerSource], Any],
+    *,
+    yes: bool = False,
 ) -> Plan:
     """Draft a repair on the stores, print its plan, save it to ``out`` (prepared before
-    the work), apply it when asked."""
+    the work), apply it when asked (after a confirmation on a terminal, unless ``yes``)."""
     from rich.markup import escape
 
     from pulsarctl_py import render
@@ -324,9 +412,22 @@ def run_repair(
             render.stderr_console().print(f"plan {escape(where)}")
     if apply and not plan.empty:
         assert out is not None and not out.stream
+        _confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with _open_writable(plan.metadata_url) as store:
-            print_outcome(apply_plan(out.path, store))
+            _not_owned(store, plan.topics, False)
+            print_outcome(apply_plan(out.path, store), plan, store)
     return plan
+
+
+def _confirmed(action: str, plan: Plan, yes: bool, again: str) -> None:
+    """:func:`confirm`, as a one-line error (exit 1) when the answer is no; ``again`` is
+    the command that does it later."""
+    from pulsarctl_py.errors import DataError
+
+    try:
+        confirm(action, plan, yes)
+    except NotConfirmed as exc:
+        raise DataError(f"{exc} (later: {again})") from None
 
 
 @repair_app.callback()
@@ -337,8 +438,8 @@ def repair_root(
         None,
         "--from-verify",
         metavar="FILE",
-        help="Plan the repairs for the findings in FILE, the output of `verify -o json` "
-        "('-' reads stdin).",
+        help="Plan the repairs for the findings in FILE, the output of `verify -o json` or "
+        "`verify -o jsonl` ('-' reads stdin).",
     ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
@@ -363,14 +464,12 @@ def repair_root(
             ctx.fail(f"give a repair ({commands}) or --from-verify FILE")
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
-    from pulsarctl_py.documents import load_document
     from pulsarctl_py.repair.repairs import from_verify as plan_from_verify
+    from pulsarctl_py.repair.repairs import load_verify_report
 
     out = flags.plan_output()
     try:
-        report = load_document(
-            from_verify, "verify report", stdin=True, hint=" (use verify -o json)"
-        )
+        report = load_verify_report(from_verify)
     except BaseException:
         if out is not None:
             out.discard()
@@ -389,24 +488,45 @@ def repair_root(
 @plan_options
 def missing_ledgers(
     topic: str = typer.Argument(
-        ..., metavar="TOPIC", help="The topic (any spelling verify takes)."
+        ...,
+        metavar="TOPIC",
+        autocompletion=complete_topic,
+        help="The topic (any spelling verify takes).",
     ),
+    recreate: bool = typer.Option(
+        False,
+        "--recreate",
+        help="Recreate the metadata of ledgers without it from the entries the bookies "
+        "still hold, instead of dropping them.",
+    ),
+    password_env: str = options.PASSWORD_ENV,
+    password_file: Path = options.PASSWORD_FILE,
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Drop from the topic's ledger list the ledgers with no BookKeeper metadata (and, with
     --bookie-dir, closed ledgers with no entries in storage); cursors inside them move to
-    the next ledger's start. The plan lists the entries, bytes and time range lost."""
+    the next ledger's start. The plan lists the entries, bytes and time range lost.
+
+    A ledger without metadata whose entries are still on the bookies (the --bookie-dir
+    directories of stopped bookies, or the running bookies) is named in a warning; with
+    --recreate its metadata is recreated from them instead (ensemble from the bookies
+    holding it, last entry and length from the data, the digest type that verifies, the
+    password whose master key is the bookie's), read back through it before the plan is
+    made, and it stays in the topic."""
     from pulsarctl_py.repair import repairs
 
+    secret = options.password(password_env, password_file)
     flags.run(
-        lambda d, s: repairs.missing_ledgers(d, topic, s),
+        lambda d, s: repairs.missing_ledgers(d, topic, s, recreate=recreate, password=secret),
     )
 
 
 @repair_app.command("cursor")
 @plan_options
 def cursor(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     subscription: str = typer.Argument(..., metavar="SUB", help="The subscription (cursor)."),
     to: str = typer.Option(
         None,
@@ -462,7 +582,9 @@ def cursor(
 @repair_app.command("clamp-cursors")
 @plan_options
 def clamp_cursors(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """Move cursors that are past their ledger's last entry back to it, and cursors in a
@@ -477,7 +599,9 @@ def clamp_cursors(
 @repair_app.command("compaction")
 @plan_options
 def compaction(
-    topic: str = typer.Argument(..., metavar="TOPIC", help="The topic."),
+    topic: str = typer.Argument(
+        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+    ),
     clear: bool = typer.Option(
         False,
         "--clear",
@@ -506,6 +630,31 @@ def compaction(
         if clear
         else (lambda d, s: repairs.point_compaction(d, topic, to, s)),
     )
+
+
+@repair_app.command("ledger-meta")
+@plan_options
+def ledger_meta(
+    ledger: str = typer.Argument(..., metavar="LEDGER", help="Ledger id."),
+    restore: Path = typer.Option(
+        ...,
+        "--restore",
+        metavar="FILE",
+        help="The metadata to put back: a file `ledger meta --dump` (or bookkeeper shell "
+        "ledgermetadata -dumptofile) wrote.",
+    ),
+    flags: PlanFlags = PlanFlags(),
+) -> None:
+    """Put a ledger's metadata back from a dump, byte for byte, as a plan (like bookkeeper
+    shell ledgermetadata -restorefromfile, reviewed and undoable): the file must parse as
+    ledger metadata; the ledger's znode is replaced, or created where BookKeeper's layout
+    puts it when the ledger has none. A dump that would make a closed ledger shorter (or
+    open again) is named in a warning."""
+    from pulsarctl_py.positions import parse_ledger_id
+    from pulsarctl_py.repair import repairs
+
+    ledger_id = parse_ledger_id(ledger)
+    flags.run(lambda d, s: repairs.restore_ledger_metadata(d, ledger_id, restore))
 
 
 @repair_app.command("shadow")
@@ -599,35 +748,75 @@ def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
     metadata_url: str = PLAN_STORE,
     output: PlanOutput = OUTPUT,
+    yes: bool = YES,
+    force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
     (compare-and-set), else nothing is written (exit 1). The old values are written to
-    FILE.backup.json first; `ledgerctl undo FILE` restores them."""
+    FILE.backup.json first; `ledgerctl undo FILE` restores them. On a terminal the plan is
+    shown and the write asked for (--yes: without asking); the store written is printed.
+    Refused while a live broker owns one of the plan's topics (--force-owned overrides)."""
     from pulsarctl_py.repair.plan import Plan, apply_plan
 
     plan = Plan.load(plan_file)
     print_plan(plan, output)
-    if plan.empty:
+    if plan.empty and not plan.written:
         return
+    _confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with _open_writable(metadata_url or plan.metadata_url) as store:
-        print_outcome(apply_plan(plan_file, store))
+        _not_owned(store, plan.topics, force_owned)
+        print_outcome(apply_plan(plan_file, store), plan, store)
+
+
+def _not_owned(store: Any, topics: list[str], force: bool) -> None:
+    """Refuse to write the metadata of topics a live broker owns (pulsarctl_py.ownership)."""
+    from pulsarctl_py.ownership import check_not_owned
+
+    for w in check_not_owned(store, topics, force=force):
+        _warn(w)
 
 
 @options.metadata_options
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
     metadata_url: str = PLAN_STORE,
+    yes: bool = YES,
+    force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys
-    already at their old value are left; a key changed since aborts with nothing written."""
-    from pulsarctl_py.repair.plan import Plan, undo_plan
+    already at their old value are left; a key changed since aborts with nothing written.
+    On a terminal the restore is asked for (--yes: without asking); the store written is
+    printed. Ledgers the command wrote before its plan (compact, migrate) are deleted, also
+    when the command stopped before the plan was complete. Refused while a live broker owns
+    one of the plan's topics (--force-owned overrides)."""
+    from pulsarctl_py.repair.plan import UNLOAD_WARNING, Plan, undo_plan
 
     plan = Plan.load(plan_file)
-    for w in plan.warnings[:1]:
-        _warn(w)
+    if plan.topics and UNLOAD_WARNING in plan.warnings:
+        # the one warning that holds for the undo as well; the others were the apply's
+        _warn(
+            "the topics this plan changed must be unloaded before the undo too (no broker "
+            f"may own them): {', '.join(plan.topics)}"
+        )
+    if not plan.empty or plan.written:
+        _confirmed("Undo: restore", plan, yes, f"ledgerctl undo {plan_file}")
     with _open_writable(metadata_url or plan.metadata_url) as store:
-        print_outcome(undo_plan(plan_file, store))
+        if plan.changes:
+            _not_owned(store, plan.topics, force_owned)
+        outcome = undo_plan(plan_file, store)
+        print_outcome(outcome, plan, store)
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for done in outcome.written:
+        if "ledger_id" in done:
+            err.print(f"ledger {done['ledger_id']} the plan wrote: {escape(done['action'])}")
+        elif done.get("action") == "left":
+            err.print(f"[yellow]warning:[/] {escape(done['key'])}: {escape(done['reason'])}")
+    ours = {w.ledger_id for w in plan.written}
     written = [
         ledger
         for r in plan.repairs
@@ -637,12 +826,10 @@ def undo(
                 (r.get("migration") or {}).get("written_ledger"),
             ]
         )
-        if isinstance(ledger, int)
+        if isinstance(ledger, int) and ledger not in ours
     ]
     if written:
-        from pulsarctl_py import render
-
-        render.stderr_console().print(
+        err.print(
             f"ledgers the migration wrote stay, referenced by nothing: "
             f"{', '.join(map(str, sorted(written)))} (`ledgerctl orphans --delete` removes them)"
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
@@ -30,7 +31,12 @@ OUTPUT = typer.Option(
     help="table or tree for people, json or jsonl for machines; auto is a table (list) or "
     "tree (show) on a terminal and json when piped.",
 )
-TOPIC = typer.Argument(..., metavar="TOPIC", help="The topic (a partition: its topic's schemas).")
+TOPIC = typer.Argument(
+    ...,
+    metavar="TOPIC",
+    autocompletion=complete_topic,
+    help="The topic (a partition: its topic's schemas).",
+)
 
 
 def _read(

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from pulsarctl_py.commands import engine_options as eo
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
@@ -37,7 +38,9 @@ class Era(enum.StrEnum):
 @bookie_flags
 @metadata_options
 def seek(
-    topic: str = typer.Argument(None, metavar="TOPIC", help="The topic to search."),
+    topic: str = typer.Argument(
+        None, metavar="TOPIC", autocompletion=complete_topic, help="The topic to search."
+    ),
     ledger: int = typer.Option(
         None, "--ledger", metavar="L", help="Search this one ledger instead of a topic."
     ),
@@ -45,8 +48,9 @@ def seek(
         None,
         "--time",
         metavar="T",
-        help="Target time: ISO-8601 (no zone = UTC), epoch ms, or a duration before now "
-        "(100m, 3h, 2d, 1w).",
+        help="Target time: ISO-8601 (no zone = UTC), epoch ms, a duration before now "
+        "(100m, 3h, 2d, 1w), earliest (the first entry, as a reset to MessageId.earliest) or "
+        "latest (after the last entry, as MessageId.latest).",
     ),
     index: int = typer.Option(
         None,
@@ -131,10 +135,17 @@ def seek(
     if (topic is None) == (ledger is None):
         raise LedgerctlError("give a TOPIC or --ledger L (one of them)")
     pos = parse_position(position) if position is not None else None
+    named = _named_time(time)
+    if named == "latest" and rule is Rule.kop:
+        # KoP answers Kafka's LATEST_TIMESTAMP with the log end offset, not by a search by
+        # time; its search past the last entry answers differently
+        raise LedgerctlError("--time latest applies to --rule broker and compacted, not kop")
     request = SeekRequest(
         topic=topic,
         ledger_id=ledger,
-        time_ms=parse_time_ms(time) if time is not None else None,
+        time_ms=(NAMED_TIMES[named] if named else parse_time_ms(time))
+        if time is not None
+        else None,
         index=index,
         legacy_offset=legacy_offset,
         position=None if pos is None else (pos.ledger_id, pos.entry_id, pos.batch_index),
@@ -160,6 +171,12 @@ def seek(
         live=bookie.client(),
     ) as source:
         from pulsarctl_py.engines.select import listed_entries
+        from pulsarctl_py.topics import partitions_of
+
+        partitions = partitions_of(source.metadata, topic) if topic is not None else []
+        if partitions:
+            _seek_partitions(source, request, partitions, output, explain, named)
+            return
 
         scan = eo.scan_reads(
             chosen if exact else eo.EngineChoice.local,
@@ -176,18 +193,71 @@ def seek(
         )
         with scan as reads:
             result = run_seek(source, request, reads)
-    _show(result, output, explain)
+    _show(result, output, explain, named)
     if not result.answered:
         raise typer.Exit(1)
 
 
-def _show(result, output: OutputFormat, explain: bool) -> None:
+def _seek_partitions(
+    source, request, partitions: list[str], output: OutputFormat, explain: bool, named
+) -> None:
+    """A partitioned topic by its base name: the same question to every partition, one
+    answer each, in partition order (a subscription of a partitioned topic is reset per
+    partition too). Exit 1 when some partition's answer cannot be given."""
+    import dataclasses
+
+    from pulsarctl_py import render
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.seek import seek as run_seek
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    if request.kind() == "position" or request.exact:
+        raise LedgerctlError(
+            f"{resolve_topic(request.topic).full_name} is a partitioned topic: --position and "
+            f"--exact need one of its partitions ({', '.join(partitions[:3])}"
+            + (", ...)" if len(partitions) > 3 else ")")
+        )
+    results = [run_seek(source, dataclasses.replace(request, topic=p)) for p in partitions]
+    fmt = render.resolve(output, OutputFormat.TABLE)
+    docs = []
+    for result in results:
+        doc = result.to_json(explain)
+        if named is not None:
+            doc["target"]["value"] = named
+        docs.append(doc)
+    if fmt is OutputFormat.JSON:
+        render.write_json({"topic": resolve_topic(request.topic).full_name, "partitions": docs})
+    elif fmt is OutputFormat.JSONL:
+        render.write_jsonl(docs)
+    else:
+        for result in results:
+            _show(result, output, explain, named)
+    if not all(r.answered for r in results):
+        raise typer.Exit(1)
+
+
+#: --time earliest|latest as times every rule answers the way a reset to
+#: MessageId.earliest / MessageId.latest does: the first entry (every entry is at or after
+#: time 0), after the last entry (no entry is at or after the largest Java long)
+NAMED_TIMES = {"earliest": 0, "latest": 2**63 - 1}
+
+
+def _named_time(time: str | None) -> str | None:
+    if time is None:
+        return None
+    word = time.strip().lower()
+    return word if word in NAMED_TIMES else None
+
+
+def _show(result, output: OutputFormat, explain: bool, named: str | None = None) -> None:
     import json
 
     from pulsarctl_py import render
 
     fmt = render.resolve(output, OutputFormat.TABLE)
     data = result.to_json(explain)
+    if named is not None:
+        data["target"]["value"] = named
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
         render.write_document(data, fmt)
         return

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import (
     BOOKIE,
     BOOKIE_DIRS,
@@ -149,6 +150,7 @@ def info_command(
     topic: str = typer.Argument(
         ...,
         metavar="TOPIC",
+        autocompletion=complete_topic,
         help="persistent://tenant/ns/topic, tenant/ns/topic, or a short name in public/default.",
     ),
     metadata_url: str = METADATA_URL,

@@ -13,6 +13,7 @@ import typer
 
 from pulsarctl_py.commands import engine_options as eo
 from pulsarctl_py.commands import options
+from pulsarctl_py.commands.completion import complete_topic
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -36,6 +37,7 @@ def verify(
     topic: str = typer.Argument(
         None,
         metavar="TOPIC",
+        autocompletion=complete_topic,
         help="The topic to verify: persistent://tenant/ns/topic, tenant/ns/topic, a short "
         "name (public/default), or a managed-ledger name. A partitioned topic stands for "
         "its partitions.",

@@ -4,9 +4,12 @@ Both protocol versions frame every packet as ``[u32 frameLen][frame]`` (the leng
 excludes itself). v3 frames are ``Request``/``Response`` protobufs; v2 frames start with
 the packet header int ``(version << 24) | (opcode << 16) | flags``.
 
-Only what a reader needs is built here: READ_ENTRY and READ_LAC requests, and
-START_TLS for v3. No function can set FENCE_LEDGER / DO_FENCING or RECOVERY_ADD: a
-read from ledgerctl never fences a ledger. v2 has no READ_LAC request a bookie decodes
+What a reader needs is built here: READ_ENTRY and READ_LAC requests, and START_TLS for
+v3; and what a writer of NEW ledgers needs: the v3 ADD_ENTRY of a ledger's creator
+(``BookieClient.addEntry`` as ``PendingAddOp`` sends it: the master key and the
+digest-packed entry). No function can set FENCE_LEDGER / DO_FENCING or RECOVERY_ADD: a
+read from ledgerctl never fences a ledger, and an add never recovers someone else's.
+v2 has no READ_LAC request a bookie decodes
 (``BookieProtoEncoding.RequestEnDeCoderPreV3`` knows ADDENTRY, READENTRY, AUTH and
 BATCH_READ_ENTRY only); reading entry -1 (``BookieProtocol.LAST_ADD_CONFIRMED``) returns
 the last entry the bookie holds, whose header carries the writer's LAC.
@@ -28,6 +31,7 @@ MAX_FRAME = 64 * 1024 * 1024
 # v3 (protobuf) ------------------------------------------------------------------------
 VERSION_THREE = 3
 OP_READ_ENTRY = 1
+OP_ADD_ENTRY = 2
 OP_READ_LAC = 7
 OP_START_TLS = 9
 
@@ -84,7 +88,7 @@ class ReadReply:
     READ_LAC it is the last stored entry and ``lac_body`` the explicit-LAC packet.
     """
 
-    op: str  # "read" or "lac" or "tls"
+    op: str  # "read", "add", "lac" or "tls"
     key: object
     status: str
     ledger_id: int
@@ -172,6 +176,53 @@ def v3_read_request_pb(txn_id: int, ledger_id: int, entry_id: int) -> bytes:
     return frame(req.SerializeToString())
 
 
+#: Request.addRequest (field 101, length-delimited): 0xAA 0x06
+_ADD_TAG = _varint((101 << 3) | 2)
+#: field 1 (header), its length, version 3, operation ADD_ENTRY, the txnId tag
+_ADD_HEADER_TAGS = [b"\x0a" + bytes((5 + i,)) + b"\x08\x03\x10\x02\x18" for i in range(11)]
+
+
+def v3_add_request(
+    txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes | memoryview
+) -> bytes:
+    """A framed v3 ADD_ENTRY of a new entry: no flag (never RECOVERY_ADD), no write flags.
+
+    ``body`` is the digest-packed entry (header, digest, payload) and ``master_key`` the
+    ledger's SHA-1("ledger" + password), as BookKeeper's ``PerChannelBookieClient`` sends
+    an add for ``PendingAddOp``. Encoded by hand, fields in the order protobuf writes them
+    (the tests compare it with :func:`v3_add_request_pb`): one frame per entry and bookie.
+    """
+    txn = _varint(txn_id)
+    add = b"".join(
+        (
+            b"\x08",
+            _varint(ledger_id),
+            b"\x10",
+            _varint(entry_id),
+            b"\x1a",
+            _varint(len(master_key)),
+            master_key,
+            b"\x22",
+            _varint(len(body)),
+        )
+    )
+    size = len(add) + len(body)
+    head = b"".join((_ADD_HEADER_TAGS[len(txn)], txn, _ADD_TAG, _varint(size), add))
+    return b"".join((FRAME_LEN.pack(len(head) + len(body)), head, body))
+
+
+def v3_add_request_pb(
+    txn_id: int, ledger_id: int, entry_id: int, master_key: bytes, body: bytes
+) -> bytes:
+    """The same frame built with the generated protobuf module (for the tests)."""
+    req = _v3_request(txn_id, OP_ADD_ENTRY)
+    req.addRequest.ledgerId = ledger_id
+    req.addRequest.entryId = entry_id
+    req.addRequest.masterKey = master_key
+    req.addRequest.body = bytes(body)
+    return frame(req.SerializeToString())
+
+
 def v3_read_lac_request(txn_id: int, ledger_id: int) -> bytes:
     req = _v3_request(txn_id, OP_READ_LAC)
     req.readLacRequest.ledgerId = ledger_id
@@ -226,6 +277,9 @@ def parse_v3_response(payload: bytes) -> ReadReply:
             None,
             r.maxLAC if r.HasField("maxLAC") else None,
         )
+    if op == OP_ADD_ENTRY and resp.HasField("addResponse"):
+        r = resp.addResponse
+        return ReadReply("add", txn, status_name(r.status), r.ledgerId, r.entryId)
     if op == OP_READ_LAC and resp.HasField("readLacResponse"):
         r = resp.readLacResponse
         return ReadReply(
@@ -237,7 +291,12 @@ def parse_v3_response(payload: bytes) -> ReadReply:
             r.lastEntryBody if r.HasField("lastEntryBody") else None,
             r.lacBody if r.HasField("lacBody") else None,
         )
-    kind = {OP_READ_ENTRY: "read", OP_READ_LAC: "lac", OP_START_TLS: "tls"}.get(op, f"op{op}")
+    kind = {
+        OP_READ_ENTRY: "read",
+        OP_ADD_ENTRY: "add",
+        OP_READ_LAC: "lac",
+        OP_START_TLS: "tls",
+    }.get(op, f"op{op}")
     return ReadReply(kind, txn, status_name(resp.status), -1, -1)
 
 
@@ -290,6 +349,11 @@ def parse_request(payload: bytes) -> ParsedRequest:
             return ParsedRequest("lac", txn, req.readLacRequest.ledgerId, -1, False, False)
         if op == OP_START_TLS:
             return ParsedRequest("tls", txn, -1, -1, False, False)
+        if op == OP_ADD_ENTRY:
+            r = req.addRequest
+            # ``fence`` carries RECOVERY_ADD for an add: what a writer must never send
+            recovery = r.HasField("flag") and r.flag == 1
+            return ParsedRequest("add", txn, r.ledgerId, r.entryId, recovery, False)
         return ParsedRequest("other", txn, -1, -1, False, False)
     header, ledger_id, entry_id = V2_READ_REQ.unpack_from(payload, 0)
     opcode = (header >> 16) & 0xFF
@@ -348,6 +412,35 @@ def v3_read_lac_response(
         r.lacBody = lac_body
     if last_entry is not None:
         r.lastEntryBody = last_entry
+    return frame(resp.SerializeToString())
+
+
+@dataclass(frozen=True, slots=True)
+class AddRequest:
+    """A v3 ADD_ENTRY as a bookie reads it (for test bookies)."""
+
+    txn_id: int
+    ledger_id: int
+    entry_id: int
+    master_key: bytes
+    body: bytes
+    recovery: bool
+
+
+def parse_add_request(payload: bytes) -> AddRequest:
+    req = _pb().Request()
+    req.ParseFromString(payload)
+    r = req.addRequest
+    recovery = r.HasField("flag") and r.flag == 1
+    return AddRequest(req.header.txnId, r.ledgerId, r.entryId, r.masterKey, r.body, recovery)
+
+
+def v3_add_response(txn_id: int, status: str, ledger_id: int, entry_id: int) -> bytes:
+    resp = _v3_response(txn_id, OP_ADD_ENTRY, status)
+    r = resp.addResponse
+    r.status = resp.status
+    r.ledgerId = ledger_id
+    r.entryId = entry_id
     return frame(resp.SerializeToString())
 
 

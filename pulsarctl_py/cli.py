@@ -1,11 +1,12 @@
 """The ``ledgerctl`` command: one Typer app, one small module per verb in commands/.
 
 Exit codes: 0 ok, 1 findings in the data, 2 usage or bad input, 3 a store could not be
-reached or opened, 141 the output pipe was closed early. A usage error (pulsarctl_py.usage)
-and a LedgerctlError end as one line on stderr and their exit code; so does an OS error
-on a named file (exit 3 when the OS refuses it, 2 for a wrong path); anything else is a
-bug and keeps its traceback. Heavy libraries are imported only inside the commands that
-need them, so ``ledgerctl --help`` stays fast.
+reached or opened, 141 the output pipe was closed early, 130 interrupted (Ctrl-C: one line,
+"ledgerctl: interrupted"). A usage error (pulsarctl_py.usage) and a LedgerctlError end as
+one line on stderr and their exit code; so does an OS error on a named file (exit 3 when
+the OS refuses it, 2 for a wrong path); anything else is a bug and keeps its traceback.
+Heavy libraries are imported only inside the commands that need them, so ``ledgerctl
+--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pulsarctl_py import __version__
 from pulsarctl_py.commands import (
     bookie,
     compact,
+    config,
     decode,
     demo,
     export,
@@ -44,7 +46,7 @@ EXIT_CODES_HELP = (
     "Exit status: 0 ok; 1 findings in the data (a check failed, damaged data, a name that "
     "does not exist); 2 usage or bad input; 3 a store could not be reached, opened or read "
     "(permission denied included); 141 the output pipe was closed early "
-    "(ledgerctl ... | head)."
+    "(ledgerctl ... | head); 130 interrupted (Ctrl-C)."
 )
 
 app = typer.Typer(
@@ -80,10 +82,30 @@ def _max_message_size(value: str | None) -> str | None:
     return value
 
 
+def _no_color(value: bool) -> bool:
+    """--no-color: as NO_COLOR=1 for this run (https://no-color.org), which Rich's consoles
+    and the error line read."""
+    if value:
+        os.environ["NO_COLOR"] = "1"
+    return value
+
+
+def colour_enabled() -> bool:
+    """Colour on stderr: a terminal, and NO_COLOR unset or empty (--no-color sets it)."""
+    return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+
+
 @app.callback()
 def root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    no_color: bool = typer.Option(
+        False,
+        "--no-color",
+        callback=_no_color,
+        is_eager=True,
+        help="No colour in any output (also when NO_COLOR is set to a non-empty value).",
     ),
     max_message_size: str = typer.Option(
         None,
@@ -114,6 +136,7 @@ export.register(app)
 schema.register(app)
 repair.register(app)
 migrate.register(app)
+config.register(app)
 
 
 @functools.cache
@@ -152,7 +175,37 @@ def _reset_limits() -> None:
         limits.set_max_message_size(limits.DEFAULT_MAX_MESSAGE_SIZE)
 
 
+#: exit status after Ctrl-C, as a shell reports a process ended by SIGINT (128 + 2)
+EXIT_INTERRUPTED = 130
+
+
+class Interrupted(BaseException):
+    """Ctrl-C, raised by our SIGINT handler: a BaseException that is not
+    KeyboardInterrupt, so that Click does not turn it into "Aborted!" and exit 1."""
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    raise Interrupted()
+
+
 def _main(command: Any, argv: list[str] | None, exceptions: Any) -> int:
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        return _run_command(command, argv, exceptions)
+    except Interrupted:
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _run_command(command: Any, argv: list[str] | None, exceptions: Any) -> int:
     from pulsarctl_py import usage
 
     try:
@@ -232,10 +285,20 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 def _fail(message: str) -> None:
     message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
-    if sys.stderr.isatty():
+    if colour_enabled():
         sys.stderr.write(f"\x1b[31mledgerctl: error:\x1b[0m {message}\n")
     else:
         sys.stderr.write(f"ledgerctl: error: {message}\n")
+
+
+def _say(message: str) -> None:
+    """A one-line note on stderr that is not an error (Ctrl-C)."""
+    try:
+        # on a terminal, after the echoed ^C
+        sys.stderr.write(f"{chr(10) if sys.stderr.isatty() else ''}ledgerctl: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def run() -> None:

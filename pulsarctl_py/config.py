@@ -1,9 +1,13 @@
 """Where ledgers live when no flag says so: environment variables, then config files.
 
-``ledgerctl.toml`` in the working directory (or ``~/.config/ledgerctl/config.toml``)::
+The nearest ``ledgerctl.toml`` (the working directory's, else the closest directory above
+that has one), then ``~/.config/ledgerctl/config.toml``::
 
     metadata_url = "rocksdb://data/metadata"   # or "zk:zk1:2181,zk2:2181/pulsar"
-    bookie_dirs = ["data/bookkeeper"]         # relative to the config file's folder
+    bookie_dirs = ["data/bookkeeper"]
+
+Every relative path (a rocksdb:// directory, bookie_dirs, broker_conf) is relative to the
+config file's folder, and made absolute when read.
 
 Environment: ``LEDGERCTL_METADATA_URL``; ``LEDGERCTL_BOOKIE_DIRS`` (paths separated by
 ``os.pathsep``). Credentials never live here: see pulsarctl_py.secrets and the
@@ -57,5 +61,74 @@ def resolve_bookie_dirs(
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise LedgerctlError(f"{path}: {BOOKIE_DIRS_KEY} must be a list of paths")
-        return [(path.parent / v) if not os.path.isabs(v) else Path(v) for v in value]
+        # relative to the config file's folder, absolute (Spark executors run elsewhere)
+        folder = Path(os.path.abspath(path)).parent
+        return [Path(os.path.normpath(folder / os.path.expanduser(v))) for v in value]
     return []
+
+
+def bookie_dirs_source(
+    *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> tuple[list[Path], str | None]:
+    """:func:`resolve_bookie_dirs` without flags, and where the answer came from (the
+    variable's name, the config file's path; None when nothing sets them)."""
+    env = os.environ if env is None else env
+    dirs = resolve_bookie_dirs(None, env=env, cwd=cwd)
+    if env.get(ENV_BOOKIE_DIRS):
+        return dirs, ENV_BOOKIE_DIRS
+    for path in config_paths(env, cwd):
+        doc = _load(path)
+        if doc and BOOKIE_DIRS_KEY in doc:
+            return dirs, str(path)
+    return dirs, None
+
+
+def settings(*, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> list[dict]:
+    """Every setting a command takes when no flag gives it: its value and its source (the
+    variable, the config file, the broker configuration, or the default). Secrets show
+    only whether they are set."""
+    from pulsarctl_py.stores.metadata import url as urls
+
+    env = os.environ if env is None else env
+    rows: list[dict] = []
+
+    def add(name: str, value: object, source: str | None) -> None:
+        rows.append({"setting": name, "value": value, "source": source or "not set"})
+
+    files = config_paths(env, cwd)
+    add(
+        "config files",
+        [str(p) for p in files if p.is_file()],
+        "the nearest ledgerctl.toml up from the working directory, then the user's",
+    )
+    found = urls._setting(None, urls.ENV_BROKER_CONF, urls.CONFIG_KEY_BROKER_CONF, env, cwd, None)
+    add("broker_conf", found[0] if found else None, found[1] if found else None)
+    try:
+        url = urls.resolve_metadata_url(env=env, cwd=cwd)
+    except LedgerctlError as exc:
+        add("metadata_url", None, f"not set: {exc}")
+        url = None
+    if url is not None:
+        own = url.with_bookkeeper(None) if url.bookkeeper is not None else url
+        add("metadata_url", str(own), url.source)
+        bk = url.bookkeeper
+        if bk is not None:
+            add("bookkeeper_metadata_url", str(bk), bk.source)
+        else:
+            add("bookkeeper_metadata_url", f"{own} (/ledgers)", "default: the metadata store")
+    dirs, source = bookie_dirs_source(env=env, cwd=cwd)
+    add("bookie_dirs", [str(d) for d in dirs], source)
+    size = env.get("LEDGERCTL_MAX_MESSAGE_SIZE")
+    add(
+        "max_message_size",
+        size or "5MiB",
+        "LEDGERCTL_MAX_MESSAGE_SIZE" if size else "default: the broker's maxMessageSize",
+    )
+    for name in (urls.ENV_ZK_AUTH, urls.ENV_ZK_AUTH_FILE):
+        add(name, "set" if env.get(name) else None, name if env.get(name) else None)
+    add(
+        "NO_COLOR",
+        "set" if env.get("NO_COLOR") else None,
+        "NO_COLOR" if env.get("NO_COLOR") else None,
+    )
+    return rows

@@ -141,6 +141,13 @@ def topic_plan(
         raise LedgerctlError(f"topic {topic}: a metadata store is needed to find its ledgers")
     record = read_managed_ledger(source.metadata, topic, with_cursors=False)
     if record is None:
+        from pulsarctl_py.topics import partitions_of
+
+        partitions = partitions_of(source.metadata, topic)
+        if partitions:
+            return _partitioned_plan(
+                source, topic, partitions, metadata_url, bookie_dirs, split_entries, gaps
+            )
         from pulsarctl_py.topics import topic_hint
 
         raise NotFoundError(
@@ -166,6 +173,48 @@ def topic_plan(
         metadata_url=metadata_url,
         split_entries=split_entries,
         live=source.live_options,
+    )
+
+
+def _partitioned_plan(
+    source: Any,
+    topic: str,
+    partitions: Sequence[str],
+    metadata_url: str | None,
+    bookie_dirs: Sequence[str | os.PathLike[str]],
+    split_entries: int,
+    gaps: Gaps | None,
+) -> Any:
+    """A partitioned topic named by its base name: every partition's plan, one after the
+    other in partition order (each row's topic column names its partition)."""
+    import dataclasses
+
+    from pulsarctl_py.engines.base import ScanPlan
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    plans = [
+        topic_plan(
+            source,
+            p,
+            metadata_url=metadata_url,
+            bookie_dirs=bookie_dirs,
+            split_entries=split_entries,
+            gaps=gaps,
+        )
+        for p in partitions
+    ]
+    splits: list[Any] = []
+    for plan in plans:
+        splits.extend(
+            dataclasses.replace(s, ordinal=len(splits) + i) for i, s in enumerate(plan.splits)
+        )
+    return ScanPlan(
+        resolve_topic(topic).full_name,
+        tuple(splits),
+        sum(p.entries for p in plans),
+        sum(p.bytes for p in plans),
+        all(p.exact for p in plans),
+        tuple(n for p in plans for n in p.notes),
     )
 
 

@@ -285,6 +285,27 @@ def _check_in(position: Position, ids: list[int], what: str, request: InspectReq
     )
 
 
+def check_position_order(start: Position, end: Position, ids: list[int] | None) -> None:
+    """Refuse (exit 2) ``--from`` after ``--to``: positions compare in the order of the
+    topic's ledgers ``ids`` (a single ledger when None), then entry, then batch index."""
+
+    def key(p: Position) -> tuple[int, int, int]:
+        rank = ids.index(p.ledger_id) if ids is not None and p.ledger_id in ids else 0
+        return (rank, p.entry_id, -1 if p.batch_index is None else p.batch_index)
+
+    if ids is None and start.ledger_id != end.ledger_id:
+        return
+    low, high = key(start), key(end)
+    if start.batch_index is None or end.batch_index is None:
+        low, high = (*low[:2], 0), (*high[:2], 0)
+    if low > high:
+        raise LedgerctlError(
+            f"--from {start} comes after --to {end}"
+            + (" in the topic's ledger order" if ids is not None and len(ids) > 1 else "")
+            + ": the range holds nothing (swapped?)"
+        )
+
+
 def _plan(
     source: LedgerSource, request: InspectRequest, summary: Summary
 ) -> Iterator[tuple[LedgerView, int, int]]:
@@ -299,6 +320,8 @@ def _plan(
     if request.end is not None:
         _check_in(request.end, ids, "--to", request)
         hi = len(ids) - 1 - ids[::-1].index(request.end.ledger_id)
+    if request.start is not None and request.end is not None:
+        check_position_order(request.start, request.end, ids)
     chosen = ids[lo : hi + 1]
 
     def bounds(view: LedgerView, index: int) -> tuple[int, int]:
@@ -382,6 +405,7 @@ def inspect(
     left = request.limit
     if left is not None and left <= 0:
         return
+    _check_batch_indexes(source, request)
     for view, first, last in _plan(source, request, summary):
         ledger_id = view.ledger_id
         summary.ledgers.append(ledger_id)
@@ -441,6 +465,43 @@ def inspect(
 
     for finding in storage_findings(source):
         summary.problem(finding.check, finding.ledger_id, finding.message)
+
+
+def _check_batch_indexes(source: LedgerSource, request: InspectRequest) -> None:
+    """A position ``L:E:B`` whose batch index is past the messages of entry ``L:E`` names
+    no message: say so before any entry is shown, rather than answer "0 entries" (or
+    stop a range short). An entry that cannot be read is left to the scan to report."""
+    for at in (request.start, request.end):
+        if at is None or at.batch_index is None:
+            continue
+        try:
+            view = source.ledger(at.ledger_id)
+            found = list(
+                source.entries(
+                    view,
+                    at.entry_id,
+                    at.entry_id,
+                    depth=Depth.MESSAGES,
+                    verify=False,
+                    private_key=request.private_key,
+                    keep_going=True,
+                    max_uncompressed=request.max_uncompressed,
+                )
+            )
+        except LedgerctlError:
+            continue
+        entry = found[0] if len(found) == 1 else None
+        if entry is None or entry.unreadable is not None or entry.metadata is None:
+            continue
+        md = entry.metadata
+        if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1:
+            continue  # a chunk: its message is whole only at the last chunk
+        held = md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
+        if at.batch_index >= held:
+            raise NotFoundError(
+                f"no message {at}: entry {at.ledger_id}:{at.entry_id} holds {held} message"
+                + (f"s (batch indexes 0..{held - 1})" if held != 1 else " (batch index 0)")
+            )
 
 
 def read_entries(

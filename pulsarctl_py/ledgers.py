@@ -168,7 +168,7 @@ class LedgerSource:
         if need_bookie and not dirs and store is None:
             raise LedgerctlError(
                 "no bookie directory given: pass --bookie-dir, set LEDGERCTL_BOOKIE_DIRS, "
-                "or put bookie_dirs in ./ledgerctl.toml"
+                "or put bookie_dirs in the nearest ledgerctl.toml"
             )
         bookie: Any = None
         try:

@@ -1,9 +1,10 @@
 """Every file ledgerctl writes where the user names it, written one safe way.
 
 Plans (``--plan``), offset mappings (``--mapping`` and the default ``PLAN.mapping.jsonl``),
-plan backups (``PLAN.backup.json``), exports (``export --to``) and compacted views
-(``compact --export``) all go through :func:`prepare`, called before anything is
-computed, so that a bad path fails fast in one line. The rules:
+plan backups (``PLAN.backup.json``), exports (``export --to``), compacted views
+(``compact --export``) and ledger metadata dumps (``ledger meta --dump``) all go through
+:func:`prepare`, called before anything is computed, so that a bad path fails fast in one
+line. The rules:
 
 * a character device or a FIFO is only ever streamed into: opened for writing where it
   is, never replaced, renamed over or given a sibling file (``--plan /dev/null``
@@ -189,6 +190,16 @@ COMPACTED_VIEW = OutputKind(
     "compacted view",
     _either(jsonl_keys(COMPACTED_VIEW_KEYS), parquet_tagged("compacted-view")),
 )
+
+
+def _ledger_metadata(path: Path) -> bool:
+    head = _head(path)
+    return head is not None and head.startswith(b"BookieMetadataFormatVersion\t")
+
+
+#: ``ledger meta --dump``: a ledger's metadata as BookKeeper stores it (it holds the
+#: ledger's password: readable by its owner only)
+LEDGER_METADATA = OutputKind("ledger metadata dump", _ledger_metadata, private=True)
 
 
 # -- the output ----------------------------------------------------------------------------------

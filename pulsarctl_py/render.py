@@ -50,6 +50,15 @@ def resolve(
     return human if sys.stdout.isatty() else piped
 
 
+def _colour() -> dict[str, Any]:
+    """No colour and no style (bold, dim) at all when NO_COLOR is set and not empty
+    (https://no-color.org; ``ledgerctl --no-color`` sets it): Rich's own NO_COLOR support
+    drops colours but keeps bold and dim."""
+    import os
+
+    return {"color_system": None} if os.environ.get("NO_COLOR") else {}
+
+
 #: the styles ledgerctl's own messages use, as Rich markup tags; every other bracketed
 #: word in printed text is the data's own and shown as it is
 STYLE_WORDS = frozenset(
@@ -130,8 +139,10 @@ def _console_class() -> type[Console]:
 
 def make_console(**kwargs: Any) -> Console:
     """Every Console ledgerctl prints through: :class:`TextConsole` semantics, never
-    emoji codes, never highlighting."""
+    emoji codes, never highlighting, no colour or style under NO_COLOR."""
     kwargs.setdefault("highlight", False)
+    for key, value in _colour().items():
+        kwargs.setdefault(key, value)
     return _console_class()(emoji=False, **kwargs)
 
 

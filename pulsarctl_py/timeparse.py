@@ -84,3 +84,20 @@ def format_time_ms(ms: int | None) -> str | None:
     except (OverflowError, OSError, ValueError):
         return f"{ms} ms (out of range)"
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def check_time_range(
+    since_ms: int | None,
+    until_ms: int | None,
+    since_flag: str = "--since",
+    until_flag: str = "--until",
+) -> None:
+    """Refuse (exit 2) a time range that holds nothing: ``since`` at or after ``until``
+    (``since`` is inclusive, ``until`` exclusive). An empty answer would read as "no
+    entries in that time", which is not what was asked."""
+    if since_ms is None or until_ms is None or since_ms < until_ms:
+        return
+    raise LedgerctlError(
+        f"{since_flag} {format_time_ms(since_ms)} is not before {until_flag} "
+        f"{format_time_ms(until_ms)}: the range holds no time (swapped?)"
+    )

@@ -290,7 +290,7 @@ def _require_metadata(source: LedgerSource) -> Any:
     if source.metadata is None:
         raise LedgerctlError(
             "a metadata store is needed: pass --metadata-url, set LEDGERCTL_METADATA_URL, "
-            "or put metadata_url in ./ledgerctl.toml"
+            "or put metadata_url in the nearest ledgerctl.toml"
         )
     return source.metadata
 
@@ -326,6 +326,40 @@ def require_pulsar_data(store: Any) -> None:
     raise NotFoundError(
         f"no Pulsar data in {store.url}: none of {', '.join(PULSAR_ROOTS)} exists and "
         f"{holds} (wrong ZooKeeper chroot or metadata store?)"
+    )
+
+
+#: where Pulsar keeps its topics' metadata (a cluster with no topic yet has /admin)
+TOPIC_ROOTS = ("/managed-ledgers", "/admin")
+
+
+def require_topic_metadata(store: Any) -> None:
+    """Raise NotFoundError unless the store holds Pulsar's topic metadata.
+
+    A store holding only BookKeeper's metadata (its ``/ledgers``: the chroot of a
+    BookKeeper cluster, or the store a broker's ``bookkeeperMetadataServiceUri`` names)
+    answers "no topics" to every question about topics; that answer is the wrong place's.
+    """
+    require_pulsar_data(store)
+    if any(_present(store, path) for path in TOPIC_ROOTS):
+        return
+    raise NotFoundError(
+        f"no Pulsar topic metadata in {store.url}: neither {' nor '.join(TOPIC_ROOTS)} "
+        "exists, only BookKeeper's metadata (wrong ZooKeeper chroot, or the store "
+        "BookKeeper uses rather than the broker's metadataStoreUrl?)"
+    )
+
+
+def require_bookkeeper_metadata(store: Any) -> None:
+    """Raise NotFoundError unless BookKeeper's metadata root exists where the store says
+    it lives (an empty chroot would answer "no ledgers, no bookies")."""
+    place = store.bookkeeper()
+    if _present(place.store, place.root):
+        return
+    raise NotFoundError(
+        f"no BookKeeper metadata in {place.url}: no znode {place.root} (wrong ZooKeeper "
+        "chroot, or the cluster's ledgers root is elsewhere? give --bookkeeper-metadata-url "
+        "or --broker-conf)"
     )
 
 
@@ -566,6 +600,22 @@ def topic_hint(store: Any, topic: str | TopicName) -> str:
     return hint
 
 
+def partitions_of(store: Any, topic: str) -> list[str]:
+    """The partitions of ``topic`` (full names, in partition order) when it names a
+    partitioned topic by its base name and has no managed ledger of its own; else []."""
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, resolve_topic
+
+    name = resolve_topic(topic)
+    if name.partition_index >= 0 or store is None or store.get(name.ml_path) is not None:
+        return []
+    found = sorted(
+        (ref.topic.partition_index, ref.topic.full_name)
+        for ref in list_managed_ledgers(store)
+        if ref.topic.partitioned_topic == name and ref.topic.partition_index >= 0
+    )
+    return [full for _, full in found]
+
+
 def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
     from pulsarctl_py.stores.metadata import list_managed_ledgers
 
@@ -697,7 +747,7 @@ def iter_topics(
     from pulsarctl_py.stores.metadata.base import join
 
     store = _require_metadata(source)
-    require_pulsar_data(store)
+    require_topic_metadata(store)
     wanted = namespace.strip("/") if namespace else None
     if wanted is not None:
         _require_namespace(store, wanted)
@@ -904,27 +954,31 @@ def iter_ledger_rows(
     *,
     topic: str | None = None,
     kind: str | None = None,
+    bookie: str | None = None,
     advance: Advance = _noop,
 ) -> Iterator[LedgerRow]:
     """:func:`list_ledger_rows` one row at a time, in ledger id order (only the ids and
-    paths are held; each ledger's metadata is read when its row is made)."""
+    paths are held; each ledger's metadata is read when its row is made). ``bookie``: only
+    the ledgers with that bookie in one of their ensembles (``bookkeeper shell
+    listledgers -bookieid``); a bookie that is neither registered nor in any ledger's
+    ensemble is a NotFoundError."""
     from pulsarctl_py.stores.metadata import iter_ledgers, resolve_topic
 
     store = _require_metadata(source)
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
     require_pulsar_data(store)
-    bookkeeper = store.bookkeeper()
-    if not _present(bookkeeper.store, bookkeeper.root):
-        raise NotFoundError(
-            f"no BookKeeper ledgers in {bookkeeper.url}: no znode {bookkeeper.root} (wrong "
-            "ZooKeeper chroot, or the cluster's ledgers root is elsewhere? give "
-            "--bookkeeper-metadata-url or --broker-conf)"
-        )
+    require_bookkeeper_metadata(store)
     wanted = resolve_topic(topic).full_name if topic else None
     found = False
+    named = False  # some ledger's ensemble names ``bookie``
     for record in iter_ledgers(store):
         advance()
+        if bookie is not None:
+            md = record.metadata
+            if md is None or not any(bookie in b for b in md.ensembles.values()):
+                continue
+            named = True
         row = _ledger_row(source, record)
         if kind is not None and row.kind != kind:
             continue
@@ -934,6 +988,23 @@ def iter_ledger_rows(
         yield row
     if topic and not found:  # no ledger names it: is it a topic at all?
         _require_topic(source, resolve_topic(topic))
+    if bookie is not None and not named:
+        _require_bookie(store, bookie)
+
+
+def _require_bookie(store: Any, bookie: str) -> None:
+    """Raise NotFoundError unless ``bookie`` is a bookie BookKeeper knows (registered, or
+    with a cookie): a mistyped id must not read as "this bookie holds no ledger"."""
+    from pulsarctl_py.errors import NotFoundError
+    from pulsarctl_py.stores.live.registry import list_bookies
+
+    known = sorted(r.bookie_id for r in list_bookies(store))
+    if bookie in known:
+        return
+    raise NotFoundError(
+        f"no bookie {bookie} in any ledger's ensemble nor registered"
+        + (f" (bookies known: {', '.join(known)})" if known else " (no bookie is registered)")
+    )
 
 
 @dataclass(slots=True)

@@ -414,7 +414,8 @@ def test_commands_run_in_the_demo_need_no_flags(
     monkeypatch.delenv("LEDGERCTL_BOOKIE_DIRS", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(built.directory / "no-user-config"))
     monkeypatch.chdir(built.directory)
-    assert str(resolve_metadata_url()) == "rocksdb://metadata"
+    # relative to the config file, made absolute
+    assert str(resolve_metadata_url()) == f"rocksdb://{built.directory.resolve() / 'metadata'}"
     assert resolve_bookie_dirs() == [built.directory / "bookkeeper"]
     result = run(capsys, "inspect", "--topic", "batched", "-o", "json")
     assert result.code == 0, result.err

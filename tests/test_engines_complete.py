@@ -234,8 +234,11 @@ def test_compact_apply_refuses_damage_and_writes_nothing(capsys, tmp_path):
     res = run(capsys, "compact", PLAIN, "--apply", "-o", "json", *_flags(world))
     assert res.code == 1 and "refusing to copy a damaged entry" in res.err
     assert world.digest() == before
-    res = run(capsys, "compact", PLAIN, "--apply", "--accept-damage", "-o", "json", *_flags(world))
+    plan = tmp_path / "plan.json"  # not ./ledgerctl-plan-<time>.json in the working directory
+    res = run(capsys, "compact", PLAIN, "--apply", "--accept-damage", "--plan", plan, "-o", "json",
+              *_flags(world))  # fmt: skip
     assert res.code == 1, res.err
+    assert plan.exists()
     report = res.json()
     assert report["applied"] is True and report["damaged"][0]["position"] == "40:1"
 

@@ -80,18 +80,22 @@ def test_reading_commands_go_live_with_only_the_metadata_url(
     assert reads > 0  # the entries came from the bookie, not from a file
 
 
-def test_compact_reads_live_and_apply_needs_a_bookie_dir(
-    capsys: pytest.CaptureFixture[str], demo: Path, bookie: TestBookie
+def test_compact_reads_live_and_apply_writes_to_registered_bookies(
+    capsys: pytest.CaptureFixture[str], demo: Path, bookie: TestBookie, tmp_path: Path
 ) -> None:
     offline, live, reads = _both(capsys, demo, bookie, "compact", "tombstones", "-o", "json")
     assert (offline.code, live.code) == (0, 0), live.err
     got, want = live.json(), offline.json()
     got.pop("seconds"), want.pop("seconds")
     assert got == want and got["entries_in"] > 0 and reads >= got["entries_in"]
+    # without --bookie-dir, --apply writes to the registered, writable bookies: the demo's
+    # bookie is stopped (none registered), so there is nowhere to write, and nothing is
     refused = run(capsys, "compact", "tombstones", "--apply", "--metadata-url", _url(demo),
+                  "--plan", tmp_path / "p.json",
                   "--bookie-address", f"{BOOKIE_ID}={bookie.address}")  # fmt: skip
-    assert refused.code == 2 and "--bookie-dir" in refused.err
-    assert refused.err.count("\n") == 1
+    assert refused.code == 3 and "not enough writable bookies" in refused.err
+    assert refused.err.strip().splitlines()[-1].startswith("ledgerctl: error: ")
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_export_reads_live(

@@ -70,7 +70,17 @@ def _status(capsys, root: Path, generation: str = "pre-pip-429") -> dict:
 
 def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: Path) -> None:
     r = run(
-        capsys, "compact", TOPIC, "--apply", "--format", "pip-429", "-o", "json", *demo_flags(demo)
+        capsys,
+        "compact",
+        TOPIC,
+        "--apply",
+        "--plan",
+        tmp_path / "c.json",
+        "--format",
+        "pip-429",
+        "-o",
+        "json",
+        *demo_flags(demo),
     )
     assert r.code == 0, r.err
     first = r.json()["compacted_ledger"]
@@ -137,18 +147,25 @@ def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: P
     assert messages == kept
     assert all(md["fields"].get("compacted_batch_indexes") for _, md in batches)
 
-    # undo both: the cursor points to the first ledger again; the new ledgers are orphans
+    # undo both: the cursor points to the first ledger again; the new ledgers are deleted
+    # (their metadata and the files written into the stopped bookie), not left as orphans
     assert run(capsys, "undo", plan2).code == 0
     assert run(capsys, "undo", plan).code == 0
     assert _status(capsys, demo, "pip-429")["compacted_ledger"] == first
     r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *demo_flags(demo))
-    assert {second, third} <= {o["ledger_id"] for o in r.json()}
+    assert not {second, third} & {o["ledger_id"] for o in r.json()}
+    for gone in (second, third):
+        shown = run(capsys, "ledger", "meta", str(gone), "-o", "json", *demo_flags(demo))
+        assert shown.code != 0 or shown.json().get("metadata") is None
 
 
-def test_migrate_refuses_a_locked_bookie_and_a_topic_without_compaction(demo: Path, capsys) -> None:
+def test_migrate_refuses_a_locked_bookie_and_a_topic_without_compaction(
+    demo: Path, capsys, tmp_path: Path
+) -> None:
     r = run(capsys, "migrate", "compacted", TOPIC, "--format", "classic", *demo_flags(demo))
     assert r.code == 1 and "no compacted ledger" in r.err
-    assert run(capsys, "compact", TOPIC, "--apply", "-o", "json", *demo_flags(demo)).code == 0
+    plan = tmp_path / "c.json"
+    assert run(capsys, "compact", TOPIC, "--apply", "--plan", plan, *demo_flags(demo)).code == 0
     lock = next((demo / "bookkeeper").rglob("locations/LOCK"))
     with holding_lock(lock):
         before = _files(demo / "bookkeeper"), snapshot(f"rocksdb://{demo / 'metadata'}")

@@ -84,9 +84,13 @@ class CompactionReport:
     #: an incremental compaction with nothing dispatchable since the horizon
     nothing_new: bool = False
     notes: list[str] = field(default_factory=list)
+    #: what people must know before writing this compaction (pip-429: clients that crash)
+    warnings: list[str] = field(default_factory=list)
     to_delete: list[int] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    #: the plan that commits the written compacted ledger (--apply, --plan)
+    plan_file: str | None = None
     #: what the scan skipped: entries stored past a closed ledger's last entry
     gaps: Gaps = field(default_factory=Gaps)
 
@@ -141,7 +145,9 @@ class CompactionReport:
             "last_message": None if self.last is None else self.last.to_json(),
             "to_delete": list(self.to_delete),
             "deleted": list(self.deleted),
+            "plan_file": self.plan_file,
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
             "problems": list(s.problems),
             "damaged": list(s.damaged),
             "damaged_count": s.damaged_count,
@@ -183,15 +189,28 @@ def topic_state(source: Any, topic: str) -> TopicState:
             state.compacted_problem = exc.one_line()
         else:
             md = view.metadata
-            if md is not None and md.is_closed:
+            if md is None:
+                # the broker could not open it either (LedgerOpenOp reads the metadata)
+                state.compacted_problem = (
+                    f"compacted ledger {state.compacted_ledger} has no BookKeeper metadata"
+                )
+            elif not md.is_closed:
+                state.compacted_problem = (
+                    f"compacted ledger {state.compacted_ledger} is not closed "
+                    f"({md.state.name}): its writer never finished it"
+                )
+            elif md.last_entry_id >= 0 and (
+                view.last_stored is None or view.last_stored < md.last_entry_id
+            ):
+                held = "none" if view.last_stored is None else f"up to {view.last_stored}"
+                state.compacted_problem = (
+                    f"compacted ledger {state.compacted_ledger} is short: its metadata "
+                    f"says entries 0..{md.last_entry_id}, the storage holds {held}"
+                    + (f" ({view.storage_error})" if view.storage_error else "")
+                )
+            else:
                 state.compacted_entries = md.last_entry_id + 1
                 state.compacted_bytes = md.length
-            elif view.lac is not None:
-                state.compacted_entries = view.lac + 1
-            else:
-                state.compacted_problem = (
-                    f"compacted ledger {state.compacted_ledger} has no entries"
-                )
     return state
 
 

@@ -875,10 +875,11 @@ def _prepare(target: Path, force: bool) -> None:
 def _config_text() -> str:
     dirs = ", ".join(json.dumps(d) for d in [BOOKIE_DIR])
     return (
-        "# Written by `ledgerctl demo`: ledgerctl commands run in this directory read the\n"
-        "# demo's metadata store and bookie directory without connection flags.\n"
-        f'metadata_url = "{METADATA_URL}"  # relative to the working directory\n'
-        f"bookie_dirs = [{dirs}]  # relative to this file\n"
+        "# Written by `ledgerctl demo`: ledgerctl commands run in this directory (or one\n"
+        "# below it) read the demo's metadata store and bookie directory without connection\n"
+        "# flags. Relative paths are relative to this file.\n"
+        f'metadata_url = "{METADATA_URL}"\n'
+        f"bookie_dirs = [{dirs}]\n"
     )
 
 

@@ -155,6 +155,42 @@ class BookieChange:
             what += f": exists={d['exists']} fenced={d['fenced']}"
         return f"ledger {self.ledger_id}: {what}"
 
+    def removes(self) -> dict[str, Any]:
+        """The keys (or the file) this change deletes, named as the index names them: a
+        ``locations`` key is (ledger id, entry id), two big-endian 64-bit integers; a
+        ``ledgers`` key is the ledger id, one."""
+        if self.kind == "index-file":
+            return {"file": self.path, "text": f"the file {self.path}"}
+        keys = [key for key, _ in self.records()]
+        if self.kind == "ledger-data":
+            return {
+                "database": self.path,
+                "count": 1,
+                "keys": [keys[0].hex()],
+                "text": f"key {keys[0].hex()} (ledger {self.ledger_id}) from {self.path}",
+            }
+        entries = sorted(int.from_bytes(k[8:16], "big", signed=True) for k in keys)
+        runs: list[list[int]] = []
+        for e in entries:
+            if runs and e == runs[-1][1] + 1:
+                runs[-1][1] = e
+            else:
+                runs.append([e, e])
+        shown = [f"{a}" if a == b else f"{a}..{b}" for a, b in runs[:8]]
+        if len(runs) > 8:
+            shown.append(f"... ({len(runs) - 8} more runs)")
+        first, last = keys[0].hex(), keys[-1].hex()
+        return {
+            "database": self.path,
+            "count": len(keys),
+            "entries": [[a, b] for a, b in runs],
+            "first_key": first,
+            "last_key": last,
+            "text": f"{len(keys)} key{'s' if len(keys) != 1 else ''} (ledger "
+            f"{self.ledger_id}, entr{'ies' if len(entries) != 1 else 'y'} {', '.join(shown)}; "
+            f"{first}" + (f" .. {last}" if last != first else "") + f") from {self.path}",
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -164,6 +200,7 @@ class BookieChange:
             "path": self.path,
             "old_sha256": _sha256(self.old),
             "why": list(self.why),
+            "removes": self.removes(),
             "summary": self.summary(),
             "old": self.decoded(),
             "old_base64": base64.b64encode(self.old).decode("ascii"),

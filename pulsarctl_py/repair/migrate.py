@@ -26,6 +26,8 @@ from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, loa
 if TYPE_CHECKING:
     from pulsarctl_py.compaction.core import CompactedEntry, Stats
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.writes import NewLedger
+    from pulsarctl_py.writesettings import WriteSettings
 
 
 class _KeepAll:
@@ -385,89 +387,136 @@ def _copies(
         close_sources()
 
 
-def write_index_ledgers(metadata_url: str, bookie_dirs: list[str], plan: IndexPlan) -> None:
-    """Write the plan's new ledgers (bookie side, then their metadata); fills ``new_ids``.
+def data_custom_metadata(persistence_name: str) -> dict[str, bytes]:
+    """A data ledger's custom metadata (``LedgerMetadataUtils
+    .buildBaseManagedLedgerMetadata``), in the order a broker's data ledger stores it (the
+    iteration order of the Java HashMap it is built in)."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    return {
+        lm.PULSAR_KEYS["managed_ledger"][0]: persistence_name.encode("utf-8"),
+        lm.COMPONENT_KEY: b"managed-ledger",
+        lm.APPLICATION_KEY: b"pulsar",
+    }
+
+
+def index_settings(
+    source: LedgerSource, plan: IndexPlan, settings: WriteSettings
+) -> tuple[WriteSettings, list[str]]:
+    """The settings of the topic's new data ledgers: the namespace's persistence policies
+    over the broker's quorums (``BrokerService.getManagedLedgerConfig``), and the
+    managed-ledger digest and password, checked against the topic's newest ledger with
+    metadata (a different password is refused: the broker could not open the ledgers)."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.writesettings import check_against_ledger, data_settings
+
+    assert source.metadata is not None
+    name = resolve_topic(plan.topic)
+    settings = data_settings(settings, source.metadata, name.namespace_name)
+    notes: list[str] = []
+    draft = Draft(source.metadata)
+    topic = load_topic(draft, plan.topic, changes=False)
+    for ledger_id in reversed(topic.ids):
+        md = _ledger_metadata(draft, ledger_id)
+        if md is not None:
+            notes += check_against_ledger(settings, md, ledger_id)
+            break
+    return settings, notes
+
+
+def write_index_ledgers(
+    metadata_url: str,
+    bookie_dirs: list[str],
+    plan: IndexPlan,
+    *,
+    settings: WriteSettings | None = None,
+    options: Any = None,
+    journal: Any = None,
+) -> list[NewLedger]:
+    """Write the plan's new ledgers, as the managed ledger writes data ledgers (to the
+    running bookies, or into the stopped bookie of ``bookie_dirs``); fills ``new_ids``.
 
     Refused while the bookie holds its lock or is registered as running. A failure
-    removes what this call wrote (files, index keys, metadata) before it is raised."""
-    from pulsarctl_py.compaction.apply import (
-        _ensure_parents,
-        _Written,
-        bookie_id_for,
-        check_bookie_free,
-        closed_ledger_metadata,
-        target_dir,
-        write_bookie,
-    )
-    from pulsarctl_py.compaction.core import CompactedEntry
-    from pulsarctl_py.decoders import ledger_metadata as lm
+    removes what this call wrote (metadata, and a stopped bookie's files and index keys)
+    before it is raised."""
+    from pulsarctl_py.compaction.apply import bookie_id_for
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.metadata import allocate_ledger_id, open_metadata_store, read_layout
+    from pulsarctl_py.stores.live.writer import Journal
+    from pulsarctl_py.stores.metadata import open_metadata_store
+    from pulsarctl_py.writes import LedgerTarget
+    from pulsarctl_py.writesettings import resolve_write_settings
 
-    with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True, need_bookie=True) as ro:
-        current, kind = target_dir(ro.bookie)
-        bookie_id = bookie_id_for(current, ro, plan.ledgers)
+    settings = settings if settings is not None else resolve_write_settings()
+    config = settings.data_config(data_custom_metadata(plan.persistence_name))
+    fallback = None
+    if bookie_dirs:
+        with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as ro:
+            fallback = bookie_id_for(ro, plan.ledgers)
     store = open_metadata_store(metadata_url, read_only=False)
-    written: list[_Written] = []
-    created: list[str] = []
+    written: list[NewLedger] = []
+    target: LedgerTarget | None = None
     try:
-        check_bookie_free(current, store)
-        at = [plan.start - 1]  # the index before the next copy
-        info = read_layout(store)
-        layout = (
-            info.layout
-            if info is not None and info.layout is not None
-            else lm.LedgerLayout.HIERARCHICAL
+        target = LedgerTarget(
+            store,
+            bookie_dirs=bookie_dirs,
+            options=options,
+            doing="writing the migrated ledgers into its storage",
         )
-        for old in plan.ledgers:
-            new_id = allocate_ledger_id(store, layout=layout)
-            if new_id <= plan.floor:
-                raise DataError(
-                    f"the ledger id generator gave {new_id}, not above ledger {plan.floor} "
-                    "that the topic keeps before the copies: the broker orders ledgers by id"
-                )
-            count = length = 0
-            if plan.entries.get(old, 0):
-                w = _Written()
-                written.append(w)
-                copies = _copies(plan, old, at, metadata_url, bookie_dirs)
-                count, length = write_bookie(
-                    current,
-                    kind,
-                    new_id,
-                    (CompactedEntry((new_id, i), d, 1, -1) for i, d in enumerate(copies)),
-                    w,
-                )
-                if count != plan.entries[old]:
+
+        floor = plan.floor
+        at = [plan.start - 1]  # the index before the next copy
+
+        class Above(Journal):
+            """Refuses an id at or below the ledgers the topic keeps, before it is used."""
+
+            def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
+                if ledger_id <= floor:
                     raise DataError(
-                        f"ledger {old} gave {count} entries to copy, {plan.entries[old]} when "
-                        "the migration was planned: it changed meanwhile; plan again"
+                        f"the ledger id generator gave {ledger_id}, not above ledger "
+                        f"{floor} that the topic keeps before the copies: the broker "
+                        "orders ledgers by id"
                     )
-            md = closed_ledger_metadata(
-                new_id, count, length, bookie_id, lm.pulsar_custom_metadata(plan.persistence_name)
+                if journal is not None:
+                    journal.creating(ledger_id, path, ctoken)
+
+            def files(self, ledger_id: int, files: Any) -> None:
+                if journal is not None:
+                    journal.files(ledger_id, files)
+
+            def closing(self, ledger_id: int, closed: bytes) -> None:
+                if journal is not None:
+                    journal.closing(ledger_id, closed)
+
+        for old in plan.ledgers:
+            copies = (
+                _copies(plan, old, at, metadata_url, bookie_dirs)
+                if plan.entries.get(old, 0)
+                else iter(())
             )
-            path = lm.ledger_path(new_id, layout)
-            _ensure_parents(store, path)
-            store.transaction().create(path, lm.build(md)).commit()
-            created.append(path)
-            plan.new_ids[old] = new_id
-            plan.lengths[old] = length
+            ledger = target.write(config, copies, journal=Above(), fallback_bookie=fallback)
+            written.append(ledger)
+            plan.new_ids[old] = ledger.ledger_id
+            plan.lengths[old] = ledger.length
+            if ledger.entries != plan.entries.get(old, 0):
+                raise DataError(
+                    f"ledger {old} gave {ledger.entries} entries to copy, "
+                    f"{plan.entries.get(old, 0)} when the migration was planned: it changed "
+                    "meanwhile; plan again"
+                )
         if at[0] != plan.last_index:
             raise DataError(
                 f"the copies end at index {at[0]}, the plan at {plan.last_index}: the topic "
                 "changed meanwhile; plan again"
             )
     except BaseException:
-        for path in reversed(created):
-            node = store.exists(path)
-            if node is not None:
-                store.delete(path, node.version)
-        for w in reversed(written):
-            w.undo()
+        for ledger in reversed(written):
+            assert target is not None
+            target.delete(ledger)
         plan.new_ids.clear()
         raise
     finally:
         store.close()
+    return written
 
 
 def swap_index_ledgers(

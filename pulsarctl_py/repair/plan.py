@@ -66,6 +66,7 @@ from pulsarctl_py.stores.metadata.base import MetadataConflict, MetadataStore, N
 from .binding import Binding, check_binding
 from .bookie_index import BookieChange, Writer
 from .validate import validate_bookie_change, validate_change
+from .written import Written, check_written, delete_written, validate_written
 
 if TYPE_CHECKING:
     from pulsarctl_py.outputs import Output
@@ -248,6 +249,9 @@ class Unreachable:
     messages: int | None = None
     #: some unreachable entries could not be read: ``messages`` is a lower bound
     messages_unknown: bool = False
+    #: what the time range was taken from: "data" (the entries' own times), "close times"
+    #: (the bounds the ledgers' close times give, the data unread)
+    time_basis: list[str] = field(default_factory=list)
 
     def add_messages(self, count: int | None) -> None:
         if count is None:
@@ -255,7 +259,9 @@ class Unreachable:
         else:
             self.messages = (self.messages or 0) + count
 
-    def add_time(self, start: int | None, end: int | None) -> None:
+    def add_time(self, start: int | None, end: int | None, *, basis: str | None = None) -> None:
+        if basis is not None and basis not in self.time_basis and (start or end):
+            self.time_basis.append(basis)
         for t in (start, end):
             if t:
                 self.first_ms = t if self.first_ms is None else min(self.first_ms, t)
@@ -269,6 +275,9 @@ class Unreachable:
         self.entries_unknown |= other.entries_unknown
         self.size += other.size
         self.add_time(other.first_ms, other.last_ms)
+        for basis in other.time_basis:
+            if basis not in self.time_basis:
+                self.time_basis.append(basis)
         self.cursors.extend(other.cursors)
         if other.messages is not None:
             self.add_messages(other.messages)
@@ -288,6 +297,7 @@ class Unreachable:
             "time_range": None
             if self.first_ms is None
             else [format_time_ms(self.first_ms), format_time_ms(self.last_ms)],
+            "time_range_basis": list(self.time_basis),
             "cursors": list(self.cursors),
         }
 
@@ -332,6 +342,8 @@ class Plan:
     binding: Binding | None = None
     #: the digest it was loaded with (set by :meth:`from_json`)
     digest: str | None = None
+    #: ledgers the command wrote before the plan (undo deletes them; see written)
+    written: list[Written] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -354,6 +366,8 @@ class Plan:
             "changes": [c.to_json() for c in self.changes],
             "bookie": [c.to_json() for c in self.bookie],
         }
+        if self.written:
+            body["written"] = [w.to_json() for w in self.written]
         digest = document_digest(body)
         return {"format": PLAN_FORMAT, "version": PLAN_VERSION, "digest": digest, **body}
 
@@ -388,11 +402,19 @@ class Plan:
         url = obj.get("metadata_url", "")
         if not isinstance(url, str) or not url:
             raise LedgerctlError('plan: "metadata_url" is not text')
-        binding = Binding.from_json(url, obj.get("store"), empty=not changes and not bookie)
+        raw_written = obj.get("written", [])
+        if not isinstance(raw_written, list):
+            raise LedgerctlError('plan: "written" is not a list')
+        written = [Written.from_json(w) for w in raw_written]
+        binding = Binding.from_json(
+            url, obj.get("store"), empty=not changes and not bookie and not written
+        )
         for change in changes:
             validate_change(change, binding.roots)
         for bc in bookie:
             validate_bookie_change(bc, binding)
+        for w in written:
+            validate_written(w, binding)
 
         def texts(name: str) -> list[str]:
             value = obj.get(name, [])
@@ -411,6 +433,7 @@ class Plan:
             bookie=bookie,
             binding=binding,
             digest=digest,
+            written=written,
         )
 
     def write(self, out: Output) -> None:
@@ -490,6 +513,8 @@ class Draft:
         self.bookie: list[BookieChange] = []
         #: the stopped bookies' ledger dirs the bookie changes are in (bound to the plan)
         self.bookie_dirs: set[Path] = set()
+        #: ledgers written before the plan, which it swaps in (undo deletes them)
+        self.written: list[Written] = []
 
     def ledgers_root(self) -> str:
         """The root of BookKeeper's ledger metadata in this store (``/ledgers`` unless the
@@ -552,7 +577,8 @@ class Draft:
         warnings = list(self.warnings)
         if changes and self.topics:
             warnings.insert(0, UNLOAD_WARNING)
-        binding = Binding.of(self.store, sorted(self.bookie_dirs))
+        dirs = self.bookie_dirs | {Path(w.files["current"]) for w in self.written if w.files}
+        binding = Binding.of(self.store, sorted(dirs))
         return Plan(
             metadata_url=binding.metadata_url,
             changes=changes,
@@ -562,6 +588,7 @@ class Draft:
             topics=list(self.topics),
             bookie=list(self.bookie),
             binding=binding,
+            written=list(self.written),
         )
 
 
@@ -751,6 +778,7 @@ def apply_plan(
     record = Record.read(bpath, plan)
     outcome = Outcome("apply", str(plan_path), str(bpath))
     if plan.empty:
+        check_written(plan.written, store)  # a plan cut short while it wrote: refused
         outcome.backup = None
         return outcome
     nodes = [store.get(change.key) for change in plan.changes]
@@ -787,6 +815,8 @@ def apply_plan(
                 raise MetadataConflict(change.key, conflict)
         if bookie is not None:
             bookie.check_planned()
+        # the ledgers the plan swaps in are as they were written
+        check_written(plan.written, store)
         _write_record(bpath, plan, APPLYING, None)
         after_step("backup")
         # The creation ids were checked just above; the transaction itself can check only
@@ -835,6 +865,10 @@ def undo_plan(
     record = Record.read(bpath, plan)
     outcome = Outcome("undo", str(plan_path), str(bpath) if record is not None else None)
     if plan.empty:
+        if plan.written:  # a plan cut short while it wrote its ledgers: delete them
+            outcome.note = "the command stopped while it wrote: what it wrote is deleted"
+            outcome.written.extend(delete_written(plan.written, store))
+            after_step("written")
         return outcome
     txn = store.transaction()
     for change in plan.changes:
@@ -863,6 +897,12 @@ def undo_plan(
             todo, skipped = bookie.check_restore({c.key: c.old for c in plan.bookie})
             outcome.skipped.extend(skipped)
         if not outcome.written and not todo:
+            if record is None and plan.written:
+                # never applied: nothing to restore, but the ledgers it wrote go
+                outcome.note = "never applied: the ledgers it wrote are deleted"
+                outcome.written.extend(delete_written(plan.written, store))
+                after_step("written")
+                return outcome
             if record is None:
                 raise NeverApplied(
                     f"the plan {plan_path} was never applied (there is no backup "
@@ -872,6 +912,9 @@ def undo_plan(
             outcome.note = "already undone" if record.status == UNDONE else "nothing to restore"
             if record.status != UNDONE:
                 _write_record(bpath, plan, UNDONE, record.applied)
+            if plan.written:  # deleted already when undone before: "absent" then
+                outcome.written.extend(delete_written(plan.written, store))
+                after_step("written")
             return outcome
         if bookie is not None:
             outcome.written.extend(bookie.restore(todo, after_step))
@@ -879,4 +922,7 @@ def undo_plan(
     after_step("commit")
     if record is not None:
         _write_record(bpath, plan, UNDONE, record.applied)
+    if plan.written:
+        outcome.written.extend(delete_written(plan.written, store))
+        after_step("written")
     return outcome

@@ -381,18 +381,41 @@ def end_position(topic: Topic, source: LedgerSource | None) -> Position:
 # -- the repairs -----------------------------------------------------------------------------
 
 
-def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) -> list[int]:
+def missing_ledgers(
+    draft: Draft,
+    topic_name: str,
+    source: LedgerSource | None,
+    *,
+    recreate: bool = False,
+    password: bytes | None = None,
+) -> list[int]:
     """Drop ledgers with no BookKeeper metadata (or, given bookie storage, no stored entries
     while the metadata says they hold some) from the topic's list; move cursors that
-    pointed into them. Returns the dropped ledger ids."""
+    pointed into them. Returns the dropped ledger ids.
+
+    A ledger without metadata whose entries the bookie storage still holds (the given
+    directories, or the running bookies) is said in a warning; with ``recreate`` its
+    metadata is recreated from them instead (:mod:`.recreate`, verified by reading every
+    entry back through it), and it stays in the list. The time range of dropped data is
+    that of its entries where they can be read, else the bounds the ledgers' close times
+    give."""
+    from .recreate import DataFinder
+
     topic = load_topic(draft, topic_name)
     cursors = load_cursors(draft, topic, source)
     infos = list(topic.info.ledgerInfo)
     dropped: dict[int, str] = {}
+    finder = DataFinder.of(source) if source is not None else None
+    try:
+        spans, recreated = _lost_metadata(
+            draft, topic, source, finder, dropped, recreate=recreate, password=password
+        )
+    finally:
+        if finder is not None:
+            finder.close()
     for li in infos:
         lid = li.ledgerId
-        if not ledger_has_metadata(draft, lid):
-            dropped[lid] = "has no BookKeeper metadata"
+        if lid in dropped or lid in recreated:
             continue
         if source is not None and source.bookie is not None:
             try:
@@ -407,11 +430,13 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
                 and view.last_stored is None
             ):
                 dropped[lid] = "has no entries in bookie storage"
+    dropped = {lid: dropped[lid] for lid in topic.ids if lid in dropped}  # the list's order
     draft.repairs.append(
         {
             "repair": "missing-ledgers",
             "topic": topic.name.full_name,
             "ledgers": [{"ledger_id": lid, "reason": why} for lid, why in dropped.items()],
+            "recreated": [r.to_json() for r in recreated.values()],
         }
     )
     if not dropped:
@@ -428,7 +453,11 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
             if recorded:
                 u.entries += li.entries
                 u.size += li.size
-                u.add_time(previous_ts, li.timestamp or None)
+                span = spans.get(li.ledgerId)
+                if span is not None:
+                    u.add_time(*span, basis="data")
+                else:
+                    u.add_time(previous_ts, li.timestamp or None, basis="close times")
                 u.add_messages(count_messages(source, li.ledgerId, 0, li.entries - 1))
             else:
                 u.entries_unknown = True
@@ -469,6 +498,79 @@ def missing_ledgers(draft: Draft, topic_name: str, source: LedgerSource | None) 
         if same:
             shadow(draft, ref.topic.full_name, source)
     return list(dropped)
+
+
+def _lost_metadata(
+    draft: Draft,
+    topic: Topic,
+    source: LedgerSource | None,
+    finder: Any,
+    dropped: dict[int, str],
+    *,
+    recreate: bool,
+    password: bytes | None,
+) -> tuple[dict[int, tuple[int | None, int | None]], dict[int, Any]]:
+    """The topic's ledgers without metadata: each dropped (``dropped``), or with
+    ``recreate`` and its data found, its metadata drafted back. Returns the time span of
+    the data found of each, and the recreated ones."""
+    from .recreate import data_time_span, ledger_place, read_back
+    from .recreate import recreate as recreate_ledger
+
+    spans: dict[int, tuple[int | None, int | None]] = {}
+    recreated: dict[int, Any] = {}
+    for lid in topic.ids:
+        if ledger_has_metadata(draft, lid):
+            continue
+        found = finder.find(lid) if finder is not None else None
+        if found is None or found.last is None:
+            dropped[lid] = "has no BookKeeper metadata"
+            if recreate:
+                where = (
+                    "in the bookie storage given" if finder is not None else "(no bookie storage)"
+                )
+                raise DataError(
+                    f"ledger {lid} of {topic.name.full_name} has no BookKeeper metadata and "
+                    f"no entries {where}: nothing to recreate it from (drop it without "
+                    "--recreate)"
+                )
+            continue
+        if not recreate:
+            dropped[lid] = (
+                f"has no BookKeeper metadata (its data is still there: {found.describe()})"
+            )
+            spans[lid] = data_time_span(found)
+            draft.warnings.append(
+                f"ledger {lid} has no BookKeeper metadata but its entries are still on the "
+                f"bookies ({found.describe()}): `repair missing-ledgers --recreate` "
+                "recreates its metadata from them instead of dropping the data (before the "
+                "bookies' garbage collection deletes it)"
+            )
+            continue
+        assert source is not None
+        path = ledger_place(draft, lid)
+        rec = recreate_ledger(
+            draft,
+            topic,
+            lid,
+            found,
+            password=password,
+            verify=lambda md, lid=lid: read_back(source, lid, md),
+        )
+        from pulsarctl_py.decoders import ledger_metadata as lm
+
+        draft.set(
+            path,
+            "ledger",
+            lm.build(rec.metadata),
+            f"recreate the metadata of ledger {lid} from its entries ({found.describe()}); "
+            f"every entry read back through it and verified",
+        )
+        for note in rec.notes:
+            draft.warnings.append(f"ledger {lid}: {note}")
+        if "not checked" in rec.sources["password"]:
+            draft.warnings.append(f"ledger {lid}: its password is {rec.sources['password']}")
+        recreated[lid] = rec
+    return spans, recreated
 
 
 def resolve_topic_name(name: str) -> TopicName:
@@ -996,9 +1098,14 @@ def find_orphans(
     (the reference may be there), or it is younger than ``min_age_ms``.
     """
     from pulsarctl_py.stores.metadata import list_managed_ledgers
+    from pulsarctl_py.topics import require_bookkeeper_metadata, require_topic_metadata
     from pulsarctl_py.verify.orphans import unreferenced_ledgers
 
     store = draft.store
+    # the wrong place answers "no orphans", or (with BookKeeper's metadata and no topics)
+    # makes every ledger look orphaned
+    require_topic_metadata(store)
+    require_bookkeeper_metadata(store)
     referenced: set[int] = set()
     uncertain: set[str] = set()  # persistence names whose references are not all known
     for ref in list_managed_ledgers(store):
@@ -1093,12 +1200,44 @@ def delete_orphans(
 REPAIR_FOR_CHECK = codes.REPAIR_FOR_CHECK
 
 
+def load_verify_report(path: Any) -> Any:
+    """A verify report read back (untrusted, through :mod:`pulsarctl_py.documents`): the
+    document of ``verify -o json``, or the lines of ``verify -o jsonl`` (one finding per
+    line; a line holding the summary is skipped), as the list of findings."""
+    import os
+
+    from pulsarctl_py.documents import parse_document, read_document
+
+    name = os.fspath(path)
+    shown = "on standard input" if name == "-" else name
+    what = "verify report"
+    hint = " (use verify -o json or -o jsonl)"
+    data = read_document(path, what, stdin=True)
+    try:
+        doc = parse_document(data, shown, what, hint)
+    except LedgerctlError:
+        lines = [line for line in data.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise
+        doc = [
+            parse_document(line, f"{shown} line {n}", what, hint) for n, line in enumerate(lines, 1)
+        ]
+    if isinstance(doc, dict) and "check" in doc:
+        doc = [doc]  # verify -o jsonl of a single finding
+    if isinstance(doc, list):
+        doc = [f for f in doc if not (isinstance(f, dict) and "check" not in f and "summary" in f)]
+    return doc
+
+
 def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[dict[str, Any]]:
     """Draft the repairs for the findings of ``verify --output json`` (or a list of
     findings); returns the findings no repair handles, each with the reason."""
     findings = report.get("findings") if isinstance(report, dict) else report
     if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
-        raise LedgerctlError('not verify output: expected {"findings": [...]} from verify -o json')
+        raise LedgerctlError(
+            'not verify output: expected {"findings": [...]} from verify -o json, or one '
+            "finding per line from verify -o jsonl"
+        )
     todo: dict[tuple[str, str | None], None] = {}
     orphans: set[int] = set()
     unhandled = []
@@ -1139,3 +1278,70 @@ def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[
     if orphans:
         delete_orphans(draft, source, only=orphans)
     return unhandled
+
+
+#: the largest ledger metadata file --restore reads: ZooKeeper's default jute.maxbuffer
+#: (1 MiB) bounds what a znode can hold
+MAX_LEDGER_METADATA_FILE = 1 << 20
+
+
+def restore_ledger_metadata(draft: Draft, ledger_id: int, path: Any) -> None:
+    """Put a ledger's metadata back from a file ``ledger meta --dump`` (or ``bookkeeper
+    shell ledgermetadata -dumptofile``) wrote: the bytes as they are, at the ledger's
+    znode (created where BookKeeper's layout puts it when it has none), after checking
+    that they parse as ledger metadata (BookKeeper's ``LedgerMetadataSerDe``)."""
+    from pathlib import Path
+
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.stores.metadata import read_ledger
+
+    from .recreate import ledger_place
+
+    file = Path(path)
+    try:
+        with file.open("rb") as fh:
+            data = fh.read(MAX_LEDGER_METADATA_FILE + 1)
+    except OSError as exc:
+        raise LedgerctlError(f"cannot read {file}: {exc.strerror or exc}") from None
+    if len(data) > MAX_LEDGER_METADATA_FILE:
+        raise LedgerctlError(
+            f"{file} is larger than ledger metadata can be ({MAX_LEDGER_METADATA_FILE} bytes, "
+            "ZooKeeper's jute.maxbuffer)"
+        )
+    try:
+        md = lm.parse(data, ledger_id)
+    except LedgerctlError as exc:
+        raise LedgerctlError(f"{file} is not BookKeeper ledger metadata: {exc}") from None
+    root = draft.ledgers_root()
+    record = read_ledger(draft.store, ledger_id, root)
+    if record is not None:
+        key = record.path
+        action = "unchanged" if record.raw == data else "replace"
+    else:
+        key = ledger_place(draft, ledger_id)
+        action = "create"
+    why = {
+        "create": f"restore ledger {ledger_id}'s metadata from {file} (it has none)",
+        "replace": f"replace ledger {ledger_id}'s metadata with {file}'s",
+        "unchanged": f"ledger {ledger_id}'s metadata already is {file}'s",
+    }[action]
+    draft.set(key, "ledger", data, why)
+    draft.repairs.append(
+        {
+            "repair": "ledger-meta",
+            "ledger_id": ledger_id,
+            "file": str(file),
+            "action": action,
+            "state": md.state.name,
+            "last_entry_id": md.last_entry_id,
+            "length": md.length,
+            "ensembles": {str(k): list(v) for k, v in sorted(md.ensembles.items())},
+        }
+    )
+    if record is not None and record.metadata is not None and action == "replace":
+        old = record.metadata
+        if old.is_closed and (not md.is_closed or md.last_entry_id < old.last_entry_id):
+            draft.warnings.append(
+                f"ledger {ledger_id} is closed at entry {old.last_entry_id}; the file's "
+                f"metadata is {md.state.name} at {md.last_entry_id}: readers would lose entries"
+            )

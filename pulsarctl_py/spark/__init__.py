@@ -11,7 +11,7 @@ One call makes it available in a session::
           .load())
 
 Options: ``topic`` or ``ledger`` (one of them), ``metadata-url`` (default: as the CLI,
-$LEDGERCTL_METADATA_URL or ./ledgerctl.toml), ``bookie-dir`` (several separated by
+$LEDGERCTL_METADATA_URL or the nearest ledgerctl.toml), ``bookie-dir`` (several separated by
 ``,``), the running bookies' client settings as the CLI's flags of the same names
 take them (``bookie-address``: ``ID=HOST:PORT`` pairs separated by ``,``;
 ``bookie-tls``: true or false; ``bookie-ca-file``; ``bookie-timeout`` in seconds;

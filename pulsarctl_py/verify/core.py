@@ -344,10 +344,16 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
     from pulsarctl_py.verify.orphans import orphan_findings
 
     if topics is None:
-        from pulsarctl_py.topics import require_pulsar_data
+        from pulsarctl_py.topics import require_topic_metadata
 
-        require_pulsar_data(run.store)  # an empty answer from the wrong place is no "ok"
+        require_topic_metadata(run.store)  # an empty answer from the wrong place is no "ok"
     refs = list_managed_ledgers(run.store) if topics is None else _resolve(run, topics)
+    if not refs:
+        # a verification that checked nothing is no "ok"
+        raise NotFoundError(
+            f"nothing to verify: {run.store.url} holds no topic (no managed ledger under "
+            "/managed-ledgers)"
+        )
     run.run_names = {ref.name for ref in refs}
     run.topics_total = len(refs)
     if run.source.bookie is None:

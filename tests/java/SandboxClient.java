@@ -12,7 +12,21 @@
 //                 "message_ids": ["L:E:B:P", ...]}]}.
 //   last-message-id   spec {"topic": T, "read_compacted": bool}: a consumer's
 //                 getLastMessageId(), printed as {"message_id": "L:E:B:P"}.
+//   bk-read       spec {"metadata_service_uri": URI, "ledger_id": L, "password": BASE64,
+//                 "recovery": bool}: BookKeeper's own client opens the ledger with that
+//                 password (the open fails when it does not match the ledger's) and reads
+//                 every entry. Prints {"ledger_id", "state", "ensemble_size",
+//                 "write_quorum_size", "ack_quorum_size", "digest_type", "last_entry_id",
+//                 "length", "ensembles": {"FIRST": [bookie, ...]}, "custom_metadata":
+//                 {K: BASE64}, "entries": [BASE64, ...]}. No Pulsar client is made.
 //   schema-produce, schema-consume   messages with schemas: see SchemaClient.java.
+//   bk-read       spec {"metadata_service_uri": URI, "ledger_id": L, "password": BASE64,
+//                 "recovery": bool}: BookKeeper's own client opens the ledger with that
+//                 password (the open fails when it does not match the ledger's) and reads
+//                 every entry. Prints {"ledger_id", "state", "ensemble_size",
+//                 "write_quorum_size", "ack_quorum_size", "digest_type", "last_entry_id",
+//                 "length", "ensembles": {"FIRST": [bookie, ...]}, "custom_metadata":
+//                 {K: BASE64}, "entries": [BASE64, ...]}. No Pulsar client is made.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -41,6 +55,10 @@ public final class SandboxClient {
         }
         JsonNode spec = JSON.readTree(System.in);
         ObjectNode out;
+        if (args[1].equals("bk-read")) {
+            System.out.println(JSON.writeValueAsString(bkRead(spec)));
+            return;
+        }
         try (PulsarClient client = PulsarClient.builder()
                 .serviceUrl(args[0])
                 .enableTransaction(true)
@@ -120,6 +138,54 @@ public final class SandboxClient {
                 .readCompacted(spec.path("read_compacted").asBoolean(false))
                 .subscribe()) {
             out.put("message_id", id(consumer.getLastMessageId()));
+        }
+        return out;
+    }
+
+    static ObjectNode bkRead(JsonNode spec) throws Exception {
+        org.apache.bookkeeper.conf.ClientConfiguration conf =
+                new org.apache.bookkeeper.conf.ClientConfiguration();
+        conf.setMetadataServiceUri(spec.get("metadata_service_uri").asText());
+        conf.setEnableDigestTypeAutodetection(true);
+        byte[] password = Base64.getDecoder().decode(spec.path("password").asText(""));
+        ObjectNode out = JSON.createObjectNode();
+        try (org.apache.bookkeeper.client.api.BookKeeper bk =
+                org.apache.bookkeeper.client.api.BookKeeper.newBuilder(conf).build();
+             org.apache.bookkeeper.client.api.ReadHandle handle = bk.newOpenLedgerOp()
+                     .withLedgerId(spec.get("ledger_id").asLong())
+                     .withPassword(password)
+                     .withDigestType(org.apache.bookkeeper.client.api.DigestType.CRC32C)
+                     .withRecovery(spec.path("recovery").asBoolean(false))
+                     .execute()
+                     .get(60, TimeUnit.SECONDS)) {
+            org.apache.bookkeeper.client.api.LedgerMetadata md = handle.getLedgerMetadata();
+            out.put("ledger_id", handle.getId());
+            out.put("state", md.getState().toString());
+            out.put("ensemble_size", md.getEnsembleSize());
+            out.put("write_quorum_size", md.getWriteQuorumSize());
+            out.put("ack_quorum_size", md.getAckQuorumSize());
+            out.put("digest_type", md.getDigestType().toString());
+            out.put("last_entry_id", md.getLastEntryId());
+            out.put("length", md.getLength());
+            ObjectNode ensembles = out.putObject("ensembles");
+            md.getAllEnsembles().forEach((first, bookies) -> {
+                ArrayNode list = ensembles.putArray(String.valueOf(first));
+                bookies.forEach(b -> list.add(b.toString()));
+            });
+            ObjectNode custom = out.putObject("custom_metadata");
+            md.getCustomMetadata().forEach(
+                    (k, v) -> custom.put(k, Base64.getEncoder().encodeToString(v)));
+            ArrayNode entries = out.putArray("entries");
+            long last = handle.getLastAddConfirmed();
+            for (long from = 0; from <= last; from += 1000) {
+                long to = Math.min(last, from + 999);
+                try (org.apache.bookkeeper.client.api.LedgerEntries got =
+                        handle.read(from, to)) {
+                    for (org.apache.bookkeeper.client.api.LedgerEntry e : got) {
+                        entries.add(Base64.getEncoder().encodeToString(e.getEntryBytes()));
+                    }
+                }
+            }
         }
         return out;
     }

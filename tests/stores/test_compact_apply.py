@@ -91,7 +91,10 @@ def test_apply_writes_a_ledger_that_inspect_and_status_read_back(
     assert planned["applied"] is False and planned["compacted_ledger"] is None
     assert planned["previous_compacted_ledger"] == 30
 
-    done = run(capsys, "compact", ORDERS, "--full", "--apply", "-o", "json", *_args(world))
+    done = run(
+        capsys, "compact", ORDERS, "--full", "--apply", "--plan", world.root / "c.json",
+        "-o", "json", *_args(world),
+    )  # fmt: skip
     assert done.code == 0, done.err
     report = done.json()
     new_id = report["compacted_ledger"]
@@ -179,7 +182,10 @@ def test_apply_refuses_while_the_bookie_holds_its_lock(tmp_path, capsys, request
     lock = world.bookie_dir / "current" / "locations" / "LOCK"
     with holding_lock(lock):
         before = _bookie_files(world)
-        result = run(capsys, "compact", ORDERS, "--full", "--apply", "-o", "json", *_args(world))
+        result = run(
+            capsys, "compact", ORDERS, "--full", "--apply", "--plan", world.root / "c.json",
+            "-o", "json", *_args(world),
+        )  # fmt: skip
         assert result.code == 3
         assert "holds its lock" in result.err
         assert len(result.err.strip().splitlines()) <= 2

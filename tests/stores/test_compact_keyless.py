@@ -59,7 +59,7 @@ def test_a_keyless_topic_is_one_line_exit_1_and_nothing_written(tmp_path, capsys
     url, bookie = _world(tmp_path / "w")
     args = ["--metadata-url", url, "--bookie-dir", str(bookie)]
     before = tree_digest(tmp_path / "w")
-    for extra in ([], ["--apply"], ["-o", "json"]):
+    for extra in ([], ["--apply", "--plan", str(tmp_path / "c.json")], ["-o", "json"]):
         result = run(capsys, "compact", TOPIC, *extra, *args)
         assert result.code == 1, (extra, result.err)
         lines = result.err.strip().splitlines()
@@ -80,7 +80,10 @@ def test_retain_null_key_keeps_every_keyless_message(tmp_path, capsys):
     assert report["horizon"] == "7:3"
     assert report["last_message_position"] == "7:3:3"
 
-    applied = run(capsys, "compact", TOPIC, "--retain-null-key", "--apply", "-o", "json", *args)
+    applied = run(
+        capsys, "compact", TOPIC, "--retain-null-key", "--apply", "--plan", tmp_path / "c.json",
+        "-o", "json", *args,
+    )  # fmt: skip
     assert applied.code == 0, applied.err
     new_id = applied.json()["compacted_ledger"]
     shown = run(capsys, "inspect", str(new_id), "-o", "json", *args)

@@ -78,7 +78,13 @@ def test_resolution_order(tmp_path: Path) -> None:
     got = resolve_metadata_url(env=env, cwd=cwd, home=home)
     assert str(got) == "zk:home:1" and got.source.endswith("config.toml")
     (cwd / "ledgerctl.toml").write_text('metadata_url = "rocksdb://local"\n')
-    assert str(resolve_metadata_url(env=env, cwd=cwd, home=home)) == "rocksdb://local"
+    # a relative rocksdb:// path is relative to the file, made absolute
+    assert str(resolve_metadata_url(env=env, cwd=cwd, home=home)) == f"rocksdb://{cwd / 'local'}"
+    # the nearest ledgerctl.toml up the tree: from a directory below, the same file
+    below = cwd / "a" / "b"
+    below.mkdir(parents=True)
+    got = resolve_metadata_url(env=env, cwd=below, home=home)
+    assert str(got) == f"rocksdb://{cwd / 'local'}" and got.source == str(cwd / "ledgerctl.toml")
     env[ENV_URL] = "zk:env:2"
     assert resolve_metadata_url(env=env, cwd=cwd, home=home).source == ENV_URL
     assert str(resolve_metadata_url("zk:arg:3", env=env, cwd=cwd, home=home)) == "zk:arg:3"

@@ -42,7 +42,10 @@ def _status(capsys: pytest.CaptureFixture[str], world: World) -> dict:
 @pytest.mark.parametrize("store_kind", ["rocksdb", "zookeeper"])
 def test_repoint_plan_apply_undo(tmp_path, capsys, request, store_kind):
     world = _world(tmp_path, store_kind, request)
-    done = run(capsys, "compact", ORDERS, "--full", "--apply", "-o", "json", *_args(world))
+    done = run(
+        capsys, "compact", ORDERS, "--full", "--apply", "--plan", world.root / "c.json",
+        "-o", "json", *_args(world),
+    )  # fmt: skip
     assert done.code == 0, done.err
     new_id = done.json()["compacted_ledger"]
     horizon = done.json()["horizon"]

@@ -82,6 +82,30 @@ def _candidates(path: Path) -> list[Path]:
     return found
 
 
+class NotABookieDir(BookieDirError):
+    """A --bookie-dir that names something else: a usage error (exit 2), not a store that
+    could not be read."""
+
+    exit_code = 2
+
+
+def _not_a_database(path: Path) -> None:
+    """Refuse a RocksDB database given as a bookie directory (Pulsar's metadata store,
+    or a bookie's own ``locations``/``ledgers`` index): its write-ahead logs are named
+    ``<number>.log`` like entry logs, and reading them as such talks of "entry logs
+    without an index" about a directory that holds no entry at all."""
+    if not is_rocksdb_dir(path):
+        return
+    if path.name in ("locations", "ledgers") and path.parent.name == "current":
+        hint = f"it is a bookie's {path.name} index: give the bookie directory {path.parent.parent}"
+    else:
+        hint = (
+            "Pulsar's RocksDB metadata store? (give that as --metadata-url rocksdb://...; "
+            "--bookie-dir is the bookie's data directory, with current/ or ledgers/ in it)"
+        )
+    raise NotABookieDir(f"{path} is a RocksDB database, not a bookie directory: {hint}")
+
+
 def discover(paths: Iterable[str | os.PathLike[str]]) -> BookieLayout:
     """The ledger and journal ``current/`` directories under the given paths, in order."""
     ledger_dirs: list[Path] = []
@@ -94,6 +118,7 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> BookieLayout:
                 raise BookieDirError(
                     f"bookie directory {path} does not exist or is not a directory"
                 )
+            _not_a_database(path)
             found = _candidates(path)
         except OSError as exc:
             where = exc.filename or path

@@ -128,6 +128,11 @@ class LiveBookieStore:
             self._ledgers[ledger_id] = state
         return state
 
+    def assume_metadata(self, ledger_id: int, md: LedgerMetadata) -> None:
+        """Read ``ledger_id`` through ``md`` instead of the store's metadata: a ledger's
+        metadata recreated from its bookies is read back before any plan writes it."""
+        self._ledgers[ledger_id] = _LedgerState(md)
+
     def metadata_of(self, ledger_id: int) -> LedgerMetadata:
         return self._state(ledger_id).md
 

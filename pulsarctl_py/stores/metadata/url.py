@@ -12,8 +12,11 @@ Accepted (``metadataStoreUrl`` / ``metadataServiceUri`` spellings, formats.md §
     metadata-store:<any of the above>     Pulsar's BookKeeper driver prefix
 
 Defaults, first found wins: the explicit URL, ``metadataStoreUrl`` of the broker
-configuration (below), ``$LEDGERCTL_METADATA_URL``, ``metadata_url`` in ``./ledgerctl.toml``,
+configuration (below), ``$LEDGERCTL_METADATA_URL``, ``metadata_url`` in the nearest
+``ledgerctl.toml`` (the working directory's, else the closest directory above that has one),
 then in ``$XDG_CONFIG_HOME/ledgerctl/config.toml`` (default ``~/.config/ledgerctl/config.toml``).
+Every relative path in a config file is relative to the file's directory, made absolute
+when it is read.
 
 Where BookKeeper's metadata lives (ledger metadata, the bookie registry, cookies, the ledger
 id generator) when it is not ``/ledgers`` of Pulsar's store: a broker configured with
@@ -201,16 +204,52 @@ def _hosts(hosts: str, original: str) -> str:
     return ",".join(items)
 
 
-def config_paths(
-    env: Mapping[str, str] | None = None, cwd: Path | None = None, home: Path | None = None
-) -> list[Path]:
-    """The config files consulted, in order."""
+def nearest_config(cwd: Path | None = None) -> Path:
+    """The nearest ``ledgerctl.toml``: in the working directory or the closest directory
+    above it that has one (as git finds its repository); the working directory's own
+    (absent) when none has."""
+    here = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
+    for folder in (here, *here.parents):
+        candidate = folder / LOCAL_CONFIG
+        if candidate.is_file():
+            return candidate
+    return here / LOCAL_CONFIG
+
+
+def user_config(env: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/ledgerctl/config.toml`` (default ``~/.config/...``)."""
     env = os.environ if env is None else env
-    cwd = Path.cwd() if cwd is None else cwd
     home = Path.home() if home is None else home
     xdg = env.get("XDG_CONFIG_HOME")
     base = Path(xdg) if xdg else home / ".config"
-    return [cwd / LOCAL_CONFIG, base / "ledgerctl" / "config.toml"]
+    return base / "ledgerctl" / "config.toml"
+
+
+def config_paths(
+    env: Mapping[str, str] | None = None, cwd: Path | None = None, home: Path | None = None
+) -> list[Path]:
+    """The config files consulted, in order: the nearest ``ledgerctl.toml`` up the
+    directory tree, then the user's."""
+    return [nearest_config(cwd), user_config(env, home)]
+
+
+def relative_to_config(path: Path, key: str, value: str) -> str:
+    """A setting of config file ``path`` with every relative path in it made absolute,
+    relative to the file's own directory (never to the working directory, and absolute
+    before it reaches a Spark executor): a rocksdb:// URL's directory, the broker
+    configuration's file."""
+    folder = Path(os.path.abspath(path)).parent
+    if key == CONFIG_KEY_BROKER_CONF:
+        return os.path.normpath(folder / os.path.expanduser(value))
+    prefix = ""
+    text = value.strip()
+    if text.startswith("metadata-store:"):
+        prefix, text = "metadata-store:", text[len("metadata-store:") :]
+    if text.startswith("rocksdb://") and BOOKKEEPER_SEP not in text:
+        target = os.path.expanduser(text[len("rocksdb://") :])
+        if target and not os.path.isabs(target):
+            return f"{prefix}rocksdb://{os.path.normpath(folder / target)}"
+    return value
 
 
 def _from_config(path: Path, key: str = CONFIG_KEY) -> str | None:
@@ -268,7 +307,7 @@ def _setting(
     for path in config_paths(env, cwd, home):
         value = _from_config(path, key)
         if value:
-            return value, str(path)
+            return relative_to_config(path, key, value), str(path)
     return None
 
 
@@ -343,7 +382,8 @@ def resolve_metadata_url(
         if found is None:
             raise LedgerctlError(
                 "no metadata store given: pass a URL (zk:host:2181 or rocksdb://path), set "
-                f"{ENV_URL}, give --broker-conf, or put {CONFIG_KEY} in ./{LOCAL_CONFIG} or "
+                f"{ENV_URL}, give --broker-conf, or put {CONFIG_KEY} in {LOCAL_CONFIG} (here or in "
+                "a directory above) or "
                 "~/.config/ledgerctl/config.toml"
             )
         url = parse_metadata_url(found[0], source=found[1])

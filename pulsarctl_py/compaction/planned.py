@@ -1,0 +1,298 @@
+"""``compact --apply`` / ``--plan`` as a plan, like every other write ledgerctl makes.
+
+1. **Before the compaction is computed**: refuse while a live broker owns the topic's
+   bundle, and read the ``__compaction`` cursor (its bytes and version). The plan's
+   compare-and-set is against THIS read, so that a change made while the compaction was
+   computed (a broker's own compaction, a repair) fails the apply instead of being lost.
+2. The compaction is computed (:func:`pulsarctl_py.compaction.run.compact`); nothing is
+   written before it finished cleanly.
+3. Leftovers of an earlier run that stopped (a compacted ledger of this topic that nothing
+   references, above every ledger the topic references) are deleted.
+4. The plan file is saved before each step of the writing (the ledger's id and creator
+   token before its metadata is created, a stopped bookie's files before they are
+   written, the closed metadata's sha256 before the close); the ledger is written
+   (running bookies, or a stopped bookie's directories, :mod:`pulsarctl_py.writes`);
+   the plan is saved again with the cursor change (the horizon, ``CompactedTopicLedger``
+   = the new ledger), the ledger written, the previous compacted ledger's deletion with
+   ``--delete-old``, and the topic to unload.
+5. With ``--apply`` the plan is applied (:func:`pulsarctl_py.repair.plan.apply_plan`:
+   backup, one compare-and-set transaction). A conflict deletes the new ledger: that plan
+   can never apply.
+
+``ledgerctl undo PLAN`` restores the previous cursor and deletes the new ledger; after a
+crash at any step it deletes whatever was created (the plan file was saved first).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.decoders.errors import LedgerctlError
+
+if TYPE_CHECKING:
+    from pulsarctl_py.repair.plan import Plan
+    from pulsarctl_py.repair.written import PlanFile
+    from pulsarctl_py.stores.metadata import MetadataStore
+    from pulsarctl_py.writes import NewLedger
+
+#: test hook: called with the name of each step as it completes
+AfterStep = Callable[[str], None]
+STEPS = ("creating", "files", "closing", "written", "planned")
+
+
+def _nothing(_: str) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class Before:
+    """What the write is checked against, read before the compaction is computed."""
+
+    topic: str
+    metadata_url: str
+    cursor_path: str
+    cursor_data: bytes | None
+    cursor_version: int | None
+    cursor: Any  # the decoded CursorRecord, or None
+    cursor_creation: str | None = None  # which incarnation of the node (Stat.creation)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_before(metadata_url: str, topic: str, *, force: bool = False) -> Before:
+    """Step 1: the ownership check and the ``__compaction`` cursor as it is now."""
+    from pulsarctl_py.ownership import check_not_owned
+    from pulsarctl_py.stores.metadata import open_metadata_store, read_cursor, resolve_topic
+
+    name = resolve_topic(topic)
+    with open_metadata_store(metadata_url) as store:
+        warnings = check_not_owned(store, [name], force=force)
+        znode = mld.url_encode(mld.COMPACTION_CURSOR)
+        path = f"{name.ml_path}/{znode}"
+        node = store.get(path)
+        cursor = read_cursor(store, name.ml_path, znode) if node is not None else None
+        url = store.url
+    return Before(
+        name.full_name,
+        url,
+        path,
+        None if node is None else node.data,
+        None if node is None else node.stat.version,
+        cursor,
+        None if node is None else node.stat.creation,
+        warnings,
+    )
+
+
+def leftovers(store: MetadataStore, topic: str, referenced: set[int]) -> list[tuple[int, Any]]:
+    """Compacted ledgers of ``topic`` that nothing references, among the ledgers above
+    every ledger in ``referenced`` (the topic's own): what a run that stopped before its
+    plan was applied left behind. Only those ids' metadata is read."""
+    from pulsarctl_py.stores.metadata import iter_ledger_paths, read_ledger
+
+    above = max(referenced, default=-1)
+    place = store.bookkeeper()
+    out = []
+    for ledger_id, _path in iter_ledger_paths(place.store, place.root):
+        if ledger_id <= above or ledger_id in referenced:
+            continue
+        record = read_ledger(place.store, ledger_id, place.root)
+        md = record.metadata if record is not None else None
+        if md is None:
+            continue
+        tags = md.pulsar()
+        if tags.kind == "compacted" and tags.compacted_topic == topic:
+            out.append((ledger_id, record))
+    return out
+
+
+def delete_leftovers(metadata_url: str, topic: str, referenced: set[int]) -> list[int]:
+    """Delete :func:`leftovers` (their metadata; bookies collect the entries)."""
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    deleted = []
+    with open_metadata_store(metadata_url, read_only=False) as store:
+        place = store.bookkeeper()
+        for ledger_id, record in leftovers(store, topic, referenced):
+            place.store.delete(record.path, record.stat.version)
+            deleted.append(ledger_id)
+    return deleted
+
+
+def reclaim_plan_path(out: Any, metadata_url: str) -> list[str]:
+    """Before a plan is saved over an earlier one of ours (``out`` replaces it; one that
+    was applied and not undone is refused when ``out`` is prepared): the earlier plan was
+    never applied (a run that stopped, or one made for review), so the ledgers it wrote
+    are deleted. Returns what was done, for people."""
+    from pulsarctl_py.repair.plan import Plan
+    from pulsarctl_py.repair.written import delete_written
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    if out.stream or not out.replaces_existing:
+        return []
+    try:
+        old = Plan.load(Path(out.path))
+    except LedgerctlError:
+        return []
+    if not old.written:
+        return []
+    with open_metadata_store(metadata_url, read_only=False) as store:
+        done = delete_written(old.written, store)
+    return [
+        f"{out.path}: the ledger {d['ledger_id']} its earlier run wrote: {d['action']}"
+        for d in done
+        if "ledger_id" in d
+    ]
+
+
+def write_plan(
+    *,
+    before: Before,
+    report: Any,
+    state: Any,
+    plan_file: PlanFile,
+    bookie_dirs: list[str],
+    settings: Any,
+    options: Any,
+    delete_old: bool,
+    after_step: AfterStep = _nothing,
+) -> tuple[Plan, NewLedger]:
+    """Step 4: the plan saved before each step of the writing, the ledger written, the
+    plan saved complete."""
+    from pulsarctl_py.compaction.apply import (
+        compacted_custom_metadata,
+        compaction_settings,
+        cursor_value,
+    )
+    from pulsarctl_py.compaction.run import read_spool
+    from pulsarctl_py.repair.plan import UNLOAD_WARNING, Change, Plan
+    from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger, resolve_topic
+    from pulsarctl_py.writes import LedgerTarget
+
+    name = resolve_topic(before.topic)
+    assert report.spool is not None and report.horizon is not None
+    config = compaction_settings(settings).compacted_config(
+        compacted_custom_metadata(
+            name.full_name, report.compacted_to or report.horizon, name.partition_index
+        )
+    )
+    fallback = None
+    if bookie_dirs:
+        from pulsarctl_py.compaction.apply import bookie_id_for
+        from pulsarctl_py.ledgers import LedgerSource
+
+        with LedgerSource.open(before.metadata_url, bookie_dirs, need_metadata=True) as ro:
+            fallback = bookie_id_for(ro, [lid for lid, _, _ in state.ledgers])
+
+    pending = plan_file.pending
+    journal = plan_file.journal
+    journal.after_step = after_step
+
+    store = open_metadata_store(before.metadata_url, read_only=False)
+    try:
+        target = LedgerTarget(
+            store,
+            bookie_dirs=bookie_dirs,
+            options=options,
+            doing="writing a compacted ledger into its storage",
+        )
+        ledger = target.write(
+            config,
+            (e.data for e in read_spool(report.spool)),
+            journal=journal,
+            fallback_bookie=fallback,
+        )
+        written = pending.written[-1]
+        after_step("written")
+
+        new_cursor = cursor_value(before.cursor, report.horizon, ledger.ledger_id)
+        h = "{}:{}".format(*report.horizon)
+        plan = Plan(
+            metadata_url=plan_file.binding.metadata_url,
+            changes=[
+                Change(
+                    before.cursor_path,
+                    "cursor",
+                    before.cursor_data,
+                    new_cursor,
+                    before.cursor_version,
+                    [
+                        f"the compaction horizon {h} and CompactedTopicLedger "
+                        f"{ledger.ledger_id}, the compacted ledger written "
+                        f"({ledger.entries} entries, {ledger.config})"
+                    ],
+                    before.cursor_creation,
+                )
+            ],
+            topics=[name.full_name],
+            binding=plan_file.binding,
+            written=[written],
+        )
+        plan.repairs.append(
+            {
+                "repair": "compact",
+                "topic": name.full_name,
+                "horizon": h,
+                "compacted_ledger": ledger.ledger_id,
+                "previous_compacted_ledger": report.previous_compacted_ledger,
+                "ledger": ledger.to_json(),
+                "cursor_version_before_compute": before.cursor_version,
+            }
+        )
+        plan.warnings.append(UNLOAD_WARNING)
+        plan.warnings.extend(before.warnings + ledger.notes)
+        previous = report.previous_compacted_ledger
+        if delete_old and previous is not None:
+            record = read_ledger(store, previous)
+            if record is not None and record.stat is not None:
+                if target.place.store is not store:
+                    raise LedgerctlError(
+                        "--delete-old: BookKeeper's metadata is in another store than the "
+                        "topic's; a plan changes one store: delete the old ledger separately"
+                    )
+                plan.changes.append(
+                    Change(
+                        record.path,
+                        "ledger",
+                        record.raw,
+                        None,
+                        record.stat.version,
+                        [f"the previous compacted ledger {previous} (--delete-old)"],
+                        record.stat.creation,
+                    )
+                )
+                plan.warnings.append(
+                    f"--delete-old: ledger {previous}'s metadata is deleted; once its "
+                    "bookies collected it, undo restores a cursor pointing to a ledger "
+                    "without its entries"
+                )
+        plan.created_ms = time.time_ns() // 1_000_000
+        plan.write(plan_file.final())
+        after_step("planned")
+        return plan, ledger
+    finally:
+        store.close()
+
+
+def apply_written_plan(plan: Plan, plan_path: Path, *, force: bool) -> Any:
+    """Step 5: apply the plan; a conflict (it can never apply) deletes the new ledger."""
+    from pulsarctl_py.ownership import check_not_owned
+    from pulsarctl_py.repair.plan import apply_plan
+    from pulsarctl_py.repair.written import delete_written
+    from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
+
+    with open_metadata_store(plan.metadata_url, read_only=False) as store:
+        # an owner may have come back while the compaction was computed and written
+        check_not_owned(store, plan.topics, force=force)
+        try:
+            return apply_plan(plan_path, store)
+        except MetadataConflict as exc:
+            delete_written(plan.written, store)
+            raise MetadataConflict(
+                exc.path,
+                f"{str(exc).split(': ', 1)[-1]} (the compacted ledger this plan wrote is deleted)",
+            ) from None

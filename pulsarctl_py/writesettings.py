@@ -1,0 +1,309 @@
+"""How ledgerctl writes new ledgers: the cluster's settings, never ledgerctl's own.
+
+A broker writes each kind of ledger with settings of its own configuration, and a ledger
+ledgerctl writes in a broker's place must carry the same ones, or the broker cannot use it
+(a managed ledger opened with another password fails with "Provided passwd does not
+match", ``LedgerOpenOp``) or it is less replicated than the operator asked for:
+
+* **compacted ledgers** (``compact --apply``, ``migrate compacted``): as the compactor
+  creates them (``AbstractTwoPhaseCompactor.createLedger``): the broker's
+  ``managedLedgerDefaultEnsembleSize`` / ``...WriteQuorum`` / ``...AckQuorum``, and always
+  ``Compactor.COMPACTED_TOPIC_LEDGER_DIGEST_TYPE`` (CRC32) with
+  ``COMPACTED_TOPIC_LEDGER_PASSWORD`` (empty);
+* **data ledgers** (``migrate index``): as the managed ledger creates them
+  (``ManagedLedgerImpl.asyncCreateLedger`` with the config of
+  ``BrokerService.getManagedLedgerConfig``): the namespace's persistence policies
+  (``bookkeeperEnsemble`` / ``bookkeeperWriteQuorum`` / ``bookkeeperAckQuorum``) when it
+  has them, else the broker's defaults; ``managedLedgerDigestType`` and
+  ``managedLedgerPassword``.
+
+Where each setting comes from, first found wins: the command's flag
+(``--ensemble-size``, ``--write-quorum``, ``--ack-quorum``, ``--digest-type``), the broker
+configuration (``--broker-conf FILE``, ``$LEDGERCTL_BROKER_CONF``, ``broker_conf`` in
+ledgerctl.toml), then Pulsar's defaults (ensemble 2, write and ack quorum 2, CRC32C, no
+password). The managed-ledger password is a secret: only from
+``$LEDGERCTL_MANAGED_LEDGER_PASSWORD``, a file (``--managed-ledger-password-file``) or
+the broker configuration; never from a flag's value, never printed. Every setting's
+source is reported (:meth:`WriteSettings.sources`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pulsarctl_py.brokerconf import (
+    DEFAULT_ACK_QUORUM,
+    DEFAULT_DIGEST,
+    DEFAULT_ENSEMBLE,
+    DEFAULT_WRITE_QUORUM,
+)
+from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.secrets import Secret, secret_from
+
+if TYPE_CHECKING:
+    from pulsarctl_py.brokerconf import BrokerConf
+    from pulsarctl_py.stores.live.writer import LedgerConfig
+    from pulsarctl_py.stores.metadata import MetadataStore
+
+#: the variable holding the managed-ledger password (broker.conf's managedLedgerPassword)
+ENV_PASSWORD = "LEDGERCTL_MANAGED_LEDGER_PASSWORD"
+#: what the compactor writes with (Compactor.COMPACTED_TOPIC_LEDGER_DIGEST_TYPE / _PASSWORD)
+COMPACTED_DIGEST = DigestType.CRC32
+COMPACTED_PASSWORD = b""
+PULSAR_DEFAULT = "Pulsar's default"
+
+
+def digest_from_name(text: str) -> DigestType:
+    """A digest type as broker.conf and BookKeeper name it (CRC32, CRC32C, MAC, DUMMY)."""
+    return DigestType.parse(text)
+
+
+@dataclass(frozen=True)
+class WriteSettings:
+    """The quorums, digest and password new ledgers are written with, and their sources."""
+
+    ensemble: int
+    write_quorum: int
+    ack_quorum: int
+    digest: DigestType
+    password: Secret | None = field(default=None, repr=False)
+    source: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
+            raise LedgerctlError(
+                "the quorums must satisfy ensemble >= write quorum >= ack quorum >= 1 "
+                f"(found {self.ensemble}/{self.write_quorum}/{self.ack_quorum}: "
+                + ", ".join(f"{k} from {v}" for k, v in self.source.items() if "quorum" in k)
+                + ")"
+            )
+
+    @property
+    def password_bytes(self) -> bytes:
+        return b"" if self.password is None else self.password.reveal()
+
+    def sources(self) -> dict[str, Any]:
+        """What each setting is and where it came from (the password only as set/empty)."""
+        return {
+            "ensemble": self.ensemble,
+            "write_quorum": self.write_quorum,
+            "ack_quorum": self.ack_quorum,
+            "digest_type": self.digest.name if self.digest is not DigestType.HMAC else "MAC",
+            "password": "set" if self.password_bytes else "empty",
+            "from": dict(self.source),
+        }
+
+    def with_quorums(self, values: tuple[int, int, int], source: str) -> WriteSettings:
+        """The same settings with other quorums (a namespace's persistence policies), except
+        where a flag set them."""
+        src = dict(self.source)
+        quorums = {"ensemble": self.ensemble, "write_quorum": self.write_quorum}
+        quorums["ack_quorum"] = self.ack_quorum
+        for key, value in zip(quorums, values, strict=True):
+            if not src.get(key, "").startswith("--"):
+                quorums[key], src[key] = value, source
+        return WriteSettings(
+            quorums["ensemble"],
+            quorums["write_quorum"],
+            quorums["ack_quorum"],
+            self.digest,
+            self.password,
+            src,
+        )
+
+    # -- per kind of ledger ---------------------------------------------------------------
+
+    def compacted_config(self, custom_metadata: dict[str, bytes]) -> LedgerConfig:
+        """A compacted ledger as the broker's compactor creates it."""
+        from pulsarctl_py.stores.live.writer import LedgerConfig
+
+        return LedgerConfig(
+            self.ensemble,
+            self.write_quorum,
+            self.ack_quorum,
+            COMPACTED_DIGEST,
+            COMPACTED_PASSWORD,
+            custom_metadata,
+        )
+
+    def data_config(self, custom_metadata: dict[str, bytes]) -> LedgerConfig:
+        """A topic data ledger as the managed ledger creates it."""
+        from pulsarctl_py.stores.live.writer import LedgerConfig
+
+        return LedgerConfig(
+            self.ensemble,
+            self.write_quorum,
+            self.ack_quorum,
+            self.digest,
+            self.password_bytes,
+            custom_metadata,
+        )
+
+    def offline(self) -> WriteSettings:
+        """The settings of a ledger written into ONE stopped bookie: ensemble 1, quorums 1
+        (one bookie holds it; the digest and password stay the cluster's)."""
+        src = dict(self.source)
+        for key in ("ensemble", "write_quorum", "ack_quorum"):
+            src[key] = "one stopped bookie's directories"
+        return WriteSettings(1, 1, 1, self.digest, self.password, src)
+
+
+def resolve_write_settings(
+    *,
+    ensemble: int | None = None,
+    write_quorum: int | None = None,
+    ack_quorum: int | None = None,
+    digest: str | None = None,
+    password_file: Path | None = None,
+    broker_conf: BrokerConf | bool | None = True,
+    env: Mapping[str, str] | None = None,
+) -> WriteSettings:
+    """The settings from flags, then the broker configuration, then Pulsar's defaults.
+
+    ``broker_conf``: a loaded configuration, None for none, or True to resolve it as every
+    command does (``--broker-conf``, ``$LEDGERCTL_BROKER_CONF``, ``broker_conf``).
+    """
+    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+
+    env = os.environ if env is None else env
+    conf = resolve_broker_conf(env=env) if broker_conf is True else broker_conf or None
+    conf_name = f"broker configuration {conf.path}" if conf is not None else None
+    source: dict[str, str] = {}
+
+    def pick(flag: int | None, flag_name: str, key: str, conf_value: int, default: int) -> int:
+        if flag is not None:
+            if flag < 1:
+                raise LedgerctlError(f"{flag_name} must be at least 1")
+            source[key] = flag_name
+            return flag
+        if conf is not None and conf.values.get(_CONF_KEYS[key], "").strip():
+            source[key] = str(conf_name)
+            return conf_value
+        source[key] = PULSAR_DEFAULT
+        return default
+
+    e = pick(
+        ensemble,
+        "--ensemble-size",
+        "ensemble",
+        conf.ensemble if conf else DEFAULT_ENSEMBLE,
+        DEFAULT_ENSEMBLE,
+    )
+    w = pick(
+        write_quorum,
+        "--write-quorum",
+        "write_quorum",
+        conf.write_quorum if conf else DEFAULT_WRITE_QUORUM,
+        DEFAULT_WRITE_QUORUM,
+    )
+    a = pick(
+        ack_quorum,
+        "--ack-quorum",
+        "ack_quorum",
+        conf.ack_quorum if conf else DEFAULT_ACK_QUORUM,
+        DEFAULT_ACK_QUORUM,
+    )
+    if digest is not None:
+        kind = digest_from_name(digest)
+        source["digest_type"] = "--digest-type"
+    elif conf is not None and conf.values.get("managedLedgerDigestType", "").strip():
+        kind = digest_from_name(conf.digest_type)
+        source["digest_type"] = str(conf_name)
+    else:
+        kind = digest_from_name(DEFAULT_DIGEST)
+        source["digest_type"] = PULSAR_DEFAULT
+    secret = secret_from(None, password_file)
+    if secret is not None:
+        source["password"] = f"--managed-ledger-password-file {password_file}"
+    elif env.get(ENV_PASSWORD) is not None:
+        raw = env[ENV_PASSWORD]
+        secret = Secret(raw.encode("utf-8"), f"${ENV_PASSWORD}")
+        source["password"] = f"${ENV_PASSWORD}"
+    elif conf is not None and conf.password is not None:
+        secret = conf.password
+        source["password"] = str(conf_name)
+    else:
+        source["password"] = PULSAR_DEFAULT
+    if kind is DigestType.HMAC and not (secret and secret.reveal()):
+        raise LedgerctlError("the MAC digest needs a managed-ledger password")
+    return WriteSettings(e, w, a, kind, secret, source)
+
+
+_CONF_KEYS = {
+    "ensemble": "managedLedgerDefaultEnsembleSize",
+    "write_quorum": "managedLedgerDefaultWriteQuorum",
+    "ack_quorum": "managedLedgerDefaultAckQuorum",
+}
+
+
+def namespace_persistence(store: MetadataStore, namespace: str) -> tuple[int, int, int] | None:
+    """The namespace's persistence policies (ensemble, write, ack quorum), if it has them.
+
+    ``/admin/policies/<tenant>/<namespace>`` holds the namespace's Policies as JSON; its
+    ``persistence`` (``PersistencePolicies``) overrides the broker's defaults for the
+    topics' data ledgers (``BrokerService.getManagedLedgerConfig``). Topic-level policies
+    live in a system topic ledgerctl does not read.
+    """
+    import json
+
+    node = store.get(f"/admin/policies/{namespace}")
+    if node is None:
+        return None
+    try:
+        policies = json.loads(node.data)
+    except ValueError:
+        return None
+    persistence = policies.get("persistence") if isinstance(policies, dict) else None
+    if not isinstance(persistence, dict):
+        return None
+    try:
+        values = tuple(
+            int(persistence[k])
+            for k in ("bookkeeperEnsemble", "bookkeeperWriteQuorum", "bookkeeperAckQuorum")
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(v >= 1 for v in values):
+        return None
+    return values  # type: ignore[return-value]
+
+
+def data_settings(settings: WriteSettings, store: MetadataStore, namespace: str) -> WriteSettings:
+    """``settings`` for a topic's data ledgers: the namespace's persistence policies win
+    over the broker's defaults (not over a flag)."""
+    found = namespace_persistence(store, namespace)
+    if found is None:
+        return settings
+    return settings.with_quorums(found, f"the persistence policies of namespace {namespace}")
+
+
+def check_against_ledger(settings: WriteSettings, md: Any, ledger_id: int) -> list[str]:
+    """Compare the settings with an existing data ledger of the topic.
+
+    A different password is an error: the broker opens every ledger of the topic with its
+    one managed-ledger password, so either the configuration given is not the broker's or
+    the new ledgers would be unreadable to it. A different digest type is only a note
+    (BookKeeper reads the digest type from each ledger's metadata).
+    """
+    notes: list[str] = []
+    if md is None or md.password is None:
+        return notes
+    if md.password != settings.password_bytes:
+        where = settings.source.get("password", PULSAR_DEFAULT)
+        raise LedgerctlError(
+            f"ledger {ledger_id} of the topic was written with another managed-ledger "
+            f"password than the one ledgerctl would write with ({where}): the broker "
+            f"would not open the new ledgers; give the broker's with ${ENV_PASSWORD}, "
+            "--managed-ledger-password-file or --broker-conf"
+        )
+    if md.digest_type is not None and md.digest_type is not settings.digest:
+        notes.append(
+            f"ledger {ledger_id} of the topic uses the {md.digest_type.name} digest, the new "
+            f"ledgers {settings.digest.name} ({settings.source.get('digest_type')})"
+        )
+    return notes
