@@ -1,16 +1,39 @@
-"""The commands as users run them, end to end, against the library loops and the floors.
+"""The commands as users run them, end to end, on every storage layout and digest type,
+against the library loops and the floors of the same data.
 
-Generates (or reuses, ``--data DIR``) a data directory that the CLI opens like a real one:
-a DbLedgerStorage bookie directory holding one ledger of N entries, written by
-ledgerctl's own writer from the entries of ``bench/scan.py`` (the same deterministic
-pool: small Pulsar entries with a CRC32C digest and broker entry metadata, half single
-values, half batches of 2-5, a quarter LZ4), and a RocksDB metadata store naming that
-ledger (closed, CRC32C digest) as the only ledger of the topic
-``persistent://public/bench/cli``. Two such directories are built: N entries (the large
-ledger, 10^6 by default) and N/10 (the small one, for the peak RSS ratio).
+Generates (or reuses, ``--data DIR``) data directories that the CLI opens like real ones,
+one per row: a storage layout x a digest type. Each holds one ledger (7) of N entries,
+written by ledgerctl's own writers from the entries of ``bench/scan.py`` (the same
+deterministic pool: small Pulsar entries with broker entry metadata, half single values,
+half batches of 2-5, a quarter LZ4), and a RocksDB metadata store in which that ledger
+(closed, with the row's digest type and the empty password, Pulsar's default
+``managedLedgerPassword``) is the only ledger of ``persistent://public/bench/cli``.
+
+Layouts (``--layouts``):
+
+* ``db``: DbLedgerStorage, one ledger directory (entry logs, ``locations`` and
+  ``ledgers`` RocksDB indexes);
+* ``db-dirs``: DbLedgerStorage with two ledger directories: ledger 7 in the one
+  ``signSafeMod(7, 2)`` picks (BookKeeper's ``DbLedgerStorage.getLedgerStorage``,
+  formats.md corrections §9), another ledger (8, N/4 entries) in the other;
+* ``interleaved``: InterleavedLedgerStorage: entry logs and ``.idx`` index files, ledger
+  7's entries interleaved with ledger 8's as they arrive (one record in ten is 8's);
+* ``sorted``: SortedLedgerStorage: the same files, the entries flushed sorted by ledger
+  (runs of 10,000 entries of ledger 7, each followed by 1,000 of ledger 8);
+* ``scan``: the ``db`` directory without its ``locations`` index (lost): entries are
+  located by scanning the entry logs, and every command reports the lost index (verify
+  one finding, exit 1);
+* ``live``: the ``db`` directory served by the self-made test bookie (tests/live_bookie.py,
+  Python, answers preloaded in memory up to 250,000 entries) on loopback, the commands
+  reading through the bookie protocol with ``--metadata-url`` alone. Not a real bookie:
+  bench/live.py compares with BookKeeper's own client.
+
+Digests (``--digests``): ``crc32c``, ``crc32``, ``dummy`` (verify reports every entry
+unverified: one warning finding), ``mac`` (HMAC-SHA1 with the empty password, read from
+the ledger's metadata).
 
 Measured on the same files in the same run, every measurement in a fresh process, the
-rounds interleaved, CPU time of that process:
+rounds interleaved (round 1 of every row, then round 2, ...), CPU time of that process:
 
 * commands, end to end, as a user runs them (``ledgerctl`` in a child process; CPU time
   is the child's user + system time from ``os.wait4``, interpreter start-up and imports
@@ -23,23 +46,24 @@ rounds interleaved, CPU time of that process:
   - ``jsonl``: ``ledgerctl inspect LEDGER -o jsonl``;
   - ``table``: ``ledgerctl inspect LEDGER -o table`` written to a pseudo-terminal of
     ``--columns`` columns (COLUMNS and the terminal's window size);
-  - ``startup``: ``ledgerctl --version`` (what every command pays before its work).
+  - ``startup``: ``ledgerctl --version`` (what every command pays before its work; once).
 
   Every command's output is read by this script (a pipe, or the terminal) and its lines
-  counted: one line per entry (table: at least one), or the run is rejected.
+  counted: one line per entry (table: at least one), verify the findings the row
+  expects, or the run is rejected.
 
 * library loops and floors, in a worker process of this script, timed around the loop
-  only (``time.process_time``):
+  only (``time.process_time``), on the row's store:
 
-  - ``full_decode_loop``: ``BookieStore.read_entries`` + ``decode_entry`` at the default
-    depth (bench/scan.py's full decode);
-  - ``head_scan``: ``BookieStore.read_heads`` (bench/scan.py's (a));
-  - ``floor``: bench/scan.py's read-and-split floor (mmap the entry log, split the
-    ``[u32 size][entry]`` records in Python, one bytes object per entry);
-  - ``read_once``: read each entry log with one ``read()``.
+  - ``full_decode_loop``: ``read_entries`` + ``decode_entry`` at the default depth;
+  - ``head_scan``: ``read_heads``;
+  - ``floor``: bench/scan.py's read-and-split floor: mmap the entry logs of the directory
+    holding the ledger and split their ``[u32 size][entry]`` records in Python, one bytes
+    object per record (interleaved and sorted: ledger 8's records too, one in eleven);
+  - ``read_once``: read those entry logs with one ``read()`` each.
 
 Every measurement runs ``--runs`` times; the report gives min/median/max CPU seconds and
-uses the min (best) for the ratios, named as the goals of the issue:
+uses the min (best) for the ratios, per row, named as the goals of the issue:
 
 * ``verify/floor``: entries/s of ``verify`` over those of the floor (goal >= 0.25);
 * ``entry_jsonl/floor``: the same for ``inspect --depth entry -o jsonl`` (goal >= 0.10);
@@ -49,11 +73,14 @@ uses the min (best) for the ratios, named as the goals of the issue:
   <= 1.25, the bound of bench/scan.py).
 
 The files are in the page cache (just written or just read), so the floors are CPU
-costs, not the disk's. Prints one JSON object on stdout.
+costs, not the disk's. The load average is recorded before and after. Prints one JSON
+object on stdout.
 
-    python bench/cli.py                       # 10^6 and 10^5 entries, 3 rounds
-    python bench/cli.py --quick               # 2,000 and 200 entries, 1 round (smoke)
-    python bench/cli.py --data DIR            # generate there once, reuse on the next run
+    python bench/cli.py --data DIR                  # 10^6 and 10^5 entries, every row, 3 rounds
+    python bench/cli.py --entries 100000 --runs 3   # 10^5 and 10^4: while developing
+    python bench/cli.py --layouts db,interleaved --digests crc32c   # some rows
+    python bench/cli.py --rows scan/crc32,live/dummy --only verify,entry_jsonl,floor
+    python bench/cli.py --quick                     # 2,000 and 200 entries, 1 round (smoke)
 """
 
 from __future__ import annotations
@@ -62,6 +89,7 @@ import argparse
 import fcntl
 import gc
 import json
+import mmap
 import os
 import pty
 import shutil
@@ -72,19 +100,30 @@ import sys
 import tempfile
 import termios
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import scan  # bench/scan.py: the entry pool and the library scans
 from _machine import machine  # bench/ is on sys.path when a bench script runs
 
+ROOT = Path(__file__).resolve().parent.parent  # tests.live_bookie, the test bookie
 SEED = scan.SEED
 LEDGER_ID = scan.LEDGER_ID
+OTHER_LEDGER = 8  # the other ledger of the db-dirs, interleaved and sorted layouts
 TOPIC = "persistent://public/bench/cli"
-LAYOUT_VERSION = 1  # of the generated directory (bench-cli.json); bump when it changes
+BOOKIE_ID = "127.0.0.1:3181"  # the bookie ledger metadata names
+PASSWORD = b""  # Pulsar's default managedLedgerPassword
+LAYOUT_VERSION = 2  # of the generated directories (bench-cli.json); bump when they change
 INFO_FILE = "bench-cli.json"
 COLUMNS = 160
+LAYOUTS = ("db", "db-dirs", "interleaved", "sorted", "scan", "live")
+DIGESTS = ("crc32c", "crc32", "dummy", "mac")
+INTERLEAVE = 10  # interleaved: one record in ten is ledger 8's
+SORTED_RUN = 10_000  # sorted: runs of ledger 7's entries, each followed by a tenth of 8's
+LOG_LIMIT = 1 << 30  # entry logs rotate at BookKeeper's default entryLogSizeLimit
+LIVE_PRELOAD = 250_000  # the test bookie holds a ledger in memory up to this many entries
 GOALS: dict[str, tuple[str, float]] = {
     "verify/floor": (">=", 0.25),
     "entry_jsonl/floor": (">=", 0.10),
@@ -94,34 +133,126 @@ GOALS: dict[str, tuple[str, float]] = {
 }
 COMMANDS = ("verify", "entry_jsonl", "jsonl", "table")
 LOOPS = ("full_decode_loop", "head_scan", "floor", "read_once")
+SIZE = struct.Struct(">i")
+
+
+def _digest(name: str) -> Any:
+    from pulsarctl_py.decoders.checksums import DigestType
+
+    return DigestType.parse(name)
+
+
+def _data_layout(layout: str) -> str:
+    """The layout whose files a row reads: the live row serves the db directory."""
+    return "db" if layout == "live" else layout
 
 
 # -- generation ---------------------------------------------------------------------------
 
 
-def generate(root: Path, entries: int, seed: int) -> dict[str, Any]:
-    """Write the bookie directory and the metadata store of one ledger under ``root``."""
+def _write_logs(current: Path, records: Iterator[bytes], key: bytes) -> list[Path]:
+    """Entry logs of ``records`` (rotating as a bookie does, the last one active) and one
+    ``.idx`` index file per ledger: InterleavedLedgerStorage and SortedLedgerStorage."""
+    from pulsarctl_py.decoders import entrylog
+    from pulsarctl_py.stores.bookie import write_index_file
+    from pulsarctl_py.stores.bookie.writers import EntryLogWriter, write_last_id
+
+    current.mkdir(parents=True)
+    by_ledger: dict[int, dict[int, int]] = {}
+    logs: list[Path] = []
+    writer: EntryLogWriter | None = None
+    log_id = 0
+
+    def close(active: bool) -> None:
+        assert writer is not None
+        writer.close(ledgers_map=not active)
+        for (lid, eid), location in writer.locations.items():
+            by_ledger.setdefault(lid, {})[eid] = location
+
+    for entry in records:
+        if writer is not None and writer.position + 4 + len(entry) > LOG_LIMIT:
+            close(False)
+            writer = None
+            log_id += 1
+        if writer is None:
+            logs.append(current / entrylog.log_file_name(log_id))
+            writer = EntryLogWriter(logs[-1], log_id)
+        writer.add(entry)
+    if writer is not None:
+        close(True)
+    write_last_id(current, log_id)
+    for lid, locations in sorted(by_ledger.items()):
+        write_index_file(current, lid, key, locations)
+    return logs
+
+
+def _interleaved(ours: Iterator[bytes], other: Iterator[bytes]) -> Iterator[bytes]:
+    for i, entry in enumerate(ours):
+        yield entry
+        if i % (INTERLEAVE - 1) == INTERLEAVE - 2:
+            yield from islice(other, 1)
+
+
+def _sorted(ours: Iterator[bytes], other: Iterator[bytes]) -> Iterator[bytes]:
+    while run := list(islice(ours, SORTED_RUN)):
+        yield from run
+        yield from islice(other, len(run) // 10)
+
+
+def _write_bookie(
+    bookie: Path, layout: str, ours: Iterator[bytes], other: Callable[[int], Iterator[bytes]]
+) -> tuple[list[Path], Path]:
+    """The bookie directory of a layout; its entry logs, and the ledger dir holding 7."""
+    from pulsarctl_py.decoders import entrylog
+    from pulsarctl_py.decoders.checksums import master_key
+    from pulsarctl_py.stores.bookie import write_db_ledger_dir
+
+    key = master_key(PASSWORD)
+    if layout in ("db", "scan"):
+        current = bookie / "current"
+        summary = write_db_ledger_dir(current, ours, key)
+        logs = [current / entrylog.log_file_name(i) for i in summary.log_ids]
+        if layout == "scan":
+            shutil.rmtree(current / "locations")  # the index is lost
+        return logs, current
+    if layout == "db-dirs":
+        dirs = [bookie / f"ledgers{i}" / "current" for i in range(2)]
+        # DbLedgerStorage.getLedgerStorage: MathUtils.signSafeMod(ledgerId, numberOfDirs)
+        ours_dir, other_dir = dirs[LEDGER_ID % 2], dirs[OTHER_LEDGER % 2]
+        summary = write_db_ledger_dir(ours_dir, ours, key)
+        write_db_ledger_dir(other_dir, other(4), key)
+        return [ours_dir / entrylog.log_file_name(i) for i in summary.log_ids], ours_dir
+    current = bookie / "current"
+    if layout == "interleaved":
+        return _write_logs(current, _interleaved(ours, other(INTERLEAVE - 1)), key), current
+    if layout == "sorted":
+        return _write_logs(current, _sorted(ours, other(10)), key), current
+    raise ValueError(layout)
+
+
+def generate(root: Path, entries: int, seed: int, layout: str, digest_name: str) -> dict[str, Any]:
+    """Write the bookie directory and the metadata store of one row under ``root``."""
     from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.decoders import managed_ledger as mld
     from pulsarctl_py.decoders.bookkeeper import HEADER
-    from pulsarctl_py.decoders.checksums import master_key
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
-    from pulsarctl_py.stores.bookie import write_db_ledger_dir
     from pulsarctl_py.stores.metadata import create_metadata_store
 
     start = time.perf_counter()
+    digest = _digest(digest_name)
     pool = scan.build_pool(seed)
     last: list[bytes] = []
 
-    def entries_kept() -> Any:
-        for data in scan.ledger_entries(pool, LEDGER_ID, entries, seed):
+    def entries_kept() -> Iterator[bytes]:
+        for data in scan.ledger_entries(pool, LEDGER_ID, entries, seed, digest, PASSWORD):
             last[:] = [data]
             yield data
 
-    current = root / "bookie" / "current"
-    summary = write_db_ledger_dir(current, entries_kept(), master_key(b""))
-    log_ids = list(summary.log_ids)
-    del summary
+    def other(share: int) -> Iterator[bytes]:
+        count = max(1, entries // share)
+        return scan.ledger_entries(pool, OTHER_LEDGER, count, seed, digest, PASSWORD)
+
+    logs, ledger_dir = _write_bookie(root / "bookie", layout, entries_kept(), other)
     length = HEADER.unpack_from(last[0], 0)[3]
     messages = scan._messages(pool, entries, seed)
     topic = mld.TopicName.parse(TOPIC)
@@ -130,11 +261,11 @@ def generate(root: Path, entries: int, seed: int) -> dict[str, Any]:
         write_quorum_size=1,
         ack_quorum_size=1,
         state=lm.LedgerState.CLOSED,
-        ensembles={0: ["127.0.0.1:3181"]},
+        ensembles={0: [BOOKIE_ID]},
         last_entry_id=entries - 1,
         length=length,
-        digest_type=scan.DIGEST,
-        password=b"",
+        digest_type=digest,
+        password=PASSWORD,
         ctime=scan.BASE_TIME - 1000,
         custom_metadata=lm.pulsar_custom_metadata(topic.persistence_name),
     )
@@ -157,14 +288,16 @@ def generate(root: Path, entries: int, seed: int) -> dict[str, Any]:
             store.put(path, data)
     finally:
         store.close()
-    logs = [current / f"{log_id:x}.log" for log_id in log_ids]
     description = {
         "layout_version": LAYOUT_VERSION,
+        "layout": layout,
+        "digest": digest_name,
         "entries": entries,
         "messages": messages,
         "seed": seed,
         "ledger_id": LEDGER_ID,
         "topic": TOPIC,
+        "ledger_dir": str(ledger_dir.relative_to(root)),
         "entry_log_bytes": sum(p.stat().st_size for p in logs),
         "generation_seconds": round(time.perf_counter() - start, 2),
     }
@@ -172,23 +305,26 @@ def generate(root: Path, entries: int, seed: int) -> dict[str, Any]:
     return description
 
 
-def prepared(root: Path, entries: int, seed: int) -> dict[str, Any]:
+def prepared(root: Path, entries: int, seed: int, layout: str, digest: str) -> dict[str, Any]:
     """The description of the directory at ``root``: reused when it matches, else rebuilt."""
     try:
         found = json.loads((root / INFO_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         found = None
-    if (
-        isinstance(found, dict)
-        and found.get("layout_version") == LAYOUT_VERSION
-        and found.get("entries") == entries
-        and found.get("seed") == seed
-    ):
+    wanted = {
+        "layout_version": LAYOUT_VERSION,
+        "entries": entries,
+        "seed": seed,
+        "layout": layout,
+        "digest": digest,
+    }
+    if isinstance(found, dict) and all(found.get(k) == v for k, v in wanted.items()):
         return {**found, "reused": True}
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
     args = ["--generate-into", str(root), "--entries", str(entries), "--seed", str(seed)]
+    args += ["--layouts", layout, "--digests", digest]
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), *args],
         capture_output=True,
@@ -203,31 +339,151 @@ def prepared(root: Path, entries: int, seed: int) -> dict[str, Any]:
 # -- the library loops (worker processes) ------------------------------------------------
 
 
-def _read_once(current: Path, ledger_id: int) -> dict[str, Any]:
-    """Each entry log read with one ``read()``: the bytes the commands start from."""
-    names = sorted(n for n in os.listdir(current) if n.endswith(".log"))
+class Row:
+    """One layout x digest: where its files are, and how its stores are opened."""
+
+    def __init__(self, layout: str, digest: str, root: Path, address: str | None = None):
+        self.layout = layout
+        self.digest = digest
+        self.root = root  # the data directory (for live: the db one it serves)
+        self.address = address  # the test bookie's HOST:PORT (live)
+
+    @property
+    def name(self) -> str:
+        return f"{self.layout}/{self.digest}"
+
+    def info(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.root / INFO_FILE).read_text(encoding="utf-8"))
+        return data
+
+    def logs(self) -> list[Path]:
+        """The entry logs of the ledger directory holding the ledger."""
+        from pulsarctl_py.decoders import entrylog
+
+        current = self.root / self.info()["ledger_dir"]
+        return sorted(
+            current / n for n in os.listdir(current) if entrylog.parse_log_file_name(n) is not None
+        )
+
+    def options(self, depth: Any = None) -> Any:
+        from pulsarctl_py.decoders.entry import DecodeOptions, Depth, Outer
+
+        return DecodeOptions(
+            outer=Outer.BOOKIE_ENTRY,
+            digest_type=_digest(self.digest),
+            password=PASSWORD,
+            depth=depth or Depth.MESSAGES,
+        )
+
+    def open_store(self) -> Any:
+        """The row's store, as a context manager."""
+        from contextlib import contextmanager
+
+        from pulsarctl_py.stores.bookie import open_bookie
+
+        @contextmanager
+        def live() -> Iterator[Any]:
+            from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
+            from pulsarctl_py.stores.metadata import open_metadata_store
+
+            options = ClientOptions(addresses=((BOOKIE_ID, self.address),))
+            with (
+                open_metadata_store(f"rocksdb://{self.root / 'metadata'}") as md,
+                LiveBookieStore(md, options) as store,
+            ):
+                yield store
+
+        return live() if self.layout == "live" else open_bookie([self.root / "bookie"])
+
+    def argv(self) -> list[str]:
+        """The store flags of a command on this row."""
+        stores = ["--metadata-url", f"rocksdb://{self.root / 'metadata'}"]
+        if self.layout == "live":
+            return [*stores, "--bookie-address", f"{BOOKIE_ID}={self.address}"]
+        return [*stores, "--bookie-dir", str(self.root / "bookie")]
+
+
+def _full_decode_loop(row: Row) -> dict[str, Any]:
+    """``read_entries`` + ``decode_entry`` at the default depth (bench/scan.py's (b))."""
+    from pulsarctl_py.decoders.entry import decode_entry
+
+    options = row.options()
+    count = bad = messages = 0
+    with row.open_store() as store:
+        cpu = time.process_time()
+        for stored in store.read_entries(LEDGER_ID):
+            entry = decode_entry(stored.data, options, (stored.ledger_id, stored.entry_id))
+            bad += any(p.severity == "error" for p in entry.problems)
+            messages += len(entry.messages)
+            count += 1
+        cpu = time.process_time() - cpu
+    return {"entries": count, "bad": bad, "messages": messages, "cpu_seconds": cpu}
+
+
+def _head_scan(row: Row) -> dict[str, Any]:
+    """``read_heads`` (bench/scan.py's (a)): every entry located, read, its digest checked
+    (unless DUMMY), its broker entry metadata read."""
+    from pulsarctl_py.decoders.entry import Depth
+
+    options = row.options(Depth.ENTRY)
+    count = bad = 0
+    with row.open_store() as store:
+        cpu = time.process_time()
+        for head in store.read_heads(LEDGER_ID, options=options):
+            bad += not head.ok or head.digest_ok is False
+            count += 1
+        cpu = time.process_time() - cpu
+    return {"entries": count, "bad": bad, "cpu_seconds": cpu}
+
+
+def _floor(row: Row) -> dict[str, Any]:
+    """bench/scan.py's read-and-split floor over the logs of the ledger's directory:
+    mmap each, split its ``[u32 size][entry]`` records in Python, no index, no checks."""
+    from pulsarctl_py.decoders import entrylog
+
+    unpack = SIZE.unpack_from
+    records = data_bytes = 0
+    logs = row.logs()
+    cpu = time.process_time()
+    for path in logs:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            end = len(mm)
+            pos = entrylog.parse_header(mm[: entrylog.DIRECT_HEADER_SIZE]).size
+            while pos + 4 <= end:
+                (size,) = unpack(mm, pos)
+                if size <= 0:
+                    break
+                pos += 4
+                entry = mm[pos : pos + size]
+                pos += size
+                records += 1
+                data_bytes += len(entry)
+    cpu = time.process_time() - cpu
+    return {"entries": None, "records": records, "bytes": data_bytes, "cpu_seconds": cpu}
+
+
+def _read_once(row: Row) -> dict[str, Any]:
+    """Each entry log of the ledger's directory read with one ``read()``."""
     total = 0
-    for name in names:
-        with open(current / name, "rb") as f:
+    logs = row.logs()
+    cpu = time.process_time()
+    for path in logs:
+        with open(path, "rb") as f:
             total += len(f.read())
-    return {"bytes": total, "entries": None}
+    return {"entries": None, "bytes": total, "cpu_seconds": time.process_time() - cpu}
 
 
-WORKERS: dict[str, Callable[[Path, int], dict[str, Any]]] = {
-    "full_decode_loop": scan.scan_full,
-    "head_scan": scan.scan_entry,
-    "floor": scan.scan_floor,
+WORKERS: dict[str, Callable[[Row], dict[str, Any]]] = {
+    "full_decode_loop": _full_decode_loop,
+    "head_scan": _head_scan,
+    "floor": _floor,
     "read_once": _read_once,
 }
 
 
-def worker(name: str, current: Path) -> dict[str, Any]:
+def worker(name: str, layout: str, digest: str, root: Path, address: str | None) -> dict[str, Any]:
     gc.collect()
-    cpu = time.process_time()
-    result = WORKERS[name](current, LEDGER_ID)
-    result["cpu_seconds"] = time.process_time() - cpu
-    result.pop("seconds", None)
-    return result
+    return WORKERS[name](Row(layout, digest, root, address))
 
 
 # -- running a child and measuring it ----------------------------------------------------
@@ -323,17 +579,13 @@ def run_child(argv: list[str], *, terminal: bool = False) -> dict[str, Any]:
     }
 
 
-def command_argv(name: str, root: Path) -> tuple[list[str], bool]:
-    """The command line of measurement ``name`` on the directory at ``root``."""
-    stores = [
-        "--metadata-url",
-        f"rocksdb://{root / 'metadata'}",
-        "--bookie-dir",
-        str(root / "bookie"),
-    ]
-    ledger = str(LEDGER_ID)
+def command_argv(name: str, row: Row | None) -> tuple[list[str], bool]:
+    """The command line of measurement ``name`` on a row."""
     if name == "startup":
         return [*_ledgerctl(), "--version"], False
+    assert row is not None
+    stores = row.argv()
+    ledger = str(LEDGER_ID)
     if name == "verify":
         # the in-process engine, stated (--engine auto keeps verify in this process unless
         # a Spark threshold is set, which the environment could do)
@@ -348,43 +600,48 @@ def command_argv(name: str, root: Path) -> tuple[list[str], bool]:
     raise ValueError(name)
 
 
-def measure_command(name: str, root: Path, entries: int) -> dict[str, Any]:
-    argv, terminal = command_argv(name, root)
+def expected(name: str, row: Row | None, entries: int, lines: int, code: int) -> bool:
+    """Whether a command wrote what the row's data holds: one line per entry (table: at
+    least one); verify the findings the row has (the lost index of the scan layout, a
+    warning of unverified digests for DUMMY), and their exit code."""
+    if name == "startup" or row is None:
+        return lines == 1 and code == 0
+    lost = row.layout == "scan"  # an error finding, exit 1 (inspect reports it too)
+    if name == "verify":
+        return lines == int(lost) + int(row.digest == "dummy") and code == int(lost)
+    if code != int(lost):
+        return False
+    return lines >= entries if name == "table" else lines == entries
+
+
+def measure_command(name: str, row: Row | None, entries: int) -> dict[str, Any]:
+    argv, terminal = command_argv(name, row)
     result = run_child(argv, terminal=terminal)
-    if result["code"] != 0:
+    where = f"{row.name} " if row is not None else ""
+    if not expected(name, row, entries, result["lines"], result["code"]):
         raise SystemExit(
-            f"bench/cli.py: {name} exited {result['code']}:\n{result['stderr'][-2000:]}"
+            f"bench/cli.py: {where}{name} exited {result['code']} with {result['lines']} "
+            f"lines for {entries} entries:\n{result['stderr'][-2000:]}"
         )
-    lines = result["lines"]
-    expected_ok = {
-        "startup": lines == 1,
-        "verify": True,  # a healthy topic: no findings, so no lines
-        "entry_jsonl": lines == entries,
-        "jsonl": lines == entries,
-        "table": lines >= entries,
-    }[name]
-    if not expected_ok:
-        raise SystemExit(f"bench/cli.py: {name} wrote {lines} lines for {entries} entries")
-    if name == "verify" and lines:
-        raise SystemExit(f"bench/cli.py: verify found problems in the generated topic ({lines})")
     del result["stderr"]
     return result
 
 
-def measure_loop(name: str, root: Path, entries: int) -> dict[str, Any]:
-    current = root / "bookie" / "current"
+def measure_loop(name: str, row: Row, entries: int) -> dict[str, Any]:
+    args = ["--worker", name, row.layout, row.digest, str(row.root), row.address or "-"]
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--worker", name, str(current)],
+        [sys.executable, str(Path(__file__).resolve()), *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        cwd=ROOT,
     )
     out, err = proc.communicate()
     if proc.returncode != 0:
-        raise SystemExit(f"bench/cli.py: {name} worker failed:\n{err.decode()[-2000:]}")
+        raise SystemExit(f"bench/cli.py: {row.name} {name} worker failed:\n{err.decode()[-2000:]}")
     result: dict[str, Any] = json.loads(out)
     if result.get("entries") not in (None, entries) or result.get("bad"):
-        raise SystemExit(f"bench/cli.py: {name} saw {result} of {entries} entries")
+        raise SystemExit(f"bench/cli.py: {row.name} {name} saw {result} of {entries} entries")
     return result
 
 
@@ -396,30 +653,80 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
-def run_all(root: Path, entries: int, runs: int, names: list[str]) -> dict[str, Any]:
-    """Every measurement ``runs`` times, interleaved; CPU stats and peak RSS per name."""
-    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+def _summary(name: str, results: list[dict[str, Any]], entries: int) -> dict[str, Any]:
+    cpu = [r["cpu_seconds"] for r in results]
+    best = min(cpu)
+    item: dict[str, Any] = {
+        "cpu_seconds": _stats(cpu),
+        "entries_per_cpu_s": round(entries / best) if best > 0 else None,
+        "us_per_entry": round(best / entries * 1e6, 3),
+    }
+    if name not in LOOPS:
+        item["peak_rss_mib"] = round(max(r["peak_rss_kib"] for r in results) / 1024, 1)
+        item["stdout_bytes"] = results[0]["stdout_bytes"]
+        item["lines"] = results[0]["lines"]
+    return item
+
+
+def run_all(
+    rows: dict[str, tuple[Row, Row]],
+    entries: tuple[int, int],
+    runs: int,
+    only: tuple[str, ...] = (*COMMANDS, *LOOPS),
+) -> dict[str, Any]:
+    """Every measurement (of ``only``) of every row ``runs`` times, interleaved: round 1
+    of every row, then round 2...; the small ledger (N/10) for the commands only (peak
+    RSS)."""
+    large, small = entries
+    samples: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    startup: list[dict[str, Any]] = []
     for _ in range(runs):
-        for name in names:
-            if name in LOOPS:
-                samples[name].append(measure_loop(name, root, entries))
-            else:
-                samples[name].append(measure_command(name, root, entries))
-    out: dict[str, Any] = {}
-    for name, results in samples.items():
-        cpu = [r["cpu_seconds"] for r in results]
-        best = min(cpu)
-        item: dict[str, Any] = {
-            "cpu_seconds": _stats(cpu),
-            "entries_per_cpu_s": round(entries / best) if best > 0 else None,
-            "us_per_entry": round(best / entries * 1e6, 3),
-        }
-        if name not in LOOPS:
-            item["peak_rss_mib"] = round(max(r["peak_rss_kib"] for r in results) / 1024, 1)
-            item["stdout_bytes"] = results[0]["stdout_bytes"]
-            item["lines"] = results[0]["lines"]
-        out[name] = item
+        startup.append(measure_command("startup", None, large))
+        for key, (big, little) in rows.items():
+            for name in only:
+                if name in LOOPS:
+                    result = measure_loop(name, big, large)
+                else:
+                    result = measure_command(name, big, large)
+                samples.setdefault((key, "large", name), []).append(result)
+            for name in (n for n in only if n in COMMANDS):
+                result = measure_command(name, little, small)
+                samples.setdefault((key, "small", name), []).append(result)
+    out: dict[str, Any] = {"startup": _summary("startup", startup, large)}
+    for (key, size, name), results in samples.items():
+        count = large if size == "large" else small
+        row = out.setdefault(key, {"large": {}, "small": {}})
+        row[size][name] = _summary(name, results, count)
     return out
+
+
+# -- the test bookie of the live rows --------------------------------------------------------
+
+
+def start_test_bookie(bookie_dir: Path, entries: int) -> tuple[subprocess.Popen[str], str]:
+    """The test bookie serving a bookie directory on loopback; its process and address."""
+    cmd = [sys.executable, "-m", "tests.live_bookie", str(bookie_dir), "--no-record"]
+    if entries <= LIVE_PRELOAD:
+        cmd += ["--preload", str(LEDGER_ID)]
+    server = subprocess.Popen(
+        cmd, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline().split()
+    if len(line) != 2 or line[0] != "port":
+        server.kill()
+        raise SystemExit("bench/cli.py: the test bookie did not start")
+    return server, f"127.0.0.1:{line[1]}"
+
+
+def stop_test_bookie(server: subprocess.Popen[str]) -> None:
+    if server.stdin is not None:
+        server.stdin.close()  # it serves until stdin closes
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -458,20 +765,33 @@ RATIOS: dict[str, tuple[str, str, str]] = {
 
 
 def ratios(large: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
+    """The goals' ratios, of those whose measurements were taken."""
     out: dict[str, Any] = {}
     for name, (above, below, metric) in RATIOS.items():
-        value = large[above]["cpu_seconds"]["min"] / large[below]["cpu_seconds"]["min"]
-        out[name] = _goal(name, round(value, 4), metric)
+        if above in large and below in large:
+            value = large[above]["cpu_seconds"]["min"] / large[below]["cpu_seconds"]["min"]
+            out[name] = _goal(name, round(value, 4), metric)
     rss = {
         name: round(large[name]["peak_rss_mib"] / small[name]["peak_rss_mib"], 3)
         for name in COMMANDS
+        if name in large
     }
+    if not rss:
+        return out
     metric = "peak RSS on the large ledger over the small one's, worst command"
     out["rss_large/rss_small"] = {
         **_goal("rss_large/rss_small", max(rss.values()), metric),
         "per_command": rss,
     }
     return out
+
+
+def _names(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        raise SystemExit(f"bench/cli.py: unknown {what} {unknown}: expected {', '.join(allowed)}")
+    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -485,20 +805,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, help="rounds per measurement (default 3; quick 1)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
+        "--layouts", default=",".join(LAYOUTS), help=f"comma-separated, of {', '.join(LAYOUTS)}"
+    )
+    parser.add_argument(
+        "--digests", default=",".join(DIGESTS), help=f"comma-separated, of {', '.join(DIGESTS)}"
+    )
+    parser.add_argument(
+        "--rows",
+        help="comma-separated LAYOUT/DIGEST pairs, instead of every layout x digest",
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join((*COMMANDS, *LOOPS)),
+        help="comma-separated measurements to take (default all: "
+        f"{', '.join((*COMMANDS, *LOOPS))}); ratios of the others are left out",
+    )
+    parser.add_argument(
         "--data",
         metavar="DIR",
         help="generate the ledgers under DIR and keep them; a later run with the same "
         "--entries and --seed reuses them (default: a temporary directory, removed)",
     )
     parser.add_argument("--tmp", help="parent of the temporary directory (default: TMPDIR)")
-    parser.add_argument("--worker", nargs=2, metavar=("LOOP", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--generate-into", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker[0], Path(args.worker[1]))))
+        name, layout, digest, root, address = args.worker
+        result = worker(name, layout, digest, Path(root), None if address == "-" else address)
+        print(json.dumps(result))
         return 0
+    layouts = _names(args.layouts, LAYOUTS, "layouts")
+    digests = _names(args.digests, DIGESTS, "digests")
+    pairs = [(layout, digest) for layout in layouts for digest in digests]
+    if args.rows:
+        pairs = [tuple(p.split("/", 1)) for p in args.rows.split(",")]  # type: ignore[misc]
+        for layout, digest in pairs:
+            _names(layout, LAYOUTS, "layouts")
+            _names(digest, DIGESTS, "digests")
     if args.generate_into:
-        print(json.dumps(generate(Path(args.generate_into), args.entries, args.seed)))
+        root = Path(args.generate_into)
+        print(json.dumps(generate(root, args.entries, args.seed, layouts[0], digests[0])))
         return 0
     entries = args.entries or (2000 if args.quick else 1_000_000)
     small_entries = max(1, entries // 10)
@@ -509,18 +856,41 @@ def main(argv: list[str] | None = None) -> int:
         if keep
         else Path(tempfile.mkdtemp(prefix="ledgerctl-bench-cli-", dir=args.tmp))
     )
+    load_before = os.getloadavg()
+    servers: list[subprocess.Popen[str]] = []
     try:
-        data = {
-            "large": prepared(base / f"n{entries}", entries, args.seed),
-            "small": prepared(base / f"n{small_entries}", small_entries, args.seed),
-        }
-        large_names = ["startup", *COMMANDS, *LOOPS]
-        large = run_all(base / f"n{entries}", entries, runs, large_names)
-        small = run_all(base / f"n{small_entries}", small_entries, runs, list(COMMANDS))
+        data: dict[str, Any] = {}
+        rows: dict[str, tuple[Row, Row]] = {}
+        for layout, digest in pairs:
+            pair = []
+            for size, count in (("large", entries), ("small", small_entries)):
+                where = base / f"n{count}" / f"{_data_layout(layout)}-{digest}"
+                info = prepared(where, count, args.seed, _data_layout(layout), digest)
+                data.setdefault(f"{layout}/{digest}", {})[size] = info
+                address = None
+                if layout == "live":
+                    server, address = start_test_bookie(where / "bookie", count)
+                    servers.append(server)
+                pair.append(Row(layout, digest, where, address))
+            rows[f"{layout}/{digest}"] = (pair[0], pair[1])
+        only = tuple(_names(args.only, (*COMMANDS, *LOOPS), "measurements"))
+        measured = run_all(rows, (entries, small_entries), runs, only)
     finally:
+        for server in servers:
+            stop_test_bookie(server)
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
+    load_after = os.getloadavg()
     command = argv if argv is not None else sys.argv[1:]
+    report_rows: dict[str, Any] = {}
+    for key in rows:
+        large, small = measured[key]["large"], measured[key]["small"]
+        report_rows[key] = {
+            "data": data[key],
+            "large": {"entries": entries, "measurements": large},
+            "small": {"entries": small_entries, "measurements": small},
+            "ratios": ratios(large, small),
+        }
     report = {
         "benchmark": "cli",
         "command": " ".join(["python", "bench/cli.py", *command]),
@@ -530,11 +900,18 @@ def main(argv: list[str] | None = None) -> int:
         "clock": "CPU seconds (user + system): the command's child process from os.wait4; "
         "library loops and floors around the loop only (time.process_time)",
         "machine": machine(),
+        "load_average": {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in load_after],
+        },
         "terminal_columns": COLUMNS,
-        "data": data,
-        "large": {"entries": entries, "measurements": large},
-        "small": {"entries": small_entries, "measurements": small},
-        "ratios": ratios(large, small),
+        "entries": {"large": entries, "small": small_entries},
+        "startup": measured["startup"],
+        "rows": report_rows,
+        "goals": {
+            key: {name: goal["pass"] for name, goal in row["ratios"].items()}
+            for key, row in report_rows.items()
+        },
     }
     print(json.dumps(report, indent=2))
     return 0

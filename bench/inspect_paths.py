@@ -1,9 +1,10 @@
 """inspect's read path, entry heads against the general path, in CPU time per entry.
 
-On a data directory written by ``bench/cli.py --data DIR`` (the ledger of 10^5 entries,
-``DIR/n100000``), in one process, best of 3 (``time.process_time``), output to
-/dev/null through the command's own output function (``commands/inspect.py`` ``_show``
-with ``fast`` on and off; both write the same bytes, tests/test_inspect_heads.py):
+On a data directory written by ``bench/cli.py --data DIR`` (a row's ledger of 10^5
+entries, such as ``DIR/n100000/db-crc32c``), in one process, best of 3
+(``time.process_time``), output to /dev/null through the command's own output function
+(``commands/inspect.py`` ``_show`` with ``fast`` on and off; both write the same bytes,
+tests/test_inspect_heads.py):
 
 * ``inspect --depth entry -o jsonl``;
 * ``inspect --since T -o jsonl`` at depth messages and metadata, T the median broker
@@ -13,8 +14,8 @@ with ``fast`` on and off; both write the same bytes, tests/test_inspect_heads.py
 
 Prints one JSON object per line.
 
-    python bench/cli.py --entries 100000 --runs 1 --data DIR
-    python bench/inspect_paths.py DIR/n100000
+    python bench/cli.py --entries 100000 --runs 1 --rows db/crc32c --data DIR
+    python bench/inspect_paths.py DIR/n100000/db-crc32c
 """
 
 from __future__ import annotations

@@ -21,6 +21,26 @@ Goal: live pipelined >= 50% of offline entries/s at 1 KiB entries. Prints one JS
 
     python bench/live.py              # the figures in docs/performance.md (50k entries)
     python bench/live.py --quick      # smoke run (2k entries)
+
+With ``--sandbox DIR``: real bookies, those of ``scripts/sandbox`` (started in DIR, and
+stopped after, unless DIR already holds a running cluster). BookKeeper's own Java client
+(bench/java/LedgerBench.java, compiled against the sandbox's jars) writes one ledger of N
+entries of 1 KiB (CRC32C digest, the empty password, ensemble 3, write and ack quorum 3:
+every bookie stores every entry), then, interleaved in the same run, ``--runs`` times:
+
+* ``java``: BookKeeper's client reads it (``readEntries`` in batches of 1,000, every
+  digest verified), timed in its JVM (one JVM for all runs: its JIT warms up as a
+  long-running reader's would);
+* ``live``: ledgerctl's ``LiveBookieStore.read_entries`` reads it from the bookies,
+  every entry's digest verified (``digest_ok``);
+
+and after stopping the bookies (started again after), ``offline``: ledgerctl's
+``BookieStore.read_entries`` over the first bookie's ledger directories, digests verified.
+Goal: live >= 50% of Java's entries/s (median over median; the min/median/max of every
+variant are reported, with the load average).
+
+    python bench/live.py --sandbox DIR --entries 1000000 --runs 3   # the issue's size
+    python bench/live.py --sandbox DIR --entries 2000 --runs 1      # smoke (tests)
 """
 
 from __future__ import annotations
@@ -152,6 +172,165 @@ def _c_parser() -> bool:
     return client._NATIVE is not None
 
 
+# -- real bookies: the sandbox ---------------------------------------------------------------
+
+SANDBOX = ROOT / "scripts" / "sandbox"
+JAVA_SOURCE = ROOT / "bench" / "java" / "LedgerBench.java"
+#: entries per readEntries call of the Java reader (its reads of a call are in flight at once)
+JAVA_BATCH = 1000
+
+
+def _sandbox(*args: str, timeout: float = 900) -> str:
+    done = subprocess.run(
+        [sys.executable, str(SANDBOX), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"scripts/sandbox {' '.join(args)}: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def _java(classes: Path, classpath: str, cluster: dict[str, Any], *args: str) -> Any:
+    conf = Path(cluster["broker"]["conf"]).parent / "log4j2.xml"
+    command = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-cp", f"{classes}{os.pathsep}{classpath}"]
+    command += [f"-Dlog4j2.configurationFile={conf}", "LedgerBench"]
+    command += [cluster["bookkeeper_metadata_url"], *args]  # BookKeeper's metadataServiceUri
+    done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
+    if done.returncode != 0:
+        raise SystemExit(f"LedgerBench {' '.join(args)}: {done.stderr.strip()[-2000:]}")
+    # the client's log may share stdout: the answer is the line LedgerBench marks
+    answer = [line for line in done.stdout.splitlines() if line.startswith("LEDGERBENCH ")]
+    if not answer:
+        raise SystemExit(f"LedgerBench {' '.join(args)} gave no answer: {done.stdout[-2000:]}")
+    return json.loads(answer[-1].split(" ", 1)[1])
+
+
+def read_live_cluster(url: str, ledger_id: int) -> tuple[int, int, float, float]:
+    with open_metadata_store(url) as md, LiveBookieStore(md, ClientOptions()) as store:
+        store.metadata_of(ledger_id)  # metadata read outside the timing
+        cpu = time.process_time()
+        start = time.perf_counter()
+        count = size = 0
+        for s in store.read_entries(ledger_id, 0, None):
+            if digest_ok(s.data, ledger_id, s.entry_id, DigestType.CRC32C, PASSWORD) is not True:
+                raise SystemExit(f"live entry {s.entry_id} does not verify")
+            count += 1
+            size += len(s.data)
+        return count, size, time.perf_counter() - start, time.process_time() - cpu
+
+
+def read_offline_dirs(dirs: list[Path], ledger_id: int) -> tuple[int, int, float, float]:
+    with open_bookie(dirs) as store:
+        cpu = time.process_time()
+        start = time.perf_counter()
+        count = size = 0
+        for s in store.read_entries(ledger_id):
+            if digest_ok(s.data, ledger_id, s.entry_id, DigestType.CRC32C, PASSWORD) is not True:
+                raise SystemExit(f"offline entry {s.entry_id} does not verify")
+            count += 1
+            size += len(s.data)
+        return count, size, time.perf_counter() - start, time.process_time() - cpu
+
+
+def _spread(rates: list[float]) -> dict[str, int]:
+    return {
+        "min": round(min(rates)),
+        "median": round(statistics.median(rates)),
+        "max": round(max(rates)),
+    }
+
+
+def run_sandbox(directory: Path, entries: int, runs: int) -> dict[str, Any]:
+    """The --sandbox benchmark (see the module's text); the report."""
+    own = not (directory / "cluster.json").exists()
+    if own:
+        _sandbox("up", str(directory))
+    classes = Path(tempfile.mkdtemp(prefix="ledgerctl-bench-java-"))
+    try:
+        cluster = json.loads((directory / "cluster.json").read_text())
+        classpath = _sandbox("classpath").strip()
+        javac = subprocess.run(
+            ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(JAVA_SOURCE)],
+            capture_output=True,
+            text=True,
+        )
+        if javac.returncode != 0:
+            raise SystemExit(f"javac LedgerBench.java: {javac.stderr.strip()[-2000:]}")
+        written = _java(
+            classes, classpath, cluster, "write", str(entries), str(PAYLOAD), "3", "3", "3"
+        )
+        ledger_id = int(written["ledger_id"])
+        url = cluster["bookkeeper_metadata_url"]
+        rates: dict[str, list[float]] = {"java": [], "live": []}
+        cpu: dict[str, list[float]] = {"java": [], "live": []}
+        java_runs = _java(
+            classes, classpath, cluster, "read", str(ledger_id), str(runs), str(JAVA_BATCH)
+        )["runs"]
+        for run in java_runs:
+            if run["entries"] != entries:
+                raise SystemExit(f"the Java client read {run['entries']} entries, not {entries}")
+            rates["java"].append(run["entries"] / run["seconds"])
+            cpu["java"].append(run["cpu_seconds"] / run["entries"] * 1e6)
+        for _ in range(runs):
+            count, _size, seconds, used = read_live_cluster(url, ledger_id)
+            if count != entries:
+                raise SystemExit(f"ledgerctl's live store read {count} entries, not {entries}")
+            rates["live"].append(count / seconds)
+            cpu["live"].append(used / count * 1e6)
+        load_live = [round(x, 2) for x in os.getloadavg()]
+        bookies = cluster["bookies"]
+        for bookie in bookies:
+            _sandbox("stop", str(directory), "--bookie", bookie["id"])
+        try:
+            dirs = [Path(d) for d in bookies[0]["ledger_dirs"]]
+            rates["offline"], cpu["offline"] = [], []
+            for _ in range(runs):
+                count, _size, seconds, used = read_offline_dirs(dirs, ledger_id)
+                if count != entries:
+                    raise SystemExit(f"the offline store read {count} entries, not {entries}")
+                rates["offline"].append(count / seconds)
+                cpu["offline"].append(used / count * 1e6)
+        finally:
+            if not own:
+                for bookie in bookies:
+                    _sandbox("start", str(directory), "--bookie", bookie["id"])
+        median = {name: statistics.median(r) for name, r in rates.items()}
+        return {
+            "benchmark": "live-sandbox",
+            "machine": machine(),
+            "ledger": {
+                "ledger_id": ledger_id,
+                "entries": entries,
+                "payload_bytes": PAYLOAD,
+                "digest_type": "CRC32C",
+                "ensemble_write_ack": [3, 3, 3],
+                "written_by": "BookKeeper Java client (bench/java/LedgerBench.java)",
+                "write_seconds": round(written["seconds"], 2),
+            },
+            "bookkeeper_version": cluster.get("bookkeeper_version"),
+            "runs": runs,
+            "entries_per_s": {name: _spread(r) for name, r in rates.items()},
+            "reader_cpu_us_per_entry": {
+                name: round(statistics.median(c), 2) for name, c in cpu.items()
+            },
+            "live_vs_java": round(median["live"] / median["java"], 2),
+            "live_vs_java_best": round(max(rates["live"]) / max(rates["java"]), 2),
+            "offline_vs_java": round(median["offline"] / median["java"], 2),
+            "goal": {
+                "live_vs_java_at_least": 0.5,
+                "met": median["live"] >= median["java"] / 2,
+            },
+            "load_average": {"reads": load_live, "end": [round(x, 2) for x in os.getloadavg()]},
+        }
+    finally:
+        shutil.rmtree(classes, ignore_errors=True)
+        if own:
+            _sandbox("down", str(directory))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=50_000)
@@ -159,7 +338,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2k entries, one run")
     parser.add_argument("--preload", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--tmp", type=Path, default=None, help="where to generate")
+    parser.add_argument(
+        "--sandbox",
+        type=Path,
+        metavar="DIR",
+        help="real bookies: the scripts/sandbox cluster in DIR (started there when absent)",
+    )
     args = parser.parse_args(argv)
+    if args.sandbox is not None:
+        entries, runs = (2_000, 1) if args.quick else (args.entries, args.runs)
+        print(json.dumps(run_sandbox(args.sandbox.resolve(), entries, runs), indent=1))
+        return 0
     entries, runs = (2_000, 1) if args.quick else (args.entries, args.runs)
     root = Path(tempfile.mkdtemp(prefix="ledgerctl-bench-live-", dir=args.tmp))
     server = None

@@ -152,9 +152,15 @@ def build_pool(seed: int) -> list[tuple[bytes, int]]:
 
 
 def ledger_entries(
-    pool: list[tuple[bytes, int]], ledger_id: int, count: int, seed: int
+    pool: list[tuple[bytes, int]],
+    ledger_id: int,
+    count: int,
+    seed: int,
+    digest: DigestType = DIGEST,
+    password: bytes = b"",
 ) -> Iterator[bytes]:
-    """``count`` digest-packed entries of one ledger: pool entries with a fresh BEM each."""
+    """``count`` digest-packed entries of one ledger: pool entries with a fresh BEM each
+    (``digest`` and, for a MAC, ``password``: how the bookie header is digested)."""
     rng = random.Random(f"{seed}-order-{ledger_id}")
     picks = [rng.randrange(len(pool)) for _ in range(min(count, 1 << 16))]
     bem = api.BrokerEntryMetadata()
@@ -172,7 +178,7 @@ def ledger_entries(
         payload = build_bem(bem) + body
         length += len(payload)
         header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
-        yield build_bk(header, payload, DIGEST)
+        yield build_bk(header, payload, digest, password)
 
 
 def generate(root: Path, entries: int, seed: int, pool: list[tuple[bytes, int]]) -> dict[str, Any]:

@@ -1251,11 +1251,12 @@ vstate_load(PyObject *state, int digest, VState *st, int *digest_size)
         PyErr_SetString(PyExc_ValueError, "verify: state of the wrong size");
         return -1;
     }
-    if (digest != 3 && digest != 1) {
-        PyErr_SetString(PyExc_ValueError, "verify: digest must be CRC32C (3) or CRC32 (1)");
+    if (digest != 3 && digest != 1 && digest != 4) {
+        PyErr_SetString(PyExc_ValueError,
+                        "verify: digest must be CRC32C (3), CRC32 (1) or DUMMY (4)");
         return -1;
     }
-    *digest_size = digest == 3 ? 4 : 8;
+    *digest_size = digest == 3 ? 4 : digest == 1 ? 8 : 0;
     /* the types first, so that reading the values runs no Python code (an __index__ or
      * __bool__ that changes the list under the scan) */
     for (int slot = 0; slot <= S_ORDERED; slot++) {
@@ -1354,7 +1355,7 @@ verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, i
         if (crc != be32(entry + BK_HEADER))
             return HEADS_IRREGULAR;
     }
-    else {
+    else if (digest == 1) { /* DUMMY (4): no digest stored, nothing to verify */
         uint32_t crc = crc32_update(0, entry, BK_HEADER);
         crc = crc32_update(crc, payload, (size_t)(end - payload));
         if (be32(entry + BK_HEADER) != 0 || crc != be32(entry + BK_HEADER + 4))
@@ -2600,13 +2601,14 @@ varint_len(long long x)
 #define LINE_BOOKIE 36 /* bookie header (32 bytes) and CRC32C digest: the payload */
 
 /*
- * entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False)
+ * entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False, digest=3)
  *   -> (lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i)
  *
  * The JSON line of each (EntryHead, data) pair from pairs[start] on, as
  * pulsarctl_py.inspect_heads.line_maker's ``line`` writes it for a ledger whose digest
- * type is CRC32C, from its metadata or (``detected``) checked here entry by entry, and
- * without payload hashes; at most ``room`` lines.
+ * type is ``digest`` (3 CRC32C, 1 CRC32, 4 DUMMY) from its metadata, or CRC32C
+ * (``detected``) checked here entry by entry, and without payload hashes; at most
+ * ``room`` lines.
  * Stops at the first pair whose line is not certainly the regular one (``line`` decides
  * it, or the entry is decoded): ``stop`` is its index. ``tail`` is the line's end after
  * ``"confirmed":...`` (UTF-8). The counts are of the lines made: the summary's stored
@@ -2619,10 +2621,21 @@ sp_entry_lines(PyObject *self, PyObject *args)
     PyObject *pairs, *lac_obj, *tail;
     Py_ssize_t start, room;
     long long ledger;
-    int detected = 0;
-    if (!PyArg_ParseTuple(args, "O!nnLOS|p:entry_lines", &PyList_Type, &pairs, &start, &room,
-                          &ledger, &lac_obj, &tail, &detected))
+    int detected = 0, digest = 3;
+    if (!PyArg_ParseTuple(args, "O!nnLOS|pi:entry_lines", &PyList_Type, &pairs, &start, &room,
+                          &ledger, &lac_obj, &tail, &detected, &digest))
         return NULL;
+    /* the digest's size, its name, and whether its check verifies (DUMMY: none stored) */
+    int ds = digest == 3 ? 4 : digest == 1 ? 8 : digest == 4 ? 0 : -1;
+    const char *digest_name = digest == 3 ? "CRC32C" : digest == 1 ? "CRC32" : "DUMMY";
+    PyObject *digest_ok = digest == 4 ? Py_None : Py_True;
+    if (ds < 0 || (detected && digest != 3)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "entry_lines: digest must be CRC32C (3), CRC32 (1) or DUMMY (4); "
+                        "a detected one CRC32C");
+        return NULL;
+    }
+    const long long bookie = BK_HEADER + ds; /* where the payload starts */
     Bound *b = &bound[BIND_HEAD];
     if (b->type == NULL || b->n != H_FIELDS) {
         PyErr_SetString(PyExc_RuntimeError, "entry_lines: EntryHead class not bound");
@@ -2664,10 +2677,10 @@ sp_entry_lines(PyObject *self, PyObject *args)
             unset |= v[k] == NULL;
         }
         if (unset || !PyTuple_CheckExact(v[H_PROBLEMS]) || PyTuple_GET_SIZE(v[H_PROBLEMS]) != 0 ||
-            v[H_DIGEST_OK] != Py_True)
+            v[H_DIGEST_OK] != digest_ok)
             break;
         long long size, lid, entry_id, entry_lac, length, ts = 0, idx = 0;
-        if (!head_ll(v[H_SIZE], &size) || size < LINE_BOOKIE + 2 || size > (1LL << 40))
+        if (!head_ll(v[H_SIZE], &size) || size < bookie + 2 || size > (1LL << 40))
             break;
         if (!head_ll(v[H_LEDGER_ID], &lid) || lid != ledger)
             break;
@@ -2686,7 +2699,7 @@ sp_entry_lines(PyObject *self, PyObject *args)
             break;
         const uint8_t *d = (const uint8_t *)PyBytes_AS_STRING(data);
         Py_ssize_t dn = PyBytes_GET_SIZE(data);
-        if (dn < LINE_BOOKIE + 2)
+        if (dn < bookie + 2)
             break;
         if (detected) {
             /* the ledger's digest type was detected, not read from metadata: the line is
@@ -2696,14 +2709,14 @@ sp_entry_lines(PyObject *self, PyObject *args)
             if (crc != be32(d + 32))
                 break;
         }
-        char bem[200];
+        char bem[200], bem_layer[80];
         int bem_n = 0;
-        static const char bem_layer[] =
-            ",{\"layer\":\"broker-entry-metadata\",\"offset\":36,\"length\":";
+        snprintf(bem_layer, sizeof bem_layer,
+                 ",{\"layer\":\"broker-entry-metadata\",\"offset\":%lld,\"length\":", bookie);
         if (flag == Py_True) {
-            if (d[LINE_BOOKIE] != 0x0e || d[LINE_BOOKIE + 1] != 0x02 || dn < LINE_BOOKIE + 6)
+            if (d[bookie] != 0x0e || d[bookie + 1] != 0x02 || dn < bookie + 6)
                 break;
-            unsigned long long bem_size = be32(d + LINE_BOOKIE + 2);
+            unsigned long long bem_size = be32(d + bookie + 2);
             if (has_ts && has_idx) {
                 if (bem_size != 2 + varint_len(ts) + varint_len(idx))
                     break;
@@ -2723,34 +2736,40 @@ sp_entry_lines(PyObject *self, PyObject *args)
             }
             if (bem_n < 0 || bem_n >= (int)sizeof bem)
                 break;
-        } else if (d[LINE_BOOKIE] != 0x0e || d[LINE_BOOKIE + 1] != 0x01) {
+        } else if (d[bookie] != 0x0e || d[bookie + 1] != 0x01) {
             break;
         }
         static const char hex[] = "0123456789abcdef";
-        char digest[9];
-        for (int k = 0; k < 4; k++) {
-            digest[2 * k] = hex[d[32 + k] >> 4];
-            digest[2 * k + 1] = hex[d[32 + k] & 15];
+        char stored[17];
+        for (int k = 0; k < ds; k++) {
+            stored[2 * k] = hex[d[32 + k] >> 4];
+            stored[2 * k + 1] = hex[d[32 + k] & 15];
         }
-        digest[8] = 0;
-        char check[120];
-        int check_n = snprintf(check, sizeof check,
-                               "{\"type\":\"CRC32C\",\"stored\":\"%s\",\"computed\":\"%s\","
+        stored[2 * ds] = 0;
+        char check[160];
+        int check_n =
+            ds == 0 ? snprintf(check, sizeof check,
+                               "{\"type\":\"DUMMY\",\"stored\":\"\",\"computed\":null,"
+                               "\"ok\":null,\"verified\":false,"
+                               "\"note\":\"DUMMY digest: the ledger stores none\"}")
+                    : snprintf(check, sizeof check,
+                               "{\"type\":\"%s\",\"stored\":\"%s\",\"computed\":\"%s\","
                                "\"ok\":true,\"verified\":true}",
-                               digest, digest);
+                               digest_name, stored, stored);
         if (check_n < 0 || check_n >= (int)sizeof check)
             break;
         const char *confirmed = !have_lac ? "null" : (entry_id <= lac ? "true" : "false");
         int len = snprintf(
             buf, 1024,
             "{\"position\":\"%lld:%lld\",\"ledger_id\":%lld,\"entry_id\":%lld,\"size\":%lld,"
-            "\"ok\":true,\"verified\":true,\"encrypted\":false,\"layers\":[{\"layer\":"
-            "\"bookie-entry\",\"offset\":0,\"length\":36,\"fields\":{\"ledger_id\":%lld,"
-            "\"entry_id\":%lld,\"lac\":%lld,\"length\":%lld,\"digest_type\":\"CRC32C\","
+            "\"ok\":true,\"verified\":%s,\"encrypted\":false,\"layers\":[{\"layer\":"
+            "\"bookie-entry\",\"offset\":0,\"length\":%lld,\"fields\":{\"ledger_id\":%lld,"
+            "\"entry_id\":%lld,\"lac\":%lld,\"length\":%lld,\"digest_type\":\"%s\","
             "\"payload_size\":%lld},\"check\":%s}%s],\"messages\":[],\"problems\":[],"
             "\"digest\":%s,\"confirmed\":%s",
-            ledger, entry_id, ledger, entry_id, size, ledger, entry_id, entry_lac, length,
-            size - LINE_BOOKIE, check, bem_n ? bem : "", check, confirmed);
+            ledger, entry_id, ledger, entry_id, size, ds ? "true" : "false", bookie, ledger,
+            entry_id, entry_lac, length, digest_name, size - bookie, check, bem_n ? bem : "",
+            check, confirmed);
         if (len < 0 || len >= 1024)
             break;
         memcpy(buf + len, tail_s, (size_t)tail_n);
@@ -2788,6 +2807,9 @@ sp_entry_lines(PyObject *self, PyObject *args)
     return res;
 }
 
+#include "_speedups_layouts.c"
+#include "_speedups_payloads.c"
+
 /* -- module ---------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -2817,9 +2839,11 @@ static PyMethodDef methods[] = {
     {"compact_rebuild", sp_compact_rebuild, METH_VARARGS,
      "compact_rebuild(plain, count, keep, pip_429, placeholder) -> bytes or None."},
     {"entry_lines", sp_entry_lines, METH_VARARGS,
-     "entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False) -> (lines, stop, "
-     "size_sum, "
-     "with_bem, low_t, high_t, low_i, high_i): inspect's JSON lines of regular entries."},
+     "entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False, digest=3) -> "
+     "(lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i): inspect's JSON lines "
+     "of regular entries."},
+    LAYOUT_METHODS
+    PAYLOAD_METHODS
     {NULL, NULL, 0, NULL},
 };
 
@@ -2845,7 +2869,8 @@ PyInit__speedups(void)
         PyModule_AddIntConstant(m, "VERIFY_GAP", VERIFY_GAP) < 0 ||
         PyModule_AddIntConstant(m, "VERIFY_VALUES", VERIFY_VALUES) < 0 ||
         PyModule_AddIntConstant(m, "VERIFY_SLOTS", S_SLOTS) < 0 ||
-        PyModule_AddIntConstant(m, "HARDWARE_CRC32C", have_sse42) < 0) {
+        PyModule_AddIntConstant(m, "HARDWARE_CRC32C", have_sse42) < 0 ||
+        layout_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

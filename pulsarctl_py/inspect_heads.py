@@ -13,13 +13,14 @@ see :mod:`pulsarctl_py.stores.bookie.heads`). From the heads:
   general filter decides; at ``--depth messages`` a dropped entry whose message metadata
   makes it a chunk is still decoded and given to the chunk assembler, so a message whose
   last chunk is kept is joined from the chunks before the cut, as the general path does;
-* at ``--depth entry`` a clean entry of the regular shape (a plausible header, its CRC32C
-  digest verified, broker entry metadata of broker_timestamp and index only, or none,
-  then the 0x0e01 checksum) gets its JSON line straight from the head and its bytes
-  (:func:`line_maker`): the bytes ``entry_json`` and ``render.write_jsonl`` write for the
-  decoded entry. With a CRC32C digest (from the metadata, or checked entry by entry
-  where it was detected), no ``--hash``, no filter and no ``--limit``, runs of such
-  entries get their lines from the native ``entry_lines``
+* at ``--depth entry`` a clean entry of the regular shape (a plausible header, its
+  CRC32C, CRC32 or MAC digest verified or a DUMMY digest, broker entry metadata of
+  broker_timestamp and index only, or none, then the 0x0e01 checksum) gets its JSON line
+  straight from the head and its bytes (:func:`line_maker`): the bytes ``entry_json`` and
+  ``render.write_jsonl`` write for the decoded entry. With a CRC32C, CRC32 or DUMMY digest
+  (from the metadata; or CRC32C checked entry by entry where it was detected), no
+  ``--hash``, no filter and no ``--limit``, runs of such entries get their lines from
+  the native ``entry_lines``
   (:func:`_native_lines`), up to :data:`CHUNK` at once; it stops at the first entry it is
   not sure of, and ``line`` takes that one (tests/test_inspect_heads.py checks both make
   the same lines);
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import ChunkAssembler, DecodeOptions, Depth, Entry, decode_entry
 from pulsarctl_py.decoders.bookkeeper import HEADER
-from pulsarctl_py.decoders.checksums import DigestType, crc32c
+from pulsarctl_py.decoders.checksums import DIGESTS, DigestType, crc32c
 from pulsarctl_py.decoders.heads import EntryHead
 from pulsarctl_py.decoders.protos import parse_proto
 from pulsarctl_py.decoders.speedups import native
@@ -61,19 +62,35 @@ PROBE = 64
 #: JSON lines handed on at once when no --limit counts them one by one (about 45 KB of
 #: small entries' lines: joined, they stay below the size an allocator maps pages for)
 CHUNK = 64
-_BOOKIE = HEADER.size + 4  # header and CRC32C digest: where the payload starts
 _BEM_MAGIC = b"\x0e\x02"
 _CHECKSUM_MAGIC = b"\x0e\x01"
+#: digest types whose entries are read from heads (None: detected, served as CRC32C);
+#: a MAC digest (see :func:`serves`) only with its password, at ``--depth entry``
+_HEAD_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY, None)
+#: the digest types the native line builder writes (its DigestType numbers)
+_NATIVE_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY)
+#: an entry's digest check in its JSON, for a DUMMY digest
+_DUMMY_CHECK = (
+    '{"type":"DUMMY","stored":"","computed":null,"ok":null,"verified":false,'
+    '"note":"DUMMY digest: the ledger stores none"}'
+)
 
 
 def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> bool:
-    """Whether this ledger's entries are read from heads for this request."""
+    """Whether this ledger's entries are read from heads for this request.
+
+    A MAC digest is verified by the Python decoder, which builds the heads: at ``--depth
+    entry`` a regular entry's line then costs less than its decoded entry's JSON
+    (bench/inspect_paths.py: 21 against 27 µs per entry), but deeper every kept entry
+    would be decoded twice (50-80 against 35-63 µs), and without the password every entry
+    carries a warning to decode."""
     bookie = source.bookie
+    digest = view.digest_type
+    mac = digest is DigestType.HMAC and view.password is not None and request.depth is Depth.ENTRY
     return (
         request.verify
         and view.kind != "cursor"  # decoded as PositionInfo: the general path
-        and view.digest_type in (DigestType.CRC32C, None)
-        and getattr(bookie, "where", None) != "live"
+        and (digest in _HEAD_DIGESTS or mac)
         and hasattr(bookie, "read_head_batches")
         # deeper, heads only save the entries the filters on broker metadata drop
         and (request.depth is Depth.ENTRY or _head_filters(request))
@@ -112,11 +129,15 @@ def _add_counts(
     with_broker_metadata: int,
     times: tuple[int | None, int | None],
     indexes: tuple[int | None, int | None],
+    unverified: bool = False,
 ) -> None:
     """``Summary.add`` of clean entries decoded at ``Depth.ENTRY``, from their heads, at
     once: their number, sizes, how many have broker entry metadata, and the lowest and
-    highest broker timestamp (a non-zero one) and index."""
+    highest broker timestamp (a non-zero one) and index; ``unverified``: their digests
+    are not verified (DUMMY: none stored)."""
     summary.entries += entries
+    if unverified:
+        summary.unverified += entries
     summary.bytes += size
     summary.with_broker_metadata += with_broker_metadata
     low, high = times
@@ -144,11 +165,13 @@ def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
     """``lines(pairs, start, room)``: the native :func:`line_maker` over a batch of heads
     (``entry_lines`` of decoders/_speedups.c: the same bytes for the entries it takes, the
     rest left to ``line``), or None where it does not apply: no native module, payload
-    hashes, a digest type other than CRC32C, ids past int64. A digest type not in the
-    metadata is checked entry by entry, as ``line`` does."""
-    if native is None or hashes or view.digest_type not in (DigestType.CRC32C, None):
+    hashes, a digest type other than CRC32C, CRC32 and DUMMY, ids past int64. A digest
+    type not in the metadata is checked entry by entry as CRC32C, as ``line`` does."""
+    digest = view.digest_type
+    if native is None or hashes or (digest is not None and digest not in _NATIVE_DIGESTS):
         return None
-    detected = view.digest_type is None
+    detected = digest is None
+    kind = int(digest if digest is not None else DigestType.CRC32C)
     entry_lines = getattr(native, "entry_lines", None)
     lac = view.lac
     fits = -(2**63) <= view.ledger_id < 2**63 and (lac is None or -(2**63) <= lac < 2**63)
@@ -157,7 +180,7 @@ def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
     ledger, tail = view.ledger_id, _line_tail(view).encode()
 
     def lines(pairs: list[Any], start: int, room: int) -> Any:
-        return entry_lines(pairs, start, room, ledger, lac, tail, detected)
+        return entry_lines(pairs, start, room, ledger, lac, tail, detected, kind)
 
     return lines
 
@@ -170,31 +193,38 @@ def line_maker(view: LedgerView, hashes: bool = False) -> Callable[[EntryHead, b
     lac = view.lac
     ledger = view.ledger_id
     tail = _line_tail(view)
-    bem_layer = f',{{"layer":"broker-entry-metadata","offset":{_BOOKIE},"length":'
-    sha256 = hashlib.sha256
-    varint = _VARINT
-    bookie, payload_at = _BOOKIE, _BOOKIE + 2
     # digest type not known: a head the Python path made may hold another digest type
     # (detected per entry); the line is for one detection calls CRC32C
     detected = view.digest_type is None
+    kind = view.digest_type if view.digest_type is not None else DigestType.CRC32C
+    name = kind.name
+    dummy = kind is DigestType.DUMMY
+    bookie = HEADER.size + DIGESTS[kind].size  # where the payload starts
+    bem_layer = f',{{"layer":"broker-entry-metadata","offset":{bookie},"length":'
+    sha256 = hashlib.sha256
+    varint = _VARINT
+    payload_at = bookie + 2
+    # a DUMMY digest stores nothing and verifies nothing; the others verified
+    digest_ok = None if dummy else True
     # the line's text around the values that change from entry to entry
-    check_head = '{"type":"CRC32C","stored":"'
+    check_head = f'{{"type":"{name}","stored":"'
     check_tail = ',"ok":true,"verified":true}'
     head_a = f'{{"position":"{ledger}:'
     head_b = f'","ledger_id":{ledger},"entry_id":'
     head_c = ',"size":'
     head_d = (
-        ',"ok":true,"verified":true,"encrypted":false,"layers":[{"layer":"bookie-entry",'
-        f'"offset":0,"length":{bookie},"fields":{{"ledger_id":{ledger},"entry_id":'
+        f',"ok":true,"verified":{"false" if dummy else "true"},"encrypted":false,'
+        f'"layers":[{{"layer":"bookie-entry","offset":0,"length":{bookie},'
+        f'"fields":{{"ledger_id":{ledger},"entry_id":'
     )
     head_e = ',"lac":'
-    head_f = ',"digest_type":"CRC32C","payload_size":'
+    head_f = f',"digest_type":"{name}","payload_size":'
     head_g = '],"messages":[],"problems":[],"digest":'
     head_h = ',"confirmed":'
 
     def line(head: EntryHead, data: bytes) -> str | None:
         size = head.size
-        if head.problems or head.digest_ok is not True or size < payload_at:
+        if head.problems or head.digest_ok is not digest_ok or size < payload_at:
             return None
         if detected and crc32c(data[bookie:], crc32c(data[:32])) != int.from_bytes(
             data[32:bookie], "big"
@@ -224,8 +254,8 @@ def line_maker(view: LedgerView, hashes: bool = False) -> Callable[[EntryHead, b
                 value = ts if ts is not None else index
                 if bem_size != 1 + varint[value.bit_length()]:
                     return None
-                name = "broker_timestamp" if ts is not None else "index"
-                bem = f'{bem_layer}{6 + bem_size},"fields":{{"{name}":{value}}}}}'
+                field = "broker_timestamp" if ts is not None else "index"
+                bem = f'{bem_layer}{6 + bem_size},"fields":{{"{field}":{value}}}}}'
             elif bem_size == 0:
                 bem = f"{bem_layer}6}}"
             else:
@@ -234,8 +264,11 @@ def line_maker(view: LedgerView, hashes: bool = False) -> Callable[[EntryHead, b
             bem = ""
         else:
             return None
-        digest = data[32:bookie].hex()
-        check = f'{check_head}{digest}","computed":"{digest}"{check_tail}'
+        if dummy:
+            check = _DUMMY_CHECK
+        else:
+            digest = data[32:bookie].hex()
+            check = f'{check_head}{digest}","computed":"{digest}"{check_tail}'
         eid = str(entry_id)
         confirmed = "null" if lac is None else ("true" if entry_id <= lac else "false")
         return (
@@ -256,10 +289,10 @@ def _chunk_like(md: Any) -> bool:
     )
 
 
-def _metadata(data: bytes) -> Any:
-    """The message metadata of a regular entry (see :func:`line_maker`) as the decoder
-    reads it, found from the layout; ``...`` when the layout is not the regular one."""
-    pos = _BOOKIE
+def _metadata(data: bytes, pos: int) -> Any:
+    """The message metadata of a regular entry (see :func:`line_maker`) whose payload
+    starts at ``pos``, as the decoder reads it, found from the layout; ``...`` when the
+    layout is not the regular one."""
     if data[pos : pos + 2] == _BEM_MAGIC:
         pos += 6 + int.from_bytes(data[pos + 2 : pos + 6], "big")
     if data[pos : pos + 2] == _CHECKSUM_MAGIC:
@@ -302,11 +335,15 @@ def read_from_heads(
     the chunk assembler, as the general path does with every entry. ``tracker`` is told
     the id of every entry read (the ones the filters drop too).
     """
-    bookie: Any = source.bookie
+    store: Any = source.bookie
     see = tracker.see if tracker is not None else None
     see_run = tracker.see_run if tracker is not None else None
     depth = request.depth
     maker = line_maker(view, hashes)
+    # where a regular entry's payload starts; a DUMMY digest's entries are not verified
+    kind = view.digest_type if view.digest_type is not None else DigestType.CRC32C
+    bookie = HEADER.size + DIGESTS[kind].size
+    dummy = kind is DigestType.DUMMY
     line = maker if lines and depth is Depth.ENTRY else None
     filtering = _head_filters(request)
     chunked = request.limit is None  # no entry count to stop at: lines go in lists
@@ -328,7 +365,7 @@ def read_from_heads(
     # a run of regular entries in a batch: their lines made natively, CHUNK at most at once
     runs = _native_lines(view, hashes) if line is not None and chunked and not filtering else None
     try:
-        for pairs in bookie.read_head_batches(ledger_id, first, last, options):
+        for pairs in store.read_head_batches(ledger_id, first, last, options):
             at, end = 0, len(pairs)
             while at < end:
                 if runs is not None and seen >= PROBE:
@@ -337,7 +374,9 @@ def read_from_heads(
                     )
                     if made_lines:
                         # counted as made, as the loop counts its own lines
-                        _add_counts(summary, len(made_lines), sizes, bems, (lt, ht), (li, hi))
+                        _add_counts(
+                            summary, len(made_lines), sizes, bems, (lt, ht), (li, hi), dummy
+                        )
                         if see_run is not None:
                             see_run([pair[0].entry_id for pair in pairs[at:stop]])
                         next_id = pairs[stop - 1][0].entry_id + 1
@@ -363,7 +402,7 @@ def read_from_heads(
                 if filtering and dropped(head, request):
                     if messages:  # a chunk still goes to the assembler
                         position = (ledger_id, head.entry_id)
-                        md = _metadata(data) if maker(head, data) is not None else ...
+                        md = _metadata(data, bookie) if maker(head, data) is not None else ...
                         if md is ...:
                             md = decode_entry(data, probe, position).metadata
                         if _chunk_like(md):
@@ -415,7 +454,7 @@ def read_from_heads(
     except LedgerctlError:
         pass  # the general path reads on from here and reports the damage as it does
     finally:
-        _add_counts(summary, counted, size_sum, with_bem, (low_t, high_t), (low_i, high_i))
+        _add_counts(summary, counted, size_sum, with_bem, (low_t, high_t), (low_i, high_i), dummy)
     if chunk:
         yield chunk
     yield from read_entries(source, view, next_id, last, request, assembler)

@@ -220,6 +220,16 @@ def run_native(args: argparse.Namespace) -> int:
     owners = {
         "batch": ["split_batch", "compact_offer", "compact_keep", "compact_rebuild"],
         "entries": ["scan_heads", "verify_records", "verify_heads", "entry_lines"],
+        "layouts": [
+            "scan_slots",
+            "verify_slots",
+            "item_slots",
+            "record_heads",
+            "log_slots",
+            "payload_items",
+            "payload_slots",
+            "payload_records",
+        ],
         "v3": ["v3_read_replies"],
         "crc32c": ["crc32c"],
         "key-table": ["key_table"],

@@ -428,6 +428,142 @@ def _check_entries(
     differ("verify_heads", (stop - entry_id, status, heads_state), (*got, state))
 
 
+# -- every layout's head scans and verify's payload check -------------------------------------
+# (decoders/_speedups_layouts.c: scan_slots, verify_slots, item_slots, record_heads,
+# log_slots; decoders/_speedups_payloads.c: payload_items, payload_slots, payload_records)
+
+
+def _layout_payload(rng: random.Random, entry_id: int) -> bytes:
+    """An entry's payload layers as the payload check meets them: one value or a batch
+    (regular or not), not compressed or LZ4/ZLIB (uncompressed_size right or not), now and
+    then a marker, encryption, chunk, Kafka or compacted-index field."""
+    from pulsarctl_py.decoders.codecs import compress
+
+    md = api.MessageMetadata(producer_name="p", sequence_id=entry_id, publish_time=1000 + entry_id)
+    if rng.randrange(3):
+        plain, count = _batch(rng)
+        md.num_messages_in_batch = count
+    else:
+        plain = rng.randbytes(rng.randrange(8))
+    body = plain
+    codec = rng.choice((0, 0, 1, 2))
+    if codec:
+        body = compress(codec, plain)
+        md.compression = codec  # type: ignore[assignment]
+        md.uncompressed_size = max(len(plain) + rng.choice((0, 0, 0, 0, 1, -1)), 0)
+    elif rng.randrange(5) == 0:
+        md.uncompressed_size = len(plain) + rng.choice((0, 1))
+    odd = rng.randrange(16)
+    if odd == 0:
+        md.marker_type = rng.choice((1, 2, 20))
+    elif odd == 1:
+        md.encryption_keys.add(key="k", value=b"v")
+    elif odd == 2:
+        md.uuid, md.chunk_id, md.num_chunks_from_msg = "u", 0, 2
+    elif odd == 3:
+        md.properties.add(key="entry.format", value=rng.choice(("kafka", "pulsar")))
+    elif odd == 4 and md.HasField("num_messages_in_batch"):
+        md.compacted_batch_indexes.extend(range(max(md.num_messages_in_batch, 0)))
+    metadata = md.SerializeToString()
+    rest = struct.pack(">I", len(metadata)) + metadata + body
+    if rng.randrange(2):
+        rest = b"\x0e\x01" + struct.pack(">I", crc32c(rest)) + rest
+    if rng.randrange(2):
+        raw = api.BrokerEntryMetadata(broker_timestamp=5, index=entry_id).SerializeToString()
+        rest = b"\x0e\x02" + struct.pack(">I", len(raw)) + raw + rest
+    return mutate(rest, rng) if rng.randrange(6) == 0 else rest
+
+
+@lru_cache(maxsize=4096)
+def python_payload_ok(
+    data: bytes, ledger_id: int, entry_id: int, digest: DigestType, limit: int | None
+) -> Any:
+    """Whether the decoder's payload step finds no error in an entry read clean to its
+    metadata (verify's completeness check); None when the entry is not clean there."""
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.METADATA)
+    entry = decode_entry(data, options, (ledger_id, entry_id))
+    if any(p.severity == "error" for p in entry.problems) or entry.metadata is None:
+        return None
+    messages = DecodeOptions(
+        outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.MESSAGES, max_uncompressed=limit
+    )
+    entry_module.decode_payload(entry, messages)
+    return entry.ok
+
+
+def _layout_head(data: bytes, ledger_id: int, entry_id: int, digest: DigestType) -> Any:
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.ENTRY)
+    return decode_head(data, options, (ledger_id, entry_id))
+
+
+def layouts_target(rng: random.Random) -> None:
+    from pulsarctl_py.decoders.codecs import decompress
+
+    ledger_id = rng.choice((3, 3, 2**40 + 1))
+    digest = rng.choice((DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY))
+    kind = int(digest)
+    n = rng.randint(1, 4)
+    entries = []
+    for e in range(n):
+        body = _layout_payload(rng, e) if rng.randrange(4) else _payload(rng, e)
+        entries.append(_pack(ledger_id, e, _header(rng, e), body, digest))
+    items, window = _log(ledger_id, entries)
+    slots = b"".join(value for _, value in items)  # log 0: a slot is the offset
+    records = list(enumerate(entries))
+
+    CALLS["item_slots"] += 1
+    differ("item_slots", native.item_slots(items, 0, ledger_id), (slots, 0, n))
+    locs: dict[int, bytearray] = {}
+    sizes: dict[int, bytearray] = {}
+    CALLS["log_slots"] += 1
+    native.log_slots(window, 0, 0, 0, locs, sizes)
+    lens = b"".join(struct.pack(">I", len(data)) for data in entries)
+    differ("log_slots", (bytes(locs[ledger_id]), bytes(sizes[ledger_id])), (slots, lens))
+
+    heads: list[Any] = []
+    CALLS["scan_slots"] += 1
+    stop, status = native.scan_slots(slots, 0, 0, ledger_id, 0, window, 0, kind, heads, False)
+    recorded: list[Any] = []
+    CALLS["record_heads"] += 1
+    differ(
+        "record_heads",
+        (native.record_heads(records, 0, ledger_id, kind, recorded, False), recorded),
+        ((stop, status), heads),
+    )
+    for entry_id, head in enumerate(heads):
+        differ("scan_slots", head, _layout_head(entries[entry_id], ledger_id, entry_id, digest))
+
+    entry_id = n - 1
+    state, slot_state = _state(entry_id), _state(entry_id)
+    CALLS["verify_records"] += 1
+    got = native.verify_records([records[-1]], 0, ledger_id, kind, state)
+    CALLS["verify_slots"] += 1
+    found = native.verify_slots(slots, entry_id, 0, ledger_id, 0, window, 0, kind, slot_state)
+    differ("verify_slots", (found[0] - entry_id, found[1], slot_state), (*got, state))
+
+    limit = rng.choice((None, None, 1 << 20, 4))
+    CALLS["payload_records"] += 1
+    named = native.payload_records(records, 0, n, kind, limit, decompress)
+    CALLS["payload_items"] += 1
+    differ(
+        "payload_items",
+        native.payload_items(items, 0, n, window, 0, kind, limit, decompress),
+        named,
+    )
+    CALLS["payload_slots"] += 1
+    differ(
+        "payload_slots",
+        native.payload_slots(slots, 0, n, window, 0, kind, limit, decompress),
+        named,
+    )
+    for entry_id, data in records:
+        if entry_id in named:
+            continue  # the decoder judges it
+        ok = python_payload_ok(data, ledger_id, entry_id, digest, limit)
+        if ok is not None:
+            differ("payload_records", True, ok)
+
+
 @lru_cache(maxsize=4096)
 def _python_head(data: bytes, ledger_id: int, entry_id: int) -> EntryHead:
     return decode_head(data, HEAD_OPTIONS, (ledger_id, entry_id))
@@ -590,6 +726,14 @@ def arguments_target(rng: random.Random) -> None:
         return rng.choice(choices)
 
     start = pick(0, 1, -1, 2**40, meddler, -(2**62))
+    slots = b"".join(value for _, value in logged)  # the log's entries as slots of log 0
+    tables: dict[Any, Any] = {3: pick(bytearray(8), b"", meddler)}
+
+    def meddling(*args: Any) -> bytes:  # a decompress that empties the lists being read
+        for victim in victims:
+            victim.clear()
+        return b""
+
     window_start = pick(0, -1, 2**63 - 2, 2**62, meddler)
     calls: list[tuple[str, Callable[[], Any]]] = [
         (
@@ -640,6 +784,80 @@ def arguments_target(rng: random.Random) -> None:
         ("compact_rebuild", lambda: native.compact_rebuild(window, 2, [0, meddler], False, b"")),
         ("key_table", lambda: native.key_table().offer(b"", b"", meddler)),
         ("crc32c", lambda: native.crc32c(window, pick(0, -1, 2**32, meddler))),
+        (
+            "scan_slots",
+            lambda: native.scan_slots(
+                pick(slots, window),
+                start,
+                pick(0, -1, 2**63 - 1),
+                3,
+                0,
+                window,
+                window_start,
+                pick(3, 1, 4, 2),
+                [],
+                False,
+            ),
+        ),
+        (
+            "verify_slots",
+            lambda: native.verify_slots(
+                pick(slots, window),
+                start,
+                pick(0, 2**63 - 1),
+                3,
+                0,
+                window,
+                window_start,
+                pick(3, 1, 4, 0),
+                state,
+            ),
+        ),
+        ("item_slots", lambda: native.item_slots(items, start, pick(3, meddler))),
+        (
+            "record_heads",
+            lambda: native.record_heads(
+                [(pick(0, meddler), pick(window, meddler))], start, 3, pick(3, 4, 2), [], False
+            ),
+        ),
+        (
+            "log_slots",
+            lambda: native.log_slots(
+                window, start, window_start, pick(0, -1, 2**31), pick({}, tables), pick({}, tables)
+            ),
+        ),
+        (
+            "payload_items",
+            lambda: native.payload_items(
+                items,
+                start,
+                pick(0, 2, -1, meddler),
+                window,
+                window_start,
+                pick(3, 1, 4, 2),
+                pick(None, meddler),
+                pick(meddling, None),
+            ),
+        ),
+        (
+            "payload_slots",
+            lambda: native.payload_slots(
+                pick(slots, window),
+                start,
+                pick(0, 2, 2**40),
+                window,
+                window_start,
+                3,
+                None,
+                pick(meddling, 1),
+            ),
+        ),
+        (
+            "payload_records",
+            lambda: native.payload_records(
+                [(0, pick(window, meddler))], start, pick(0, 1), pick(3, 9), None, meddling
+            ),
+        ),
         ("bind", lambda: native.bind(native.HEAD, pick(int, EntryHead), (pick("ledger_id", 1),))),
     ]
     try:
@@ -657,6 +875,7 @@ def arguments_target(rng: random.Random) -> None:
 TARGETS: dict[str, Callable[[random.Random], None]] = {
     "batch": batch_target,
     "entries": entries_target,
+    "layouts": layouts_target,
     "v3": v3_target,
     "crc32c": crc_target,
     "key-table": key_table_target,

@@ -18,7 +18,8 @@ import json
 import random
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from pulsarctl_py.render import OutputFormat
 from pulsarctl_py.stores.bookie import open_bookie, write_db_ledger_dir
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests import damage
+from tests.layouts import LAYOUTS, write_layout
 from tests.stores.bookie_data import LIVE_DATA
 from tests.stores.test_heads import pulsar_entry
 from tests.verify_world import build_world
@@ -141,18 +143,23 @@ def requests(ledger_id: int, times: list[int], last: int | None) -> list[Inspect
 
 
 def assert_same_output(
-    capsys: pytest.CaptureFixture[str], world: tuple[str | None, list[Path]]
+    capsys: pytest.CaptureFixture[str],
+    world: tuple[str | None, list[Path]],
+    open_source: Callable[[], AbstractContextManager[LedgerSource]] | None = None,
+    ledgers: list[int] | None = None,
 ) -> int:
-    """Both paths write the same on every ledger of ``world``; how many lines compared.
+    """Both paths write the same on every ledger of ``world`` (or ``ledgers``, read from
+    the sources ``open_source`` opens); how many lines compared.
 
     Each path has a source of its own, opened once: what one path finds in the storage
     (the store's problems) cannot show in the other's output.
     """
     compared = 0
+    opener = open_source or (lambda: opened(*world))
     try:
-        with opened(*world) as fast_source, opened(*world) as general_source:
+        with opener() as fast_source, opener() as general_source:
             assert general_source.bookie is not None
-            for ledger_id in sorted(general_source.bookie.ledgers()):
+            for ledger_id in ledgers or sorted(general_source.bookie.ledgers()):
                 times, last = timestamps(general_source, ledger_id)
                 cases = [(r, OutputFormat.JSONL, False) for r in requests(ledger_id, times, last)]
                 whole = InspectRequest(ledger_id=ledger_id, depth=Depth.ENTRY)
@@ -231,26 +238,12 @@ def test_verify_world(capsys: pytest.CaptureFixture[str], tmp_path: Path, varian
 
 def _odd_ledgers(current: Path) -> None:
     """Mixed entry shapes (ledger 3), and a CRC32 ledger longer than the probe (ledger 5)."""
-    rng = random.Random(7)
-    entries = []
-    length = 0
-    for entry_id in range(300):
-        payload = pulsar_entry(rng, entry_id)
-        if entry_id % 17 == 5:  # broker entry metadata with a field the scanner skips
-            bem = api.BrokerEntryMetadata(broker_timestamp=10 + entry_id, index=entry_id)
-            raw = bem.SerializeToString() + b"\x18\x07"
-            payload = b"\x0e\x02" + len(raw).to_bytes(4, "big") + raw + payload[-20:]
-        if entry_id % 23 == 7:  # an empty broker entry metadata
-            md = api.MessageMetadata(producer_name="p", sequence_id=1, publish_time=5)
-            payload = BrokerEntryMetadataLayer.build(api.BrokerEntryMetadata()) + build_entry(
-                md, b"x"
-            )
-        length += len(payload)
-        entries.append(
-            bookkeeper.build(
-                BookieEntryHeader(3, entry_id, entry_id - 1, length), payload, DigestType.CRC32C
-            )
-        )
+    write_db_ledger_dir(current, _odd_entries(), master_key(b""))
+
+
+def _odd_entries() -> list[bytes]:
+    """The entries of :func:`_odd_ledgers`."""
+    entries = _shapes(3, DigestType.CRC32C, 300)
     length = 0
     for entry_id in range(inspect_heads.PROBE + 40):
         md = api.MessageMetadata(producer_name="p", sequence_id=entry_id, publish_time=5)
@@ -264,8 +257,30 @@ def _odd_ledgers(current: Path) -> None:
                 BookieEntryHeader(5, entry_id, entry_id - 1, length), payload, DigestType.CRC32
             )
         )
-    entries += _chunked_ledger(8)
-    write_db_ledger_dir(current, entries, master_key(b""))
+    return entries + _chunked_ledger(8)
+
+
+def _shapes(ledger_id: int, kind: DigestType, count: int) -> list[bytes]:
+    """Mixed entry shapes (pulsar_entry's, broker entry metadata with a field the scanner
+    skips, empty broker entry metadata), digested with ``kind`` (a MAC: empty password)."""
+    rng = random.Random(7)
+    entries = []
+    length = 0
+    for entry_id in range(count):
+        payload = pulsar_entry(rng, entry_id)
+        if entry_id % 17 == 5:  # broker entry metadata with a field the scanner skips
+            bem = api.BrokerEntryMetadata(broker_timestamp=10 + entry_id, index=entry_id)
+            raw = bem.SerializeToString() + b"\x18\x07"
+            payload = b"\x0e\x02" + len(raw).to_bytes(4, "big") + raw + payload[-20:]
+        if entry_id % 23 == 7:  # an empty broker entry metadata
+            md = api.MessageMetadata(producer_name="p", sequence_id=1, publish_time=5)
+            payload = BrokerEntryMetadataLayer.build(api.BrokerEntryMetadata()) + build_entry(
+                md, b"x"
+            )
+        length += len(payload)
+        header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
+        entries.append(bookkeeper.build(header, payload, kind, b""))
+    return entries
 
 
 def _crc32_looking_like_crc32c(length: int, md: Any) -> bytes:
@@ -493,10 +508,13 @@ _INT64 = 2**63
 
 
 @st.composite
-def _line_pairs(draw: st.DrawFn, ledger: int) -> tuple[Any, bytes]:
-    """An (EntryHead, data) pair as the head scan gives it: regular (about half), or with
-    one to three of its values (often one alone, so that each check is met on its own)
-    drawn from what a damaged or unusual entry may hold."""
+def _line_pairs(
+    draw: st.DrawFn, ledger: int, kind: DigestType = DigestType.CRC32C
+) -> tuple[Any, bytes]:
+    """An (EntryHead, data) pair as the head scan gives it for a ledger of digest type
+    ``kind``: regular (about half), or with one to three of its values (often one alone,
+    so that each check is met on its own) drawn from what a damaged or unusual entry may
+    hold."""
     from pulsarctl_py.decoders.heads import EntryHead
     from pulsarctl_py.decoders.nodes import Problem
 
@@ -522,8 +540,12 @@ def _line_pairs(draw: st.DrawFn, ledger: int) -> tuple[Any, bytes]:
     header = draw(st.binary(min_size=32, max_size=32))
     body = magic + bem_size.to_bytes(4, "big") + draw(st.binary(max_size=8))
     # the CRC32C digest of header and payload (what a detected digest type is checked
-    # against), or other bytes (another digest type's, or damage)
+    # against), or other bytes (another digest type's, or damage); other digest types'
+    # bytes are only shown
+    size = {DigestType.CRC32C: 4, DigestType.CRC32: 8, DigestType.DUMMY: 0}[kind]
     digest = crc32c(body, crc32c(header)).to_bytes(4, "big")
+    if kind is not DigestType.CRC32C:
+        digest = draw(st.binary(min_size=size, max_size=size))
     data = header + maybe("digest", st.just(digest), st.binary(min_size=4, max_size=4)) + body
     if "cut" in odd:
         data = data[: draw(st.integers(0, len(data)))]
@@ -537,7 +559,11 @@ def _line_pairs(draw: st.DrawFn, ledger: int) -> tuple[Any, bytes]:
             st.one_of(st.none(), st.integers(-3, entry_id + 3), wide),
         ),
         maybe("length", st.integers(0, 2**40), st.one_of(st.none(), wide)),
-        maybe("digest_ok", st.just(True), st.sampled_from([False, None])),
+        maybe(
+            "digest_ok",
+            st.just(None if kind is DigestType.DUMMY else True),
+            st.sampled_from([False, None, True]),
+        ),
         ts,
         index,
         with_bem,
@@ -546,9 +572,10 @@ def _line_pairs(draw: st.DrawFn, ledger: int) -> tuple[Any, bytes]:
     return head, data
 
 
-def _in_native_domain(head: Any, data: bytes) -> bool:
+def _in_native_domain(head: Any, data: bytes, bookie: int = 36) -> bool:
     """What the native builder takes on itself: ids and values within int64 (timestamps
-    and index not negative), sizes up to 2^40, data long enough for its prefix."""
+    and index not negative), sizes up to 2^40, data long enough for its prefix (the
+    payload at ``bookie``)."""
     values = [head.ledger_id, head.entry_id, head.lac, head.length]
     values += [v for v in (head.broker_timestamp, head.index) if v is not None]
     fits = all(v is not None and -_INT64 <= v < _INT64 for v in values)
@@ -557,7 +584,7 @@ def _in_native_domain(head: Any, data: bytes) -> bool:
         fits
         and unsigned
         and head.size <= 2**40
-        and len(data) >= (42 if head.broker_metadata else 38)
+        and len(data) >= bookie + (6 if head.broker_metadata else 2)
     )
 
 
@@ -567,7 +594,7 @@ def _in_native_domain(head: Any, data: bytes) -> bool:
     data=st.data(),
     start=st.integers(0, 3),
     room=st.integers(1, 70),
-    digest=st.sampled_from([DigestType.CRC32C, None]),
+    digest=st.sampled_from([DigestType.CRC32C, None, DigestType.CRC32, DigestType.DUMMY]),
 )
 def test_native_lines_are_the_python_lines(
     data: Any, start: int, room: int, digest: DigestType | None
@@ -578,7 +605,8 @@ def test_native_lines_are_the_python_lines(
     from types import SimpleNamespace
 
     ledger = data.draw(st.sampled_from([7, 2**40 + 3]))
-    pairs = data.draw(st.lists(_line_pairs(ledger), max_size=12))
+    kind = digest or DigestType.CRC32C
+    pairs = data.draw(st.lists(_line_pairs(ledger, kind), max_size=12))
     ids = [h.entry_id for h, _ in pairs if -1 <= h.entry_id < _INT64] or [0]
     # the ledger's LAC: none, at an entry (confirmed: true), or anywhere
     lac = data.draw(st.one_of(st.none(), st.sampled_from(ids), st.integers(-1, 10**6)))
@@ -599,7 +627,7 @@ def test_native_lines_are_the_python_lines(
     assert made == python[: len(made)]
     assert stop == start + len(made)
     if len(made) < len(python):  # stopped early: only at a pair outside its domain
-        assert not _in_native_domain(*pairs[stop])
+        assert not _in_native_domain(*pairs[stop], 32 + {1: 8, 3: 4, 4: 0}[int(kind)])
     assert sizes == sum(h.size for h, _ in taken)
     assert bems == sum(h.broker_metadata for h, _ in taken)
     times = [h.broker_timestamp for h, _ in taken if h.broker_timestamp]
@@ -690,3 +718,113 @@ def test_native_lines_write_what_the_general_path_writes(
     monkeypatch.setattr(inspect_heads, "_native_lines", counting)
     assert assert_same_output(capsys, (url, [tmp_path / "bookie"])) > 300
     assert sum(made) > 150  # most of ledger 3's 300 entries, for every request that reads them
+
+
+# -- every storage layout and digest type ----------------------------------------------------
+
+#: ledger -> digest type in the metadata of the layout worlds: ledgers 3, 5 and 8 of
+#: _odd_entries, and ledger 3's shapes under the other digest types
+_LAYOUT_DIGESTS = {
+    3: DigestType.CRC32C,
+    5: DigestType.CRC32,
+    8: DigestType.CRC32C,
+    13: DigestType.CRC32,
+    14: DigestType.DUMMY,
+    15: DigestType.HMAC,
+}
+
+
+def _layout_world(root: Path, layout: str) -> str:
+    """The odd ledgers and ledger 3's shapes under every digest type, in ``layout`` under
+    ``root``; the metadata URL (digest types and the empty password from it)."""
+    entries = _odd_entries()
+    for ledger_id in (13, 14, 15):
+        entries += _shapes(ledger_id, _LAYOUT_DIGESTS[ledger_id], 120)
+    write_layout(root / "bookie", layout, entries, log_size_limit=30_000)
+    return _with_metadata(root, _LAYOUT_DIGESTS)
+
+
+@pytest.mark.skipif(native is None, reason="native module not built")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_layout_and_digest(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+) -> None:
+    """Ledgers of every digest type (CRC32C, CRC32, DUMMY, MAC with its password, from the
+    metadata) in each storage layout: the same bytes, summary and errors as the general
+    path; most CRC32C, CRC32 and DUMMY lines come from entry_lines."""
+    url = _layout_world(tmp_path, layout)
+    made: dict[int, int] = {}
+    real = inspect_heads._native_lines
+
+    def counting(view: Any, hashes: bool) -> Any:
+        runs = real(view, hashes)
+        if runs is None:
+            return None
+
+        def counted(pairs: Any, start: int, room: int) -> Any:
+            out = runs(pairs, start, room)
+            made[view.ledger_id] = made.get(view.ledger_id, 0) + len(out[0])
+            return out
+
+        return counted
+
+    monkeypatch.setattr(inspect_heads, "_native_lines", counting)
+    assert assert_same_output(capsys, (url, [tmp_path / "bookie"])) > 1000
+    assert made.get(3, 0) > 150 and made.get(13, 0) > 40 and made.get(14, 0) > 40
+
+
+@pytest.mark.skipif(native is None, reason="native module not built")
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_flipped_bits_in_every_layout(
+    capsys: pytest.CaptureFixture[str], tmp_path_factory: Any, data: Any
+) -> None:
+    """Flipped bits in an entry log or an index file of any layout: the same output."""
+    root = tmp_path_factory.mktemp("layout-flipped")
+    url = _layout_world(root, data.draw(st.sampled_from(LAYOUTS)))
+    logs = [p for p in (root / "bookie").rglob("current/*.log") if p.stat().st_size]
+    path = data.draw(st.sampled_from(sorted([*logs, *(root / "bookie").rglob("*.idx")])))
+    raw = bytearray(path.read_bytes())
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(1024, len(raw) - 1))
+        raw[at] ^= 1 << data.draw(st.integers(0, 7))
+    path.write_bytes(bytes(raw))
+    assert_same_output(capsys, (data.draw(st.sampled_from([url, None])), [root / "bookie"]))
+
+
+@pytest.mark.skipif(native is None, reason="native module not built")
+def test_live_bookies(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The layout world read from a test bookie: heads made natively from the entries read
+    (record_heads), the same output as the general path on the same live store."""
+    from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
+    from tests.live_bookie import TestBookie
+
+    made: list[int] = []
+    real = native.record_heads
+
+    def counted(records: Any, start: int, *args: Any) -> Any:
+        i, status = real(records, start, *args)
+        made.append(i - start)
+        return i, status
+
+    monkeypatch.setattr(native, "record_heads", counted)
+    url = _layout_world(tmp_path, "db")
+    with TestBookie(tmp_path / "bookie", record=False) as bookie:
+        options = ClientOptions(addresses=(("127.0.0.1:3181", bookie.address),))
+
+        @contextlib.contextmanager
+        def live() -> Iterator[LedgerSource]:
+            with open_metadata_store(url) as store, LiveBookieStore(store, options) as b:
+                yield LedgerSource(store, b)
+
+        compared = assert_same_output(capsys, (url, []), live, sorted(_LAYOUT_DIGESTS))
+    assert compared > 1000 and sum(made) > 1000

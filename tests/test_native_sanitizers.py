@@ -28,12 +28,20 @@ FUNCTIONS = [
     "compact_rebuild",
     "crc32c",
     "entry_lines",
+    "item_slots",
     "key_table",
+    "log_slots",
+    "payload_items",
+    "payload_records",
+    "payload_slots",
+    "record_heads",
     "scan_heads",
+    "scan_slots",
     "split_batch",
     "v3_read_replies",
     "verify_heads",
     "verify_records",
+    "verify_slots",
 ]
 
 

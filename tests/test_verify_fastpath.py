@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from pulsarctl_py.decoders import bookkeeper
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
-from pulsarctl_py.decoders.checksums import DigestType, master_key
+from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.errors import LedgerctlError
@@ -39,6 +39,7 @@ from pulsarctl_py.proto import pulsar_api_pb2 as api
 from pulsarctl_py.verify import VerifyStats, fastscan, verify_topics
 from tests import damage
 from tests.cli_helpers import REAL_CLIENT
+from tests.layouts import LAYOUTS, write_layout
 from tests.stores.test_heads import in_memory_log, odd_entries
 from tests.verify_world import T0, VARIANTS, LedgerSpec, _ml_info, _tags, _write_tree, build_world
 
@@ -65,9 +66,10 @@ def _run(open_source: Opener, fast: bool) -> tuple[Any, dict[str, Any]]:
 
 
 def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Count the calls of the real verify_heads and verify_records (they still run)."""
+    """Count the calls of the real verify_heads, verify_slots and verify_records (they
+    still run)."""
     calls: list[str] = []
-    for name in ("verify_heads", "verify_records"):
+    for name in ("verify_heads", "verify_slots", "verify_records"):
         real = getattr(native, name)
 
         def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
@@ -239,13 +241,10 @@ def _damaged(corpus: list[bytes], seed: int, n: int) -> list[bytes | None]:
     return out
 
 
-def _write_world(
-    root: Path, topics: dict[str, list[LedgerSpec]], *, index_files: bool = False
-) -> Opener:
-    """Topics (short name -> ledgers) in a RocksDB metadata store and a bookie directory:
-    DbLedgerStorage, or one entry log with an index file per ledger (``index_files``)."""
+def _write_world(root: Path, topics: dict[str, list[LedgerSpec]], *, layout: str = "db") -> Opener:
+    """Topics (short name -> ledgers) in a RocksDB metadata store and a bookie directory
+    of ``layout`` (tests/layouts.py)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
-    from pulsarctl_py.stores.bookie import write_db_ledger_dir
     from pulsarctl_py.stores.metadata import create_metadata_store
 
     nodes: dict[str, bytes] = {}
@@ -262,26 +261,13 @@ def _write_world(
     finally:
         store.close()
     entries = [e for specs in topics.values() for spec in specs for e in spec.entries if e]
-    current = root / "bookie" / "current"
-    if index_files:
-        from pulsarctl_py.decoders import entrylog
-        from pulsarctl_py.stores.bookie import write_entry_log, write_index_file
-
-        current.mkdir(parents=True)
-        locations = write_entry_log(current / entrylog.log_file_name(0), entries, log_id=0)
-        by_ledger: dict[int, dict[int, int]] = {}
-        for (lid, eid), location in locations.items():
-            by_ledger.setdefault(lid, {})[eid] = location
-        for lid, locs in by_ledger.items():
-            write_index_file(current, lid, master_key(b""), locs)
-    else:
-        write_db_ledger_dir(current, entries, master_key(b""))
+    write_layout(root / "bookie", layout, entries, log_size_limit=1 << 20)
     return lambda: LedgerSource.open(
         f"rocksdb://{root / 'metadata'}", [root / "bookie"], need_metadata=True
     )
 
 
-def _corpus_world(root: Path, *, index_files: bool = False) -> Opener:
+def _corpus_world(root: Path, *, layout: str = "db") -> Opener:
     corpus = [p.read_bytes() for p in CORPUS]
     topics: dict[str, list[LedgerSpec]] = {}
     lid = 100
@@ -301,17 +287,29 @@ def _corpus_world(root: Path, *, index_files: bool = False) -> Opener:
             payloads = _damaged(corpus, seed, 60)
             topics[name] = [_ledger(lid, _corpus_topic(name), payloads, digest)]
             lid += 1
-    return _write_world(root, topics, index_files=index_files)
+    return _write_world(root, topics, layout=layout)
+
+
+#: the native scans verify uses, per layout: DbLedgerStorage's items (and slots for a DUMMY
+#: digest), index files and scanned logs slots; with a journal tail, the index's scan up
+#: to the tail's first entry, then the entries of both read first
+_NATIVE_SCANS = {
+    "db": {"verify_heads", "verify_slots"},
+    "db-dirs": {"verify_heads", "verify_slots"},
+    "index-files": {"verify_slots"},
+    "sorted": {"verify_slots"},
+    "scan": {"verify_slots"},
+    "journal": {"verify_heads", "verify_slots", "verify_records"},
+}
 
 
 @needs_native
-@pytest.mark.parametrize("storage", ["db", "index-files"])
-def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: str) -> None:
-    open_source = _corpus_world(tmp_path / "corpus", index_files=storage == "index-files")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    open_source = _corpus_world(tmp_path / "corpus", layout=layout)
     calls = _native_calls(monkeypatch)
     found, stats = assert_same(open_source)
-    native_scan = "verify_heads" if storage == "db" else "verify_records"
-    assert calls.count(native_scan) > 10 and set(calls) == {native_scan}
+    assert len(calls) > 10 and set(calls) == _NATIVE_SCANS[layout]
     checks = {f["check"] for f in found}
     # the order cases and the damage were all seen
     assert {
@@ -323,6 +321,39 @@ def test_corpus_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage: 
         "ledger-missing-metadata",
     } <= checks, checks
     assert stats["entries"] == 4 * (3 * len(CORPUS) - 1) + 6 * 60  # every stored entry
+    assert stats["unverified"] > 0  # the DUMMY and MAC (no password) ledgers
+
+
+@needs_native
+def test_corpus_world_on_live_bookies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same corpus world read from a test bookie over the wire: verify_records, the
+    same findings as the general path."""
+    from pulsarctl_py.stores.live import ClientOptions
+    from tests.live_bookie import TestBookie
+    from tests.verify_world import BOOKIE
+
+    offline = _corpus_world(tmp_path / "corpus")
+    with offline() as source:
+        url = f"rocksdb://{tmp_path / 'corpus' / 'metadata'}"
+        assert source.metadata is not None
+    with TestBookie(tmp_path / "corpus" / "bookie", record=False) as bookie:
+        options = ClientOptions(addresses=((BOOKIE, bookie.address),))
+
+        def live() -> Any:
+            return LedgerSource.open(url, None, need_metadata=True, live=options)
+
+        calls = _native_calls(monkeypatch)
+        found, stats = assert_same(live)
+        assert len(calls) > 10 and set(calls) == {"verify_records"}
+    # as read from the directory, but for the ledgers without metadata: their bookies
+    # are not known (missing storage, and a storage problem about it)
+    offline_found, offline_stats = _run(offline, True)
+
+    def known(found: list[Any]) -> list[Any]:
+        return [f for f in found if f["topic"] and "-no-metadata" not in f["topic"]]
+
+    assert known(found) == known(offline_found)
+    assert stats["entries"] == offline_stats["entries"] - 4 * len(CORPUS)
 
 
 @needs_native

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import ManagedLedgerRecord
 
 
+#: the entries a digest-unverified finding lists
+_SHOWN = 100
+
+
 @dataclass(slots=True)
 class ScanResult:
     #: the payload bytes of entries 0..last, when every one of them was read
@@ -150,7 +154,10 @@ class LedgerScan:
         self.missing_count = 0
         self.unreadable = 0
         self.stored_bytes = 0
-        self.unverified: list[int] = []
+        # entries whose digest could not be verified: how many, the first ones (the
+        # finding shows 100), the digest types
+        self.unverified = 0
+        self.unverified_ids: list[int] = []
         self.unverified_kinds: set[str] = set()
 
     def skip_to(self, entry_id: int) -> None:
@@ -194,11 +201,19 @@ class LedgerScan:
             text = ": " + "; ".join(str(p) for p in errors)
             yield self._corrupt(entry_id, text, [p.to_json() for p in errors])
             return
-        if entry.unverified:
-            self.unverified.append(entry_id)
-            self.unverified_kinds.update(entry.unverified)
+        kinds = entry.unverified
+        if kinds:
+            self.unverified_run(entry_id, entry_id, kinds)
         if order is not None:
             yield from order.add(entry, (lid, entry_id))
+
+    def unverified_run(self, first: int, last: int, kinds: list[str]) -> None:
+        """Entries ``first..last`` read, their digests (of ``kinds``) not verified."""
+        self.unverified += last - first + 1
+        ids = self.unverified_ids
+        if len(ids) < _SHOWN:
+            ids.extend(range(first, min(last + 1, first + _SHOWN - len(ids))))
+        self.unverified_kinds.update(kinds)
 
     def undecodable(self, entry_id: int, entry: Entry) -> Iterator[Finding]:
         """entry-undecodable: what :func:`~pulsarctl_py.decoders.entry.decode_payload`
@@ -256,17 +271,17 @@ class LedgerScan:
         lid, what, last = self.lid, self.what, self.led.last
         assert last is not None and self.led.view is not None
         if self.unverified:
-            self.run.stats.unverified += len(self.unverified)
+            self.run.stats.unverified += self.unverified
             yield Finding(
                 WARNING,
                 "digest-unverified",
                 self.topic,
                 lid,
-                self.unverified[0],
-                f"{what} {lid}: the digests of {len(self.unverified)} entries could not be "
+                self.unverified_ids[0],
+                f"{what} {lid}: the digests of {self.unverified} entries could not be "
                 f"verified ({', '.join(sorted(self.unverified_kinds))}: no password?); "
                 "--strict fails",
-                {"count": len(self.unverified), "entries": self.unverified[:100]},
+                {"count": self.unverified, "entries": self.unverified_ids},
             )
         past = self.led.view.past_last
         if past is not None:

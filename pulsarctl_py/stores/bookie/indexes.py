@@ -7,6 +7,7 @@ ledger, where an entry is, the locations of a range of entries in order, the las
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from pulsarctl_py.decoders.entrylog import (
 )
 from pulsarctl_py.decoders.errors import CorruptEntryError
 from pulsarctl_py.decoders.nodes import Problem
+from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.proto.bookkeeper_data_formats_pb2 import LedgerData
 
 from .files import FileCache
@@ -40,6 +42,20 @@ from .rocks import (
 _SLOT = index_file.LOCATION.size
 _CHUNK_SLOTS = 1024  # one BookKeeper index page
 _MAX_CACHED_PATHS = 4096  # entry log paths remembered per index (one Path per log)
+#: slots handed to the head scans at once (an index file is read this much at a time)
+SLOT_CHUNK = 4096
+#: location items read from a DbLedgerStorage index at once for the slot scans
+_ITEM_BATCH = 4096
+#: bytes of an entry log read at once while scanning it for a lost index
+_SCAN_WINDOW = 1 << 20
+#: the largest record a scan window is grown for; a larger one is left to scan_records
+_SCAN_MAX_RECORD = 64 << 20
+_SIZE = struct.Struct(">i")
+
+#: what the head scans read slots from: ``(first_entry_id, slots)``, slot i an 8-byte
+#: location of entry first_entry_id + i (0: none); or ``(entry_id, Location)`` for an
+#: entry a slot cannot name, which the Python path reads
+SlotChunk = tuple[int, bytes | memoryview | Location]
 
 
 def parse_ledger_data(ledger_id: int, value: bytes, source: str, path: Path) -> LedgerRecord:
@@ -146,15 +162,10 @@ class DbIndex:
     ) -> Iterator[tuple[int, Location]]:
         if self.locations is None:
             return
-        high = (
-            location_key(ledger_id, last + 1)
-            if last is not None and last < MAX_ID
-            else (location_key(ledger_id + 1, 0) if ledger_id < MAX_ID else None)
-        )
         # decode_location_item and _location inlined: this loop runs once per entry read
         unpack_key, unpack_value = LOCATION_KEY.unpack, LOCATION_VALUE.unpack
         paths, source = self._log_paths, self.source
-        for key, value in self.locations.items(location_key(ledger_id, max(first, 0)), high):
+        for key, value in self.locations.items(*_key_range(ledger_id, first, last)):
             if len(key) != LOCATION_KEY.size or len(value) != LOCATION_VALUE.size:
                 decode_location_item(key, value)  # raises CorruptEntryError
             found_ledger, entry_id = unpack_key(key)
@@ -166,6 +177,35 @@ class DbIndex:
             if path is None:
                 path = self._location(packed).path
             yield entry_id, Location(source, path, log_id, packed & 0xFFFFFFFF)
+
+    def slot_chunks(self, ledger_id: int, first: int, last: int | None) -> Iterator[SlotChunk]:
+        """The ledger's entries in [first, last] as :data:`SlotChunk` runs: consecutive
+        locations items as slots (the native ``item_slots``), any other item of the
+        ledger on its own; the same entries :meth:`iter_locations` gives, in order."""
+        if self.locations is None or native is None:
+            return
+        to_slots = native.item_slots
+        for batch in self.locations.item_batches(*_key_range(ledger_id, first, last), _ITEM_BATCH):
+            i = 0
+            while i < len(batch):
+                slots, first_entry, stop = to_slots(batch, i, ledger_id)
+                if stop > i:
+                    yield first_entry, slots
+                    i = stop
+                    continue
+                found, entry_id, packed = decode_location_item(*batch[i])  # raises: malformed
+                if found != ledger_id:
+                    return
+                yield entry_id, self._location(packed)
+                i += 1
+
+    def log_path(self, log_id: int) -> Path:
+        """The entry log a slot's log id names."""
+        return self._location(log_id << 32).path
+
+    def slot_location(self, ledger_id: int, entry_id: int, packed: int) -> Location:
+        """The location :meth:`iter_locations` gives for a slot's value."""
+        return self._location(packed)
 
     def last_entry(self, ledger_id: int) -> int | None:
         if self.locations is None:
@@ -187,6 +227,16 @@ class DbIndex:
         for db in (self.locations, self.ledgers):
             if db is not None:
                 db.close()
+
+
+def _key_range(ledger_id: int, first: int, last: int | None) -> tuple[bytes, bytes | None]:
+    """The locations keys of a ledger's entries in [first, last]: low, and high (excluded)."""
+    high = (
+        location_key(ledger_id, last + 1)
+        if last is not None and last < MAX_ID
+        else (location_key(ledger_id + 1, 0) if ledger_id < MAX_ID else None)
+    )
+    return location_key(ledger_id, max(first, 0)), high
 
 
 class IdxIndex:
@@ -283,6 +333,35 @@ class IdxIndex:
                     yield entry_id, self._location(packed)
                 pos += size
 
+    def slot_chunks(self, ledger_id: int, first: int, last: int | None) -> Iterator[SlotChunk]:
+        """The ledger's slots for entries [first, last], read from its index file
+        :data:`SLOT_CHUNK` at a time, as :meth:`iter_locations` reads them (the header
+        checked first, a trailing part of a slot left out)."""
+        path = self.paths().get(ledger_id)
+        if path is None or (last is not None and last < first):
+            return
+        self.header(ledger_id)  # a garbage header makes the whole file suspect
+        with self.files.open(path) as f:
+            end = f.size
+            if last is not None:
+                end = min(end, index_file.entry_position(last + 1))
+            pos = index_file.entry_position(max(first, 0))
+            while pos < end:
+                size = min(SLOT_CHUNK * _SLOT, end - pos)
+                chunk = f.read_at(pos, size)
+                whole = len(chunk) - len(chunk) % _SLOT
+                if whole:
+                    yield (pos - index_file.START_OF_DATA) // _SLOT, chunk[:whole]
+                pos += size
+
+    def log_path(self, log_id: int) -> Path:
+        """The entry log a slot's log id names."""
+        return self._location(log_id << 32).path
+
+    def slot_location(self, ledger_id: int, entry_id: int, packed: int) -> Location:
+        """The location :meth:`iter_locations` gives for a slot's value."""
+        return self._location(packed)
+
     def last_entry(self, ledger_id: int) -> int | None:
         path = self.paths().get(ledger_id)
         if path is None:
@@ -311,8 +390,16 @@ class IdxIndex:
 class ScanIndex:
     """Locations rebuilt by scanning entry logs, as BookKeeper's index rebuild does.
 
-    Logs are read in id order and a later copy of an entry wins. Holds one location per
-    entry in memory: the fallback when an index is missing or unreadable.
+    Logs are read in id order and a later copy of an entry wins: the fallback when an
+    index is missing or unreadable. The logs are scanned by the native ``log_slots``
+    into slot tables, two bytearrays per ledger indexed by entry id (the location and
+    the record size: 12 bytes per entry, a location with the log's place in ``logs``
+    instead of its id, since logs of two directories may share an id); the records it
+    stops at (a damaged log) are read by ``scan_records`` into the same tables. Where a
+    table cannot take an entry (an entry id below 0 or far past the ledger's others),
+    or without the native module, the index is one :class:`Location` per entry in
+    dicts, as scanned by ``scan_records`` alone. Both give the same locations and the
+    same problems.
     """
 
     source = "scan"
@@ -324,55 +411,199 @@ class ScanIndex:
         self.files = files
         self.problems = problems
         self._entries: dict[int, dict[int, Location]] | None = None
+        self._locs: dict[int, bytearray] | None = None
+        self._sizes: dict[int, bytearray] = {}
 
-    def entries(self) -> dict[int, dict[int, Location]]:
-        if self._entries is None:
-            found: dict[int, dict[int, Location]] = {}
-            for log_id, path in self.logs:
-                with self.files.open(path) as f:
-                    if f.size == 0:
-                        continue
-                    problems: list[Problem] = []
-                    for rec in scan_records(f.read_at, f.size, HEADER_SIZE, problems=problems):
-                        found.setdefault(rec.ledger_id, {})[rec.entry_id] = Location(
-                            self.source, path, log_id, rec.offset, rec.size
-                        )
-                    for p in problems:
-                        self.problems.append(
-                            Problem(p.severity, f"{p.layer} {path.name}", p.offset, p.message)
-                        )
-            self._entries = {lid: dict(sorted(e.items())) for lid, e in sorted(found.items())}
-        return self._entries
+    def _index(self) -> None:
+        """Scan the logs, once."""
+        if self._locs is not None or self._entries is not None:
+            return
+        problems: list[Problem] = []
+        tables = _scan_tables(self.logs, self.files, problems) if native is not None else None
+        if tables is None:
+            problems = []
+            self._entries = _scan_entries(self.logs, self.files, problems, self.source)
+        else:
+            self._locs, self._sizes = tables
+        self.problems.extend(problems)
+
+    def _location(self, key: int, offset: int, size: int | None) -> Location:
+        log_id, path = self.logs[key]
+        return Location(self.source, path, log_id, offset, size)
 
     def ledger_ids(self) -> Iterator[int]:
-        yield from self.entries()
+        self._index()
+        yield from sorted(self._locs) if self._locs is not None else self._entries or {}
 
     def record(self, ledger_id: int) -> LedgerRecord | None:
-        if ledger_id not in self.entries():
+        self._index()
+        if ledger_id not in (self._locs if self._locs is not None else self._entries or {}):
             return None
         return LedgerRecord(ledger_id, True, None, None, None, None, self.source, None)
 
     def locate(self, ledger_id: int, entry_id: int) -> Location | None:
-        return self.entries().get(ledger_id, {}).get(entry_id)
+        self._index()
+        if self._locs is None:
+            return (self._entries or {}).get(ledger_id, {}).get(entry_id)
+        return next((loc for _, loc in self.iter_locations(ledger_id, entry_id, entry_id)), None)
 
     def iter_locations(
         self, ledger_id: int, first: int, last: int | None
     ) -> Iterator[tuple[int, Location]]:
-        for entry_id, location in self.entries().get(ledger_id, {}).items():
-            if entry_id >= first and (last is None or entry_id <= last):
-                yield entry_id, location
+        self._index()
+        if self._locs is None:
+            for entry_id, location in (self._entries or {}).get(ledger_id, {}).items():
+                if entry_id >= first and (last is None or entry_id <= last):
+                    yield entry_id, location
+            return
+        table = self._locs.get(ledger_id)
+        if table is None:
+            return
+        sizes = self._sizes[ledger_id]
+        stop = len(table) // _SLOT if last is None else min(len(table) // _SLOT, last + 1)
+        for entry_id in range(max(first, 0), stop):
+            (packed,) = index_file.LOCATION.unpack_from(table, _SLOT * entry_id)
+            if packed:
+                (size,) = _SIZE.unpack_from(sizes, 4 * entry_id)
+                yield entry_id, self._location(packed >> 32, packed & 0xFFFFFFFF, size)
 
     def last_entry(self, ledger_id: int) -> int | None:
-        entries = self.entries().get(ledger_id)
-        return next(reversed(entries)) if entries else None
+        self._index()
+        if self._locs is None:
+            entries = (self._entries or {}).get(ledger_id)
+            return next(reversed(entries)) if entries else None
+        table = self._locs.get(ledger_id)
+        # a table ends with the highest entry written into it
+        return len(table) // _SLOT - 1 if table else None
 
     def iter_all(self) -> Iterator[tuple[int, int, Location]]:
-        for ledger_id, entries in self.entries().items():
-            for entry_id, location in entries.items():
+        for ledger_id in self.ledger_ids():
+            for entry_id, location in self.iter_locations(ledger_id, 0, None):
                 yield ledger_id, entry_id, location
+
+    def slot_chunks(self, ledger_id: int, first: int, last: int | None) -> Iterator[SlotChunk]:
+        """The ledger's slots for entries [first, last], :data:`SLOT_CHUNK` at a time;
+        nothing where the index is not in slot tables (see :meth:`has_slots`)."""
+        self._index()
+        table = self._locs.get(ledger_id) if self._locs is not None else None
+        if table is None:
+            return
+        view = memoryview(table)
+        stop = len(table) // _SLOT if last is None else min(len(table) // _SLOT, last + 1)
+        for at in range(max(first, 0), stop, SLOT_CHUNK):
+            yield at, view[_SLOT * at : _SLOT * min(at + SLOT_CHUNK, stop)]
+
+    def has_slots(self) -> bool:
+        """Whether the scanned locations are in slot tables (see the class)."""
+        self._index()
+        return self._locs is not None
+
+    def log_path(self, key: int) -> Path:
+        """The entry log a slot names (by its place in ``logs``)."""
+        return self.logs[key][1] if 0 <= key < len(self.logs) else Path("")
+
+    def slot_location(self, ledger_id: int, entry_id: int, packed: int) -> Location:
+        """The location :meth:`iter_locations` gives for a slot's value."""
+        (size,) = _SIZE.unpack_from(self._sizes[ledger_id], 4 * entry_id)
+        return self._location(packed >> 32, packed & 0xFFFFFFFF, size)
 
     def close(self) -> None:
         pass
+
+
+def _scan_entries(
+    logs: list[tuple[int, Path]], files: FileCache, problems: list[Problem], source: str
+) -> dict[int, dict[int, Location]]:
+    """Every entry record of the logs as a Location (by ``scan_records``), a later copy
+    winning; the problems met, named after their log."""
+    found: dict[int, dict[int, Location]] = {}
+    for log_id, path in logs:
+        with files.open(path) as f:
+            if f.size == 0:
+                continue
+            met: list[Problem] = []
+            for rec in scan_records(f.read_at, f.size, HEADER_SIZE, problems=met):
+                found.setdefault(rec.ledger_id, {})[rec.entry_id] = Location(
+                    source, path, log_id, rec.offset, rec.size
+                )
+            problems.extend(_named(met, path))
+    return {lid: dict(sorted(e.items())) for lid, e in sorted(found.items())}
+
+
+def _named(problems: list[Problem], path: Path) -> list[Problem]:
+    return [Problem(p.severity, f"{p.layer} {path.name}", p.offset, p.message) for p in problems]
+
+
+def _scan_tables(
+    logs: list[tuple[int, Path]], files: FileCache, problems: list[Problem]
+) -> tuple[dict[int, bytearray], dict[int, bytearray]] | None:
+    """The entry records of the logs in slot tables (see :class:`ScanIndex`), walked by
+    the native ``log_slots`` a window at a time; from a record it stops at (one that
+    ``scan_records`` reports, or the end of the log) to the end of that log, by
+    ``scan_records``. None when a table cannot take an entry."""
+    locs: dict[int, bytearray] = {}
+    sizes: dict[int, bytearray] = {}
+    walk, window_status, odd = native.log_slots, native.HEADS_WINDOW, native.SLOTS_ODD
+    for key, (_log_id, path) in enumerate(logs):
+        with files.open(path) as f:
+            end = f.size
+            if end == 0:
+                continue
+            pos = HEADER_SIZE
+            size = _SCAN_WINDOW
+            tail = False
+            while pos < end:
+                data = f.read_at(pos, size)
+                at, status = walk(data, 0, pos, key, locs, sizes)
+                if status == odd:
+                    return None
+                if status != window_status or pos + len(data) >= end:
+                    tail = True  # a record scan_records reports, or the end of the log
+                    pos += at
+                    break
+                if at == 0:  # a record larger than the window
+                    size *= 2
+                    if size > _SCAN_MAX_RECORD:
+                        tail = True
+                        break
+                    continue
+                pos += at
+                size = _SCAN_WINDOW
+            if tail and pos < end:
+                met: list[Problem] = []
+                for rec in scan_records(f.read_at, end, pos, problems=met):
+                    if not _put(
+                        locs, sizes, key, rec.ledger_id, rec.entry_id, rec.offset, rec.size
+                    ):
+                        return None
+                problems.extend(_named(met, path))
+    return locs, sizes
+
+
+def _put(
+    locs: dict[int, bytearray],
+    sizes: dict[int, bytearray],
+    key: int,
+    ledger_id: int,
+    entry_id: int,
+    offset: int,
+    size: int,
+) -> bool:
+    """One entry record into the slot tables, as the native ``log_slots`` writes it;
+    False where a table does not take it (the same rule)."""
+    table = locs.get(ledger_id)
+    if table is None:
+        table = locs[ledger_id] = bytearray()
+        sizes[ledger_id] = bytearray()
+    have = len(table) // _SLOT
+    if entry_id < 0 or entry_id >= have * 2 + native.SLOTS_TABLE_SLACK or offset > 0xFFFFFFFF:
+        return False
+    if entry_id >= have:
+        table.extend(bytes(_SLOT * (entry_id + 1 - have)))
+        sizes[ledger_id].extend(bytes(4 * (entry_id + 1 - have)))
+    index_file.LOCATION.pack_into(table, _SLOT * entry_id, (key << 32) | offset)
+    _SIZE.pack_into(sizes[ledger_id], 4 * entry_id, size)
+    return True
 
 
 class JournalTail:

@@ -26,12 +26,12 @@ from pulsarctl_py.decoders._readat import read_exact
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.entry import DecodeOptions
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError, NotFoundError
-from pulsarctl_py.decoders.heads import EntryHead, decode_head, head_options
+from pulsarctl_py.decoders.heads import EntryHead, head_options
 from pulsarctl_py.decoders.nodes import Problem
 from pulsarctl_py.decoders.speedups import native
 
 from .files import FileCache, read_small_file, unreadable
-from .heads import scan_db_heads
+from .heads import native_digest, record_head_batches, scan_db_heads, scan_slot_heads
 from .indexes import DbIndex, IdxIndex, JournalTail, ScanIndex
 from .layout import BookieLayout, discover, has_index_files
 from .model import (
@@ -50,8 +50,6 @@ from .rocks import is_rocksdb_dir
 IndexMode = Literal["auto", "scan"]
 #: bytes read at a time from an entry log while a pass reads a ledger's entries in order
 READ_AHEAD = 1 << 20
-#: (head, data) pairs per list of :meth:`BookieStore.read_head_batches` outside the scanner
-_HEAD_BATCH = 256
 JournalMode = Literal["tail", "all", "none"]
 
 
@@ -67,6 +65,23 @@ class _Source(Protocol):
     def last_entry(self, ledger_id: int) -> int | None: ...
     def iter_all(self) -> Iterator[tuple[int, int, Location]]: ...
     def close(self) -> None: ...
+
+
+def _scanned(source: Any) -> bool:
+    """Whether the native head scans read this index: DbLedgerStorage's (its locations
+    readable), index files, or entry logs scanned into slot tables."""
+    if isinstance(source, DbIndex):
+        return source.locations is not None
+    return isinstance(source, IdxIndex) or (isinstance(source, ScanIndex) and source.has_slots())
+
+
+def _holds(source: Any, ledger_id: int, first: int, last: int | None) -> bool:
+    """Whether ``source`` has an entry of the ledger in [first, last]."""
+    found = source.iter_locations(ledger_id, first, last)
+    try:
+        return next(found, None) is not None
+    finally:
+        found.close()
 
 
 def _list_logs(directory: Path) -> dict[int, Path]:
@@ -367,11 +382,14 @@ class BookieStore:
 
         The entries of :meth:`read_entries`, each decoded to its broker entry metadata
         (``decoders.heads``): ``options`` gives the digest type and password. Where one
-        DbLedgerStorage index holds the ledger alone and its digest is CRC32C, the native
-        scanner reads them (:mod:`.heads`), with the same results. A digest type of None
-        (not known: detected per entry) is served the same way: CRC32C is the first type
-        detection tries, so an entry whose CRC32C digest verifies is detected as CRC32C,
-        and any other entry takes the Python path, which detects.
+        index holds the ledger's entries alone (DbLedgerStorage in any of its
+        directories, index files, or the entry logs scanned for a lost index) and the
+        digest is CRC32C, CRC32 or DUMMY, the native scanners read them (:mod:`.heads`);
+        entries from several sources (a journal tail) are read, then their heads made
+        natively; with the same results as the Python decoder in every case. A digest
+        type of None (not known: detected per entry) is served as CRC32C: it is the first
+        type detection tries, so an entry whose CRC32C digest verifies is detected as
+        CRC32C, and any other entry takes the Python path, which detects.
         """
         yield from self._heads(ledger_id, first, last, options, False)
 
@@ -407,33 +425,60 @@ class BookieStore:
     ) -> Iterator[Any]:
         """Heads, or (``batched``) lists of (head, data) pairs."""
         opts = head_options(options or DecodeOptions(digest_type=DigestType.CRC32C))
-        db = self._sole_db_index(ledger_id, first, last)
-        native_digest = opts.digest_type in (DigestType.CRC32C, None)
-        if db is not None and native_digest and native is not None:
-            yield from scan_db_heads(self, db, ledger_id, first, last, opts, batched, batched)
-            return
-        pairs: list[tuple[EntryHead, bytes]] = []
-        for stored in self.read_entries(ledger_id, first, last):
-            head = decode_head(stored.data, opts, (ledger_id, stored.entry_id))
-            if not batched:
-                yield head
-                continue
-            pairs.append((head, stored.data))
-            if len(pairs) == _HEAD_BATCH:
-                yield pairs
-                pairs = []
-        if pairs:
-            yield pairs
+        digest = native_digest(opts) if native is not None else None
+        runs = self.index_runs(ledger_id, first, last) if digest is not None else []
+        for source, run_first, run_last in runs or [(None, first, last)]:
+            if isinstance(source, DbIndex) and digest == DigestType.CRC32C:
+                yield from scan_db_heads(
+                    self, source, ledger_id, run_first, run_last, opts, batched, batched
+                )
+            elif source is not None and digest is not None:
+                yield from scan_slot_heads(
+                    self, source, ledger_id, run_first, run_last, opts, digest, batched
+                )
+            else:
+                stored = self.read_entries(ledger_id, run_first, run_last)
+                try:
+                    yield from record_head_batches(stored, ledger_id, opts, digest, batched)
+                finally:
+                    stored.close()
 
-    def _sole_db_index(self, ledger_id: int, first: int, last: int | None) -> DbIndex | None:
-        """The DbLedgerStorage index that is the only source of these entries, if any."""
-        sources = self._all_sources()
-        if len(sources) != 1 or not isinstance(sources[0], DbIndex):
-            return None
+    def index_runs(
+        self, ledger_id: int, first: int, last: int | None
+    ) -> list[tuple[Any, int, int | None]]:
+        """The range [first, last] as runs ``(index, first, last)``, in order: an index the
+        native scans read (:meth:`sole_source`, whose slots or items they take), or None
+        for a run :meth:`read_entries` reads from several sources. The entries before a
+        journal tail's first entry of the ledger (a bookie stopped before it flushed the
+        last ones) are one index's run when it alone holds them."""
+        source = self.sole_source(ledger_id, first, last)
+        if source is not None:
+            return [(source, first, last)] if _scanned(source) else [(None, first, last)]
         tail = self._journal_tail()
-        if tail is not None and next(tail.iter_locations(ledger_id, first, last), None):
+        found = tail.iter_locations(ledger_id, first, last) if tail is not None else None
+        split = next(found, (first,))[0] if found is not None else first
+        if split > first:
+            before = self.sole_source(ledger_id, first, split - 1)
+            if before is not None and _scanned(before):
+                return [(before, first, split - 1), (None, split, last)]
+        return [(None, first, last)]
+
+    def sole_source(self, ledger_id: int, first: int, last: int | None) -> _Source | None:
+        """The one index that holds this ledger's entries in [first, last], if one alone
+        does: no other source (another ledger directory's index, logs scanned for a lost
+        index, the journal tail) holds any of them. Each source is asked for its first
+        entry in the range (a seek, for a DbLedgerStorage index). An index that cannot be
+        read raises, as :meth:`read_entries` would."""
+        sources = self._all_sources()
+        tail = self._journal_tail()
+        if tail is not None:
+            sources.append(tail)
+        if len(sources) == 1:
+            return sources[0] if sources[0] is not tail else None
+        holding = [s for s in sources if _holds(s, ledger_id, first, last)]
+        if len(holding) != 1 or holding[0] is tail:
             return None
-        return sources[0]
+        return holding[0]
 
     # -- entry logs ------------------------------------------------------------------------
 

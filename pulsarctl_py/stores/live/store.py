@@ -32,6 +32,8 @@ from pulsarctl_py.decoders import bookkeeper as bk
 from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.bookie_wire import status_name
 from pulsarctl_py.decoders.checksums import DigestType, crc32c
+from pulsarctl_py.decoders.entry import DecodeOptions
+from pulsarctl_py.decoders.heads import EntryHead, head_options
 from pulsarctl_py.errors import LedgerctlError, NotFoundError, StoreUnavailable
 
 from ..bookie.model import EntryNotFound, LedgerInfo, Location, StoredEntry
@@ -231,6 +233,59 @@ class LiveBookieStore:
             end = min(last, start + CHUNK - 1)
             yield from self._read(ledger_id, range(start, end + 1))
             start = end + 1
+
+    def read_heads(
+        self,
+        ledger_id: int,
+        first: int = 0,
+        last: int | None = None,
+        options: DecodeOptions | None = None,
+    ) -> Iterator[EntryHead]:
+        """The heads of the entries :meth:`read_entries` reads (see
+        ``BookieStore.read_heads``), made by the native ``record_heads`` where the digest
+        is CRC32C, CRC32 or DUMMY, the Python decoder deciding on any other entry."""
+        yield from self._heads(ledger_id, first, last, options, False)
+
+    def read_heads_with_data(
+        self,
+        ledger_id: int,
+        first: int = 0,
+        last: int | None = None,
+        options: DecodeOptions | None = None,
+    ) -> Iterator[tuple[EntryHead, bytes]]:
+        """:meth:`read_heads`, each head with the stored bytes of its entry."""
+        for pairs in self.read_head_batches(ledger_id, first, last, options):
+            yield from pairs
+
+    def read_head_batches(
+        self,
+        ledger_id: int,
+        first: int = 0,
+        last: int | None = None,
+        options: DecodeOptions | None = None,
+    ) -> Iterator[list[tuple[EntryHead, bytes]]]:
+        """:meth:`read_heads_with_data` a list of pairs at a time, in order."""
+        yield from self._heads(ledger_id, first, last, options, True)
+
+    def _heads(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int | None,
+        options: DecodeOptions | None,
+        batched: bool,
+    ) -> Iterator[Any]:
+        from pulsarctl_py.stores.bookie.heads import native_digest, record_head_batches
+
+        if options is None:
+            kind, password = self._digest(self._state(ledger_id).md)
+            options = DecodeOptions(digest_type=kind, password=password)
+        opts = head_options(options)
+        stored = self.read_entries(ledger_id, first, last)
+        try:
+            yield from record_head_batches(stored, ledger_id, opts, native_digest(opts), batched)
+        finally:
+            stored.close()
 
     def iter_locations(
         self, ledger_id: int, first: int = 0, last: int | None = None
