@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,16 @@ def compact(
         metavar="FILE",
         help="Write the compacted view as JSON lines (key, value as base64, properties, "
         "position, publish time), one per retained message; FILE.parquet writes Parquet. "
-        "A device or FIFO (/dev/stdout) gets JSON lines.",
+        "A device or FIFO (/dev/stdout) gets JSON lines. When the topic has a schema each "
+        "row also has schema_version, schema_type and value_decoded (see --values), typed "
+        "in Parquet as export types it.",
+    ),
+    values: options.ValuesChoice = typer.Option(
+        options.ValuesChoice.auto,
+        "--values",
+        help="The --export rows' values: raw (the bytes only), decoded or both (the bytes and "
+        "value_decoded, by the topic's schema version each message names; the topic must "
+        "have a schema); auto is both when the topic has a schema, else raw.",
     ),
     force: bool = typer.Option(
         False,
@@ -229,6 +238,10 @@ def compact(
         raise typer.BadParameter(
             "--delete-old goes with --apply or --plan", param_hint="--delete-old"
         )
+    if export is None and values is not options.ValuesChoice.auto:
+        from pulsarctl_py.errors import LedgerctlError
+
+        raise LedgerctlError("--values says what --export writes: give --export FILE too")
     if status and plan_file is not None:
         raise typer.BadParameter("--status only reads: drop --plan", param_hint="--status")
     dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
@@ -281,7 +294,9 @@ def compact(
         for w in before.warnings:
             err.print(f"[yellow]warning:[/] {escape(w)}")
     memory_bytes = parse_size(memory)
-    with _view_output(export, force) as view:
+    with _view_output(
+        export, force, lambda: _value_options(topic, metadata_url, dirs, bookie, values, export)
+    ) as (view, value_options):
         chosen = engine_name(engine, spark, spark_master)
         state: dict[str, Any] = {}
         report = run_compact(
@@ -301,6 +316,7 @@ def compact(
             generation=as_broker.value,
             on_state=lambda s: state.update(state=s),
             live=bookie.client(),
+            values=value_options,
         )
     if fmt is Format.pip_429:
         report.warnings.append(PIP_429_CLIENT_CRASH)
@@ -344,34 +360,75 @@ def compact(
         raise typer.Exit(1)
 
 
-@contextlib.contextmanager
-def _view_output(export: Path | None, force: bool) -> Iterator[Any]:
-    """The --export output, checked before the work: yields the text file the compaction
-    writes its JSON lines to (None without --export). For FILE.parquet the lines go to a
-    temporary file, turned into Parquet when the compaction is done."""
-    if export is None:
-        yield None
-        return
-    import tempfile
+def _value_options(
+    topic: str,
+    metadata_url: str | None,
+    dirs: list[str] | None,
+    bookie: Any,
+    values: options.ValuesChoice,
+    export: Path,
+) -> Any:
+    """The topic's schemas for the --export rows (None: values stay bytes)."""
+    if values is options.ValuesChoice.raw:
+        return None
+    from pulsarctl_py.export import ValueOptions, output_format
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.outputs import is_stream_path
+    from pulsarctl_py.values import values_for
 
+    with LedgerSource.open(metadata_url, dirs, need_metadata=True, live=bookie.client()) as source:
+        schemas = values_for(source, topic, required=values is not options.ValuesChoice.auto)
+    if schemas is None:
+        return None
+    column = None
+    if output_format(export, stream=is_stream_path(export)) == "parquet":
+        from pulsarctl_py.value_columns import value_column
+
+        column = value_column(schemas)
+        if column.kind == "split":
+            # one view, one column: versions Avro cannot merge are JSON text here
+            column = None
+    return ValueOptions(schemas, column)
+
+
+@contextlib.contextmanager
+def _view_output(
+    export: Path | None, force: bool, values_of: Callable[[], Any]
+) -> Iterator[tuple[Any, Any]]:
+    """The --export output, checked before the work, and the topic's schemas for its rows
+    (``values_of()``, read once the path is known to be writable): yields the text file
+    the compaction writes its JSON lines to, or for FILE.parquet the Parquet view that
+    takes its rows, and the values ((None, None) without --export). The output is
+    committed when the block ends normally."""
+    if export is None:
+        yield None, None
+        return
     from pulsarctl_py import outputs
+    from pulsarctl_py.export import CompactedViewParquet
 
     out = outputs.prepare(export, outputs.COMPACTED_VIEW, force=force)
+    try:
+        values = values_of()
+    except BaseException:
+        out.discard()
+        raise
     if not export.name.lower().endswith(".parquet"):
         with out.open_text() as fh:
-            yield fh
+            yield fh, values
         return
-    from pulsarctl_py.export import compacted_view_to_parquet
-
-    fd, name = tempfile.mkstemp(prefix="ledgerctl-compacted-view-", suffix=".jsonl")
-    try:
-        with open(fd, "w", encoding="utf-8") as fh:
-            yield fh
-        with out.open_binary() as parquet:
-            compacted_view_to_parquet(name, parquet)
-    finally:
-        out.discard()  # after a commit: nothing left to drop
-        Path(name).unlink(missing_ok=True)
+    with out.open_binary() as fh:
+        view = CompactedViewParquet(
+            fh,
+            values is not None,
+            values.column if values is not None else None,
+            values.values if values is not None else None,
+        )
+        try:
+            yield view, values
+        except BaseException:
+            view.abandon()  # before its file closes: the output is discarded
+            raise
+        view.close()
 
 
 def _broker_exposes_entry_metadata() -> bool:

@@ -11,9 +11,16 @@ from typing import Any
 import typer
 
 from pulsarctl_py.commands.options import (
+    BOOKIE,
+    BOOKIE_DIRS,
     MAX_MESSAGE_SIZE,
+    METADATA_URL,
     STRICT,
+    BookieFlags,
     DepthChoice,
+    ValuesChoice,
+    bookie_flags,
+    metadata_options,
     password,
     private_key_passphrase,
     use_max_message_size,
@@ -47,6 +54,8 @@ class InputFormat(enum.StrEnum):
     base64 = "base64"
 
 
+@bookie_flags
+@metadata_options
 def decode(
     inputs: list[str] = typer.Argument(
         None,
@@ -121,10 +130,41 @@ def decode(
         metavar="FILE",
         help="File holding the passphrase of an encrypted --private-key.",
     ),
+    values: ValuesChoice = typer.Option(
+        ValuesChoice.auto,
+        "--values",
+        help="Message values: raw (the bytes, base64 in JSON), decoded (by the schema "
+        "version each message names; the bytes only where a value is not decoded) or "
+        "both; auto is both when --schema or --schema-topic is given, else raw.",
+    ),
+    schema_files: list[Path] = typer.Option(
+        None,
+        "--schema",
+        metavar="FILE",
+        help="A schema to decode values with: the JSON `pulsar-admin schemas get TOPIC` "
+        "prints (version and schemaInfo), a SchemaInfo (type, schema, properties: it "
+        "decodes every message, whatever version it names), or the admin REST API's "
+        "schema (one version, or all of them); repeat for several versions.",
+    ),
+    schema_topic: str = typer.Option(
+        None,
+        "--schema-topic",
+        metavar="TOPIC",
+        help="Decode values with this topic's schemas, read from Pulsar's schema storage "
+        "(the metadata store and the schema ledgers: --metadata-url and --bookie-dir or "
+        "the running bookies, as inspect reads them).",
+    ),
+    metadata_url: str = METADATA_URL,
+    bookie_dirs: list[Path] = BOOKIE_DIRS,
+    bookie: BookieFlags = BOOKIE,
 ) -> None:
     """Decode stored entries layer by layer and print their messages.
 
-    Exit status 1 when a checksum or digest does not match or a layer cannot be decoded.
+    With a schema (--schema FILE or --schema-topic TOPIC) every message's value is also
+    decoded with the schema version it names, as inspect decodes it: in JSON each
+    message gains schema_version, schema_type and value_decoded. Exit status 1 when a
+    checksum or digest does not match, a layer cannot be decoded, or a value does not
+    decode with its schema.
     """
     from pulsarctl_py.decode import (
         check_readable,
@@ -157,52 +197,138 @@ def decode(
         depth=Depth[depth.name.upper()],
         raise_errors=raise_errors,
     )
+    schemas, mode = _values(
+        values, schema_files, schema_topic, metadata_url, bookie_dirs, bookie, options.depth
+    )
     sources = iter_sources(paths, input_format.value)
     if sample:
         sources = itertools.chain([read_sample(sample)], sources)
-    tally = _show(decode_sources(sources, options), output, hexdump)
+    tally = _show(decode_sources(sources, options), output, hexdump, schemas, mode)
     if tally.errors or (strict and tally.unverified):
         raise typer.Exit(1)
 
 
-def _show(results: Iterable[tuple[str, Any]], output: OutputFormat, with_hex: bool) -> Any:
-    """Render entries as they are decoded; problems and a summary go to stderr.
+def _values(
+    values: ValuesChoice,
+    schema_files: list[Path] | None,
+    schema_topic: str | None,
+    metadata_url: str | None,
+    bookie_dirs: list[Path] | None,
+    bookie: BookieFlags,
+    depth: Any,
+) -> tuple[Any, str]:
+    """The schemas to decode values with (pulsarctl_py.values.Values, or None) and the
+    value mode ("both", "decoded" or "raw"); usage errors said before any input is read."""
+    from pulsarctl_py.decoders import Depth
+    from pulsarctl_py.errors import LedgerctlError as UsageError
+
+    given = bool(schema_files) or schema_topic is not None
+    if schema_files and schema_topic is not None:
+        raise UsageError("give --schema FILE or --schema-topic TOPIC, not both")
+    if schema_topic is None and (metadata_url or bookie_dirs or bookie != BookieFlags()):
+        raise UsageError(
+            "--metadata-url, --bookie-dir and the bookie flags say where --schema-topic's "
+            "schemas are: give --schema-topic TOPIC"
+        )
+    if values is ValuesChoice.raw:
+        if given:
+            raise UsageError("--values raw decodes no value: drop --schema/--schema-topic")
+        return None, "raw"
+    if not given:
+        if values is ValuesChoice.auto:
+            return None, "raw"
+        raise UsageError(
+            f"--values {values.value} needs a schema: give --schema FILE (what "
+            "`pulsar-admin schemas get TOPIC` prints) or --schema-topic TOPIC"
+        )
+    if depth is not Depth.MESSAGES:
+        raise UsageError("decoded values need --depth messages")
+    from pulsarctl_py.values import Values
+
+    mode = "decoded" if values is ValuesChoice.decoded else "both"
+    if schema_files:
+        from pulsarctl_py.schema_files import read_schema_file
+
+        versioned, any_version = [], None
+        for path in schema_files:
+            for version, schema in read_schema_file(path):
+                if version is None:
+                    if any_version is not None:
+                        raise UsageError(
+                            f"{path}: a second schema without a version (one may decode "
+                            "every message; give the others with their versions)"
+                        )
+                    any_version = schema
+                elif any(s.version == version for s in versioned):
+                    raise UsageError(f"{path}: schema version {version} is given twice")
+                else:
+                    versioned.append(schema)
+        latest = max((s.version for s in versioned), default=None)
+        return Values(versioned, latest, any_version), mode
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.values import values_for
+
+    with LedgerSource.open(
+        metadata_url, bookie_dirs, need_metadata=True, live=bookie.client()
+    ) as source:
+        return values_for(source, schema_topic, required=True), mode
+
+
+def _show(
+    results: Iterable[tuple[str, Any]],
+    output: OutputFormat,
+    with_hex: bool,
+    values: Any = None,
+    mode: str = "raw",
+) -> Any:
+    """Render entries as they are decoded; problems and a summary go to stderr. With
+    ``values`` (pulsarctl_py.values.Values) every message's value is decoded by its
+    schema version, shown as inspect shows it (``mode``: "both" or "decoded").
 
     Return the summary (inspect's: entries, messages, errors, warnings, unverified...).
     """
     from pulsarctl_py import render
-    from pulsarctl_py.inspect import Summary
+    from pulsarctl_py.inspect import Summary, add_values, decode_values
 
     fmt = render.resolve(output)
     err = render.stderr_console()
     tally = Summary()
+    decoded: dict[int, list[Any]] = {}
 
     def counted() -> Iterator[tuple[str, Any]]:
         for label, entry in results:
+            if values is not None:
+                # before the tally: a value that does not decode is a problem of the entry
+                decoded[id(entry)] = decode_values(entry, values)
             tally.add(entry)
             render.report_problems(err, [(label, entry)])
             yield label, entry
+
+    def doc(label: str, entry: Any) -> dict[str, Any]:
+        out = dict(render.entry_doc(entry, with_hex), input=label)
+        got = decoded.pop(id(entry), None)
+        if got is not None:
+            add_values(out, got, mode)
+        return out
 
     if fmt is OutputFormat.JSON:
         # always {"entries": [...], "summary": {...}}, whatever the number of inputs
         render.write_json_stream(
             "entries",
-            (dict(render.entry_doc(e, with_hex), input=label) for label, e in counted()),
+            (doc(label, e) for label, e in counted()),
             lambda: {"summary": dict(tally.to_json(), ok=tally.errors == 0)},
         )
     elif fmt is OutputFormat.JSONL:
-        render.write_jsonl(
-            dict(render.entry_doc(e, with_hex), input=label) for label, e in counted()
-        )
+        render.write_jsonl(doc(label, e) for label, e in counted())
     elif fmt is OutputFormat.TABLE:
         rows = list(counted())  # a table is laid out once all its rows are known
         out = render.stdout_console()
         out.print(render.layers_table(rows, with_hex))
-        out.print(render.messages_table(rows))
+        out.print(render.messages_table(rows, decoded if values is not None else None))
     else:
         out = render.stdout_console()
         for label, entry in counted():
-            out.print(render.entry_tree(entry, label, with_hex))
+            out.print(render.entry_tree(entry, label, with_hex, decoded.pop(id(entry), None)))
     err.print(
         f"{tally.entries} entr{'y' if tally.entries == 1 else 'ies'}, "
         f"{tally.messages} messages, {tally.errors + tally.warnings} problems"

@@ -103,6 +103,10 @@ def _notes(topic: DemoTopic) -> str:
             notes.append("cursor {} at {}:{}".format(name, *cursor["mark_delete"]))
     if topic.compacted_ledger is not None:
         notes.append(f"compacted into ledger {topic.compacted_ledger.ledger_id}")
+    if topic.schema_ledgers:
+        notes.append(
+            "schema ledgers " + ", ".join(str(lg.ledger_id) for lg in topic.schema_ledgers)
+        )
     return "; ".join(notes)
 
 

@@ -108,7 +108,10 @@ def export(
     null_value, problems; when the topic has a schema also schema_version, schema_type
     and value_decoded (JSON in JSON lines; in Parquet a struct of the Avro or JSON
     schema's fields, merged into the latest version where Avro's resolution rules allow,
-    the primitive's type, or else JSON text). An entry that cannot be read or decoded is
+    the primitive's type, or else JSON text). Avro or JSON versions that cannot be
+    merged: the rows of version N go to FILE.vN.parquet beside FILE.parquet, typed by
+    that version, and FILE.parquet keeps the rows of no version; the summary lists the
+    files. An entry that cannot be read or decoded is
     one row with its problems, and so is a run of entries the storage does not hold.
     Ledgers the storage holds none of, and entries stored past a closed ledger's last
     entry (skipped), are listed in the summary. Runs in-process or on Spark (--engine).
@@ -135,6 +138,7 @@ def export(
         export_plan,
         output_format,
         topic_plan,
+        version_outputs,
     )
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.spark.session import parse_conf
@@ -199,7 +203,7 @@ def export(
     elif passphrase_env or passphrase_file:
         raise LedgerctlError("a private key passphrase needs --private-key")
     column = None
-    if schemas is not None and output_format(to) == "parquet":
+    if schemas is not None and output_format(out.path, stream=out.stream) == "parquet":
         from pulsarctl_py.value_columns import value_column
 
         column = value_column(schemas)
@@ -207,6 +211,8 @@ def export(
     if schemas is None and any(c in VALUE_COLUMNS for c in cols):
         raise LedgerctlError(f"{topic} has no schema: no decoded value columns")
     value_options = ValueOptions(schemas, column, key_pem, passphrase)
+    # versions Avro cannot merge: a file per version beside --to, checked before the work
+    versions = version_outputs(out, column, cols, force=force)
     name = pick(chosen.value, plan.entries, spark_threshold)
     runner = open_engine(
         name, master=spark_master, conf=conf, console=err, label=f"exporting {plan.topic}"
@@ -222,6 +228,7 @@ def export(
                 progress=lambda _n: advance(),
                 gaps=gaps,
                 values=value_options,
+                versions=versions,
             )
     finally:
         runner.close()
@@ -238,6 +245,14 @@ def export(
         )
     if result.value_note:
         err.print(f"note: value_decoded: {result.value_note}", markup=False, highlight=False)
+    if len(result.files) > 1 and fmt not in (OutputFormat.JSON, OutputFormat.JSONL):
+        for f in result.files:
+            which = (
+                "rows of no schema version"
+                if f["schema_version"] is None
+                else f"schema version {f['schema_version']}"
+            )
+            err.print(f"  {f['path']}: {f['rows']} rows, {which}", markup=False, highlight=False)
     for text in result.gaps.errors():
         err.print(f"error: {text}", markup=False, highlight=False)
     if not result.ok:

@@ -55,9 +55,10 @@ COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
 #: columns added when the topic has a schema (values decoded): value_decoded's type comes
 #: from the schema (pulsarctl_py.value_columns)
 VALUE_COLUMNS: tuple[str, ...] = ("schema_version", "schema_type", "value_decoded")
-#: columns that need the payload opened (decrypted, decompressed, unbatched)
+#: columns that need the payload opened (decrypted, decompressed, unbatched); the value
+#: columns are given per message, so schema_version too
 MESSAGE_COLUMNS = frozenset(
-    {"key", "value", "properties", "event_time", "null_value", "value_decoded", "schema_type"}
+    {"key", "value", "properties", "event_time", "null_value", *VALUE_COLUMNS}
 )
 #: the Spark SQL DDL of a full row
 SCHEMA_DDL = ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
@@ -543,65 +544,152 @@ def write_part(
     columns: Sequence[str] = COLUMN_NAMES,
     filters: RowFilters | None = None,
     values: ValueOptions | None = None,
-) -> Iterator[tuple[int, str, int, int, Gaps]]:
-    """Write one split's rows to a part file; yield (ordinal, path, rows, rows with errors,
-    the split's :class:`Gaps`).
+) -> Iterator[tuple[int, dict[int | None, tuple[str, int]], int, int, Gaps]]:
+    """Write one split's rows to part files; yield (ordinal, {key: (path, rows)}, rows,
+    rows with errors, the split's :class:`Gaps`).
 
+    The key is None for the one part of a plain export; with a value column split by
+    schema version (:meth:`pulsarctl_py.value_columns.ValueColumn.part`) the rows of
+    version N go to part N, typed by that version, and every other row to part None.
     Module-level and picklable: the engines run it where the split is read.
     """
-    path = os.path.join(parts_dir, f"part-{split.ordinal:08d}.{fmt}")
     rows = flagged = 0
     gaps = Gaps()
     if values is not None and fmt == "jsonl" and values.column is not None:
         values = ValueOptions(values.values, None, values.key_pem, values.passphrase)
-    it = split_rows(split, columns, filters, gaps, values)
+    column = values.column if values is not None else None
+    cols = tuple(columns)
+    split_by_version = (
+        fmt == "parquet"
+        and column is not None
+        and column.kind == "split"
+        and "value_decoded" in cols
+    )
+    read = (*cols, "schema_version") if split_by_version and "schema_version" not in cols else cols
+    version_at = read.index("schema_version") if split_by_version else None
+    it = split_rows(split, read, filters, gaps, values)
+
+    def path_of(key: int | None) -> str:
+        tail = "" if key is None else f".v{key}"
+        return os.path.join(parts_dir, f"part-{split.ordinal:08d}{tail}.{fmt}")
+
     if fmt == "jsonl":
+        path = path_of(None)
         with open(path, "w", encoding="utf-8") as fh:
             for values in it:
                 row = dict(zip(columns, values, strict=True))
                 fh.write(json_line(row) + "\n")
                 rows += 1
                 flagged += _has_error(row.get("problems"))
-    else:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        yield split.ordinal, {None: (path, rows)}, rows, flagged, gaps
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-        schema = arrow_schema(columns, values.column if values is not None else None)
-        pool = pa.default_memory_pool()
-        with pq.ParquetWriter(path, schema) as writer:
-            batch: list[tuple[Any, ...]] = []
+    problems_at = cols.index("problems") if "problems" in cols else None
+    parts: dict[int | None, _Part] = {}
 
-            def flush() -> None:
-                cols = list(zip(*batch, strict=True)) if batch else [[] for _ in columns]
-                batch.clear()
-                table = pa.Table.from_arrays(
-                    [pa.array(list(col), type=schema.field(i).type) for i, col in enumerate(cols)],
-                    schema=schema,
-                )
-                del cols
-                writer.write_table(table)
-                del table
-                pool.release_unused()  # the pool keeps what it freed otherwise (see _join)
+    def part(key: int | None) -> _Part:
+        found = parts.get(key)
+        if found is None:
+            typed = column.part(key)[1] if split_by_version else column
+            schema = arrow_schema(cols, typed)
+            found = parts[key] = _Part(path_of(key), schema, pq.ParquetWriter(path_of(key), schema))
+        return found
 
-            problems_at = columns.index("problems") if "problems" in columns else None
-            value_at = columns.index("value") if "value" in columns else None
-            decoded = values.values if values is not None else None
-            held = 0
-            for values in it:
-                batch.append(values)
-                rows += 1
-                if problems_at is not None:
-                    flagged += _has_error(values[problems_at])
-                if value_at is not None and values[value_at] is not None:
-                    held += len(values[value_at])
-                if decoded is not None:  # decoded values: what they take, estimated
-                    held += decoded.take_held()
-                if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
-                    flush()
-                    held = 0
-            if batch or rows == 0:
-                flush()
-    yield split.ordinal, path, rows, flagged, gaps
+    value_at = cols.index("value") if "value" in cols else None
+    decoded = values.values if values is not None else None
+    try:
+        part(None)  # the main part exists, rows or not
+        for row in it:
+            key = None
+            if version_at is not None:
+                key = column.part(row[version_at])[0]
+                row = row[: len(cols)]
+            p = part(key)
+            p.batch.append(row)
+            p.rows += 1
+            rows += 1
+            if problems_at is not None:
+                flagged += _has_error(row[problems_at])
+            if value_at is not None and row[value_at] is not None:
+                p.held += len(row[value_at])
+            if decoded is not None:  # decoded values: what they take, estimated
+                p.held += decoded.take_held()
+            if len(p.batch) >= PARQUET_BATCH_ROWS or p.held >= PARQUET_BATCH_BYTES:
+                p.flush(pa)
+        for p in parts.values():
+            if p.batch or p.rows == 0:
+                p.flush(pa)
+    finally:
+        for p in parts.values():
+            p.writer.close()
+    yield split.ordinal, {k: (p.path, p.rows) for k, p in parts.items()}, rows, flagged, gaps
+
+
+@dataclass(slots=True)
+class _Part:
+    """One part file being written: its rows batched into row groups."""
+
+    path: str
+    schema: Any
+    writer: Any
+    batch: list[tuple[Any, ...]] = field(default_factory=list)
+    rows: int = 0
+    #: what the batched rows' values take (bytes, decoded values estimated)
+    held: int = 0
+
+    def flush(self, pa: Any) -> None:
+        n = len(self.schema)
+        cols = list(zip(*self.batch, strict=True)) if self.batch else [[] for _ in range(n)]
+        self.batch.clear()
+        self.held = 0
+        table = pa.Table.from_arrays(
+            [pa.array(list(col), type=self.schema.field(i).type) for i, col in enumerate(cols)],
+            schema=self.schema,
+        )
+        del cols
+        self.writer.write_table(table)
+        del table
+        pa.default_memory_pool().release_unused()  # the pool keeps what it freed (see _join)
+
+
+def version_path(path: str | os.PathLike[str], version: int) -> Path:
+    """Where the rows of schema version N go beside ``FILE.parquet``: ``FILE.vN.parquet``."""
+    target = Path(path)
+    suffix = target.suffix if target.suffix.lower() == ".parquet" else ""
+    stem = target.name[: len(target.name) - len(suffix)] if suffix else target.name
+    return target.with_name(f"{stem}.v{version}{suffix or '.parquet'}")
+
+
+def version_outputs(
+    out: Output, column: Any, columns: Sequence[str], *, force: bool = False
+) -> dict[int, Output]:
+    """The outputs of a value column split by schema version (one file per version beside
+    ``out``), checked as every output is, before the work; none for another column."""
+    from pulsarctl_py import outputs
+
+    if column is None or column.kind != "split" or "value_decoded" not in columns:
+        return {}
+    if output_format(out.path, stream=out.stream) != "parquet":
+        return {}
+    if out.stream:
+        raise LedgerctlError(
+            f"{out.path}: the schema versions cannot be merged into one Parquet column, so "
+            "each version's rows go to a file of their own beside --to: name a file, not a "
+            "device or FIFO (or export JSON lines)"
+        )
+    prepared: dict[int, Output] = {}
+    try:
+        for version in sorted(column.versions):
+            prepared[version] = outputs.prepare(
+                version_path(out.path, version), export_output_kind(), force=force
+            )
+    except BaseException:
+        for o in prepared.values():
+            o.discard()
+        raise
+    return prepared
 
 
 @dataclass(slots=True)
@@ -618,6 +706,8 @@ class ExportResult:
     gaps: Gaps = field(default_factory=Gaps)
     #: how value_decoded was written, when it was not typed by the schema
     value_note: str | None = None
+    #: every file written: {"path", "rows", "schema_version"} (None: the file named)
+    files: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -636,6 +726,7 @@ class ExportResult:
             "rows_with_errors": self.rows_with_errors,
             **self.gaps.to_json(),
             **({"value_note": self.value_note} if self.value_note else {}),
+            "files": list(self.files),
         }
 
 
@@ -669,6 +760,8 @@ def export_plan(
     progress: Callable[[int], None] | None = None,
     gaps: Gaps | None = None,
     values: ValueOptions | None = None,
+    versions: dict[int, Output] | None = None,
+    force: bool = False,
 ) -> ExportResult:
     """Run ``plan`` on ``engine``; write its rows, in topic order, to one output ``to``
     (a path, checked as :func:`pulsarctl_py.outputs.prepare` does, or a prepared output).
@@ -678,6 +771,11 @@ def export_plan(
     device or FIFO); the parts are then joined in plan order into the output, and the
     folder removed. A file appears whole or not at all. ``gaps``: what the plan already left
     out (:func:`topic_plan`); the splits' own are added.
+
+    A Parquet value column split by schema version (schema versions Avro cannot merge)
+    writes the rows of version N to ``FILE.vN.parquet`` (``versions``: those outputs,
+    prepared by :func:`version_outputs`, else prepared here) and every other row to
+    ``to``; each file is typed by its own version.
     """
     import functools
 
@@ -686,16 +784,26 @@ def export_plan(
     out = to if isinstance(to, outputs.Output) else None
     if out is None:
         output_format(to)  # a bad name fails before anything is created
-        out = outputs.prepare(to, export_output_kind())
+        out = outputs.prepare(to, export_output_kind(), force=force)
+    column = values.column if values is not None else None
+    if versions is None:
+        try:
+            versions = version_outputs(out, column, columns, force=force)
+        except BaseException:
+            out.discard()
+            raise
     fmt = output_format(out.path, stream=out.stream)
     target = Path(out.path).absolute()
+    everything = [out, *versions.values()]
     try:
         parts_dir = tempfile.mkdtemp(
             prefix=f".{target.name}.parts-", dir=None if out.stream else target.parent
         )
     except OSError as exc:
-        out.discard()
+        for o in everything:
+            o.discard()
         raise outputs.cannot_write(target, exc) from None
+    files: list[dict[str, Any]] = []
     try:
         fn = functools.partial(
             write_part,
@@ -705,17 +813,35 @@ def export_plan(
             filters=filters,
             values=values,
         )
-        parts: list[tuple[int, str, int, int, Gaps]] = []
+        parts: list[tuple[int, dict[int | None, tuple[str, int]], int, int, Gaps]] = []
         for part in engine.map_splits(plan, fn):
             parts.append(part)
             if progress is not None:
                 progress(len(parts))
         parts.sort(key=lambda p: p[0])
-        schema = arrow_schema(columns, values and values.column) if fmt == "parquet" else None
-        with out.open_binary() as fh:
-            _join(fmt, [p[1] for p in parts], fh, schema)
+        targets: list[tuple[int | None, Output]] = [(None, out), *sorted(versions.items())]
+        for key, output in targets:
+            schema = None
+            if fmt == "parquet":
+                typed = column.part(key)[1] if versions else column
+                schema = arrow_schema(columns, typed)
+                if versions:
+                    schema = schema.with_metadata(
+                        _version_metadata(key, {v: o.path.name for v, o in versions.items()})
+                    )
+            paths = [p[1][key][0] for p in parts if key in p[1]]
+            with output.open_binary() as fh:
+                _join(fmt, paths, fh, schema)
+            files.append(
+                {
+                    "path": str(output.path),
+                    "rows": sum(p[1][key][1] for p in parts if key in p[1]),
+                    "schema_version": key,
+                }
+            )
     finally:
-        out.discard()  # after a commit: nothing left to drop
+        for o in everything:
+            o.discard()  # after a commit: nothing left to drop
         shutil.rmtree(parts_dir, ignore_errors=True)
     total = Gaps()
     if gaps is not None:
@@ -732,8 +858,18 @@ def export_plan(
         sum(p[2] for p in parts),
         sum(p[3] for p in parts),
         total,
-        values.column.note if values is not None and values.column is not None else None,
+        column.note if column is not None else None,
+        files,
     )
+
+
+def _version_metadata(key: int | None, names: dict[int, str]) -> dict[bytes, bytes]:
+    """What a file of a split export says of itself in its Parquet metadata."""
+    if key is None:
+        doc = {"schema_version": None, "version_files": {str(v): n for v, n in names.items()}}
+    else:
+        doc = {"schema_version": key}
+    return {b"ledgerctl.values": json.dumps(doc, sort_keys=True).encode()}
 
 
 def _join(fmt: str, paths: Iterable[str], out: IO[bytes], schema: Any) -> None:
@@ -768,20 +904,27 @@ def _join(fmt: str, paths: Iterable[str], out: IO[bytes], schema: Any) -> None:
 # -- compact --export FILE.parquet -----------------------------------------------------------
 
 
-def compacted_view_to_parquet(jsonl: str | os.PathLike[str], out: IO[bytes]) -> int:
-    """Turn compact's JSON-lines view (the file ``jsonl``) into Parquet (value as bytes)
-    written to ``out`` (an output's file object: see :mod:`pulsarctl_py.outputs`).
+class CompactedViewParquet:
+    """``compact --export FILE.parquet``: the compacted view's rows
+    (:func:`pulsarctl_py.compaction.run.export_lines`) written as Parquet as they come, to
+    ``out`` (an output's file object: see :mod:`pulsarctl_py.outputs`).
 
-    Columns: key, value, properties, position ("L:E[:B]"), publish_time, event_time, note.
-    Returns the rows written.
+    Columns: key, value (bytes), properties, position ("L:E[:B]"), publish_time,
+    event_time, note; with ``values`` (the topic has a schema) also schema_version,
+    schema_type, value_decoded (typed by ``column``, as export types it) and value_error;
+    ``decoded``: the :class:`pulsarctl_py.values.Values` decoding them, whose estimate of
+    what they take bounds a row group. Call :meth:`close` when the view is complete.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from pulsarctl_py.outputs import PARQUET_TAG_KEY
+    def __init__(
+        self, out: IO[bytes], values: bool = False, column: Any = None, decoded: Any = None
+    ) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-    schema = pa.schema(
-        [
+        from pulsarctl_py.outputs import PARQUET_TAG_KEY
+
+        fields = [
             ("key", pa.string()),
             ("value", pa.binary()),
             ("properties", pa.map_(pa.string(), pa.string())),
@@ -789,36 +932,56 @@ def compacted_view_to_parquet(jsonl: str | os.PathLike[str], out: IO[bytes]) -> 
             ("publish_time", pa.int64()),
             ("event_time", pa.int64()),
             ("note", pa.string()),
-        ],
-        metadata={PARQUET_TAG_KEY: b"compacted-view"},
-    )
-    rows = held = 0
-    with (
-        pq.ParquetWriter(pa.PythonFile(out, mode="w"), schema) as writer,
-        open(jsonl, encoding="utf-8") as fh,
-    ):
-        batch: list[dict[str, Any]] = []
-        for line in fh:
-            doc = json.loads(line)
-            value = doc.get("value")
-            value = None if value is None else base64.b64decode(value)
-            held += 0 if value is None else len(value)
-            batch.append(
-                {
-                    "key": doc.get("key"),
-                    "value": value,
-                    "properties": list((doc.get("properties") or {}).items()),
-                    "position": doc.get("position"),
-                    "publish_time": doc.get("publish_time"),
-                    "event_time": doc.get("event_time"),
-                    "note": doc.get("note"),
-                }
+        ]
+        if values:
+            fields += [
+                ("schema_version", pa.int64()),
+                ("schema_type", pa.string()),
+                ("value_decoded", column.arrow_type() if column is not None else pa.string()),
+                ("value_error", pa.string()),
+            ]
+        self.schema = pa.schema(fields, metadata={PARQUET_TAG_KEY: b"compacted-view"})
+        self._pa = pa
+        # without a column the rows carry the decoded JSON value, turned into text here;
+        # a "text" column's values are JSON text already (ValueColumn.value)
+        self._dump = values and column is None
+        self._writer = pq.ParquetWriter(pa.PythonFile(out, mode="w"), self.schema)
+        self._batch: list[dict[str, Any]] = []
+        self._held = 0  # what the batched values take: bytes, decoded values estimated
+        self._decoded = decoded
+        self.rows = 0
+
+    def write_row(self, row: dict[str, Any]) -> None:
+        value = row.get("value")
+        out = {name: row.get(name) for name in self.schema.names}
+        out["value"] = None if value is None else base64.b64decode(value)
+        out["properties"] = list((row.get("properties") or {}).items())
+        if self._dump and out["value_decoded"] is not None:
+            out["value_decoded"] = json.dumps(
+                out["value_decoded"], ensure_ascii=False, separators=(",", ":")
             )
-            if len(batch) >= PARQUET_BATCH_ROWS or held >= PARQUET_BATCH_BYTES:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                rows += len(batch)
-                batch.clear()
-                held = 0
-        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-        rows += len(batch)
-    return rows
+        self._batch.append(out)
+        self._held += 0 if out["value"] is None else len(out["value"])
+        if self._decoded is not None:
+            self._held += self._decoded.take_held()
+        if len(self._batch) >= PARQUET_BATCH_ROWS or self._held >= PARQUET_BATCH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._writer.write_table(self._pa.Table.from_pylist(self._batch, schema=self.schema))
+        self.rows += len(self._batch)
+        self._batch.clear()
+        self._held = 0
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+    def abandon(self) -> None:
+        """Stop writing a view cut short (its output is discarded): the writer is closed
+        now, while its file is open, not later by the garbage collector."""
+        self._batch.clear()
+        try:
+            self._writer.close()
+        except Exception:  # the view is dropped whatever its writer says
+            pass

@@ -669,14 +669,29 @@ def add_values(doc: dict[str, Any], decoded: list[Any], mode: str = "both") -> N
     """Each message of ``doc`` (an entry's JSON) gains ``schema_version``, ``schema_type``
     and ``value_decoded`` (``value_error`` when it does not decode with its schema,
     ``value_note`` when it has none); ``mode`` "decoded" keeps ``value`` only where the
-    value was not decoded."""
-    for got, out in zip(decoded, doc["messages"], strict=False):
-        out["schema_version"] = got.schema_version
-        out["schema_type"] = got.schema_type
-        out["value_decoded"] = got.value if got.decoded else None
-        if got.error is not None:
-            out["value_error"] = got.error
-        elif got.note is not None:
-            out["value_note"] = got.note
-        if mode == "decoded" and got.decoded:
-            out.pop("value", None)
+    value was not decoded. Messages written one at a time (``render.Streamed``) gain them
+    as they are written."""
+    from pulsarctl_py.render import Streamed
+
+    messages = doc["messages"]
+    if isinstance(messages, Streamed):
+        items = messages.items
+        doc["messages"] = Streamed(
+            _add_value(out, got, mode) for got, out in zip(decoded, items, strict=False)
+        )
+        return
+    for got, out in zip(decoded, messages, strict=False):
+        _add_value(out, got, mode)
+
+
+def _add_value(out: dict[str, Any], got: Any, mode: str) -> dict[str, Any]:
+    out["schema_version"] = got.schema_version
+    out["schema_type"] = got.schema_type
+    out["value_decoded"] = got.value if got.decoded else None
+    if got.error is not None:
+        out["value_error"] = got.error
+    elif got.note is not None:
+        out["value_note"] = got.note
+    if mode == "decoded" and got.decoded:
+        out.pop("value", None)
+    return out

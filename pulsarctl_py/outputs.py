@@ -185,6 +185,7 @@ def export_kind(columns: frozenset[str]) -> OutputKind:
 #: compact --export's rows (compaction.run.export_lines)
 COMPACTED_VIEW_KEYS = frozenset(
     {"key", "value", "properties", "position", "publish_time", "event_time", "note"}
+    | {"schema_version", "schema_type", "value_decoded", "value_error"}
 )
 COMPACTED_VIEW = OutputKind(
     "compacted view",

@@ -685,10 +685,14 @@ def _value_node(item: Any, got: Any) -> None:
         item.add(escape(got.note))
 
 
-def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
+def messages_table(
+    entries: Iterable[tuple[str, Entry]], decoded: dict[int, list[Any]] | None = None
+) -> Table:
     """One row per message; entries without messages get one row saying why.
 
-    Every cell is plain text (never Rich markup): keys and values are the data's own.
+    ``decoded``: each entry's decoded values (pulsarctl_py.values.Decoded) by ``id(entry)``;
+    a decoded value is shown in place of the bytes' preview. Every cell is plain text
+    (never Rich markup): keys and values are the data's own.
     """
     from rich.table import Table
     from rich.text import Text
@@ -712,14 +716,18 @@ def messages_table(entries: Iterable[tuple[str, Entry]]) -> Table:
                 why = "; ".join(str(p) for p in entry.problems if p.severity == "error")
             row = (label, "-", "-", "-", "-", why, "", iso_ms(entry.publish_time))
             table.add_row(*map(Text, row))
-        for m in entry.messages[:SHOWN_MESSAGES]:
+        got = decoded.get(id(entry)) if decoded is not None else None
+        for i, m in enumerate(entry.messages[:SHOWN_MESSAGES]):
+            value = _value_preview(m.value)
+            if got is not None and i < len(got) and got[i].decoded:
+                value = json.dumps(got[i].value, ensure_ascii=False, separators=(", ", ": "))
             row = (
                 label,
                 m.message_id or "-",
                 "null" if m.key is None else human(m.key),
                 str(m.batch_index),
                 str(0 if m.value is None else len(m.value)),
-                _value_preview(m.value),
+                value,
                 human(m.properties) if m.properties else "",
                 iso_ms(m.publish_time),
             )

@@ -8,7 +8,11 @@ schemas, and each message's value read into it.
   defaults of added fields, as a consumer of the latest schema gets them;
 * a topic of one primitive type gives that type's column (INSTANT and the LOCAL_* types as
   their ISO-8601 text);
-* anything else (KeyValue, protobuf, versions Avro cannot merge, recursive records) gives
+* AVRO or JSON versions that cannot be merged so give one column per version (kind
+  ``split``): each version's values typed by its own schema, written by export to a file
+  of their own (:attr:`ValueColumn.versions`; the rows of no version, such as messages
+  naming no schema version or entries that could not be read, keep a JSON text column);
+* anything else (KeyValue, protobuf, several kinds of schema, recursive records) gives
   the value as JSON text, and says why (:attr:`ValueColumn.note`).
 """
 
@@ -144,18 +148,20 @@ class ValueColumn:
     """How decoded values go into one typed column (picklable; the readers are built
     where the rows are)."""
 
-    kind: str  # "avro", "json", "primitive", "text"
+    kind: str  # "avro", "json", "primitive", "text", "split"
     arrow: str  # the Arrow type, as JSON of the reader schema or a primitive type name
     note: str | None = None
     reader: Any = None  # the latest Avro schema (JSON) for "avro" and "json"
     writers: dict[int, Any] = field(default_factory=dict)  # version -> Avro schema JSON
+    #: "split": the column of each version's own rows
+    versions: dict[int, ValueColumn] = field(default_factory=dict)
     _parsed: dict[int, Any] = field(default_factory=dict, repr=False)
 
     def __getstate__(self) -> Any:
-        return (self.kind, self.arrow, self.note, self.reader, self.writers)
+        return (self.kind, self.arrow, self.note, self.reader, self.writers, self.versions)
 
     def __setstate__(self, state: Any) -> None:
-        self.kind, self.arrow, self.note, self.reader, self.writers = state
+        self.kind, self.arrow, self.note, self.reader, self.writers, self.versions = state
         self._parsed = {}
 
     def arrow_type(self) -> Any:
@@ -167,10 +173,23 @@ class ValueColumn:
             return pa.bool_() if self.arrow == "bool" else getattr(pa, self.arrow)()
         return pa.string()
 
+    def part(self, schema_version: int | None) -> tuple[int | None, ValueColumn]:
+        """Where a row of this ``schema_version`` goes and its column: a version of a
+        ``split`` column has its own (the key is the version), any other row the JSON
+        text column (key None). Not split: (None, this column)."""
+        if self.kind != "split":
+            return None, self
+        if schema_version is not None and schema_version in self.versions:
+            return schema_version, self.versions[schema_version]
+        return None, _TEXT
+
     def value(self, values: Any, schema_version: bytes | None, data: Any, key: bytes | None) -> Any:
         """One message's value as the column holds it (None when it does not decode)."""
         if data is None:
             return None
+        if self.kind == "split":
+            _, column = self.part(parse_version(schema_version))
+            return column.value(values, schema_version, data, key)
         if self.kind == "avro":
             version = parse_version(schema_version)
             if version not in self.writers:
@@ -219,6 +238,10 @@ def _fill(value: Any, schema: Any) -> Any:
     return out
 
 
+#: the column of rows outside a split column's versions: JSON text
+_TEXT = ValueColumn("text", "string")
+
+
 def value_column(values: Any) -> ValueColumn:
     """The column of a topic's decoded values (see the module docstring)."""
     from pulsarctl_py.values import _strip_logical
@@ -229,26 +252,50 @@ def value_column(values: Any) -> ValueColumn:
         return ValueColumn("text", "string", "no readable schema version")
     if len(kinds) == 1 and next(iter(kinds)) in _PRIMITIVE_ARROW:
         return ValueColumn("primitive", _PRIMITIVE_ARROW[next(iter(kinds))])
-    if kinds <= {SchemaType.AVRO} or kinds <= {SchemaType.JSON}:
+    if kinds <= {SchemaType.AVRO, SchemaType.JSON}:
         try:
             writers = {s.version: _strip_logical(json.loads(s.definition)) for s in live}
         except ValueError:
             return ValueColumn("text", "string", "a definition is not JSON")
+        kind_of = {s.version: "avro" if s.type is SchemaType.AVRO else "json" for s in live}
         latest = max(writers)
         reader = writers[latest]
+        why = None
+        if len(kinds) > 1:
+            why = "the topic has AVRO and JSON versions"
         for version, writer in writers.items():
-            if not readable(writer, reader):
-                return ValueColumn(
-                    "text",
-                    "string",
-                    f"schema version {version} cannot be read with version {latest} by Avro's "
-                    "resolution rules: the values are JSON text",
+            if why is None and not readable(writer, reader):
+                why = (
+                    f"schema version {version} cannot be read with version {latest} by "
+                    "Avro's resolution rules"
                 )
+        if why is not None:
+            return _split(writers, kind_of, why)
         try:
             arrow_type(reader)
         except NotTyped as exc:
             return ValueColumn("text", "string", f"{exc}: the values are JSON text")
-        kind = "avro" if kinds == {SchemaType.AVRO} else "json"
-        return ValueColumn(kind, "struct", None, reader, writers)
+        return ValueColumn(kind_of[latest], "struct", None, reader, writers)
     names = ", ".join(sorted(k.name for k in kinds if k is not None))
     return ValueColumn("text", "string", f"values of {names} are JSON text")
+
+
+def _split(writers: dict[int, Any], kind_of: dict[int, str], why: str) -> ValueColumn:
+    """One column per version, each typed by that version's own schema."""
+    versions = {}
+    for version, writer in sorted(writers.items()):
+        try:
+            arrow_type(writer)
+        except NotTyped as exc:
+            versions[version] = ValueColumn(
+                "text", "string", f"schema version {version}: {exc}: its values are JSON text"
+            )
+            continue
+        versions[version] = ValueColumn(kind_of[version], "struct", None, writer, {version: writer})
+    return ValueColumn(
+        "split",
+        "string",
+        f"{why}: the values of each schema version are typed by that version, in a file of "
+        "their own",
+        versions=versions,
+    )

@@ -37,6 +37,7 @@ built.
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import io
 import json
@@ -89,7 +90,7 @@ def too_large(exc: value_bounds.ValueTooLarge) -> ValueDecodeError:
 
 
 def _b64(data: bytes | bytearray | memoryview) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def jsonable(value: Any) -> Any:
@@ -109,11 +110,73 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _needs_walk(schema: Any) -> bool:
-    """Whether Avro values of this schema can hold something JSON cannot (bytes, fixed,
-    floats that may be NaN): if not, fastavro's result is JSON as it is."""
-    text = json.dumps(schema)
-    return any(t in text for t in ('"bytes"', '"fixed"', '"float"', '"double"'))
+def _finite(value: float) -> Any:
+    """A float as JSON holds it: NaN and the infinities as text (as :func:`jsonable`)."""
+    return value if value - value == 0.0 else str(value)
+
+
+def _nullable(fix: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else fix(value)
+
+
+def avro_json_fixer(
+    schema: Any, named: dict[str, Any], building: frozenset[str] = frozenset()
+) -> Callable[[Any], Any] | None:
+    """What turns fastavro's value of this (parsed) Avro schema into JSON, touching only
+    the parts that need it: bytes and fixed become base64, a NaN or infinite float text.
+    None when fastavro's value is JSON as it is (no bytes, fixed or floating point
+    anywhere in the schema). Records are fixed in place, field by field; a union whose
+    branches need different fixes, and a recursive record, take the generic walk
+    (:func:`jsonable`). ``named``: the parsed schema's named types (fastavro's
+    ``__named_schemas``, full names)."""
+    if isinstance(schema, str):
+        if schema == "bytes":
+            return _b64
+        if schema in ("float", "double"):
+            return _finite
+        if schema in ("null", "boolean", "int", "long", "string"):
+            return None
+        if schema in building or schema not in named:
+            return jsonable  # recursive (or unknown): walk what comes
+        return avro_json_fixer(named[schema], named, building)
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        fixes = [avro_json_fixer(b, named, building) for b in branches]
+        if all(f is None for f in fixes):
+            return None
+        if len(branches) == 1 and fixes[0] is not jsonable:
+            return _nullable(fixes[0])  # type: ignore[arg-type]
+        return jsonable  # which branch a value took is not known from fastavro's value
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind == "record" or kind == "error":
+        inner = building | {str(schema.get("name"))}
+        fields = []
+        for f in schema.get("fields", []):
+            fix = avro_json_fixer(f["type"], named, inner)
+            if fix is not None:
+                fields.append((f["name"], fix))
+        if not fields:
+            return None
+
+        def fix_record(value: Any) -> Any:
+            for name, fix in fields:
+                value[name] = fix(value[name])
+            return value
+
+        return fix_record
+    if kind == "enum":
+        return None
+    if kind == "fixed":
+        return _b64
+    if kind == "array":
+        item = avro_json_fixer(schema["items"], named, building)
+        return None if item is None else (lambda value: [item(v) for v in value])
+    if kind == "map":
+        entry = avro_json_fixer(schema["values"], named, building)
+        return None if entry is None else (lambda value: {k: entry(v) for k, v in value.items()})
+    if kind is not None:  # {"type": "string"}, {"type": {...}}
+        return avro_json_fixer(kind, named, building)
+    return jsonable
 
 
 # -- Avro ---------------------------------------------------------------------------------
@@ -176,11 +239,21 @@ def _avro_decoder(definition: bytes, reader: Any = None) -> Decoder:
     from fastavro import schemaless_reader
 
     writer = avro_schema(definition)
-    walk = _needs_walk(writer)
+    fix = avro_json_fixer(
+        writer, writer.get("__named_schemas", {}) if isinstance(writer, dict) else {}
+    )
     shape = avro_shape(writer)
+    # avro_budget inlined for the common case (AvroShape.needs_walk and .estimate): a
+    # value without arrays or maps is never walked, nor one too short to exceed the budget
+    repeats, walk_always = shape.repeats, shape.repeats and shape.unbounded
+    base, ratio = shape.root.cost, shape.ratio
 
     def decode(data: bytes, _key: bytes | None = None) -> Any:
-        decode.cost = avro_budget(shape, data)  # type: ignore[attr-defined]
+        bound = base + len(data) * ratio
+        if walk_always or (repeats and bound > limits.max_value_cost()):
+            decode.cost = avro_budget(shape, data)  # type: ignore[attr-defined]
+        else:
+            decode.cost = int(bound)  # type: ignore[attr-defined]
         fo = io.BytesIO(data)
         try:
             value = schemaless_reader(fo, writer, reader)
@@ -190,7 +263,7 @@ def _avro_decoder(definition: bytes, reader: Any = None) -> Decoder:
             raise ValueDecodeError(
                 f"not Avro of its schema: {len(data) - fo.tell()} bytes follow the record"
             )
-        return jsonable(value) if walk else value
+        return value if fix is None else fix(value)
 
     return decode
 
@@ -600,11 +673,17 @@ class Decoded:
 
 @dataclass(slots=True)
 class Values:
-    """Decode the values of one topic's messages with its schemas (picklable)."""
+    """Decode the values of one topic's messages with its schemas (picklable).
+
+    ``any_version``: a schema that decodes every message whose version is not among
+    ``schemas`` (or that names none): a schema given without a version (``decode
+    --schema FILE`` of a SchemaInfo).
+    """
 
     schemas: list[StoredSchema]
     latest: int | None = None
-    _decoders: dict[int, tuple[Decoder | None, str | None]] = field(
+    any_version: StoredSchema | None = None
+    _decoders: dict[int | None, tuple[Decoder | None, str | None]] = field(
         default_factory=dict, repr=False
     )
     #: the last schema_version seen and what it names (schema, decoder, why not)
@@ -613,10 +692,10 @@ class Values:
     held: int = field(default=0, repr=False)
 
     def __getstate__(self) -> Any:
-        return (self.schemas, self.latest)
+        return (self.schemas, self.latest, self.any_version)
 
     def __setstate__(self, state: Any) -> None:
-        self.schemas, self.latest = state
+        self.schemas, self.latest, self.any_version = state
         self._decoders = {}
         self._last = None
         self.held = 0
@@ -628,11 +707,13 @@ class Values:
         return held
 
     def _decoded(self, version: int, kind: str, decoder: Decoder, value: Any, key: Any) -> Any:
-        data = bytes(value)
-        out = Decoded(version, kind, decoder(data, key), decoded=True)
-        out.cost = cost_of(decoder, data)
-        self.held += out.cost
-        return out
+        data = value if type(value) is bytes else bytes(value)
+        got = decoder(data, key)
+        cost = getattr(decoder, "cost", None)  # cost_of, inlined: it runs for every value
+        if cost is None:
+            cost = 64 + 2 * len(data)
+        self.held += cost
+        return Decoded(version, kind, got, True, None, None, cost)
 
     @classmethod
     def of(cls, topic_schemas: Any) -> Values:
@@ -644,10 +725,12 @@ class Values:
                 return s
         return None
 
-    def _decoder(self, version: int) -> tuple[Decoder | None, str | None]:
+    def _decoder(self, version: int | None) -> tuple[Decoder | None, str | None]:
+        """The decoder of a version (None: of ``any_version``), or why there is none."""
         found = self._decoders.get(version)
         if found is None:
-            schema = self.schema(version)
+            schema = self.any_version if version is None else self.schema(version)
+            label = "the schema" if version is None else f"schema version {version}"
             if schema is None:
                 found = (None, None)
             elif schema.problems and not schema.definition and schema.type is None:
@@ -659,7 +742,7 @@ class Values:
                 try:
                     found = (build_decoder(schema), None)
                 except SchemaDefinitionError as exc:
-                    found = (None, f"schema version {version} cannot decode values: {exc}")
+                    found = (None, f"{label} cannot decode values: {exc}")
             self._decoders[version] = found
         return found
 
@@ -677,21 +760,24 @@ class Values:
                 return self._decoded(version, kind, decoder, value, key)
             except ValueDecodeError:
                 pass  # said below, the long way
-        if not schema_version:
+        version = parse_version(schema_version) if schema_version else None
+        schema = self.schema(version) if version is not None else None
+        lookup: int | None = version
+        if schema is None and self.any_version is not None:
+            schema, lookup = self.any_version, None
+        elif not schema_version:
             return Decoded(None, None, note="the message names no schema version: bytes")
-        version = parse_version(schema_version)
-        if version is None:
+        elif version is None:
             return Decoded(
                 None,
                 None,
                 note=f"schema_version {bytes(schema_version).hex()} is no version number: bytes",
             )
-        schema = self.schema(version)
-        if schema is None:
+        elif schema is None:
             return Decoded(
                 version, None, note=f"schema version {version} is not in the schema storage: bytes"
             )
-        decoder, why = self._decoder(version)
+        decoder, why = self._decoder(lookup)
         kind = schema.type_name
         if why is not None:
             return Decoded(version, kind, error=why)
@@ -700,20 +786,20 @@ class Values:
         if decoder is None:
             note = "a deleted schema version: bytes" if schema.deleted else None
             return Decoded(version, kind, note=note)
-        self._last = (bytes(schema_version), version, kind, decoder)
+        self._last = (
+            None if schema_version is None else bytes(schema_version),
+            version,
+            kind,
+            decoder,
+        )
+        named = "its schema" if lookup is None else f"schema version {version}"
         try:
             return self._decoded(version, kind, decoder, value, key)
         except ValueDecodeError as exc:
-            return Decoded(
-                version,
-                kind,
-                error=f"does not decode with schema version {version} ({kind}): {exc}",
-            )
+            return Decoded(version, kind, error=f"does not decode with {named} ({kind}): {exc}")
         except RecursionError:
             return Decoded(
-                version,
-                kind,
-                error=f"does not decode with schema version {version} ({kind}): nested too deep",
+                version, kind, error=f"does not decode with {named} ({kind}): nested too deep"
             )
 
 

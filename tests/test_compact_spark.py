@@ -127,3 +127,57 @@ def test_compact_export_parquet_on_spark(demo, spark, capsys, tmp_path):
         (r["key"], r["position"]) for r in expected
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["view.jsonl", "view.parquet"]
+
+
+def test_compact_export_writes_decoded_values_on_both_engines(demo, spark, capsys, tmp_path):
+    """The compacted view of the Avro topic: value_decoded as inspect decodes each kept
+    message (JSON lines) and typed as export types it (Parquet: the latest version's
+    struct, version 0's messages reading its defaults); the same on both engines."""
+    import pyarrow.parquet as pq
+
+    shown = run(capsys, "inspect", "--topic", "shop-orders", "-o", "jsonl", *flags(demo))
+    assert shown.code == 0, shown.err
+    by_id = {
+        m["message_id"]: m for line in shown.out.splitlines() for m in json.loads(line)["messages"]
+    }
+    files = {}
+    for engine in ([], ["--spark"]):
+        for ext in ("jsonl", "parquet"):
+            out = tmp_path / f"view{'-spark' if engine else ''}.{ext}"
+            res = run(capsys, "compact", "shop-orders", "--export", out, *flags(demo), *engine)
+            assert res.code == 0, res.err
+            files[(bool(engine), ext)] = out
+    assert files[(False, "jsonl")].read_bytes() == files[(True, "jsonl")].read_bytes()
+    rows = [json.loads(line) for line in files[(False, "jsonl")].read_text().splitlines()]
+    # the latest message of each key: order 42's second copy (version 1) replaces the first
+    assert [r["key"] for r in rows] == [
+        "order-40",
+        "order-41",
+        "order-43",
+        "order-44",
+        "order-42",
+        "order-45",
+    ]
+    for r in rows:
+        m = by_id[r["position"]]
+        assert (r["schema_version"], r["value_decoded"]) == (
+            m["schema_version"],
+            m["value_decoded"],
+        )
+        assert r["schema_type"] == "AVRO" and "value_error" not in r
+    local, on_spark = (pq.read_table(files[(s, "parquet")]) for s in (False, True))
+    assert local.equals(on_spark)
+    typed = local.to_pylist()
+    assert local.schema.field("value_decoded").type.names[-2:] == ["qty", "coupon"]
+    for row, r in zip(typed, rows, strict=True):
+        defaults = {"qty": 1, "coupon": None} if r["schema_version"] == 0 else {}
+        assert row["value_decoded"] == {**r["value_decoded"], **defaults}
+    raw = tmp_path / "raw.jsonl"
+    res = run(capsys, "compact", "shop-orders", "--export", raw, "--values", "raw", *flags(demo))
+    assert res.code == 0 and all(
+        "value_decoded" not in json.loads(x) for x in raw.read_text().splitlines()
+    )
+    res = run(capsys, "compact", "plain", "--export", raw, "--values", "decoded", *flags(demo))
+    assert res.code == 1 and "has no schema" in res.err and res.err.count("\n") == 1
+    res = run(capsys, "compact", "shop-orders", "--values", "decoded", *flags(demo))
+    assert res.code == 2 and "--values says what --export writes" in res.err

@@ -33,6 +33,8 @@ from tests.cli_helpers import KEYS, REAL_CLIENT, run
 from tests.test_decode_golden import assert_messages_equal
 
 SHIPPED = Path(__file__).resolve().parent.parent / "pulsarctl_py" / "demo" / "entries"
+#: the scenario captured from a real broker with its schema storage (not the capture endpoint)
+CAPTURED = "shop-orders"
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +65,11 @@ def data_topics(summary: DemoSummary) -> list[DemoTopic]:
     return [t for t in summary.topics if t.shadow_source is None and not generated(t)]
 
 
+def endpoint_topics(summary: DemoSummary) -> list[DemoTopic]:
+    """Topics of the capture endpoint's entries (with sidecars in tests/data/real-client)."""
+    return [t for t in data_topics(summary) if t.local_name != CAPTURED]
+
+
 def generated(topic: DemoTopic) -> bool:
     return any(e.source.startswith("generated/") for lg in topic.ledgers for e in lg.entries)
 
@@ -75,7 +82,7 @@ def sidecar(source: str) -> dict[str, Any]:
 
 
 def test_shipped_entries_are_the_real_client_bytes() -> None:
-    shipped = sorted(SHIPPED.glob("*/*.bin"))
+    shipped = sorted(p for p in SHIPPED.glob("*/*.bin") if p.parent.name != CAPTURED)
     assert len(shipped) == 47
     for path in shipped:
         original = REAL_CLIENT / path.parent.name / path.name
@@ -88,7 +95,7 @@ def test_the_demo_has_the_promised_topics(built: DemoSummary) -> None:
     assert {"orders-partition-0", "orders-partition-1", "orders-partition-2"} <= set(names)
     assert built.partitioned_topics == {"persistent://public/default/orders": 3}
     sources = {e.source for t in data_topics(built) for lg in t.ledgers for e in lg.entries}
-    assert len(sources) == 47  # every shipped entry is stored once in a topic
+    assert len(sources) == 47 + 7  # every shipped entry is stored once in a topic
     batched = built.topic("batched")
     assert len(batched.ledgers) >= 2
     assert {e.source.split("/")[0] for lg in batched.ledgers for e in lg.entries} == {
@@ -109,8 +116,12 @@ def test_the_generated_seek_topic(built: DemoSummary, bookie: BookieStore) -> No
     last two only, and one region where publish times go back (a producer clock)."""
     topic = built.topic("seek-times")
     assert generated(topic) and [len(lg.entries) for lg in topic.ledgers] == [8, 8, 8, 6]
+    # after the capture endpoint's topics (so their ids stay); the broker capture came later
     assert min(lg.ctime for lg in topic.ledgers) > max(
-        lg.ctime for t in built.topics if t is not topic for lg in t.ledgers
+        lg.ctime for t in endpoint_topics(built) for lg in t.ledgers
+    )
+    assert max(lg.ctime for lg in topic.ledgers) < min(
+        lg.ctime for lg in built.topic(CAPTURED).ledgers
     )
     with_bem = [all(e.index is not None for e in lg.entries) for lg in topic.ledgers]
     assert with_bem == [False, False, True, True]
@@ -166,6 +177,13 @@ def test_every_ledger_has_bookkeeper_metadata(built: DemoSummary, metadata: Meta
             tags = records[ledger.ledger_id].metadata.pulsar()  # type: ignore[union-attr]
             assert tags.kind == "data" and tags.application == "pulsar"
             assert tags.managed_ledger == mld.TopicName.parse(topic.name).persistence_name
+        for ledger in topic.schema_ledgers:
+            md = records[ledger.ledger_id].metadata
+            assert md is not None and md.digest_type is DigestType.CRC32C
+            tags = md.pulsar()
+            assert (tags.kind, tags.application, tags.component) == ("schema", "pulsar", "schema")
+            assert tags.schema_id == "public/default/shop-orders"
+    assert [len(t.schema_ledgers) for t in built.topics if t.schema_ledgers] == [2]
 
 
 def test_managed_ledgers_match_their_ledgers(built: DemoSummary, metadata: MetadataStore) -> None:
@@ -270,7 +288,7 @@ def check_layers(entry: Entry, digest: DigestType) -> None:
 def test_entries_decode_to_what_the_client_sent(built: DemoSummary, bookie: BookieStore) -> None:
     key = load_private_key((KEYS / "rsa_private.pem").read_bytes())
     options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, private_key=key)
-    for topic in data_topics(built):
+    for topic in endpoint_topics(built):
         planned = [e for lg in topic.ledgers for e in lg.entries]
         decoded = list(decode_entries(stored_topic(bookie, topic.ledgers), options))
         assert len(decoded) == len(planned)
@@ -330,6 +348,105 @@ def test_broker_entry_metadata_index_is_continuous(
     for topic in data_topics(built):  # the prefix is only where the plan put it
         if topic.local_name != "with-index":
             assert all(e.index is None for lg in topic.ledgers for e in lg.entries)
+
+
+# -- shop-orders: a real broker's topic with its schema storage ----------------------------------
+
+
+def capture_doc() -> dict[str, Any]:
+    return json.loads((SHIPPED / CAPTURED / "capture.json").read_text())
+
+
+def test_captured_files_are_the_ones_the_capture_recorded() -> None:
+    import hashlib
+
+    doc = capture_doc()
+    files = [doc["schema_index"], *doc["schema_versions"], *doc["entries"]]
+    on_disk = sorted(
+        p.relative_to(SHIPPED / CAPTURED).as_posix() for p in (SHIPPED / CAPTURED).rglob("*.bin")
+    )
+    assert on_disk == sorted(f["file"] for f in files)
+    for f in files:
+        data = (SHIPPED / CAPTURED / f["file"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == f["sha256"], f["file"]
+    # every entry the broker stored came from the sandbox's one topic ledger, in order
+    positions = [tuple(e["sandbox_position"]) for e in doc["entries"]]
+    assert positions == sorted(positions) and len(positions) == len(doc["message_ids"]) == 7
+    assert [m["message_id"] for m in doc["received"]] == doc["message_ids"]
+    assert [m["schema_version"] for m in doc["received"]] == [0, 0, 0, 0, 1, 1, 1]
+
+
+def test_schema_storage_is_the_brokers_with_the_demos_ledger_ids(
+    built: DemoSummary, metadata: MetadataStore, bookie: BookieStore
+) -> None:
+    """Relocated back to the sandbox's ledger ids, the index and each version's entry
+    are the broker's bytes exactly; relocating changes nothing else."""
+    from pulsarctl_py.decoders import Depth, decode_entry
+    from pulsarctl_py.demo.builder import relocate_schema_positions
+
+    doc = capture_doc()
+    topic = built.topic(CAPTURED)
+    assert topic.schema_path == "/schemas/public/default/shop-orders"
+    demo_ids = [lg.ledger_id for lg in topic.schema_ledgers]
+    sandbox_ids = [v["sandbox_position"][0] for v in doc["schema_versions"]]
+    assert [v["version"] for v in doc["schema_versions"]] == [0, 1]
+    back = dict(zip(demo_ids, sandbox_ids, strict=True))
+    same = {i: i for i in sandbox_ids}
+    captured_index = (SHIPPED / CAPTURED / "schemas" / "index.bin").read_bytes()
+    assert relocate_schema_positions(captured_index, "locator", same) == captured_index
+    node = metadata.get(topic.schema_path)
+    assert node is not None and node.data != captured_index
+    assert relocate_schema_positions(node.data, "locator", back) == captured_index
+    assert node.stat.version == 1  # created with version 0, set again with version 1
+    first, last = topic.schema_ledgers
+    assert (node.stat.created_ms, node.stat.modified_ms) == (first.closed_ms, last.closed_ms)
+    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, depth=Depth.ENTRY)
+    for version, ledger in zip(doc["schema_versions"], topic.schema_ledgers, strict=True):
+        entry = decode_entry(bookie.read_entry(ledger.ledger_id, 0), options)
+        bk = entry.layers[0]
+        assert bk.check is not None and bk.check.ok and entry.digest_type is DigestType.CRC32C
+        payload = bytes(entry.data[bk.offset + bk.length :])
+        captured = (SHIPPED / CAPTURED / version["file"]).read_bytes()
+        assert relocate_schema_positions(captured, "entry", same) == captured
+        assert relocate_schema_positions(payload, "entry", back) == captured
+    # the schema ledgers come after the topic's first ledger, as on the broker
+    assert (
+        topic.ledgers[0].ctime
+        < first.ctime
+        < first.closed_ms
+        <= topic.ledgers[0].entries[0].publish_time
+    )  # type: ignore[operator]
+
+
+def test_shop_orders_values_equal_what_the_consumer_received(
+    capsys: pytest.CaptureFixture[str], built: DemoSummary
+) -> None:
+    """ledgerctl's decoded values of the demo topic equal what the official Java consumer
+    received from the broker (AUTO_CONSUME: each message with its writer's version)."""
+    doc = capture_doc()
+    root = built.directory
+    flags = [
+        "--metadata-url",
+        f"rocksdb://{root / 'metadata'}",
+        "--bookie-dir",
+        root / "bookkeeper",
+    ]
+    result = run(capsys, "inspect", "--topic", CAPTURED, "-o", "jsonl", *flags)
+    assert result.code == 0, result.err
+    got = [m for line in result.out.splitlines() for m in json.loads(line)["messages"]]
+    assert [m["schema_version"] for m in got] == [r["schema_version"] for r in doc["received"]]
+    assert [m["value_decoded"] for m in got] == [r["value"] for r in doc["received"]]
+    assert [m["key"] for m in got] == [m["key"] for s in doc["sent"] for m in s["messages"]]
+    listed = run(capsys, "schema", "list", CAPTURED, "-o", "json", *flags)
+    assert listed.code == 0, listed.err
+    versions = listed.json()["versions"]
+    assert [(v["version"], v["type"], v["ledger_id"]) for v in versions] == [
+        (i, "AVRO", lg.ledger_id) for i, lg in enumerate(built.topic(CAPTURED).schema_ledgers)
+    ]
+    shown = run(capsys, "schema", "show", CAPTURED, "-o", "json", *flags).json()
+    assert [v["definition"] for v in shown["versions"]] == [
+        json.loads(s["schema"]["definition"]) for s in doc["sent"]
+    ]
 
 
 # -- determinism and the directory -------------------------------------------------------------
@@ -399,7 +516,8 @@ def test_cli_creates_the_demo_and_says_what_to_run(
     assert result.code == 0, result.err
     doc = result.json()
     assert doc["directory"] == "ledgerctl-demo"
-    assert doc["entries"] == 79 and doc["ledgers"] == 17  # 30 entries, 4 ledgers: seek-times
+    # 30 entries, 4 ledgers: seek-times; 7 + 2 entries, 2 + 2 ledgers: shop-orders
+    assert doc["entries"] == 88 and doc["ledgers"] == 21
     assert "cd ledgerctl-demo && ledgerctl inspect --topic batched" in result.err
     assert (tmp_path / "ledgerctl-demo" / "ledgerctl.toml").is_file()
 

@@ -149,6 +149,7 @@ def test_both_engines_write_the_same_incomplete_file(capsys, spark, worlds, tmp_
                   "--split-entries", "2", *_flags(world))  # fmt: skip
         assert res.code == 1, res.err
         doc = res.json()
+        assert [f["path"] for f in doc.pop("files")] == [str(to)]  # the one file written
         out[name] = (doc.pop("engine"), doc.pop("to"), doc, to.read_bytes())
     assert out["local"][2] == out["spark"][2]
     assert out["local"][3] == out["spark"][3]

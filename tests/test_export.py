@@ -24,6 +24,7 @@ from pulsarctl_py.export import (
     ENCRYPTED_NOTE,
     MESSAGE_COLUMNS,
     RowFilters,
+    ValueOptions,
     export_plan,
     split_rows,
     topic_plan,
@@ -195,6 +196,147 @@ def test_the_cli_writes_the_same_file_on_both_engines(demo, spark, capsys, tmp_p
     assert local.equals(on_spark) and local.num_rows == len(inspect_rows(root, "chunked"))
 
 
+# -- decoded values: the demo's Avro topic (two versions) ---------------------------------------
+
+
+def schema_values(root: Path, topic: str = "shop-orders") -> Any:
+    from pulsarctl_py.values import values_for
+
+    url, dirs = stores(root)
+    with LedgerSource.open(url, dirs) as source:
+        return values_for(source, topic, required=True)
+
+
+def inspected_values(capsys, root: Path, topic: str = "shop-orders") -> list[dict[str, Any]]:
+    res = run(capsys, "inspect", "--topic", topic, "-o", "jsonl", *flags(root))
+    assert res.code == 0, res.err
+    return [m for line in res.out.splitlines() for m in json.loads(line)["messages"]]
+
+
+def test_decoded_values_as_inspect_decodes_them(demo, engine, capsys, tmp_path):
+    """JSON lines: each value as its writer's version decodes it, as inspect gives it.
+    Parquet: one struct of the latest version, version 0's rows reading its defaults."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pulsarctl_py.export import VALUE_COLUMNS
+    from pulsarctl_py.value_columns import value_column
+
+    _summary, root = demo
+    values = schema_values(root)
+    expected = inspected_values(capsys, root)
+    plan = plan_of(root, "shop-orders", split_entries=2)
+    cols = COLUMN_NAMES + VALUE_COLUMNS
+    options = ValueOptions(values)
+    export_plan(plan, engine, tmp_path / "v.jsonl", columns=cols, values=options)
+    rows = read_jsonl(tmp_path / "v.jsonl")
+    assert [r["value_decoded"] for r in rows] == [m["value_decoded"] for m in expected]
+    assert [r["schema_version"] for r in rows] == [0, 0, 0, 0, 1, 1, 1]
+    column = value_column(values)
+    assert column.kind == "avro" and column.note is None
+    result = export_plan(
+        plan, engine, tmp_path / "v.parquet", columns=cols, values=ValueOptions(values, column)
+    )
+    assert result.files == [
+        {"path": str(tmp_path / "v.parquet"), "rows": 7, "schema_version": None}
+    ]
+    table = pq.read_table(tmp_path / "v.parquet")
+    kind = table.schema.field("value_decoded").type
+    assert kind.names == ["id", "item", "price", "customer", "qty", "coupon"]
+    assert kind.field("customer").type == pa.struct([("name", pa.string()), ("email", pa.string())])
+    got = table.to_pylist()
+    for row, m in zip(got, expected, strict=True):
+        defaults = {"qty": 1, "coupon": None} if m["schema_version"] == 0 else {}
+        assert row["value_decoded"] == {**m["value_decoded"], **defaults}
+
+
+def test_versions_avro_cannot_merge_go_to_a_file_each(demo, engine, tmp_path):
+    """Version 1 without the default of qty cannot read version 0's values (Avro's
+    resolution rules): each version's rows go to a file typed by that version."""
+    import pyarrow.parquet as pq
+
+    from pulsarctl_py.export import VALUE_COLUMNS
+    from pulsarctl_py.value_columns import value_column
+
+    _summary, root = demo
+    values = schema_values(root)
+    v1 = json.loads(values.schemas[1].definition)
+    for f in v1["fields"]:
+        f.pop("default", None) if f["name"] == "qty" else None
+    values.schemas[1].definition = json.dumps(v1).encode()
+    column = value_column(values)
+    assert column.kind == "split" and sorted(column.versions) == [0, 1]
+    assert "schema version 0 cannot be read with version 1" in (column.note or "")
+    plan = plan_of(root, "shop-orders", split_entries=3)
+    target = tmp_path / "orders.parquet"
+    result = export_plan(
+        plan,
+        engine,
+        target,
+        columns=COLUMN_NAMES + VALUE_COLUMNS,
+        values=ValueOptions(values, column),
+    )
+    v0, v1_path = tmp_path / "orders.v0.parquet", tmp_path / "orders.v1.parquet"
+    assert result.files == [
+        {"path": str(target), "rows": 0, "schema_version": None},
+        {"path": str(v0), "rows": 4, "schema_version": 0},
+        {"path": str(v1_path), "rows": 3, "schema_version": 1},
+    ]
+    assert result.rows == 7 and result.ok
+    main, first, second = (pq.read_table(p) for p in (target, v0, v1_path))
+    assert main.num_rows == 0 and str(main.schema.field("value_decoded").type) == "string"
+    assert first.schema.field("value_decoded").type.names == ["id", "item", "price", "customer"]
+    assert second.schema.field("value_decoded").type.names[-2:] == ["qty", "coupon"]
+    assert [r["value_decoded"]["qty"] for r in second.to_pylist()] == [1, 2, 3]
+    assert [r["entry_id"] for r in first.to_pylist()] == [0, 1, 2, 3]
+    meta = json.loads(main.schema.metadata[b"ledgerctl.values"])
+    assert meta["version_files"] == {"0": "orders.v0.parquet", "1": "orders.v1.parquet"}
+    # a second export replaces its own files (they are recognised as exports)
+    again = export_plan(
+        plan,
+        engine,
+        target,
+        columns=COLUMN_NAMES + VALUE_COLUMNS,
+        values=ValueOptions(values, column),
+    )
+    assert again.files == result.files
+
+
+def test_a_split_export_refuses_a_stream_and_foreign_files(demo, capsys, tmp_path):
+    from pulsarctl_py import outputs
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.export import VALUE_COLUMNS, export_output_kind, version_outputs
+    from pulsarctl_py.value_columns import value_column
+
+    _summary, root = demo
+    values = schema_values(root)
+    v1 = json.loads(values.schemas[1].definition)
+    v1["fields"][0]["type"] = "string"  # id: long -> string, beyond Avro's promotions
+    values.schemas[1].definition = json.dumps(v1).encode()
+    column = value_column(values)
+    assert column.kind == "split"
+    cols = COLUMN_NAMES + VALUE_COLUMNS
+    (tmp_path / "mine.v1.parquet").write_text("not an export")
+    out = outputs.prepare(tmp_path / "mine.parquet", export_output_kind())
+    with pytest.raises(LedgerctlError, match=r"will not overwrite .*mine\.v1\.parquet"):
+        version_outputs(out, column, cols)
+    out.discard()
+    assert (tmp_path / "mine.v1.parquet").read_text() == "not an export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.v1.parquet"]
+    assert version_outputs(out, column, ("ledger_id", "value")) == {}  # no value column
+    # a FIFO named *.parquet is streamed into: no file can be put beside it
+    fifo = tmp_path / "pipe.parquet"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        stream = outputs.prepare(fifo, export_output_kind())
+        with pytest.raises(LedgerctlError, match="name a file, not a device or FIFO"):
+            version_outputs(stream, column, cols)
+        stream.discard()
+    finally:
+        os.close(reader)
+
+
 # -- column pruning ---------------------------------------------------------------------------
 
 
@@ -266,6 +408,68 @@ def test_data_source_reads_one_ledger_and_refuses_bad_options(demo, spark):
         spark.read.format("ledgerctl").option("metadata-url", url).load().collect()
     with pytest.raises(Exception, match="unknown column"):
         spark.read.format("ledgerctl").schema("nope int").option("ledger", "1").load().collect()
+
+
+def test_data_source_gives_the_decoded_value_column(demo, spark):
+    """The Avro topic: value_decoded is the struct of its latest schema (the versions
+    merge), each row as the local read gives it; ``values raw`` leaves it out."""
+    from pulsarctl_py.export import VALUE_COLUMNS
+    from pulsarctl_py.value_columns import value_column
+
+    _summary, root = demo
+    url, dirs = stores(root)
+
+    def reader() -> Any:
+        # a DataFrameReader keeps what .schema() and .option() set: a new one each time
+        return (
+            spark.read.format("ledgerctl")
+            .option("topic", "persistent://public/default/shop-orders")
+            .option("metadata-url", url)
+            .option("bookie-dir", dirs[0])
+            .option("split-entries", "2")
+        )
+
+    df = reader().load()
+    assert df.columns == list(COLUMN_NAMES + VALUE_COLUMNS)
+    assert df.schema["value_decoded"].dataType.simpleString() == (
+        "struct<id:bigint,item:string,price:double,customer:struct<name:string,email:string>,"
+        "qty:int,coupon:string>"
+    )
+    values = schema_values(root)
+    options = ValueOptions(values, value_column(values))
+    plan = plan_of(root, "shop-orders", split_entries=2)
+    cols = COLUMN_NAMES + VALUE_COLUMNS
+    local = [
+        dict(zip(cols, r, strict=True))
+        for s in plan.splits
+        for r in split_rows(s, cols, values=options)
+    ]
+    got = [r.asDict(recursive=True) for r in df.collect()]
+    for row in got:
+        row["value"] = bytes(row["value"])
+        row["properties"] = dict(row["properties"])
+    assert got == local and len(got) == 7
+    ids = df.where("value_decoded.id = 42").select(
+        "entry_id", "schema_version", "value_decoded.qty"
+    )
+    assert [tuple(r) for r in ids.collect()] == [(2, 0, 1), (1, 1, 2)]
+    narrow = reader().schema("entry_id bigint, schema_version bigint").load()
+    assert [tuple(r) for r in narrow.collect()] == [
+        (r["entry_id"], r["schema_version"]) for r in local
+    ]
+    assert reader().option("values", "raw").load().columns == list(COLUMN_NAMES)
+    with pytest.raises(Exception, match="column value_decoded is struct"):
+        reader().schema("value_decoded string").load().collect()
+
+    def plain() -> Any:
+        reader = spark.read.format("ledgerctl").option("topic", "plain")
+        return reader.option("metadata-url", url).option("bookie-dir", dirs[0])
+
+    assert plain().load().columns == list(COLUMN_NAMES)  # no schema: no value columns
+    with pytest.raises(Exception, match="has no schema"):
+        plain().option("values", "decoded").load().collect()
+    with pytest.raises(Exception, match="no decoded value columns"):
+        plain().schema("value_decoded string").load().collect()
 
 
 # -- the Spark engine behind the boundary ----------------------------------------------------
@@ -371,3 +575,29 @@ def test_without_java_spark_says_so_in_one_line(demo, tmp_path):
     )
     assert proc.returncode == 3
     assert proc.stderr.count("\n") == 1 and "Java" in proc.stderr
+
+
+def test_compacted_view_without_a_typed_column_writes_json_text(tmp_path):
+    """compact --export FILE.parquet when the versions cannot be merged (no typed column):
+    every decoded value is JSON text, a string value too; no decoded value is null."""
+    import pyarrow.parquet as pq
+
+    from pulsarctl_py.export import CompactedViewParquet
+
+    rows = [
+        {"key": "a", "value": "AQ==", "schema_version": 0, "value_decoded": {"id": 1}},
+        {"key": "b", "value": "Ag==", "schema_version": 1, "value_decoded": "text"},
+        {"key": "c", "value": None, "schema_version": None, "value_decoded": None},
+    ]
+    path = tmp_path / "view.parquet"
+    with path.open("wb") as fh:
+        view = CompactedViewParquet(fh, values=True, column=None)
+        for row in rows:
+            view.write_row({**row, "properties": {}, "position": "1:0"})
+        view.close()
+    table = pq.read_table(path)
+    assert str(table.schema.field("value_decoded").type) == "string"
+    got = table.to_pylist()
+    assert [r["value_decoded"] for r in got] == ['{"id":1}', '"text"', None]
+    assert [r["value"] for r in got] == [b"\x01", b"\x02", None]
+    assert view.rows == 3

@@ -56,6 +56,13 @@ def test_wheel_has_only_pulsarctl_py_at_top_level(tmp_path: Path) -> None:
             rel = module.relative_to(src / folder).as_posix()
             assert f"pulsarctl_py/{prefix}{rel}" in names, f"{folder}/{rel} is not in the wheel"
     assert "pulsarctl_py/proto/pulsar_api_pb2.py" in names
+    # every file the demo is built from (entries, schema storage, provenance) is installed
+    entries = src / "pulsarctl_py" / "demo" / "entries"
+    for data in sorted(p for p in entries.rglob("*") if p.is_file()):
+        rel = data.relative_to(entries).as_posix()
+        assert f"pulsarctl_py/demo/entries/{rel}" in names, (
+            f"demo entries/{rel} is not in the wheel"
+        )
     assert not any(n.startswith(("tests/", "bench/", "docs/", "scripts/")) for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "ledgerctl = pulsarctl_py.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -193,3 +193,82 @@ def test_parquet_has_typed_columns_from_the_schema(schemas_world, tmp_path) -> N
     kv = export("kv-inline")
     assert kv.schema.field("value_decoded").type == pa.string()
     assert json.loads(kv.to_pylist()[0]["value_decoded"]) == {"key": "kv0", "value": 10**12}
+
+
+def _stored_entries(box: Any, topic: str, out: Any) -> list[str]:
+    """Every stored entry of the topic, as bookie entries in files (read from the running
+    bookies, digests verified): the inputs of `ledgerctl decode`."""
+    from pulsarctl_py.decoders import Depth
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.stores.metadata import read_managed_ledger
+    from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
+
+    files = []
+    with (
+        metadata_flags(MetadataFlags(box.bookkeeper_metadata_url)),
+        LedgerSource.open(box.metadata_url, [], need_metadata=True) as source,
+    ):
+        record = read_managed_ledger(source.metadata, topic, with_cursors=False)
+        assert record is not None
+        for ledger_id in record.ledger_ids:
+            view = source.ledger(ledger_id)
+            if view.readable_last is None:
+                continue
+            for entry in source.entries(view, 0, view.readable_last, depth=Depth.ENTRY):
+                path = out / f"{ledger_id}-{entry.position[1]}.bin"
+                path.write_bytes(bytes(entry.data))
+                files.append(str(path))
+    return files
+
+
+#: every topic with a schema (BYTES registers none)
+SCHEMA_TOPICS = [
+    n
+    for n in [*sorted(schema_world.java_specs()), "py-avro", "py-json", "py-string"]
+    if n != "bytes"
+] + ["py-protobuf-native"]
+
+
+def test_decode_with_what_pulsar_admin_prints(schemas_world, tmp_path) -> None:
+    """Every schema type: `decode --schema` given what `pulsar-admin schemas get` prints
+    (the latest version with its number; older versions as `--version V` prints them,
+    with their number), or the admin REST API's every-version answer, decodes each stored
+    entry exactly as inspect decodes it from the schema storage."""
+    box = schemas_world.sandbox
+    topics = [SchemaWorld.topic(n) for n in SCHEMA_TOPICS]
+    printed = box.java("schema-admin-get", {"web_url": box.web_url, "topics": topics})["all"]
+    for name, topic, admin in zip(SCHEMA_TOPICS, topics, printed, strict=True):
+        folder = tmp_path / name
+        folder.mkdir()
+        entries = _stored_entries(box, topic, folder)
+        latest = json.loads(admin["latest"])
+        files = [folder / "latest.json"]
+        files[0].write_text(admin["latest"])
+        for version, text in admin["versions"].items():
+            if int(version) != latest["version"]:
+                path = folder / f"v{version}.json"
+                path.write_text(
+                    json.dumps({"version": int(version), "schemaInfo": json.loads(text)})
+                )
+                files.append(path)
+        rest = folder / "rest.json"
+        rest.write_text(
+            json.dumps(
+                box.admin("GET", f"/schemas/public/schemas/{topic.rsplit('/', 1)[1]}/schemas")
+            )
+        )
+        expected = messages(box, topic)
+        for schema_args in (
+            [a for f in files for a in ("--schema", str(f))],
+            ["--schema", str(rest)],
+        ):
+            done = ledgerctl(box, "decode", *entries, *schema_args, "-o", "json")
+            got = {
+                m["message_id"]: m
+                for e in json.loads(done.stdout)["entries"]
+                for m in e["messages"]
+            }
+            assert sorted(got) == sorted(expected), name
+            for mid, m in expected.items():
+                assert got[mid]["value_decoded"] == m["value_decoded"], (name, mid, schema_args)
+                assert got[mid]["schema_version"] == m["schema_version"], (name, mid)

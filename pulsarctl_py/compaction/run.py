@@ -330,8 +330,16 @@ class Progress:
 # -- export -----------------------------------------------------------------------------------
 
 
-def export_lines(entry: CompactedEntry, retain_null_key: bool) -> Iterator[dict[str, Any]]:
-    """The messages a readCompacted reader receives from one compacted entry, as JSON rows."""
+def export_lines(
+    entry: CompactedEntry, retain_null_key: bool, values: Any = None
+) -> Iterator[dict[str, Any]]:
+    """The messages a readCompacted reader receives from one compacted entry, as rows.
+
+    ``values`` (:class:`pulsarctl_py.export.ValueOptions`): the topic's schemas; each row
+    then also has ``schema_version``, ``schema_type`` and ``value_decoded`` (JSON, or the
+    typed value of ``values.column`` for Parquet), and ``value_error`` when the value does
+    not decode with its schema version.
+    """
     from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
     from pulsarctl_py.decoders.nodes import json_value
 
@@ -339,8 +347,8 @@ def export_lines(entry: CompactedEntry, retain_null_key: bool) -> Iterator[dict[
         entry.data, DecodeOptions(outer=Outer.COMPACTED, depth=Depth.MESSAGES, verify=False)
     )
     lid, eid = entry.position
+    md = decoded.metadata
     if not decoded.messages:
-        md = decoded.metadata
         errors = [p for p in decoded.problems if p.severity == "error"]
         yield {
             "key": md.partition_key if md is not None and md.HasField("partition_key") else None,
@@ -353,10 +361,11 @@ def export_lines(entry: CompactedEntry, retain_null_key: bool) -> Iterator[dict[
             else "payload not decoded (encrypted or a chunk)",
         }
         return
+    version = md.schema_version if md is not None and md.HasField("schema_version") else None
     for m in decoded.messages:
         if m.key is None and not retain_null_key:
             continue
-        yield {
+        row = {
             "key": m.key,
             "value": None if m.value is None else json_value(bytes(m.value)),
             "properties": dict(m.properties),
@@ -364,6 +373,27 @@ def export_lines(entry: CompactedEntry, retain_null_key: bool) -> Iterator[dict[
             "publish_time": m.publish_time,
             "event_time": m.event_time,
         }
+        if values is not None and values.values is not None:
+            _add_values(row, values, version, m)
+        yield row
+
+
+def _add_values(row: dict[str, Any], values: Any, version: Any, m: Any) -> None:
+    """A compacted view row's decoded value, as export gives it (export._add_value)."""
+    from pulsarctl_py.values import message_key_bytes
+
+    key = message_key_bytes(m)
+    got = values.values.decode(version, m.value, key)
+    row["schema_version"] = got.schema_version
+    row["schema_type"] = got.schema_type
+    if not got.decoded:
+        row["value_decoded"] = None
+    elif values.column is not None:
+        row["value_decoded"] = values.column.value(values.values, version, m.value, key)
+    else:
+        row["value_decoded"] = got.value
+    if got.error is not None:
+        row["value_error"] = got.error
 
 
 def read_spool(path: Path) -> Iterator[CompactedEntry]:
@@ -586,21 +616,24 @@ def compact(
     full: bool = False,
     memory: int | None = DEFAULT_MEMORY,
     engine: str = "local",
-    export: Path | IO[str] | None = None,
+    export: Path | IO[str] | Any | None = None,
     spool: bool = False,
     progress: bool = False,
     split_entries: int | None = None,
     generation: str = DEFAULT,
     on_state: Callable[[TopicState], None] | None = None,
     live: Any = None,
+    values: Any = None,
     pick_engine: Callable[[int], str] | None = None,
 ) -> CompactionReport:
     """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
 
-    ``export``: a text file object the compacted view's JSON lines are written to, or a
-    path (an output of :mod:`pulsarctl_py.outputs`, committed when the compaction ends
-    and dropped when it fails). ``pick_engine``, when given, names the engine from the
-    plan's entries (``--engine auto``) instead of ``engine``.
+    ``export``: a text file object the compacted view's JSON lines are written to, an
+    object whose ``write_row(row)`` takes each row (the Parquet view), or a path (an
+    output of :mod:`pulsarctl_py.outputs`, committed when the compaction ends and dropped
+    when it fails). ``values`` (:class:`pulsarctl_py.export.ValueOptions`): the topic's
+    schemas, to give each row of the view its decoded value. ``pick_engine``, when given,
+    names the engine from the plan's entries (``--engine auto``) instead of ``engine``.
     """
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.ledgers import LedgerSource
@@ -625,6 +658,7 @@ def compact(
                 generation=generation,
                 on_state=on_state,
                 live=live,
+                values=values,
                 pick_engine=pick_engine,
             )
     options = options or CompactionOptions()
@@ -666,7 +700,7 @@ def compact(
         report.engine = engine = pick_engine(plan.entries)
     runner = get_engine(engine)
     spool_file: IO[bytes] | None = None
-    export_file: IO[str] | None = None
+    export_file: Any = None  # a text file, or an object with write_row (Parquet)
     tracker = Progress(progress, 0)
     try:
         one = run_phase_one(
@@ -732,8 +766,11 @@ def compact(
                     spool_file.write(_SPOOL.pack(*item.position, len(item.data)))
                     spool_file.write(item.data)
                 if export_file is not None:
-                    for row in export_lines(item, options.retain_null_key):
-                        export_file.write(json.dumps(row, sort_keys=True) + "\n")
+                    for row in export_lines(item, options.retain_null_key, values):
+                        if hasattr(export_file, "write_row"):
+                            export_file.write_row(row)
+                        else:
+                            export_file.write(json.dumps(row, sort_keys=True) + "\n")
         finally:
             table.close()
         report.compacted_to = stats.to

@@ -20,7 +20,11 @@ driver, and a client certificate and key only from those variables, never an opt
 ``split-entries`` (entries per partition, default 10000), and inspect's filters ``key``,
 ``since``, ``until`` (times as the CLI takes them).
 
-One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`); partitions are entry
+One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`; when the topic has a
+schema also ``schema_version``, ``schema_type`` and ``value_decoded``: a struct of the Avro
+or JSON schema's fields when its versions merge into the latest by Avro's resolution rules,
+a primitive's own type, else the value as JSON text; the option ``values``: ``auto``, the
+default, ``raw`` for none, ``decoded`` or ``both`` to require a schema); partitions are entry
 ranges of the topic's ledgers, read on the executors by ledgerctl's decoders. With a
 ``bookie-dir`` the executors must reach the same paths (a shared file system); without
 one they read the running bookies named in ledger metadata, with the client options the
@@ -39,6 +43,7 @@ This package imports pyspark; nothing else in ledgerctl imports it except the Sp
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -51,6 +56,7 @@ from pulsarctl_py.errors import LedgerctlError
 from pulsarctl_py.export import (
     COLUMNS,
     EXPORT_SPLIT_ENTRIES,
+    VALUE_COLUMNS,
     RowFilters,
     check_columns,
     split_rows,
@@ -79,11 +85,21 @@ class LedgerctlDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
+    def _values(self) -> Any:
+        """The topic's schemas and value column (read once, on the driver), or None."""
+        if not hasattr(self, "_value_options"):
+            probe = LedgerctlReader(dict(self.options), full_schema())
+            self._value_options = values_of(probe)
+        return self._value_options
+
     def schema(self) -> StructType:
-        return full_schema()
+        return full_schema(self._values())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LedgerctlReader(dict(self.options), schema)
+        names = schema.fieldNames()
+        check_columns(names, values=True)  # an unknown name is said before any store opens
+        wanted = any(n in VALUE_COLUMNS for n in names)
+        return LedgerctlReader(dict(self.options), schema, self._values() if wanted else None)
 
 
 def _option(options: dict[str, str], name: str) -> str | None:
@@ -118,31 +134,55 @@ def spark_type(ddl: str) -> Any:
     return simple[ddl]
 
 
-def full_schema() -> StructType:
+def value_type(values: Any) -> Any:
+    """The Spark type of value_decoded: the Arrow type of its column (a struct of the
+    Avro or JSON schema's fields, a primitive's type, or JSON text)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return from_arrow_type(values.column.arrow_type())
+
+
+def _types(values: Any = None) -> dict[str, Any]:
+    """Each known column's Spark type (the value columns when ``values`` is given)."""
+    out = {n: spark_type(d) for n, d in COLUMNS}
+    if values is not None:
+        out["schema_version"] = spark_type("bigint")
+        out["schema_type"] = spark_type("string")
+        out["value_decoded"] = value_type(values)
+    return out
+
+
+def full_schema(values: Any = None) -> StructType:
+    """Every column; with ``values`` (the topic has a schema) also schema_version,
+    schema_type and value_decoded."""
     from pyspark.sql.types import StructField
 
-    return StructType([StructField(n, spark_type(d)) for n, d in COLUMNS])
+    return StructType([StructField(n, t) for n, t in _types(values).items()])
 
 
-def _check_types(schema: StructType) -> tuple[str, ...]:
-    columns = check_columns(schema.fieldNames())
-    expected = dict(COLUMNS)
+def _check_types(schema: StructType, values: Any = None) -> tuple[str, ...]:
+    if values is None and any(c in VALUE_COLUMNS for c in schema.fieldNames()):
+        raise LedgerctlError(
+            "no decoded value columns: the topic has no schema (or the option values is raw)"
+        )
+    columns = check_columns(schema.fieldNames(), values=values is not None)
+    expected = _types(values)
     for field in schema.fields:
-        want = spark_type(expected[field.name])
+        want = expected[field.name]
         # containers compare with their null flags: compare the type names only
         if field.dataType.simpleString() != want.simpleString():
             raise LedgerctlError(
-                f"column {field.name} is {expected[field.name]}, not "
-                f"{field.dataType.simpleString()}"
+                f"column {field.name} is {want.simpleString()}, not {field.dataType.simpleString()}"
             )
     return columns
 
 
 class LedgerctlReader(DataSourceReader):
-    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType, values: Any = None) -> None:
         from pulsarctl_py.timeparse import parse_time_ms
 
-        self.columns = _check_types(schema)
+        self.values = values
+        self.columns = _check_types(schema, values)
         self.topic = _option(options, "topic")
         ledger = _option(options, "ledger")
         if (self.topic is None) == (ledger is None):
@@ -166,6 +206,10 @@ class LedgerctlReader(DataSourceReader):
         except ValueError:
             raise LedgerctlError(f"bookie-timeout {timeout!r} is not a number of seconds") from None
         self.bookie_protocol = _option(options, "bookie-protocol")
+        choice = (_option(options, "values") or "auto").lower()
+        if choice not in ("auto", "raw", "decoded", "both"):
+            raise LedgerctlError(f"values {choice!r}: use auto, raw, decoded or both")
+        self.values_choice = choice
         since, until = _option(options, "since"), _option(options, "until")
         self.filters = RowFilters(
             key=_option(options, "key"),
@@ -178,16 +222,38 @@ class LedgerctlReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, SplitPartition)
-        yield from split_rows(partition.split, self.columns, self.filters)
+        yield from split_rows(partition.split, self.columns, self.filters, values=self.values)
 
 
-def plan_for(reader: LedgerctlReader) -> Any:
-    """The scan plan of the reader's topic or ledger, built from metadata on the driver."""
+def values_of(reader: LedgerctlReader) -> Any:
+    """The reader's topic's schemas and the type of its value_decoded column
+    (:class:`pulsarctl_py.export.ValueOptions`), or None: the option ``values`` is raw, or
+    (auto) the topic has no schema. One DataFrame has one column type: schema versions
+    Avro cannot merge give value_decoded as JSON text."""
+    if reader.values_choice == "raw":
+        return None
+    from pulsarctl_py.export import ValueOptions
+    from pulsarctl_py.value_columns import ValueColumn, value_column
+    from pulsarctl_py.values import values_for
+
+    with _source(reader) as (source, _url, _dirs):
+        schemas = values_for(
+            source, reader.topic, reader.ledger, required=reader.values_choice != "auto"
+        )
+    if schemas is None:
+        return None
+    column = value_column(schemas)
+    if column.kind == "split":
+        column = ValueColumn("text", "string", column.note)
+    return ValueOptions(schemas, column)
+
+
+@contextlib.contextmanager
+def _source(reader: LedgerctlReader) -> Iterator[tuple[Any, str | None, list[str]]]:
+    """The stores the reader's options name (the CLI's resolution), opened on the driver:
+    (source, absolute metadata URL or None, absolute bookie directories)."""
     from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.coverage import Gaps
-    from pulsarctl_py.engines import build_scan_plan
-    from pulsarctl_py.errors import DataError
-    from pulsarctl_py.export import absolute_url, topic_plan
+    from pulsarctl_py.export import absolute_url
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.url import resolve_metadata_url
 
@@ -210,6 +276,17 @@ def plan_for(reader: LedgerctlReader) -> Any:
             protocol=reader.bookie_protocol,
         )
     with LedgerSource.open(url, dirs, need_bookie=True, live=live) as source:
+        yield source, url, dirs
+
+
+def plan_for(reader: LedgerctlReader) -> Any:
+    """The scan plan of the reader's topic or ledger, built from metadata on the driver."""
+    from pulsarctl_py.coverage import Gaps
+    from pulsarctl_py.engines import build_scan_plan
+    from pulsarctl_py.errors import DataError
+    from pulsarctl_py.export import topic_plan
+
+    with _source(reader) as (source, url, dirs):
         if reader.topic is not None:
             gaps = Gaps()
             plan = topic_plan(

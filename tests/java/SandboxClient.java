@@ -19,14 +19,8 @@
 //                 "write_quorum_size", "ack_quorum_size", "digest_type", "last_entry_id",
 //                 "length", "ensembles": {"FIRST": [bookie, ...]}, "custom_metadata":
 //                 {K: BASE64}, "entries": [BASE64, ...]}. No Pulsar client is made.
-//   schema-produce, schema-consume   messages with schemas: see SchemaClient.java.
-//   bk-read       spec {"metadata_service_uri": URI, "ledger_id": L, "password": BASE64,
-//                 "recovery": bool}: BookKeeper's own client opens the ledger with that
-//                 password (the open fails when it does not match the ledger's) and reads
-//                 every entry. Prints {"ledger_id", "state", "ensemble_size",
-//                 "write_quorum_size", "ack_quorum_size", "digest_type", "last_entry_id",
-//                 "length", "ensembles": {"FIRST": [bookie, ...]}, "custom_metadata":
-//                 {K: BASE64}, "entries": [BASE64, ...]}. No Pulsar client is made.
+//   schema-produce, schema-consume, schema-admin-get   messages with schemas and what
+//                 pulsar-admin prints of them: see SchemaClient.java.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -69,6 +63,7 @@ public final class SandboxClient {
                 case "last-message-id" -> out = lastMessageId(client, spec);
                 case "schema-produce" -> out = SchemaClient.produce(client, spec);
                 case "schema-consume" -> out = SchemaClient.consume(client, spec);
+                case "schema-admin-get" -> out = SchemaClient.adminGet(spec);
                 default -> throw new IllegalArgumentException("unknown command " + args[1]);
             }
         }

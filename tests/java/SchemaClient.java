@@ -22,6 +22,11 @@
 //                   reads the first N messages with AUTO_CONSUME (the writer's schema of
 //                   each message's version), or the PROTOBUF class, and prints
 //                   {"messages": [{"message_id": .., "schema_version": V, "value": JSON}]}.
+//   schema-admin-get spec {"web_url": URL, "topic": T}: what `pulsar-admin schemas get`
+//                   prints, by the admin client calls it makes (CmdSchemas.GetSchema):
+//                   {"latest": getSchemaInfoWithVersion(T).toString(), "versions":
+//                   {"V": getSchemaInfo(T, V).toString(), ...}} for every version V;
+//                   {"web_url": URL, "topics": [T, ...]} prints {"all": [...]}.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -48,6 +53,8 @@ import org.apache.avro.io.BinaryEncoder;
 import org.apache.avro.io.EncoderFactory;
 import org.apache.avro.io.DecoderFactory;
 import org.apache.pulsar.broker.service.schema.proto.SchemaRegistryFormat;
+import org.apache.pulsar.client.admin.PulsarAdmin;
+import org.apache.pulsar.common.schema.SchemaInfoWithVersion;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
@@ -311,6 +318,33 @@ final class SchemaClient {
                 }
                 item.set("value", toJson(m.getValue()));
             }
+        }
+        return out;
+    }
+
+    /** The texts `pulsar-admin schemas get TOPIC [--version V]` prints (its println of
+     *  the admin client's answers). */
+    static ObjectNode adminGet(JsonNode spec) throws Exception {
+        try (PulsarAdmin admin = PulsarAdmin.builder().serviceHttpUrl(spec.get("web_url").asText()).build()) {
+            if (!spec.has("topics")) {
+                return adminGetOne(admin, spec.get("topic").asText());
+            }
+            ObjectNode out = JSON.createObjectNode();
+            ArrayNode all = out.putArray("all");
+            for (JsonNode topic : spec.get("topics")) {
+                all.add(adminGetOne(admin, topic.asText()));
+            }
+            return out;
+        }
+    }
+
+    static ObjectNode adminGetOne(PulsarAdmin admin, String topic) throws Exception {
+        ObjectNode out = JSON.createObjectNode();
+        SchemaInfoWithVersion latest = admin.schemas().getSchemaInfoWithVersion(topic);
+        out.put("latest", latest.toString());
+        ObjectNode versions = out.putObject("versions");
+        for (long v = 0; v <= latest.getVersion(); v++) {
+            versions.put(Long.toString(v), admin.schemas().getSchemaInfo(topic, v).toString());
         }
         return out;
     }
