@@ -169,7 +169,7 @@ def _logs_tree(logs: list[Any]) -> Any:
     tree = Tree("[bold]entry logs[/]")
     for log in logs:
         node = tree.add(
-            f"[bold]{log.path.name}[/] id {log.log_id}  {log.size} bytes  header v"
+            f"[bold]{_esc(log.path.name)}[/] id {log.log_id}  {log.size} bytes  header v"
             f"{_dash(log.header_version)}  ledgers map {'yes' if log.has_ledgers_map else 'no'}"
         )
         for lid, size in sorted(log.ledgers.items()):
@@ -350,7 +350,7 @@ def journal_command(
                 rows = list(records(j))
                 out.print(_journal_table(j, rows))
                 err.print(
-                    f"{j.path.name}: version {_dash(j.version)}, {j.size} bytes, {len(rows)} "
+                    f"{_esc(j.path.name)}: version {_dash(j.version)}, {j.size} bytes, {len(rows)} "
                     f"records, replay from {_dash(j.replay_from)}"
                 )
         problems = list(store.problems)
@@ -531,7 +531,7 @@ def info_command(
         return
     from rich.table import Table
 
-    table = Table(title=f"bookie {_esc(bookie)}", show_header=False)
+    table = Table(title=f"bookie {bookie}", show_header=False)  # titles are text
     table.add_column("field")
     table.add_column("value", overflow="fold")
     table.add_row("state", record.state)

@@ -13,7 +13,15 @@ import typer
 
 from pulsarctl_py.commands import options
 from pulsarctl_py.commands.completion import complete_topic
-from pulsarctl_py.commands.engine_options import SPARK, SPARK_CONF, SPARK_MASTER
+from pulsarctl_py.commands.engine_options import (
+    ENGINE,
+    SPARK,
+    SPARK_CONF,
+    SPARK_MASTER,
+    SPARK_THRESHOLD,
+    EngineChoice,
+    engine_name,
+)
 from pulsarctl_py.limits import SIZE_PATTERN, SIZE_UNITS
 
 
@@ -37,11 +45,6 @@ class Generation(enum.StrEnum):
     pip_429 = "pip-429"
     pre_pip_429 = "pre-pip-429"
     pre_18877 = "pre-18877"
-
-
-class EngineChoice(enum.StrEnum):
-    local = "local"
-    spark = "spark"
 
 
 _SIZE, _UNITS = SIZE_PATTERN, SIZE_UNITS
@@ -178,12 +181,11 @@ def compact(
         help="Keep messages without a key (topicCompactionRetainNullKey=true).",
     ),
     accept_damage: bool = options.ACCEPT_DAMAGE,
-    engine: EngineChoice = typer.Option(
-        EngineChoice.local, "--engine", help="Where the scan runs: local (in-process) or spark."
-    ),
+    engine: EngineChoice = ENGINE,
     spark: bool = SPARK,
     spark_master: str = SPARK_MASTER,
     spark_conf: list[str] = SPARK_CONF,
+    spark_threshold: int = SPARK_THRESHOLD,
     progress: bool = typer.Option(
         None,
         "--progress/--no-progress",
@@ -295,7 +297,7 @@ def compact(
     with _view_output(
         export, force, lambda: _value_options(topic, metadata_url, dirs, bookie, values, export)
     ) as (view, value_options):
-        engine = _spark_engine(engine, spark, spark_master, spark_conf)
+        chosen = engine_name(engine, spark, spark_master)
         state: dict[str, Any] = {}
         report = run_compact(
             topic,
@@ -304,7 +306,10 @@ def compact(
             options=opts,
             full=full,
             memory=memory_bytes,
-            engine=engine.value,
+            engine=chosen.value,
+            pick_engine=lambda entries: _start_engine(
+                chosen, entries, spark_threshold, spark_master, spark_conf
+            ),
             export=view,
             spool=writes,
             progress=progress,
@@ -435,17 +440,23 @@ def _broker_exposes_entry_metadata() -> bool:
     return conf is not None and conf.expose_entry_metadata_to_client
 
 
-def _spark_engine(
-    engine: EngineChoice, spark: bool, master: str | None, conf: list[str] | None
-) -> EngineChoice:
-    """--spark (and --spark-master) mean the Spark engine; its session starts here."""
-    if spark or master is not None:
-        engine = EngineChoice.spark
-    if engine is EngineChoice.spark:
+def _start_engine(
+    chosen: EngineChoice,
+    entries: int,
+    threshold: int | None,
+    master: str | None,
+    conf: list[str] | None,
+) -> str:
+    """The engine for a plan of ``entries`` entries (auto: Spark from the threshold on,
+    as export picks it); a Spark session starts here."""
+    from pulsarctl_py.engines.select import pick
+
+    name = pick(chosen.value, entries, threshold)
+    if name == "spark":
         from pulsarctl_py.spark.session import get_session, parse_conf
 
         get_session(master, parse_conf(conf or []))
-    return engine
+    return name
 
 
 def _write(
@@ -564,6 +575,7 @@ def _plan_output(plan_file: Path | None) -> Any:
 
 
 def _print_report(report: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from pulsarctl_py import render
@@ -602,9 +614,9 @@ def _print_report(report: Any) -> None:
     last = report.last
     if last is not None:
         for f in last.findings:
-            err.print(f"[red]{f['code']}[/]: {f['message']}")
+            err.print(f"[red]{f['code']}[/]: {escape(f['message'])}")
     for note in j["notes"]:
-        err.print(f"note: {note}")
+        err.print(f"note: {escape(note)}")
     if report.to_delete:
         err.print(f"to delete: ledger(s) {', '.join(map(str, report.to_delete))} (--delete-old)")
     if not report.applied and report.plan_file is None:
@@ -645,37 +657,27 @@ def _status(
 
 
 def print_status(st: Any) -> None:
-    from rich.table import Table
+    from rich.markup import escape
 
     from pulsarctl_py import render
 
     j = st.to_json()
-    j["age"] = None if st.age_ms is None else f"{st.age_ms / 1000:.0f} s"
-    table = Table(title=f"compaction status of {st.topic}", show_header=False)
-    table.add_column("field")
-    table.add_column("value")
-    for name in (
-        "compacted_ledger",
-        "horizon",
-        "compacted_to",
-        "age",
-        "entries",
-        "messages",
-        "keys",
-        "last_message_position",
-    ):
-        table.add_row(name, "-" if j[name] is None else str(j[name]))
-    asked = j["get_last_message_id"]
-    if asked is not None:
-        table.add_row("get_last_message_id (readCompacted)", str(asked["read_compacted"]))
-        table.add_row("get_last_message_id (reader)", str(asked["reader"]))
-    render.stdout_console().print(table)
+    j.pop("checks")  # said on stderr below
+    created = j.pop("created_ms")
+    # the table holds what the JSON holds, times and ages for people
+    shown = {"topic": j.pop("topic"), "compacted_ledger": j.pop("compacted_ledger")}
+    shown["created"] = render.iso_ms(created) if created is not None else None
+    shown["age"] = render.human_duration(st.age_ms)
+    shown |= j
+    out = render.stdout_console()
+    for table in render.document_tables(shown, f"compaction status of {st.topic}"):
+        render.print_table(out, table)
     err = render.stderr_console()
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}
     for c in st.checks:
         err.print(
             f"[{colours.get(c['severity'], 'white')}]{c['severity']}[/] {c['check']}: "
-            f"{c['message']}"
+            f"{escape(c['message'])}"
         )
     if not st.checks:
         err.print("[green]ok[/]: no findings")

@@ -57,15 +57,16 @@ def demo(
 
 
 def _show(summary: DemoSummary, shown_dir: str) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from pulsarctl_py import render
     from pulsarctl_py.demo import BOOKIE_ID
 
     err = render.stderr_console()
-    err.print(f"Created Pulsar standalone-style demo data in {shown_dir}/:")
+    err.print(f"Created Pulsar standalone-style demo data in {escape(str(shown_dir))}/:")
     err.print(
-        f"  metadata/        RocksDB metadata store ({summary.metadata_url}): "
+        f"  metadata/        RocksDB metadata store ({escape(summary.metadata_url)}): "
         f"{len(summary.topics)} topics, {len(summary.ledgers())} ledgers",
         highlight=False,
     )
@@ -92,7 +93,7 @@ def _show(summary: DemoSummary, shown_dir: str) -> None:
         f"{summary.message_count} messages",
         highlight=False,
     )
-    err.print(f"Next: {summary.next_command(shown_dir)}", highlight=False)
+    err.print(f"Next: {escape(summary.next_command(shown_dir))}", highlight=False)
 
 
 def _notes(topic: DemoTopic) -> str:

@@ -234,7 +234,7 @@ def export(
         runner.close()
     fmt = render.resolve(output, OutputFormat.TABLE)
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
-        render.write_json(result.to_json())
+        render.write_document(result.to_json(), fmt)
     else:
         colour = "green" if result.ok else "red"
         err.print(

@@ -183,7 +183,7 @@ def _tree(rows: list[Any]) -> Any:
             f"  length {_unknown(row.length)}  {row.digest_type or '-'}"
         )
         node.add(f"{row.kind}: {_esc(_owner(row))}")
-        node.add(f"path {row.path}  created {iso_ms(row.ctime)}")
+        node.add(f"path {_esc(row.path)}  created {iso_ms(row.ctime)}")
     return tree
 
 

@@ -49,6 +49,19 @@ def _stores(flags: PlanFlags) -> tuple[str, list[str], PlanFlags]:
     )
 
 
+def _show(doc: dict[str, Any], flags: PlanFlags, title: str) -> None:
+    """What a dry run found: JSON (-o json, or piped), or tables of the same (-o table)."""
+    from pulsarctl_py import render
+
+    fmt = render.resolve(render.OutputFormat(flags.output.value), render.OutputFormat.TABLE)
+    if fmt is render.OutputFormat.JSON:
+        render.write_json(doc)
+        return
+    out = render.stdout_console()
+    for table in render.document_tables(doc, title):
+        render.print_table(out, table)
+
+
 @migrate_app.command("compacted")
 @options.bookie_flags
 @plan_options
@@ -117,7 +130,7 @@ def compacted(
         err.print(f"warning: {text}", markup=False, highlight=False)
     damage_note(report["damaged"], stats.damaged_count)
     if out is None:
-        render.write_json(report)
+        _show(report, flags, f"migrate compacted {state.topic}")
         err.print(
             f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
             f"{fmt.value}; nothing written (give --plan FILE to write the new ledger)"
@@ -213,6 +226,8 @@ def index(
     listed in the report and the plan, and the exit status is 1)."""
     import json
 
+    from rich.markup import escape
+
     from pulsarctl_py import outputs, render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate
@@ -256,10 +271,10 @@ def index(
         with mapping_out.open_text() as fh:
             for row in plan.mapping:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")
-        err.print(f"mapping of {len(plan.mapping)} entries saved to {mapping}")
+        err.print(f"mapping of {len(plan.mapping)} entries saved to {escape(str(mapping))}")
     summary = plan.to_json()
     if out is None:
-        render.write_json(summary | {"mapping": plan.mapping})
+        _show(summary | {"mapping": plan.mapping}, flags, f"migrate index {plan.topic}")
         err.print(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"

@@ -459,6 +459,9 @@ def repair_root(
             )
         return
     if from_verify is None:
+        if flags.given:  # options, but nothing they could apply to
+            commands = ", ".join(sorted(getattr(ctx.command, "commands", {}) or {}))
+            ctx.fail(f"give a repair ({commands}) or --from-verify FILE")
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
     from pulsarctl_py.repair.repairs import from_verify as plan_from_verify

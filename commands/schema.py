@@ -75,18 +75,20 @@ def list_command(
         render.write_jsonl(s.to_json(with_definition=False) for s in schemas.versions)
     else:
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=f"{schemas.topic} ({schemas.path})")
+        # titles and cells are text: a topic or a problem may hold brackets
+        table = Table(title=Text(f"{schemas.topic} ({schemas.path})"))
         for name in ("version", "type", "deleted", "timestamp", "stored at", "problems"):
             table.add_column(name)
         for s in schemas.versions:
             table.add_row(
                 str(s.version),
-                s.type_name,
+                Text(s.type_name),
                 "yes" if s.deleted else "",
                 render.iso_ms(s.timestamp) if s.timestamp else "",
                 f"{s.ledger_id}:{s.entry_id}",
-                "; ".join(s.problems),
+                Text("; ".join(s.problems)),
                 style=None,
             )
         render.stdout_console().print(table)

@@ -259,9 +259,10 @@ def _show(result, output: OutputFormat, explain: bool, named: str | None = None)
     if named is not None:
         data["target"]["value"] = named
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
-        render.write_json(data)
+        render.write_document(data, fmt)
         return
     from rich.table import Table
+    from rich.text import Text
 
     out = render.stdout_console()
     err = render.stderr_console()
@@ -278,7 +279,7 @@ def _show(result, output: OutputFormat, explain: bool, named: str | None = None)
     answer = data["position"] or ("after the last entry" if data["end"] else "none")
     if data.get("not_read"):
         answer = "cannot be answered exactly (entries it needs were not read)"
-    table.add_row("topic", str(data["topic"] or f"ledger {data['ledger_id']}"))
+    table.add_row("topic", Text(str(data["topic"] or f"ledger {data['ledger_id']}")))
     table.add_row("answer", answer)
     if data.get("answer_range"):
         span = data["answer_range"]
@@ -311,7 +312,9 @@ def _show(result, output: OutputFormat, explain: bool, named: str | None = None)
             shown = str(ex["first_at_or_after"] or "after the last entry")
         table.add_row("exact (linear scan)", shown)
     for msg in data.get("messages", []):
-        table.add_row(f"message {msg.get('batch_index', '')}", json.dumps(msg, ensure_ascii=False))
+        table.add_row(
+            f"message {msg.get('batch_index', '')}", Text(json.dumps(msg, ensure_ascii=False))
+        )
     table.add_row("entries read", str(data["entries_read"]))
     out.print(table)
     if explain:
@@ -324,7 +327,7 @@ def _show(result, output: OutputFormat, explain: bool, named: str | None = None)
                 p["position"],
                 render.iso_ms(p["timestamp"]) if p["timestamp"] is not None else "-",
                 p["source"] or "-",
-                p["comparison"] if p["error"] is None else f"unreadable: {p['error']}",
+                Text(p["comparison"] if p["error"] is None else f"unreadable: {p['error']}"),
             )
         out.print(probes)
     for text in data["warnings"]:

@@ -97,6 +97,7 @@ def _count(value: int, exact: bool) -> str:
 
 def _list_table(rows: list[Any]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table()
     table.add_column("topic", no_wrap=True)  # names stay whole: they are copied
@@ -105,7 +106,7 @@ def _list_table(rows: list[Any]) -> Any:
     for row in rows:
         style = "bold" if row.partitioned else None
         table.add_row(
-            row.topic + (f"  ({len(row.partitions)} partitions)" if row.partitioned else ""),
+            Text(row.topic + (f"  ({len(row.partitions)} partitions)" if row.partitioned else "")),
             str(row.ledgers),
             _count(row.entries, row.exact),
             _count(row.size, row.exact),
@@ -114,7 +115,7 @@ def _list_table(rows: list[Any]) -> Any:
         )
         for part in row.partitions:
             table.add_row(
-                f"  └ {part.topic.rsplit('/', 1)[-1]}",
+                Text(f"  └ {part.topic.rsplit('/', 1)[-1]}"),
                 str(part.ledgers),
                 _count(part.entries, part.exact),
                 _count(part.size, part.exact),
@@ -229,7 +230,8 @@ def _ledger_line(li: Any) -> str:
     when = "open" if li.open else iso_ms(li.timestamp)
     extra = ""
     if li.open:
-        extra = f" (entries from {li.source})"
+        extra = f" (entries from {li.source}"
+        extra += f", {li.beyond_lac} past the LAC)" if li.beyond_lac else ")"
     if li.offloaded:
         extra += " offloaded"
     if li.problem:
@@ -295,6 +297,7 @@ def _info_tree(info: Any) -> Any:
 
 def _info_tables(info: Any) -> list[Any]:
     from rich.table import Table
+    from rich.text import Text
 
     from pulsarctl_py.render import iso_ms
 
@@ -314,7 +317,7 @@ def _info_tables(info: Any) -> list[Any]:
         cursors.add_column(col, overflow="fold")
     for c in info.cursors:
         cursors.add_row(
-            c.name,
+            Text(c.name),
             _pos(c.mark_delete),
             c.mark_delete_source,
             "znode" if c.state_in == "znode" else f"ledger {c.cursors_ledger_id}",
@@ -329,7 +332,7 @@ def _info_tables(info: Any) -> list[Any]:
     ledger = info.compacted_ledger
     facts.add_row("compacted ledger", "-" if ledger is None else str(ledger))
     for key, value in info.properties.items():
-        facts.add_row(f"property {key}", value)
+        facts.add_row(Text(f"property {key}"), Text(str(value)))
     return [ledgers, cursors, facts]
 
 

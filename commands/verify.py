@@ -164,10 +164,10 @@ def _progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
 
     bar = Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[entries]} entries"),
+        TextColumn("{task.fields[entries]} entries", markup=False),
         TimeElapsedColumn(),
         console=render.stderr_console(),
         transient=True,

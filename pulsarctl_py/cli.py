@@ -2,15 +2,19 @@
 
 Exit codes: 0 ok, 1 findings in the data, 2 usage or bad input, 3 a store could not be
 reached or opened, 141 the output pipe was closed early, 130 interrupted (Ctrl-C: one line,
-"ledgerctl: interrupted"). A LedgerctlError ends as one line
-on stderr and its own exit code; so does an OS error on a named file (exit 3); anything
-else is a bug and keeps its traceback. Heavy libraries are
-imported only inside the commands that need them, so ``ledgerctl --help`` stays fast.
+"ledgerctl: interrupted"). A usage error (pulsarctl_py.usage) and a LedgerctlError end as
+one line on stderr and their exit code; so does an OS error on a named file (exit 3 when
+the OS refuses it, 2 for a wrong path); anything else is a bug and keeps its traceback.
+Heavy libraries are imported only inside the commands that need them, so ``ledgerctl
+--help`` stays fast.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
+import re
 import sys
 from typing import Any
 
@@ -135,15 +139,30 @@ migrate.register(app)
 config.register(app)
 
 
+@functools.cache
+def _command() -> Any:
+    """The Click command Typer builds from the app (about 90 ms: once per process), with
+    every parameter's value checked (pulsarctl_py.usage.guard)."""
+    from pulsarctl_py import usage
+
+    return usage.guard(typer.main.get_command(app))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising SystemExit.
 
-    Typer handles usage errors (exit 2) and interrupts; a LedgerctlError from a command
-    becomes one line on stderr and its ``exit_code`` (1 data, 2 input, 3 store).
+    Click runs without its own error display: a usage error (a bad option value, a
+    missing argument, an unknown option or command) becomes one line on stderr and exit
+    2 (pulsarctl_py.usage); a LedgerctlError from a command becomes one line and its
+    ``exit_code`` (1 data, 2 input, 3 store); an OS error on a named file is exit 3.
     """
-    command = typer.main.get_command(app)
+    from pulsarctl_py import usage
+
+    exceptions = usage.click_exceptions()
+    _tolerant_stdout()
+    command = _command()
     try:
-        return _main(command, argv)
+        return _main(command, argv, exceptions)
     finally:
         _reset_limits()
 
@@ -169,7 +188,7 @@ def _on_sigint(signum: int, frame: Any) -> None:
     raise Interrupted()
 
 
-def _main(command: Any, argv: list[str] | None) -> int:
+def _main(command: Any, argv: list[str] | None, exceptions: Any) -> int:
     import signal
     import threading
 
@@ -177,7 +196,7 @@ def _main(command: Any, argv: list[str] | None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
-        return _run_command(command, argv)
+        return _run_command(command, argv, exceptions)
     except Interrupted:
         _say("interrupted")
         return EXIT_INTERRUPTED
@@ -186,26 +205,32 @@ def _main(command: Any, argv: list[str] | None) -> int:
             signal.signal(signal.SIGINT, previous)
 
 
-def _run_command(command: Any, argv: list[str] | None) -> int:
+def _run_command(command: Any, argv: list[str] | None, exceptions: Any) -> int:
+    from pulsarctl_py import usage
+
     try:
-        command.main(args=argv, prog_name="ledgerctl", standalone_mode=True)
-    except SystemExit as exc:
-        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            # click met EPIPE writing our output and wrapped stdout to hush it
-            sys.stdout = getattr(sys.stdout, "wrapped", sys.stdout)
-            return _broken_pipe()
-        code = exc.code
-        if code is None:
-            return 0
-        return code if isinstance(code, int) else 1
+        result = command.main(args=argv, prog_name="ledgerctl", standalone_mode=False)
+    except exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a bare ``ledgerctl`` or command group: its help, as before
+        return exc.exit_code
+    except exceptions.UsageError as exc:
+        _fail(usage.usage_line(exc))
+        return 2
+    except exceptions.ClickException as exc:
+        _fail(usage._one_line(exc.format_message()))
+        return exc.exit_code
+    except typer.Abort:
+        _fail("aborted")
+        return 1
     except BrokenPipeError:
         return _broken_pipe()
     except OSError as exc:
         if exc.filename is None:
             raise
-        # a file the OS refuses to read (permission, I/O error) that no store wrapped
-        _fail(f"cannot read {exc.filename}: {exc.strerror or exc}")
-        return 3
+        # a file no store or reader wrapped: the OS's own words (it may have been read or
+        # written); refused (permission, I/O) is exit 3, a wrong path is bad input
+        _fail(f"{os.fsdecode(exc.filename)}: {exc.strerror or exc}")
+        return 3 if exc.errno in _REFUSED else 2
     except Exception as exc:
         # imported here: the error root lives with the decoders, which --help never needs
         from pulsarctl_py.errors import LedgerctlError
@@ -214,7 +239,29 @@ def _run_command(command: Any, argv: list[str] | None) -> int:
             raise
         _fail(exc.one_line())
         return exc.exit_code
-    return 0
+    except SystemExit as exc:  # shell completion ends this way, and Click on EPIPE
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # click met EPIPE writing our output and wrapped stdout to hush it
+            sys.stdout = getattr(sys.stdout, "wrapped", sys.stdout)
+            sys.stderr = getattr(sys.stderr, "wrapped", sys.stderr)
+            return _broken_pipe()
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    # without standalone mode Click returns what the command returned (None), or the
+    # code of a typer.Exit
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def _tolerant_stdout() -> None:
+    """Text the OS handed us as bytes that are not UTF-8 (a file name, an argument) is
+    written back escaped (``\\udcff``, valid in JSON strings) rather than failing the
+    whole output with UnicodeEncodeError."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdout, "errors", None) == "strict":
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # pragma: no cover - a stream that cannot
+            pass
 
 
 def _broken_pipe() -> int:
@@ -228,7 +275,16 @@ def _broken_pipe() -> int:
     return EXIT_BROKEN_PIPE
 
 
+#: errors that say a path is there but the OS will not hand it over (exit 3)
+_REFUSED = {errno.EACCES, errno.EPERM, errno.EIO, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+#: characters a terminal would act on (escape sequences, carriage returns) or that would
+#: break the one line: shown as escapes
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _fail(message: str) -> None:
+    message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
     if colour_enabled():
         sys.stderr.write(f"\x1b[31mledgerctl: error:\x1b[0m {message}\n")
     else:

@@ -7,7 +7,6 @@ their number or by what their bytes claim.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -51,15 +50,11 @@ def read_sample(name: str) -> Source:
 
 
 def read_capped(path: str | Path, limit: int, what: str) -> bytes:
-    """At most ``limit`` bytes of a file (a device such as /dev/zero included), or an error."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
-    except OSError as exc:
-        raise LedgerctlError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    if len(raw) > limit:
-        raise LedgerctlError(f"{what} {path} is larger than {limit} bytes")
-    return raw
+    """At most ``limit`` bytes of a file (a device such as /dev/zero, a FIFO or a pipe
+    included), or an error (pulsarctl_py.infile)."""
+    from pulsarctl_py.infile import read_small
+
+    return read_small(path, limit, what)
 
 
 def check_readable(path: str) -> None:
@@ -68,13 +63,9 @@ def check_readable(path: str) -> None:
         if sys.stdin.isatty():
             raise LedgerctlError("reading an entry from standard input, but it is a terminal")
         return
-    if os.path.isdir(path):
-        raise LedgerctlError(f"cannot read {path}: it is a directory")
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as exc:
-        raise LedgerctlError(f"cannot read {path}: {exc.strerror or exc}") from None
+    from pulsarctl_py.infile import check_openable
+
+    check_openable(path, "input")
 
 
 def read_source(path: str, fmt: str = "auto") -> Source:
@@ -93,7 +84,7 @@ def read_source(path: str, fmt: str = "auto") -> Source:
             raw = read_capped(path, max_input(), "input")
         except LedgerctlError as exc:
             more = ", not one entry" if "larger" in str(exc) else ""
-            raise LedgerctlError(f"{exc}{more}") from None
+            raise type(exc)(f"{exc}{more}") from None
     if not raw:
         raise LedgerctlError(f"{label}: empty input, no entry to decode")
     try:

@@ -149,7 +149,11 @@ def topic_plan(
             return _partitioned_plan(
                 source, topic, partitions, metadata_url, bookie_dirs, split_entries, gaps
             )
-        raise NotFoundError(f"topic {topic} not found in the metadata store")
+        from pulsarctl_py.topics import topic_hint
+
+        raise NotFoundError(
+            f"topic {topic} not found in the metadata store{topic_hint(source.metadata, topic)}"
+        )
     sizes = {}
     if record.info is not None:
         for li in record.info.message.ledgerInfo:

@@ -206,7 +206,11 @@ def topic_ledgers(source: LedgerSource, topic: str) -> list[int]:
         partitions = topic_partitions(source, topic)
         if partitions:
             return [i for p in partitions for i in topic_ledgers(source, p)]
-        raise NotFoundError(f"topic {topic} not found in the metadata store")
+        from pulsarctl_py.topics import topic_hint
+
+        raise NotFoundError(
+            f"topic {topic} not found in the metadata store{topic_hint(source.metadata, topic)}"
+        )
     return record.ledger_ids
 
 

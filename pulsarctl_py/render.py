@@ -7,13 +7,14 @@ to stdout, one object per line for streams.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import itertools
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -58,19 +59,98 @@ def _colour() -> dict[str, Any]:
     return {"color_system": None} if os.environ.get("NO_COLOR") else {}
 
 
-def stdout_console() -> Console:
-    from rich.console import Console
+#: the styles ledgerctl's own messages use, as Rich markup tags; every other bracketed
+#: word in printed text is the data's own and shown as it is
+STYLE_WORDS = frozenset(
+    "bold dim italic underline red green yellow blue magenta cyan white".split()
+)
+#: Rich's markup tag, with the backslashes before it (rich.markup.RE_TAGS)
+_TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
 
+
+def _style_tag(tag: str) -> bool:
+    words = tag[1:].split() if tag.startswith("/") else tag.split()
+    return (tag == "/" or bool(words)) and all(w in STYLE_WORDS for w in words)
+
+
+def text_markup(text: str) -> str:
+    """``text`` with every markup tag that is not one of ledgerctl's styles escaped.
+
+    Values printed inside messages (topic names, keys, addresses, paths) are data: a
+    ``[link=...]``, ``[@click]`` or a closing ``[/]`` with nothing open in them must
+    print as it is, and must not make Rich raise. Call sites escape what they
+    interpolate (rich.markup.escape); this is the net under them.
+    """
+    open_tags: list[str] = []
+
+    def keep_or_escape(found: re.Match[str]) -> str:
+        slashes, tag = found.groups()
+        if len(slashes) % 2:  # escaped already: Rich prints it as text
+            return found.group(0)
+        if _style_tag(tag):
+            if not tag.startswith("/"):
+                open_tags.append(" ".join(tag.split()))
+                return found.group(0)
+            name = " ".join(tag[1:].split())
+            if not name and open_tags:
+                open_tags.pop()
+                return found.group(0)
+            if name and name in open_tags:
+                del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name)]
+                return found.group(0)
+        return f"{slashes}{slashes}\\[{tag}]"
+
+    return _TAG.sub(keep_or_escape, text)
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    from rich.console import Console
+    from rich.errors import MarkupError
+
+    class TextConsole(Console):
+        """A Console for which printed strings are text with ledgerctl's own styles.
+
+        Never Rich's emoji codes (``192.0.2.3:1234`` is an address, not ``:1234:``), no
+        highlighting, markup limited to :data:`STYLE_WORDS` (:func:`text_markup`), and
+        text whose markup does not parse is printed plain rather than raising.
+        """
+
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            from rich.table import Table
+
+            if len(objects) == 1 and isinstance(objects[0], Table) and not kwargs:
+                print_table(self, objects[0])
+                return
+            super().print(*objects, **kwargs)
+
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            kwargs["emoji"] = False
+            markup = kwargs.get("markup")
+            if markup or (markup is None and self._markup):
+                try:
+                    return super().render_str(text_markup(text), **kwargs)
+                except MarkupError:
+                    kwargs["markup"] = False
+            return super().render_str(text, **kwargs)
+
+    return TextConsole
+
+
+def make_console(**kwargs: Any) -> Console:
+    """Every Console ledgerctl prints through: :class:`TextConsole` semantics, never
+    emoji codes, never highlighting, no colour or style under NO_COLOR."""
+    kwargs.setdefault("highlight", False)
+    for key, value in _colour().items():
+        kwargs.setdefault(key, value)
+    return _console_class()(emoji=False, **kwargs)
+
+
+def stdout_console() -> Console:
     tty = sys.stdout.isatty()
-    console = Console(
-        file=sys.stdout,
-        soft_wrap=not tty,
-        width=None if tty else 10_000,
-        highlight=False,
-        **_colour(),
-    )
-    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
-    return console
+    out = make_console(file=sys.stdout, soft_wrap=not tty, width=None if tty else 10_000)
+    out.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]
+    return out
 
 
 def _broken_pipe() -> None:
@@ -81,13 +161,20 @@ def _broken_pipe() -> None:
 
 
 def stderr_console() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False, **_colour())
+    return make_console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 def write_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_document(obj: Any, fmt: OutputFormat) -> None:
+    """A command's one result: indented for ``-o json``, one line for ``-o jsonl`` (a
+    JSON lines stream of one object, as every ``-o jsonl`` is one object per line)."""
+    if fmt is OutputFormat.JSONL:
+        write_jsonl([obj])
+    else:
+        write_json(obj)
 
 
 def write_json_list(items: Iterable[Any], no_floats: bool = False) -> None:
@@ -420,6 +507,26 @@ def iso_ms(ms: int | None) -> str:
         return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
     except (OverflowError, OSError, ValueError):
         return f"{ms} (out of range)"
+
+
+def human_duration(ms: int | float | None) -> str:
+    """A duration for people: ``850 ms``, ``42 s``, ``3 min 12 s``, ``4 d 22 h``; ``-``
+    when unknown. Two units at most: an age is read at a glance, not computed with."""
+    if ms is None:
+        return "-"
+    sign, ms = ("-", -ms) if ms < 0 else ("", ms)
+    if ms < 1000:
+        return f"{sign}{ms:.0f} ms"
+    seconds = int(ms // 1000)
+    parts = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count or parts:
+            parts.append(f"{count} {unit}")
+        if len(parts) == 2:
+            break
+    parts = [p for p in parts if not p.startswith("0 ")] or parts[:1]
+    return sign + " ".join(parts)
 
 
 def hexdump(data: bytes | memoryview, base: int = 0) -> str:
@@ -812,62 +919,245 @@ def print_summary(console: Console, summary: Any) -> None:
     )
 
 
-class _Progress:
-    def __init__(self, console: Console, label: str, enabled: bool = True) -> None:
-        self.console = console
-        self.label = label
-        self.enabled = enabled
-        self.bar: Any = None
-        self.task: Any = None
+class Activity:
+    """One line of the progress display: a label, a count (of a total when known), a unit.
 
-    def __enter__(self) -> Any:
-        if not self.console.is_terminal or not self.enabled:
-            return lambda: None
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    ``advance(n)`` counts, ``update(...)`` sets; both do nothing when nothing is shown.
+    """
 
-        self.bar = Progress(
+    def __init__(self, display: Any = None, task: Any = None) -> None:
+        self._display, self._task = display, task
+
+    def advance(self, n: int = 1) -> None:
+        if self._display is not None:
+            self._display.advance(self._task, n)
+
+    def update(
+        self,
+        *,
+        label: str | None = None,
+        completed: int | None = None,
+        total: int | None = None,
+        unit: str | None = None,
+    ) -> None:
+        if self._display is None:
+            return
+        fields: dict[str, Any] = {}
+        if label is not None:
+            fields["description"] = label
+        if completed is not None:
+            fields["completed"] = completed
+        if total is not None:
+            fields["total"] = total or None
+        if unit is not None:
+            fields["unit"] = unit
+        self._display.update(self._task, **fields)
+
+    def __call__(self) -> None:  # the counters the commands hand around: advance by one
+        self.advance()
+
+
+#: the process's one live progress display on stderr, while any activity runs; nested
+#: activities (Spark's tasks inside an export) are lines of it, never a second display
+_display: Any = None
+
+
+def _count_column() -> Any:
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Count(ProgressColumn):
+        """``12/40 tasks`` when the total is known, ``12 tasks`` when not (never None)."""
+
+        def render(self, task: Any) -> Text:
+            unit = task.fields.get("unit", "")
+            done = int(task.completed)
+            text = f"{done}/{int(task.total)}" if task.total else f"{done}" if done else ""
+            return Text(f"{text} {unit}".strip() if text else "", style="progress.download")
+
+    return Count()
+
+
+@contextlib.contextmanager
+def activity(
+    console: Console | None,
+    label: str,
+    *,
+    total: int | None = None,
+    unit: str = "",
+    enabled: bool = True,
+) -> Iterator[Activity]:
+    """Show ``label`` with a live count on stderr while the block runs (transient).
+
+    Shown only when ``console`` is a terminal and ``enabled``. The first activity opens
+    the display; one started inside it is a line of the same display (Rich allows one
+    live display at a time; two would fight over the terminal).
+    """
+    global _display
+    if console is None or not enabled or not console.is_terminal:
+        yield Activity()
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    owner = _display is None
+    if owner:
+        _display = Progress(
             SpinnerColumn(),
-            TextColumn("{task.description} {task.completed}"),
+            TextColumn("{task.description}", markup=False),
+            _count_column(),
             TimeElapsedColumn(),
-            console=self.console,
+            console=console,
             transient=True,
             # data written to stdout meanwhile stays on stdout (Rich would move it here)
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        self.bar.__enter__()
-        self.task = self.bar.add_task(self.label, total=None)
-        return lambda: self.bar.advance(self.task)
+        _display.start()
+    display = _display
+    task = display.add_task(label, total=total, unit=unit)
+    try:
+        yield Activity(display, task)
+    finally:
+        display.remove_task(task)
+        if owner:
+            display.stop()
+            _display = None
 
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+
+def progress(console: Console, label: str, enabled: bool = True) -> Any:
+    """A transient counter on stderr (a context manager giving a function that counts
+    one), silent when stderr is not a terminal: an :func:`activity`."""
+    return activity(console, label, enabled=enabled)
 
 
-def progress(console: Console, label: str, enabled: bool = True) -> _Progress:
-    """A transient progress counter on stderr, silent when stderr is not a terminal."""
-    return _Progress(console, label, enabled)
+def document_tables(doc: dict[str, Any], title: str | None = None) -> list[Table]:
+    """A JSON document as tables for people, holding what the JSON holds: one table of
+    its fields (nested objects as ``a.b``, lists of values joined), then one table per
+    list of objects (a column per key). Every cell is text, never markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    fields = Table(title=title, show_header=False)
+    fields.add_column("field", style="bold", no_wrap=True)
+    fields.add_column("value", overflow="fold")
+    lists: list[Table] = []
+
+    def add(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key, inner in value.items():
+                add(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            columns = list(dict.fromkeys(k for row in value for k in row))
+            table = Table(title=f"{prefix} ({len(value)})")
+            for column in columns:
+                table.add_column(str(column), no_wrap=True)
+            for row in value:
+                table.add_row(*(Text(cell_text(row.get(c))) for c in columns))
+            lists.append(table)
+        else:
+            fields.add_row(Text(prefix), Text(cell_text(value)))
+
+    add("", doc)
+    return [fields, *lists]
+
+
+def cell_text(value: Any) -> str:
+    """A JSON value in a table cell: ``-`` for null and nothing, lists joined."""
+    if value is None or value == [] or value == {}:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(cell_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={cell_text(v)}" for k, v in value.items())
+    return human(value)
+
+
+#: table columns that hold ids, positions and names: never broken inside a word
+WHOLE_COLUMNS = frozenset(
+    {
+        "topic",
+        "ledger",
+        "ledger_id",
+        "ledger id",
+        "entry",
+        "entry_id",
+        "position",
+        "message id",
+        "old_position",
+        "input",
+        "bookie",
+        "bookie id",
+        "id",
+        "path",
+        "cursor",
+        "subscription",
+        "name",
+        "mark-delete",
+        "log",
+        "file",
+        "key",
+        "check",
+    }
+)
+#: a value cell of one word up to this long (an id, a name, a position) is kept whole
+_WHOLE_WORD = 200
+
+
+def _keep_words_whole(table: Table) -> None:
+    """Mark the columns of ``table`` that hold ids, names, positions or times
+    ``no_wrap``: by their header, or when every cell is one word (up to
+    :data:`_WHOLE_WORD` characters); free text still wraps between words. A title is
+    never narrower than its longest word."""
+    for i, column in enumerate(table.columns):
+        header = str(column.header).strip().lower()
+        if header in WHOLE_COLUMNS or (not table.show_header and i == 0):
+            column.no_wrap = True
+            continue
+        cells = [str(c) for c in getattr(column, "_cells", ())]
+        if cells and all(len(c) <= _WHOLE_WORD and not c.split()[1:] for c in cells):
+            column.no_wrap = True
+    if table.title is not None:
+        if isinstance(table.title, str):  # a title names data (a topic): text, not markup
+            from rich.text import Text
+
+            table.title = Text(table.title, style="table.title")
+        longest = max((len(w) for w in str(table.title).split()), default=0)
+        table.min_width = max(table.min_width or 0, longest + 2)
 
 
 def print_table(console: Console, table: Table) -> None:
-    """Print a table whose ``no_wrap`` columns (topic names) are never broken or cut.
+    """Print a table whose ids and names are never broken or cut.
 
+    Columns of ids, positions and names are ``no_wrap`` (:func:`_keep_words_whole`).
     Rich squeezes a table into the terminal's width, folding or cropping even no_wrap
     cells; a name broken across lines cannot be copied. When the table needs more room
     than the terminal has, it is drawn at the width it needs and the terminal wraps the
-    long lines instead, keeping every name whole.
+    long lines instead, keeping every name whole. Every table a ledgerctl console prints
+    goes through here (:class:`TextConsole`).
     """
     from rich.measure import Measurement
 
-    need = Measurement.get(console, console.options.update_width(1_000_000), table).minimum
+    _keep_words_whole(table)
+    wide = console.options.update_width(1_000_000)
+    need = Measurement.get(console, wide, table).minimum
+    # Rich measures a column's minimum at its longest word even when it may not wrap:
+    # a no_wrap column needs its widest cell
+    for column in table.columns:
+        if column.no_wrap:
+            measured = table._measure_column(console, wide, column)
+            need += measured.maximum - measured.minimum
     if need > console.width:  # print(width=) cannot exceed the console's own width
-        from rich.console import Console
-
-        console = Console(
+        console = make_console(
             file=console.file,
             width=need,
             force_terminal=console.is_terminal,
             color_system=console.color_system,
-            highlight=False,
         )
-    console.print(table)
+    _print(console, table)
+
+
+def _print(console: Console, *objects: Any, **kwargs: Any) -> None:
+    """Rich's own print, past :class:`TextConsole`'s table handling."""
+    from rich.console import Console
+
+    Console.print(console, *objects, **kwargs)

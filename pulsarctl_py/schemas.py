@@ -71,6 +71,24 @@ def topic_schema_name(topic: str) -> str:
     return schema_id(base.tenant, base.namespace, base.encoded_local_name)
 
 
+def _unknown_topic_hint(store: Any, topic: str) -> str:
+    """For a topic the store has no managed ledger of (nor partitions of): that it is not
+    a topic, and the closest name of its namespace (pulsarctl_py.topics.topic_hint)."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.topics import topic_hint
+
+    try:
+        name = resolve_topic(topic)
+        if store.get(name.ml_path) is not None:
+            return ""
+        folder, local = name.ml_path.rsplit("/", 1)
+        if any(c.startswith(f"{local}-partition-") for c in store.children(folder)):
+            return ""
+    except (LedgerctlError, ValueError):
+        return ""
+    return "; no such topic either" + topic_hint(store, topic)
+
+
 def read_topic_schemas(source: LedgerSource, topic: str, *, required: bool = False) -> TopicSchemas:
     """The topic's schema versions. Without a schema in the store the result is
     ``absent`` (``required``: NotFoundError instead). A metadata store is needed."""
@@ -85,7 +103,10 @@ def read_topic_schemas(source: LedgerSource, topic: str, *, required: bool = Fal
     if node is None or not node.data:
         result.absent = True
         if required:
-            raise NotFoundError(f"topic {topic} has no schema: {path} is not in the metadata store")
+            raise NotFoundError(
+                f"topic {topic} has no schema: {path} is not in the metadata store"
+                + _unknown_topic_hint(source.metadata, topic)
+            )
         return result
     try:
         locator = parse_locator(node.data)

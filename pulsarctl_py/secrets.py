@@ -45,13 +45,11 @@ def secret_from(
     if env is not None and file is not None:
         raise LedgerctlError("give the secret through a variable or a file, not both")
     if file is not None:
-        try:
-            with open(file, "rb") as f:
-                data = f.read(MAX_SECRET + 1)  # a bounded read: the file may be a device
-        except OSError as exc:
-            raise LedgerctlError(f"cannot read secret file {file}: {exc.strerror}") from None
-        if len(data) > MAX_SECRET:
-            raise LedgerctlError(f"secret file {file} is larger than {MAX_SECRET} bytes")
+        from .infile import read_small
+
+        # bounded, and never waiting on a FIFO nobody writes to; a pipe from the shell's
+        # process substitution (<(pass show ...)) is read as a file is
+        data = read_small(file, MAX_SECRET, "secret file")
         if data.endswith(b"\r\n"):
             data = data[:-2]
         elif data.endswith(b"\n"):

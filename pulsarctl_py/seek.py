@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pulsarctl_py.coverage import LISTED
 from pulsarctl_py.errors import DataError, LedgerctlError, NotFoundError, StoreUnavailable
 from pulsarctl_py.positions import format_position
+from pulsarctl_py.timeparse import format_time_ms
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
@@ -114,6 +115,9 @@ class Head:
     num_messages: int = 1
     error: str | None = None
     original: tuple[int, int] | None = None  # compacted ledger: the topic position
+    #: the entry is a batch (its metadata has num_messages_in_batch, even of 1): its
+    #: messages are L:E:B, as the client's BatchMessageIdImpl names them; else L:E
+    batched: bool = False
     #: broker entry metadata present (with or without an index): KoP tells the two apart
     has_bem: bool = False
     #: not an entry read but entries not read from here on (a ledger or a range of entries
@@ -149,6 +153,7 @@ class Head:
             "index": self.index,
             "base_index": self.base_index,
             "num_messages": self.num_messages,
+            "batched": self.batched,
         }
         if self.original is not None:
             out["original_position"] = format_position(*self.original)
@@ -202,6 +207,7 @@ def head_of_entry(entry: Any, ledger_id: int, entry_id: int) -> Head:
         index=entry.index,
         num_messages=entry.num_messages,
         original=original,
+        batched=entry.batched,
         has_bem=bem is not None,
     )
     bad = [p for p in entry.problems if p.severity == "error"]
@@ -533,8 +539,9 @@ def _contradictions(probes: Sequence[Probe], key: Callable[[Head], int | None]) 
     for h in ordered:
         if highest is not None and key(h) < key(highest) and not out:  # type: ignore[operator]
             out.append(
-                f"timestamps go backwards between {highest.position} ({key(highest)}) and "
-                f"{h.position} ({key(h)}): the binary search assumes they do not, so its "
+                f"timestamps go backwards between {highest.position} "
+                f"({format_time_ms(key(highest))}) and {h.position} ({format_time_ms(key(h))}): "
+                "the binary search assumes they do not, so its "
                 "answer may not be the first entry at or after the time; run with --exact"
             )
         if highest is None or key(h) > key(highest):  # type: ignore[operator]
@@ -640,7 +647,7 @@ def seek_time_broker(
     def pred(h: Head) -> tuple[bool, str]:
         ts = h.timestamp
         ok = ts is not None and ts < target
-        return ok, f"{ts} {'<' if ok else '>='} {target}"
+        return ok, f"{format_time_ms(ts)} {'<' if ok else '>='} {format_time_ms(target)}"
 
     found = op_find_newest(prober, start, count, pred) if count > 0 else None
     if found is None:
@@ -653,7 +660,7 @@ def seek_time_broker(
         if ts is not None and ts < target:
             result.warnings.append(
                 f"the entry the cursor would read first, {result.head.position}, has timestamp "
-                f"{ts}, before the time: timestamps are not in order here"
+                f"{format_time_ms(ts)}, before the time: timestamps are not in order here"
             )
     _finish(result, prober)
     return result, prober
@@ -682,7 +689,8 @@ def seek_time_kop(
     def pred(h: Head) -> tuple[bool, str]:
         ts = h.publish_time
         ok = ts is not None and ts <= target
-        return ok, f"publish_time {ts} {'<=' if ok else '>'} {target}"
+        shown = f"{format_time_ms(ts)} {'<=' if ok else '>'} {format_time_ms(target)}"
+        return ok, f"publish_time {shown}"
 
     found = op_find_newest(prober, 0, flat.n - 1, pred)
     p = 0 if found is None else found
@@ -732,14 +740,16 @@ def seek_time_kop(
         result.kafka_offset = offset
         if offset == head.index:
             result.head = head
-            result.batch_index = head.num_messages - 1
+            result.batch_index = head.num_messages - 1 if head.batched else None
             if head.num_messages > 1:
                 result.warnings.append(
-                    "KoP answers the entry's last offset, not its first (formats.md §13)"
+                    "KoP answers the entry's last offset, not its first: ListOffsets by "
+                    "time returns the stored index of the entry, which is the offset of its "
+                    "last message"
                 )
         else:
             _answer_at(result, prober, p + 1)
-            if result.head is not None and result.head.num_messages > 1:
+            if result.head is not None and result.head.batched:
                 result.batch_index = 0
     _finish(result, prober)
     return result, prober
@@ -803,7 +813,7 @@ def seek_index(
                 f"({head.position}) starts at {base}"
             )
         elif base is not None:
-            result.batch_index = target - base if head.num_messages > 1 else None
+            result.batch_index = target - base if head.batched else None
     result.warnings.extend(_contradictions(prober.probes, lambda h: h.index))
     _finish(result, prober)
     return result, prober
@@ -821,7 +831,8 @@ def seek_compacted(
     def pred(h: Head) -> tuple[bool, str]:
         ts = h.publish_time
         ok = ts is not None and ts >= target
-        return ok, f"publish_time {ts} {'>=' if ok else '<'} {target}"
+        shown = f"{format_time_ms(ts)} {'>=' if ok else '<'} {format_time_ms(target)}"
+        return ok, f"publish_time {shown}"
 
     while lo < hi:
         mid = (lo + hi) // 2

@@ -116,6 +116,8 @@ class TopicLedger:
     offloaded: bool = False
     state: str | None = None  # BookKeeper's state, when the ledger metadata was read
     problem: str | None = None
+    #: entries the storage holds past the LAC (counted in ``entries``: source "storage")
+    beyond_lac: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -131,6 +133,8 @@ class TopicLedger:
             out["state"] = self.state
         if self.problem is not None:
             out["problem"] = self.problem
+        if self.beyond_lac:
+            out["beyond_lac"] = self.beyond_lac
         return out
 
 
@@ -401,6 +405,17 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
         row.problem = f"the open ledger's bookies could not be asked: {view.unreachable}"
         return
     lac = view.lac
+    last = view.last_stored
+    if last is not None and (lac is None or last > lac):
+        # entries stored past the LAC: the next owner's recovery reads forward from the
+        # LAC until an entry is missing and closes the ledger after the last one found
+        # (apache/bookkeeper client/LedgerRecoveryOp.java, doRecoveryRead), so they are the
+        # ledger's; verify, inspect and the demo count them, and so does the topic
+        row.entries = last + 1
+        row.size = _length_at(source, row.ledger_id, last)
+        row.source = "storage"
+        row.beyond_lac = last - (lac if lac is not None else -1)
+        return
     if lac is None and view.storage_error is None and getattr(source.bookie, "where", "") == "live":
         # the running bookies of its last ensemble answered and none holds an entry: an empty
         # ledger, as BookKeeper's readLastAddConfirmed says (-1); a broker opens one each
@@ -571,6 +586,31 @@ def _topic_info(
     return info
 
 
+def topic_hint(store: Any, topic: str | TopicName) -> str:
+    """`` (did you mean NAME?)`` for the topic of ``topic``'s namespace closest to it, or
+    ``""``. The names are the namespace's managed ledgers (one listing, on the error path
+    only), compared by their local names and shown as the user wrote theirs (short, or
+    in full)."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.stores.metadata.base import join
+    from pulsarctl_py.usage import did_you_mean
+
+    try:
+        name = resolve_topic(topic)
+        folder = name.ml_path.rsplit("/", 1)[0]
+        found = [mld.TopicName.from_ml_path(join(folder, c)) for c in store.children(folder)]
+    except (LedgerctlError, ValueError):
+        return ""
+    local = name.full_name.rsplit("/", 1)[-1]
+    by_local = {t.full_name.rsplit("/", 1)[-1]: t.full_name for t in found}
+    hint = did_you_mean(local, by_local)
+    typed = topic if isinstance(topic, str) else topic.full_name
+    if hint and "/" in typed:
+        closest = hint[len(" (did you mean ") : -2]
+        hint = f" (did you mean {by_local[closest]}?)"
+    return hint
+
+
 def partitions_of(store: Any, topic: str) -> list[str]:
     """The partitions of ``topic`` (full names, in partition order) when it names a
     partitioned topic by its base name and has no managed ledger of its own; else []."""
@@ -604,6 +644,7 @@ def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
         )
     return NotFoundError(
         f"topic {name.full_name} not found in {store.url} (no znode {name.ml_path})"
+        + topic_hint(store, name)
     )
 
 
@@ -883,6 +924,13 @@ def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
             row.entries_source = "lac"
         elif error is not None and row.error is None:
             row.error = error
+        last = view.last_stored if view is not None else None
+        if last is not None and (row.lac is None or last > row.lac):
+            # entries past the LAC count, as for the topic (see _complete_open)
+            row.entries = last + 1
+            row.length = _length_at(source, record.ledger_id, last)
+            row.entries_source = "storage"
+            return row
     if row.lac is not None:
         row.entries = row.lac + 1
     return row

@@ -102,6 +102,7 @@ def make_world(
                 broker_timestamp=ts if with_bem else None,
                 index=index if with_bem else None,
                 num_messages=msgs,
+                batched=batch is not None,
             )
         is_open = open_last and n == len(splits) - 1
         close = None if is_open else ts + 1 + close_delay
@@ -542,6 +543,19 @@ def test_kop_answers_the_last_offset_of_an_entry_published_at_t() -> None:
     assert result.head.position == "100:1" and result.batch_index == 2
 
 
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_one_message_batch_is_answered_with_its_batch_index(batched: bool) -> None:
+    """An entry with num_messages_in_batch is a batch even of one message: its message is
+    L:E:0, as the client's BatchMessageIdImpl names it; a plain entry's is L:E."""
+    world = make_world([3], [10], [True], t0=0, batch=[1] if batched else None)
+    by_index, _ = seek_index(world.flat, world.reader()[1], 1)
+    by_time, _ = seek_time_kop(world.flat, world.reader()[1], 20)
+    for result in (by_index, by_time):
+        assert result.head.position == "100:1"
+        assert result.batch_index == (0 if batched else None)
+        assert result.to_json()["position"] == ("100:1:0" if batched else "100:1")
+
+
 def test_kop_answers_index_plus_one_when_the_entry_is_older() -> None:
     result, _ = seek_time_kop(_kop_world().flat, _kop_world().reader()[1], 25)
     assert result.kafka_offset == 6
@@ -623,7 +637,7 @@ def test_index_matches_the_linear_reference(world: World, data) -> None:
         assert result.head.position == expected.position
         assert not result.findings
         batch = target - expected.base_index
-        assert result.batch_index == (batch if expected.num_messages > 1 else None)
+        assert result.batch_index == (batch if expected.batched else None)
     if order:
         assert inner.reads <= read_bound(len(order), "index")
 

@@ -102,15 +102,16 @@ def test_topic_list_groups_partitions(capsys: pytest.CaptureFixture[str], cluste
     assert orders["partitioned"] is True
     assert [p["topic"] for p in orders["partitions"]] == [ORDERS_0, ORDERS_1]
     p0, p1 = orders["partitions"]
-    # ledger 3 closed with 10 entries; ledger 7 open: LAC 4 from storage -> 5 entries
-    assert (p0["ledgers"], p0["entries"], p0["size"], p0["cursors"]) == (2, 15, 1500, 2)
+    # ledger 3 closed with 10 entries; ledger 7 open: LAC 4, 6 entries stored -> 6 entries
+    # (the recovery of an open ledger keeps what is stored past its LAC)
+    assert (p0["ledgers"], p0["entries"], p0["size"], p0["cursors"]) == (2, 16, 1600, 2)
     assert p0["managed_ledger"] == "public/default/persistent/orders-partition-0"
     # ledger 4 open: explicit LAC 2 -> 3 entries of 10 bytes
     assert (p1["ledgers"], p1["entries"], p1["size"], p1["cursors"]) == (1, 3, 30, 0)
     assert (orders["ledgers"], orders["entries"], orders["size"], orders["cursors"]) == (
         3,
-        18,
-        1530,
+        19,
+        1630,
         2,
     )
     assert orders["entries_exact"] is True
@@ -167,21 +168,23 @@ def test_topic_info_accepts_pulsar_names(
         },
         {
             "ledger_id": 7,
-            "entries": 5,
-            "size": 500,
+            "entries": 6,
+            "size": 600,
             "timestamp": None,
             "open": True,
-            "entries_source": "lac",
+            "entries_source": "storage",
             "offloaded": False,
             "state": "OPEN",
+            "beyond_lac": 1,
         },
     ]
-    assert (info["entries"], info["size"], info["entries_exact"]) == (15, 1500, True)
+    assert (info["entries"], info["size"], info["entries_exact"]) == (16, 1600, True)
     assert info["properties"] == {"index": "99"} and info["index"] == 99
     cursors = {c["name"]: c for c in info["cursors"]}
     sub = cursors["sub a"]
     assert (sub["state_in"], sub["cursors_ledger_id"], sub["mark_delete"]) == ("znode", -1, "7:4")
-    assert (sub["mark_delete_source"], sub["backlog"], sub["backlog_exact"]) == ("znode", 0, True)
+    # 7:5, stored past the LAC, is the ledger's after a recovery: one entry to read
+    assert (sub["mark_delete_source"], sub["backlog"], sub["backlog_exact"]) == ("znode", 1, True)
     comp = cursors["__compaction"]
     assert comp["special"] == "compaction"
     assert (comp["state_in"], comp["cursors_ledger_id"]) == ("ledger", 12)
@@ -189,7 +192,7 @@ def test_topic_info_accepts_pulsar_names(
     assert comp["znode_mark_delete"] == "7:1"
     assert (comp["mark_delete"], comp["mark_delete_source"]) == ("7:3", "cursor-ledger")
     assert comp["properties"] == {"CompactedTopicLedger": 13}
-    assert comp["backlog"] == 1
+    assert comp["backlog"] == 2  # 7:4 and 7:5
     assert info["compaction"] == {"horizon": "7:3", "compacted_ledger": 13}
     assert info["terminated_at"] is None and info["shadow_source"] is None
     assert info["encoding"] == "binary" and info["problems"] == []
@@ -292,8 +295,8 @@ def test_ledger_list(capsys: pytest.CaptureFixture[str], cluster: Any) -> None:
     assert by_id[3]["path"] == "/ledgers/00/0000/L0003"
     assert (by_id[3]["state"], by_id[3]["entries"], by_id[3]["length"]) == ("CLOSED", 10, 1000)
     assert (by_id[3]["kind"], by_id[3]["topic"], by_id[3]["ctime"]) == ("data", ORDERS_0, CTIME)
-    assert (by_id[7]["entries"], by_id[7]["lac"], by_id[7]["length"]) == (5, 4, 500)
-    assert by_id[7]["entries_source"] == "lac"
+    assert (by_id[7]["entries"], by_id[7]["lac"], by_id[7]["length"]) == (6, 4, 600)
+    assert by_id[7]["entries_source"] == "storage"
     assert (by_id[4]["entries"], by_id[4]["length"]) == (3, 30)
     assert (by_id[9]["entries"], by_id[9]["entries_source"]) == (None, None)
     assert (by_id[12]["kind"], by_id[12]["cursor"], by_id[12]["topic"]) == (

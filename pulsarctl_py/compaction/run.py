@@ -276,7 +276,10 @@ def _scanned_ledgers(state: TopicState, full: bool) -> set[int]:
 
 
 class Progress:
-    """Progress lines on stderr, at most one a second (nothing when disabled)."""
+    """Compaction's progress (nothing when disabled): on a terminal, one line of the
+    progress display (pulsarctl_py.render.activity) counting the phase's entries; on any
+    other stream (``--progress`` asked for in a log), a line when each phase starts and
+    one when the work ends."""
 
     def __init__(self, enabled: bool, total_entries: int, stream: IO[str] | None = None) -> None:
         self.enabled = enabled
@@ -284,24 +287,43 @@ class Progress:
         self.stream = stream or sys.stderr
         self.done = 0
         self.phase = ""
-        self._last = 0.0
+        self._shown: Any = None
+        self._line: Any = None
 
     def start(self, phase: str) -> None:
+        self.close()
         self.phase, self.done = phase, 0
-        self._emit(force=True)
-
-    def split_done(self, split: Any) -> None:
-        self.done += split.entries
-        self._emit()
-
-    def _emit(self, force: bool = False) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
-        if not force and now - self._last < 1.0 and self.done < self.total:
-            return
-        self._last = now
-        self.stream.write(f"ledgerctl compact: {self.phase}: {self.done}/{self.total} entries\n")
+        if self.stream.isatty():
+            from pulsarctl_py import render
+
+            console = render.make_console(file=self.stream)
+            self._shown = render.activity(
+                console, f"compact: {phase}", total=self.total, unit="entries"
+            )
+            self._line = self._shown.__enter__()
+        else:
+            self._write(f"{phase}: {self.total} entries")
+
+    def split_done(self, split: Any) -> None:
+        self.count(self.done + split.entries)
+
+    def count(self, done: int) -> None:
+        self.done = done
+        if self._line is not None:
+            self._line.update(completed=done)
+
+    def close(self) -> None:
+        if self._shown is not None:
+            shown, self._shown, self._line = self._shown, None, None
+            shown.__exit__(None, None, None)
+        elif self.enabled and self.phase and not self.stream.isatty():
+            self._write(f"{self.phase}: done, {self.done}/{self.total} entries")
+            self.phase = ""
+
+    def _write(self, text: str) -> None:
+        self.stream.write(f"ledgerctl compact: {text}\n")
         self.stream.flush()
 
 
@@ -602,6 +624,7 @@ def compact(
     on_state: Callable[[TopicState], None] | None = None,
     live: Any = None,
     values: Any = None,
+    pick_engine: Callable[[int], str] | None = None,
 ) -> CompactionReport:
     """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
 
@@ -609,7 +632,8 @@ def compact(
     object whose ``write_row(row)`` takes each row (the Parquet view), or a path (an
     output of :mod:`pulsarctl_py.outputs`, committed when the compaction ends and dropped
     when it fails). ``values`` (:class:`pulsarctl_py.export.ValueOptions`): the topic's
-    schemas, to give each row of the view its decoded value.
+    schemas, to give each row of the view its decoded value. ``pick_engine``, when given,
+    names the engine from the plan's entries (``--engine auto``) instead of ``engine``.
     """
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.ledgers import LedgerSource
@@ -635,6 +659,7 @@ def compact(
                 on_state=on_state,
                 live=live,
                 values=values,
+                pick_engine=pick_engine,
             )
     options = options or CompactionOptions()
     started = time.monotonic()
@@ -663,6 +688,16 @@ def compact(
         report.notes.append("the topic has no entries: nothing to compact")
         report.seconds = time.monotonic() - started
         return report
+    if pick_engine is not None:
+        plan, _ = plan_compaction(
+            state,
+            full=full,
+            metadata_url=url,
+            bookie_dirs=dirs,
+            split_entries=split_entries,
+            live=live,
+        )
+        report.engine = engine = pick_engine(plan.entries)
     runner = get_engine(engine)
     spool_file: IO[bytes] | None = None
     export_file: Any = None  # a text file, or an object with write_row (Parquet)
@@ -724,8 +759,7 @@ def compact(
             ):
                 if isinstance(item, Stats):
                     stats.add(item)
-                    tracker.done = stats.entries_in
-                    tracker._emit()
+                    tracker.count(stats.entries_in)
                     continue
                 last = item
                 if spool_file is not None:
@@ -770,6 +804,7 @@ def compact(
         # owner (outputs.Output, or the caller's own file) when this error reaches it
         raise
     finally:
+        tracker.close()
         if spool_file is not None:
             spool_file.close()
         close_sources()

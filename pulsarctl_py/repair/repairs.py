@@ -76,7 +76,12 @@ def load_topic(draft: Draft, topic: str | TopicName, *, changes: bool = True) ->
     name = resolve_topic(topic)
     data = draft.get(name.ml_path)
     if data is None:
-        raise NotFoundError(f"topic {name.full_name} has no managed ledger ({name.ml_path})")
+        from pulsarctl_py.topics import topic_hint
+
+        raise NotFoundError(
+            f"topic {name.full_name} has no managed ledger ({name.ml_path})"
+            + topic_hint(draft.store, name)
+        )
     try:
         decoded = mld.parse_ml_info(data)
     except LedgerctlError as exc:
@@ -1288,16 +1293,15 @@ def restore_ledger_metadata(draft: Draft, ledger_id: int, path: Any) -> None:
     from pathlib import Path
 
     from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.infile import read_small
     from pulsarctl_py.stores.metadata import read_ledger
 
     from .recreate import ledger_place
 
     file = Path(path)
-    try:
-        with file.open("rb") as fh:
-            data = fh.read(MAX_LEDGER_METADATA_FILE + 1)
-    except OSError as exc:
-        raise LedgerctlError(f"cannot read {file}: {exc.strerror or exc}") from None
+    # bounded and never blocking: a FIFO nobody writes to, a device, a directory or a
+    # file the OS refuses is one line (exit 2, or 3 for permission denied)
+    data = read_small(file, MAX_LEDGER_METADATA_FILE, "ledger metadata file")
     if len(data) > MAX_LEDGER_METADATA_FILE:
         raise LedgerctlError(
             f"{file} is larger than ledger metadata can be ({MAX_LEDGER_METADATA_FILE} bytes, "

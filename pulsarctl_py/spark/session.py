@@ -122,7 +122,7 @@ def get_session(
         os.close(fd)
     redirect = _stderr_to(_log_path) if quiet else contextlib.nullcontext()
     try:
-        with redirect:
+        with _starting(master), redirect:
             session = builder.getOrCreate()
     except Exception as exc:
         raise StoreUnavailable(
@@ -130,6 +130,22 @@ def get_session(
         ) from None
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextlib.contextmanager
+def _starting(master: str) -> Iterator[None]:
+    """``starting Spark`` on the terminal while the JVM starts (seconds of nothing else):
+    drawn on a copy of the terminal's descriptor, since fd 2 points at Spark's log then."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from pulsarctl_py import render
+
+    sys.stderr.flush()
+    with os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace") as terminal:
+        console = render.make_console(file=terminal, force_terminal=True)
+        with render.activity(console, f"starting Spark ({master})"):
+            yield
 
 
 def _first_line(exc: BaseException) -> str:
@@ -171,7 +187,7 @@ class StageProgress:
         self.console = console
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.bar: Any = None
+        self._shown: Any = None
 
     def snapshot(self) -> tuple[int, int]:
         """(completed tasks, tasks) over the active stages now."""
@@ -185,20 +201,12 @@ class StageProgress:
         return done, total
 
     def __enter__(self) -> StageProgress:
+        from pulsarctl_py import render
+
+        self._shown = render.activity(self.console, self.label, unit="tasks")
+        line = self._shown.__enter__()
         if self.console is None or not self.console.is_terminal:
             return self
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} tasks"),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=True,
-        )
-        self.bar.__enter__()
-        task = self.bar.add_task(self.label, total=None)
 
         def poll() -> None:
             while not self._stop.wait(0.25):
@@ -206,16 +214,15 @@ class StageProgress:
                     done, total = self.snapshot()
                 except Exception:  # the session is closing
                     return
-                if total:
-                    self.bar.update(task, completed=done, total=total)
+                if total:  # between stages Spark knows no total: the line keeps its count
+                    line.update(completed=done, total=total)
 
         self._thread = threading.Thread(target=poll, name="ledgerctl-spark-progress", daemon=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+        self._shown.__exit__(*exc)

@@ -400,7 +400,11 @@ def _resolve(run: Run, names: list[str]) -> list[ManagedLedgerRef]:
                     found.append(topic.partition(int(child[len(prefix) :])))
             found.sort(key=lambda t: t.partition_index)
         if not found:
-            raise NotFoundError(f"no managed ledger for topic {topic.full_name}")
+            from pulsarctl_py.topics import topic_hint
+
+            raise NotFoundError(
+                f"no managed ledger for topic {topic.full_name}" + topic_hint(run.store, topic)
+            )
         for t in found:
             if t.persistence_name not in seen:
                 seen.add(t.persistence_name)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import Entry
 from pulsarctl_py.decoders import managed_ledger as mld
+from pulsarctl_py.render import human_duration
+from pulsarctl_py.timeparse import format_time_ms
 from pulsarctl_py.verify.core import ERROR, WARNING, Finding
 
 if TYPE_CHECKING:
@@ -175,8 +177,9 @@ class TopicOrder:
             first[1],
             f"timestamps not monotone: {region['entries']} entr"
             f"{'y' if region['entries'] == 1 else 'ies'} from {first[0]}:{first[1]} to "
-            f"{last[0]}:{last[1]} go up to {back} ms back from {region['max_before']} at "
-            f"{at[0]}:{at[1]}; a seek by time in this range may land wrong",
+            f"{last[0]}:{last[1]} go up to {human_duration(back)} back from "
+            f"{format_time_ms(region['max_before'])} at {at[0]}:{at[1]}; a seek by time in "
+            "this range may land wrong",
             {
                 "first": list(first),
                 "last": list(last),

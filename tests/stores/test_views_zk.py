@@ -102,8 +102,9 @@ def test_ledger_list_matches_listledgers(
             assert row["length"] == int(expected["length"])
             assert row["entries_source"] == "metadata"
     # the open ledgers, counted from the bookie: C has only the piggybacked LAC (the entry
-    # before the last), I has an explicit LAC equal to its last entry
-    assert (rows[2]["lac"], rows[2]["entries"], rows[2]["entries_source"]) == (5, 6, "lac")
+    # before the last) and counts its last entry too, as a recovery would keep it; I has an
+    # explicit LAC equal to its last entry
+    assert (rows[2]["lac"], rows[2]["entries"], rows[2]["entries_source"]) == (5, 7, "storage")
     assert (rows[8]["lac"], rows[8]["entries"]) == (2, 3)
     assert rows[8]["length"] == sum(e["payload_length"] for e in manifest()[8]["entries"])
     kinds = run(

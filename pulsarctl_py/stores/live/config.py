@@ -89,6 +89,11 @@ def _flag(env: Mapping[str, str], name: str) -> bool | None:
     return value
 
 
+#: the longest bookie timeout: a day (sockets take no more than a time_t of seconds, and a
+#: bookie silent for a day is down)
+MAX_TIMEOUT = 86_400.0
+
+
 def _file(path: Path | None, what: str) -> Path | None:
     if path is not None and not path.is_file():
         raise LedgerctlError(f"{what} {path} is not a file")
@@ -126,8 +131,11 @@ def resolve_client_options(
             timeout = float(raw) if raw else DEFAULT_TIMEOUT
         except ValueError:
             raise LedgerctlError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
-    if not timeout > 0:
-        raise LedgerctlError("the bookie timeout must be more than 0 seconds")
+    if not 0 < timeout <= MAX_TIMEOUT:  # NaN fails both
+        raise LedgerctlError(
+            f"the bookie timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds "
+            f"(a day), not {timeout:g}"
+        )
     protocol = (protocol or env.get(ENV_PROTOCOL) or "v3").strip().lower()
     if protocol not in PROTOCOLS:
         raise LedgerctlError(f"bookie protocol {protocol!r}: use v3, v2 or auto")
