@@ -115,3 +115,14 @@ def test_a_pipe_to_head_keeps_what_was_read(demo: Path) -> None:
     assert proc.stdout.count("\n") == 1 and '"ledger_id":0' in proc.stdout
     assert proc.returncode in (0, 141)  # 141 when head left before ledgerctl was done
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+def test_the_guide_says_first_which_commands_write() -> None:
+    """The guide's first paragraph says that reading commands never write and names every
+    command that does, before anything else."""
+    lines = GUIDE.read_text().splitlines()
+    first = " ".join(lines[2 : lines.index("", 2)])
+    assert first.startswith("Reading commands never write")
+    for writer in ("`apply`", "`undo`", "`compact --apply`", "`repair ... --apply`",
+                   "`orphans --delete --apply`", "`migrate ... --apply`"):  # fmt: skip
+        assert writer in first, writer
