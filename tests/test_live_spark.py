@@ -63,7 +63,7 @@ def test_data_source_takes_the_bookie_client_options(spark, demo: Path, bookie: 
     for options, said in (
         ({"bookie-protocol": "v9"}, "bookie protocol 'v9'"),
         ({"bookie-timeout": "soon"}, "bookie-timeout 'soon' is not a number"),
-        ({"bookie-timeout": "0"}, "more than 0 seconds"),
+        ({"bookie-timeout": "0"}, "more than 0 and at most 86400 seconds"),
         ({"bookie-tls": "maybe"}, "bookie-tls 'maybe': use true or false"),
         ({"bookie-tls": "true", "bookie-protocol": "v2"}, "TLS needs protocol v3"),
         ({"bookie-ca-file": str(demo / "no-such-ca.pem")}, "bookie CA file"),

@@ -233,7 +233,7 @@ def test_protocol_auto_falls_back_to_v2_for_an_old_bookie(
     ("flags", "message"),
     [
         (["--bookie-protocol", "v4"], "use v3, v2 or auto"),
-        (["--bookie-timeout", "0"], "more than 0 seconds"),
+        (["--bookie-timeout", "0"], "more than 0 and at most 86400 seconds"),
         (["--bookie-ca-file", "no-such.pem"], "is not a file"),
         (["--bookie-address", "no-equals-sign"], "is not ID=HOST:PORT"),
     ],

@@ -29,7 +29,7 @@ def test_the_error_line_is_red_on_a_terminal_unless_colour_is_off(
     assert code == 2 and ESC + b"31mledgerctl: error:" in screen
     code, _, screen = run_on_terminal("--no-color", "decode", "/nonexistent", stdout_tty=False)
     assert code == 2 and ESC not in screen
-    assert b"ledgerctl: error: cannot read /nonexistent" in screen
+    assert b"ledgerctl: error: cannot read input /nonexistent" in screen
     monkeypatch.setenv("NO_COLOR", "1")
     code, _, screen = run_on_terminal("decode", "/nonexistent", stdout_tty=False)
     assert code == 2 and ESC not in screen and b"ledgerctl: error:" in screen
@@ -47,10 +47,10 @@ def test_no_colour_in_tables_on_a_terminal(
     assert SGR.search(coloured)  # the check is able to fail: tables are coloured by default
     _, _, screen = run_on_terminal("--no-color", "verify", "--all", "-o", "table", cwd=demo)
     assert not SGR.search(screen) and b"ledgerctl: error" not in screen
-    assert b"11 topics" in screen
+    assert b"12 topics" in screen
     monkeypatch.setenv("NO_COLOR", "1")
     _, _, screen = run_on_terminal("verify", "--all", "-o", "table", cwd=demo)
-    assert not SGR.search(screen) and b"11 topics" in screen
+    assert not SGR.search(screen) and b"12 topics" in screen
 
 
 def _blocked_reading(pid: int, timeout: float = 60) -> None:

@@ -254,8 +254,8 @@ def assert_same(
     live, offline = reads.live[name], reads.offline[name]
     assert live.code in codes, f"{name} (running bookies): {live.err}"
     assert offline.code == live.code, f"{name} (bookie files): {offline.err}"
-    got = without(live.json(), FILE_ONLY | RUN_ONLY)
-    want = without(offline.json(), FILE_ONLY | RUN_ONLY)
+    got = _file_names(without(live.json(), FILE_ONLY | RUN_ONLY))
+    want = _file_names(without(offline.json(), FILE_ONLY | RUN_ONLY))
     if select is not None:
         got, want = select(got), select(want)
     assert got == want, f"{name}: {differences(got, want)[:8]}"
@@ -263,6 +263,14 @@ def assert_same(
         for f in live_dir.iterdir():
             assert f.read_bytes() == (offline_dir / f.name).read_bytes(), f.name
     return live.json(), offline.json()
+
+
+def _file_names(doc: Any) -> Any:
+    """An export's summary lists the files it wrote: each run writes into its own
+    directory, so only the names are compared (the bytes are, below)."""
+    if isinstance(doc, dict) and isinstance(doc.get("files"), list):
+        doc = {**doc, "files": [{**f, "path": Path(f["path"]).name} for f in doc["files"]]}
+    return doc
 
 
 def _names(prefix: str) -> list[str]:
@@ -359,7 +367,9 @@ def test_verify_all_live_equals_offline(reads: Reads) -> None:
 def test_topic_info_live_equals_offline(reads: Reads, name: str) -> None:
     live, _ = assert_same(reads, name)
     (open_row,) = [r for r in live["ledgers"] if r["open"]]
-    assert open_row["entries_source"] == "lac"  # asked of the running bookies
+    # asked of the running bookies: their LAC, or the entries they store past it (the
+    # last add's LAC reaches the bookies only with the next add; recovery keeps them)
+    assert open_row["entries_source"] in ("lac", "storage")
 
 
 @pytest.mark.parametrize("name", ["ledger meta closed", "ledger meta open"])

@@ -79,7 +79,9 @@ def test_export_on_a_standalone_cluster_equals_the_local_engine(
     args = ["export", topic, *_urls(sandbox_world.sandbox), "--split-entries", "16", "-o", "json"]
     local = ledgerctl(spark_cluster, *args, "--to", files[0], "--engine", "local")
     spark = ledgerctl(spark_cluster, *args, "--to", files[1], *_on(spark_cluster))
-    _same(local, spark, "to", "splits")
+    _same(local, spark, "to", "splits", "files")  # the files: their names and bytes below
+    assert [f["path"] for f in local["files"]] == [str(files[0])]
+    assert [f["path"] for f in spark["files"]] == [str(files[1])]
     assert local["rows"] == len(sandbox_world.topics["keyed"])
     assert files[0].read_text() and files[1].read_text() == files[0].read_text()
 

@@ -288,7 +288,7 @@ def test_empty_root_fifo_device_and_deep_plans_are_one_line(
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     cases = {
-        "": "is a directory",  # the command line gives "" as ".", the working directory
+        "": "an empty path names nothing",
         "/": "it is a directory",
         str(tmp_path / "fifo"): "it is a FIFO",
         str(dev / "zero"): "it is a device",

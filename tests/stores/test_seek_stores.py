@@ -56,7 +56,8 @@ def _targets(heads: list) -> list[int]:
 
 def test_broker_rule_on_rocksdb_matches_a_linear_scan(world: World) -> None:
     heads = _linear(world, ORDERS)
-    assert len(heads) == 11 and all(h.broker_timestamp is not None for h in heads)
+    # 12: the open ledger's entry stored past its LAC counts, as BookKeeper's recovery keeps it
+    assert len(heads) == 12 and all(h.broker_timestamp is not None for h in heads)
     with world.source() as source:
         for target in _targets(heads):
             result = seek(source, SeekRequest(topic=ORDERS, time_ms=target, clock_skew_ms=-1))
