@@ -240,6 +240,8 @@ def line_maker(view: LedgerView, hashes: bool = False) -> Callable[[EntryHead, b
             if magic != _BEM_MAGIC:
                 return None
             ts, index = head.broker_timestamp, head.index
+            if any(v is not None and not 0 <= v < 1 << 63 for v in (ts, index)):
+                return None  # the general decoder says what such a value is
             bem_size = int.from_bytes(data[payload_at : payload_at + 4], "big")
             # what the fields take encoded, so that nothing else is in it (the decoder
             # would show other fields, or a field repeated)
