@@ -316,27 +316,24 @@ class IdxIndex:
     def iter_locations(
         self, ledger_id: int, first: int, last: int | None
     ) -> Iterator[tuple[int, Location]]:
-        path = self.paths().get(ledger_id)
-        if path is None or (last is not None and last < first):
-            return
-        self.header(ledger_id)  # a garbage header makes the whole file suspect
-        with self.files.open(path) as f:
-            end = f.size
-            if last is not None:
-                end = min(end, index_file.entry_position(last + 1))
-            pos = index_file.entry_position(max(first, 0))
-            while pos < end:
-                size = min(_CHUNK_SLOTS * _SLOT, end - pos)
-                chunk = f.read_at(pos, size)
-                first_id = (pos - index_file.START_OF_DATA) // _SLOT
-                for entry_id, packed in index_file.parse_locations(chunk, first_id):
-                    yield entry_id, self._location(packed)
-                pos += size
+        for first_id, chunk in self._slot_reads(ledger_id, first, last, _CHUNK_SLOTS):
+            for entry_id, packed in index_file.parse_locations(chunk, first_id):
+                yield entry_id, self._location(packed)
 
     def slot_chunks(self, ledger_id: int, first: int, last: int | None) -> Iterator[SlotChunk]:
         """The ledger's slots for entries [first, last], read from its index file
         :data:`SLOT_CHUNK` at a time, as :meth:`iter_locations` reads them (the header
         checked first, a trailing part of a slot left out)."""
+        for first_id, chunk in self._slot_reads(ledger_id, first, last, SLOT_CHUNK):
+            whole = len(chunk) - len(chunk) % _SLOT
+            if whole:
+                yield first_id, chunk[:whole]
+
+    def _slot_reads(
+        self, ledger_id: int, first: int, last: int | None, slots: int
+    ) -> Iterator[tuple[int, bytes]]:
+        """The ledger's index file for entries [first, last], ``slots`` slots at a time:
+        the first slot's entry id and the bytes read (the header checked first)."""
         path = self.paths().get(ledger_id)
         if path is None or (last is not None and last < first):
             return
@@ -347,11 +344,8 @@ class IdxIndex:
                 end = min(end, index_file.entry_position(last + 1))
             pos = index_file.entry_position(max(first, 0))
             while pos < end:
-                size = min(SLOT_CHUNK * _SLOT, end - pos)
-                chunk = f.read_at(pos, size)
-                whole = len(chunk) - len(chunk) % _SLOT
-                if whole:
-                    yield (pos - index_file.START_OF_DATA) // _SLOT, chunk[:whole]
+                size = min(slots * _SLOT, end - pos)
+                yield (pos - index_file.START_OF_DATA) // _SLOT, f.read_at(pos, size)
                 pos += size
 
     def log_path(self, log_id: int) -> Path:
