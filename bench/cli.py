@@ -96,15 +96,23 @@ uses the min (best) for the ratios, per row, named as the goals of the issue:
 * ``rss_large/rss_small``: per command, peak RSS on N entries over that on N/10 (flat:
   <= 1.25, the bound of bench/scan.py).
 
+On the live rows the report adds, as ``context``, ``verify`` and ``entry_jsonl`` over the
+directory floor of the same files (``dir_floor``), which is what their ``floor`` was
+before the floor of a row on bookies became the protocol read.
+
 The files are in the page cache (just written or just read), so the floors are CPU
-costs, not the disk's. The load average is recorded before and after. Prints one JSON
-object on stdout.
+costs, not the disk's. On bookies every figure is the reading process's CPU: the
+bookies' own CPU (the test bookie's, or the sandbox's JVMs, on the same cores) is not
+counted, in the commands as in the floor. The load average is recorded before and
+after. Prints one JSON object on stdout.
 
     python bench/cli.py --data DIR                  # 10^6 and 10^5 entries, every row, 3 rounds
     python bench/cli.py --entries 100000 --runs 3   # 10^5 and 10^4: while developing
     python bench/cli.py --layouts db,interleaved --digests crc32c   # some rows
     python bench/cli.py --rows scan/crc32,live/dummy --only verify,entry_jsonl,floor
     python bench/cli.py --quick                     # 2,000 and 200 entries, 1 round (smoke)
+    python bench/cli.py --layouts sandbox --sandbox DIR --digests crc32c,crc32,dummy \
+        --entries 1000000 --only verify,entry_jsonl,floor --data DIR2   # real bookies
 """
 
 from __future__ import annotations
