@@ -19,6 +19,7 @@
  *   verify_heads(...)        the same, checked as `verify` checks every entry
  *   verify_records(...)      entries already read (any storage), checked the same way
  *   v3_read_replies(...)     a bookie's v3 answers to reads, many frames in one call
+ *   entry_doc(entry)         Entry.to_json() of a regular decoded entry (inspect's JSON)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,7 +42,11 @@ typedef struct {
     Py_ssize_t offsets[MAX_SLOTS];
 } Bound;
 
-enum { BIND_MESSAGE = 0, BIND_HEAD = 1, BIND_KINDS = 2 };
+enum {
+    BIND_MESSAGE = 0, BIND_HEAD = 1, BIND_ENTRY = 2, BIND_LAYER = 3, BIND_CHECK = 4,
+    BIND_PROBLEM = 5, BIND_KINDS = 6
+};
+static const char *const *bind_names(int kind); /* _speedups_json.c */
 static Bound bound[BIND_KINDS];
 
 /* bind(kind, cls, names): remember where each named slot of cls lives. cls must be a
@@ -69,6 +74,21 @@ sp_bind(PyObject *self, PyObject *args)
         !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_base != &PyBaseObject_Type) {
         PyErr_SetString(PyExc_TypeError, "cls must be a slots class on object without __dict__");
         return NULL;
+    }
+    const char *const *want = bind_names(kind);
+    if (want != NULL) { /* the slots the C code reads by position, by name */
+        Py_ssize_t count = 0;
+        while (want[count] != NULL)
+            count++;
+        int same = count == n;
+        for (Py_ssize_t i = 0; same && i < n; i++) {
+            PyObject *name = PyTuple_GET_ITEM(names, i);
+            same = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, want[i]) == 0;
+        }
+        if (!same) {
+            PyErr_Format(PyExc_TypeError, "%R: its slots are not the ones kind %d reads", cls, kind);
+            return NULL;
+        }
     }
     Bound b = {type, n, {0}};
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -2809,6 +2829,7 @@ sp_entry_lines(PyObject *self, PyObject *args)
 
 #include "_speedups_layouts.c"
 #include "_speedups_payloads.c"
+#include "_speedups_json.c"
 
 /* -- module ---------------------------------------------------------------------------- */
 
@@ -2842,6 +2863,8 @@ static PyMethodDef methods[] = {
      "entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False, digest=3) -> "
      "(lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i): inspect's JSON lines "
      "of regular entries."},
+    {"entry_doc", sp_entry_doc, METH_O,
+     "entry_doc(entry) -> Entry.to_json() of a regular entry, or None."},
     LAYOUT_METHODS
     PAYLOAD_METHODS
     {NULL, NULL, 0, NULL},
@@ -2862,6 +2885,10 @@ PyInit__speedups(void)
         return NULL;
     if (PyModule_AddIntConstant(m, "MESSAGE", BIND_MESSAGE) < 0 ||
         PyModule_AddIntConstant(m, "HEAD", BIND_HEAD) < 0 ||
+        PyModule_AddIntConstant(m, "ENTRY", BIND_ENTRY) < 0 ||
+        PyModule_AddIntConstant(m, "LAYER", BIND_LAYER) < 0 ||
+        PyModule_AddIntConstant(m, "CHECK", BIND_CHECK) < 0 ||
+        PyModule_AddIntConstant(m, "PROBLEM", BIND_PROBLEM) < 0 || json_keys_init() < 0 ||
         PyModule_AddIntConstant(m, "HEADS_END", HEADS_END) < 0 ||
         PyModule_AddIntConstant(m, "HEADS_WINDOW", HEADS_WINDOW) < 0 ||
         PyModule_AddIntConstant(m, "HEADS_IRREGULAR", HEADS_IRREGULAR) < 0 ||
