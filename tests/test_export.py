@@ -737,3 +737,25 @@ def test_compacted_view_without_a_typed_column_writes_json_text(tmp_path):
     assert [r["value_decoded"] for r in got] == ['{"id":1}', '"text"', None]
     assert [r["value"] for r in got] == [b"\x01", b"\x02", None]
     assert view.rows == 3
+
+
+def test_data_source_keeps_bytes_of_a_schema_that_stays_bytes(demo, monkeypatch):
+    """Schema versions of BYTES (values that stay bytes): auto gives the payload in value
+    as for a topic without a schema, not a column of nulls; decoded says why not."""
+    from pulsarctl_py.decoders.schemas import SchemaType
+    from pulsarctl_py.errors import LedgerctlError
+
+    _summary, root = demo
+
+    def as_bytes(values: Any) -> None:
+        for schema in values.schemas:
+            schema.type = SchemaType.BYTES
+
+    patch_schemas(monkeypatch, as_bytes)
+    schema, rows = rows_in_process(root)
+    assert schema.fieldNames() == list(COLUMN_NAMES)
+    assert schema["value"].dataType.simpleString() == "binary"
+    assert len(rows) == 7 and all(isinstance(r["value"], bytes) and r["value"] for r in rows)
+    for choice in ("decoded", "both"):
+        with pytest.raises(LedgerctlError, match="are BYTES: its values stay bytes; use the"):
+            rows_in_process(root, values=choice)

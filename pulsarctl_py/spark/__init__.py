@@ -32,8 +32,8 @@ bytes), ``schema_version`` and ``schema_type`` follow. A value that does not dec
 its schema is null, its bytes in ``value_bytes`` and the error in ``problems``. The option
 ``values``: ``auto`` (the default) and ``both`` as said (``both`` requires a schema),
 ``decoded`` the same without ``value_bytes``, ``raw`` the payload bytes in ``value`` and no
-value columns (the topic's schema is not read). A topic without a schema keeps ``value``
-as the payload bytes. With a
+value columns (the topic's schema is not read). A topic without a schema, or whose schema
+versions keep values as bytes (NONE, BYTES, AUTO), keeps ``value`` as the payload bytes. With a
 ``bookie-dir`` the executors must reach the same paths (a shared file system); without
 one they read the running bookies named in ledger metadata, with the client options the
 driver resolved (carried in each split), so they need only network access to the bookies
@@ -314,7 +314,7 @@ def values_of(reader: LedgerctlReader) -> Any:
         return None
     from pulsarctl_py.export import ValueOptions
     from pulsarctl_py.value_columns import ValueColumn, value_column
-    from pulsarctl_py.values import values_for
+    from pulsarctl_py.values import RAW_TYPES, values_for
 
     with _source(reader) as (source, _url, _dirs):
         schemas = values_for(
@@ -322,6 +322,17 @@ def values_of(reader: LedgerctlReader) -> Any:
         )
     if schemas is None:
         return None
+    # versions whose values stay bytes (NONE, BYTES, AUTO; pulsarctl_py.values.build_decoder),
+    # or none left undeleted: no typed value to give, value stays the payload
+    live = [s for s in schemas.schemas if not s.deleted and s.type is not None]
+    if all(s.type in RAW_TYPES for s in live):
+        if reader.values_choice == "auto":
+            return None
+        kinds = ", ".join(sorted({s.type.name for s in live})) or "deleted"
+        raise LedgerctlError(
+            f"the schema versions of {reader.topic or f'ledger {reader.ledger}'} are {kinds}: "
+            "its values stay bytes; use the option values auto or raw"
+        )
     column = value_column(schemas)
     if column.kind == "split":
         column = ValueColumn("text", "string", column.note)
