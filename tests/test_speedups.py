@@ -9,6 +9,7 @@ same batches mutated, whole entries from the entry strategies, and every corpus 
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -33,6 +34,7 @@ from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.decoders.text import RawText
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 from tests import protowire
+from tests.demo_env import demo, demo_root
 from tests.protowire import protobuf_takes, reencoded
 from tests.strategies import DATA, entry_specs
 
@@ -55,6 +57,9 @@ def test_pure_python_switch() -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "True", out.stderr
 
+
+#: the shared demo fixtures this module's tests use
+FIXTURES = (demo, demo_root)
 
 needs_native = pytest.mark.skipif(native is None, reason="native module not built")
 
@@ -813,3 +818,40 @@ def test_entry_doc_refuses_a_class_bound_with_other_slots() -> None:
     with pytest.raises(TypeError):
         native.bind(native.ENTRY, Other, ("a",))
     assert native.entry_doc(Other(1)) is None  # the real binding still holds
+
+
+@needs_native
+@pytest.mark.usefixtures("demo")  # in the demo's directory, its stores by ledgerctl.toml
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_inspect_writes_the_same_bytes_without_the_native_entry_json(
+    fmt: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every demo topic (batches, chunks, encrypted payloads, schema'd values, markers,
+    compacted and cursor ledgers): the command's stdout with the native entry JSON is
+    the Python path's, byte for byte."""
+    from tests.cli_helpers import run
+
+    listed = run(capsys, "topic", "list", "-o", "jsonl")
+    assert listed.code == 0, listed.err
+    topics = [json.loads(line)["topic"] for line in listed.out.splitlines()]
+    assert len(topics) >= 8
+    built = 0
+    real = native.entry_doc
+
+    def counting(entry: Entry) -> Any:
+        nonlocal built
+        got = real(entry)
+        built += got is not None
+        return got
+
+    for topic in topics:
+        args = ("inspect", "--topic", topic, "-o", fmt, "--hash")
+        monkeypatch.setattr(entry_module, "_native_doc", counting)
+        fast = run(capsys, *args)
+        monkeypatch.setattr(entry_module, "_native_doc", None)
+        slow = run(capsys, *args)
+        assert (fast.code, fast.out) == (slow.code, slow.out), topic
+        assert fast.out
+    assert built > 0
