@@ -478,6 +478,10 @@ def write_jsonl(objs: Iterable[Any], no_floats: bool = False) -> None:
     encode = jsonl_encoder(no_floats)
     write = sys.stdout.write
     for obj in objs:
+        shell, streamed = _streamed_in(obj)
+        if streamed is None:
+            write(encode(shell) + "\n")  # one write a line: listings write 10^5 of them
+            continue
         for piece in _pieces(obj, encode, indented=False):
             write(piece)
         write("\n")

@@ -779,9 +779,9 @@ def iter_topics(
     wanted = namespace.strip("/") if namespace else None
     if wanted is not None:
         _require_namespace(store, wanted)
-    TopicName = mld.TopicName
+    TopicName, PARTITION_SUFFIX = mld.TopicName, mld.PARTITION_SUFFIX
     url_decode, url_encode = mld.url_decode, mld.url_encode
-    for _, path in managed_ledger_dirs(store):
+    for prefix, path in managed_ledger_dirs(store):
         folder = TopicName.from_ml_path(join(path, "x"))  # its domain, tenant, namespace
         if wanted is not None and folder.namespace_name != wanted:
             continue
@@ -795,6 +795,9 @@ def iter_topics(
                 local = url_decode(encoded)
             except LedgerctlError:
                 continue  # not a topic's znode
+            if PARTITION_SUFFIX not in local:  # TopicName.partition_index, the common case
+                keyed.append((prefix + local, -1, local, encoded))
+                continue
             name = TopicName(domain, tenant, ns, local, cluster)
             part = name.partition_index
             base = name.partitioned_topic.full_name if part >= 0 else name.full_name
@@ -808,20 +811,27 @@ def iter_topics(
             if group is not None and (part < 0 or base != group.topic):
                 yield _finish(group)
                 group = None
-            name = TopicName(domain, tenant, ns, local, cluster)
             # a znode name that is not the canonical encoding of its topic's name is read
             # where the topic's name says (as topic info does), not where it was found
-            found = scan.take(encoded) if url_encode(local) == encoded else None
+            canonical = local is encoded or url_encode(local) == encoded
+            found = scan.take(encoded) if canonical else None
             if found is not None:
                 if found.error is not None:
                     raise found.error
                 assert found.data is not None
                 advance()
                 info, error = decode_ml_info(found.data)
-                cursor_names = [cursor_name(c) for c in found.child_names]
-                row = _row_of(source, name, ml_prefix + encoded, info, error, cursor_names)
+                row = _row_of(
+                    source,
+                    base if part < 0 else prefix + local,
+                    part,
+                    ml_prefix + encoded,
+                    info,
+                    error,
+                    [cursor_name(c) for c in found.child_names],
+                )
             else:
-                record = read_managed_ledger(store, name)
+                record = read_managed_ledger(store, TopicName(domain, tenant, ns, local, cluster))
                 advance()
                 if record is None:  # deleted while listing
                     continue
@@ -880,9 +890,11 @@ LOOKAHEAD = 4096
 def _list_row(source: LedgerSource, record: ManagedLedgerRecord) -> TopicRow:
     """``_row(_topic_info(source, record, read_cursor_ledgers=False))``, without the cursor
     views (backlogs, acknowledged ranges) a row does not show."""
+    name = record.ref.topic
     return _row_of(
         source,
-        record.ref.topic,
+        name.full_name,
+        name.partition_index,
         record.ref.name,
         record.info,
         record.error,
@@ -892,13 +904,15 @@ def _list_row(source: LedgerSource, record: ManagedLedgerRecord) -> TopicRow:
 
 def _row_of(
     source: LedgerSource,
-    name: TopicName,
+    topic: str,
+    partition: int,
     managed_ledger: str,
     info: DecodedInfo[mlpb.ManagedLedgerInfo] | None,
     error: str | None,
     cursor_names: list[str],
 ) -> TopicRow:
-    """A topic's row from its decoded ManagedLedgerInfo and its cursors' names (the cursor
+    """A topic's row (``topic``: its full name) from its decoded ManagedLedgerInfo and its
+    cursors' names (the cursor
     znodes' values are not shown in a row, so not decoded)."""
     problems = [error] if error else []
     ledgers = entries = size = 0
@@ -918,14 +932,14 @@ def _row_of(
             size += row.size or 0
             exact = row.entries is not None
     return TopicRow(
-        topic=name.full_name,
+        topic=topic,
         ledgers=ledgers,
         entries=entries,
         size=size,
         cursors=len(cursor_names),
         exact=exact,
         managed_ledger=managed_ledger,
-        partition=name.partition_index,
+        partition=partition,
         cursor_names=cursor_names,
         problems=problems,
     )
