@@ -113,8 +113,14 @@ def _layer(cls: type[Message]) -> str:
     return "ml-info" if cls is mlpb.ManagedLedgerInfo else "cursor-info"
 
 
+#: bytes that are never printable text (tab, newline and carriage return are)
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _looks_like_text(data: bytes) -> bool:
     """Binary ML/cursor info always holds a control byte (every tag byte is < 0x20)."""
+    if _CONTROL.search(data):
+        return False  # not printable, whatever the rest: found in one C scan
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
