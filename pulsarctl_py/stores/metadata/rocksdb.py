@@ -341,14 +341,45 @@ class RocksDBMetadataStore(MetadataStore):
         parent = validate_path(path)
         first, last = rec.children_range(parent)
         base = "" if parent == "/" else parent
+        cut = len(first)
         db = self._opened()
         it = db.iter()
         side: Any = None
-        cut = len(first)
+        unpack, size, instance = rec.HEADER.unpack_from, rec.HEADER_SIZE, self.instance_id
+        # the child read last while its children are gathered: its name, path and value,
+        # where its data starts, the start of its children's keys and what they hold
+        name = child = ""
+        value = b""
+        start = 0
+        inside: bytes | None = None
+        below: list[tuple[str, bytes, int | LedgerctlError]] = []
         try:
             it.seek(first)
             while it.valid():
                 key = it.key()
+                if inside is not None:
+                    if key.startswith(inside):
+                        rest = key[len(inside) :]
+                        if rest and b"/" not in rest:
+                            self._add(below, child, rest, it.value())
+                        it.next()
+                        continue
+                    if key < inside:
+                        # siblings extending its name came first: its children are later
+                        if side is None:
+                            side = db.iter()
+                        side.seek(inside)
+                        while side.valid():
+                            sub = side.key()
+                            if not sub.startswith(inside):
+                                break
+                            rest = sub[len(inside) :]
+                            if rest and b"/" not in rest:
+                                self._add(below, child, rest, side.value())
+                            side.next()
+                        self._status(side)
+                    yield self._group(name, value, start, below)
+                    inside = None
                 if key >= last:
                     break
                 rest = key[cut:]
@@ -358,7 +389,7 @@ class RocksDBMetadataStore(MetadataStore):
                     continue
                 if slash > 0:
                     # under a child whose children were read by the side iterator, or
-                    # that has no node of its own: past its subtree
+                    # that is stale, damaged or has no node of its own: past its subtree
                     it.seek(first + rest[:slash] + b"0")
                     continue
                 name = rest.decode("utf-8", errors="surrogateescape")
@@ -366,26 +397,23 @@ class RocksDBMetadataStore(MetadataStore):
                 if not rest.isascii():
                     rec.path_key(child)  # a name that is not UTF-8: children()'s error
                 value = it.value()
-                start = self._checked(child, value)
                 it.next()
-                if start is None:
-                    continue  # stale; its subtree is skipped when reached
-                if not isinstance(start, int):
-                    yield ChildGroup(name, None, [], start)
+                fields = unpack(value, 0) if len(value) >= size else None
+                if fields is None or not (
+                    size <= fields[0] <= len(value) and 1 <= fields[1] <= 0x7FFFFFFF
+                ):
+                    error = self._checked(child, value)
+                    assert isinstance(error, LedgerctlError)
+                    yield ChildGroup(name, None, [], error)
                     continue
-                below_first = key + b"/"
-                below: list[tuple[str, bytes, int | LedgerctlError]] = []
-                if it.valid():
-                    after = it.key()
-                    if after.startswith(below_first):
-                        self._below(it, child, below_first, below)
-                    elif after < below_first:
-                        if side is None:
-                            side = db.iter()
-                        side.seek(below_first)
-                        self._below(side, child, below_first, below)
-                yield self._group(name, value, start, below)
+                if fields[6] > 0 and fields[3] != instance:
+                    continue  # stale: its owner is gone (as get() sees it)
+                start = fields[0]
+                inside = key + b"/"
+                below = []
             self._status(it)
+            if inside is not None:
+                yield self._group(name, value, start, below)
         except MetadataStoreError:
             raise
         except Exception as exc:
@@ -393,28 +421,21 @@ class RocksDBMetadataStore(MetadataStore):
         finally:
             del it, side
 
-    def _below(
-        self, it: Any, child: str, first: bytes, out: list[tuple[str, bytes, int | LedgerctlError]]
+    def _add(
+        self,
+        below: list[tuple[str, bytes, int | LedgerctlError]],
+        child: str,
+        rest: bytes,
+        value: bytes,
     ) -> None:
-        """Append the direct children of ``child`` from ``it`` (at ``first`` or past it)
-        to ``out``; the iterator is left past them."""
-        cut = len(first)
-        while it.valid():
-            key = it.key()
-            if not key.startswith(first):
-                break
-            rest = key[cut:]
-            if rest and b"/" not in rest:
-                name = rest.decode("utf-8", errors="surrogateescape")
-                path = f"{child}/{name}"
-                if not rest.isascii():
-                    rec.path_key(path)  # a name that is not UTF-8: children()'s error
-                value = it.value()
-                start = self._checked(path, value)
-                if start is not None:
-                    out.append((name, value, start))
-            it.next()
-        self._status(it)
+        """Add one child of ``child`` (its key after ``child + "/"``) unless stale."""
+        name = rest.decode("utf-8", errors="surrogateescape")
+        path = f"{child}/{name}"
+        if not rest.isascii():
+            rec.path_key(path)  # a name that is not UTF-8: children()'s error
+        start = self._checked(path, value)
+        if start is not None:
+            below.append((name, value, start))
 
     @staticmethod
     def _group(
