@@ -44,6 +44,7 @@ from .protos import parse_proto, proto_fields
 from .text import text_map
 
 MAGIC = 0x4778
+_MAGIC_FIRST = MAGIC >> 8
 ENVELOPE = struct.Struct(">HI")  # magic, metadata length
 ML_ROOT = "/managed-ledgers"
 DOMAINS = ("persistent", "non-persistent")
@@ -136,6 +137,11 @@ def parse_info(cls: type[M], data: bytes | memoryview) -> DecodedInfo[M]:
         msg = cls()
         missing = [] if msg.IsInitialized() else msg.FindInitializationErrors()
         return DecodedInfo(msg, InfoEncoding.EMPTY, raw, missing=missing)
+    if raw[0] != _MAGIC_FIRST and _CONTROL.search(raw):
+        # the common case, plain binary protobuf: no envelope, and a control byte rules
+        # out text format (the checks below, in one C scan)
+        msg, missing = parse_proto(cls, raw, layer, 0)
+        return DecodedInfo(msg, InfoEncoding.BINARY, raw, missing=missing)
     if len(raw) >= 2 and struct.unpack_from(">H", raw, 0)[0] == MAGIC:
         try:
             return _parse_envelope(cls, raw)

@@ -921,16 +921,20 @@ def _row_of(
         problems.extend(info.problems)
         listed = info.message.ledgerInfo
         ledgers = len(listed)
-        for i, li in enumerate(listed):
-            if _closed(li, i < ledgers - 1):
-                entries += li.entries
-                size += li.size
-                continue
-            # the open last ledger: from its ledger metadata or storage, as topic info does
-            row = _topic_ledger(source, li, False, True)
-            entries += row.entries or 0
-            size += row.size or 0
-            exact = row.entries is not None
+        for li in listed:
+            entries += li.entries
+            size += li.size
+        if ledgers:
+            last = listed[-1]
+            if not _closed(last, False):
+                # the open last ledger: from its ledger metadata or storage, as topic info
+                # does (what its LedgerInfo says was counted above: take it back)
+                entries -= last.entries
+                size -= last.size
+                row = _topic_ledger(source, last, False, True)
+                entries += row.entries or 0
+                size += row.size or 0
+                exact = row.entries is not None
     return TopicRow(
         topic=topic,
         ledgers=ledgers,
