@@ -17,7 +17,7 @@ import base64
 import enum
 from binascii import b2a_base64
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pulsarctl_py.proto import pulsar_api_pb2 as api
@@ -763,9 +763,11 @@ class ChunkAssembler:
     chunk 0 was not read is not reassembled (a warning: the read may have started there).
 
     Memory is bounded (``decoders/limits.py``): a message whose chunks together hold more
-    than the maximum message size, or whose chunk 0 announces more
-    (``total_chunk_msg_size``), is discarded with an error, as a consumer joins up to its
-    own limit; and the messages still being joined hold at most
+    than :data:`limits.CHUNKED_FACTOR` times the maximum message size, or whose chunk 0
+    announces more (``total_chunk_msg_size``), is discarded with an error (a consumer joins
+    messages larger than the broker's limit, up to its memory: that is what chunking is
+    for), and the joined message may decompress to as much; the messages still being
+    joined hold at most
     :func:`limits.max_pending_chunks` bytes together (ten messages of the limit: the Java
     consumer's ``maxPendingChunkedMessage`` default is 10), past which the oldest is
     discarded with an error (the consumer's ``removeOldestPendingChunkedMessage``).
@@ -782,6 +784,10 @@ class ChunkAssembler:
         if self.options.max_uncompressed is not None:
             return self.options.max_uncompressed
         return limits.max_message_size()
+
+    def _joined_limit(self) -> int:
+        """The most a chunked message may hold, joined or decompressed."""
+        return limits.CHUNKED_FACTOR * self._limit()
 
     def _drop(self, key: tuple[str, str]) -> list[Entry]:
         parts = self.pending.pop(key, [])
@@ -851,7 +857,7 @@ class ChunkAssembler:
                     )
                 )
                 return None
-        limit = self._limit()
+        limit = self._joined_limit()
         size = self._sizes.get(key, 0) + len(chunk.payload)
         announced = chunk.total_size if chunk.chunk_id == 0 else 0
         if size > limit or announced > limit:
@@ -938,7 +944,8 @@ class ChunkAssembler:
                     f"chunks join to {len(whole)} bytes, total_chunk_msg_size says {total}",
                 )
             )
-        plain = open_payload(last, first_md, whole, 0, self.options)
+        joined = replace(self.options, max_uncompressed=self._joined_limit())
+        plain = open_payload(last, first_md, whole, 0, joined)
         if plain is None:
             return None
         messages = _messages(last, first_md, plain)
