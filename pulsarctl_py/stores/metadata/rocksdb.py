@@ -298,7 +298,8 @@ class RocksDBMetadataStore(MetadataStore):
                 # "/" ("topic-partition-0" after "topic"): step, do not skip
                 it.next()
                 continue
-            names.append(name)
+            if not names or names[-1] != name:  # (its own key may have been just before)
+                names.append(name)
             # skip the rest of this child's subtree (its keys sort before child + "0"): a
             # few steps first, as a topic's cursors are few, then a seek
             inside = first + raw + b"/"
@@ -361,7 +362,18 @@ class RocksDBMetadataStore(MetadataStore):
                     if key.startswith(inside):
                         rest = key[len(inside) :]
                         if rest and b"/" not in rest:
-                            self._add(below, child, rest, it.value())
+                            sub = it.value()
+                            fields = unpack(sub, 0) if len(sub) >= size else None
+                            if (
+                                fields is not None
+                                and rest.isascii()
+                                and size <= fields[0] <= len(sub)
+                                and 1 <= fields[1] <= 0x7FFFFFFF
+                            ):  # the common case, _add's checks inline
+                                if fields[6] <= 0 or fields[3] == instance:
+                                    below.append((rest.decode("ascii"), sub, fields[0]))
+                            else:
+                                self._add(below, child, rest, sub)
                         it.next()
                         continue
                     if key < inside:
