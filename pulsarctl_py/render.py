@@ -489,31 +489,38 @@ def write_jsonl(objs: Iterable[Any], no_floats: bool = False) -> None:
     # iteration stops, whatever stops it
     lines: list[str] = []
     held = 0
+
+    def flush() -> None:
+        nonlocal held
+        lines.append("")
+        write("\n".join(lines))
+        lines.clear()
+        held = 0
+
     try:
         for obj in objs:
             shell, streamed = _streamed_in(obj)
             if streamed is None:
                 line = encode(shell)
-                lines.append(line)
-                held += len(line)
-                if held >= _JSONL_BATCH:
-                    lines.append("")
-                    write("\n".join(lines))
-                    lines.clear()
-                    held = 0
+                if len(line) < _JSONL_BATCH:
+                    lines.append(line)
+                    held += len(line)
+                    if held >= _JSONL_BATCH:
+                        flush()
+                    continue
+                if lines:  # a long line is written as it is, never copied into a join
+                    flush()
+                write(line)
+                write("\n")
                 continue
             if lines:
-                lines.append("")
-                write("\n".join(lines))
-                lines.clear()
-                held = 0
+                flush()
             for piece in _pieces(obj, encode, indented=False):
                 write(piece)
             write("\n")
     finally:
         if lines:
-            lines.append("")
-            write("\n".join(lines))
+            flush()
 
 
 #: characters of JSON lines joined into one write when stdout is not a terminal

@@ -268,16 +268,26 @@ def test_scan_children_matches_children_and_get(tmp_path: Path) -> None:
 
 
 def test_write_jsonl_same_text_on_a_terminal_and_a_pipe() -> None:
-    rows = [{"a": i, "s": "x" * (i % 50)} for i in range(3000)]
+    """Lines joined into writes (a pipe) or written one by one (a terminal): the same text,
+    with long lines and objects whose messages are streamed among them."""
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for i in range(3000):
+            if i % 211 == 5:
+                yield {"a": i, "messages": render.Streamed({"m": m} for m in range(i % 7))}
+            else:
+                yield {"a": i, "s": "x" * (i % 50 if i % 97 else 20_000)}
+
     texts = []
     for line_buffering in (True, False):
         out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", line_buffering=line_buffering)
         with mock.patch.object(sys, "stdout", out):
-            render.write_jsonl(iter(rows), no_floats=True)
+            render.write_jsonl(rows(), no_floats=True)
         out.flush()
         texts.append(out.buffer.getvalue())  # type: ignore[attr-defined]
     assert texts[0] == texts[1]
-    assert texts[0].count(b"\n") == len(rows)
+    assert texts[0].count(b"\n") == 3000
+    assert b'{"a":5,"messages":[{"m":0},{"m":1},{"m":2},{"m":3},{"m":4}]}\n' in texts[0]
 
 
 def test_write_jsonl_writes_the_lines_before_an_error() -> None:
