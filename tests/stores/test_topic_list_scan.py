@@ -112,6 +112,9 @@ def _write(store: MetadataStore, specs: list[Spec], rocks: bool) -> None:
             if rocks and i == 1 and len(cursors) > 3:  # a stale cursor among many
                 value = _value(_cursor(i), ephemeral=True, owner=999)
                 store.put_raw(rec.path_key(cursor_path), value)  # type: ignore[attr-defined]
+            elif rocks and i == 2 and len(cursors) > 3 and kind == "garbage":
+                # a cursor whose header is damaged: the listing stops on it, as before
+                store.put_raw(rec.path_key(cursor_path), b"\x00\x00\x00\x05\x00")  # type: ignore[attr-defined]
             else:
                 store.put(cursor_path, _cursor(i), -1)
 
@@ -198,16 +201,19 @@ def _rich_specs() -> list[Spec]:
     return out
 
 
-@pytest.mark.parametrize("damaged", [None, "header", "stale", "absent"])
+@pytest.mark.parametrize("damaged", [None, "header", "stale", "absent", "cursor"])
 def test_rich_rocksdb_store(tmp_path: Path, damaged: str | None) -> None:
     specs = _rich_specs()
     if damaged is not None:  # one topic in the middle of the first folder
         folder, znode, _, cursors = specs[8]  # t-partition-2
-        specs[8] = (folder, znode, damaged, cursors)
+        if damaged == "cursor":  # a cursor's header, among many
+            specs[8] = (folder, znode, "garbage", CURSORS)
+        else:
+            specs[8] = (folder, znode, damaged, cursors)
     with create_metadata_store(tmp_path / "metadata") as store:
         _write(store, specs, rocks=True)
     rows, error = _check_same(f"rocksdb://{tmp_path / 'metadata'}")
-    if damaged == "header":  # today's behaviour: the listing stops on it, in one line
+    if damaged in ("header", "cursor"):  # as before: the listing stops on it, in one line
         assert error is not None and "metadata-record" in error
     else:
         assert error is None
