@@ -865,9 +865,10 @@ class _Lookahead:
 
     def take(self, name: str) -> ChildGroup | None:
         """The group of ``name``; None when the scan has none for it (or dropped it)."""
-        kept = self._kept.pop(name, None)
-        if kept is not None:
-            return kept
+        if self._kept:
+            kept = self._kept.pop(name, None)
+            if kept is not None:
+                return kept
         while not self._done and (self._last is None or self._last < name):
             found = next(self._groups, None)
             if found is None:

@@ -277,6 +277,7 @@ class RocksDBMetadataStore(MetadataStore):
         """Append the child names of ``parent`` (keys in [first, last)) to ``names``."""
         base = "" if parent == "/" else parent
         cut = len(first)
+        unpack, size, instance = rec.HEADER.unpack_from, rec.HEADER_SIZE, self.instance_id
         it.seek(first)
         while it.valid():
             key = it.key()
@@ -292,7 +293,14 @@ class RocksDBMetadataStore(MetadataStore):
             if not raw.isascii():
                 rec.path_key(f"{base}/{name}")  # a name that is not UTF-8: the store's error
             if slash < 0:
-                if not self._is_stale(it.value()):
+                value = it.value()
+                fields = unpack(value, 0) if len(value) >= size else None
+                if (
+                    fields is None  # not a header parse accepts: listed, get() says why
+                    or fields[6] <= 0
+                    or fields[3] == instance
+                    or not (size <= fields[0] <= len(value) and 1 <= fields[1] <= 0x7FFFFFFF)
+                ):  # not stale (rec.is_stale inline: listings ask it of every key)
                     names.append(name)
                 # the next key may be a sibling extending this name with a byte below
                 # "/" ("topic-partition-0" after "topic"): step, do not skip
