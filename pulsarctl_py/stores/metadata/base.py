@@ -3,8 +3,9 @@
 Reads: :meth:`MetadataStore.get` returns a :class:`Node` (``data, stat``) or None,
 :meth:`~MetadataStore.children` the sorted child names, :meth:`~MetadataStore.exists` the
 stat or None; :meth:`~MetadataStore.scan_children` each child with its own children in one
-ordered pass (listings of many topics). Writes, for repair plans only, are compare-and-set on the node version, the
-way Pulsar's ``MetadataStore.put(path, data, Optional<Long> expectedVersion)`` works:
+ordered pass (listings of many topics). Writes, for repair plans only, are compare-and-set
+on the node version, the way Pulsar's
+``MetadataStore.put(path, data, Optional<Long> expectedVersion)`` works:
 ``expected_version=-1`` means "must not exist yet", ``N`` means "must be at version N",
 None means unconditional. A store opened read-only refuses every write.
 """
