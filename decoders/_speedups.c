@@ -1253,7 +1253,11 @@ mac_module(void)
 {
     if (!mac_tried) {
         mac_tried = 1;
-        const SpeedupsMacApi *api = PyCapsule_Import(SPEEDUPS_MAC_CAPSULE, 0);
+        /* PyCapsule_Import finds a submodule only once it is imported */
+        PyObject *module = PyImport_ImportModule(SPEEDUPS_MAC_MODULE);
+        const SpeedupsMacApi *api =
+            module != NULL ? PyCapsule_Import(SPEEDUPS_MAC_CAPSULE, 0) : NULL;
+        Py_XDECREF(module);
         if (api == NULL)
             PyErr_Clear();
         else if (api->version == SPEEDUPS_MAC_VERSION && api->state_size <= SPEEDUPS_MAC_STATE)

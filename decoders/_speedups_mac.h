@@ -11,7 +11,8 @@
 
 #include <stddef.h>
 
-#define SPEEDUPS_MAC_CAPSULE "pulsarctl_py.decoders._speedups_mac._C_API"
+#define SPEEDUPS_MAC_MODULE "pulsarctl_py.decoders._speedups_mac"
+#define SPEEDUPS_MAC_CAPSULE SPEEDUPS_MAC_MODULE "._C_API"
 #define SPEEDUPS_MAC_VERSION 1
 /* the bytes the main module holds a prepared key in (state_size must fit) */
 #define SPEEDUPS_MAC_STATE 512

@@ -67,8 +67,9 @@ _CHECKSUM_MAGIC = b"\x0e\x01"
 #: digest types whose entries are read from heads (None: detected, served as CRC32C);
 #: a MAC digest (see :func:`serves`) only with its password, at ``--depth entry``
 _HEAD_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY, None)
-#: the digest types the native line builder writes (its DigestType numbers)
-_NATIVE_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY)
+#: the digest types the native line builder writes (its DigestType numbers; a MAC from
+#: heads whose digest was verified with the password, as ``line`` takes them)
+_NATIVE_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY, DigestType.HMAC)
 #: an entry's digest check in its JSON, for a DUMMY digest
 _DUMMY_CHECK = (
     '{"type":"DUMMY","stored":"","computed":null,"ok":null,"verified":false,'
@@ -165,7 +166,7 @@ def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
     """``lines(pairs, start, room)``: the native :func:`line_maker` over a batch of heads
     (``entry_lines`` of decoders/_speedups.c: the same bytes for the entries it takes, the
     rest left to ``line``), or None where it does not apply: no native module, payload
-    hashes, a digest type other than CRC32C, CRC32 and DUMMY, ids past int64. A digest
+    hashes, a digest type other than CRC32C, CRC32, DUMMY and MAC, ids past int64. A digest
     type not in the metadata is checked entry by entry as CRC32C, as ``line`` does."""
     digest = view.digest_type
     if native is None or hashes or (digest is not None and digest not in _NATIVE_DIGESTS):

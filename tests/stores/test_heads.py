@@ -271,8 +271,15 @@ ODD_LENGTHS = [100, 100, 100, 0, -1, -(2**63)]
 
 
 @st.composite
-def odd_entries(draw: st.DrawFn, ledger_id: int, entry_id: int, digest: DigestType = CRC) -> bytes:
-    """A stored entry with a valid digest (so that the damage is met past it): a header
+def odd_entries(
+    draw: st.DrawFn,
+    ledger_id: int,
+    entry_id: int,
+    digest: DigestType = CRC,
+    password: bytes | None = None,
+) -> bytes:
+    """A stored entry with a valid digest (a MAC: with ``password``), so that the damage is
+    met past it: a header
     whose LAC or length may be implausible, and a broker entry metadata, checksum and
     message metadata written in any encoding (overlong or refused tags, lengths and
     varints: tests/protowire.py)."""
@@ -299,7 +306,8 @@ def odd_entries(draw: st.DrawFn, ledger_id: int, entry_id: int, digest: DigestTy
     lac = draw(st.sampled_from(ODD_LACS))
     lac = lac + entry_id - 1 if lac in (0, 1) else lac
     length = draw(st.sampled_from(ODD_LENGTHS))
-    return bookkeeper.build(BookieEntryHeader(ledger_id, entry_id, lac, length), body, digest)
+    header = BookieEntryHeader(ledger_id, entry_id, lac, length)
+    return bookkeeper.build(header, body, digest, password)
 
 
 def in_memory_log(ledger_id: int, entries: list[bytes]) -> tuple[list[tuple[bytes, bytes]], bytes]:
