@@ -7,6 +7,7 @@ import random
 import shutil
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,14 @@ def test_real_bookie_ledgers(tmp_path: Path) -> None:
         assert heads == expected
         assert [h.entry_id for h in heads] == [e["entry_id"] for e in spec["entries"]]
         assert all(h.digest_ok for h in heads)
+        if kind is DigestType.HMAC:  # another password: no MAC matches, the same heads
+            wrong = replace(options, password=b"wrong")
+            with open_bookie([LIVE_DATA]) as store:
+                heads = list(store.read_heads(lid, options=wrong))
+                expected = [
+                    decode_head(s.data, wrong, (lid, s.entry_id)) for s in store.read_entries(lid)
+                ]
+            assert heads == expected and not any(h.digest_ok for h in heads)
 
 
 UNKNOWN = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=None, depth=Depth.ENTRY)
