@@ -1253,10 +1253,13 @@ mac_module(void)
 {
     if (!mac_tried) {
         mac_tried = 1;
-        /* PyCapsule_Import finds a submodule only once it is imported */
+        /* the capsule of the module sys.modules holds under that name (PyCapsule_Import
+         * would look it up as an attribute of the package instead) */
         PyObject *module = PyImport_ImportModule(SPEEDUPS_MAC_MODULE);
+        PyObject *capsule = module != NULL ? PyObject_GetAttrString(module, "_C_API") : NULL;
         const SpeedupsMacApi *api =
-            module != NULL ? PyCapsule_Import(SPEEDUPS_MAC_CAPSULE, 0) : NULL;
+            capsule != NULL ? PyCapsule_GetPointer(capsule, SPEEDUPS_MAC_CAPSULE) : NULL;
+        Py_XDECREF(capsule); /* the module holds it, and sys.modules the module */
         Py_XDECREF(module);
         if (api == NULL)
             PyErr_Clear();
