@@ -114,7 +114,8 @@ def root(
         callback=_max_message_size,
         help="The largest message any command accepts from stored or received bytes (5MiB, "
         "512m, 1g or bytes): a payload's uncompressed_size, a bookie frame (plus 10 KiB); a "
-        "chunked message joined may hold four times it. Larger ones are reported as errors, never allocated. "
+        "chunked message joined may hold four times it. Larger ones are reported as errors, "
+        "never allocated. "
         "Default: $LEDGERCTL_MAX_MESSAGE_SIZE, else the broker's default maxMessageSize, "
         "5MiB; raise it as far as your brokers' maxMessageSize.",
         show_default=False,
