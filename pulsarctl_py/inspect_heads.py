@@ -80,11 +80,12 @@ _DUMMY_CHECK = (
 def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> bool:
     """Whether this ledger's entries are read from heads for this request.
 
-    A MAC digest is verified by the Python decoder, which builds the heads: at ``--depth
-    entry`` a regular entry's line then costs less than its decoded entry's JSON
-    (bench/inspect_paths.py: 21 against 27 µs per entry), but deeper every kept entry
-    would be decoded twice (50-80 against 35-63 µs), and without the password every entry
-    carries a warning to decode."""
+    A MAC digest is served with its password at ``--depth entry`` only: the native head
+    scans check it where ``_speedups_mac`` is built (else the Python decoder builds the
+    heads, and a regular entry's line still costs less than its decoded entry's JSON,
+    bench/inspect_paths.py: 21 against 27 µs per entry); deeper every kept entry would be
+    decoded twice (50-80 against 35-63 µs), and without the password every entry carries
+    a warning to decode."""
     bookie = source.bookie
     digest = view.digest_type
     mac = digest is DigestType.HMAC and view.password is not None and request.depth is Depth.ENTRY

@@ -479,6 +479,30 @@ def test_mac_without_the_native_mac_module(tmp_path: Path, monkeypatch: pytest.M
 
 
 @needs_native
+def test_the_native_module_refuses_mac_without_the_mac_module() -> None:
+    """In a process where _speedups_mac cannot be imported (not built: no libcrypto
+    headers), the native module says so and refuses a MAC digest as it did before MAC
+    was native; decoders.speedups.mac_key then gives no key, so nothing asks it to."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['pulsarctl_py.decoders._speedups_mac'] = None\n"
+        "from pulsarctl_py.decoders.speedups import native, mac_key\n"
+        "from pulsarctl_py.decoders.checksums import DigestType\n"
+        "assert native.mac_available() is False\n"
+        "assert mac_key(DigestType.HMAC, b'') is None\n"
+        "try:\n"
+        "    native.verify_records([], 0, 1, 2, [None] * 18, bytes(20))\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "verify_records: digest must be CRC32C (3), CRC32 (1) or DUMMY (4)\n"
+
+
+@needs_native
 @pytest.mark.parametrize("digest", [DigestType.CRC32C, DigestType.CRC32])
 def test_an_unknown_digest_type_is_detected_once_per_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, digest: DigestType
