@@ -1301,8 +1301,12 @@ mac_setup(const char *fn, int digest, PyObject *key, MacKey *buf, const MacKey *
                      fn);
         return -1;
     }
-    if (none || !PyBytes_Check(key)) {
-        PyErr_Format(PyExc_TypeError, "%s: a MAC digest needs its key as bytes", fn);
+    if (none) {
+        PyErr_Format(PyExc_ValueError, "%s: a MAC digest (2) needs its key", fn);
+        return -1;
+    }
+    if (!PyBytes_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "%s: a MAC key must be bytes", fn);
         return -1;
     }
     if (PyBytes_GET_SIZE(key) != SPEEDUPS_MAC_SIZE) {
