@@ -466,6 +466,28 @@ def test_mac_world_on_live_bookies(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert found == _run(offline, True)[0]
 
 
+@needs_mac
+def test_mac_with_the_password_given_to_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A password given for every ledger (``--password-env``/``--password-file``: the
+    source's override) is the one the native check uses: the ledger packed with it reads
+    clean, the ledgers of the metadata's (empty) password do not; as on the general path."""
+    _mac_world(tmp_path / "mac")
+    root = tmp_path / "mac"
+
+    def given() -> Any:
+        url = f"rocksdb://{root / 'metadata'}"
+        return LedgerSource.open(url, [root / "bookie"], b"x", need_metadata=True)
+
+    digests: list[int] = []
+    calls = _native_calls(monkeypatch, digests)
+    found, _ = assert_same(given)
+    assert calls and set(digests) == {int(DigestType.HMAC)}
+    corrupt = {f["topic"].rsplit("/", 1)[-1] for f in found if f["check"] == "entry-corrupt"}
+    assert "mac-wrong-password" not in corrupt and "mac-order" in corrupt, corrupt
+
+
 @needs_native
 def test_mac_without_the_native_mac_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where _speedups_mac is absent (mac_available() False), MAC ledgers take the general
