@@ -250,7 +250,13 @@ def _run_command(command: Any, argv: list[str] | None, exceptions: Any) -> int:
         return code if isinstance(code, int) else (0 if code is None else 1)
     # without standalone mode Click returns what the command returned (None), or the
     # code of a typer.Exit
-    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+    code = result if isinstance(result, int) and not isinstance(result, bool) else 0
+    if code == EXIT_INTERRUPTED:
+        # a KeyboardInterrupt that was not ours (PySpark's SIGINT handler cancels the
+        # jobs, then raises it), which typer turns into a silent Exit(130); no command
+        # returns 130 otherwise
+        _say("interrupted")
+    return code
 
 
 def _tolerant_stdout() -> None:
