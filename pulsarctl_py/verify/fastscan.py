@@ -409,7 +409,7 @@ class Payloads:
 
     def __init__(self, scan: LedgerScan, view: LedgerView, digest: DigestType) -> None:
         from pulsarctl_py.decoders import Depth
-        from pulsarctl_py.decoders.codecs import decompress
+        from pulsarctl_py.decoders.codecs import checking_decompress
         from pulsarctl_py.decoders.limits import max_message_size
         from pulsarctl_py.ledgers import LedgerSource
 
@@ -424,7 +424,8 @@ class Payloads:
         # names the others, which go to ``entry`` (decoders/_speedups_payloads.c)
         # (the limit resolved once: decompress would ask for the process's limit per entry)
         limit = self.options.max_uncompressed
-        self.native = (int(digest), max_message_size() if limit is None else limit, decompress)
+        limit = max_message_size() if limit is None else limit
+        self.native = (int(digest), limit, checking_decompress())
 
     def window(self, batch: list[Any], first: int, end: int, window: Any) -> Iterator[Finding]:
         """Items ``batch[first:end]`` of the locations index, each in ``window``."""
