@@ -4,8 +4,9 @@
  * built here for a regular entry, or None when the entry holds anything else: a field
  * value that is not a plain JSON value (bytes, text that is not UTF-8, nested maps), a
  * field name, key or property that is not an exact str, an ordering key, a subclass of
- * any of the classes, a slot not set. The Python path then builds it, with the notes it needs. Included by
- * _speedups.c (its Bound slots: bind(ENTRY|LAYER|CHECK|PROBLEM, cls, names)).
+ * any of the classes, a slot not set. The Python path then builds it, with the notes it
+ * needs. Included by _speedups.c (its Bound slots: bind(ENTRY|LAYER|CHECK|PROBLEM, cls,
+ * names)).
  */
 
 enum {
