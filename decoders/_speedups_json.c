@@ -3,9 +3,10 @@
  * Layer.to_json, Check.to_json, Problem.to_json, Message.to_json and nodes.fields_json),
  * built here for a regular entry, or None when the entry holds anything else: a field
  * value that is not a plain JSON value (bytes, text that is not UTF-8, nested maps), a
- * key or property that is not str, an ordering key, a subclass of any of the classes,
- * a slot not set. The Python path then builds it, with the notes it needs. Included by
- * _speedups.c (its Bound slots: bind(ENTRY|LAYER|CHECK|PROBLEM, cls, names)).
+ * field name, key or property that is not an exact str, an ordering key, a subclass of
+ * any of the classes, a slot not set. The Python path then builds it, with the notes it
+ * needs. Included by _speedups.c (its Bound slots: bind(ENTRY|LAYER|CHECK|PROBLEM, cls,
+ * names)).
  */
 
 enum {
@@ -119,6 +120,12 @@ fields_doc(PyObject *fields)
     PyObject *k, *v;
     while (PyDict_Next(fields, &pos, &k, &v)) {
         PyObject *copy;
+        /* an exact str key only: another's hash or equality is Python code, which may
+         * empty the entry's lists (and free this layer) while they are read here */
+        if (!PyUnicode_CheckExact(k)) {
+            Py_DECREF(out);
+            return NULL;
+        }
         if (plain(v)) {
             copy = Py_NewRef(v);
         } else if (PyList_CheckExact(v)) {

@@ -245,6 +245,7 @@ def run_native(args: argparse.Namespace) -> int:
         "v3": ["v3_read_replies"],
         "crc32c": ["crc32c"],
         "key-table": ["key_table"],
+        "entry-doc": ["entry_doc"],
         "arguments": ["bind", "mac_available"],
     }
     if fuzz_native.MAC:  # _speedups_mac built: its function too

@@ -779,6 +779,245 @@ def key_table_target(rng: random.Random) -> None:
     )
 
 
+# -- an entry's JSON (entry_doc) ---------------------------------------------------------------
+
+
+@cache
+def _corpus() -> list[bytes]:
+    """The entries real clients wrote (tests/data/real-client): batches, chunks, every
+    codec, encrypted ones (decoded without their key)."""
+    from pathlib import Path
+
+    return [p.read_bytes() for p in sorted(Path(__file__).parent.glob("data/real-client/*/*.bin"))]
+
+
+def _doc_input(rng: random.Random) -> tuple[bytes, DecodeOptions, tuple[int, int] | None]:
+    """Stored bytes as the other targets make them, and options to decode them with."""
+    entry_id = rng.randrange(4)
+    digest = rng.choice(_digests(DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY))
+    kind = rng.randrange(4)
+    if kind == 0:
+        data, outer = _entry(rng, 7, entry_id, digest), Outer.BOOKIE_ENTRY
+    elif kind == 1:
+        payload = _layout_payload(rng, entry_id)
+        data, outer = (
+            _pack(7, entry_id, _header(rng, entry_id), payload, digest),
+            Outer.BOOKIE_ENTRY,
+        )
+    elif kind == 2:
+        data, outer = _layout_payload(rng, entry_id), Outer.PULSAR_ENTRY
+    else:
+        corpus = _corpus()
+        data = rng.choice(corpus) if corpus else _payload(rng, entry_id)
+        outer = Outer.PULSAR_ENTRY
+        if rng.randrange(3) == 0:
+            data = mutate(data, rng)
+    options = DecodeOptions(
+        outer=rng.choice((outer, outer, Outer.AUTO)),
+        digest_type=rng.choice((digest, None)),
+        password=rng.choice((PASSWORD, None)),
+        depth=rng.choice(list(Depth)),
+    )
+    return data, options, rng.choice(((7, entry_id), (7, entry_id), None, (-1, 2**63)))
+
+
+def _as_json(doc: Any) -> bytes:
+    """The JSON text of a document (orjson, key order kept); a value orjson cannot write
+    (a hostile one) is named by its type and identity."""
+    import json
+
+    import orjson
+
+    try:
+        return orjson.dumps(doc)
+    except TypeError:
+        pass
+    try:
+        return json.dumps(doc, default=lambda o: f"<{type(o).__name__} {id(o)}>").encode()
+    except (TypeError, ValueError):  # a key JSON cannot take: compared as dicts only
+        return b"?"
+
+
+def _compare_doc(entry: Any, what: str) -> Any:
+    """native.entry_doc(entry) against entry.to_json_python() when it built a dict."""
+    got = native.entry_doc(entry)
+    if got is not None:
+        slow = entry.to_json_python()
+        differ(what, _as_json(got), _as_json(slow))
+        differ(what, got, slow)
+    return got
+
+
+def entry_doc_target(rng: random.Random) -> None:
+    """decode_entry over generated, mutated and real entries at every depth; the native
+    document (when not None) is the Python path's, as JSON text with its key order."""
+    data, options, position = _doc_input(rng)
+    entry = decode_entry(data, options, position)
+    CALLS["entry_doc"] += 1
+    _compare_doc(entry, f"entry_doc {data.hex()} {options.depth.name} {position}")
+
+
+class _BytesSub(bytes):
+    pass
+
+
+class _StrSub(str):
+    def __hash__(self) -> int:  # user code where a dict is filled: empties the lists read
+        _HOSTILE_ACTION[0]()
+        return str.__hash__(self)
+
+
+class _IntSub(int):
+    pass
+
+
+class _DictSub(dict):  # type: ignore[type-arg]
+    pass
+
+
+#: what the hostile objects of _hostile_values do when called (set per call)
+_HOSTILE_ACTION: list[Callable[[], Any]] = [lambda: None]
+
+
+class _Hostile:
+    """An object whose conversions raise (``raises``) or empty the entry's lists first."""
+
+    def __init__(self, raises: bool) -> None:
+        self.raises = raises
+
+    def _act(self) -> None:
+        if self.raises:
+            raise ValueError("hostile")
+        _HOSTILE_ACTION[0]()
+
+    def __index__(self) -> int:
+        self._act()
+        return 1
+
+    def __len__(self) -> int:
+        self._act()
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        self._act()
+        return False
+
+    def __hash__(self) -> int:
+        self._act()
+        return 1
+
+    def __iter__(self) -> Any:
+        self._act()
+        return iter(())
+
+    def __str__(self) -> str:
+        self._act()
+        return "hostile"
+
+    __repr__ = __str__
+
+
+def _hostile_values(rng: random.Random) -> list[Any]:
+    meddler = protowire.Meddler(rng.choice((0, 1, -1, 2**63)), lambda: _HOSTILE_ACTION[0]())
+    return [
+        None,
+        "text",
+        b"bytes",
+        2**64 + 1,
+        -(2**70),
+        -1,
+        1.5,
+        float("nan"),
+        True,
+        [None, "x", b"y", [1]],
+        [meddler, _Hostile(False)],
+        [{1: 2}, {"k": b"v"}, {_StrSub("k"): 1}],
+        memoryview(bytes(range(16)))[::2],
+        memoryview(bytes(8)).cast("H"),
+        memoryview(bytearray(4)).toreadonly(),
+        _BytesSub(b"sub"),
+        _StrSub("error"),
+        _StrSub("bookie-digest"),
+        _IntSub(3),
+        _DictSub(a=1),
+        {_StrSub("k"): 1, "b": [meddler]},
+        {"k": _StrSub("v")},
+        {1: "v"},
+        (1,),
+        (7, _IntSub(1)),
+        (7, 2**70),
+        meddler,
+        _Hostile(True),
+        _Hostile(False),
+        SimpleNamespace(),
+        object(),
+    ]
+
+
+def _entry_doc_arguments(rng: random.Random) -> None:
+    """Hostile objects into entry_doc: a decoded entry with one slot (of the entry, a
+    layer, a check, a problem or a message, or an item of their lists) replaced by a value
+    of a wrong type, of a subclass, or whose conversions raise or empty the entry's lists.
+    entry_doc answers None, raises TypeError/ValueError, or gives the Python path's dict."""
+    from pulsarctl_py.decoders.nodes import Check, Layer, Problem
+
+    data, options, position = _doc_input(rng)
+    entry = decode_entry(data, options, position)
+    if rng.randrange(4) == 0:
+        entry.problems.append(Problem("error", "entry", 0, "m"))
+    victims: list[list[Any]] = [entry.layers, entry.messages, entry.problems]
+
+    def empty() -> None:
+        for victim in victims:
+            victim.clear()
+
+    hostile = rng.choice(_hostile_values(rng))
+    targets: list[Any] = [entry, *entry.layers, *entry.messages, *entry.problems]
+    targets += [layer.check for layer in entry.layers if layer.check is not None]
+    target = rng.choice(targets)
+    where = rng.randrange(3)
+    if where == 0:  # a slot
+        names = [n for n in type(target).__slots__ if n != "__weakref__"]
+        setattr(target, rng.choice(names), hostile)
+    elif where == 1:  # an item of one of the lists, or a value of a layer's fields
+        lists = [v for v in victims if v] or victims
+        chosen = rng.choice(lists)
+        if chosen:
+            chosen[rng.randrange(len(chosen))] = hostile
+        else:
+            chosen.append(hostile)
+    else:
+        layers = entry.layers or [Layer("x", 0, 0, b"")]
+        fields = rng.choice(layers).fields
+        fields[rng.choice(("k", _StrSub("k"), 1))] = hostile
+    argument = entry
+    if rng.randrange(8) == 0:  # not an Entry
+        argument = rng.choice(
+            (hostile, target, Check("crc32c", "0", "0", True), SimpleNamespace(), 3, None)
+        )
+    acted: list[bool] = []
+    _HOSTILE_ACTION[0] = lambda: (acted.append(True), empty())
+    CALLS["entry_doc (arguments)"] += 1
+    try:
+        got = native.entry_doc(argument)
+    except (TypeError, ValueError):
+        return
+    finally:
+        _HOSTILE_ACTION[0] = lambda: None
+    if got is None:
+        return
+    if acted:  # Python code ran while the entry was read, and changed it: no answer holds
+        raise Difference(f"entry_doc (arguments): a document after {hostile!r} ran: {got!r}")
+    if argument is not entry:
+        raise Difference(f"entry_doc (arguments): a document of {argument!r}")
+    try:
+        slow = entry.to_json_python()
+    except Exception as exc:  # the native path answered where the Python path cannot
+        raise Difference(f"entry_doc (arguments): native {got!r}, Python {exc!r}") from exc
+    differ("entry_doc (arguments)", _as_json(got), _as_json(slow))
+    differ("entry_doc (arguments)", got, slow)
+
+
 @cache
 def _argument_log() -> tuple[list[tuple[bytes, bytes]], bytes]:
     rng = random.Random(5)
@@ -953,6 +1192,7 @@ def arguments_target(rng: random.Random) -> None:
         ("mac_available", lambda: native.mac_available()),
         ("bind", lambda: native.bind(native.HEAD, pick(int, EntryHead), (pick("ledger_id", 1),))),
     ]
+    _entry_doc_arguments(rng)
     try:
         for name, call in calls:
             # bind has no data to fuzz: its calls are these; the others' are counted apart
@@ -973,5 +1213,6 @@ TARGETS: dict[str, Callable[[random.Random], None]] = {
     "crc32c": crc_target,
     "mac": mac_target,
     "key-table": key_table_target,
+    "entry-doc": entry_doc_target,
     "arguments": arguments_target,
 }

@@ -28,6 +28,7 @@ FUNCTIONS = [
     "compact_offer",
     "compact_rebuild",
     "crc32c",
+    "entry_doc",
     "entry_lines",
     "item_slots",
     "key_table",

@@ -799,6 +799,28 @@ def test_entry_doc_is_the_python_json_of_any_entry(entry: Entry) -> None:
 
 
 @needs_native
+def test_entry_doc_runs_no_python_code_of_a_field_name() -> None:
+    """A layer field named by a str subclass: its __hash__ (Python code, here emptying the
+    entry's lists) must not run inside entry_doc, which read those lists; the Python path
+    builds that document (tests/fuzz_native.py's hostile entries found it)."""
+    entry = Entry(b"x", layers=[Layer("l", 0, 1, b"x")], position=(1, 2))
+    armed: list[bool] = []
+    ran: list[bool] = []
+
+    class Name(str):
+        def __hash__(self) -> int:
+            if armed:
+                ran.append(True)
+                entry.layers.clear()
+            return str.__hash__(self)
+
+    entry.layers[0].fields[Name("k")] = 1
+    armed.append(True)
+    assert native.entry_doc(entry) is None
+    assert ran == []
+
+
+@needs_native
 def test_entry_doc_builds_the_regular_entries() -> None:
     """The native builder is taken for what regular entries hold (not only refused)."""
     message = Message("k", b"v", {"p": "q"}, -1, False, None, 1, 2, ledger_id=3, entry_id=4)
