@@ -27,10 +27,24 @@ Layouts (``--layouts``):
   Python, answers preloaded in memory up to 250,000 entries) on loopback, the commands
   reading through the bookie protocol with ``--metadata-url`` alone. Not a real bookie:
   bench/live.py compares with BookKeeper's own client.
+* ``sandbox``: real bookies, those of ``scripts/sandbox`` (``--sandbox DIR``: the cluster
+  running in DIR, or started there and stopped after; only with ``--sandbox``, so the
+  default run needs no Java). The row's ledger is written onto the running bookies by
+  ledgerctl's own writer (pulsarctl_py/stores/live/writer.py: the ledger id from
+  BookKeeper's id generator, the metadata in the sandbox's ZooKeeper under its
+  BookKeeper root, the broker's ensemble and quorums from its broker.conf, the row's
+  digest and the empty password), from the same entry pool (the bookie headers differ
+  only by the piggybacked last-add-confirmed the writer sends), and the topic
+  ``persistent://public/bench-cli-DIGEST/cli-N`` names it in a managed-ledger znode of
+  that ZooKeeper: a namespace no broker serves. The commands read with
+  ``--metadata-url`` and ``--bookkeeper-metadata-url`` alone (no directory). The row is
+  reused by a later run on the same sandbox when its description (``--data``) and the
+  znodes still match; a run fails if a broker loaded one of its topics (the managed
+  ledger's znode changed, or the namespace has an owner).
 
 Digests (``--digests``): ``crc32c``, ``crc32``, ``dummy`` (verify reports every entry
 unverified: one warning finding), ``mac`` (HMAC-SHA1 with the empty password, read from
-the ledger's metadata).
+the ledger's metadata; on the sandbox too: the writer takes the empty password).
 
 Measured on the same files in the same run, every measurement in a fresh process, the
 rounds interleaved (round 1 of every row, then round 2, ...), CPU time of that process:
@@ -57,10 +71,20 @@ rounds interleaved (round 1 of every row, then round 2, ...), CPU time of that p
 
   - ``full_decode_loop``: ``read_entries`` + ``decode_entry`` at the default depth;
   - ``head_scan``: ``read_heads``;
-  - ``floor``: bench/scan.py's read-and-split floor: mmap the entry logs of the directory
-    holding the ledger and split their ``[u32 size][entry]`` records in Python, one bytes
-    object per record (interleaved and sorted: ledger 8's records too, one in eleven);
-  - ``read_once``: read those entry logs with one ``read()`` each.
+  - ``floor``: on a directory, bench/scan.py's read-and-split floor: mmap the entry logs
+    of the directory holding the ledger and split their ``[u32 size][entry]`` records in
+    Python, one bytes object per record (interleaved and sorted: ledger 8's records too,
+    one in eleven). On bookies (``live`` and ``sandbox``) that is not what the commands
+    pay: their floor is the **bookie protocol read** of the same entries,
+    ``LiveBookieStore.read_entries`` (v3, pipelined, the defaults) with nothing decoded
+    and no digest verified (the store's per-entry check for failover off: ids only),
+    CPU of the reading process (the bookies' CPU is not counted, as it is not in the
+    commands' figures);
+  - ``dir_floor``: the directory floor above on the live rows' files, as context (the
+    test bookie's ``db`` directory; not taken on the sandbox, whose bookies' entry logs
+    hold every ledger of the cluster, each entry on two of three bookies);
+  - ``read_once``: read the directory's entry logs with one ``read()`` each (not on the
+    sandbox).
 
 Every measurement runs ``--runs`` times; the report gives min/median/max CPU seconds and
 uses the min (best) for the ratios, per row, named as the goals of the issue:
@@ -72,15 +96,23 @@ uses the min (best) for the ratios, per row, named as the goals of the issue:
 * ``rss_large/rss_small``: per command, peak RSS on N entries over that on N/10 (flat:
   <= 1.25, the bound of bench/scan.py).
 
+On the live rows the report adds, as ``context``, ``verify`` and ``entry_jsonl`` over the
+directory floor of the same files (``dir_floor``), which is what their ``floor`` was
+before the floor of a row on bookies became the protocol read.
+
 The files are in the page cache (just written or just read), so the floors are CPU
-costs, not the disk's. The load average is recorded before and after. Prints one JSON
-object on stdout.
+costs, not the disk's. On bookies every figure is the reading process's CPU: the
+bookies' own CPU (the test bookie's, or the sandbox's JVMs, on the same cores) is not
+counted, in the commands as in the floor. The load average is recorded before and
+after. Prints one JSON object on stdout.
 
     python bench/cli.py --data DIR                  # 10^6 and 10^5 entries, every row, 3 rounds
     python bench/cli.py --entries 100000 --runs 3   # 10^5 and 10^4: while developing
     python bench/cli.py --layouts db,interleaved --digests crc32c   # some rows
     python bench/cli.py --rows scan/crc32,live/dummy --only verify,entry_jsonl,floor
     python bench/cli.py --quick                     # 2,000 and 200 entries, 1 round (smoke)
+    python bench/cli.py --layouts sandbox --sandbox DIR --digests crc32c,crc32,dummy \
+        --entries 1000000 --only verify,entry_jsonl,floor --data DIR2   # real bookies
 """
 
 from __future__ import annotations
@@ -118,7 +150,10 @@ PASSWORD = b""  # Pulsar's default managedLedgerPassword
 LAYOUT_VERSION = 2  # of the generated directories (bench-cli.json); bump when they change
 INFO_FILE = "bench-cli.json"
 COLUMNS = 160
-LAYOUTS = ("db", "db-dirs", "interleaved", "sorted", "scan", "live")
+LAYOUTS = ("db", "db-dirs", "interleaved", "sorted", "scan", "live", "sandbox")
+DEFAULT_LAYOUTS = LAYOUTS[:-1]  # the sandbox row only with --sandbox (it needs Java)
+SANDBOX = ROOT / "scripts" / "sandbox"
+SANDBOX_TOPIC = "persistent://public/bench-cli-{digest}/cli-{entries}"
 DIGESTS = ("crc32c", "crc32", "dummy", "mac")
 INTERLEAVE = 10  # interleaved: one record in ten is ledger 8's
 SORTED_RUN = 10_000  # sorted: runs of ledger 7's entries, each followed by a tenth of 8's
@@ -132,7 +167,8 @@ GOALS: dict[str, tuple[str, float]] = {
     "rss_large/rss_small": ("<=", 1.25),
 }
 COMMANDS = ("verify", "entry_jsonl", "jsonl", "table")
-LOOPS = ("full_decode_loop", "head_scan", "floor", "read_once")
+LOOPS = ("full_decode_loop", "head_scan", "floor", "dir_floor", "read_once")
+ON_BOOKIES = ("live", "sandbox")  # rows read through the bookie protocol
 SIZE = struct.Struct(">i")
 
 
@@ -145,6 +181,15 @@ def _digest(name: str) -> Any:
 def _data_layout(layout: str) -> str:
     """The layout whose files a row reads: the live row serves the db directory."""
     return "db" if layout == "live" else layout
+
+
+def applies(name: str, layout: str) -> bool:
+    """Whether measurement ``name`` is taken on a row of ``layout``: the directory floor
+    apart from the floor only where the floor is the protocol read of a directory's
+    files (live); no files to read once on the sandbox."""
+    if name == "dir_floor":
+        return layout == "live"
+    return not (name == "read_once" and layout == "sandbox")
 
 
 # -- generation ---------------------------------------------------------------------------
@@ -336,6 +381,157 @@ def prepared(root: Path, entries: int, seed: int, layout: str, digest: str) -> d
     return {**json.loads(proc.stdout), "reused": False}
 
 
+# -- the sandbox rows: real bookies -------------------------------------------------------
+
+
+def _sandbox(*args: str, timeout: float = 900) -> str:
+    """``scripts/sandbox ARGS`` (as bench/live.py runs it); its stdout."""
+    done = subprocess.run(
+        [sys.executable, str(SANDBOX), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"scripts/sandbox {' '.join(args)}: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def _cluster_store(cluster: Path, read_only: bool = True) -> Any:
+    """The sandbox's metadata store, BookKeeper's root included (``store.bookkeeper()``)."""
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    state = json.loads(cluster.read_text(encoding="utf-8"))
+    url = f"{state['metadata_url']} bookkeeper={state['bookkeeper_metadata_url']}"
+    return open_metadata_store(url, read_only=read_only)
+
+
+def _broker_touched(store: Any, info: dict[str, Any]) -> str | None:
+    """Why a broker loaded a sandbox row's topic, or None: its managed ledger's znode is
+    not the one written (a broker that opens a managed ledger rewrites it, adding a
+    ledger), or a broker owns the topic's bundle (pulsarctl_py/ownership.py)."""
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.ownership import owner_of
+
+    topic = mld.TopicName.parse(info["topic"])
+    node = store.get(topic.ml_path)
+    if node is None or node.stat.version != info["ml_version"]:
+        return f"the managed ledger of {info['topic']} changed (a broker opened it)"
+    owner = owner_of(store, topic)
+    if owner is not None:
+        return f"broker {owner.broker} owns {info['topic']}"
+    return None
+
+
+def generate_sandbox(
+    root: Path, entries: int, seed: int, digest_name: str, cluster: Path
+) -> dict[str, Any]:
+    """Write one sandbox row's ledger onto the running bookies and its topic's managed
+    ledger into the sandbox's ZooKeeper; its description, kept in ``root``. Reused when
+    the description in ``root`` matches and the znodes still hold what it says."""
+    from pulsarctl_py.brokerconf import load_broker_conf
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+    from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
+    from pulsarctl_py.stores.metadata.ledgers import read_ledger
+
+    start = time.perf_counter()
+    state = json.loads(cluster.read_text(encoding="utf-8"))
+    topic = mld.TopicName.parse(SANDBOX_TOPIC.format(digest=digest_name, entries=entries))
+    wanted = {
+        "layout_version": LAYOUT_VERSION,
+        "layout": "sandbox",
+        "digest": digest_name,
+        "entries": entries,
+        "seed": seed,
+        "topic": str(topic),
+        "zookeeper": state["metadata_url"],
+    }
+    try:
+        found = json.loads((root / INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        found = None
+    with _cluster_store(cluster, read_only=False) as store:
+        place = store.bookkeeper()
+        if isinstance(found, dict) and all(found.get(k) == v for k, v in wanted.items()):
+            ledger = read_ledger(store, found["ledger_id"])
+            if ledger is not None and _broker_touched(store, found) is None:
+                return {**found, "reused": True}
+        if store.exists(topic.ml_path) is not None:
+            # an earlier run's topic (this namespace is the benchmark's): written anew
+            old = mlpb.ManagedLedgerInfo()
+            old.ParseFromString(store.get(topic.ml_path).data)
+            for item in old.ledgerInfo:
+                record = read_ledger(store, item.ledgerId)
+                if record is not None:
+                    place.store.delete(record.path)
+            store.delete(topic.ml_path)
+        conf = load_broker_conf(state["broker"]["conf"])
+        config = LedgerConfig(
+            ensemble=conf.ensemble,
+            write_quorum=conf.write_quorum,
+            ack_quorum=conf.ack_quorum,
+            digest=_digest(digest_name),
+            password=PASSWORD,
+            custom_metadata=lm.pulsar_custom_metadata(topic.persistence_name),
+        )
+        pool = scan.build_pool(seed)
+        # the entries of the other rows (ledger 7's picks of the pool), whatever id
+        # BookKeeper's generator gives this ledger
+        payloads = scan.ledger_payloads(pool, LEDGER_ID, entries, seed)
+        written = write_ledger(place, config, payloads)
+        messages = scan._messages(pool, entries, seed)
+        info = mlpb.ManagedLedgerInfo()
+        info.ledgerInfo.add(
+            ledgerId=written.ledger_id,
+            entries=written.entries,
+            size=written.length,
+            timestamp=scan.BASE_TIME + 5 * entries,
+        )
+        info.properties.add(key=mld.PROPERTY_INDEX, value=str(messages - 1))
+        parts = topic.ml_path.split("/")
+        for i in range(2, len(parts)):
+            parent = "/".join(parts[:i])
+            if store.exists(parent) is None:
+                store.put(parent, b"")
+        store.put(topic.ml_path, mld.build_info(info))
+        ml_version = store.get(topic.ml_path).stat.version
+    description = {
+        **wanted,
+        "messages": messages,
+        "ledger_id": written.ledger_id,
+        "ensemble": written.ensemble,
+        "quorums": [config.ensemble, config.write_quorum, config.ack_quorum],
+        "length": written.length,
+        "ml_version": ml_version,
+        "written_by": "ledgerctl's LedgerWriter (pulsarctl_py/stores/live/writer.py)",
+        "generation_seconds": round(time.perf_counter() - start, 2),
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    (root / INFO_FILE).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    return {**description, "reused": False}
+
+
+def prepared_sandbox(
+    root: Path, entries: int, seed: int, digest: str, cluster: Path
+) -> dict[str, Any]:
+    """:func:`generate_sandbox` in a process of its own (no measurement inherits it)."""
+    args = ["--generate-into", str(root), "--entries", str(entries), "--seed", str(seed)]
+    args += ["--layouts", "sandbox", "--digests", digest, "--sandbox", str(cluster.parent)]
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench/cli.py: writing the sandbox row failed:\n{proc.stderr}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
 # -- the library loops (worker processes) ------------------------------------------------
 
 
@@ -345,12 +541,27 @@ class Row:
     def __init__(self, layout: str, digest: str, root: Path, address: str | None = None):
         self.layout = layout
         self.digest = digest
-        self.root = root  # the data directory (for live: the db one it serves)
-        self.address = address  # the test bookie's HOST:PORT (live)
+        self.root = root  # the data directory (live: the db one it serves; sandbox: the
+        # row's description)
+        self.address = address  # the test bookie's HOST:PORT (live); cluster.json (sandbox)
 
     @property
     def name(self) -> str:
         return f"{self.layout}/{self.digest}"
+
+    @property
+    def ledger_id(self) -> int:
+        """The row's ledger: 7, or the id BookKeeper's generator gave (sandbox)."""
+        return int(self.info()["ledger_id"]) if self.layout == "sandbox" else LEDGER_ID
+
+    @property
+    def topic(self) -> str:
+        return str(self.info()["topic"]) if self.layout == "sandbox" else TOPIC
+
+    def cluster(self) -> dict[str, Any]:
+        assert self.layout == "sandbox" and self.address is not None
+        state: dict[str, Any] = json.loads(Path(self.address).read_text(encoding="utf-8"))
+        return state
 
     def info(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.root / INFO_FILE).read_text(encoding="utf-8"))
@@ -375,8 +586,9 @@ class Row:
             depth=depth or Depth.MESSAGES,
         )
 
-    def open_store(self) -> Any:
-        """The row's store, as a context manager."""
+    def open_store(self, store_class: Any = None) -> Any:
+        """The row's store, as a context manager (on bookies: ``store_class``, by default
+        LiveBookieStore)."""
         from contextlib import contextmanager
 
         from pulsarctl_py.stores.bookie import open_bookie
@@ -386,17 +598,31 @@ class Row:
             from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
             from pulsarctl_py.stores.metadata import open_metadata_store
 
-            options = ClientOptions(addresses=((BOOKIE_ID, self.address),))
-            with (
-                open_metadata_store(f"rocksdb://{self.root / 'metadata'}") as md,
-                LiveBookieStore(md, options) as store,
-            ):
+            kind = store_class or LiveBookieStore
+            if self.layout == "sandbox":
+                assert self.address is not None
+                md = _cluster_store(Path(self.address))
+                options = ClientOptions()  # the bookies' addresses are their ids
+            else:
+                md = open_metadata_store(f"rocksdb://{self.root / 'metadata'}")
+                options = ClientOptions(addresses=((BOOKIE_ID, self.address),))
+            with md, kind(md, options) as store:
                 yield store
 
-        return live() if self.layout == "live" else open_bookie([self.root / "bookie"])
+        if self.layout in ON_BOOKIES:
+            return live()
+        return open_bookie([self.root / "bookie"])
 
     def argv(self) -> list[str]:
         """The store flags of a command on this row."""
+        if self.layout == "sandbox":
+            state = self.cluster()
+            return [
+                "--metadata-url",
+                state["metadata_url"],
+                "--bookkeeper-metadata-url",
+                state["bookkeeper_metadata_url"],
+            ]
         stores = ["--metadata-url", f"rocksdb://{self.root / 'metadata'}"]
         if self.layout == "live":
             return [*stores, "--bookie-address", f"{BOOKIE_ID}={self.address}"]
@@ -411,7 +637,7 @@ def _full_decode_loop(row: Row) -> dict[str, Any]:
     count = bad = messages = 0
     with row.open_store() as store:
         cpu = time.process_time()
-        for stored in store.read_entries(LEDGER_ID):
+        for stored in store.read_entries(row.ledger_id):
             entry = decode_entry(stored.data, options, (stored.ledger_id, stored.entry_id))
             bad += any(p.severity == "error" for p in entry.problems)
             messages += len(entry.messages)
@@ -429,7 +655,7 @@ def _head_scan(row: Row) -> dict[str, Any]:
     count = bad = 0
     with row.open_store() as store:
         cpu = time.process_time()
-        for head in store.read_heads(LEDGER_ID, options=options):
+        for head in store.read_heads(row.ledger_id, options=options):
             bad += not head.ok or head.digest_ok is False
             count += 1
         cpu = time.process_time() - cpu
@@ -437,6 +663,34 @@ def _head_scan(row: Row) -> dict[str, Any]:
 
 
 def _floor(row: Row) -> dict[str, Any]:
+    """The row's floor: the protocol read on bookies (:func:`_protocol_floor`), the
+    directory's read-and-split floor (:func:`_dir_floor`) elsewhere."""
+    return _protocol_floor(row) if row.layout in ON_BOOKIES else _dir_floor(row)
+
+
+def _protocol_floor(row: Row) -> dict[str, Any]:
+    """The floor of a row on bookies: ``LiveBookieStore.read_entries`` over the ledger,
+    nothing decoded, no digest verified: the store checks each answer's digest to fail
+    over to another replica, which is the commands' work (verify) and so is left out
+    here; the ids of each answer are still checked. CPU of this process only."""
+    from pulsarctl_py.stores.live import LiveBookieStore
+
+    class Unverified(LiveBookieStore):
+        def _digest(self, md: Any) -> tuple[None, None]:
+            return None, None  # no digest checked (LiveBookieStore._read's failover check)
+
+    count = data_bytes = 0
+    with row.open_store(Unverified) as store:
+        store.metadata_of(row.ledger_id)  # the metadata read outside the timing
+        cpu = time.process_time()
+        for stored in store.read_entries(row.ledger_id):
+            count += 1
+            data_bytes += len(stored.data)
+        cpu = time.process_time() - cpu
+    return {"entries": count, "bytes": data_bytes, "cpu_seconds": cpu}
+
+
+def _dir_floor(row: Row) -> dict[str, Any]:
     """bench/scan.py's read-and-split floor over the logs of the ledger's directory:
     mmap each, split its ``[u32 size][entry]`` records in Python, no index, no checks."""
     from pulsarctl_py.decoders import entrylog
@@ -477,6 +731,7 @@ WORKERS: dict[str, Callable[[Row], dict[str, Any]]] = {
     "full_decode_loop": _full_decode_loop,
     "head_scan": _head_scan,
     "floor": _floor,
+    "dir_floor": _dir_floor,
     "read_once": _read_once,
 }
 
@@ -585,12 +840,12 @@ def command_argv(name: str, row: Row | None) -> tuple[list[str], bool]:
         return [*_ledgerctl(), "--version"], False
     assert row is not None
     stores = row.argv()
-    ledger = str(LEDGER_ID)
+    ledger = str(row.ledger_id)
     if name == "verify":
         # the in-process engine, stated (--engine auto keeps verify in this process unless
         # a Spark threshold is set, which the environment could do)
         engine = ["--engine", "local"]
-        return [*_ledgerctl(), "verify", TOPIC, *stores, *engine, "-o", "jsonl"], False
+        return [*_ledgerctl(), "verify", row.topic, *stores, *engine, "-o", "jsonl"], False
     if name == "entry_jsonl":
         return [*_ledgerctl(), "inspect", ledger, *stores, "--depth", "entry", "-o", "jsonl"], False
     if name == "jsonl":
@@ -683,7 +938,7 @@ def run_all(
     for _ in range(runs):
         startup.append(measure_command("startup", None, large))
         for key, (big, little) in rows.items():
-            for name in only:
+            for name in (n for n in only if applies(n, big.layout)):
                 if name in LOOPS:
                     result = measure_loop(name, big, large)
                 else:
@@ -744,12 +999,12 @@ RATIOS: dict[str, tuple[str, str, str]] = {
     "verify/floor": (
         "floor",
         "verify",
-        "entries/s of `ledgerctl verify` over entries/s of the read-and-split floor",
+        "entries/s of `ledgerctl verify` over entries/s of the row's floor",
     ),
     "entry_jsonl/floor": (
         "floor",
         "entry_jsonl",
-        "entries/s of `inspect --depth entry -o jsonl` over the read-and-split floor's",
+        "entries/s of `inspect --depth entry -o jsonl` over the row's floor's",
     ),
     "jsonl/full_decode_loop": (
         "full_decode_loop",
@@ -805,7 +1060,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, help="rounds per measurement (default 3; quick 1)")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
-        "--layouts", default=",".join(LAYOUTS), help=f"comma-separated, of {', '.join(LAYOUTS)}"
+        "--layouts",
+        help=f"comma-separated, of {', '.join(LAYOUTS)} (default: all; sandbox only with "
+        "--sandbox)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        type=Path,
+        metavar="DIR",
+        help="the sandbox row's cluster: scripts/sandbox in DIR (started there when not "
+        "running, and stopped after)",
     )
     parser.add_argument(
         "--digests", default=",".join(DIGESTS), help=f"comma-separated, of {', '.join(DIGESTS)}"
@@ -835,7 +1099,8 @@ def main(argv: list[str] | None = None) -> int:
         result = worker(name, layout, digest, Path(root), None if address == "-" else address)
         print(json.dumps(result))
         return 0
-    layouts = _names(args.layouts, LAYOUTS, "layouts")
+    default = LAYOUTS if args.sandbox is not None else DEFAULT_LAYOUTS
+    layouts = _names(args.layouts or ",".join(default), LAYOUTS, "layouts")
     digests = _names(args.digests, DIGESTS, "digests")
     pairs = [(layout, digest) for layout in layouts for digest in digests]
     if args.rows:
@@ -843,9 +1108,16 @@ def main(argv: list[str] | None = None) -> int:
         for layout, digest in pairs:
             _names(layout, LAYOUTS, "layouts")
             _names(digest, DIGESTS, "digests")
+    if any(layout == "sandbox" for layout, _ in pairs) and args.sandbox is None:
+        raise SystemExit("bench/cli.py: the sandbox layout needs --sandbox DIR")
     if args.generate_into:
         root = Path(args.generate_into)
-        print(json.dumps(generate(root, args.entries, args.seed, layouts[0], digests[0])))
+        if layouts[0] == "sandbox":
+            cluster = args.sandbox.resolve() / "cluster.json"
+            info = generate_sandbox(root, args.entries, args.seed, digests[0], cluster)
+        else:
+            info = generate(root, args.entries, args.seed, layouts[0], digests[0])
+        print(json.dumps(info))
         return 0
     entries = args.entries or (2000 if args.quick else 1_000_000)
     small_entries = max(1, entries // 10)
@@ -858,6 +1130,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     load_before = os.getloadavg()
     servers: list[subprocess.Popen[str]] = []
+    cluster: Path | None = None
+    own_sandbox = False
     try:
         data: dict[str, Any] = {}
         rows: dict[str, tuple[Row, Row]] = {}
@@ -865,9 +1139,19 @@ def main(argv: list[str] | None = None) -> int:
             pair = []
             for size, count in (("large", entries), ("small", small_entries)):
                 where = base / f"n{count}" / f"{_data_layout(layout)}-{digest}"
-                info = prepared(where, count, args.seed, _data_layout(layout), digest)
-                data.setdefault(f"{layout}/{digest}", {})[size] = info
                 address = None
+                if layout == "sandbox":
+                    if cluster is None:
+                        directory = args.sandbox.resolve()
+                        own_sandbox = not (directory / "cluster.json").exists()
+                        if own_sandbox:
+                            _sandbox("up", str(directory))
+                        cluster = directory / "cluster.json"
+                    info = prepared_sandbox(where, count, args.seed, digest, cluster)
+                    address = str(cluster)
+                else:
+                    info = prepared(where, count, args.seed, _data_layout(layout), digest)
+                data.setdefault(f"{layout}/{digest}", {})[size] = info
                 if layout == "live":
                     server, address = start_test_bookie(where / "bookie", count)
                     servers.append(server)
@@ -875,9 +1159,17 @@ def main(argv: list[str] | None = None) -> int:
             rows[f"{layout}/{digest}"] = (pair[0], pair[1])
         only = tuple(_names(args.only, (*COMMANDS, *LOOPS), "measurements"))
         measured = run_all(rows, (entries, small_entries), runs, only)
+        if cluster is not None:
+            with _cluster_store(cluster) as store:
+                for key, pair in rows.items():
+                    for row in pair:
+                        if row.layout == "sandbox" and (why := _broker_touched(store, row.info())):
+                            raise SystemExit(f"bench/cli.py: {key}: {why}")
     finally:
         for server in servers:
             stop_test_bookie(server)
+        if own_sandbox:
+            _sandbox("down", str(args.sandbox.resolve()))
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
     load_after = os.getloadavg()
@@ -891,9 +1183,21 @@ def main(argv: list[str] | None = None) -> int:
             "small": {"entries": small_entries, "measurements": small},
             "ratios": ratios(large, small),
         }
+        if "dir_floor" in large:  # context: the same over the directory's floor (live)
+            report_rows[key]["context"] = {
+                f"{name}/dir_floor": round(
+                    large["dir_floor"]["cpu_seconds"]["min"] / large[name]["cpu_seconds"]["min"],
+                    4,
+                )
+                for name in ("verify", "entry_jsonl")
+                if name in large
+            }
     report = {
         "benchmark": "cli",
         "command": " ".join(["python", "bench/cli.py", *command]),
+        "floors": "directory rows: the read-and-split floor of the ledger's entry logs; "
+        "live and sandbox rows: the bookie protocol read (LiveBookieStore.read_entries, "
+        "nothing decoded or verified), the directory floor as dir_floor (live only)",
         "quick": args.quick,
         "seed": args.seed,
         "runs": runs,

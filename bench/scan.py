@@ -151,22 +151,16 @@ def build_pool(seed: int) -> list[tuple[bytes, int]]:
     return pool
 
 
-def ledger_entries(
-    pool: list[tuple[bytes, int]],
-    ledger_id: int,
-    count: int,
-    seed: int,
-    digest: DigestType = DIGEST,
-    password: bytes = b"",
+def ledger_payloads(
+    pool: list[tuple[bytes, int]], ledger_id: int, count: int, seed: int
 ) -> Iterator[bytes]:
-    """``count`` digest-packed entries of one ledger: pool entries with a fresh BEM each
-    (``digest`` and, for a MAC, ``password``: how the bookie header is digested)."""
+    """The payloads of ``count`` entries of one ledger, as a broker hands them to
+    BookKeeper's client: pool entries with a fresh broker entry metadata each (broker
+    timestamp and continuous index)."""
     rng = random.Random(f"{seed}-order-{ledger_id}")
     picks = [rng.randrange(len(pool)) for _ in range(min(count, 1 << 16))]
     bem = api.BrokerEntryMetadata()
     build_bem = BrokerEntryMetadataLayer.build
-    build_bk = bookkeeper.build
-    length = 0
     index = -1
     timestamp = BASE_TIME
     for entry_id in range(count):
@@ -175,7 +169,22 @@ def ledger_entries(
         timestamp += 1 + (entry_id & 3)
         bem.broker_timestamp = timestamp
         bem.index = index
-        payload = build_bem(bem) + body
+        yield build_bem(bem) + body
+
+
+def ledger_entries(
+    pool: list[tuple[bytes, int]],
+    ledger_id: int,
+    count: int,
+    seed: int,
+    digest: DigestType = DIGEST,
+    password: bytes = b"",
+) -> Iterator[bytes]:
+    """``count`` digest-packed entries of one ledger: :func:`ledger_payloads` behind a
+    bookie header (``digest`` and, for a MAC, ``password``: how the header is digested)."""
+    build_bk = bookkeeper.build
+    length = 0
+    for entry_id, payload in enumerate(ledger_payloads(pool, ledger_id, count, seed)):
         length += len(payload)
         header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
         yield build_bk(header, payload, digest, password)
