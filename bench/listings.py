@@ -16,13 +16,17 @@ CPU time is the child's user + system time (``os.wait4``), peak RSS its own ``Vm
   them), list the folders of managed ledgers and every topic in them, and read each
   topic's znode, list its children and read each cursor's znode. The bytes only: nothing
   is decoded and nothing written;
+* ``topic_scan``: what ``topic list`` reads since it scans (the floor of the way it reads
+  now): the same client lists each folder (``children``) and reads it, topics and cursors,
+  in one ordered pass (``scan_children``); nothing decoded;
 * ``ledger_floor``: the floor of ``ledger list`` (its "own floor"): list every ledger
   znode under /ledgers with the store client and read each;
 * ``raw_scan``: context, not a floor of either: one RocksDB iterator (rocksdict) over every
   key under /managed-ledgers and /ledgers, reading each value.
 
 Ratios (min CPU of each): ``topic_list/ledger_floor`` (the goal of issue 24: <= 2),
-``topic_list/topic_floor``, ``ledger_list/ledger_floor``. Prints one JSON object.
+``topic_list/topic_floor``, ``topic_list/topic_scan``, ``ledger_list/ledger_floor``.
+Prints one JSON object.
 
     python bench/listings.py                  # 10^5 topics, 3 rounds
     python bench/listings.py --quick          # 2,000 topics, 1 round (smoke)
@@ -160,6 +164,12 @@ else:
                     for cursor in store.children(path):
                         store.get(join(path, cursor))
                     count += 1
+        elif kind == "topic_scan":
+            from pulsarctl_py.stores.metadata import managed_ledger_dirs
+            for _, folder in managed_ledger_dirs(store):
+                store.children(folder)
+                for group in store.scan_children(folder):
+                    count += group.data is not None
         else:
             from pulsarctl_py.stores.metadata import iter_ledger_paths
             for _, path in iter_ledger_paths(store):
@@ -225,13 +235,20 @@ LAUNCH_CODE = _LAUNCH.replace("{env}", PEAK_ENV)
 
 
 def command_argv(name: str, url: str) -> list[str]:
-    if name in ("topic_floor", "ledger_floor", "raw_scan"):
+    if name in ("topic_floor", "topic_scan", "ledger_floor", "raw_scan"):
         return [sys.executable, "-c", FLOOR_CODE, name, url]
     what = {"topic_list": "topic", "ledger_list": "ledger"}[name]
     return [sys.executable, "-c", LAUNCH_CODE, what, "list", "-o", "jsonl", "--metadata-url", url]
 
 
-MEASUREMENTS = ("topic_list", "ledger_list", "topic_floor", "ledger_floor", "raw_scan")
+MEASUREMENTS = (
+    "topic_list",
+    "ledger_list",
+    "topic_floor",
+    "topic_scan",
+    "ledger_floor",
+    "raw_scan",
+)
 
 
 def measure(url: str, topics: int, runs: int) -> dict[str, Any]:
@@ -243,7 +260,7 @@ def measure(url: str, topics: int, runs: int) -> dict[str, Any]:
             want = want_lines.get(name)
             if want is not None and result["lines"] != want:
                 raise RuntimeError(f"{name} wrote {result['lines']} lines, not {want}")
-            if name in ("topic_floor", "ledger_floor") and result["count"] != topics:
+            if name in ("topic_floor", "topic_scan", "ledger_floor") and result["count"] != topics:
                 raise RuntimeError(f"{name} read {result['count']} topics or ledgers")
             results[name].append(result)
     out: dict[str, Any] = {}
@@ -284,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {
         "topic_list/ledger_floor": round(cpu("topic_list") / cpu("ledger_floor"), 3),
         "topic_list/topic_floor": round(cpu("topic_list") / cpu("topic_floor"), 3),
+        "topic_list/topic_scan": round(cpu("topic_list") / cpu("topic_scan"), 3),
         "ledger_list/ledger_floor": round(cpu("ledger_list") / cpu("ledger_floor"), 3),
     }
     goals = {

@@ -18,13 +18,17 @@
  *   entry_heads(...)         bookie entries cut from an entry log: ids, digest, BEM
  *   verify_heads(...)        the same, checked as `verify` checks every entry
  *   verify_records(...)      entries already read (any storage), checked the same way
+ *   mac_available()          whether MAC digests are checked here (by _speedups_mac)
  *   v3_read_replies(...)     a bookie's v3 answers to reads, many frames in one call
+ *   entry_doc(entry)         Entry.to_json() of a regular decoded entry (inspect's JSON)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_speedups_mac.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <nmmintrin.h>
@@ -41,7 +45,11 @@ typedef struct {
     Py_ssize_t offsets[MAX_SLOTS];
 } Bound;
 
-enum { BIND_MESSAGE = 0, BIND_HEAD = 1, BIND_KINDS = 2 };
+enum {
+    BIND_MESSAGE = 0, BIND_HEAD = 1, BIND_ENTRY = 2, BIND_LAYER = 3, BIND_CHECK = 4,
+    BIND_PROBLEM = 5, BIND_KINDS = 6
+};
+static const char *const *bind_names(int kind); /* _speedups_json.c */
 static Bound bound[BIND_KINDS];
 
 /* bind(kind, cls, names): remember where each named slot of cls lives. cls must be a
@@ -69,6 +77,21 @@ sp_bind(PyObject *self, PyObject *args)
         !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) || type->tp_base != &PyBaseObject_Type) {
         PyErr_SetString(PyExc_TypeError, "cls must be a slots class on object without __dict__");
         return NULL;
+    }
+    const char *const *want = bind_names(kind);
+    if (want != NULL) { /* the slots the C code reads by position, by name */
+        Py_ssize_t count = 0;
+        while (want[count] != NULL)
+            count++;
+        int same = count == n;
+        for (Py_ssize_t i = 0; same && i < n; i++) {
+            PyObject *name = PyTuple_GET_ITEM(names, i);
+            same = PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, want[i]) == 0;
+        }
+        if (!same) {
+            PyErr_Format(PyExc_TypeError, "%R: its slots are not the ones kind %d reads", cls, kind);
+            return NULL;
+        }
     }
     Bound b = {type, n, {0}};
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1230,6 +1253,102 @@ add_slot(PyObject *state, int slot, long long n)
     return set_slot(state, slot, total);
 }
 
+/* -- the MAC digest: HMAC-SHA1 from _speedups_mac (OpenSSL), when it was built ---------- */
+
+/* BookKeeper's digest types (LedgerMetadataFormat.DigestType) */
+enum { DIGEST_CRC32 = 1, DIGEST_MAC = 2, DIGEST_CRC32C = 3, DIGEST_DUMMY = 4 };
+
+/* A MAC key prepared by _speedups_mac: its inner and outer keyed SHA-1 states. */
+typedef struct {
+    _Alignas(16) unsigned char state[SPEEDUPS_MAC_STATE];
+} MacKey;
+
+static const SpeedupsMacApi *mac_api;
+static int mac_tried;
+
+/* The MAC module's functions, imported at the first call that asks for them; NULL when
+ * it is absent (not built: no libcrypto headers where the package was installed). */
+static const SpeedupsMacApi *
+mac_module(void)
+{
+    if (!mac_tried) {
+        mac_tried = 1;
+        /* the capsule of the module sys.modules holds under that name (PyCapsule_Import
+         * would look it up as an attribute of the package instead) */
+        PyObject *module = PyImport_ImportModule(SPEEDUPS_MAC_MODULE);
+        PyObject *capsule = module != NULL ? PyObject_GetAttrString(module, "_C_API") : NULL;
+        const SpeedupsMacApi *api =
+            capsule != NULL ? PyCapsule_GetPointer(capsule, SPEEDUPS_MAC_CAPSULE) : NULL;
+        Py_XDECREF(capsule); /* the module holds it, and sys.modules the module */
+        Py_XDECREF(module);
+        if (api == NULL)
+            PyErr_Clear();
+        else if (api->version == SPEEDUPS_MAC_VERSION && api->state_size <= SPEEDUPS_MAC_STATE)
+            mac_api = api;
+    }
+    return mac_api;
+}
+
+static PyObject *
+sp_mac_available(PyObject *self, PyObject *unused)
+{
+    return PyBool_FromLong(mac_module() != NULL);
+}
+
+/*
+ * The key argument of a scan for ``digest``: for a MAC digest (2) the 20-byte HMAC key,
+ * SHA-1("mac" + password) (decoders.checksums.mac_key; BookKeeper's MacDigestManager),
+ * prepared into *buf and *mac set to it; for another digest None or absent, *mac NULL.
+ * 0 ok; -1 with an error set: a MAC digest without the MAC module (refused as before it
+ * existed), without a key or with one that is not 20 bytes, a key with another digest.
+ * Called before a scan takes its buffers and lists: the first call imports a module.
+ */
+static int
+mac_setup(const char *fn, int digest, PyObject *key, MacKey *buf, const MacKey **mac)
+{
+    *mac = NULL;
+    int none = key == NULL || key == Py_None;
+    if (digest != DIGEST_MAC) {
+        if (!none) {
+            PyErr_Format(PyExc_ValueError, "%s: a key is for a MAC digest (2) only", fn);
+            return -1;
+        }
+        return 0;
+    }
+    const SpeedupsMacApi *api = mac_module();
+    if (api == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s: digest must be CRC32C (3), CRC32 (1) or DUMMY (4)",
+                     fn);
+        return -1;
+    }
+    if (none) {
+        PyErr_Format(PyExc_ValueError, "%s: a MAC digest (2) needs its key", fn);
+        return -1;
+    }
+    if (!PyBytes_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "%s: a MAC key must be bytes", fn);
+        return -1;
+    }
+    if (PyBytes_GET_SIZE(key) != SPEEDUPS_MAC_SIZE) {
+        PyErr_Format(PyExc_ValueError, "%s: a MAC key is %d bytes, not %zd", fn,
+                     SPEEDUPS_MAC_SIZE, PyBytes_GET_SIZE(key));
+        return -1;
+    }
+    api->prepare(buf->state, (const unsigned char *)PyBytes_AS_STRING(key), SPEEDUPS_MAC_SIZE);
+    *mac = buf;
+    return 0;
+}
+
+/* Whether the MAC stored after the header is the HMAC of the header and the payload
+ * (MacDigestManager: the 32-byte header, then the payload). */
+static inline int
+mac_ok(const MacKey *mac, const uint8_t *entry, const uint8_t *payload, const uint8_t *end)
+{
+    unsigned char out[SPEEDUPS_MAC_SIZE];
+    mac_api->digest(mac->state, entry, BK_HEADER, payload, (size_t)(end - payload), out);
+    return memcmp(out, entry + BK_HEADER, SPEEDUPS_MAC_SIZE) == 0;
+}
+
 /* What verify_heads and verify_records carry over from one entry to the next. */
 typedef struct {
     long long expected, entries, nbytes;
@@ -1251,12 +1370,13 @@ vstate_load(PyObject *state, int digest, VState *st, int *digest_size)
         PyErr_SetString(PyExc_ValueError, "verify: state of the wrong size");
         return -1;
     }
-    if (digest != 3 && digest != 1 && digest != 4) {
+    /* a MAC digest (2) comes with its key, checked by mac_setup before */
+    if (digest < DIGEST_CRC32 || digest > DIGEST_DUMMY) {
         PyErr_SetString(PyExc_ValueError,
-                        "verify: digest must be CRC32C (3), CRC32 (1) or DUMMY (4)");
+                        "verify: digest must be CRC32C (3), CRC32 (1), DUMMY (4) or MAC (2)");
         return -1;
     }
-    *digest_size = digest == 3 ? 4 : digest == 1 ? 8 : 0;
+    *digest_size = digest == 3 ? 4 : digest == 1 ? 8 : digest == 2 ? SPEEDUPS_MAC_SIZE : 0;
     /* the types first, so that reading the values runs no Python code (an __index__ or
      * __bool__ that changes the list under the scan) */
     for (int slot = 0; slot <= S_ORDERED; slot++) {
@@ -1344,7 +1464,7 @@ vstate_store(PyObject *state, VState *st, Py_ssize_t i, int status)
  */
 static int
 verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, int digest,
-             int digest_size)
+             int digest_size, const MacKey *mac)
 {
     if (!plausible_header(entry))
         return HEADS_IRREGULAR;
@@ -1361,6 +1481,8 @@ verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, i
         if (be32(entry + BK_HEADER) != 0 || crc != be32(entry + BK_HEADER + 4))
             return HEADS_IRREGULAR;
     }
+    else if (digest == DIGEST_MAC && !mac_ok(mac, entry, payload, end))
+        return HEADS_IRREGULAR;
     /* [0x0e02 size BEM] [0x0e01 crc32c] md_size MessageMetadata payload */
     const uint8_t *p = payload;
     uint64_t ts = 0, index = 0;
@@ -1424,11 +1546,11 @@ verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, i
 }
 
 /*
- * verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state)
- *     -> (i, status)
+ * verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state,
+ *              key=None) -> (i, status)
  *
- * items, log_id, window, window_start as for scan_heads; digest: 3 CRC32C, 1 CRC32 (the
- * DigestType numbers). For each entry from items[start] on that verify_entry finds
+ * items, log_id, window, window_start as for scan_heads; digest: 3 CRC32C, 1 CRC32, 4
+ * DUMMY, 2 MAC (the DigestType numbers; MAC with ``key``, see mac_setup). For each entry from items[start] on that verify_entry finds
  * clean: count it and its payload bytes, and run the ordered checks on the state. Stops
  * at item i with END, WINDOW, IRREGULAR, OTHER_LEDGER (as scan_heads), GAP (its entry id
  * is past S_EXPECTED) or VALUES (clean, but the ordered checks have something to say, or
@@ -1437,17 +1559,21 @@ verify_entry(VState *st, const uint8_t *entry, int32_t size, int64_t entry_id, i
 static PyObject *
 sp_verify_heads(PyObject *self, PyObject *args)
 {
-    PyObject *items, *ledger_obj, *window, *state;
+    PyObject *items, *ledger_obj, *window, *state, *key = NULL;
     Py_ssize_t start;
     long long log_id, window_start;
     int digest, digest_size;
     VState st;
-    if (!PyArg_ParseTuple(args, "O!nOLOLiO!:verify_heads", &PyList_Type, &items, &start,
+    MacKey mac_key;
+    const MacKey *mac;
+    if (!PyArg_ParseTuple(args, "O!nOLOLiO!|O:verify_heads", &PyList_Type, &items, &start,
                           &ledger_obj, &log_id, &window, &window_start, &digest, &PyList_Type,
-                          &state))
+                          &state, &key))
         return NULL;
     long long ledger_id = PyLong_AsLongLong(ledger_obj);
     if (ledger_id == -1 && PyErr_Occurred())
+        return NULL;
+    if (mac_setup("verify_heads", digest, key, &mac_key, &mac) < 0)
         return NULL;
     Window w;
     if (window_open(&w, window, window_start, start) < 0)
@@ -1467,7 +1593,7 @@ sp_verify_heads(PyObject *self, PyObject *args)
         if (found < 0 && entry_id != st.expected)
             found = entry_id > st.expected ? VERIFY_GAP : HEADS_IRREGULAR;
         if (found < 0)
-            found = verify_entry(&st, entry, size, entry_id, digest, digest_size);
+            found = verify_entry(&st, entry, size, entry_id, digest, digest_size, mac);
         if (found >= 0) {
             status = found;
             break;
@@ -1478,7 +1604,7 @@ sp_verify_heads(PyObject *self, PyObject *args)
 }
 
 /*
- * verify_records(records, start, ledger_id, digest, state) -> (i, status)
+ * verify_records(records, start, ledger_id, digest, state, key=None) -> (i, status)
  *
  * verify_heads for entries already read, from any storage: records is a list of
  * (entry_id, bytes-like) pairs in entry order. Statuses END, IRREGULAR (a record whose
@@ -1487,13 +1613,17 @@ sp_verify_heads(PyObject *self, PyObject *args)
 static PyObject *
 sp_verify_records(PyObject *self, PyObject *args)
 {
-    PyObject *records, *state;
+    PyObject *records, *state, *key = NULL;
     Py_ssize_t start;
     long long ledger_id;
     int digest, digest_size;
     VState st;
-    if (!PyArg_ParseTuple(args, "O!nLiO!:verify_records", &PyList_Type, &records, &start,
-                          &ledger_id, &digest, &PyList_Type, &state))
+    MacKey mac_key;
+    const MacKey *mac;
+    if (!PyArg_ParseTuple(args, "O!nLiO!|O:verify_records", &PyList_Type, &records, &start,
+                          &ledger_id, &digest, &PyList_Type, &state, &key))
+        return NULL;
+    if (mac_setup("verify_records", digest, key, &mac_key, &mac) < 0)
         return NULL;
     if (start < 0) {
         PyErr_SetString(PyExc_ValueError, "verify_records: a negative start");
@@ -1531,7 +1661,8 @@ sp_verify_records(PyObject *self, PyObject *args)
         int found = HEADS_IRREGULAR;
         if (view.len >= BK_HEADER + digest_size && view.len <= INT32_MAX &&
             be64(entry) == ledger_id && be64(entry + 8) == entry_id)
-            found = verify_entry(&st, entry, (int32_t)view.len, entry_id, digest, digest_size);
+            found = verify_entry(&st, entry, (int32_t)view.len, entry_id, digest, digest_size,
+                                 mac);
         PyBuffer_Release(&view);
         if (found >= 0) {
             status = found;
@@ -2606,7 +2737,8 @@ varint_len(long long x)
  *
  * The JSON line of each (EntryHead, data) pair from pairs[start] on, as
  * pulsarctl_py.inspect_heads.line_maker's ``line`` writes it for a ledger whose digest
- * type is ``digest`` (3 CRC32C, 1 CRC32, 4 DUMMY) from its metadata, or CRC32C
+ * type is ``digest`` (3 CRC32C, 1 CRC32, 4 DUMMY, 2 MAC: the heads' digest_ok tells
+ * that it was verified) from its metadata, or CRC32C
  * (``detected``) checked here entry by entry, and without payload hashes; at most
  * ``room`` lines.
  * Stops at the first pair whose line is not certainly the regular one (``line`` decides
@@ -2626,12 +2758,16 @@ sp_entry_lines(PyObject *self, PyObject *args)
                           &ledger, &lac_obj, &tail, &detected, &digest))
         return NULL;
     /* the digest's size, its name, and whether its check verifies (DUMMY: none stored) */
-    int ds = digest == 3 ? 4 : digest == 1 ? 8 : digest == 4 ? 0 : -1;
-    const char *digest_name = digest == 3 ? "CRC32C" : digest == 1 ? "CRC32" : "DUMMY";
+    int ds = digest == 3 ? 4 : digest == 1 ? 8 : digest == 4 ? 0 : digest == 2 ? 20 : -1;
+    const char *digest_name = digest == 3   ? "CRC32C"
+                              : digest == 1 ? "CRC32"
+                              : digest == 2 ? "HMAC"
+                                            : "DUMMY";
     PyObject *digest_ok = digest == 4 ? Py_None : Py_True;
     if (ds < 0 || (detected && digest != 3)) {
         PyErr_SetString(PyExc_ValueError,
-                        "entry_lines: digest must be CRC32C (3), CRC32 (1) or DUMMY (4); "
+                        "entry_lines: digest must be CRC32C (3), CRC32 (1), DUMMY (4) or "
+                        "MAC (2); "
                         "a detected one CRC32C");
         return NULL;
     }
@@ -2740,13 +2876,13 @@ sp_entry_lines(PyObject *self, PyObject *args)
             break;
         }
         static const char hex[] = "0123456789abcdef";
-        char stored[17];
+        char stored[2 * SPEEDUPS_MAC_SIZE + 1];
         for (int k = 0; k < ds; k++) {
             stored[2 * k] = hex[d[32 + k] >> 4];
             stored[2 * k + 1] = hex[d[32 + k] & 15];
         }
         stored[2 * ds] = 0;
-        char check[160];
+        char check[224];
         int check_n =
             ds == 0 ? snprintf(check, sizeof check,
                                "{\"type\":\"DUMMY\",\"stored\":\"\",\"computed\":null,"
@@ -2809,6 +2945,7 @@ sp_entry_lines(PyObject *self, PyObject *args)
 
 #include "_speedups_layouts.c"
 #include "_speedups_payloads.c"
+#include "_speedups_json.c"
 
 /* -- module ---------------------------------------------------------------------------- */
 
@@ -2822,10 +2959,14 @@ static PyMethodDef methods[] = {
     {"scan_heads", sp_scan_heads, METH_VARARGS,
      "scan_heads(items, start, ledger_id, log_id, window, window_start, out) -> (i, status)."},
     {"verify_heads", sp_verify_heads, METH_VARARGS,
-     "verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state) -> "
+     "verify_heads(items, start, ledger_id, log_id, window, window_start, digest, state, "
+     "key=None) -> "
      "(i, status)."},
     {"verify_records", sp_verify_records, METH_VARARGS,
-     "verify_records(records, start, ledger_id, digest, state) -> (i, status)."},
+     "verify_records(records, start, ledger_id, digest, state, key=None) -> (i, status)."},
+    {"mac_available", sp_mac_available, METH_NOARGS,
+     "mac_available() -> bool: whether MAC digests (2) are checked here (by the optional "
+     "_speedups_mac, OpenSSL's HMAC-SHA1)."},
     {"v3_read_replies", sp_v3_read_replies, METH_VARARGS,
      "v3_read_replies(buf, pos, max_frame, out) -> pos: regular v3 read answers as tuples."},
     {"key_table", sp_key_table, METH_NOARGS, "key_table() -> a new, empty KeyTable."},
@@ -2842,6 +2983,8 @@ static PyMethodDef methods[] = {
      "entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False, digest=3) -> "
      "(lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i): inspect's JSON lines "
      "of regular entries."},
+    {"entry_doc", sp_entry_doc, METH_O,
+     "entry_doc(entry) -> Entry.to_json() of a regular entry, or None."},
     LAYOUT_METHODS
     PAYLOAD_METHODS
     {NULL, NULL, 0, NULL},
@@ -2862,6 +3005,10 @@ PyInit__speedups(void)
         return NULL;
     if (PyModule_AddIntConstant(m, "MESSAGE", BIND_MESSAGE) < 0 ||
         PyModule_AddIntConstant(m, "HEAD", BIND_HEAD) < 0 ||
+        PyModule_AddIntConstant(m, "ENTRY", BIND_ENTRY) < 0 ||
+        PyModule_AddIntConstant(m, "LAYER", BIND_LAYER) < 0 ||
+        PyModule_AddIntConstant(m, "CHECK", BIND_CHECK) < 0 ||
+        PyModule_AddIntConstant(m, "PROBLEM", BIND_PROBLEM) < 0 || json_keys_init() < 0 ||
         PyModule_AddIntConstant(m, "HEADS_END", HEADS_END) < 0 ||
         PyModule_AddIntConstant(m, "HEADS_WINDOW", HEADS_WINDOW) < 0 ||
         PyModule_AddIntConstant(m, "HEADS_IRREGULAR", HEADS_IRREGULAR) < 0 ||

@@ -21,9 +21,6 @@
  * call with a status, and the Python path decides on that entry.
  */
 
-/* BookKeeper's digest types (LedgerMetadataFormat.DigestType), those scanned here */
-enum { DIGEST_CRC32 = 1, DIGEST_CRC32C = 3, DIGEST_DUMMY = 4 };
-
 /* log_slots: an entry id its slot table does not take (see there) */
 enum { SLOTS_ODD = 6 };
 
@@ -43,18 +40,21 @@ slots_digest_size(int digest, const char *fn)
         return 8;
     case DIGEST_DUMMY:
         return 0;
+    case DIGEST_MAC: /* the scans check it with its key (mac_setup) */
+        return SPEEDUPS_MAC_SIZE;
     default:
-        PyErr_Format(PyExc_ValueError, "%s: digest must be CRC32 (1), CRC32C (3) or DUMMY (4)",
-                     fn);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: digest must be CRC32 (1), CRC32C (3), DUMMY (4) or MAC (2)", fn);
         return -1;
     }
 }
 
 /* Whether the stored digest is the one computed over the header and the payload
  * (decoders.bookkeeper.digest_check: a CRC32 is stored as an 8-byte long); a DUMMY
- * digest stores none. size >= BK_HEADER + digest_size. */
+ * digest stores none; a MAC is checked with ``mac``. size >= BK_HEADER + digest_size. */
 static int
-slots_digest_ok(const uint8_t *entry, Py_ssize_t size, int digest, int digest_size)
+slots_digest_ok(const uint8_t *entry, Py_ssize_t size, int digest, int digest_size,
+                const MacKey *mac)
 {
     const uint8_t *payload = entry + BK_HEADER + digest_size;
     size_t n = (size_t)(entry + size - payload);
@@ -65,6 +65,8 @@ slots_digest_ok(const uint8_t *entry, Py_ssize_t size, int digest, int digest_si
         return be32(entry + BK_HEADER) == 0 &&
                crc32_update(crc32_update(0, entry, BK_HEADER), payload, n) ==
                    be32(entry + BK_HEADER + 4);
+    if (digest == DIGEST_MAC)
+        return mac_ok(mac, entry, payload, entry + size);
     return 1;
 }
 
@@ -79,14 +81,14 @@ slots_digest_ok(const uint8_t *entry, Py_ssize_t size, int digest, int digest_si
  */
 static PyObject *
 slots_head(const uint8_t *entry, Py_ssize_t size, long long ledger_id, int64_t entry_id,
-           int digest, int digest_size, PyObject *empty)
+           int digest, int digest_size, const MacKey *mac, PyObject *empty)
 {
     if (size < BK_HEADER + digest_size + 2 || size > INT32_MAX)
         Py_RETURN_NONE;
     int64_t lac = be64(entry + 16), length = be64(entry + 24);
     if (be64(entry) < 0 || lac < -1 || lac > entry_id || length < 0)
         Py_RETURN_NONE;
-    if (!slots_digest_ok(entry, size, digest, digest_size))
+    if (!slots_digest_ok(entry, size, digest, digest_size, mac))
         Py_RETURN_NONE;
     const uint8_t *payload = entry + BK_HEADER + digest_size, *end = entry + size;
     uint64_t ts = 0, index = 0;
@@ -125,10 +127,11 @@ slots_head(const uint8_t *entry, Py_ssize_t size, long long ledger_id, int64_t e
  * NULL, is those bytes already as an object) to out. 1 appended, 0 irregular, -1 error. */
 static int
 slots_append(PyObject *out, const uint8_t *entry, Py_ssize_t size, long long ledger_id,
-             int64_t entry_id, int digest, int digest_size, PyObject *empty, int with_data,
-             PyObject *data)
+             int64_t entry_id, int digest, int digest_size, const MacKey *mac, PyObject *empty,
+             int with_data, PyObject *data)
 {
-    PyObject *head = slots_head(entry, size, ledger_id, entry_id, digest, digest_size, empty);
+    PyObject *head =
+        slots_head(entry, size, ledger_id, entry_id, digest, digest_size, mac, empty);
     if (head == NULL)
         return -1;
     if (head == Py_None) {
@@ -231,14 +234,15 @@ slots_bound(const char *fn)
 
 /*
  * scan_slots(slots, start, first_entry, ledger_id, log_id, window, window_start, digest,
- *            out, with_data) -> (i, status)
+ *            out, with_data, key=None) -> (i, status)
  *
  * slots: a bytes-like of 8-byte slots, slot i naming entry first_entry + i (0: none). From
  * slot ``start`` on, while each entry is in log ``log_id`` and inside ``window`` (the
  * log's bytes from file offset ``window_start``): check the record as BookKeeper's
  * readEntry does (size, ledger and entry ids), then the head as slots_head, and append
  * it to ``out`` (with ``with_data``, a (head, bytes) pair: the entry's bytes copied out
- * of the window). ``digest``: 3 CRC32C, 1 CRC32, 4 DUMMY. Stops at slot i with END (every
+ * of the window). ``digest``: 3 CRC32C, 1 CRC32, 4 DUMMY, 2 MAC with ``key`` (see
+ * mac_setup). Stops at slot i with END (every
  * slot done), WINDOW (slot i is in another log or past the window) or IRREGULAR (slot i
  * needs the Python path).
  */
@@ -248,15 +252,17 @@ sp_scan_slots(PyObject *self, PyObject *args)
     Py_buffer slots, view = {0};
     Py_ssize_t start;
     long long first_entry, ledger_id, log_id, window_start;
-    PyObject *window, *out, *empty = NULL, *result = NULL;
+    PyObject *window, *out, *empty = NULL, *result = NULL, *key = NULL;
     int digest, with_data;
-    if (!PyArg_ParseTuple(args, "y*nLLLOLiO!p:scan_slots", &slots, &start, &first_entry,
+    MacKey mac_key;
+    const MacKey *mac;
+    if (!PyArg_ParseTuple(args, "y*nLLLOLiO!p|O:scan_slots", &slots, &start, &first_entry,
                           &ledger_id, &log_id, &window, &window_start, &digest, &PyList_Type,
-                          &out, &with_data))
+                          &out, &with_data, &key))
         return NULL;
     Py_ssize_t n = slots.len / 8;
     int digest_size = slots_digest_size(digest, "scan_slots");
-    if (digest_size < 0 || slots_check("scan_slots", n, start, first_entry, window_start) < 0 ||
+    if (digest_size < 0 || mac_setup("scan_slots", digest, key, &mac_key, &mac) < 0 || slots_check("scan_slots", n, start, first_entry, window_start) < 0 ||
         slots_bound("scan_slots") < 0 || slots_window(window, &view) < 0)
         goto done;
     if ((empty = PyTuple_New(0)) == NULL)
@@ -275,7 +281,7 @@ sp_scan_slots(PyObject *self, PyObject *args)
                                window_end, digest_size, &entry, &size);
         if (found < 0) {
             found = slots_append(out, entry, size, ledger_id, entry_id, digest, digest_size,
-                                 empty, with_data, NULL);
+                                 mac, empty, with_data, NULL);
             if (found < 0)
                 goto done;
             found = found ? -1 : HEADS_IRREGULAR;
@@ -296,10 +302,10 @@ done:
 
 /*
  * verify_slots(slots, start, first_entry, ledger_id, log_id, window, window_start,
- *              digest, state) -> (i, status)
+ *              digest, state, key=None) -> (i, status)
  *
  * verify_heads for the entries slots name (slots, start, first_entry as for scan_slots;
- * digest 3 CRC32C, 1 CRC32, 4 DUMMY): each entry in the window checked as verify_entry
+ * digest 3 CRC32C, 1 CRC32, 4 DUMMY, 2 MAC with ``key``): each entry in the window checked as verify_entry
  * checks it and counted on the state. Stops at slot i with END, WINDOW, IRREGULAR, GAP
  * (its entry id is past S_EXPECTED) or VALUES, as verify_heads.
  */
@@ -309,15 +315,18 @@ sp_verify_slots(PyObject *self, PyObject *args)
     Py_buffer slots, view = {0};
     Py_ssize_t start;
     long long first_entry, ledger_id, log_id, window_start;
-    PyObject *window, *state, *result = NULL;
+    PyObject *window, *state, *result = NULL, *key = NULL;
     int digest, digest_size;
     VState st;
-    if (!PyArg_ParseTuple(args, "y*nLLLOLiO!:verify_slots", &slots, &start, &first_entry,
+    MacKey mac_key;
+    const MacKey *mac;
+    if (!PyArg_ParseTuple(args, "y*nLLLOLiO!|O:verify_slots", &slots, &start, &first_entry,
                           &ledger_id, &log_id, &window, &window_start, &digest, &PyList_Type,
-                          &state))
+                          &state, &key))
         return NULL;
     Py_ssize_t n = slots.len / 8;
     if (slots_digest_size(digest, "verify_slots") < 0 ||
+        mac_setup("verify_slots", digest, key, &mac_key, &mac) < 0 ||
         slots_check("verify_slots", n, start, first_entry, window_start) < 0 ||
         vstate_load(state, digest, &st, &digest_size) < 0 || slots_window(window, &view) < 0)
         goto done;
@@ -338,7 +347,7 @@ sp_verify_slots(PyObject *self, PyObject *args)
             found = slot_entry(packed, ledger_id, entry_id, log_id, buf, window_start,
                                window_end, digest_size, &entry, &size);
         if (found < 0)
-            found = verify_entry(&st, entry, size, entry_id, digest, digest_size);
+            found = verify_entry(&st, entry, size, entry_id, digest, digest_size, mac);
         if (found >= 0) {
             status = found;
             break;
@@ -414,7 +423,7 @@ sp_item_slots(PyObject *self, PyObject *args)
 }
 
 /*
- * record_heads(records, start, ledger_id, digest, out, with_data) -> (i, status)
+ * record_heads(records, start, ledger_id, digest, out, with_data, key=None) -> (i, status)
  *
  * The heads of entries already read, from any store (live bookies; several sources, a
  * journal tail): records is a list of (entry_id, bytes) pairs. For each from
@@ -425,15 +434,18 @@ sp_item_slots(PyObject *self, PyObject *args)
 static PyObject *
 sp_record_heads(PyObject *self, PyObject *args)
 {
-    PyObject *records, *out, *empty;
+    PyObject *records, *out, *empty, *key = NULL;
     Py_ssize_t start;
     long long ledger_id;
     int digest, with_data;
-    if (!PyArg_ParseTuple(args, "O!nLiO!p:record_heads", &PyList_Type, &records, &start,
-                          &ledger_id, &digest, &PyList_Type, &out, &with_data))
+    MacKey mac_key;
+    const MacKey *mac;
+    if (!PyArg_ParseTuple(args, "O!nLiO!p|O:record_heads", &PyList_Type, &records, &start,
+                          &ledger_id, &digest, &PyList_Type, &out, &with_data, &key))
         return NULL;
     int digest_size = slots_digest_size(digest, "record_heads");
-    if (digest_size < 0 || slots_bound("record_heads") < 0)
+    if (digest_size < 0 || mac_setup("record_heads", digest, key, &mac_key, &mac) < 0 ||
+        slots_bound("record_heads") < 0)
         return NULL;
     if (start < 0 || start > PyList_GET_SIZE(records)) {
         PyErr_Format(PyExc_ValueError, "record_heads: start %zd outside 0..%zd", start,
@@ -463,7 +475,7 @@ sp_record_heads(PyObject *self, PyObject *args)
         if (!overflow && entry_id >= 0 && size >= BK_HEADER && be64(entry) == ledger_id &&
             be64(entry + 8) == entry_id)
             found = slots_append(out, entry, size, ledger_id, entry_id, digest, digest_size,
-                                 empty, with_data, data);
+                                 mac, empty, with_data, data);
         Py_DECREF(record);
         if (found < 0) {
             Py_DECREF(empty);
@@ -617,15 +629,15 @@ done:
 #define LAYOUT_METHODS                                                                         \
     {"scan_slots", sp_scan_slots, METH_VARARGS,                                                \
      "scan_slots(slots, start, first_entry, ledger_id, log_id, window, window_start, digest, " \
-     "out, with_data) -> (i, status): the entry heads of the entries slots name."},           \
+     "out, with_data, key=None) -> (i, status): the entry heads of the entries slots name."},           \
         {"verify_slots", sp_verify_slots, METH_VARARGS,                                        \
          "verify_slots(slots, start, first_entry, ledger_id, log_id, window, window_start, "   \
-         "digest, state) -> (i, status): verify_heads for the entries slots name."},           \
+         "digest, state, key=None) -> (i, status): verify_heads for the entries slots name."},           \
         {"item_slots", sp_item_slots, METH_VARARGS,                                            \
          "item_slots(items, start, ledger_id) -> (slots, first_entry, stop): a run of "        \
          "locations items as slots."},                                                         \
         {"record_heads", sp_record_heads, METH_VARARGS,                                        \
-         "record_heads(records, start, ledger_id, digest, out, with_data) -> (i, status): "    \
+         "record_heads(records, start, ledger_id, digest, out, with_data, key=None) -> (i, status): "    \
          "the entry heads of entries already read."},                                          \
         {"log_slots", sp_log_slots, METH_VARARGS,                                              \
          "log_slots(window, pos, window_start, file_key, locations, sizes) -> (pos, status): " \

@@ -17,7 +17,7 @@ import base64
 import enum
 from binascii import b2a_base64
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pulsarctl_py.proto import pulsar_api_pb2 as api
@@ -27,7 +27,7 @@ from .bookkeeper import BookieEntryHeader
 from .checksums import DIGESTS, DigestType
 from .codecs import CODECS, LIMIT_HINT, DecompressionError, compress, decompress
 from .errors import CorruptEntryError, DecryptionError, LedgerctlError, UnsupportedCodec
-from .nodes import Layer, Problem, json_value
+from .nodes import Check, Layer, Problem, json_value
 from .payload import (
     MIN_RECORD,
     BatchRecord,
@@ -246,7 +246,18 @@ class Entry:
 
     def to_json(self, with_hex: bool = False, messages: bool = True) -> dict[str, Any]:
         """The entry as JSON values; ``messages`` False leaves ``messages`` None, for a
-        writer that makes them one at a time (``render.entry_doc``)."""
+        writer that makes them one at a time (``render.entry_doc``).
+
+        A regular entry's is built by the native module (``entry_doc``, the same dict:
+        tests/test_speedups.py compares the two); anything else here."""
+        if _native_doc is not None and messages and not with_hex:
+            doc: dict[str, Any] | None = _native_doc(self)
+            if doc is not None:
+                return doc
+        return self.to_json_python(with_hex, messages)
+
+    def to_json_python(self, with_hex: bool = False, messages: bool = True) -> dict[str, Any]:
+        """:meth:`to_json` without the native module."""
         pos = self.position
         out: dict[str, Any] = {
             "position": f"{pos[0]}:{pos[1]}" if pos else None,
@@ -262,6 +273,18 @@ class Entry:
         }
         return out
 
+
+#: the native builder of a regular entry's JSON (decoders/_speedups_json.c), when built
+_native_doc: Any = None
+if native is not None and hasattr(native, "entry_doc"):
+    for _kind, _cls in (
+        (native.ENTRY, Entry),
+        (native.LAYER, Layer),
+        (native.CHECK, Check),
+        (native.PROBLEM, Problem),
+    ):
+        bind(_kind, _cls)
+    _native_doc = native.entry_doc
 
 DEFAULT_OPTIONS = DecodeOptions()
 
@@ -763,9 +786,11 @@ class ChunkAssembler:
     chunk 0 was not read is not reassembled (a warning: the read may have started there).
 
     Memory is bounded (``decoders/limits.py``): a message whose chunks together hold more
-    than the maximum message size, or whose chunk 0 announces more
-    (``total_chunk_msg_size``), is discarded with an error, as a consumer joins up to its
-    own limit; and the messages still being joined hold at most
+    than :data:`limits.CHUNKED_FACTOR` times the maximum message size, or whose chunk 0
+    announces more (``total_chunk_msg_size``), is discarded with an error (a consumer joins
+    messages larger than the broker's limit, up to its memory: that is what chunking is
+    for), and the joined message may decompress to as much; the messages still being
+    joined hold at most
     :func:`limits.max_pending_chunks` bytes together (ten messages of the limit: the Java
     consumer's ``maxPendingChunkedMessage`` default is 10), past which the oldest is
     discarded with an error (the consumer's ``removeOldestPendingChunkedMessage``).
@@ -782,6 +807,10 @@ class ChunkAssembler:
         if self.options.max_uncompressed is not None:
             return self.options.max_uncompressed
         return limits.max_message_size()
+
+    def _joined_limit(self) -> int:
+        """The most a chunked message may hold, joined or decompressed."""
+        return limits.CHUNKED_FACTOR * self._limit()
 
     def _drop(self, key: tuple[str, str]) -> list[Entry]:
         parts = self.pending.pop(key, [])
@@ -851,7 +880,7 @@ class ChunkAssembler:
                     )
                 )
                 return None
-        limit = self._limit()
+        limit = self._joined_limit()
         size = self._sizes.get(key, 0) + len(chunk.payload)
         announced = chunk.total_size if chunk.chunk_id == 0 else 0
         if size > limit or announced > limit:
@@ -938,7 +967,8 @@ class ChunkAssembler:
                     f"chunks join to {len(whole)} bytes, total_chunk_msg_size says {total}",
                 )
             )
-        plain = open_payload(last, first_md, whole, 0, self.options)
+        joined = replace(self.options, max_uncompressed=self._joined_limit())
+        plain = open_payload(last, first_md, whole, 0, joined)
         if plain is None:
             return None
         messages = _messages(last, first_md, plain)

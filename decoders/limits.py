@@ -10,9 +10,13 @@ A Pulsar broker accepts a message of at most ``maxMessageSize`` bytes (default
 applies the same number to everything whose size stored bytes only *claim*:
 
 * a payload's ``uncompressed_size``: a larger one is refused before anything is allocated;
-* a chunked message, joined: its chunks together and what they decompress to (the broker
-  bounds each chunk by ``maxMessageSize``; a consumer joins up to its own limit, and this
-  is ledgerctl's);
+* a chunked message, joined: its chunks together and what they decompress to, at most
+  :data:`CHUNKED_FACTOR` limits. Chunking exists for messages larger than
+  ``maxMessageSize``: the broker bounds each chunk by it, and the Java consumer joins a
+  chunked message into a buffer of the ``total_chunk_msg_size`` chunk 0 announces and
+  decompresses it without the maximum message size check (``ConsumerImpl``,
+  ``processMessageChunk`` calls ``uncompressPayloadIfNeeded`` with
+  ``checkMaxMessageSize`` false), bounded only by its memory; ledgerctl's bound is this;
 * a bookie frame from a running bookie: at most the limit plus the frame padding, refused
   from its 4-byte length before it is read;
 * one input of ``decode``: at most :data:`TEXT_FACTOR` frames (a hex dump of an entry is
@@ -35,6 +39,9 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 FRAME_PADDING = 10 * 1024
 #: an input of ``decode`` may be text (a hex dump): this many frames at most
 TEXT_FACTOR = 5
+#: a chunked message, joined (and decompressed), may hold at most this many limits: the
+#: 6 MB chunked message an official producer writes under the default limit is read whole
+CHUNKED_FACTOR = 4
 #: chunked messages still being joined may hold at most this many limits of bytes
 #: together (the Java consumer keeps at most ``maxPendingChunkedMessage`` = 10 pending)
 PENDING_CHUNK_FACTOR = 10
@@ -66,6 +73,11 @@ def max_frame() -> int:
 def max_input() -> int:
     """The most bytes one ``decode`` input may hold (binary, or a text dump of it)."""
     return TEXT_FACTOR * max_frame()
+
+
+def max_chunked_message() -> int:
+    """The largest chunked message, its chunks joined and decompressed, accepted."""
+    return CHUNKED_FACTOR * _limit
 
 
 def max_pending_chunks() -> int:

@@ -44,6 +44,7 @@ from .protos import parse_proto, proto_fields
 from .text import text_map
 
 MAGIC = 0x4778
+_MAGIC_FIRST = MAGIC >> 8
 ENVELOPE = struct.Struct(">HI")  # magic, metadata length
 ML_ROOT = "/managed-ledgers"
 DOMAINS = ("persistent", "non-persistent")
@@ -113,8 +114,14 @@ def _layer(cls: type[Message]) -> str:
     return "ml-info" if cls is mlpb.ManagedLedgerInfo else "cursor-info"
 
 
+#: bytes that are never printable text (tab, newline and carriage return are)
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _looks_like_text(data: bytes) -> bool:
     """Binary ML/cursor info always holds a control byte (every tag byte is < 0x20)."""
+    if _CONTROL.search(data):
+        return False  # not printable, whatever the rest: found in one C scan
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -130,6 +137,11 @@ def parse_info(cls: type[M], data: bytes | memoryview) -> DecodedInfo[M]:
         msg = cls()
         missing = [] if msg.IsInitialized() else msg.FindInitializationErrors()
         return DecodedInfo(msg, InfoEncoding.EMPTY, raw, missing=missing)
+    if raw[0] != _MAGIC_FIRST and _CONTROL.search(raw):
+        # the common case, plain binary protobuf: no envelope, and a control byte rules
+        # out text format (the checks below, in one C scan)
+        msg, missing = parse_proto(cls, raw, layer, 0)
+        return DecodedInfo(msg, InfoEncoding.BINARY, raw, missing=missing)
     if len(raw) >= 2 and struct.unpack_from(">H", raw, 0)[0] == MAGIC:
         try:
             return _parse_envelope(cls, raw)

@@ -53,8 +53,35 @@ class MetaValue:
     format_version: int = FORMAT_VERSION
 
 
+def header(value: bytes | memoryview) -> tuple[int, int, int, int, int, int, int] | None:
+    """The header fields (header_size, format_version, version, owner, created_ms,
+    modified_ms, ephemeral flag) when :func:`parse` accepts ``value``, else None.
+
+    One unpack: listings of many nodes read every header through here."""
+    if len(value) < HEADER_SIZE:
+        return None  # parse raises: too short for any header it accepts
+    fields = HEADER.unpack_from(value, 0)
+    if HEADER_SIZE <= fields[0] <= len(value) and FORMAT_VERSION <= fields[1] <= 0x7FFFFFFF:
+        return fields
+    return None
+
+
 def parse(value: bytes | memoryview) -> MetaValue:
     """Decode one value as stored under a path key."""
+    fields = header(value)
+    if fields is not None:
+        header_size, format_version, version, owner, created, modified, flag = fields
+        return MetaValue(
+            version,
+            owner,
+            created,
+            modified,
+            flag > 0,
+            bytes(value[header_size:]),
+            header_size,
+            format_version,
+        )
+    # the value is refused: say why, in the order a reader meets the fields
     end = len(value)
     need(value, 0, 4, end, LAYER, "header size")
     header_size = struct.unpack_from(">I", value, 0)[0]
@@ -81,6 +108,14 @@ def parse(value: bytes | memoryview) -> MetaValue:
         header_size=header_size,
         format_version=format_version,
     )
+
+
+def is_stale(value: bytes, instance_id: int) -> bool:
+    """``parse(value)`` is an ephemeral node owned by another instance than
+    ``instance_id``; False when it does not parse. The header alone is read (no copy of
+    the data): listings ask it of every key they pass."""
+    fields = header(value)
+    return fields is not None and fields[6] > 0 and fields[3] != instance_id
 
 
 def build(meta: MetaValue) -> bytes:

@@ -113,8 +113,9 @@ def root(
         metavar="SIZE",
         callback=_max_message_size,
         help="The largest message any command accepts from stored or received bytes (5MiB, "
-        "512m, 1g or bytes): a payload's uncompressed_size, a chunked message joined, a "
-        "bookie frame (plus 10 KiB). Larger ones are reported as errors, never allocated. "
+        "512m, 1g or bytes): a payload's uncompressed_size, a bookie frame (plus 10 KiB); a "
+        "chunked message joined may hold four times it. Larger ones are reported as errors, "
+        "never allocated. "
         "Default: $LEDGERCTL_MAX_MESSAGE_SIZE, else the broker's default maxMessageSize, "
         "5MiB; raise it as far as your brokers' maxMessageSize.",
         show_default=False,
@@ -249,7 +250,13 @@ def _run_command(command: Any, argv: list[str] | None, exceptions: Any) -> int:
         return code if isinstance(code, int) else (0 if code is None else 1)
     # without standalone mode Click returns what the command returned (None), or the
     # code of a typer.Exit
-    return result if isinstance(result, int) and not isinstance(result, bool) else 0
+    code = result if isinstance(result, int) and not isinstance(result, bool) else 0
+    if code == EXIT_INTERRUPTED:
+        # a KeyboardInterrupt that was not ours (PySpark's SIGINT handler cancels the
+        # jobs, then raises it), which typer turns into a silent Exit(130); no command
+        # returns 130 otherwise
+        _say("interrupted")
+    return code
 
 
 def _tolerant_stdout() -> None:

@@ -18,6 +18,7 @@ from pulsarctl_py.decoders.codecs import CODECS
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.ledgers import LedgerSource, LedgerView
 from pulsarctl_py.positions import Position
+from pulsarctl_py.render import STREAM_MESSAGES, entry_doc
 
 
 @dataclass(slots=True)
@@ -136,18 +137,28 @@ class Summary:
             if self.last_time is None or ts > self.last_time:
                 self.last_time = ts
         if index is not None:
-            first = index - entry.num_messages + 1 if md is not None else index
+            if md is None:
+                first = index
+            elif md.HasField("num_messages_in_batch"):  # entry.num_messages, inlined
+                first = index - md.num_messages_in_batch + 1
+            else:
+                first = index
             if self.first_index is None or first < self.first_index:
                 self.first_index = first
             if self.last_index is None or index > self.last_index:
                 self.last_index = index
-        if not entry.all_verified:
-            self.unverified += 1
-        for p in entry.problems:
-            if p.severity == "error":
-                self.errors += 1
-            else:
-                self.warnings += 1
+        for layer in entry.layers:  # not entry.all_verified, inlined (once per entry)
+            check = layer.check
+            if (check is not None and check.ok is None) or layer.name == "bookie-digest":
+                self.unverified += 1
+                break
+        problems = entry.problems
+        if problems:
+            for p in problems:
+                if p.severity == "error":
+                    self.errors += 1
+                else:
+                    self.warnings += 1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -629,9 +640,10 @@ def entry_json(
     and digest: it lets two copies of an entry (bookies, backups) be compared without
     the bytes. It is asked for (``--hash``): a hash per entry costs a scan's time.
     """
-    from pulsarctl_py.render import entry_doc
-
-    doc = entry_doc(entry, with_hex)
+    if len(entry.messages) <= STREAM_MESSAGES:  # render.entry_doc's case, without a call
+        doc = entry.to_json(with_hex)
+    else:
+        doc = entry_doc(entry, with_hex)
     layers = entry.layers
     bk = layers[0] if layers and layers[0].name == "bookie-entry" else None
     # the bookie layer's check, as its layer shows it

@@ -67,8 +67,9 @@ _CHECKSUM_MAGIC = b"\x0e\x01"
 #: digest types whose entries are read from heads (None: detected, served as CRC32C);
 #: a MAC digest (see :func:`serves`) only with its password, at ``--depth entry``
 _HEAD_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY, None)
-#: the digest types the native line builder writes (its DigestType numbers)
-_NATIVE_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY)
+#: the digest types the native line builder writes (its DigestType numbers; a MAC from
+#: heads whose digest was verified with the password, as ``line`` takes them)
+_NATIVE_DIGESTS = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY, DigestType.HMAC)
 #: an entry's digest check in its JSON, for a DUMMY digest
 _DUMMY_CHECK = (
     '{"type":"DUMMY","stored":"","computed":null,"ok":null,"verified":false,'
@@ -79,11 +80,12 @@ _DUMMY_CHECK = (
 def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> bool:
     """Whether this ledger's entries are read from heads for this request.
 
-    A MAC digest is verified by the Python decoder, which builds the heads: at ``--depth
-    entry`` a regular entry's line then costs less than its decoded entry's JSON
-    (bench/inspect_paths.py: 21 against 27 µs per entry), but deeper every kept entry
-    would be decoded twice (50-80 against 35-63 µs), and without the password every entry
-    carries a warning to decode."""
+    A MAC digest is served with its password at ``--depth entry`` only: the native head
+    scans check it where ``_speedups_mac`` is built (else the Python decoder builds the
+    heads, and a regular entry's line still costs less than its decoded entry's JSON,
+    bench/inspect_paths.py: 21 against 27 µs per entry); deeper every kept entry would be
+    decoded twice (50-80 against 35-63 µs), and without the password every entry carries
+    a warning to decode."""
     bookie = source.bookie
     digest = view.digest_type
     mac = digest is DigestType.HMAC and view.password is not None and request.depth is Depth.ENTRY
@@ -165,7 +167,7 @@ def _native_lines(view: LedgerView, hashes: bool) -> Callable[..., Any] | None:
     """``lines(pairs, start, room)``: the native :func:`line_maker` over a batch of heads
     (``entry_lines`` of decoders/_speedups.c: the same bytes for the entries it takes, the
     rest left to ``line``), or None where it does not apply: no native module, payload
-    hashes, a digest type other than CRC32C, CRC32 and DUMMY, ids past int64. A digest
+    hashes, a digest type other than CRC32C, CRC32, DUMMY and MAC, ids past int64. A digest
     type not in the metadata is checked entry by entry as CRC32C, as ``line`` does."""
     digest = view.digest_type
     if native is None or hashes or (digest is not None and digest not in _NATIVE_DIGESTS):

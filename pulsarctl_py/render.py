@@ -476,11 +476,55 @@ class JsonlOut:
 
 def write_jsonl(objs: Iterable[Any], no_floats: bool = False) -> None:
     encode = jsonl_encoder(no_floats)
-    write = sys.stdout.write
-    for obj in objs:
-        for piece in _pieces(obj, encode, indented=False):
-            write(piece)
-        write("\n")
+    out = sys.stdout
+    write = out.write
+    if getattr(out, "line_buffering", False):  # a terminal: each line as it comes
+        for obj in objs:
+            for piece in _pieces(obj, encode, indented=False):
+                write(piece)
+            write("\n")
+        return
+    # else lines are joined into writes of about the stream's buffer (listings write 10^5
+    # lines; a write call each costs more than encoding them), and written when the
+    # iteration stops, whatever stops it
+    lines: list[str] = []
+    held = 0
+
+    def flush() -> None:
+        nonlocal held
+        lines.append("")
+        write("\n".join(lines))
+        lines.clear()
+        held = 0
+
+    try:
+        for obj in objs:
+            shell, streamed = _streamed_in(obj)
+            if streamed is None:
+                line = encode(shell)
+                if len(line) < _JSONL_BATCH:
+                    lines.append(line)
+                    held += len(line)
+                    if held >= _JSONL_BATCH:
+                        flush()
+                    continue
+                if lines:  # a long line is written as it is, never copied into a join
+                    flush()
+                write(line)
+                write("\n")
+                continue
+            if lines:
+                flush()
+            for piece in _pieces(obj, encode, indented=False):
+                write(piece)
+            write("\n")
+    finally:
+        if lines:
+            flush()
+
+
+#: characters of JSON lines joined into one write when stdout is not a terminal
+_JSONL_BATCH = 8192
 
 
 #: the second iso_ms wrote last and its text up to the seconds: a scan's entries mostly

@@ -27,10 +27,15 @@ from pulsarctl_py.decoders.nodes import json_value, with_text_notes
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
 
 if TYPE_CHECKING:
-    from pulsarctl_py.decoders.managed_ledger import TopicName
+    from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
-    from pulsarctl_py.stores.metadata import CursorRecord, LedgerRecord, ManagedLedgerRecord
+    from pulsarctl_py.stores.metadata import (
+        ChildGroup,
+        CursorRecord,
+        LedgerRecord,
+        ManagedLedgerRecord,
+    )
 
 #: the cursor property naming the compacted ledger (formats.md §6.1)
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
@@ -435,25 +440,38 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
 def _topic_ledgers(
     source: LedgerSource, info: mlpb.ManagedLedgerInfo, resolve_open: bool
 ) -> list[TopicLedger]:
-    rows = []
     count = len(info.ledgerInfo)
-    for i, li in enumerate(info.ledgerInfo):
-        closed = li.timestamp != 0 or li.entries != 0 or i < count - 1
-        row = TopicLedger(
-            ledger_id=li.ledgerId,
-            entries=li.entries,
-            size=li.size,
-            timestamp=li.timestamp or None,
-            open=not closed,
-            offloaded=li.HasField("offloadContext") and li.offloadContext.complete,
-        )
-        if row.open:
-            row.entries = row.size = None
-            row.source = "unknown"
-            if resolve_open:
-                _complete_open(source, row)
-        rows.append(row)
-    return rows
+    return [
+        _topic_ledger(source, li, i < count - 1, resolve_open)
+        for i, li in enumerate(info.ledgerInfo)
+    ]
+
+
+def _topic_ledger(
+    source: LedgerSource, li: mlpb.ManagedLedgerInfo.LedgerInfo, not_last: bool, resolve_open: bool
+) -> TopicLedger:
+    """One LedgerInfo of a topic; ``not_last``: it is not the topic's last ledger."""
+    closed = _closed(li, not_last)
+    row = TopicLedger(
+        ledger_id=li.ledgerId,
+        entries=li.entries,
+        size=li.size,
+        timestamp=li.timestamp or None,
+        open=not closed,
+        offloaded=li.HasField("offloadContext") and li.offloadContext.complete,
+    )
+    if row.open:
+        row.entries = row.size = None
+        row.source = "unknown"
+        if resolve_open:
+            _complete_open(source, row)
+    return row
+
+
+def _closed(li: mlpb.ManagedLedgerInfo.LedgerInfo, not_last: bool) -> bool:
+    """Whether a LedgerInfo is a closed ledger's: the broker writes timestamp and entries
+    when it closes one, and only the last ledger of a topic can be open."""
+    return li.timestamp != 0 or li.entries != 0 or not_last
 
 
 def _read_position_info(
@@ -752,43 +770,72 @@ def iter_topics(
     Memory: one folder's topic names (a namespace's, for one domain) and one row; each
     topic's metadata is read when its row is made.
     """
-    import dataclasses
-
     from pulsarctl_py.stores.metadata import managed_ledger_dirs, read_managed_ledger
     from pulsarctl_py.stores.metadata.base import join
+    from pulsarctl_py.stores.metadata.managed_ledgers import cursor_name, decode_ml_info
 
     store = _require_metadata(source)
     require_topic_metadata(store)
     wanted = namespace.strip("/") if namespace else None
     if wanted is not None:
         _require_namespace(store, wanted)
-    for _, path in managed_ledger_dirs(store):
-        folder = mld.TopicName.from_ml_path(join(path, "x"))  # its domain, tenant, namespace
+    TopicName, PARTITION_SUFFIX = mld.TopicName, mld.PARTITION_SUFFIX
+    url_decode, url_encode = mld.url_decode, mld.url_encode
+    for prefix, path in managed_ledger_dirs(store):
+        folder = TopicName.from_ml_path(join(path, "x"))  # its domain, tenant, namespace
         if wanted is not None and folder.namespace_name != wanted:
             continue
-        # (row topic, partition or -1, local name): a partition's row is its partitioned
-        # topic's; names only, each topic's znodes are read when its turn comes
-        keyed: list[tuple[str, int, str]] = []
+        domain, tenant, ns, cluster = folder.domain, folder.tenant, folder.namespace, folder.cluster
+        ml_prefix = f"{folder.namespace_name}/{domain}/"
+        # (row topic, partition or -1, local name, znode name): a partition's row is its
+        # partitioned topic's; names only, each topic's znodes are read when its turn comes
+        keyed: list[tuple[str, int, str, str]] = []
         for encoded in store.children(path):
             try:
-                local = mld.url_decode(encoded)
+                local = url_decode(encoded)
             except LedgerctlError:
                 continue  # not a topic's znode
-            name = dataclasses.replace(folder, local_name=local)
+            if PARTITION_SUFFIX not in local:  # TopicName.partition_index, the common case
+                keyed.append((prefix + local, -1, local, encoded))
+                continue
+            name = TopicName(domain, tenant, ns, local, cluster)
             part = name.partition_index
             base = name.partitioned_topic.full_name if part >= 0 else name.full_name
-            keyed.append((base, part, local))
+            keyed.append((base, part, local, encoded))
         keyed.sort(key=lambda k: (k[0], k[1]))
+        # the topics' znodes and their cursors' in one ordered pass over the folder; a topic
+        # the pass has gone by (the order of names is not the order of keys) is read alone
+        scan = _Lookahead(store.scan_children(path))
         group: TopicRow | None = None
-        for base, part, local in keyed:
+        for base, part, local, encoded in keyed:
             if group is not None and (part < 0 or base != group.topic):
                 yield _finish(group)
                 group = None
-            record = read_managed_ledger(store, dataclasses.replace(folder, local_name=local))
-            advance()
-            if record is None:  # deleted while listing
-                continue
-            row = _list_row(source, record)
+            # a znode name that is not the canonical encoding of its topic's name is read
+            # where the topic's name says (as topic info does), not where it was found
+            canonical = local is encoded or url_encode(local) == encoded
+            found = scan.take(encoded) if canonical else None
+            if found is not None:
+                if found.error is not None:
+                    raise found.error
+                assert found.data is not None
+                advance()
+                info, error = decode_ml_info(found.data)
+                row = _row_of(
+                    source,
+                    base if part < 0 else prefix + local,
+                    part,
+                    ml_prefix + encoded,
+                    info,
+                    error,
+                    [cursor_name(c) for c in found.child_names],
+                )
+            else:
+                record = read_managed_ledger(store, TopicName(domain, tenant, ns, local, cluster))
+                advance()
+                if record is None:  # deleted while listing
+                    continue
+                row = _list_row(source, record)
             if part < 0:
                 yield row
                 continue
@@ -805,25 +852,100 @@ def iter_topics(
             yield _finish(group)
 
 
+class _Lookahead:
+    """The groups of an ordered scan, taken by name in another order: those passed over
+    are kept, up to :data:`LOOKAHEAD` of them (then the oldest are dropped and their
+    topics read alone)."""
+
+    def __init__(self, groups: Iterator[ChildGroup]) -> None:
+        self._groups = groups
+        self._kept: dict[str, ChildGroup] = {}
+        self._last: str | None = None
+        self._done = False
+
+    def take(self, name: str) -> ChildGroup | None:
+        """The group of ``name``; None when the scan has none for it (or dropped it)."""
+        if self._kept:
+            kept = self._kept.pop(name, None)
+            if kept is not None:
+                return kept
+        while not self._done and (self._last is None or self._last < name):
+            found = next(self._groups, None)
+            if found is None:
+                self._done = True
+                break
+            self._last = found.name
+            if found.name == name:
+                return found
+            self._kept[found.name] = found
+            if len(self._kept) > LOOKAHEAD:
+                del self._kept[next(iter(self._kept))]
+        return None
+
+
+#: groups of a folder's scan kept while the listing's order catches up with the keys'
+#: (partitions 10 and up sort after partition 1 in the store, after 9 in the listing)
+LOOKAHEAD = 4096
+
+
 def _list_row(source: LedgerSource, record: ManagedLedgerRecord) -> TopicRow:
     """``_row(_topic_info(source, record, read_cursor_ledgers=False))``, without the cursor
     views (backlogs, acknowledged ranges) a row does not show."""
     name = record.ref.topic
-    problems = [record.error] if record.error else []
-    ledgers: list[TopicLedger] = []
-    if record.info is not None:
-        problems.extend(record.info.problems)
-        ledgers = _topic_ledgers(source, record.info.message, True)
+    return _row_of(
+        source,
+        name.full_name,
+        name.partition_index,
+        record.ref.name,
+        record.info,
+        record.error,
+        [c.name for c in record.cursors],
+    )
+
+
+def _row_of(
+    source: LedgerSource,
+    topic: str,
+    partition: int,
+    managed_ledger: str,
+    info: DecodedInfo[mlpb.ManagedLedgerInfo] | None,
+    error: str | None,
+    cursor_names: list[str],
+) -> TopicRow:
+    """A topic's row (``topic``: its full name) from its decoded ManagedLedgerInfo and its
+    cursors' names (the cursor
+    znodes' values are not shown in a row, so not decoded)."""
+    problems = [error] if error else []
+    ledgers = entries = size = 0
+    exact = True
+    if info is not None:
+        problems.extend(info.problems)
+        listed = info.message.ledgerInfo
+        ledgers = len(listed)
+        for li in listed:
+            entries += li.entries
+            size += li.size
+        if ledgers:
+            last = listed[-1]
+            if not _closed(last, False):
+                # the open last ledger: from its ledger metadata or storage, as topic info
+                # does (what its LedgerInfo says was counted above: take it back)
+                entries -= last.entries
+                size -= last.size
+                row = _topic_ledger(source, last, False, True)
+                entries += row.entries or 0
+                size += row.size or 0
+                exact = row.entries is not None
     return TopicRow(
-        topic=name.full_name,
-        ledgers=len(ledgers),
-        entries=sum(li.entries or 0 for li in ledgers),
-        size=sum(li.size or 0 for li in ledgers),
-        cursors=len(record.cursors),
-        exact=all(li.entries is not None for li in ledgers),
-        managed_ledger=record.ref.name,
-        partition=name.partition_index,
-        cursor_names=[c.name for c in record.cursors],
+        topic=topic,
+        ledgers=ledgers,
+        entries=entries,
+        size=size,
+        cursors=len(cursor_names),
+        exact=exact,
+        managed_ledger=managed_ledger,
+        partition=partition,
+        cursor_names=cursor_names,
         problems=problems,
     )
 

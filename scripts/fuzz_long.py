@@ -41,15 +41,22 @@ sys.path.insert(0, str(ROOT))
 
 def load_module(path: Path) -> None:
     """Make ``path`` the module ``pulsarctl_py.decoders._speedups`` before anything
-    imports it (the native functions then are that build's)."""
+    imports it (the native functions then are that build's); a ``_speedups_mac`` build
+    beside it becomes ``pulsarctl_py.decoders._speedups_mac``, whose capsule it imports."""
     import importlib.util
 
-    name = "pulsarctl_py.decoders._speedups"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
+    suffix = path.name[len("_speedups") :]
+    for name, at in (
+        ("pulsarctl_py.decoders._speedups_mac", path.with_name(f"_speedups_mac{suffix}")),
+        ("pulsarctl_py.decoders._speedups", path),
+    ):
+        if not at.is_file():
+            continue
+        spec = importlib.util.spec_from_file_location(name, at)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
 
 
 if "--module" in sys.argv[:-1]:  # before the imports below load the module it replaces
@@ -179,8 +186,9 @@ SANITIZER_ENV = {
 
 
 def build_sanitized(directory: Path, cc: str = "gcc") -> tuple[Path, str]:
-    """decoders/_speedups.c built with AddressSanitizer and UBSan into ``directory``:
-    the module's path and the libasan to preload (the interpreter is not instrumented)."""
+    """decoders/_speedups.c built with AddressSanitizer and UBSan into ``directory``
+    (and _speedups_mac.c beside it where OpenSSL's headers are found): the module's path
+    and the libasan to preload (the interpreter is not instrumented)."""
     import subprocess
     import sysconfig
 
@@ -190,6 +198,10 @@ def build_sanitized(directory: Path, cc: str = "gcc") -> tuple[Path, str]:
     source = ROOT / "decoders" / "_speedups.c"
     command = [cc, "-shared", "-fPIC", "-std=c11", *SANITIZE_FLAGS, f"-I{include}"]
     subprocess.run([*command, str(source), "-o", str(out)], check=True)
+    mac = ROOT / "decoders" / "_speedups_mac.c"
+    mac_out = directory / f"_speedups_mac{suffix}"
+    # optional, as in the package: without libcrypto's headers MAC stays on the Python path
+    subprocess.run([*command, str(mac), "-o", str(mac_out), "-lcrypto"], check=False)
     found = subprocess.run(
         [cc, "-print-file-name=libasan.so"], check=True, capture_output=True, text=True
     )
@@ -233,8 +245,11 @@ def run_native(args: argparse.Namespace) -> int:
         "v3": ["v3_read_replies"],
         "crc32c": ["crc32c"],
         "key-table": ["key_table"],
-        "arguments": ["bind"],
+        "entry-doc": ["entry_doc"],
+        "arguments": ["bind", "mac_available"],
     }
+    if fuzz_native.MAC:  # _speedups_mac built: its function too
+        owners["mac"] = ["hmac_sha1"]
     by_function = {f: t for t, functions in owners.items() for f in functions}
     calls = fuzz_native.CALLS
     rng = random.Random(args.seed)
@@ -260,8 +275,10 @@ def run_native(args: argparse.Namespace) -> int:
     seconds = time.monotonic() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
+    mac_module = sys.modules.get("pulsarctl_py.decoders._speedups_mac")
     report = {
         "module": str(native.__file__),
+        "mac_module": str(mac_module.__file__) if fuzz_native.MAC and mac_module else None,
         "sanitizers": [name for name in ("libasan", "libubsan") if name in maps],
         "seed": args.seed,
         "cases": cases,

@@ -174,11 +174,12 @@ def _chunk_announces_huge() -> list[bytes]:
 
 
 def _chunks_join_past_limit() -> list[bytes]:
-    """Three chunks of 0.45 x the limit each, announcing one chunk's size: they join to
-    1.35 x the limit, which only their bytes tell."""
-    size = LIMIT * 45 // 100
+    """Five chunks of 0.9 x the limit each (each one a message the broker accepts),
+    announcing one chunk's size: they join to 4.5 x the limit, past the 4 x a chunked
+    message may hold, which only their bytes tell."""
+    size = LIMIT * 90 // 100
     piece = os.urandom(1024) * (size // 1024)
-    return [chunk("big", i, 3, piece, len(piece)) for i in range(3)]
+    return [chunk("big", i, 5, piece, len(piece)) for i in range(5)]
 
 
 def _chunks_inflate_past_limit() -> list[bytes]:

@@ -1,4 +1,5 @@
-"""Differential fuzz targets of the native module (decoders/_speedups.c).
+"""Differential fuzz targets of the native module (decoders/_speedups.c, and the MAC
+digest of decoders/_speedups_mac.c where it is built).
 
 Each target makes an input from real-shaped seeds (batches, bookie entries, v3 answers,
 heads, key table operations, hostile arguments), mutates it (bit flips, bytes set, cuts,
@@ -29,7 +30,7 @@ from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, bookkeeper, decod
 from pulsarctl_py.decoders import bookie_wire as wire
 from pulsarctl_py.decoders import entry as entry_module
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
-from pulsarctl_py.decoders.checksums import DigestType, crc32c
+from pulsarctl_py.decoders.checksums import DigestType, crc32c, mac_key
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.heads import EntryHead, decode_head
 from pulsarctl_py.decoders.payload import parse_batch
@@ -43,6 +44,11 @@ COMPARED: Counter[str] = Counter()
 PREFIX = bytes(range(16))
 KEY = b"k"
 PLACEHOLDER = struct.pack(">I", 2) + b"\x18\x00"
+#: the password of the MAC ledgers made here, and their HMAC key (the scans' key argument)
+PASSWORD = b"pw"
+MAC_KEY = mac_key(PASSWORD)
+#: whether the native scans check MAC digests (_speedups_mac built)
+MAC = native is not None and bool(getattr(native, "mac_available", lambda: False)())
 
 
 class Difference(AssertionError):
@@ -335,11 +341,35 @@ def _header(rng: random.Random, entry_id: int) -> tuple[int, int]:
 
 
 def _pack(
-    ledger_id: int, entry_id: int, header: tuple[int, int], payload: bytes, digest: DigestType
+    ledger_id: int,
+    entry_id: int,
+    header: tuple[int, int],
+    payload: bytes,
+    digest: DigestType,
+    rng: random.Random | None = None,
 ) -> bytes:
-    """The stored entry, with a valid digest: damage is met past it."""
+    """The stored entry, with a valid digest: damage is met past it. A MAC with
+    :data:`PASSWORD`; given ``rng``, now and then with another password's MAC or a bit
+    of its MAC flipped."""
     fields = BookieEntryHeader(ledger_id, entry_id, *header)
-    return bookkeeper.build(fields, payload, digest)
+    if digest is not DigestType.HMAC:
+        return bookkeeper.build(fields, payload, digest)
+    how = rng.randrange(8) if rng is not None else 0
+    packed = bytearray(
+        bookkeeper.build(fields, payload, digest, b"other" if how == 1 else PASSWORD)
+    )
+    if how == 2 and rng is not None:
+        packed[32 + rng.randrange(20)] ^= 1 << rng.randrange(8)
+    return bytes(packed)
+
+
+def _key(digest: DigestType) -> bytes | None:
+    return MAC_KEY if digest is DigestType.HMAC else None
+
+
+def _digests(*digests: DigestType) -> tuple[DigestType, ...]:
+    """``digests``, and MAC where the native scans check it."""
+    return (*digests, DigestType.HMAC) if MAC else digests
 
 
 def _log(ledger_id: int, entries: list[bytes]) -> tuple[list[tuple[bytes, bytes]], bytes]:
@@ -356,7 +386,9 @@ def _log(ledger_id: int, entries: list[bytes]) -> tuple[list[tuple[bytes, bytes]
 def _python_values(data: bytes, ledger_id: int, entry_id: int, digest: DigestType) -> Any:
     from pulsarctl_py.verify.ledgers import payload_size
 
-    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.METADATA)
+    options = DecodeOptions(
+        outer=Outer.BOOKIE_ENTRY, digest_type=digest, password=PASSWORD, depth=Depth.METADATA
+    )
     entry = decode_entry(data, options, (ledger_id, entry_id))
     if entry.unverified or any(p.severity == "error" for p in entry.problems):
         return None
@@ -380,7 +412,7 @@ def _state(expected: int) -> list[Any]:
 
 def entries_target(rng: random.Random) -> None:
     ledger_id = rng.choice((3, 3, 3, 2**40 + 1, -5))
-    digest = rng.choice((DigestType.CRC32C, DigestType.CRC32C, DigestType.CRC32))
+    digest = rng.choice(_digests(DigestType.CRC32C, DigestType.CRC32C, DigestType.CRC32))
     n = rng.randint(1, 3)
     headers = [_header(rng, e) for e in range(n)]
     payloads = [_payload(rng, e) for e in range(n)]
@@ -392,7 +424,7 @@ def entries_target(rng: random.Random) -> None:
                 p[at] = mutate(p[at], rng)
             else:
                 h[at] = _header(rng, at)
-        entries = [_pack(ledger_id, e, h[e], p[e], digest) for e in range(n)]
+        entries = [_pack(ledger_id, e, h[e], p[e], digest, rng) for e in range(n)]
         _check_entries(rng, ledger_id, digest, entries)
 
 
@@ -411,7 +443,8 @@ def _check_entries(
     entry_id = len(entries) - 1
     state = _state(entry_id)
     CALLS["verify_records"] += 1
-    got = native.verify_records([(entry_id, entries[-1])], 0, ledger_id, int(digest), state)
+    key = _key(digest)
+    got = native.verify_records([(entry_id, entries[-1])], 0, ledger_id, int(digest), state, key)
     if got[1] == native.VERIFY_VALUES:
         differ(
             "verify_records",
@@ -423,7 +456,7 @@ def _check_entries(
     heads_state = _state(entry_id)
     CALLS["verify_heads"] += 1
     stop, status = native.verify_heads(
-        items, entry_id, ledger_id, 0, window, 0, int(digest), heads_state
+        items, entry_id, ledger_id, 0, window, 0, int(digest), heads_state, key
     )
     differ("verify_heads", (stop - entry_id, status, heads_state), (*got, state))
 
@@ -480,19 +513,27 @@ def python_payload_ok(
 ) -> Any:
     """Whether the decoder's payload step finds no error in an entry read clean to its
     metadata (verify's completeness check); None when the entry is not clean there."""
-    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.METADATA)
+    options = DecodeOptions(
+        outer=Outer.BOOKIE_ENTRY, digest_type=digest, password=PASSWORD, depth=Depth.METADATA
+    )
     entry = decode_entry(data, options, (ledger_id, entry_id))
     if any(p.severity == "error" for p in entry.problems) or entry.metadata is None:
         return None
     messages = DecodeOptions(
-        outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.MESSAGES, max_uncompressed=limit
+        outer=Outer.BOOKIE_ENTRY,
+        digest_type=digest,
+        password=PASSWORD,
+        depth=Depth.MESSAGES,
+        max_uncompressed=limit,
     )
     entry_module.decode_payload(entry, messages)
     return entry.ok
 
 
 def _layout_head(data: bytes, ledger_id: int, entry_id: int, digest: DigestType) -> Any:
-    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.ENTRY)
+    options = DecodeOptions(
+        outer=Outer.BOOKIE_ENTRY, digest_type=digest, password=PASSWORD, depth=Depth.ENTRY
+    )
     return decode_head(data, options, (ledger_id, entry_id))
 
 
@@ -500,13 +541,13 @@ def layouts_target(rng: random.Random) -> None:
     from pulsarctl_py.decoders.codecs import decompress
 
     ledger_id = rng.choice((3, 3, 2**40 + 1))
-    digest = rng.choice((DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY))
-    kind = int(digest)
+    digest = rng.choice(_digests(DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY))
+    kind, key = int(digest), _key(digest)
     n = rng.randint(1, 4)
     entries = []
     for e in range(n):
         body = _layout_payload(rng, e) if rng.randrange(4) else _payload(rng, e)
-        entries.append(_pack(ledger_id, e, _header(rng, e), body, digest))
+        entries.append(_pack(ledger_id, e, _header(rng, e), body, digest, rng))
     items, window = _log(ledger_id, entries)
     slots = b"".join(value for _, value in items)  # log 0: a slot is the offset
     records = list(enumerate(entries))
@@ -522,23 +563,25 @@ def layouts_target(rng: random.Random) -> None:
 
     heads: list[Any] = []
     CALLS["scan_slots"] += 1
-    stop, status = native.scan_slots(slots, 0, 0, ledger_id, 0, window, 0, kind, heads, False)
+    stop, status = native.scan_slots(slots, 0, 0, ledger_id, 0, window, 0, kind, heads, False, key)
     recorded: list[Any] = []
     CALLS["record_heads"] += 1
     differ(
         "record_heads",
-        (native.record_heads(records, 0, ledger_id, kind, recorded, False), recorded),
+        (native.record_heads(records, 0, ledger_id, kind, recorded, False, key), recorded),
         ((stop, status), heads),
     )
     for entry_id, head in enumerate(heads):
         differ("scan_slots", head, _layout_head(entries[entry_id], ledger_id, entry_id, digest))
+    if heads and digest is DigestType.HMAC:  # HMAC lines from the heads the key verified
+        _lines(rng, ledger_id, [(h, entries[i]) for i, h in enumerate(heads)], digest)
 
     entry_id = n - 1
     state, slot_state = _state(entry_id), _state(entry_id)
     CALLS["verify_records"] += 1
-    got = native.verify_records([records[-1]], 0, ledger_id, kind, state)
+    got = native.verify_records([records[-1]], 0, ledger_id, kind, state, key)
     CALLS["verify_slots"] += 1
-    found = native.verify_slots(slots, entry_id, 0, ledger_id, 0, window, 0, kind, slot_state)
+    found = native.verify_slots(slots, entry_id, 0, ledger_id, 0, window, 0, kind, slot_state, key)
     differ("verify_slots", (found[0] - entry_id, found[1], slot_state), (*got, state))
 
     limit = rng.choice((None, None, 1 << 20, 4))
@@ -569,8 +612,14 @@ def _python_head(data: bytes, ledger_id: int, entry_id: int) -> EntryHead:
     return decode_head(data, HEAD_OPTIONS, (ledger_id, entry_id))
 
 
-def _lines(rng: random.Random, ledger_id: int, pairs: list[tuple[EntryHead, bytes]]) -> None:
-    """entry_lines over heads the scanner made, some changed, against line_maker's line."""
+def _lines(
+    rng: random.Random,
+    ledger_id: int,
+    pairs: list[tuple[EntryHead, bytes]],
+    kind: DigestType = DigestType.CRC32C,
+) -> None:
+    """entry_lines over heads the scanner made (for a ledger of digest ``kind``), some
+    changed, against line_maker's line."""
     from dataclasses import replace
 
     from pulsarctl_py import inspect_heads
@@ -586,7 +635,7 @@ def _lines(rng: random.Random, ledger_id: int, pairs: list[tuple[EntryHead, byte
                 value = -1
             changed[at] = (replace(head, **{name: value}), data)
         lac = rng.choice((None, -1, 0, 5))
-        digest = rng.choice((DigestType.CRC32C, None))
+        digest = rng.choice((kind, None))
         view = SimpleNamespace(ledger_id=ledger_id, lac=lac, kind="data", digest_type=digest)
         runs = inspect_heads._native_lines(view, False)
         if runs is None:
@@ -595,6 +644,34 @@ def _lines(rng: random.Random, ledger_id: int, pairs: list[tuple[EntryHead, byte
         made = runs(changed, 0, 10)[0]
         line = inspect_heads.line_maker(view)
         differ("entry_lines", made, [line(h, d) for h, d in changed[: len(made)]])
+
+
+# -- the MAC digest itself (decoders/_speedups_mac.c) -----------------------------------------
+
+
+def mac_target(rng: random.Random) -> None:
+    """hmac_sha1 of _speedups_mac against Python's hmac, on keys of 0..64 bytes and data
+    of any size split anywhere (the native scans give it header and payload apart)."""
+    import hashlib
+    import hmac
+
+    if not MAC:
+        return
+    from pulsarctl_py.decoders import _speedups_mac
+
+    key = rng.randbytes(rng.choice((20, 20, 20, 0, 1, 63, 64)))
+    data = rng.randbytes(rng.choice((0, 1, 32, 55, 56, 64, 119, rng.randrange(4096))))
+    cut = rng.randrange(len(data) + 1)
+    CALLS["hmac_sha1"] += 1
+    got = _speedups_mac.hmac_sha1(key, data[:cut], memoryview(data)[cut:])
+    differ("hmac_sha1", got, hmac.new(key, data, hashlib.sha1).digest())
+    CALLS["hmac_sha1 (arguments)"] += 1
+    try:
+        _speedups_mac.hmac_sha1(
+            rng.choice((bytes(65), "key", None, key)), rng.choice((data, 1, "s", bytearray(3)))
+        )
+    except (TypeError, ValueError):
+        pass
 
 
 # -- v3 answers --------------------------------------------------------------------------------
@@ -702,6 +779,245 @@ def key_table_target(rng: random.Random) -> None:
     )
 
 
+# -- an entry's JSON (entry_doc) ---------------------------------------------------------------
+
+
+@cache
+def _corpus() -> list[bytes]:
+    """The entries real clients wrote (tests/data/real-client): batches, chunks, every
+    codec, encrypted ones (decoded without their key)."""
+    from pathlib import Path
+
+    return [p.read_bytes() for p in sorted(Path(__file__).parent.glob("data/real-client/*/*.bin"))]
+
+
+def _doc_input(rng: random.Random) -> tuple[bytes, DecodeOptions, tuple[int, int] | None]:
+    """Stored bytes as the other targets make them, and options to decode them with."""
+    entry_id = rng.randrange(4)
+    digest = rng.choice(_digests(DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY))
+    kind = rng.randrange(4)
+    if kind == 0:
+        data, outer = _entry(rng, 7, entry_id, digest), Outer.BOOKIE_ENTRY
+    elif kind == 1:
+        payload = _layout_payload(rng, entry_id)
+        data, outer = (
+            _pack(7, entry_id, _header(rng, entry_id), payload, digest),
+            Outer.BOOKIE_ENTRY,
+        )
+    elif kind == 2:
+        data, outer = _layout_payload(rng, entry_id), Outer.PULSAR_ENTRY
+    else:
+        corpus = _corpus()
+        data = rng.choice(corpus) if corpus else _payload(rng, entry_id)
+        outer = Outer.PULSAR_ENTRY
+        if rng.randrange(3) == 0:
+            data = mutate(data, rng)
+    options = DecodeOptions(
+        outer=rng.choice((outer, outer, Outer.AUTO)),
+        digest_type=rng.choice((digest, None)),
+        password=rng.choice((PASSWORD, None)),
+        depth=rng.choice(list(Depth)),
+    )
+    return data, options, rng.choice(((7, entry_id), (7, entry_id), None, (-1, 2**63)))
+
+
+def _as_json(doc: Any) -> bytes:
+    """The JSON text of a document (orjson, key order kept); a value orjson cannot write
+    (a hostile one) is named by its type and identity."""
+    import json
+
+    import orjson
+
+    try:
+        return orjson.dumps(doc)
+    except TypeError:
+        pass
+    try:
+        return json.dumps(doc, default=lambda o: f"<{type(o).__name__} {id(o)}>").encode()
+    except (TypeError, ValueError):  # a key JSON cannot take: compared as dicts only
+        return b"?"
+
+
+def _compare_doc(entry: Any, what: str) -> Any:
+    """native.entry_doc(entry) against entry.to_json_python() when it built a dict."""
+    got = native.entry_doc(entry)
+    if got is not None:
+        slow = entry.to_json_python()
+        differ(what, _as_json(got), _as_json(slow))
+        differ(what, got, slow)
+    return got
+
+
+def entry_doc_target(rng: random.Random) -> None:
+    """decode_entry over generated, mutated and real entries at every depth; the native
+    document (when not None) is the Python path's, as JSON text with its key order."""
+    data, options, position = _doc_input(rng)
+    entry = decode_entry(data, options, position)
+    CALLS["entry_doc"] += 1
+    _compare_doc(entry, f"entry_doc {data.hex()} {options.depth.name} {position}")
+
+
+class _BytesSub(bytes):
+    pass
+
+
+class _StrSub(str):
+    def __hash__(self) -> int:  # user code where a dict is filled: empties the lists read
+        _HOSTILE_ACTION[0]()
+        return str.__hash__(self)
+
+
+class _IntSub(int):
+    pass
+
+
+class _DictSub(dict):  # type: ignore[type-arg]
+    pass
+
+
+#: what the hostile objects of _hostile_values do when called (set per call)
+_HOSTILE_ACTION: list[Callable[[], Any]] = [lambda: None]
+
+
+class _Hostile:
+    """An object whose conversions raise (``raises``) or empty the entry's lists first."""
+
+    def __init__(self, raises: bool) -> None:
+        self.raises = raises
+
+    def _act(self) -> None:
+        if self.raises:
+            raise ValueError("hostile")
+        _HOSTILE_ACTION[0]()
+
+    def __index__(self) -> int:
+        self._act()
+        return 1
+
+    def __len__(self) -> int:
+        self._act()
+        return 1
+
+    def __eq__(self, other: object) -> bool:
+        self._act()
+        return False
+
+    def __hash__(self) -> int:
+        self._act()
+        return 1
+
+    def __iter__(self) -> Any:
+        self._act()
+        return iter(())
+
+    def __str__(self) -> str:
+        self._act()
+        return "hostile"
+
+    __repr__ = __str__
+
+
+def _hostile_values(rng: random.Random) -> list[Any]:
+    meddler = protowire.Meddler(rng.choice((0, 1, -1, 2**63)), lambda: _HOSTILE_ACTION[0]())
+    return [
+        None,
+        "text",
+        b"bytes",
+        2**64 + 1,
+        -(2**70),
+        -1,
+        1.5,
+        float("nan"),
+        True,
+        [None, "x", b"y", [1]],
+        [meddler, _Hostile(False)],
+        [{1: 2}, {"k": b"v"}, {_StrSub("k"): 1}],
+        memoryview(bytes(range(16)))[::2],
+        memoryview(bytes(8)).cast("H"),
+        memoryview(bytearray(4)).toreadonly(),
+        _BytesSub(b"sub"),
+        _StrSub("error"),
+        _StrSub("bookie-digest"),
+        _IntSub(3),
+        _DictSub(a=1),
+        {_StrSub("k"): 1, "b": [meddler]},
+        {"k": _StrSub("v")},
+        {1: "v"},
+        (1,),
+        (7, _IntSub(1)),
+        (7, 2**70),
+        meddler,
+        _Hostile(True),
+        _Hostile(False),
+        SimpleNamespace(),
+        object(),
+    ]
+
+
+def _entry_doc_arguments(rng: random.Random) -> None:
+    """Hostile objects into entry_doc: a decoded entry with one slot (of the entry, a
+    layer, a check, a problem or a message, or an item of their lists) replaced by a value
+    of a wrong type, of a subclass, or whose conversions raise or empty the entry's lists.
+    entry_doc answers None, raises TypeError/ValueError, or gives the Python path's dict."""
+    from pulsarctl_py.decoders.nodes import Check, Layer, Problem
+
+    data, options, position = _doc_input(rng)
+    entry = decode_entry(data, options, position)
+    if rng.randrange(4) == 0:
+        entry.problems.append(Problem("error", "entry", 0, "m"))
+    victims: list[list[Any]] = [entry.layers, entry.messages, entry.problems]
+
+    def empty() -> None:
+        for victim in victims:
+            victim.clear()
+
+    hostile = rng.choice(_hostile_values(rng))
+    targets: list[Any] = [entry, *entry.layers, *entry.messages, *entry.problems]
+    targets += [layer.check for layer in entry.layers if layer.check is not None]
+    target = rng.choice(targets)
+    where = rng.randrange(3)
+    if where == 0:  # a slot
+        names = [n for n in type(target).__slots__ if n != "__weakref__"]
+        setattr(target, rng.choice(names), hostile)
+    elif where == 1:  # an item of one of the lists, or a value of a layer's fields
+        lists = [v for v in victims if v] or victims
+        chosen = rng.choice(lists)
+        if chosen:
+            chosen[rng.randrange(len(chosen))] = hostile
+        else:
+            chosen.append(hostile)
+    else:
+        layers = entry.layers or [Layer("x", 0, 0, b"")]
+        fields = rng.choice(layers).fields
+        fields[rng.choice(("k", _StrSub("k"), 1))] = hostile
+    argument = entry
+    if rng.randrange(8) == 0:  # not an Entry
+        argument = rng.choice(
+            (hostile, target, Check("crc32c", "0", "0", True), SimpleNamespace(), 3, None)
+        )
+    acted: list[bool] = []
+    _HOSTILE_ACTION[0] = lambda: (acted.append(True), empty())
+    CALLS["entry_doc (arguments)"] += 1
+    try:
+        got = native.entry_doc(argument)
+    except (TypeError, ValueError):
+        return
+    finally:
+        _HOSTILE_ACTION[0] = lambda: None
+    if got is None:
+        return
+    if acted:  # Python code ran while the entry was read, and changed it: no answer holds
+        raise Difference(f"entry_doc (arguments): a document after {hostile!r} ran: {got!r}")
+    if argument is not entry:
+        raise Difference(f"entry_doc (arguments): a document of {argument!r}")
+    try:
+        slow = entry.to_json_python()
+    except Exception as exc:  # the native path answered where the Python path cannot
+        raise Difference(f"entry_doc (arguments): native {got!r}, Python {exc!r}") from exc
+    differ("entry_doc (arguments)", _as_json(got), _as_json(slow))
+    differ("entry_doc (arguments)", got, slow)
+
+
 @cache
 def _argument_log() -> tuple[list[tuple[bytes, bytes]], bytes]:
     rng = random.Random(5)
@@ -735,6 +1051,9 @@ def arguments_target(rng: random.Random) -> None:
         return b""
 
     window_start = pick(0, -1, 2**63 - 2, 2**62, meddler)
+    # a scan's key: the MAC's, of a wrong length or type, a meddler, or one given with
+    # another digest (the digests are picked with MAC (2) among them)
+    key = pick(None, MAC_KEY, MAC_KEY, MAC_KEY[:19], MAC_KEY + b"x", bytearray(MAC_KEY), meddler)
     calls: list[tuple[str, Callable[[], Any]]] = [
         (
             "scan_heads",
@@ -742,17 +1061,21 @@ def arguments_target(rng: random.Random) -> None:
         ),
         (
             "verify_heads",
-            lambda: native.verify_heads(items, start, 3, 0, window, window_start, 3, state),
+            lambda: native.verify_heads(
+                items, start, 3, 0, window, window_start, pick(3, 2), state, key
+            ),
         ),
         (
             "verify_records",
             lambda: native.verify_records(
-                [(pick(0, meddler), pick(window, meddler))], start, 3, 3, state
+                [(pick(0, meddler), pick(window, meddler))], start, 3, pick(3, 2), state, key
             ),
         ),
         (
             "entry_lines",
-            lambda: native.entry_lines([], start, 3, 3, pick(None, 1, meddler), b"}\n"),
+            lambda: native.entry_lines(
+                [], start, 3, 3, pick(None, 1, meddler), b"}\n", pick(False, True), pick(3, 2, 5)
+            ),
         ),
         (
             "v3_read_replies",
@@ -797,6 +1120,7 @@ def arguments_target(rng: random.Random) -> None:
                 pick(3, 1, 4, 2),
                 [],
                 False,
+                key,
             ),
         ),
         (
@@ -809,15 +1133,22 @@ def arguments_target(rng: random.Random) -> None:
                 0,
                 window,
                 window_start,
-                pick(3, 1, 4, 0),
+                pick(3, 1, 4, 0, 2),
                 state,
+                key,
             ),
         ),
         ("item_slots", lambda: native.item_slots(items, start, pick(3, meddler))),
         (
             "record_heads",
             lambda: native.record_heads(
-                [(pick(0, meddler), pick(window, meddler))], start, 3, pick(3, 4, 2), [], False
+                [(pick(0, meddler), pick(window, meddler))],
+                start,
+                3,
+                pick(3, 4, 2),
+                [],
+                False,
+                key,
             ),
         ),
         (
@@ -858,12 +1189,14 @@ def arguments_target(rng: random.Random) -> None:
                 [(0, pick(window, meddler))], start, pick(0, 1), pick(3, 9), None, meddling
             ),
         ),
+        ("mac_available", lambda: native.mac_available()),
         ("bind", lambda: native.bind(native.HEAD, pick(int, EntryHead), (pick("ledger_id", 1),))),
     ]
+    _entry_doc_arguments(rng)
     try:
         for name, call in calls:
             # bind has no data to fuzz: its calls are these; the others' are counted apart
-            CALLS[name if name == "bind" else f"{name} (arguments)"] += 1
+            CALLS[name if name in ("bind", "mac_available") else f"{name} (arguments)"] += 1
             try:
                 call()
             except (TypeError, ValueError, OverflowError):
@@ -878,6 +1211,8 @@ TARGETS: dict[str, Callable[[random.Random], None]] = {
     "layouts": layouts_target,
     "v3": v3_target,
     "crc32c": crc_target,
+    "mac": mac_target,
     "key-table": key_table_target,
+    "entry-doc": entry_doc_target,
     "arguments": arguments_target,
 }

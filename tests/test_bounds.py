@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pulsarctl_py.decoders.codecs import compress
 from pulsarctl_py.decoders.pulsar import build_entry
@@ -118,3 +120,41 @@ def test_dev_zero_is_refused_quickly() -> None:
     code, _, err = run_measured("decode", "--private-key", "/dev/zero", "--sample", "encrypted")
     assert code == 2 and "larger than" in err, err
     assert time.monotonic() - started < 60
+
+
+def _outcome(fn: object, *args: object) -> tuple[str, object]:
+    try:
+        return "ok", bytes(fn(*args))  # type: ignore[operator]
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    number=st.sampled_from([0, 1, 1, 1, 2, 3, 4, 9]),
+    plain=st.binary(max_size=600),
+    shape=st.sampled_from(["good", "cut", "flip", "junk"]),
+    size_delta=st.sampled_from([0, 0, 0, -1, 1, 10**6]),
+    limit=st.sampled_from([64, 512, 5 * 1024 * 1024]),
+    data=st.data(),
+)
+def test_checking_decompress_answers_as_decompress(
+    number: int, plain: bytes, shape: str, size_delta: int, limit: int, data: st.DataObject
+) -> None:
+    """verify's per-payload decompress (LZ4 in one frame) gives the bytes or the error
+    decompress gives, for every codec, on good, cut, flipped and random bytes, with sizes
+    off by one and past the limit."""
+    from pulsarctl_py.decoders.codecs import checking_decompress, decompress
+
+    packed = compress(number, plain) if number in (0, 1, 2, 3, 4) else plain
+    if shape == "cut":
+        packed = packed[: max(0, len(packed) - 3)]
+    elif shape == "flip" and packed:
+        at = data.draw(st.integers(0, len(packed) - 1))
+        packed = packed[:at] + bytes([packed[at] ^ 0x5A]) + packed[at + 1 :]
+    elif shape == "junk":
+        packed = data.draw(st.binary(max_size=200))
+    size = max(0, len(plain) + size_delta)
+    assert _outcome(checking_decompress(), number, packed, size, limit) == _outcome(
+        decompress, number, packed, size, limit
+    )

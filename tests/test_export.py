@@ -410,31 +410,54 @@ def test_data_source_reads_one_ledger_and_refuses_bad_options(demo, spark):
         spark.read.format("ledgerctl").schema("nope int").option("ledger", "1").load().collect()
 
 
-def test_data_source_gives_the_decoded_value_column(demo, spark):
-    """The Avro topic: value_decoded is the struct of its latest schema (the versions
-    merge), each row as the local read gives it; ``values raw`` leaves it out."""
+#: the struct of shop-orders' values: its latest schema (version 0's rows read its defaults)
+ORDER = (
+    "struct<id:bigint,item:string,price:double,customer:struct<name:string,email:string>,"
+    "qty:int,coupon:string>"
+)
+
+
+def spark_types(df: Any) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def sent_values() -> list[tuple[str, Any]]:
+    """(key, value) of each message the official producer sent to the demo's Avro topic
+    (its capture), in the order it sent them; unions as Avro's JSON encoding writes them."""
+    folder = Path(__file__).resolve().parent.parent / "pulsarctl_py/demo/entries/shop-orders"
+    capture = json.loads((folder / "capture.json").read_text())
+    return [(m["key"], m["value"]) for sent in capture["sent"] for m in sent["messages"]]
+
+
+def test_data_source_value_is_the_typed_value(demo, spark):
+    """The Avro topic: ``value`` is the struct of its latest schema (the versions merge),
+    each row as the local read decodes it; the payload bytes are ``value_bytes``. Each
+    choice of the option ``values`` gives its columns; a user schema names the new ones."""
     from pulsarctl_py.export import VALUE_COLUMNS
+    from pulsarctl_py.spark import VALUE_COLUMNS as SPARK_VALUE_COLUMNS
     from pulsarctl_py.value_columns import value_column
 
+    assert SPARK_VALUE_COLUMNS == ("value_bytes", "schema_version", "schema_type")
     _summary, root = demo
     url, dirs = stores(root)
 
-    def reader() -> Any:
+    def reader(values: str | None = None) -> Any:
         # a DataFrameReader keeps what .schema() and .option() set: a new one each time
-        return (
+        r = (
             spark.read.format("ledgerctl")
             .option("topic", "persistent://public/default/shop-orders")
             .option("metadata-url", url)
             .option("bookie-dir", dirs[0])
             .option("split-entries", "2")
         )
+        return r if values is None else r.option("values", values)
 
     df = reader().load()
-    assert df.columns == list(COLUMN_NAMES + VALUE_COLUMNS)
-    assert df.schema["value_decoded"].dataType.simpleString() == (
-        "struct<id:bigint,item:string,price:double,customer:struct<name:string,email:string>,"
-        "qty:int,coupon:string>"
-    )
+    assert df.columns == list(COLUMN_NAMES + SPARK_VALUE_COLUMNS)
+    types = spark_types(df)
+    assert (types["value"], types["value_bytes"]) == (ORDER, "binary")
+    assert (types["schema_version"], types["schema_type"]) == ("bigint", "string")
+    assert spark_types(reader("both").load()) == types
     values = schema_values(root)
     options = ValueOptions(values, value_column(values))
     plan = plan_of(root, "shop-orders", split_entries=2)
@@ -445,31 +468,144 @@ def test_data_source_gives_the_decoded_value_column(demo, spark):
         for r in split_rows(s, cols, values=options)
     ]
     got = [r.asDict(recursive=True) for r in df.collect()]
-    for row in got:
-        row["value"] = bytes(row["value"])
+    assert len(got) == len(local) == 7
+    for row, want in zip(got, local, strict=True):
+        row, want = dict(row), dict(want)
+        assert row.pop("value") == want.pop("value_decoded")
+        assert bytes(row.pop("value_bytes")) == want.pop("value")
         row["properties"] = dict(row["properties"])
-    assert got == local and len(got) == 7
-    ids = df.where("value_decoded.id = 42").select(
-        "entry_id", "schema_version", "value_decoded.qty"
-    )
+        assert row == want
+    # each row's value is what the producer sent (version 0's rows with 1.x's defaults)
+    sent = sent_values()
+    assert [r["key"] for r in got] == [k for k, _ in sent]
+    for row, (_key, value) in zip(got, sent, strict=True):
+        fields = ("id", "item", "price", "qty")
+        assert [row["value"][f] for f in fields] == [value.get(f, 1) for f in fields]
+        assert row["value"]["customer"]["name"] == value["customer"]["name"]
+        email = value["customer"]["email"]
+        assert row["value"]["customer"]["email"] == (email and email["string"])
+    ids = df.where("value.id = 42").select("entry_id", "schema_version", "value.qty")
     assert [tuple(r) for r in ids.collect()] == [(2, 0, 1), (1, 1, 2)]
-    narrow = reader().schema("entry_id bigint, schema_version bigint").load()
-    assert [tuple(r) for r in narrow.collect()] == [
-        (r["entry_id"], r["schema_version"]) for r in local
+
+    # decoded: the typed value, no payload bytes
+    decoded = reader("decoded").load()
+    assert decoded.columns == list((*COLUMN_NAMES, "schema_version", "schema_type"))
+    assert spark_types(decoded)["value"] == ORDER
+    assert [r.value.item for r in decoded.select("value").collect()] == [
+        r["value"]["item"] for r in got
     ]
-    assert reader().option("values", "raw").load().columns == list(COLUMN_NAMES)
-    with pytest.raises(Exception, match="column value_decoded is struct"):
+    with pytest.raises(Exception, match="no column value_bytes with the option values decoded"):
+        reader("decoded").schema("value_bytes binary").load().collect()
+    with pytest.raises(Exception, match="with the option values decoded, not binary: use the"):
+        reader("decoded").schema("value binary").load().collect()
+    # raw: the payload bytes in value, no value columns
+    raw = reader("raw").load()
+    assert raw.columns == list(COLUMN_NAMES) and spark_types(raw)["value"] == "binary"
+    payloads = [r["value"] for r in local]
+    assert [bytes(r.value) for r in raw.select("value").collect()] == payloads
+
+    # a user schema: the new names, value binary as values raw gives it
+    narrow = reader().schema("entry_id bigint, schema_version bigint, value_bytes binary").load()
+    assert [(r[0], r[1], bytes(r[2])) for r in narrow.collect()] == [
+        (r["entry_id"], r["schema_version"], r["value"]) for r in local
+    ]
+    as_bytes = reader().schema("entry_id bigint, value binary").load()
+    assert [bytes(r.value) for r in as_bytes.collect()] == payloads
+    typed = reader().schema(f"value {ORDER}, schema_type string").load()
+    assert [(r.value.id, r.schema_type) for r in typed.collect()] == [
+        (r["value"]["id"], "AVRO") for r in got
+    ]
+    with pytest.raises(Exception, match=f"column value is {ORDER}, not string"):
+        reader().schema("value string").load().collect()
+    with pytest.raises(Exception, match="the decoded value is the column value, its payload"):
         reader().schema("value_decoded string").load().collect()
 
     def plain() -> Any:
         reader = spark.read.format("ledgerctl").option("topic", "plain")
         return reader.option("metadata-url", url).option("bookie-dir", dirs[0])
 
-    assert plain().load().columns == list(COLUMN_NAMES)  # no schema: no value columns
+    # no schema: value is the payload bytes, no value columns
+    assert plain().load().columns == list(COLUMN_NAMES)
+    assert spark_types(plain().load())["value"] == "binary"
     with pytest.raises(Exception, match="has no schema"):
         plain().option("values", "decoded").load().collect()
-    with pytest.raises(Exception, match="no decoded value columns"):
-        plain().schema("value_decoded string").load().collect()
+    with pytest.raises(Exception, match=r"no value columns .*: the topic has no schema"):
+        plain().schema("value_bytes binary").load().collect()
+
+
+def rows_in_process(root: Path, **options: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The data source's schema and rows as Spark's Python workers make them (the same
+    calls, in this process: a patched schema reaches them)."""
+    from pulsarctl_py.spark import LedgerctlDataSource
+
+    url, dirs = stores(root)
+    source = LedgerctlDataSource(
+        {"topic": "shop-orders", "metadata-url": url, "bookie-dir": dirs[0], **options}
+    )
+    schema = source.schema()
+    reader = source.reader(schema)
+    rows = [r for p in reader.partitions() for r in reader.read(p)]
+    return schema, [dict(zip(schema.fieldNames(), r, strict=True)) for r in rows]
+
+
+def patch_schemas(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+    """Change the topic's schema versions as the data source reads them."""
+    from pulsarctl_py import values as module
+
+    real = module.values_for
+
+    def changed(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        if got is not None:
+            change(got)
+        return got
+
+    monkeypatch.setattr(module, "values_for", changed)
+
+
+def test_data_source_keeps_an_undecodable_value_as_bytes(demo, monkeypatch):
+    """Version 0 given a trailing field without a default (still mergeable into version
+    1): its messages do not decode. Their value is null, their bytes in value_bytes, the
+    error in problems; version 1's values stay typed."""
+    _summary, root = demo
+
+    def trailing_field(values: Any) -> None:
+        v0 = json.loads(values.schemas[0].definition)
+        v0["fields"].append({"name": "extra", "type": "string"})
+        values.schemas[0].definition = json.dumps(v0).encode()
+
+    patch_schemas(monkeypatch, trailing_field)
+    schema, rows = rows_in_process(root)
+    assert schema["value"].dataType.simpleString() == ORDER
+    assert [r["schema_version"] for r in rows] == [0, 0, 0, 0, 1, 1, 1]
+    for row in rows:
+        assert isinstance(row["value_bytes"], bytes) and row["value_bytes"]
+        errors = [p for p in row["problems"] if p.startswith("error: value: ")]
+        if row["schema_version"] == 0:
+            assert row["value"] is None and len(errors) == 1, row
+        else:
+            assert row["value"]["id"] in (44, 42, 45) and not errors, row
+
+
+def test_data_source_gives_versions_that_do_not_merge_as_json_text(demo, monkeypatch, capsys):
+    """Version 1 without the default of qty cannot read version 0's values: one DataFrame
+    has one type, so value is JSON text, each value as its writer's version decodes it."""
+    _summary, root = demo
+    expected = inspected_values(capsys, root)
+
+    def no_default(values: Any) -> None:
+        v1 = json.loads(values.schemas[1].definition)
+        for f in v1["fields"]:
+            f.pop("default", None) if f["name"] == "qty" else None
+        values.schemas[1].definition = json.dumps(v1).encode()
+
+    patch_schemas(monkeypatch, no_default)
+    for choice in ("auto", "decoded"):
+        schema, rows = rows_in_process(root, values=choice)
+        assert schema["value"].dataType.simpleString() == "string"
+        assert [json.loads(r["value"]) for r in rows] == [m["value_decoded"] for m in expected]
+        assert ("value_bytes" in schema.fieldNames()) == (choice == "auto")
+    assert [r["schema_type"] for r in rows] == ["AVRO"] * 7
 
 
 # -- the Spark engine behind the boundary ----------------------------------------------------
@@ -601,3 +737,25 @@ def test_compacted_view_without_a_typed_column_writes_json_text(tmp_path):
     assert [r["value_decoded"] for r in got] == ['{"id":1}', '"text"', None]
     assert [r["value"] for r in got] == [b"\x01", b"\x02", None]
     assert view.rows == 3
+
+
+def test_data_source_keeps_bytes_of_a_schema_that_stays_bytes(demo, monkeypatch):
+    """Schema versions of BYTES (values that stay bytes): auto gives the payload in value
+    as for a topic without a schema, not a column of nulls; decoded says why not."""
+    from pulsarctl_py.decoders.schemas import SchemaType
+    from pulsarctl_py.errors import LedgerctlError
+
+    _summary, root = demo
+
+    def as_bytes(values: Any) -> None:
+        for schema in values.schemas:
+            schema.type = SchemaType.BYTES
+
+    patch_schemas(monkeypatch, as_bytes)
+    schema, rows = rows_in_process(root)
+    assert schema.fieldNames() == list(COLUMN_NAMES)
+    assert schema["value"].dataType.simpleString() == "binary"
+    assert len(rows) == 7 and all(isinstance(r["value"], bytes) and r["value"] for r in rows)
+    for choice in ("decoded", "both"):
+        with pytest.raises(LedgerctlError, match="are BYTES: its values stay bytes; use the"):
+            rows_in_process(root, values=choice)

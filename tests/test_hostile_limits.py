@@ -3,7 +3,7 @@
 * one maximum message size (Pulsar's default maxMessageSize, 5 MiB) for every command,
   set by ``ledgerctl --max-message-size``, ``LEDGERCTL_MAX_MESSAGE_SIZE`` or the old
   per-command spelling of inspect and decode, carried to executors by the splits;
-* the decoders' bounds: batches that cannot fit, chunked messages joined up to the limit,
+* the decoders' bounds: batches that cannot fit, chunked messages joined up to four limits,
   chunks waiting to be joined within a budget, messages written one at a time;
 * bookie frames refused from their length, live reads within a byte budget;
 * listings streamed in the order they had;
@@ -49,7 +49,7 @@ REFUSED = {
     "batch-count-huge": "0 to 200000 messages in a batch, found 2147483647",
     "batch-value-huge": "payload_size 2147483647",
     "chunk-announces-huge": "announces 2147483647 bytes (total_chunk_msg_size)",
-    "chunks-join-past-limit": "holds more than 5242880 bytes in its first 3 chunks",
+    "chunks-join-past-limit": "holds more than 20971520 bytes in its first 5 chunks",
     "chunks-inflate-past-limit": "uncompressed_size 268435456 exceeds the limit",
     "chunks-never-finished": "the messages being joined held more than 52428800 bytes",
 }
@@ -240,16 +240,19 @@ def _decode(entries: list[bytes], limit: int) -> list[Any]:
     return list(decode_entries(((e, None) for e in entries), DecodeOptions(max_uncompressed=limit)))
 
 
-def test_chunks_are_joined_up_to_the_limit() -> None:
+def test_chunks_are_joined_up_to_four_limits() -> None:
+    """A chunked message is larger than the limit by design (each chunk is within it): it
+    is joined up to four limits, as a consumer joins it up to its memory."""
     kib = 1024
-    ok = _decode(_chunks("fits", [40 * kib, 24 * kib]), 64 * kib)
-    assert len(ok[-1].messages) == 1 and len(ok[-1].messages[0].value) == 64 * kib
-    # their bytes pass the limit, whatever chunk 0 announced
-    over = _decode(_chunks("over", [40 * kib, 40 * kib, 8 * kib], 80), 64 * kib)
-    assert [len(e.messages) for e in over] == [0, 0, 0]
-    assert "holds more than 65536 bytes in its first 2 chunks" in over[1].problems[0].message
-    assert not over[2].problems  # the rest of a discarded message goes quietly
-    # chunk 0 announces more than the limit: refused before anything is held
+    ok = _decode(_chunks("fits", [60 * kib, 60 * kib, 60 * kib, 60 * kib, 16 * kib]), 64 * kib)
+    assert [len(e.messages) for e in ok] == [0, 0, 0, 0, 1]
+    assert len(ok[-1].messages[0].value) == 256 * kib and not ok[-1].problems
+    # their bytes pass four limits, whatever chunk 0 announced
+    over = _decode(_chunks("over", [60 * kib] * 5 + [8 * kib], 80), 64 * kib)
+    assert [len(e.messages) for e in over] == [0] * 6
+    assert "holds more than 262144 bytes in its first 5 chunks" in over[4].problems[0].message
+    assert not over[5].problems  # the rest of a discarded message goes quietly
+    # chunk 0 announces more than four limits: refused before anything is held
     announced = _decode(_chunks("announced", [1024, 1024], 2**31 - 1), 64 * kib)
     assert "announces 2147483647 bytes" in announced[0].problems[0].message
     assert HINT in announced[0].problems[0].message

@@ -31,7 +31,7 @@ from pulsarctl_py import inspect_heads
 from pulsarctl_py.commands.inspect import _show
 from pulsarctl_py.decoders import Depth, bookkeeper, entrylog
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
-from pulsarctl_py.decoders.checksums import DigestType, crc32c, master_key
+from pulsarctl_py.decoders.checksums import DigestType, crc32c, mac_key, master_key
 from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer, build_entry
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.demo import create_demo
@@ -731,15 +731,39 @@ _LAYOUT_DIGESTS = {
     13: DigestType.CRC32,
     14: DigestType.DUMMY,
     15: DigestType.HMAC,
+    16: DigestType.HMAC,
 }
 
 
+def _mac_damaged(ledger_id: int, count: int) -> list[bytes]:
+    """Ledger 3's shapes under a MAC digest (empty password), some entries damaged in
+    their MAC: one in seven with a MAC byte flipped, one in eleven with a payload byte
+    flipped, one in thirteen with the MAC of another password."""
+    import hashlib
+    import hmac
+
+    entries = []
+    for entry_id, entry in enumerate(_shapes(ledger_id, DigestType.HMAC, count)):
+        raw = bytearray(entry)
+        if entry_id % 7 == 2:
+            raw[32 + entry_id % 20] ^= 0x01
+        elif entry_id % 11 == 3:
+            raw[52 + entry_id % (len(raw) - 52)] ^= 0x40
+        elif entry_id % 13 == 4:
+            other = hmac.new(mac_key(b"other"), raw[:32] + raw[52:], hashlib.sha1).digest()
+            raw[32:52] = other
+        entries.append(bytes(raw))
+    return entries
+
+
 def _layout_world(root: Path, layout: str) -> str:
-    """The odd ledgers and ledger 3's shapes under every digest type, in ``layout`` under
-    ``root``; the metadata URL (digest types and the empty password from it)."""
+    """The odd ledgers and ledger 3's shapes under every digest type (ledger 16: MAC, some
+    MACs damaged), in ``layout`` under ``root``; the metadata URL (digest types and the
+    empty password from it)."""
     entries = _odd_entries()
     for ledger_id in (13, 14, 15):
         entries += _shapes(ledger_id, _LAYOUT_DIGESTS[ledger_id], 120)
+    entries += _mac_damaged(16, 120)
     write_layout(root / "bookie", layout, entries, log_size_limit=30_000)
     return _with_metadata(root, _LAYOUT_DIGESTS)
 
@@ -753,11 +777,22 @@ def test_every_layout_and_digest(
     layout: str,
 ) -> None:
     """Ledgers of every digest type (CRC32C, CRC32, DUMMY, MAC with its password, from the
-    metadata) in each storage layout: the same bytes, summary and errors as the general
-    path; most CRC32C, CRC32 and DUMMY lines come from entry_lines."""
+    metadata; MACs flipped, of a payload byte flipped, of another password) in each
+    storage layout: the same bytes, summary and errors as the general path; most lines
+    come from entry_lines, and the MAC ledgers' heads from the native scans with their
+    key where _speedups_mac is built."""
     url = _layout_world(tmp_path, layout)
     made: dict[int, int] = {}
     real = inspect_heads._native_lines
+    keyed: list[Any] = []  # the key arguments of the native head scans
+    for name, at in (("scan_slots", 10), ("record_heads", 6)):
+        scan = getattr(native, name)
+
+        def with_key(*args: Any, _scan: Any = scan, _at: int = at) -> Any:
+            keyed.append(args[_at] if len(args) > _at else None)
+            return _scan(*args)
+
+        monkeypatch.setattr(native, name, with_key)
 
     def counting(view: Any, hashes: bool) -> Any:
         runs = real(view, hashes)
@@ -774,6 +809,9 @@ def test_every_layout_and_digest(
     monkeypatch.setattr(inspect_heads, "_native_lines", counting)
     assert assert_same_output(capsys, (url, [tmp_path / "bookie"])) > 1000
     assert made.get(3, 0) > 150 and made.get(13, 0) > 40 and made.get(14, 0) > 40
+    assert made.get(15, 0) > 40 and made.get(16, 0) > 20
+    if native.mac_available():
+        assert mac_key(b"") in keyed
 
 
 @pytest.mark.skipif(native is None, reason="native module not built")

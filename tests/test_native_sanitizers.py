@@ -2,8 +2,9 @@
 path: a short run of ``scripts/fuzz_long.py --native --sanitize`` (the long run and its
 figures: docs/hostile-inputs.md, "Native fuzzing").
 
-The run builds decoders/_speedups.c with ``-fsanitize=address,undefined`` (gcc; libasan8
-and libubsan1 come with Debian's gcc) in a temporary directory, loads that build in a
+The run builds decoders/_speedups.c (and _speedups_mac.c, the MAC digest by OpenSSL) with
+``-fsanitize=address,undefined`` (gcc; libasan8 and libubsan1 come with Debian's gcc) in a
+temporary directory, loads that build in a
 subprocess with libasan preloaded, and calls every native function on generated and
 mutated input (tests/fuzz_native.py) for about a minute: no sanitizer report (any stops
 the run with a non-zero exit), no answer that differs from the Python path's.
@@ -27,10 +28,12 @@ FUNCTIONS = [
     "compact_offer",
     "compact_rebuild",
     "crc32c",
+    "entry_doc",
     "entry_lines",
     "item_slots",
     "key_table",
     "log_slots",
+    "mac_available",
     "payload_items",
     "payload_records",
     "payload_slots",
@@ -56,7 +59,11 @@ def test_native_module_under_asan_and_ubsan_answers_as_python() -> None:
     assert "runtime error" not in done.stderr and "Sanitizer" not in done.stderr, report_text
     report = json.loads(done.stdout)
     assert "ledgerctl-asan-" in report["module"]  # the sanitized build, not the installed one
+    functions = FUNCTIONS
+    if native.mac_available():  # the MAC module built: sanitized too, and fuzzed
+        assert "ledgerctl-asan-" in report["mac_module"]
+        functions = sorted([*FUNCTIONS, "hmac_sha1"])
     assert report["sanitizers"] == ["libasan", "libubsan"]
     assert report["differences"] == []
-    assert sorted(f for f in report["calls"] if "(" not in f) == FUNCTIONS
-    assert min(report["calls"][f] for f in FUNCTIONS) >= 2000, report["calls"]
+    assert sorted(f for f in report["calls"] if "(" not in f) == functions
+    assert min(report["calls"][f] for f in functions) >= 2000, report["calls"]

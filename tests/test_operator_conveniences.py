@@ -86,6 +86,45 @@ def test_ctrl_c_says_interrupted_and_exits_130() -> None:
     assert out == b""
 
 
+def test_a_keyboard_interrupt_raised_by_another_handler_says_interrupted(
+    capsys: pytest.CaptureFixture[str],
+    demo: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PySpark's SIGINT handler cancels the Spark jobs and raises KeyboardInterrupt, which
+    typer turns into a silent exit 130: the one line is still said."""
+    import pulsarctl_py.topics
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pulsarctl_py.topics, "iter_topics", interrupted)
+    r = run(capsys, "topic", "list", "-o", "jsonl")
+    assert r.code == 130
+    assert r.err == "ledgerctl: interrupted\n" and r.out == ""
+
+
+def test_py4j_errors_on_the_root_logger_print_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    """What py4j logs on the root logger when Ctrl-C breaks a call (a traceback) is not
+    printed once a Spark session was started (tests/test_live_spark.py starts real ones)."""
+    import logging
+
+    from pulsarctl_py.spark.session import hush_root_logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers.clear()
+    try:
+        hush_root_logging()
+        try:
+            raise RuntimeError("reentrant call")
+        except RuntimeError:
+            logging.exception("Exception while sending command.")
+        assert capfd.readouterr().err == ""
+    finally:
+        root.handlers[:] = saved
+
+
 def test_seek_time_earliest_and_latest(
     capsys: pytest.CaptureFixture[str],
     demo: Path,  # noqa: F811

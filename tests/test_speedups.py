@@ -9,6 +9,7 @@ same batches mutated, whole entries from the entry strategies, and every corpus 
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -28,9 +29,12 @@ from pulsarctl_py.decoders import entry as entry_module
 from pulsarctl_py.decoders import speedups
 from pulsarctl_py.decoders.entry import DecodeOptions, Entry, Message, decode_entry
 from pulsarctl_py.decoders.errors import CorruptEntryError
+from pulsarctl_py.decoders.nodes import Check, Layer, Problem
 from pulsarctl_py.decoders.pulsar import build_entry
+from pulsarctl_py.decoders.text import RawText
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 from tests import protowire
+from tests.demo_env import demo, demo_root
 from tests.protowire import protobuf_takes, reencoded
 from tests.strategies import DATA, entry_specs
 
@@ -53,6 +57,9 @@ def test_pure_python_switch() -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "True", out.stderr
 
+
+#: the shared demo fixtures this module's tests use
+FIXTURES = (demo, demo_root)
 
 needs_native = pytest.mark.skipif(native is None, reason="native module not built")
 
@@ -631,3 +638,242 @@ def test_crc32c_takes_any_start_as_the_library_does(start: int) -> None:
     """The library keeps the low 32 bits of any int start; so does the native function."""
     expected = crc32c_lib.crc32c(b"abc", start)
     assert native.crc32c(b"abc", start) == native.crc32c(b"abc", start, True) == expected
+
+
+# -- an entry's JSON (entry_doc) -------------------------------------------------------------
+
+
+def same_json(fast: Any, slow: Any) -> None:
+    """Equal as JSON text: the same keys in the same order, the same values and types."""
+    import json
+
+    assert json.dumps(fast, ensure_ascii=False) == json.dumps(slow, ensure_ascii=False)
+    assert fast == slow
+
+
+def check_entry_doc(entry: Entry) -> bool:
+    """The native dict of ``entry`` (when it builds one) is the Python path's; True when
+    it was built."""
+    got = native.entry_doc(entry)
+    slow = entry.to_json_python()
+    if got is not None:
+        same_json(got, slow)
+        same_json(entry.to_json(), slow)
+    return got is not None
+
+
+@needs_native
+@settings(max_examples=150, deadline=None)
+@given(spec=entry_specs())
+def test_entry_doc_is_the_python_json_of_generated_entries(spec: Any) -> None:
+    fast, slow = both(spec.build())
+    check_entry_doc(fast)
+    check_entry_doc(slow)
+
+
+@needs_native
+def test_entry_doc_is_the_python_json_of_the_corpus() -> None:
+    built = [check_entry_doc(both(path.read_bytes())[0]) for path in CORPUS]
+    assert any(built), "no corpus entry took the native path"
+
+
+# what a message, a layer's field or a check may hold: the regular values and the ones
+# the native builder leaves to Python (not UTF-8 text, bytes, nested maps, subclasses)
+BIG_INTS = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**80), 2**80))
+PLAIN = st.one_of(
+    st.none(), st.booleans(), BIG_INTS, st.text(max_size=8), st.floats(allow_nan=False)
+)
+ODD = st.one_of(
+    st.binary(max_size=6),
+    st.sampled_from([b"\xff", b"a\xc3"]).map(lambda b: RawText(b)),
+    st.dictionaries(st.text(max_size=3), PLAIN, max_size=2).map(lambda d: {"nested": d}),
+    st.sampled_from([True, 3]).map(lambda v: IntFlagLike(v)),
+)
+FIELD_VALUES = st.one_of(
+    PLAIN,
+    st.lists(PLAIN, max_size=3),
+    st.lists(st.dictionaries(st.text(max_size=3), PLAIN, max_size=2), max_size=2),
+    ODD,
+    st.lists(ODD, max_size=2),
+)
+
+
+class IntFlagLike(int):
+    """An int subclass (an IntEnum's kind): not a plain value."""
+
+
+def byte_values() -> st.SearchStrategy[Any]:
+    raw = st.binary(max_size=40)
+    return st.one_of(
+        st.none(),
+        raw,
+        raw.map(memoryview),
+        st.tuples(raw, st.integers(0, 3)).map(lambda t: memoryview(b"xyz" + t[0])[3 - t[1] :]),
+        raw.map(bytearray),
+        st.builds(lambda: memoryview(struct.pack("<2I", 1, 2)).cast("I")),  # 2 items, 8 bytes
+    )
+
+
+TEXT = st.text(max_size=10)  # unicode keys, property names and values, empty ones
+ODD_TEXT = st.sampled_from([b"\xff", b"k\xe9"]).map(lambda b: RawText(b))
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    ledger = draw(st.one_of(st.none(), BIG_INTS))
+    return Message(
+        key=draw(st.one_of(st.none(), TEXT, ODD_TEXT)),
+        value=draw(byte_values()),
+        properties=draw(
+            st.dictionaries(st.one_of(TEXT, ODD_TEXT), st.one_of(TEXT, ODD_TEXT), max_size=3)
+        ),
+        batch_index=draw(st.one_of(st.integers(-2, 5), BIG_INTS)),
+        null_value=draw(st.booleans()),
+        event_time=draw(st.one_of(st.none(), BIG_INTS)),
+        sequence_id=draw(BIG_INTS),
+        publish_time=draw(BIG_INTS),
+        key_b64_encoded=draw(st.booleans()),
+        ordering_key=draw(st.one_of(st.none(), st.none(), st.binary(max_size=4))),
+        index=draw(st.one_of(st.none(), BIG_INTS)),
+        ledger_id=ledger,
+        entry_id=draw(st.one_of(st.none(), BIG_INTS)),
+        chunks=draw(st.one_of(st.none(), st.integers(1, 9))),
+    )
+
+
+@st.composite
+def layers(draw: st.DrawFn) -> Layer:
+    check = None
+    if draw(st.booleans()):
+        check = Check(
+            draw(st.sampled_from(["CRC32C", "CRC32", "DUMMY", "MAC"])),
+            draw(TEXT),
+            draw(st.one_of(st.none(), TEXT)),
+            draw(st.one_of(st.none(), st.booleans())),
+            draw(st.one_of(st.none(), st.just(""), TEXT)),
+        )
+    return Layer(
+        draw(st.sampled_from(["bookie-entry", "bookie-digest", "checksum", "batch", "x"])),
+        draw(st.integers(0, 2**40)),
+        draw(st.integers(0, 2**40)),
+        b"",
+        draw(st.dictionaries(TEXT, FIELD_VALUES, max_size=4)),
+        check,
+        draw(st.one_of(st.none(), TEXT)),
+        draw(st.sampled_from(["entry", "payload"])),
+    )
+
+
+@st.composite
+def entries(draw: st.DrawFn) -> Entry:
+    entry = Entry(
+        draw(byte_values().filter(lambda v: v is not None)),
+        layers=draw(st.lists(layers(), max_size=4)),
+        messages=draw(st.lists(messages(), max_size=4)),
+        problems=draw(
+            st.lists(
+                st.builds(
+                    Problem,
+                    st.sampled_from(["error", "warning"]),
+                    TEXT,
+                    st.integers(0, 99),
+                    TEXT,
+                ),
+                max_size=2,
+            )
+        ),
+        encrypted=draw(st.booleans()),
+    )
+    entry.position = draw(st.one_of(st.none(), st.tuples(BIG_INTS, BIG_INTS)))
+    return entry
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(entry=entries())
+def test_entry_doc_is_the_python_json_of_any_entry(entry: Entry) -> None:
+    """Unicode keys, empty values, ints wider than 64 bits, memoryviews, text that is not
+    UTF-8, ordering keys, chunks, nested fields, notes: the native dict is the Python
+    path's, or the Python path builds it."""
+    check_entry_doc(entry)
+
+
+@needs_native
+def test_entry_doc_runs_no_python_code_of_a_field_name() -> None:
+    """A layer field named by a str subclass: its __hash__ (Python code, here emptying the
+    entry's lists) must not run inside entry_doc, which read those lists; the Python path
+    builds that document (tests/fuzz_native.py's hostile entries found it)."""
+    entry = Entry(b"x", layers=[Layer("l", 0, 1, b"x")], position=(1, 2))
+    armed: list[bool] = []
+    ran: list[bool] = []
+
+    class Name(str):
+        def __hash__(self) -> int:
+            if armed:
+                ran.append(True)
+                entry.layers.clear()
+            return str.__hash__(self)
+
+    entry.layers[0].fields[Name("k")] = 1
+    armed.append(True)
+    assert native.entry_doc(entry) is None
+    assert ran == []
+
+
+@needs_native
+def test_entry_doc_builds_the_regular_entries() -> None:
+    """The native builder is taken for what regular entries hold (not only refused)."""
+    message = Message("k", b"v", {"p": "q"}, -1, False, None, 1, 2, ledger_id=3, entry_id=4)
+    check = Check("CRC32C", "0a", "0a", True)
+    layer = Layer("bookie-entry", 0, 36, b"", {"ledger_id": 3, "covers": [1, 2]}, check)
+    entry = Entry(b"x" * 9, [layer], [message], [], position=(3, 4))
+    assert check_entry_doc(entry)
+    assert native.entry_doc(entry)["messages"][0]["message_id"] == "3:4"
+
+
+@needs_native
+def test_entry_doc_refuses_a_class_bound_with_other_slots() -> None:
+    @dataclass(slots=True)
+    class Other:
+        a: Any
+
+    with pytest.raises(TypeError):
+        native.bind(native.ENTRY, Other, ("a",))
+    assert native.entry_doc(Other(1)) is None  # the real binding still holds
+
+
+@needs_native
+@pytest.mark.usefixtures("demo")  # in the demo's directory, its stores by ledgerctl.toml
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_inspect_writes_the_same_bytes_without_the_native_entry_json(
+    fmt: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every demo topic (batches, chunks, encrypted payloads, schema'd values, markers,
+    compacted and cursor ledgers): the command's stdout with the native entry JSON is
+    the Python path's, byte for byte."""
+    from tests.cli_helpers import run
+
+    listed = run(capsys, "topic", "list", "-o", "jsonl")
+    assert listed.code == 0, listed.err
+    topics = [json.loads(line)["topic"] for line in listed.out.splitlines()]
+    assert len(topics) >= 8
+    built = 0
+    real = native.entry_doc
+
+    def counting(entry: Entry) -> Any:
+        nonlocal built
+        got = real(entry)
+        built += got is not None
+        return got
+
+    for topic in topics:
+        args = ("inspect", "--topic", topic, "-o", fmt, "--hash")
+        monkeypatch.setattr(entry_module, "_native_doc", counting)
+        fast = run(capsys, *args)
+        monkeypatch.setattr(entry_module, "_native_doc", None)
+        slow = run(capsys, *args)
+        assert (fast.code, fast.out) == (slow.code, slow.out), topic
+        assert fast.out
+    assert built > 0

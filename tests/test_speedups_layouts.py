@@ -306,14 +306,16 @@ def test_hostile_arguments_are_refused() -> None:
         (slots, 0, 2**63 - 1, LEDGER, 5, window, 0, 3, [], False),  # ids past int64
         (slots, 0, 0, LEDGER, 5, window, 2**62, 3, [], False),  # window start
         (slots, 0, 0, LEDGER, 5, window, -1, 3, [], False),
-        (slots, 0, 0, LEDGER, 5, window, 0, 2, [], False),  # MAC: not scanned natively
+        (slots, 0, 0, LEDGER, 5, window, 0, 2, [], False),  # MAC without its key
+        (slots, 0, 0, LEDGER, 5, window, 0, 2, [], False, b"k" * 19),  # a key of 19 bytes
+        (slots, 0, 0, LEDGER, 5, window, 0, 3, [], False, b"k" * 20),  # a key without MAC
         (slots, 0, 0, LEDGER, 5, window, 0, 9, [], False),
     ]
     for args in bad_slots:
         with pytest.raises(ValueError):
             native.scan_slots(*args)
         with pytest.raises(ValueError):
-            native.verify_slots(*args[:8], _state())
+            native.verify_slots(*args[:8], _state(), *args[10:])
     for args in [
         ("slots", 0, 0, LEDGER, 5, window, 0, 3, [], False),  # not bytes-like
         (slots, 0, 0, LEDGER, 5, window, 0, 3, (), False),  # out not a list
@@ -335,7 +337,11 @@ def test_hostile_arguments_are_refused() -> None:
     with pytest.raises(ValueError):
         native.record_heads([], -1, LEDGER, 3, [], False)
     with pytest.raises(ValueError):
-        native.record_heads([], 0, LEDGER, 2, [], False)
+        native.record_heads([], 0, LEDGER, 2, [], False)  # MAC without its key
+    with pytest.raises(ValueError):
+        native.entry_lines([], 0, 64, LEDGER, None, b"}\n", True, 2)  # detected: CRC32C
+    with pytest.raises((TypeError, ValueError)):  # ValueError: no MAC module
+        native.record_heads([], 0, LEDGER, 2, [], False, "k" * 20)  # a key not bytes
     for args in [
         (window, -1, 0, 0, {}, {}),
         (window, 65, 0, 0, {}, {}),
@@ -360,7 +366,7 @@ def test_hostile_arguments_are_refused() -> None:
         with pytest.raises(ValueError):
             native.log_slots(record, 0, 1024, 0, locs, sizes)
     with pytest.raises(ValueError):
-        native.entry_lines([], 0, 64, LEDGER, None, b"}\n", False, 2)
+        native.entry_lines([], 0, 64, LEDGER, None, b"}\n", False, 7)  # no such digest
     with pytest.raises(ValueError):
         native.entry_lines([], 0, 64, LEDGER, None, b"}\n", True, 1)  # detected: CRC32C
 

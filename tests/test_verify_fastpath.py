@@ -9,7 +9,9 @@ client wrote (tests/data/real-client), under each digest type, with and without 
 entry metadata and BookKeeper metadata, with index gaps, runs without index, timestamps
 going back and entries missing, and copies of the corpus entries damaged at random and
 packed with a valid digest (so that the damage is met past the digest: the checksum,
-the prefixes, the metadata).
+the prefixes, the metadata). MAC ledgers (password known: the native MAC check of
+``_speedups_mac``) also damaged in their MAC: packed with another password, a MAC byte
+or a payload byte flipped.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from hypothesis import strategies as st
 from pulsarctl_py.decoders import bookkeeper
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
-from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.checksums import DigestType, mac_key
 from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.errors import LedgerctlError
@@ -46,6 +48,11 @@ from tests.verify_world import T0, VARIANTS, LedgerSpec, _ml_info, _tags, _write
 needs_native = pytest.mark.skipif(
     native is None or getattr(native, "VERIFY_SLOTS", None) != fastscan.SLOTS,
     reason="the native module is not built (or LEDGERCTL_PURE_PYTHON is set)",
+)
+
+needs_mac = pytest.mark.skipif(
+    native is None or not getattr(native, "mac_available", lambda: False)(),
+    reason="the native MAC module _speedups_mac is not built (no libcrypto headers)",
 )
 
 Opener = Callable[[], AbstractContextManager[LedgerSource]]
@@ -65,15 +72,18 @@ def _run(open_source: Opener, fast: bool) -> tuple[Any, dict[str, Any]]:
     return json.loads(text), stats.to_json()
 
 
-def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _native_calls(monkeypatch: pytest.MonkeyPatch, digests: list[int] | None = None) -> list[str]:
     """Count the calls of the real verify_heads, verify_slots and verify_records (they
-    still run)."""
+    still run); ``digests``: each call's digest argument, appended."""
     calls: list[str] = []
+    at = {"verify_heads": 6, "verify_slots": 7, "verify_records": 3}
     for name in ("verify_heads", "verify_slots", "verify_records"):
         real = getattr(native, name)
 
         def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
             calls.append(_name)
+            if digests is not None:
+                digests.append(args[at[_name]])
             return _real(*args)
 
         monkeypatch.setattr(native, name, counted)
@@ -169,15 +179,24 @@ def _ledger(
     digest: DigestType,
     *,
     with_metadata: bool = True,
+    password: bytes = b"",
+    flip: Callable[[int], int | None] | None = None,
 ) -> LedgerSpec:
-    """A closed ledger; a None payload is an entry id left out of the storage."""
+    """A closed ledger; a None payload is an entry id left out of the storage. Entries are
+    packed with ``password`` (the metadata's is empty); ``flip(entry_id)``: a byte offset
+    of the packed entry to flip after packing (the digest or the payload), or None."""
     spec = LedgerSpec(ledger_id, _tags(topic), digest=digest, with_metadata=with_metadata)
     length = 0
     for entry_id, payload in enumerate(payloads):
         data = payload or b""
         length += len(data)
         header = BookieEntryHeader(ledger_id, entry_id, entry_id - 1, length)
-        packed = bookkeeper.build(header, data, digest, b"")
+        packed = bookkeeper.build(header, data, digest, password)
+        at = flip(entry_id) if flip is not None else None
+        if at is not None:
+            changed = bytearray(packed)
+            changed[at % len(changed)] ^= 0x10
+            packed = bytes(changed)
         spec.entries.append(packed if payload is not None else b"")
         spec.payload_sizes.append(len(data))
     return spec
@@ -356,6 +375,155 @@ def test_corpus_world_on_live_bookies(tmp_path: Path, monkeypatch: pytest.Monkey
     assert stats["entries"] == offline_stats["entries"] - 4 * len(CORPUS)
 
 
+# -- MAC ledgers: the native HMAC-SHA1 check, healthy and damaged ------------------------------
+
+
+def _mac_world(root: Path, *, layout: str = "db") -> Opener:
+    """MAC ledgers whose password (empty) is in their metadata: the order cases, entries
+    damaged past the MAC, a ledger packed with another password, and MAC and payload
+    bytes flipped (every third entry its MAC, every fifth a byte of its payload)."""
+    corpus = [p.read_bytes() for p in CORPUS]
+    mac = DigestType.HMAC
+    topics: dict[str, list[LedgerSpec]] = {}
+    lid = 500
+    topics["mac-order"] = []
+    for payloads in _order_cases(corpus):
+        topics["mac-order"].append(_ledger(lid, _corpus_topic("mac-order"), payloads, mac))
+        lid += 1
+    for seed in range(2):
+        name = f"mac-damaged-{seed}"
+        topics[name] = [_ledger(lid, _corpus_topic(name), _damaged(corpus, seed, 40), mac)]
+        lid += 1
+    wrong = _ledger(lid, _corpus_topic("mac-wrong-password"), [*corpus], mac, password=b"x")
+    topics["mac-wrong-password"] = [wrong]
+    lid += 1
+
+    def flip(entry_id: int) -> int | None:
+        if entry_id % 3 == 1:
+            return 32 + entry_id % 20  # a byte of the MAC
+        if entry_id % 5 == 2:
+            return 52 + 7 * entry_id  # a byte of the payload (wrapped to the entry's size)
+        return None
+
+    topics["mac-flipped"] = [_ledger(lid, _corpus_topic("mac-flipped"), [*corpus], mac, flip=flip)]
+    return _write_world(root, topics, layout=layout)
+
+
+@needs_mac
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_mac_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """MAC ledgers with their password go the native way (digest 2 with its key) on every
+    layout and find what the general path finds: an entry whose MAC does not match (another
+    password, a flipped MAC or payload byte) is handed to it and reported as it reports it."""
+    open_source = _mac_world(tmp_path / "mac", layout=layout)
+    digests: list[int] = []
+    calls = _native_calls(monkeypatch, digests)
+    in_python: list[DigestType] = []
+    real = bookkeeper.digest_check
+
+    def counted(kind: DigestType, *args: Any) -> Any:
+        in_python.append(kind)
+        return real(kind, *args)
+
+    monkeypatch.setattr(bookkeeper, "digest_check", counted)
+    found, stats = assert_same(open_source)
+    # the general path checks every entry's MAC in Python, the fast one only the entries it
+    # hands over (the damaged ones): the clean order-case entries, at least, were native
+    in_python.clear()
+    _run(open_source, True)
+    fast_checks = len(in_python)
+    in_python.clear()
+    _run(open_source, False)
+    assert len(in_python) - fast_checks > len(CORPUS), (fast_checks, len(in_python))
+    # the scans of the layout (on DbLedgerStorage the items only: the slots there are DUMMY's)
+    assert len(calls) > 10 and set(calls) <= _NATIVE_SCANS[layout]
+    assert set(digests) == {int(DigestType.HMAC)}
+    corrupt = {f["topic"].rsplit("/", 1)[-1] for f in found if f["check"] == "entry-corrupt"}
+    assert {"mac-wrong-password", "mac-flipped"} <= corrupt, found
+    assert stats["unverified"] == 0  # every MAC checked with the password
+
+
+@needs_mac
+def test_mac_world_on_live_bookies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MAC world read from a test bookie over the wire: verify_records with the key."""
+    from pulsarctl_py.stores.live import ClientOptions
+    from tests.live_bookie import TestBookie
+    from tests.verify_world import BOOKIE
+
+    offline = _mac_world(tmp_path / "mac")
+    url = f"rocksdb://{tmp_path / 'mac' / 'metadata'}"
+    with TestBookie(tmp_path / "mac" / "bookie", record=False) as bookie:
+        options = ClientOptions(addresses=((BOOKIE, bookie.address),))
+
+        def live() -> Any:
+            return LedgerSource.open(url, None, need_metadata=True, live=options)
+
+        digests: list[int] = []
+        calls = _native_calls(monkeypatch, digests)
+        found, _ = assert_same(live)
+        assert len(calls) > 10 and set(calls) == {"verify_records"}
+        assert set(digests) == {int(DigestType.HMAC)}
+    assert found == _run(offline, True)[0]
+
+
+@needs_mac
+def test_mac_with_the_password_given_to_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A password given for every ledger (``--password-env``/``--password-file``: the
+    source's override) is the one the native check uses: the ledger packed with it reads
+    clean, the ledgers of the metadata's (empty) password do not; as on the general path."""
+    _mac_world(tmp_path / "mac")
+    root = tmp_path / "mac"
+
+    def given() -> Any:
+        url = f"rocksdb://{root / 'metadata'}"
+        return LedgerSource.open(url, [root / "bookie"], b"x", need_metadata=True)
+
+    digests: list[int] = []
+    calls = _native_calls(monkeypatch, digests)
+    found, _ = assert_same(given)
+    assert calls and set(digests) == {int(DigestType.HMAC)}
+    corrupt = {f["topic"].rsplit("/", 1)[-1] for f in found if f["check"] == "entry-corrupt"}
+    assert "mac-wrong-password" not in corrupt and "mac-order" in corrupt, corrupt
+
+
+@needs_native
+def test_mac_without_the_native_mac_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where _speedups_mac is absent (mac_available() False), MAC ledgers take the general
+    path exactly as before it existed: no native call for them, the same findings."""
+    open_source = _mac_world(tmp_path / "mac")
+    with_module = _run(open_source, True)
+    monkeypatch.setattr(native, "mac_available", lambda: False, raising=False)
+    calls = _native_calls(monkeypatch)
+    assert assert_same(open_source) == with_module
+    assert calls == []
+
+
+@needs_native
+def test_the_native_module_refuses_mac_without_the_mac_module() -> None:
+    """In a process where _speedups_mac cannot be imported (not built: no libcrypto
+    headers), the native module says so and refuses a MAC digest as it did before MAC
+    was native; decoders.speedups.mac_key then gives no key, so nothing asks it to."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['pulsarctl_py.decoders._speedups_mac'] = None\n"
+        "from pulsarctl_py.decoders.speedups import native, mac_key\n"
+        "from pulsarctl_py.decoders.checksums import DigestType\n"
+        "assert native.mac_available() is False\n"
+        "assert mac_key(DigestType.HMAC, b'') is None\n"
+        "try:\n"
+        "    native.verify_records([], 0, 1, 2, [None] * 18, bytes(20))\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "verify_records: digest must be CRC32C (3), CRC32 (1) or DUMMY (4)\n"
+
+
 @needs_native
 @pytest.mark.parametrize("digest", [DigestType.CRC32C, DigestType.CRC32])
 def test_an_unknown_digest_type_is_detected_once_per_ledger(
@@ -397,13 +565,17 @@ def test_the_general_path_alone_without_the_native_module(
 # -- one entry at a time, against the decoder --------------------------------------------------
 
 
-def _python_values(data: bytes, ledger_id: int, entry_id: int, digest: DigestType) -> Any:
+def _python_values(
+    data: bytes, ledger_id: int, entry_id: int, digest: DigestType, password: bytes | None = None
+) -> Any:
     """What the general path reads of one entry for the ordered checks (the values
     ``verify_records`` hands over with VALUES), or None when it finds it damaged."""
     from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
     from pulsarctl_py.verify.ledgers import payload_size
 
-    options = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=digest, depth=Depth.METADATA)
+    options = DecodeOptions(
+        outer=Outer.BOOKIE_ENTRY, digest_type=digest, password=password, depth=Depth.METADATA
+    )
     entry = decode_entry(data, options, (ledger_id, entry_id))
     if entry.unverified or any(p.severity == "error" for p in entry.problems):
         return None
@@ -430,7 +602,10 @@ def _fresh_state(expected: int) -> list[Any]:
 @settings(max_examples=400, deadline=None)
 @given(
     ledger_id=st.sampled_from([3, 2**40 + 1, -5]),
-    digest=st.sampled_from([DigestType.CRC32C, DigestType.CRC32]),
+    digest=st.sampled_from(
+        [DigestType.CRC32C, DigestType.CRC32]
+        + ([DigestType.HMAC] if native is not None and native.mac_available() else [])
+    ),
     data=st.data(),
 )
 def test_native_verify_passes_only_what_the_decoder_reads_clean(
@@ -439,24 +614,32 @@ def test_native_verify_passes_only_what_the_decoder_reads_clean(
     """With the ordered checks left to Python, verify_records hands over every entry it
     finds clean (VALUES) with the values the general path reads, and nothing else:
     implausible headers (LAC past the entry, negative length or ledger id) and prefixes
-    or metadata in encodings protobuf refuses are IRREGULAR. verify_heads, reading the
-    same entry from an entry log window, answers the same."""
+    or metadata in encodings protobuf refuses are IRREGULAR; a MAC packed with another
+    password, or with a byte of it flipped, too. verify_heads, reading the same entry
+    from an entry log window, answers the same."""
     entry_id = data.draw(st.integers(0, 3))
-    entry = data.draw(odd_entries(ledger_id, entry_id, digest))
+    password = b"pw" if digest is DigestType.HMAC else None
+    key = mac_key(b"pw") if digest is DigestType.HMAC else None
+    packed_with = data.draw(st.sampled_from([b"pw", b"pw", b"pw", b"other"])) if key else None
+    entry = data.draw(odd_entries(ledger_id, entry_id, digest, packed_with))
+    if key is not None and data.draw(st.integers(0, 4)) == 0:
+        changed = bytearray(entry)
+        changed[32 + data.draw(st.integers(0, 19))] ^= 1 << data.draw(st.integers(0, 7))
+        entry = bytes(changed)
     state = _fresh_state(entry_id)
-    got = native.verify_records([(entry_id, entry)], 0, ledger_id, int(digest), state)
-    expected = _python_values(entry, ledger_id, entry_id, digest)
+    got = native.verify_records([(entry_id, entry)], 0, ledger_id, int(digest), state, key)
+    expected = _python_values(entry, ledger_id, entry_id, digest, password)
     if got == (0, native.VERIFY_VALUES):
         assert expected is not None
         assert tuple(state[fastscan.V_ENTRY :]) == expected
     else:
         assert got == (0, native.HEADS_IRREGULAR)
     # the same entry through verify_heads: at entry_id in an index of entries 0..entry_id
-    before = [data.draw(odd_entries(ledger_id, e, digest)) for e in range(entry_id)]
+    before = [data.draw(odd_entries(ledger_id, e, digest, password)) for e in range(entry_id)]
     items, window = in_memory_log(ledger_id, [*before, entry])
     heads_state = _fresh_state(entry_id)
     stop, status = native.verify_heads(
-        items, entry_id, ledger_id, 0, window, 0, int(digest), heads_state
+        items, entry_id, ledger_id, 0, window, 0, int(digest), heads_state, key
     )
     assert (stop - entry_id, status) == got
     assert heads_state == state

@@ -22,12 +22,18 @@ driver, and a client certificate and key only from those variables, never an opt
 ``split-entries`` (entries per partition, default 10000), and inspect's filters ``key``,
 ``since``, ``until`` (times as the CLI takes them).
 
-One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`; when the topic has a
-schema also ``schema_version``, ``schema_type`` and ``value_decoded``: a struct of the Avro
-or JSON schema's fields when its versions merge into the latest by Avro's resolution rules,
-a primitive's own type, else the value as JSON text; the option ``values``: ``auto``, the
-default, ``raw`` for none, ``decoded`` or ``both`` to require a schema); partitions are entry
-ranges of the topic's ledgers, read on the executors by ledgerctl's decoders. With a
+One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`); partitions are entry
+ranges of the topic's ledgers, read on the executors by ledgerctl's decoders. When the
+topic has a schema, ``value`` is the typed value, as Apache's own pulsar-spark connector
+gives a topic with a schema: a struct of the Avro or JSON schema's fields when its versions
+merge into the latest by Avro's resolution rules (nested records as structs), a
+primitive's own type, else the value as JSON text; then ``value_bytes`` (the payload
+bytes), ``schema_version`` and ``schema_type`` follow. A value that does not decode with
+its schema is null, its bytes in ``value_bytes`` and the error in ``problems``. The option
+``values``: ``auto`` (the default) and ``both`` as said (``both`` requires a schema),
+``decoded`` the same without ``value_bytes``, ``raw`` the payload bytes in ``value`` and no
+value columns (the topic's schema is not read). A topic without a schema, or whose schema
+versions keep values as bytes (NONE, BYTES, AUTO), keeps ``value`` as the payload bytes. With a
 ``bookie-dir`` the executors must reach the same paths (a shared file system); without
 one they read the running bookies named in ledger metadata, with the client options the
 driver resolved (carried in each split), so they need only network access to the bookies
@@ -35,7 +41,10 @@ and to the metadata store.
 Spark does not tell Python data sources which columns a query uses; give the reader a
 schema with only the columns you need (``.schema("ledger_id bigint, entry_id bigint,
 publish_time bigint")``) and, when none of them is a message column (key, value,
-properties, event_time, null_value), payloads are never decompressed.
+properties, event_time, null_value), payloads are never decompressed. A given schema that
+declares ``value binary`` gets the payload bytes in it, as ``values raw`` would (the
+topic's schema is read only if another value column is asked for); with ``values
+decoded`` that is an error.
 
 The Python the session's workers run (``PYSPARK_PYTHON`` or ``spark.pyspark.python``)
 must have ledgerctl installed: the executors read with its decoders.
@@ -56,15 +65,19 @@ from pyspark.sql.types import StructType
 
 from pulsarctl_py.errors import LedgerctlError
 from pulsarctl_py.export import (
+    COLUMN_NAMES,
     COLUMNS,
     EXPORT_SPLIT_ENTRIES,
-    VALUE_COLUMNS,
     RowFilters,
     check_columns,
     split_rows,
 )
 
 FORMAT = "ledgerctl"
+#: the columns added when the topic has a schema (``value`` itself is then the typed value)
+VALUE_COLUMNS: tuple[str, ...] = ("value_bytes", "schema_version", "schema_type")
+#: the choices of the option ``values``
+VALUE_CHOICES = ("auto", "raw", "decoded", "both")
 
 
 def register(spark: Any) -> None:
@@ -95,13 +108,52 @@ class LedgerctlDataSource(DataSource):
         return self._value_options
 
     def schema(self) -> StructType:
-        return full_schema(self._values())
+        choice = values_choice(dict(self.options))
+        return full_schema(self._values(), value_bytes=choice != "decoded")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        names = schema.fieldNames()
-        check_columns(names, values=True)  # an unknown name is said before any store opens
-        wanted = any(n in VALUE_COLUMNS for n in names)
+        check_names(schema.fieldNames())  # an unknown name is said before any store opens
+        wanted = wants_values(schema, values_choice(dict(self.options)))
         return LedgerctlReader(dict(self.options), schema, self._values() if wanted else None)
+
+
+def check_names(names: Sequence[str]) -> None:
+    """Refuse a column the data source does not have, naming the ones it has."""
+    known = COLUMN_NAMES + VALUE_COLUMNS
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        hint = (
+            " (the decoded value is the column value, its payload bytes value_bytes)"
+            if "value_decoded" in unknown
+            else ""
+        )
+        raise LedgerctlError(
+            f"unknown column(s) {', '.join(unknown)}: the columns are {', '.join(known)}{hint}"
+        )
+    if not names:
+        raise LedgerctlError("no columns selected")
+
+
+def values_choice(options: dict[str, str]) -> str:
+    """The option ``values`` (auto, raw, decoded or both)."""
+    choice = (_option(options, "values") or "auto").lower()
+    if choice not in VALUE_CHOICES:
+        raise LedgerctlError(f"values {choice!r}: use {', '.join(VALUE_CHOICES[:-1])} or both")
+    return choice
+
+
+def wants_values(schema: StructType, choice: str) -> bool:
+    """Whether reading the columns of ``schema`` needs the topic's schema: a value column,
+    or ``value`` declared as anything but the payload bytes (``values decoded`` always
+    types ``value``, so reads the schema to say what it is)."""
+    if choice == "raw":
+        return False
+    names = schema.fieldNames()
+    if any(n in VALUE_COLUMNS for n in names):
+        return True
+    if "value" not in names:
+        return False
+    return choice == "decoded" or schema["value"].dataType.simpleString() != "binary"
 
 
 def _option(options: dict[str, str], name: str) -> str | None:
@@ -137,46 +189,73 @@ def spark_type(ddl: str) -> Any:
 
 
 def value_type(values: Any) -> Any:
-    """The Spark type of value_decoded: the Arrow type of its column (a struct of the
+    """The Spark type of a typed ``value``: the Arrow type of its column (a struct of the
     Avro or JSON schema's fields, a primitive's type, or JSON text)."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     return from_arrow_type(values.column.arrow_type())
 
 
-def _types(values: Any = None) -> dict[str, Any]:
-    """Each known column's Spark type (the value columns when ``values`` is given)."""
+def _types(values: Any = None, value_bytes: bool = True) -> dict[str, Any]:
+    """Each known column's Spark type: with ``values`` (the topic has a schema) ``value``
+    typed by it and the value columns (``value_bytes`` unless the option values is
+    decoded)."""
     out = {n: spark_type(d) for n, d in COLUMNS}
     if values is not None:
+        out["value"] = value_type(values)
+        if value_bytes:
+            out["value_bytes"] = spark_type("binary")
         out["schema_version"] = spark_type("bigint")
         out["schema_type"] = spark_type("string")
-        out["value_decoded"] = value_type(values)
     return out
 
 
-def full_schema(values: Any = None) -> StructType:
-    """Every column; with ``values`` (the topic has a schema) also schema_version,
-    schema_type and value_decoded."""
+def full_schema(values: Any = None, value_bytes: bool = True) -> StructType:
+    """Every column; with ``values`` (the topic has a schema) ``value`` typed, then
+    value_bytes (unless ``value_bytes`` is false), schema_version and schema_type."""
     from pyspark.sql.types import StructField
 
-    return StructType([StructField(n, t) for n, t in _types(values).items()])
+    return StructType([StructField(n, t) for n, t in _types(values, value_bytes).items()])
 
 
-def _check_types(schema: StructType, values: Any = None) -> tuple[str, ...]:
-    if values is None and any(c in VALUE_COLUMNS for c in schema.fieldNames()):
+def _check_types(schema: StructType, values: Any, choice: str) -> tuple[str, ...]:
+    """The columns of the rows :func:`split_rows` gives for ``schema``, in its order (the
+    names of pulsarctl_py.export: a typed ``value`` is its ``value_decoded``, ``value_bytes``
+    its ``value``); a column of a type we do not give is refused."""
+    names = schema.fieldNames()
+    check_names(names)
+    if values is None and any(c in VALUE_COLUMNS for c in names):
         raise LedgerctlError(
-            "no decoded value columns: the topic has no schema (or the option values is raw)"
+            f"no value columns ({', '.join(VALUE_COLUMNS)}): the topic has no schema "
+            "(or the option values is raw)"
         )
-    columns = check_columns(schema.fieldNames(), values=values is not None)
-    expected = _types(values)
+    expected = _types(values, value_bytes=choice != "decoded")
+    rows: list[str] = []
     for field in schema.fields:
-        want = expected[field.name]
-        # containers compare with their null flags: compare the type names only
-        if field.dataType.simpleString() != want.simpleString():
+        got = field.dataType.simpleString()
+        if field.name not in expected:
             raise LedgerctlError(
-                f"column {field.name} is {want.simpleString()}, not {field.dataType.simpleString()}"
+                f"no column {field.name} with the option values decoded: use auto or both"
             )
-    return columns
+        # containers compare with their null flags: compare the type names only
+        want = expected[field.name].simpleString()
+        if field.name == "value" and values is not None and got == "binary" and want != got:
+            if choice == "decoded":
+                raise LedgerctlError(
+                    f"column value is {want} with the option values decoded, not binary: "
+                    "use the option values raw (or auto) for the payload bytes"
+                )
+            rows.append("value")  # the payload bytes, as the option values raw gives them
+            continue
+        if got != want:
+            raise LedgerctlError(f"column {field.name} is {want}, not {got}")
+        typed = field.name == "value" and values is not None
+        rows.append("value_decoded" if typed else _ROW_NAMES.get(field.name, field.name))
+    return check_columns(rows, values=True)
+
+
+#: a Spark column's name in the rows of pulsarctl_py.export where it differs
+_ROW_NAMES = {"value_bytes": "value"}
 
 
 class LedgerctlReader(DataSourceReader):
@@ -184,7 +263,8 @@ class LedgerctlReader(DataSourceReader):
         from pulsarctl_py.timeparse import parse_time_ms
 
         self.values = values
-        self.columns = _check_types(schema, values)
+        self.values_choice = values_choice(options)
+        self.columns = _check_types(schema, values, self.values_choice)
         self.topic = _option(options, "topic")
         ledger = _option(options, "ledger")
         if (self.topic is None) == (ledger is None):
@@ -210,10 +290,6 @@ class LedgerctlReader(DataSourceReader):
         except ValueError:
             raise LedgerctlError(f"bookie-timeout {timeout!r} is not a number of seconds") from None
         self.bookie_protocol = _option(options, "bookie-protocol")
-        choice = (_option(options, "values") or "auto").lower()
-        if choice not in ("auto", "raw", "decoded", "both"):
-            raise LedgerctlError(f"values {choice!r}: use auto, raw, decoded or both")
-        self.values_choice = choice
         since, until = _option(options, "since"), _option(options, "until")
         self.filters = RowFilters(
             key=_option(options, "key"),
@@ -230,15 +306,15 @@ class LedgerctlReader(DataSourceReader):
 
 
 def values_of(reader: LedgerctlReader) -> Any:
-    """The reader's topic's schemas and the type of its value_decoded column
+    """The reader's topic's schemas and the type of its ``value`` column
     (:class:`pulsarctl_py.export.ValueOptions`), or None: the option ``values`` is raw, or
     (auto) the topic has no schema. One DataFrame has one column type: schema versions
-    Avro cannot merge give value_decoded as JSON text."""
+    Avro cannot merge give ``value`` as JSON text."""
     if reader.values_choice == "raw":
         return None
     from pulsarctl_py.export import ValueOptions
     from pulsarctl_py.value_columns import ValueColumn, value_column
-    from pulsarctl_py.values import values_for
+    from pulsarctl_py.values import RAW_TYPES, values_for
 
     with _source(reader) as (source, _url, _dirs):
         schemas = values_for(
@@ -246,6 +322,17 @@ def values_of(reader: LedgerctlReader) -> Any:
         )
     if schemas is None:
         return None
+    # versions whose values stay bytes (NONE, BYTES, AUTO; pulsarctl_py.values.build_decoder),
+    # or none left undeleted: no typed value to give, value stays the payload
+    live = [s for s in schemas.schemas if not s.deleted and s.type is not None]
+    if all(s.type in RAW_TYPES for s in live):
+        if reader.values_choice == "auto":
+            return None
+        kinds = ", ".join(sorted({s.type.name for s in live})) or "deleted"
+        raise LedgerctlError(
+            f"the schema versions of {reader.topic or f'ledger {reader.ledger}'} are {kinds}: "
+            "its values stay bytes; use the option values auto or raw"
+        )
     column = value_column(schemas)
     if column.kind == "split":
         column = ValueColumn("text", "string", column.note)

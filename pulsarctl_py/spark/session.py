@@ -88,6 +88,18 @@ def _stderr_to(path: str) -> Iterator[None]:
         os.close(fd)
 
 
+def hush_root_logging() -> None:
+    """Give the root logger a handler that drops records, if it has none: py4j reports a
+    broken call (as on Ctrl-C, while PySpark cancels the jobs) with ``logging.exception``
+    on the root logger, which without a handler configures one that prints a traceback on
+    stderr. ledgerctl reports through its own errors, never through logging."""
+    import logging
+
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
+
+
 _log_path: str | None = None
 
 
@@ -121,6 +133,7 @@ def get_session(
         fd, _log_path = tempfile.mkstemp(prefix="ledgerctl-spark-", suffix=".log")
         os.close(fd)
     redirect = _stderr_to(_log_path) if quiet else contextlib.nullcontext()
+    hush_root_logging()
     try:
         with _starting(master), redirect:
             session = builder.getOrCreate()

@@ -1,7 +1,8 @@
 """verify's entry checks on the head scan: one pass over a ledger, no Entry per entry.
 
-For a data ledger whose digest is CRC32C, CRC32 or DUMMY, in bookie directories or on
-live bookies:
+For a data ledger whose digest is CRC32C, CRC32 or DUMMY, or MAC where its password is
+known and the native module checks MAC (``_speedups_mac``, OpenSSL's HMAC-SHA1), in
+bookie directories or on live bookies:
 
 * where one DbLedgerStorage index holds the ledger alone (as ``BookieStore.read_heads``
   takes its native path; in any of the bookie's ledger directories), the native
@@ -22,13 +23,14 @@ not going back). One digest and one checksum computation per entry. A DUMMY dige
 nothing to verify: every entry counts as unverified, as in the general path.
 
 It stops at anything else, and this side does for that one entry what the general path
-does: an entry that is not clean (damaged, a MAC digest, compacted framing, text that is
-not UTF-8, ...) is read and decoded by ``Run.entries`` exactly as the general path reads
-it; a clean entry the ordered checks have something to say about goes to
+does: an entry that is not clean (damaged, a MAC that does not match, compacted
+framing, text that is not UTF-8, ...) is read and decoded by ``Run.entries`` exactly as
+the general path reads it; a clean entry the ordered checks have something to say about goes to
 ``TopicOrder.add_values`` with the values the native scan read. A ledger whose digest
 type is not in its metadata has it detected once, from its first entry (CRC32C or CRC32:
 a DUMMY digest cannot be told from damage entry by entry). Everything the fast path
-cannot serve (no native module, MAC digests, cursor and compacted ledgers) takes the
+cannot serve (no native module, MAC digests without their password or without the
+native MAC module, cursor and compacted ledgers) takes the
 general path. tests/test_verify_fastpath.py checks that both give the same findings, on
 healthy and on damaged ledgers, in every storage layout.
 """
@@ -42,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from pulsarctl_py.decoders.bookkeeper import HEADER
 from pulsarctl_py.decoders.checksums import DIGESTS, DigestType
 from pulsarctl_py.decoders.errors import LedgerctlError
-from pulsarctl_py.decoders.speedups import native
+from pulsarctl_py.decoders.speedups import mac_key, native
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 from pulsarctl_py.stores.bookie.rocks import LOCATION_VALUE
 
@@ -55,8 +57,10 @@ if TYPE_CHECKING:
     from pulsarctl_py.verify.ledgers import LedgerScan
     from pulsarctl_py.verify.order import TopicOrder
 
-#: digests the native scan checks (DUMMY: nothing to verify)
+#: digests the native scan checks (DUMMY: nothing to verify); and MAC with its key
 SERVED = (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY)
+#: of the digests verify_heads checks on a DbLedgerStorage index's items (the others: slots)
+ITEMS = (DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC)
 #: of those, the ones a ledger's first entry tells when its metadata does not
 DETECTED = (DigestType.CRC32C, DigestType.CRC32)
 #: what an entry's unverified digest is, for a DUMMY digest (``Entry.unverified``)
@@ -107,7 +111,8 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
     if view.kind not in ("data", "unknown"):
         return None
     if view.digest_type is not None and view.digest_type not in SERVED:
-        return None
+        if mac_key(view.digest_type, view.password) is None:
+            return None  # a MAC without its password (or without the native MAC module)
     runs: list[tuple[Any, int, int | None]] = [(None, 0, last)]
     if isinstance(bookie, BookieStore):
         try:
@@ -137,17 +142,19 @@ def _scan(
             if scan.expected <= last:
                 yield from scan.general(scan.expected, last)
             return
+    # a MAC digest's HMAC key (SHA-1("mac" + password)); None for the others
+    key = mac_key(digest, view.password)
     # runs of the range: one index's (its items or slots), or read from several sources
     for source, _, run_last in runs:
         end = last if run_last is None else run_last
         if scan.expected > end:
             continue
-        if isinstance(source, DbIndex) and digest in (DigestType.CRC32C, DigestType.CRC32):
-            yield from _native(scan, view, end, bookie, source, digest)
+        if isinstance(source, DbIndex) and digest in ITEMS:
+            yield from _native(scan, view, end, bookie, source, digest, key)
         elif source is not None:
-            yield from _slots(scan, view, end, bookie, source, digest)
+            yield from _slots(scan, view, end, bookie, source, digest, key)
         else:
-            yield from _records(scan, view, end, bookie, digest)
+            yield from _records(scan, view, end, bookie, digest, key)
 
 
 def _native(
@@ -157,6 +164,7 @@ def _native(
     bookie: BookieStore,
     db: DbIndex,
     digest: DigestType,
+    key: bytes | None = None,
 ) -> Iterator[Finding]:
     from pulsarctl_py.stores.bookie.heads import _Window
     from pulsarctl_py.stores.bookie.rocks import (
@@ -188,7 +196,7 @@ def _native(
                 _state_in(state, scan, order)
                 start = i
                 i, status = verify(
-                    batch, i, lid, window.log_id, window.data, window.start, kind, state
+                    batch, i, lid, window.log_id, window.data, window.start, kind, state, key
                 )
                 _state_out(state, scan, order, lid)
                 clean = i + 1 if status == values else i  # the entries found clean
@@ -236,6 +244,7 @@ def _slots(
     bookie: BookieStore,
     source: SlotSource,
     digest: DigestType,
+    key: bytes | None = None,
 ) -> Iterator[Finding]:
     """One index naming the entries in slots (index files, the entry logs scanned for a
     lost index, a DbLedgerStorage index for a DUMMY digest): the native ``verify_slots``
@@ -284,6 +293,7 @@ def _slots(
                     window.start,
                     kind,
                     state,
+                    key,
                 )
                 _state_out(state, scan, order, lid, digest, before)
                 clean = i + 1 if status == values else i  # the entries found clean
@@ -323,7 +333,12 @@ def _slots(
 
 
 def _records(
-    scan: LedgerScan, view: LedgerView, last: int, bookie: Any, digest: DigestType
+    scan: LedgerScan,
+    view: LedgerView,
+    last: int,
+    bookie: Any,
+    digest: DigestType,
+    key: bytes | None = None,
 ) -> Iterator[Finding]:
     """Any other storage (a journal tail, several sources; live bookies): the entries as
     ``read_entries`` reads them, checked by the native ``verify_records``."""
@@ -353,7 +368,7 @@ def _records(
             while i < len(batch) and not stop:
                 _state_in(state, scan, order)
                 before, start = scan.expected, i
-                i, status = verify(batch, i, lid, kind, state)
+                i, status = verify(batch, i, lid, kind, state, key)
                 _state_out(state, scan, order, lid, digest, before)
                 clean = i + 1 if status == values else i  # the entries found clean
                 yield from payloads.records(batch, start, clean)
@@ -394,7 +409,7 @@ class Payloads:
 
     def __init__(self, scan: LedgerScan, view: LedgerView, digest: DigestType) -> None:
         from pulsarctl_py.decoders import Depth
-        from pulsarctl_py.decoders.codecs import decompress
+        from pulsarctl_py.decoders.codecs import checking_decompress
         from pulsarctl_py.decoders.limits import max_message_size
         from pulsarctl_py.ledgers import LedgerSource
 
@@ -409,7 +424,8 @@ class Payloads:
         # names the others, which go to ``entry`` (decoders/_speedups_payloads.c)
         # (the limit resolved once: decompress would ask for the process's limit per entry)
         limit = self.options.max_uncompressed
-        self.native = (int(digest), max_message_size() if limit is None else limit, decompress)
+        limit = max_message_size() if limit is None else limit
+        self.native = (int(digest), limit, checking_decompress())
 
     def window(self, batch: list[Any], first: int, end: int, window: Any) -> Iterator[Finding]:
         """Items ``batch[first:end]`` of the locations index, each in ``window``."""

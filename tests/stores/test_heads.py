@@ -7,6 +7,7 @@ import random
 import shutil
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,14 @@ def test_real_bookie_ledgers(tmp_path: Path) -> None:
         assert heads == expected
         assert [h.entry_id for h in heads] == [e["entry_id"] for e in spec["entries"]]
         assert all(h.digest_ok for h in heads)
+        if kind is DigestType.HMAC:  # another password: no MAC matches, the same heads
+            wrong = replace(options, password=b"wrong")
+            with open_bookie([LIVE_DATA]) as store:
+                heads = list(store.read_heads(lid, options=wrong))
+                expected = [
+                    decode_head(s.data, wrong, (lid, s.entry_id)) for s in store.read_entries(lid)
+                ]
+            assert heads == expected and not any(h.digest_ok for h in heads)
 
 
 UNKNOWN = DecodeOptions(outer=Outer.BOOKIE_ENTRY, digest_type=None, depth=Depth.ENTRY)
@@ -271,8 +280,15 @@ ODD_LENGTHS = [100, 100, 100, 0, -1, -(2**63)]
 
 
 @st.composite
-def odd_entries(draw: st.DrawFn, ledger_id: int, entry_id: int, digest: DigestType = CRC) -> bytes:
-    """A stored entry with a valid digest (so that the damage is met past it): a header
+def odd_entries(
+    draw: st.DrawFn,
+    ledger_id: int,
+    entry_id: int,
+    digest: DigestType = CRC,
+    password: bytes | None = None,
+) -> bytes:
+    """A stored entry with a valid digest (a MAC: with ``password``), so that the damage is
+    met past it: a header
     whose LAC or length may be implausible, and a broker entry metadata, checksum and
     message metadata written in any encoding (overlong or refused tags, lengths and
     varints: tests/protowire.py)."""
@@ -299,7 +315,8 @@ def odd_entries(draw: st.DrawFn, ledger_id: int, entry_id: int, digest: DigestTy
     lac = draw(st.sampled_from(ODD_LACS))
     lac = lac + entry_id - 1 if lac in (0, 1) else lac
     length = draw(st.sampled_from(ODD_LENGTHS))
-    return bookkeeper.build(BookieEntryHeader(ledger_id, entry_id, lac, length), body, digest)
+    header = BookieEntryHeader(ledger_id, entry_id, lac, length)
+    return bookkeeper.build(header, body, digest, password)
 
 
 def in_memory_log(ledger_id: int, entries: list[bytes]) -> tuple[list[tuple[bytes, bytes]], bytes]:

@@ -264,3 +264,16 @@ def test_invalid_topic_names(bad: str) -> None:
 def test_invalid_persistence_names(bad: str) -> None:
     with pytest.raises(LedgerctlError):
         TopicName.from_persistence_name(bad)
+
+
+@given(st.one_of(st.binary(max_size=40), st.text(max_size=40).map(lambda t: t.encode())))
+def test_text_format_guess_is_unchanged_by_the_control_byte_scan(data: bytes) -> None:
+    """The one-scan rule for control bytes answers as the character-by-character check."""
+    from pulsarctl_py.decoders.managed_ledger import _looks_like_text
+
+    try:
+        text = data.decode("utf-8")
+        slow = all(ch.isprintable() or ch in "\n\r\t " for ch in text)
+    except UnicodeDecodeError:
+        slow = False
+    assert _looks_like_text(data) == slow

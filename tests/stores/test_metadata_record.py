@@ -76,3 +76,46 @@ def test_children_ranges() -> None:
     assert rec.child_name("/ledgers", b"/ledgers-old/x") is None
     assert rec.child_name("/", rec.SEQUENTIAL_ID_KEY) is None  # '_' sorts after '0'
     assert rec.sequential_path("/ledgers/idgen/ID-", 42) == "/ledgers/idgen/ID-42"
+
+
+def _near_headers() -> st.SearchStrategy[bytes]:
+    """Values around the header's bounds: sizes and versions at and past each limit, the
+    ephemeral flag's sign, short values."""
+    sizes = st.sampled_from([0, 1, 40, 41, 42, 60, 2**31, 2**32 - 1])
+    versions = st.sampled_from([0, 1, 2, 2**31 - 1, 2**31, 2**32 - 1])
+    flags = st.sampled_from([0, 1, 0x7F, 0x80, 0xFF])
+    built = st.builds(
+        lambda size, version, owner, flag, tail, cut: (
+            struct.pack(">IIqqqqB", size, version, 3, owner, 4, 5, flag) + tail
+        )[: None if cut < 0 else cut],
+        sizes,
+        versions,
+        st.sampled_from([0, 7, -1]),
+        flags,
+        st.binary(max_size=24),
+        st.integers(-1, 50),
+    )
+    return st.one_of(built, st.binary(max_size=64))
+
+
+@given(_near_headers(), st.sampled_from([0, 7, -1]))
+def test_header_and_is_stale_agree_with_parse(value: bytes, instance: int) -> None:
+    """header() accepts exactly what parse() accepts; is_stale() is parse's stale rule."""
+    try:
+        meta = rec.parse(value)
+    except CorruptEntryError:
+        meta = None
+    fields = rec.header(value)
+    assert (fields is None) == (meta is None)
+    if meta is not None:
+        assert fields is not None
+        assert (fields[2], fields[3], fields[4], fields[5], fields[6] > 0) == (
+            meta.version,
+            meta.owner,
+            meta.created_ms,
+            meta.modified_ms,
+            meta.ephemeral,
+        )
+        assert value[fields[0] :] == meta.data
+    stale = meta is not None and meta.ephemeral and meta.owner != instance
+    assert rec.is_stale(value, instance) == stale

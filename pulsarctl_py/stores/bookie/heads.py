@@ -2,7 +2,7 @@
 
 :meth:`BookieStore.read_heads` reads the heads natively wherever the ledger's entries
 come from one index (no other source, no journal tail for them) and its digest is
-CRC32C, CRC32 or DUMMY:
+CRC32C, CRC32 or DUMMY, or MAC where the password is known (:func:`native_key`):
 
 * one DbLedgerStorage index and CRC32C (:func:`scan_db_heads`): the locations index is
   read a list of pairs at a time, and the native scanner (``_speedups.scan_heads``)
@@ -12,7 +12,7 @@ CRC32C, CRC32 or DUMMY:
   locations indexed by entry id, as an InterleavedLedgerStorage/SortedLedgerStorage
   ``.idx`` file holds them (read from it; a DbLedgerStorage index's runs of items
   turned into slots; the slot tables of entry logs scanned for a lost index), checked
-  the same way by ``_speedups.scan_slots`` for the CRC32C, CRC32 or DUMMY digest;
+  the same way by ``_speedups.scan_slots`` for the CRC32C, CRC32, DUMMY or MAC digest;
 * entries already read, from several sources or from live bookies
   (:func:`record_head_batches`): ``_speedups.record_heads``.
 
@@ -35,7 +35,7 @@ from pulsarctl_py.decoders.entrylog import split_location
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.heads import EntryHead, decode_head
 from pulsarctl_py.decoders.index_file import LOCATION as SLOT
-from pulsarctl_py.decoders.speedups import native
+from pulsarctl_py.decoders.speedups import mac_key, native
 
 from .indexes import DbIndex, SlotChunk
 from .model import Location, StoredEntry
@@ -56,9 +56,10 @@ RECORD_BATCH = 1024
 def native_digest(options: DecodeOptions) -> int | None:
     """The digest type the native head scans check for these options (its
     DigestType number), or None where they cannot serve them: no native module, a MAC
-    digest. A digest type not known (detected entry by entry) is scanned as CRC32C, the
-    type detection tries first: an entry whose CRC32C digest verifies is detected as
-    CRC32C, and any other entry takes the Python path, which detects."""
+    digest without its password or without the native MAC module. A digest type not
+    known (detected entry by entry) is scanned as CRC32C, the type detection tries first:
+    an entry whose CRC32C digest verifies is detected as CRC32C, and any other entry takes
+    the Python path, which detects."""
     if native is None:
         return None
     kind = options.digest_type
@@ -66,7 +67,15 @@ def native_digest(options: DecodeOptions) -> int | None:
         return int(DigestType.CRC32C)
     if kind in (DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY):
         return int(kind)
+    if native_key(options) is not None:
+        return int(kind)
     return None
+
+
+def native_key(options: DecodeOptions) -> bytes | None:
+    """The ``key`` argument of the native scans for these options: the HMAC key of a MAC
+    digest whose password is known, where the native module checks MAC; else None."""
+    return mac_key(options.digest_type, options.password)
 
 
 class SlotSource(Protocol):
@@ -218,11 +227,13 @@ def scan_slot_heads(
     batched: bool = False,
 ) -> Iterator[Any]:
     """The heads of the ledger's entries in ``[first, last]`` that ``source`` names in
-    slots, in order, by the native ``scan_slots`` (``digest``: its DigestType number).
+    slots, in order, by the native ``scan_slots`` (``digest``: its DigestType number; a
+    MAC's key from ``options``, :func:`native_key`).
     ``batched``: lists of ``(head, data)`` pairs, those of one scanner call at a time;
     else heads one by one."""
     scan = native.scan_slots
     end, need_window = native.HEADS_END, native.HEADS_WINDOW
+    key = native_key(options)
     unpack = SLOT.unpack_from
     window = _Window(store)
     out: list[Any] = []
@@ -247,6 +258,7 @@ def scan_slot_heads(
                     digest,
                     out,
                     batched,
+                    key,
                 )
                 if out:
                     if batched:
@@ -291,12 +303,13 @@ def record_head_batches(
 ) -> Iterator[Any]:
     """The heads of entries already read (``stored``, in order: from several sources of a
     bookie, or from live bookies), :data:`RECORD_BATCH` read at a time and made by the
-    native ``record_heads`` (``digest``: its DigestType number; None: every head by the
-    Python decoder). ``batched``: lists of ``(head, data)`` pairs; else heads. An error
-    reading the entries is raised once the heads of the entries read before it are
-    given, as the read itself gives them."""
+    native ``record_heads`` (``digest``: its DigestType number, a MAC's key from
+    ``options``; None: every head by the Python decoder). ``batched``: lists of ``(head,
+    data)`` pairs; else heads. An error reading the entries is raised once the heads of
+    the entries read before it are given, as the read itself gives them."""
     heads = native.record_heads if native is not None and digest is not None else None
     end = native.HEADS_END if heads is not None else 0
+    key = native_key(options)
     while True:
         records: list[tuple[int, bytes]] = []
         error: LedgerctlError | None = None
@@ -318,7 +331,7 @@ def record_head_batches(
         i = 0
         out: list[Any] = []
         while heads is not None and i < len(records):
-            i, status = heads(records, i, ledger_id, digest, out, batched)
+            i, status = heads(records, i, ledger_id, digest, out, batched, key)
             if out:
                 if batched:
                     yield out

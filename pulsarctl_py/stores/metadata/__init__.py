@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import (
+    ChildGroup,
     MetadataConflict,
     MetadataStore,
     MetadataStoreError,
@@ -104,6 +105,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ChildGroup",
     "ENV_URL",
     "ENV_ZK_AUTH",
     "ENV_ZK_AUTH_FILE",

@@ -49,10 +49,7 @@ class CursorRecord:
     @property
     def name(self) -> str:
         """The subscription name (the znode name URL-decoded)."""
-        try:
-            return mld.url_decode(self.znode_name)
-        except LedgerctlError:
-            return self.znode_name
+        return cursor_name(self.znode_name)
 
     @property
     def cursors_ledger_id(self) -> int | None:
@@ -231,6 +228,25 @@ def read_cursor(store: MetadataStore, ml_path: str, znode_name: str) -> CursorRe
     return CursorRecord(znode_name, path, node.stat, info, error)
 
 
+def cursor_name(znode_name: str) -> str:
+    """A subscription's name from its cursor znode's (URL-decoded; as is when malformed)."""
+    try:
+        return mld.url_decode(znode_name)
+    except LedgerctlError:
+        return znode_name
+
+
+def decode_ml_info(data: bytes) -> tuple[DecodedInfo[mlpb.ManagedLedgerInfo] | None, str | None]:
+    """A topic znode's ManagedLedgerInfo, decoded, and what is wrong with it (or None)."""
+    try:
+        info = mld.parse_ml_info(data)
+    except LedgerctlError as exc:
+        return None, exc.one_line()
+    if info.missing:
+        return info, f"missing required fields: {', '.join(info.missing)}"
+    return info, None
+
+
 def read_managed_ledger(
     store: MetadataStore, topic: str | TopicName, *, with_cursors: bool = True
 ) -> ManagedLedgerRecord | None:
@@ -240,14 +256,7 @@ def read_managed_ledger(
     node = store.get(ref.path)
     if node is None:
         return None
-    info: DecodedInfo[mlpb.ManagedLedgerInfo] | None
-    error = None
-    try:
-        info = mld.parse_ml_info(node.data)
-        if info.missing:
-            error = f"missing required fields: {', '.join(info.missing)}"
-    except LedgerctlError as exc:
-        info, error = None, exc.one_line()
+    info, error = decode_ml_info(node.data)
     record = ManagedLedgerRecord(ref, node.stat, info, error=error)
     if with_cursors:
         for child in store.children(ref.path):

@@ -24,13 +24,23 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pulsarctl_py.decoders import metadata_record as rec
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
 
-from .base import MetadataConflict, MetadataStore, MetadataStoreError, Node, Op, Stat, validate_path
+from .base import (
+    ChildGroup,
+    MetadataConflict,
+    MetadataStore,
+    MetadataStoreError,
+    Node,
+    Op,
+    Stat,
+    validate_path,
+)
 from .url import MetadataUrl, parse_metadata_url
 
 #: files of a RocksDB directory that a read-only open must not see (they could be written)
@@ -54,6 +64,11 @@ def _stat(meta: rec.MetaValue) -> Stat:
         # node and keeps it across updates: the store's only mark of an incarnation
         creation=f"created {meta.created_ms}",
     )
+
+
+def _node(value: bytes) -> Node:
+    meta = rec.parse(value)
+    return Node(meta.data, _stat(meta))
 
 
 class RocksDBMetadataStore(MetadataStore):
@@ -260,34 +275,205 @@ class RocksDBMetadataStore(MetadataStore):
         self, it: Any, parent: str, first: bytes, last: bytes, names: list[str]
     ) -> None:
         """Append the child names of ``parent`` (keys in [first, last)) to ``names``."""
+        base = "" if parent == "/" else parent
+        cut = len(first)
+        unpack, size, instance = rec.HEADER.unpack_from, rec.HEADER_SIZE, self.instance_id
         it.seek(first)
         while it.valid():
-            key = bytes(it.key())
+            key = it.key()
             if key >= last:
                 break
-            name = rec.child_name(parent, key)
-            if name is None:
-                it.next()
+            rest = key[cut:]
+            slash = rest.find(b"/")
+            if slash == 0 or not rest:
+                it.next()  # "P//x" or "P/": no child name
                 continue
-            child_path = ("" if parent == "/" else parent) + "/" + name
-            direct = key == rec.path_key(child_path)
-            if not (direct and self._is_stale(it.value())):
-                names.append(name)
-            if direct:
+            raw = rest if slash < 0 else rest[:slash]
+            name = raw.decode("utf-8", errors="surrogateescape")
+            if not raw.isascii():
+                rec.path_key(f"{base}/{name}")  # a name that is not UTF-8: the store's error
+            if slash < 0:
+                value = it.value()
+                fields = unpack(value, 0) if len(value) >= size else None
+                if (
+                    fields is None  # not a header parse accepts: listed, get() says why
+                    or fields[6] <= 0
+                    or fields[3] == instance
+                    or not (size <= fields[0] <= len(value) and 1 <= fields[1] <= 0x7FFFFFFF)
+                ):  # not stale (rec.is_stale inline: listings ask it of every key)
+                    names.append(name)
                 # the next key may be a sibling extending this name with a byte below
                 # "/" ("topic-partition-0" after "topic"): step, do not skip
                 it.next()
+                continue
+            if not names or names[-1] != name:  # (its own key may have been just before)
+                names.append(name)
+            # skip the rest of this child's subtree (its keys sort before child + "0"): a
+            # few steps first, as a topic's cursors are few, then a seek
+            inside = first + raw + b"/"
+            for _ in range(4):
+                it.next()
+                if not (it.valid() and it.key().startswith(inside)):
+                    break
             else:
-                # skip the rest of this child's subtree: its keys sort before child + "0"
-                it.seek(rec.path_key(child_path + "0"))
+                it.seek(first + raw + b"0")
         self._status(it)
 
     def _is_stale(self, value: bytes) -> bool:
+        return rec.is_stale(value, self.instance_id)
+
+    def _checked(self, path: str, value: bytes) -> int | LedgerctlError | None:
+        """Where the data of a value read by an iterator starts; None when ``get(path)``
+        would not see it (stale), the error ``get`` would raise when it does not decode."""
+        fields = rec.header(value)
+        if fields is None:
+            try:
+                validate_value(path, value)
+            except CorruptEntryError as exc:
+                return exc
+            raise AssertionError(f"{path}: a header refused by header() but parsed")
+        if fields[6] > 0 and fields[3] != self.instance_id:
+            return None  # stale: its owner is gone
+        return fields[0]
+
+    def scan_children(self, path: str) -> Iterator[ChildGroup]:
+        """One iterator over the keys under ``path``, in key order.
+
+        Keys are the paths' UTF-8 bytes in RocksDB's default bytewise order (upstream
+        pulsar-metadata RocksdbMetadataStore: ``toBytes(path)`` keys in a database opened
+        with default Options, hence BytewiseComparator; ``getChildrenFromStore`` walks
+        ``[path + "/", path + "0")`` in that order). A child's own children follow its key
+        directly, except when siblings extend its name with a byte below "/" ("t" then
+        "t-partition-0" then "t/sub"): those come first, and the child's children are read
+        by a second iterator from ``child + "/"``; the main one skips them when it gets there.
+        """
+        parent = validate_path(path)
+        first, last = rec.children_range(parent)
+        base = "" if parent == "/" else parent
+        cut = len(first)
+        db = self._opened()
+        it = db.iter()
+        side: Any = None
+        unpack, size, instance = rec.HEADER.unpack_from, rec.HEADER_SIZE, self.instance_id
+        # the child read last while its children are gathered: its name, path and value,
+        # where its data starts, the start of its children's keys and what they hold
+        name = child = ""
+        value = b""
+        start = 0
+        inside: bytes | None = None
+        below: list[tuple[str, bytes, int | LedgerctlError]] = []
         try:
-            meta = rec.parse(value)
-        except CorruptEntryError:
-            return False
-        return meta.ephemeral and meta.owner != self.instance_id
+            it.seek(first)
+            while it.valid():
+                key = it.key()
+                if inside is not None:
+                    if key.startswith(inside):
+                        rest = key[len(inside) :]
+                        if rest and b"/" not in rest:
+                            sub = it.value()
+                            fields = unpack(sub, 0) if len(sub) >= size else None
+                            if (
+                                fields is not None
+                                and rest.isascii()
+                                and size <= fields[0] <= len(sub)
+                                and 1 <= fields[1] <= 0x7FFFFFFF
+                            ):  # the common case, _add's checks inline
+                                if fields[6] <= 0 or fields[3] == instance:
+                                    below.append((rest.decode("ascii"), sub, fields[0]))
+                            else:
+                                self._add(below, child, rest, sub)
+                        it.next()
+                        continue
+                    if key < inside:
+                        # siblings extending its name came first: its children are later
+                        if side is None:
+                            side = db.iter()
+                        side.seek(inside)
+                        while side.valid():
+                            sub = side.key()
+                            if not sub.startswith(inside):
+                                break
+                            rest = sub[len(inside) :]
+                            if rest and b"/" not in rest:
+                                self._add(below, child, rest, side.value())
+                            side.next()
+                        self._status(side)
+                    yield self._group(name, value, start, below)
+                    inside = None
+                if key >= last:
+                    break
+                rest = key[cut:]
+                slash = rest.find(b"/")
+                if slash == 0 or not rest:
+                    it.next()  # "P//x" or "P/": no child name (children() skips them too)
+                    continue
+                if slash > 0:
+                    # under a child whose children were read by the side iterator, or
+                    # that is stale, damaged or has no node of its own: past its subtree
+                    it.seek(first + rest[:slash] + b"0")
+                    continue
+                name = rest.decode("utf-8", errors="surrogateescape")
+                child = f"{base}/{name}"
+                if not rest.isascii():
+                    rec.path_key(child)  # a name that is not UTF-8: children()'s error
+                value = it.value()
+                it.next()
+                fields = unpack(value, 0) if len(value) >= size else None
+                if fields is None or not (
+                    size <= fields[0] <= len(value) and 1 <= fields[1] <= 0x7FFFFFFF
+                ):
+                    error = self._checked(child, value)
+                    assert isinstance(error, LedgerctlError)
+                    yield ChildGroup(name, None, [], error)
+                    continue
+                if fields[6] > 0 and fields[3] != instance:
+                    continue  # stale: its owner is gone (as get() sees it)
+                start = fields[0]
+                inside = key + b"/"
+                below = []
+            self._status(it)
+            if inside is not None:
+                yield self._group(name, value, start, below)
+        except MetadataStoreError:
+            raise
+        except Exception as exc:
+            raise self._damaged(exc) from None
+        finally:
+            del it, side
+
+    def _add(
+        self,
+        below: list[tuple[str, bytes, int | LedgerctlError]],
+        child: str,
+        rest: bytes,
+        value: bytes,
+    ) -> None:
+        """Add one child of ``child`` (its key after ``child + "/"``) unless stale."""
+        name = rest.decode("utf-8", errors="surrogateescape")
+        path = f"{child}/{name}"
+        if not rest.isascii():
+            rec.path_key(path)  # a name that is not UTF-8: children()'s error
+        start = self._checked(path, value)
+        if start is not None:
+            below.append((name, value, start))
+
+    @staticmethod
+    def _group(
+        name: str, value: bytes, start: int, below: list[tuple[str, bytes, int | LedgerctlError]]
+    ) -> ChildGroup:
+        """The group of a child, its children in ``children()`` order, the first error."""
+        if len(below) > 1:
+            below.sort(key=lambda item: item[0])  # str order, as children() sorts
+        names: list[str] = []
+        for sub, _, found in below:
+            if not isinstance(found, int):
+                return ChildGroup(name, None, names, found)
+            names.append(sub)
+
+        def load() -> tuple[Node, list[Node]]:
+            return _node(value), [_node(sub_value) for _, sub_value, _ in below]
+
+        return ChildGroup(name, value[start:], names, None, load)
 
     def keys(self) -> list[bytes]:
         """Every key in the database, reserved keys included (for dumps and tests)."""
