@@ -139,6 +139,7 @@ from typing import Any
 
 import scan  # bench/scan.py: the entry pool and the library scans
 from _machine import machine  # bench/ is on sys.path when a bench script runs
+from _sandbox import sandbox as _sandbox
 
 ROOT = Path(__file__).resolve().parent.parent  # tests.live_bookie, the test bookie
 SEED = scan.SEED
@@ -152,7 +153,6 @@ INFO_FILE = "bench-cli.json"
 COLUMNS = 160
 LAYOUTS = ("db", "db-dirs", "interleaved", "sorted", "scan", "live", "sandbox")
 DEFAULT_LAYOUTS = LAYOUTS[:-1]  # the sandbox row only with --sandbox (it needs Java)
-SANDBOX = ROOT / "scripts" / "sandbox"
 SANDBOX_TOPIC = "persistent://public/bench-cli-{digest}/cli-{entries}"
 DIGESTS = ("crc32c", "crc32", "dummy", "mac")
 INTERLEAVE = 10  # interleaved: one record in ten is ledger 8's
@@ -382,20 +382,6 @@ def prepared(root: Path, entries: int, seed: int, layout: str, digest: str) -> d
 
 
 # -- the sandbox rows: real bookies -------------------------------------------------------
-
-
-def _sandbox(*args: str, timeout: float = 900) -> str:
-    """``scripts/sandbox ARGS`` (as bench/live.py runs it); its stdout."""
-    done = subprocess.run(
-        [sys.executable, str(SANDBOX), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"scripts/sandbox {' '.join(args)}: {done.stderr.strip()[-2000:]}")
-    return done.stdout
 
 
 def _cluster_store(cluster: Path, read_only: bool = True) -> Any:

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from _machine import machine  # bench/ is on sys.path when a bench script runs
+from _sandbox import sandbox as _sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.live_bookie, the test bookie
@@ -174,23 +175,9 @@ def _c_parser() -> bool:
 
 # -- real bookies: the sandbox ---------------------------------------------------------------
 
-SANDBOX = ROOT / "scripts" / "sandbox"
 JAVA_SOURCE = ROOT / "bench" / "java" / "LedgerBench.java"
 #: entries per readEntries call of the Java reader (its reads of a call are in flight at once)
 JAVA_BATCH = 1000
-
-
-def _sandbox(*args: str, timeout: float = 900) -> str:
-    done = subprocess.run(
-        [sys.executable, str(SANDBOX), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"scripts/sandbox {' '.join(args)}: {done.stderr.strip()[-2000:]}")
-    return done.stdout
 
 
 def _java(classes: Path, classpath: str, cluster: dict[str, Any], *args: str) -> Any:
