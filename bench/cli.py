@@ -370,15 +370,22 @@ def prepared(root: Path, entries: int, seed: int, layout: str, digest: str) -> d
     root.mkdir(parents=True)
     args = ["--generate-into", str(root), "--entries", str(entries), "--seed", str(seed)]
     args += ["--layouts", layout, "--digests", digest]
+    return {**_generate_apart(args, "generation"), "reused": False}
+
+
+def _generate_apart(args: list[str], what: str) -> dict[str, Any]:
+    """This script with ``args`` (a ``--generate-into`` run) in a process of its own, so
+    that no measurement inherits the writer's memory; its JSON report."""
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), *args],
         capture_output=True,
         text=True,
         check=False,
-    )  # a process of its own: no measurement inherits the writer's memory
+    )
     if proc.returncode != 0:
-        raise SystemExit(f"bench/cli.py: generation failed:\n{proc.stderr}")
-    return {**json.loads(proc.stdout), "reused": False}
+        raise SystemExit(f"bench/cli.py: {what} failed:\n{proc.stderr}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
 
 
 # -- the sandbox rows: real bookies -------------------------------------------------------
@@ -506,16 +513,7 @@ def prepared_sandbox(
     """:func:`generate_sandbox` in a process of its own (no measurement inherits it)."""
     args = ["--generate-into", str(root), "--entries", str(entries), "--seed", str(seed)]
     args += ["--layouts", "sandbox", "--digests", digest, "--sandbox", str(cluster.parent)]
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"bench/cli.py: writing the sandbox row failed:\n{proc.stderr}")
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+    return _generate_apart(args, "writing the sandbox row")
 
 
 # -- the library loops (worker processes) ------------------------------------------------
