@@ -75,11 +75,6 @@ def max_input() -> int:
     return TEXT_FACTOR * max_frame()
 
 
-def max_chunked_message() -> int:
-    """The largest chunked message, its chunks joined and decompressed, accepted."""
-    return CHUNKED_FACTOR * _limit
-
-
 def max_pending_chunks() -> int:
     """The most bytes the chunks of unfinished chunked messages may hold together."""
     return PENDING_CHUNK_FACTOR * _limit
