@@ -466,8 +466,25 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
 
         record["killed"] = _kill_mid_write(box, ns)
         if "id" in record["killed"]["killed"]:
+            started = time.monotonic()
             box.start_bookie(record["killed"]["killed"]["id"])
+            record["killed"]["restart"] = _restarted(box, record["killed"]["killed"]["id"])
+            record["killed"]["restart"]["seconds"] = time.monotonic() - started
     return record
+
+
+def _restarted(box: Any, bookie_id: str) -> dict[str, Any]:
+    """What the bookie answers right after ``start --bookie`` returned: a READ_LAC of a
+    ledger nobody has, with a 2 s timeout."""
+    from pulsarctl_py.stores.live.client import BookieConnection, BookieUnavailable, ClientOptions
+
+    conn = BookieConnection(bookie_id, ClientOptions(timeout=2.0))
+    try:
+        return {"status": conn.read_lac(2**62 + 11).status}
+    except BookieUnavailable as exc:
+        return {"status": None, "error": str(exc)}
+    finally:
+        conn.close()
 
 
 def _cursors(box: Any, topic: str) -> dict[str, Any]:
@@ -657,6 +674,12 @@ def test_a_bookie_killed_in_the_middle_of_a_write_leaves_nothing_referenced(
     topic = f"persistent://{writes['ns']}/killed"
     assert _cursors(sandbox, topic) == writes["killed_cursors"]
     assert "__compaction" not in writes["killed_cursors"]
+    # restarted after the SIGKILL, it answers as soon as `start --bookie` returns: its port
+    # opens at once, but it serves nothing until the dead session's registration znode
+    # expires (ZKRegistrationManager waits up to zkTimeout), and `start` waits for that
+    restart = k["restart"]
+    assert restart["status"] in ("ENOLEDGER", "ENOENTRY"), restart
+    assert restart["seconds"] > 5, restart
 
 
 # -- the offline writer -----------------------------------------------------------------------
