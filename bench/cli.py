@@ -139,6 +139,7 @@ from typing import Any
 
 import scan  # bench/scan.py: the entry pool and the library scans
 from _machine import machine  # bench/ is on sys.path when a bench script runs
+from _sandbox import ensure_running
 from _sandbox import sandbox as _sandbox
 
 ROOT = Path(__file__).resolve().parent.parent  # tests.live_bookie, the test bookie
@@ -1127,9 +1128,7 @@ def main(argv: list[str] | None = None) -> int:
                 if layout == "sandbox":
                     if cluster is None:
                         directory = args.sandbox.resolve()
-                        own_sandbox = not (directory / "cluster.json").exists()
-                        if own_sandbox:
-                            _sandbox("up", str(directory))
+                        own_sandbox = ensure_running(directory)
                         cluster = directory / "cluster.json"
                     info = prepared_sandbox(where, count, args.seed, digest, cluster)
                     address = str(cluster)

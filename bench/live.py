@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from _machine import machine  # bench/ is on sys.path when a bench script runs
+from _sandbox import ensure_running
 from _sandbox import sandbox as _sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,9 +233,7 @@ def _spread(rates: list[float]) -> dict[str, int]:
 
 def run_sandbox(directory: Path, entries: int, runs: int) -> dict[str, Any]:
     """The --sandbox benchmark (see the module's text); the report."""
-    own = not (directory / "cluster.json").exists()
-    if own:
-        _sandbox("up", str(directory))
+    own = ensure_running(directory)
     classes = Path(tempfile.mkdtemp(prefix="ledgerctl-bench-java-"))
     try:
         cluster = json.loads((directory / "cluster.json").read_text())
