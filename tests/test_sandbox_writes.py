@@ -412,7 +412,8 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
         batching_max_publish_delay_ms=1000,
     )
     killed = f"persistent://{ns}/killed"
-    _produce(box, killed, [(f"k{i}", os.urandom(2048)) for i in range(8000)])
+    # 64 MB compacted: the write lasts long enough for the watcher to freeze a bookie in it
+    _produce(box, killed, [(f"k{i}", os.urandom(8192)) for i in range(8000)])
     record["killed_cursors"] = _cursors(box, killed)
     owned_ns = _namespace(box, "owned")
     record["owned"] = _refusals(box, _prepare_owned(box, owned_ns), tmp)
