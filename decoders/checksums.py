@@ -11,6 +11,7 @@ See BookKeeper's ``proto/checksum/*DigestManager.java`` and ../shared/spec/forma
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import hmac
 import zlib
@@ -82,10 +83,17 @@ def _crc32c_digest(parts: list[bytes | memoryview], password: bytes | None) -> b
     return value.to_bytes(4, "big")
 
 
+@functools.lru_cache(maxsize=8)
+def _keyed_mac(password: bytes) -> hmac.HMAC:
+    """HMAC-SHA1 keyed for ``password``, before any data: each digest works on a copy,
+    never on this one (keying costs more than hashing a 1 KiB entry)."""
+    return hmac.new(mac_key(password), digestmod=hashlib.sha1)
+
+
 def _mac_digest(parts: list[bytes | memoryview], password: bytes | None) -> bytes | None:
     if password is None:
         return None
-    mac = hmac.new(mac_key(password), digestmod=hashlib.sha1)
+    mac = _keyed_mac(bytes(password)).copy()
     for part in parts:
         mac.update(part)
     return mac.digest()

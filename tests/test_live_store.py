@@ -21,8 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pulsarctl_py.decoders import Depth
+from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.errors import StoreUnavailable
 from pulsarctl_py.ledgers import LedgerSource
 from pulsarctl_py.stores.bookie import BookieStore, open_bookie
@@ -276,3 +279,67 @@ def test_the_bookies_of_an_ensemble_are_read_in_parallel(
     finally:
         for b in bookies:
             b.close()
+
+
+def _digest_ok_by_the_decoder(
+    data: bytes, ledger_id: int, entry_id: int, kind: DigestType, password: bytes | None
+) -> bool | None:
+    """What the general decoder says of an entry a bookie returned (digest_ok's reference)."""
+    from pulsarctl_py.decoders import bookkeeper as bk
+    from pulsarctl_py.errors import LedgerctlError
+
+    if len(data) < bk.HEADER.size:
+        return False
+    stored_ledger, stored_entry = bk.HEADER.unpack_from(data, 0)[:2]
+    if stored_ledger != ledger_id or stored_entry != entry_id:
+        return False
+    try:
+        layer, _, _ = bk.parse(data, 0, len(data), kind, password)
+    except LedgerctlError:
+        return False
+    return layer.check.ok if layer.check is not None else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    kind=st.sampled_from(list(DigestType)),
+    payload=st.binary(max_size=300),
+    written_with=st.binary(max_size=8),
+    read_with=st.one_of(st.none(), st.binary(max_size=8)),
+    asked=st.sampled_from([(9, 4), (9, 5), (8, 4)]),
+    damage=st.data(),
+)
+def test_the_live_digest_check_agrees_with_the_decoder(
+    kind: DigestType,
+    payload: bytes,
+    written_with: bytes,
+    read_with: bytes | None,
+    asked: tuple[int, int],
+    damage: st.DataObject,
+) -> None:
+    """Every reply a live read takes or passes over: the store's own check (no Layer built)
+    says what the decoder says, for every digest, password, truncation and flipped byte."""
+    from pulsarctl_py.decoders import bookkeeper as bk
+    from pulsarctl_py.stores.live import digest_ok
+
+    data = bytearray(bk.build(bk.BookieEntryHeader(9, 4, 3, 77), payload, kind, written_with))
+    flip = damage.draw(st.one_of(st.none(), st.integers(0, len(data) - 1)), label="flip")
+    if flip is not None:
+        data[flip] ^= damage.draw(st.integers(1, 255), label="mask")
+    keep = damage.draw(st.one_of(st.none(), st.integers(0, len(data))), label="keep")
+    reply = bytes(data if keep is None else data[:keep])
+    expected = _digest_ok_by_the_decoder(reply, *asked, kind, read_with)
+    assert digest_ok(reply, *asked, kind, read_with) is expected
+    # without a digest type only the ids are checked
+    assert digest_ok(reply, *asked, None, read_with) is (
+        None if _ids_match(reply, *asked) else False
+    )
+
+
+def _ids_match(reply: bytes, ledger_id: int, entry_id: int) -> bool:
+    from pulsarctl_py.decoders import bookkeeper as bk
+
+    return len(reply) >= bk.HEADER.size and bk.HEADER.unpack_from(reply, 0)[:2] == (
+        ledger_id,
+        entry_id,
+    )
