@@ -42,6 +42,41 @@ _NAMES = {kind: kind.name for kind in DigestType}
 _SIZES = {kind: digest.size for kind, digest in DIGESTS.items()}
 
 
+def _computed(
+    kind: DigestType, parts: list[bytes | memoryview], password: bytes | None
+) -> bytes | None:
+    """The digest of ``parts``; None for a MAC without its password."""
+    if kind is DigestType.CRC32C:  # the usual digest, without the generic table's overhead
+        value = 0
+        for part in parts:
+            value = crc32c(part, value)
+        return value.to_bytes(4, "big")
+    return DIGESTS[kind].compute(parts, password)
+
+
+def digest_verifies(
+    buf: bytes | memoryview, pos: int, end: int, kind: DigestType, password: bytes | None
+) -> bool | None:
+    """Whether the digest of the entry in ``buf[pos:end]`` verifies, as ``parse`` and
+    ``digest_check`` decide it, without building their Layer and Check (paths that only
+    need the answer, once per entry): False where the header and digest do not fit, None
+    where nothing can be told (a DUMMY digest, a MAC without its password)."""
+    if kind is DigestType.DUMMY:
+        return None if end - pos >= HEADER.size else False
+    at = pos + HEADER.size
+    payload_at = at + _SIZES[kind]
+    if payload_at > end:
+        return False
+    mv = memoryview(buf)
+    if kind is DigestType.CRC32C:  # the usual digest: ``_computed``'s, without the list
+        computed: bytes | None = crc32c(mv[payload_at:end], crc32c(mv[pos:at])).to_bytes(4, "big")
+    else:
+        computed = _computed(kind, [mv[pos:at], mv[payload_at:end]], password)
+    if computed is None:
+        return None
+    return buf[at:payload_at] == computed
+
+
 def digest_check(
     kind: DigestType,
     stored: bytes | memoryview,
@@ -49,13 +84,7 @@ def digest_check(
     password: bytes | None,
 ) -> Check:
     """Compare a stored digest with the one computed over ``parts``."""
-    if kind is DigestType.CRC32C:  # the usual digest, without the generic table's overhead
-        value = 0
-        for part in parts:
-            value = crc32c(part, value)
-        computed: bytes | None = value.to_bytes(4, "big")
-    else:
-        computed = DIGESTS[kind].compute(parts, password)
+    computed = _computed(kind, parts, password)
     stored = bytes(stored)
     name = _NAMES[kind]
     if computed is None:
@@ -151,14 +180,8 @@ def detect_digest(
     """The digest type whose digest verifies for the entry at ``pos``, if any."""
     if not plausible_header(buf, pos, end):
         return None
-    mv = memoryview(buf)
     for kind in (DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC):
-        size = DIGESTS[kind].size
-        if end - pos < HEADER.size + size or (kind is DigestType.HMAC and password is None):
-            continue
-        at = pos + HEADER.size
-        check = digest_check(kind, mv[at : at + size], [mv[pos:at], mv[at + size : end]], password)
-        if check.ok:
+        if digest_verifies(buf, pos, end, kind, password):
             return kind
     return None
 

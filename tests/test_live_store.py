@@ -281,20 +281,16 @@ def test_the_bookies_of_an_ensemble_are_read_in_parallel(
             b.close()
 
 
-def _digest_ok_by_the_decoder(
-    data: bytes, ledger_id: int, entry_id: int, kind: DigestType, password: bytes | None
+def _verifies_by_the_decoder(
+    buf: bytes | memoryview, pos: int, end: int, kind: DigestType, password: bytes | None
 ) -> bool | None:
-    """What the general decoder says of an entry a bookie returned (digest_ok's reference)."""
+    """What the general decoder says of an entry's digest (the reference of
+    ``bk.digest_verifies``): its Layer's check, False where it cannot be parsed."""
     from pulsarctl_py.decoders import bookkeeper as bk
     from pulsarctl_py.errors import LedgerctlError
 
-    if len(data) < bk.HEADER.size:
-        return False
-    stored_ledger, stored_entry = bk.HEADER.unpack_from(data, 0)[:2]
-    if stored_ledger != ledger_id or stored_entry != entry_id:
-        return False
     try:
-        layer, _, _ = bk.parse(data, 0, len(data), kind, password)
+        layer, _, _ = bk.parse(buf, pos, end, kind, password)
     except LedgerctlError:
         return False
     return layer.check.ok if layer.check is not None else None
@@ -318,7 +314,8 @@ def test_the_live_digest_check_agrees_with_the_decoder(
     damage: st.DataObject,
 ) -> None:
     """Every reply a live read takes or passes over: the store's own check (no Layer built)
-    says what the decoder says, for every digest, password, truncation and flipped byte."""
+    says what the decoder says, for every digest, password, truncation and flipped byte;
+    and so does ``digest_verifies`` on the entry inside a larger buffer."""
     from pulsarctl_py.decoders import bookkeeper as bk
     from pulsarctl_py.stores.live import digest_ok
 
@@ -328,12 +325,17 @@ def test_the_live_digest_check_agrees_with_the_decoder(
         data[flip] ^= damage.draw(st.integers(1, 255), label="mask")
     keep = damage.draw(st.one_of(st.none(), st.integers(0, len(data))), label="keep")
     reply = bytes(data if keep is None else data[:keep])
-    expected = _digest_ok_by_the_decoder(reply, *asked, kind, read_with)
+    ids = _ids_match(reply, *asked)
+    expected = _verifies_by_the_decoder(reply, 0, len(reply), kind, read_with) if ids else False
     assert digest_ok(reply, *asked, kind, read_with) is expected
     # without a digest type only the ids are checked
-    assert digest_ok(reply, *asked, None, read_with) is (
-        None if _ids_match(reply, *asked) else False
-    )
+    assert digest_ok(reply, *asked, None, read_with) is (None if ids else False)
+    # at an offset, the bytes around it not part of the entry
+    pre, post = damage.draw(st.tuples(st.integers(0, 40), st.integers(0, 40)), label="around")
+    around = memoryview(b"\x0e" * pre + reply + b"\xff" * post)
+    assert bk.digest_verifies(
+        around, pre, pre + len(reply), kind, read_with
+    ) is _verifies_by_the_decoder(around, pre, pre + len(reply), kind, read_with)
 
 
 def _ids_match(reply: bytes, ledger_id: int, entry_id: int) -> bool:

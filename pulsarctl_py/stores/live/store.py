@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pulsarctl_py.decoders import bookkeeper as bk
 from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.bookie_wire import status_name
-from pulsarctl_py.decoders.checksums import DIGESTS, DigestType, crc32c
+from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.entry import DecodeOptions
 from pulsarctl_py.decoders.heads import EntryHead, head_options
 from pulsarctl_py.errors import LedgerctlError, NotFoundError, StoreUnavailable
@@ -70,22 +70,9 @@ def digest_ok(
     stored_ledger, stored_entry = bk.HEADER.unpack_from(data, 0)[:2]
     if stored_ledger != ledger_id or (entry_id >= 0 and stored_entry != entry_id):
         return False
-    if kind is None or kind is DigestType.DUMMY:
+    if kind is None:
         return None
-    # as ``bk.parse`` + ``bk.digest_check`` decide, without building a Layer: this runs
-    # once per entry a live read receives
-    at = bk.HEADER.size
-    view = memoryview(data)
-    if kind is DigestType.CRC32C:  # the usual digest, without the table's call
-        value = crc32c(view[at + 4 :], crc32c(view[:at]))
-        return data[at : at + 4] == value.to_bytes(4, "big")
-    end = at + DIGESTS[kind].size
-    if len(data) < end:
-        return False
-    computed = DIGESTS[kind].compute([view[:at], view[end:]], password)
-    if computed is None:  # a MAC without its password
-        return None
-    return data[at:end] == computed
+    return bk.digest_verifies(data, 0, len(data), kind, password)
 
 
 @dataclass
