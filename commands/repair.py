@@ -499,25 +499,44 @@ def missing_ledgers(
         help="Recreate the metadata of ledgers without it from the entries the bookies "
         "still hold, instead of dropping them.",
     ),
+    complete_ensemble: bool = typer.Option(
+        False,
+        "--complete-ensemble",
+        help="With --recreate, when bookies of the cluster cannot be read (stopped, or "
+        "their directories not given): recreate the original ensemble with them in it, "
+        "at the ensemble size and write quorum of the topic's other ledgers (or of "
+        "--broker-conf), in the one order the copies read follow; never a smaller "
+        "ensemble. Without it such a ledger is refused.",
+    ),
     password_env: str = options.PASSWORD_ENV,
     password_file: Path = options.PASSWORD_FILE,
     flags: PlanFlags = PlanFlags(),
 ) -> None:
-    """Drop from the topic's ledger list the ledgers with no BookKeeper metadata (and, with
-    --bookie-dir, closed ledgers with no entries in storage); cursors inside them move to
-    the next ledger's start. The plan lists the entries, bytes and time range lost.
+    """Drop from the topic's ledger list the ledgers whose data is gone: no BookKeeper
+    metadata and no entry on any bookie of the cluster, or closed with entries and none
+    of them on any bookie of their ensembles; cursors inside them move to the next
+    ledger's start. The plan lists the entries, bytes and time range lost.
 
-    A ledger without metadata whose entries are still on the bookies (the --bookie-dir
-    directories of stopped bookies, or the running bookies) is named in a warning; with
-    --recreate its metadata is recreated from them instead (ensemble from the bookies
-    holding it, last entry and length from the data, the digest type that verifies, the
-    password whose master key is the bookie's), read back through it before the plan is
-    made, and it stays in the topic."""
+    A loss is judged only on every replica: the running bookies (no --bookie-dir), or the
+    whole directories (ledger and journal, per cookie) of every bookie that should hold
+    the entries. A ledger whose bookies were not all read is kept and named in a
+    warning ("not judged"), as is one without metadata whose entries are still on the
+    bookies; with --recreate its metadata is recreated from them (ensemble from the
+    bookies holding it, last entry and length from the data, the digest type that
+    verifies, the password whose master key is the bookie's), read back through it
+    before the plan is made, and it stays in the topic."""
     from pulsarctl_py.repair import repairs
 
     secret = options.password(password_env, password_file)
     flags.run(
-        lambda d, s: repairs.missing_ledgers(d, topic, s, recreate=recreate, password=secret),
+        lambda d, s: repairs.missing_ledgers(
+            d,
+            topic,
+            s,
+            recreate=recreate,
+            password=secret,
+            complete_ensemble=complete_ensemble,
+        ),
     )
 
 

@@ -50,9 +50,18 @@ def _lost_ledger(d: Draft, s: LedgerSource) -> None:
 #: compaction horizon moves on from 11:3 while the compacted ledger says 11:3
 LOST_11 = {"index-gap", "compacted-horizon-mismatch"}
 
+
+def _recreated_ledger(d: Draft, s: LedgerSource) -> None:
+    """Ledger 11 lost its metadata, not its entries: its metadata is recreated from them
+    (dropping it would lose the data)."""
+    assert repairs.missing_ledgers(d, ORDERS, s, recreate=True) == []
+    (done,) = [r for r in d.repairs if r["repair"] == "missing-ledgers"]
+    assert [r["ledger_id"] for r in done["recreated"]] == [11]
+
+
 #: variant -> (the repair, the checks verify reports after it: what the lost data costs)
 CASES: dict[str, tuple[Build, set[str]]] = {
-    "ledger-missing-metadata": (_lost_ledger, LOST_11),
+    "ledger-missing-metadata": (_recreated_ledger, set()),
     "ledger-lost": (_lost_ledger, LOST_11),
     # (its metadata stays, referenced by nothing now: an orphan for `orphans --delete`)
     "ledger-missing-storage": (_lost_ledger, LOST_11),
@@ -136,7 +145,10 @@ def test_repair_fixes_what_verify_reported(
     assert not plan.empty
     for change in plan.changes:  # every key carries its version, hashes and decoded diff
         js = change.to_json()
-        assert js["version"] is not None and js["old_sha256"] and js["diff"]
+        if js["action"] == "create":  # a key the plan creates: absent, no version
+            assert js["version"] is None and js["old_sha256"] is None and js["new_sha256"]
+        else:
+            assert js["version"] is not None and js["old_sha256"] and js["diff"]
     assert snapshot(world.metadata_url) == before  # planning writes nothing
     with writable(world) as store:
         apply_plan(tmp_path / "plan.json", store)
