@@ -400,8 +400,11 @@ def missing_ledgers(
     entry back through it), and it stays in the list. The time range of dropped data is
     that of its entries where they can be read, else the bounds the ledgers' close times
     give."""
+    from pulsarctl_py.stores.metadata import require_bookkeeper_root
+
     from .recreate import DataFinder
 
+    require_bookkeeper_root(draft.store)  # without it every ledger would look missing
     topic = load_topic(draft, topic_name)
     cursors = load_cursors(draft, topic, source)
     infos = list(topic.info.ledgerInfo)
@@ -561,9 +564,7 @@ def _lost_metadata(
             why = (
                 "no bookie storage was read"
                 if found is None
-                else "bookies "
-                + ", ".join(f"{b} ({w})" for b, w in found.unreachable.items())
-                + " could not be read"
+                else f"not every bookie could be read: {found.unreachable_text()}"
             )
             draft.warnings.append(
                 f"ledger {lid} of {topic.name.full_name} has no BookKeeper metadata and none "
@@ -1146,15 +1147,15 @@ def find_orphans(
     topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be read
     (the reference may be there), or it is younger than ``min_age_ms``.
     """
-    from pulsarctl_py.stores.metadata import list_managed_ledgers
-    from pulsarctl_py.topics import require_bookkeeper_metadata, require_topic_metadata
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
+    from pulsarctl_py.topics import require_topic_metadata
     from pulsarctl_py.verify.orphans import unreferenced_ledgers
 
     store = draft.store
     # the wrong place answers "no orphans", or (with BookKeeper's metadata and no topics)
     # makes every ledger look orphaned
     require_topic_metadata(store)
-    require_bookkeeper_metadata(store)
+    require_bookkeeper_root(store)
     referenced: set[int] = set()
     uncertain: set[str] = set()  # persistence names whose references are not all known
     for ref in list_managed_ledgers(store):

@@ -105,6 +105,13 @@ class Found:
             + ("; ".join(errors) if errors else "on no bookie")
         )
 
+    def unreachable_text(self) -> str:
+        """The bookies that could not be looked at, and why, for messages."""
+        return "; ".join(
+            why if bookie == NO_REGISTRY else f"bookie {bookie} ({why})"
+            for bookie, why in self.unreachable.items()
+        )
+
     def describe(self) -> str:
         """``entries 0..9 on bookies a (10), b (7)``: for plans and warnings."""
         last = self.last

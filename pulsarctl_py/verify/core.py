@@ -365,8 +365,11 @@ class Run:
 
 
 def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
-    from pulsarctl_py.stores.metadata import list_managed_ledgers
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
     from pulsarctl_py.verify.orphans import orphan_findings
+
+    # without BookKeeper's metadata every ledger would look missing: nothing is judged
+    require_bookkeeper_root(run.store)
 
     if topics is None:
         from pulsarctl_py.topics import require_topic_metadata

@@ -84,10 +84,10 @@ def metadata_findings(topic: str, led: LedgerFacts, what: str, run: Run) -> Iter
                     "`repair missing-ledgers --recreate` restores its metadata from them"
                 )
             elif found.unreachable:
-                names = ", ".join(f"{b} ({why})" for b, why in found.unreachable.items())
                 where = (
-                    f"; none of the bookies read holds any of its entries, and {names} "
-                    "could not be read: whether its data is gone is not known"
+                    "; none of the bookies read holds any of its entries, but not every "
+                    f"bookie could be read ({found.unreachable_text()}): whether its data "
+                    "is gone is not known"
                 )
             else:
                 where = "; no bookie holds any of its entries: its data is gone"

@@ -201,11 +201,10 @@ def bookie_info(store: MetadataStore, bookie_id: str, root: str | None = None) -
 
 def read_bookies(metadata_url: str | None, bookie_id: str | None = None) -> list[BookieRecord]:
     """Open the metadata store and list its bookies (or the one named)."""
-    from pulsarctl_py.stores.metadata import open_metadata_store
-    from pulsarctl_py.topics import require_bookkeeper_metadata
+    from pulsarctl_py.stores.metadata import open_metadata_store, require_bookkeeper_root
 
     with open_metadata_store(metadata_url) as store:
-        require_bookkeeper_metadata(store)  # an empty chroot lists no bookies: wrong place
+        require_bookkeeper_root(store)  # an empty chroot lists no bookies: wrong place
         if bookie_id is not None:
             return [bookie_info(store, bookie_id)]
         return list_bookies(store)
