@@ -157,10 +157,10 @@ class Judge:
         self.md = md
         self.reach = reach
         self.cluster = list(cluster)
-        #: segment start -> (ensemble size, covered per residue, unread bookies)
-        self._segments: dict[int, tuple[int, list[bool], dict[str, str]]] = {}
+        #: segment start -> (ensemble size, covered per residue, unread bookies per residue)
+        self._segments: dict[int, tuple[int, list[bool], list[list[str]]]] = {}
 
-    def _segment(self, start: int, ensemble: list[str]) -> tuple[int, list[bool], dict[str, str]]:
+    def _segment(self, start: int, ensemble: list[str]) -> tuple[int, list[bool], list[list[str]]]:
         known = self._segments.get(start)
         if known is None:
             reach, n = self.reach, len(ensemble)
@@ -168,8 +168,8 @@ class Judge:
             w = min(max(self.md.write_quorum_size, 1), n)
             sets = [[ensemble[(r + i) % n] for i in range(w)] for r in range(n)]
             covered = [all(reach.covers(b) for b in s) for s in sets]
-            lacking = sorted({b for s in sets for b in s if not reach.covers(b)})
-            known = self._segments[start] = (n, covered, _unread(self.reach, lacking))
+            lacking = [[b for b in s if not reach.covers(b)] for s in sets]
+            known = self._segments[start] = (n, covered, lacking)
         return known
 
     def __call__(self, first: int, last: int) -> Absence:
@@ -191,7 +191,7 @@ class Judge:
                 part.unread = _unread(self.reach, [])
                 out.merge(part)
                 continue
-            n, covered, unread = self._segment(start, ensemble)
+            n, covered, lacking = self._segment(start, ensemble)
             if all(covered):
                 part.missing, part.missing_count = [[lo, hi]], hi - lo + 1
             elif not any(covered):
@@ -207,7 +207,10 @@ class Judge:
                 for e in range(lo, min(hi, lo + _ENTRY_BY_ENTRY - 1) + 1):
                     _extend(part.missing if covered[e % n] else part.uncovered, [[e, e]])
             if part.uncovered_count:
-                part.unread = dict(unread)
+                # the residues in [lo, hi] (all of them once it spans the ensemble)
+                residues = range(n) if hi - lo + 1 >= n else {e % n for e in range(lo, hi + 1)}
+                names = sorted({b for r in residues if not covered[r] for b in lacking[r]})
+                part.unread = _unread(self.reach, names)
             out.merge(part)
         return out
 
