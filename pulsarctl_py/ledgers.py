@@ -342,7 +342,9 @@ class LedgerSource:
                 raise
             view.unreachable = getattr(exc, "reason", None) or exc.one_line()
             return
-        except LedgerctlError as exc:  # no metadata to find its bookies by
+        except LedgerctlError as exc:
+            if view.metadata is None and view.metadata_error is None:
+                return  # no metadata to find its bookies by: no fact about the bookies
             view.storage_error = self._storage_error(exc)
             return
         # a closed ledger: its end is the metadata's when no bookie answered

@@ -369,7 +369,12 @@ def recreate(
         sources["ensemble"] = "the bookies holding entries, in the order their copies follow"
         sources["write_quorum"] = "the most copies one entry has"
     under = sum(1 for c in counts.values() if c < write_quorum)
-    if under:
+    if under and absent:
+        notes.append(
+            f"{under} entries were read from fewer than {write_quorum} copies (the others are "
+            "on the bookies not read, checked when they are read again)"
+        )
+    elif under:
         notes.append(f"{under} entries have fewer than {write_quorum} copies")
     ack = write_quorum
     sources["ack_quorum"] = "the write quorum"
