@@ -9,7 +9,9 @@ that exists:
   drop them all;
 * a ledger whose metadata was deleted: ``verify`` said the bookies hold none of it while
   ``repair`` found its entries on three bookies; recreated with a bookie stopped, it got an
-  ensemble of two and its entries sat below the write quorum.
+  ensemble of two and its entries sat below the write quorum. Recreated whole, BookKeeper's
+  own client opens it with the broker's password and reads exactly the entries the bookies
+  hold, and the broker serves every message of the topic again.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def test_without_the_bookkeeper_root_nothing_is_judged(sandbox, two_ledgers, tmp
         ["verify", short(name)],
         ["verify", "--all"],
         ["repair", "missing-ledgers", short(name), "--plan", plan],
-        ["orphans", "--plan", plan],
+        ["orphans", "--delete", "--plan", plan],
         ["ledger", "list"],
     ):
         done = _run(sandbox, *args, env=env)
@@ -178,14 +180,29 @@ def test_a_ledger_without_metadata_is_judged_alike_and_recreated_whole(
         # ... unless asked to: then with the stopped bookie in it, as it was
         done = _run(sandbox, *args, "--complete-ensemble")
         assert done.returncode == 0, done.stderr
-    (rec,) = json.loads(plan.read_text())["repairs"][0]["recreated"]
+    doc = json.loads(plan.read_text())
+    (change,) = doc["changes"]  # the ledger's metadata, created where BookKeeper keeps it
+    assert change["action"] == "create" and change["key"] == _bookkeeper_path(sandbox, lost)
+    (rec,) = doc["repairs"][0]["recreated"]
     assert rec["ensemble"] == ensemble and rec["write_quorum_size"] == 2
     assert rec["verified_entries"] == 5
     done = _run(sandbox, "apply", plan, "--yes", "--force-owned")
     assert done.returncode == 0, done.stderr
 
     after = _bk_read(sandbox, lost)  # BookKeeper's client, through the new metadata
-    assert after["entries"] == before["entries"] and after["ensembles"] == before["ensembles"]
+    for key in (
+        "entries",
+        "ensembles",
+        "state",
+        "ensemble_size",
+        "write_quorum_size",
+        "ack_quorum_size",
+        "digest_type",
+        "last_entry_id",
+        "length",
+        "custom_metadata",
+    ):
+        assert after[key] == before[key], key
     replicas = _json(_run(sandbox, "ledger", "replicas", lost, "-o", "json"))
     assert replicas["ok"] and replicas["below_write_quorum"] == [] and replicas["missing"] == []
     assert _read(pulsar_client, name, "after-recreate") == parts[0] + parts[1] + parts[2]
