@@ -368,9 +368,6 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
     from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
     from pulsarctl_py.verify.orphans import orphan_findings
 
-    # without BookKeeper's metadata every ledger would look missing: nothing is judged
-    require_bookkeeper_root(run.store)
-
     if topics is None:
         from pulsarctl_py.topics import require_topic_metadata
 
@@ -382,6 +379,8 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
             f"nothing to verify: {run.store.url} holds no topic (no managed ledger under "
             "/managed-ledgers)"
         )
+    # without BookKeeper's metadata every ledger would look missing: nothing is judged
+    require_bookkeeper_root(run.store)
     run.run_names = {ref.name for ref in refs}
     run.topics_total = len(refs)
     if run.source.bookie is None:
