@@ -53,6 +53,8 @@ PLAIN = "persistent://tenant-b/ns/plain"
 PARTS = "persistent://tenant-b/ns/parts"
 OTHER = "persistent://public/default/other"
 BOOKIE = "127.0.0.1:3181"
+#: a bookie of the cluster whose directories a world never gives
+OTHER_BOOKIE = "127.0.0.2:3181"
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 #: variant -> the checks verify must report for it, and nothing else
@@ -62,6 +64,7 @@ VARIANTS: dict[str, list[str]] = {
     "ledger-metadata-unreadable": ["ledger-metadata-unreadable"],
     "ledger-missing-storage": ["ledger-missing-storage"],
     "entry-missing": ["entry-missing"],
+    "storage-not-covered": ["storage-not-covered"],
     "entry-corrupt": ["entry-corrupt"],
     "entry-past-last": ["entry-past-last"],
     "entry-past-last-plain": ["entry-past-last"],
@@ -147,6 +150,8 @@ class LedgerSpec:
     length_delta: int = 0
     #: trailing entries stored past the closed ledger's last entry (not part of it)
     strays: int = 0
+    #: its ensemble (write quorum 1): the world's one bookie unless said otherwise
+    ensemble: list[str] = field(default_factory=lambda: [BOOKIE])
 
     @property
     def count(self) -> int:
@@ -160,11 +165,11 @@ class LedgerSpec:
     def metadata(self) -> LedgerMetadata:
         closed = self.closed
         return LedgerMetadata(
-            ensemble_size=1,
+            ensemble_size=len(self.ensemble),
             write_quorum_size=1,
             ack_quorum_size=1,
             state=LedgerState.CLOSED if closed else LedgerState.OPEN,
-            ensembles={0: [BOOKIE]},
+            ensembles={0: list(self.ensemble)},
             last_entry_id=self.count - 1 if closed else -1,
             length=self.length + self.length_delta if closed else 0,
             digest_type=self.digest,
@@ -479,6 +484,11 @@ def build_world(
         l11.stored = False
     elif v == "entry-missing":
         l10.entries[2] = b""  # dropped when storing
+    elif v == "storage-not-covered":
+        # every other entry is on a second bookie, whose directories are not given
+        l10.ensemble = [BOOKIE, OTHER_BOOKIE]
+        for i in range(1, len(l10.entries), 2):
+            l10.entries[i] = b""
     elif v == "entry-corrupt":
         data = bytearray(l10.entries[3])
         data[-2] ^= 0x40
