@@ -57,7 +57,7 @@ from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.checksums import DIGESTS, DigestType, master_key
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
 
-from .client import BookieConnection, BookieUnavailable, ClientOptions
+from .client import BookieConnection, BookieUnavailable, ClientOptions, connection_to
 
 if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata.base import BookKeeperMetadata
@@ -291,13 +291,14 @@ class LedgerWriter:
         return self.ledger_id
 
     def _connect(self) -> None:
+        from .registry import AddressBook
+
         ssl_context = self.options.ssl_context()
+        resolver = AddressBook(self.place)  # as BookKeeper's client reaches them
         selector = selectors.DefaultSelector()
         try:
             for bookie_id in self.ensemble:
-                conn = BookieConnection(
-                    self.options.address_of(bookie_id), self.options, ssl_context, bookie_id
-                )
+                conn = connection_to(bookie_id, self.options, resolver, ssl_context)
                 conn.connect()
                 member = _Bookie(bookie_id, conn)
                 member.sock = conn._sock
