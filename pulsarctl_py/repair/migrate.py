@@ -389,13 +389,16 @@ def _copies(
 
 def data_custom_metadata(persistence_name: str) -> dict[str, bytes]:
     """A data ledger's custom metadata (``LedgerMetadataUtils
-    .buildBaseManagedLedgerMetadata``), in the order a broker's data ledger stores it (the
-    iteration order of the Java HashMap it is built in)."""
+    .buildBaseManagedLedgerMetadata``), in the order a broker's data ledger stores it: the
+    iteration order of the Java HashMap ``ManagedLedgerImpl.asyncCreateLedger`` builds (8
+    buckets on Java 17), ``component`` and ``pulsar/managed-ledger`` sharing one bucket in
+    the order of the ``Map.of`` they come from (as the sandbox's Pulsar 4.0.7 on OpenJDK
+    17 stores them; ``Map.of``'s order depends on the JVM's hash salt)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
     return {
-        lm.PULSAR_KEYS["managed_ledger"][0]: persistence_name.encode("utf-8"),
         lm.COMPONENT_KEY: b"managed-ledger",
+        lm.PULSAR_KEYS["managed_ledger"][0]: persistence_name.encode("utf-8"),
         lm.APPLICATION_KEY: b"pulsar",
     }
 
@@ -412,7 +415,7 @@ def index_settings(
 
     assert source.metadata is not None
     name = resolve_topic(plan.topic)
-    settings = data_settings(settings, source.metadata, name.namespace_name)
+    settings = data_settings(settings, source.metadata, name.namespace_name, name.local_name)
     notes: list[str] = []
     draft = Draft(source.metadata)
     topic = load_topic(draft, plan.topic, changes=False)
