@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.errors import DataError, LedgerctlError
 
 if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import MetadataStore
@@ -270,12 +270,12 @@ def decode_policy_config(data: bytes) -> dict[str, Any]:
     try:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise LedgerctlError(f"{CONFIG_KEY} is not JSON: {exc}") from None
+        raise DataError(f"{CONFIG_KEY} is not JSON: {exc}") from None
     if not isinstance(value, dict) or not isinstance(value.get("policyClass"), str):
-        raise LedgerctlError(f"{CONFIG_KEY} names no policyClass")
+        raise DataError(f"{CONFIG_KEY} names no policyClass")
     props = value.get("properties") or {}
     if not isinstance(props, dict):
-        raise LedgerctlError(f"{CONFIG_KEY}: properties is not an object")
+        raise DataError(f"{CONFIG_KEY}: properties is not an object")
     return {"policy_class": value["policyClass"], "properties": props}
 
 
@@ -292,7 +292,7 @@ def read_racks(store: MetadataStore) -> Racks | None:
     try:
         value = json.loads(node.data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise LedgerctlError(
+        raise DataError(
             f"{RACKS_PATH} in {store.url} is not JSON ({exc}): the bookies' isolation groups "
             "cannot be told, so no ledger is placed"
         ) from None
@@ -300,7 +300,7 @@ def read_racks(store: MetadataStore) -> Racks | None:
         isinstance(g, dict) and all(isinstance(i, dict) or i is None for i in g.values())
         for g in value.values()
     ):
-        raise LedgerctlError(
+        raise DataError(
             f"{RACKS_PATH} in {store.url} is not a map of groups to bookies (as `pulsar-admin "
             "bookies set-bookie-rack` writes it): the bookies' isolation groups cannot be "
             "told, so no ledger is placed"
@@ -320,7 +320,7 @@ def namespace_affinity(
     try:
         policies = json.loads(node.data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise LedgerctlError(
+        raise DataError(
             f"{path} is not JSON ({exc}): the namespace's bookie affinity group cannot be "
             "told, so no ledger is placed"
         ) from None
@@ -336,7 +336,7 @@ def namespace_affinity(
         else None
     )
     if values is None or not all(v is None or isinstance(v, str) for v in values):
-        raise LedgerctlError(
+        raise DataError(
             f"{path}: bookieAffinityGroup is not the object Pulsar writes: the namespace's "
             "bookie affinity group cannot be told, so no ledger is placed"
         )
