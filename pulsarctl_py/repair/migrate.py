@@ -389,16 +389,15 @@ def _copies(
 
 def data_custom_metadata(persistence_name: str) -> dict[str, bytes]:
     """A data ledger's custom metadata (``LedgerMetadataUtils
-    .buildBaseManagedLedgerMetadata``), in the order a broker's data ledger stores it: the
-    iteration order of the Java HashMap ``ManagedLedgerImpl.asyncCreateLedger`` builds (8
-    buckets on Java 17), ``component`` and ``pulsar/managed-ledger`` sharing one bucket in
-    the order of the ``Map.of`` they come from (as the sandbox's Pulsar 4.0.7 on OpenJDK
-    17 stores them; ``Map.of``'s order depends on the JVM's hash salt)."""
+    .buildBaseManagedLedgerMetadata``), in the order a broker's data ledger stores it (the
+    iteration order of the Java HashMap it is built in: ``pulsar/managed-ledger`` and
+    ``component`` share a bucket, and their order is that of the ``Map.of`` they come
+    from, which each broker process salts anew: either order is a broker's)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
     return {
-        lm.COMPONENT_KEY: b"managed-ledger",
         lm.PULSAR_KEYS["managed_ledger"][0]: persistence_name.encode("utf-8"),
+        lm.COMPONENT_KEY: b"managed-ledger",
         lm.APPLICATION_KEY: b"pulsar",
     }
 

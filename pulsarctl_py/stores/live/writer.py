@@ -195,16 +195,19 @@ def placement_candidates(
     when not given). A value there that cannot be read stops an isolated placement; for
     any other it only takes the racks away (a note says so).
     """
-    from .placement import read_racks
+    from .placement import RACKS_PATH, read_racks
 
     notes: list[str] = []
     try:
         racks = read_racks(pulsar if pulsar is not None else place.store)
-    except LedgerctlError as exc:
+    except LedgerctlError:
         if placement.isolated and placement.primary:
             raise
         racks = None
-        notes.append(f"{exc.one_line()}; it does not matter for this ledger's placement")
+        notes.append(
+            f"{RACKS_PATH} cannot be read: its racks were left aside; no isolation group "
+            "restricts this ledger"
+        )
     left, more = placement.candidates(writable_bookies(place), size, racks)
     return left, notes + more
 
