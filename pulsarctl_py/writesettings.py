@@ -17,6 +17,12 @@ match", ``LedgerOpenOp``) or it is less replicated than the operator asked for:
   has them, else the broker's defaults; ``managedLedgerDigestType`` and
   ``managedLedgerPassword``.
 
+Where they are placed, as the broker places them (:mod:`pulsarctl_py.stores.live.placement`):
+compacted ledgers with the broker's default client (its ``bookkeeperClientIsolationGroups``
+/ ``...SecondaryIsolationGroups`` when set), data ledgers with the namespace's bookie
+affinity group (its local policies) when it has one, recorded in the ledger's custom
+metadata as ``EnsemblePlacementPolicyConfig`` as the managed ledger records it.
+
 Where each setting comes from, first found wins: the command's flag
 (``--ensemble-size``, ``--write-quorum``, ``--ack-quorum``, ``--digest-type``), the broker
 configuration (``--broker-conf FILE``, ``$LEDGERCTL_BROKER_CONF``, ``broker_conf`` in
@@ -29,6 +35,7 @@ source is reported (:meth:`WriteSettings.sources`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +51,7 @@ from pulsarctl_py.brokerconf import (
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.errors import LedgerctlError
 from pulsarctl_py.secrets import Secret, secret_from
+from pulsarctl_py.stores.live.placement import BrokerIsolation, Placement, java_hashmap_order
 
 if TYPE_CHECKING:
     from pulsarctl_py.brokerconf import BrokerConf
@@ -73,6 +81,10 @@ class WriteSettings:
     digest: DigestType
     password: Secret | None = field(default=None, repr=False)
     source: dict[str, str] = field(default_factory=dict)
+    #: the broker configuration's bookie isolation settings
+    isolation: BrokerIsolation = field(default_factory=BrokerIsolation)
+    #: the data ledgers' placement, once :func:`data_settings` read the namespace's
+    placement: Placement | None = None
 
     def __post_init__(self) -> None:
         if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
@@ -95,8 +107,15 @@ class WriteSettings:
             "ack_quorum": self.ack_quorum,
             "digest_type": self.digest.name if self.digest is not DigestType.HMAC else "MAC",
             "password": "set" if self.password_bytes else "empty",
+            "placement": self.data_placement.describe(),
             "from": dict(self.source),
         }
+
+    @property
+    def data_placement(self) -> Placement:
+        """Where data ledgers go: the namespace's placement when known, else the broker's
+        default client's."""
+        return self.placement or self.isolation.default_placement()
 
     def with_quorums(self, values: tuple[int, int, int], source: str) -> WriteSettings:
         """The same settings with other quorums (a namespace's persistence policies), except
@@ -107,19 +126,20 @@ class WriteSettings:
         for key, value in zip(quorums, values, strict=True):
             if not src.get(key, "").startswith("--"):
                 quorums[key], src[key] = value, source
-        return WriteSettings(
-            quorums["ensemble"],
-            quorums["write_quorum"],
-            quorums["ack_quorum"],
-            self.digest,
-            self.password,
-            src,
+        return dataclasses.replace(
+            self,
+            ensemble=quorums["ensemble"],
+            write_quorum=quorums["write_quorum"],
+            ack_quorum=quorums["ack_quorum"],
+            source=src,
         )
 
     # -- per kind of ledger ---------------------------------------------------------------
 
     def compacted_config(self, custom_metadata: dict[str, bytes]) -> LedgerConfig:
-        """A compacted ledger as the broker's compactor creates it."""
+        """A compacted ledger as the broker's compactor creates it: with the broker's
+        default BookKeeper client (``PulsarService.getBookKeeperClient``), so placed by
+        the broker's isolation groups only, and none recorded."""
         from pulsarctl_py.stores.live.writer import LedgerConfig
 
         return LedgerConfig(
@@ -129,12 +149,20 @@ class WriteSettings:
             COMPACTED_DIGEST,
             COMPACTED_PASSWORD,
             custom_metadata,
+            self.isolation.default_placement(),
         )
 
     def data_config(self, custom_metadata: dict[str, bytes]) -> LedgerConfig:
-        """A topic data ledger as the managed ledger creates it."""
+        """A topic data ledger as the managed ledger creates it: placed by
+        :attr:`data_placement`, which the custom metadata records when the broker's does
+        (``ManagedLedgerImpl.asyncCreateLedger`` adds it to the HashMap it builds)."""
         from pulsarctl_py.stores.live.writer import LedgerConfig
 
+        placement = self.data_placement
+        recorded = placement.custom_metadata()
+        if recorded:
+            merged = {**custom_metadata, **recorded}
+            custom_metadata = {k: merged[k] for k in java_hashmap_order(merged)}
         return LedgerConfig(
             self.ensemble,
             self.write_quorum,
@@ -142,6 +170,7 @@ class WriteSettings:
             self.digest,
             self.password_bytes,
             custom_metadata,
+            placement,
         )
 
     def offline(self) -> WriteSettings:
@@ -150,7 +179,7 @@ class WriteSettings:
         src = dict(self.source)
         for key in ("ensemble", "write_quorum", "ack_quorum"):
             src[key] = "one stopped bookie's directories"
-        return WriteSettings(1, 1, 1, self.digest, self.password, src)
+        return dataclasses.replace(self, ensemble=1, write_quorum=1, ack_quorum=1, source=src)
 
 
 def resolve_write_settings(
@@ -231,7 +260,10 @@ def resolve_write_settings(
         source["password"] = PULSAR_DEFAULT
     if kind is DigestType.HMAC and not (secret and secret.reveal()):
         raise LedgerctlError("the MAC digest needs a managed-ledger password")
-    return WriteSettings(e, w, a, kind, secret, source)
+    isolation = BrokerIsolation()
+    if conf is not None:
+        isolation = BrokerIsolation.from_conf(conf.values, f"broker configuration {conf.path}")
+    return WriteSettings(e, w, a, kind, secret, source, isolation)
 
 
 _CONF_KEYS = {
@@ -273,9 +305,16 @@ def namespace_persistence(store: MetadataStore, namespace: str) -> tuple[int, in
     return values  # type: ignore[return-value]
 
 
-def data_settings(settings: WriteSettings, store: MetadataStore, namespace: str) -> WriteSettings:
+def data_settings(
+    settings: WriteSettings, store: MetadataStore, namespace: str, local_name: str | None = None
+) -> WriteSettings:
     """``settings`` for a topic's data ledgers: the namespace's persistence policies win
-    over the broker's defaults (not over a flag)."""
+    over the broker's defaults (not over a flag); with the topic's ``local_name``, placed
+    as the broker places them (the namespace's bookie affinity group, its local
+    policies)."""
+    if local_name is not None:
+        placement = settings.isolation.data_placement(store, namespace, local_name)
+        settings = dataclasses.replace(settings, placement=placement)
     found = namespace_persistence(store, namespace)
     if found is None:
         return settings

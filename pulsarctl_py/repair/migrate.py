@@ -390,7 +390,9 @@ def _copies(
 def data_custom_metadata(persistence_name: str) -> dict[str, bytes]:
     """A data ledger's custom metadata (``LedgerMetadataUtils
     .buildBaseManagedLedgerMetadata``), in the order a broker's data ledger stores it (the
-    iteration order of the Java HashMap it is built in)."""
+    iteration order of the Java HashMap it is built in: ``pulsar/managed-ledger`` and
+    ``component`` share a bucket, and their order is that of the ``Map.of`` they come
+    from, which each broker process salts anew: either order is a broker's)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
     return {
@@ -412,7 +414,7 @@ def index_settings(
 
     assert source.metadata is not None
     name = resolve_topic(plan.topic)
-    settings = data_settings(settings, source.metadata, name.namespace_name)
+    settings = data_settings(settings, source.metadata, name.namespace_name, name.local_name)
     notes: list[str] = []
     draft = Draft(source.metadata)
     topic = load_topic(draft, plan.topic, changes=False)

@@ -263,13 +263,13 @@ class DataFinder:
 
     def _find_live(self, ledger_id: int) -> Found:
         from pulsarctl_py.stores.live.client import BookiePool, BookieUnavailable
-        from pulsarctl_py.stores.live.registry import list_bookies
+        from pulsarctl_py.stores.live.registry import AddressBook, list_bookies
 
         found = Found(ledger_id, [])
         if self._live_metadata is None:
             return found
         if self._pool is None:
-            self._pool = BookiePool(self._live)
+            self._pool = BookiePool(self._live, AddressBook(self._live_metadata.bookkeeper))
         pool = self._pool
         records = list_bookies(self._live_metadata)
         if not records:
