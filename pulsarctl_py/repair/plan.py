@@ -28,7 +28,9 @@ Applying a plan whose changes all hold already says "already applied" and writes
 (exit 0); after a crash between the metadata commit and the bookie side, applying again
 finishes the bookie side. :func:`undo_plan` restores the old values with compare-and-set
 against the values the apply wrote; a key already holding its old value is left alone. A
-plan that was never applied (no backup, every key at its old value) is refused.
+plan that was never applied (no backup, every key at its old value) is refused; one whose
+apply found every change in place (recorded "unchanged") restores nothing. Both return an
+:class:`Outcome`: the keys written, unchanged and refused, each with why.
 
 A plan may also delete a ledger's entries in a stopped bookie's indexes (``bookie``;
 :mod:`.bookie_index`): checked byte for byte before anything is written, backed up in the
@@ -600,8 +602,11 @@ def backup_path(plan_path: Path) -> Path:
 
 
 #: what the backup says happened: the apply began (nothing may be committed yet), the
-#: apply finished, the plan was undone
-APPLYING, APPLIED, UNDONE = "applying", "applied", "undone"
+#: apply finished, the plan was undone; or the apply found every change in place already
+#: and wrote nothing ("unchanged": what holds was written by someone else, so its undo
+#: restores nothing)
+APPLYING, APPLIED, UNDONE, UNCHANGED = "applying", "applied", "undone", "unchanged"
+STATUSES = (APPLYING, APPLIED, UNDONE, UNCHANGED)
 
 
 @dataclass(slots=True)
@@ -632,7 +637,7 @@ class Record:
                 "plan's undo is no longer needed"
             )
         status = doc.get("status")
-        if status not in (APPLYING, APPLIED, UNDONE):
+        if status not in STATUSES:
             raise LedgerctlError(f"{bpath}: unknown status {status!r}")
         olds = {c.key: sha256(c.old) for c in [*plan.changes, *plan.bookie]}
         try:
@@ -685,15 +690,27 @@ def _now_text() -> str:
 
 @dataclass(slots=True)
 class Outcome:
-    """What apply or undo did, per key."""
+    """What apply or undo did, per key: what it wrote, what already held the value it
+    wanted (unchanged, not written), and what it refused and why (then nothing is written,
+    and the error carries this outcome as ``outcome``)."""
 
     action: str  # "apply" or "undo"
     plan: str
     backup: str | None
+    #: keys written (metadata set, created or deleted; bookie index entries deleted or
+    #: written back; ledgers the plan wrote deleted again by undo)
     written: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, Any]] = field(default_factory=list)
+    #: keys already in the wanted state, each with the reason
+    unchanged: list[dict[str, Any]] = field(default_factory=list)
+    #: keys refused, each with the reason
+    refused: list[dict[str, Any]] = field(default_factory=list)
     #: "already applied", "resumed", "nothing to restore" ... (None: a plain run)
     note: str | None = None
+
+    @property
+    def keys_written(self) -> list[dict[str, Any]]:
+        """The written keys of the plan itself (not the ledgers it wrote, deleted by undo)."""
+        return [w for w in self.written if "written_ledger" not in w]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -701,9 +718,33 @@ class Outcome:
             "plan": self.plan,
             "backup": self.backup,
             "written": self.written,
-            "skipped": self.skipped,
+            "unchanged": self.unchanged,
+            "refused": self.refused,
             "note": self.note,
         }
+
+
+def _refuse(outcome: Outcome, exc: LedgerctlError) -> None:
+    """Record the refusal ``exc`` in ``outcome`` and give the error the outcome."""
+    key = getattr(exc, "key", None) or getattr(exc, "path", None)
+    entry: dict[str, Any] = {"key": key if isinstance(key, str) else None}
+    entry["reason"] = exc.one_line()
+    outcome.refused.append(entry)
+    exc.outcome = outcome  # type: ignore[attr-defined]
+
+
+def _ledgers_done(outcome: Outcome, done: list[dict[str, Any]]) -> None:
+    """What deleting the ledgers a plan wrote did (:func:`delete_written`), each where it
+    belongs: deleted (written), gone already (unchanged), not ours any more (refused)."""
+    for item in done:
+        item = item | {"written_ledger": item.get("ledger_id")}
+        action = str(item.get("action"))
+        if action == "left":
+            outcome.refused.append(item)
+        elif action == "absent":
+            outcome.unchanged.append(item | {"reason": "deleted already"})
+        else:
+            outcome.written.append(item)
 
 
 def _nothing(_: str) -> None:
@@ -770,17 +811,35 @@ def apply_plan(
     record with the old values goes beside the plan before anything is written; then one
     transaction commits every metadata change with compare-and-set, and then the bookie
     index entries are deleted (the hook sees ``bookie-<kind>`` after each). A plan whose
-    every change holds already is "already applied" (nothing written); one whose metadata
-    committed but whose bookie side was cut short is finished ("resumed").
+    every change holds already is "already applied" (nothing written: recorded so, so
+    that its undo restores nothing either); one whose metadata committed but whose bookie
+    side was cut short is finished ("resumed"). A refusal carries the outcome
+    (``exc.outcome``) with the key refused.
     """
     plan = _load_bound(plan_path, store)
     bpath = backup_path(plan_path)
     record = Record.read(bpath, plan)
     outcome = Outcome("apply", str(plan_path), str(bpath))
+    try:
+        _apply(plan, store, bpath, record, outcome, after_step)
+    except LedgerctlError as exc:
+        _refuse(outcome, exc)
+        raise
+    return outcome
+
+
+def _apply(
+    plan: Plan,
+    store: MetadataStore,
+    bpath: Path,
+    record: Record | None,
+    outcome: Outcome,
+    after_step: AfterStep,
+) -> None:
     if plan.empty:
         check_written(plan.written, store)  # a plan cut short while it wrote: refused
         outcome.backup = None
-        return outcome
+        return
     nodes = [store.get(change.key) for change in plan.changes]
     with _bookie_writer(plan, store) as bookie:
         places = [bookie.now(c) for c in plan.bookie] if bookie is not None else []
@@ -788,22 +847,30 @@ def apply_plan(
             pending = [c for c, now in zip(plan.bookie, places, strict=True) if now is not None]
             if not pending:
                 outcome.note = "already applied"
-                outcome.skipped = [
+                outcome.unchanged = [
                     {"key": c.key, "reason": "holds the planned value"}
                     for c in [*plan.changes, *plan.bookie]
                 ]
                 if record is not None and record.status == APPLYING:
                     _write_record(bpath, plan, APPLIED, _now_text())
-                return outcome
+                elif record is None or record.status == UNDONE:
+                    # this apply changed nothing: its undo must not take back what
+                    # another wrote
+                    _write_record(bpath, plan, UNCHANGED, _now_text())
+                return
             if record is not None and record.status == APPLYING:
                 # the metadata committed, then the apply stopped: finish the bookie side
                 assert bookie is not None
                 bookie.check_planned(pending)
                 outcome.note = "resumed"
+                outcome.unchanged = [
+                    {"key": c.key, "reason": "holds the planned value"}
+                    for c in [*plan.changes, *(c for c in plan.bookie if c not in pending)]
+                ]
                 outcome.written.extend(bookie.delete(after_step, pending))
                 _write_record(bpath, plan, APPLIED, _now_text())
                 after_step("record")
-                return outcome
+                return
         for change, node in zip(plan.changes, nodes, strict=True):
             conflict = _old_conflict(change, node)
             if conflict is not None:
@@ -841,7 +908,6 @@ def apply_plan(
             outcome.written.extend(bookie.delete(after_step))
     _write_record(bpath, plan, APPLIED, _now_text())
     after_step("record")
-    return outcome
 
 
 class NeverApplied(LedgerctlError):
@@ -854,29 +920,57 @@ def undo_plan(
     """Restore every key the plan changed to its old value, on the store it was made for.
 
     A key holding the value the apply wrote is restored with compare-and-set on its current
-    version; a key already holding its old value is skipped; a key holding anything else
-    (changed since the apply) aborts the undo with nothing written. Bookie index entries
-    the apply deleted are written back first (exact bytes; the bookie stopped), then the
-    metadata in one transaction. A plan never applied (no backup beside it, every key at
-    its old value) is refused (:class:`NeverApplied`).
+    version; a key already holding its old value is left alone (unchanged); a key holding
+    anything else (changed since the apply) aborts the undo with nothing written. Bookie
+    index entries the apply deleted are written back first (exact bytes; the bookie
+    stopped), then the metadata in one transaction. A plan never applied (no backup beside
+    it, every key at its old value) is refused (:class:`NeverApplied`);
+    one whose apply changed nothing (every change held already) restores nothing. A
+    refusal carries the outcome (``exc.outcome``) with the key refused.
     """
     plan = _load_bound(plan_path, store)
     bpath = backup_path(plan_path)
     record = Record.read(bpath, plan)
     outcome = Outcome("undo", str(plan_path), str(bpath) if record is not None else None)
+    try:
+        _undo(plan, plan_path, store, bpath, record, outcome, after_step)
+    except LedgerctlError as exc:
+        _refuse(outcome, exc)
+        raise
+    return outcome
+
+
+def _undo(
+    plan: Plan,
+    plan_path: Path,
+    store: MetadataStore,
+    bpath: Path,
+    record: Record | None,
+    outcome: Outcome,
+    after_step: AfterStep,
+) -> None:
     if plan.empty:
         if plan.written:  # a plan cut short while it wrote its ledgers: delete them
             outcome.note = "the command stopped while it wrote: what it wrote is deleted"
-            outcome.written.extend(delete_written(plan.written, store))
+            _ledgers_done(outcome, delete_written(plan.written, store))
             after_step("written")
-        return outcome
+        return
+    if record is not None and record.status == UNCHANGED:
+        # every change held already when it was applied: what holds is another's
+        outcome.note = "apply changed nothing"
+        outcome.unchanged = [
+            {"key": c.key, "reason": "its apply wrote nothing (the key held the planned value)"}
+            for c in [*plan.changes, *plan.bookie]
+        ]
+        return
     txn = store.transaction()
+    restores: list[dict[str, Any]] = []
     for change in plan.changes:
         old = change.old
         node = store.get(change.key)
         now = None if node is None else node.data
         if now == old:
-            outcome.skipped.append({"key": change.key, "reason": "already holds its old value"})
+            outcome.unchanged.append({"key": change.key, "reason": "already holds its old value"})
             continue
         if now != change.new:
             raise DataError(
@@ -890,19 +984,19 @@ def undo_plan(
             txn.create(change.key, old)
         else:
             txn.set(change.key, old, node.stat.version)
-        outcome.written.append({"key": change.key, "action": "restore", "sha256": sha256(old)})
+        restores.append({"key": change.key, "action": "restore", "sha256": sha256(old)})
     with _bookie_writer(plan, store) as bookie:
         todo: list[tuple[BookieChange, bytes]] = []
         if bookie is not None:
-            todo, skipped = bookie.check_restore({c.key: c.old for c in plan.bookie})
-            outcome.skipped.extend(skipped)
-        if not outcome.written and not todo:
+            todo, unchanged = bookie.check_restore({c.key: c.old for c in plan.bookie})
+            outcome.unchanged.extend(unchanged)
+        if not restores and not todo:
             if record is None and plan.written:
                 # never applied: nothing to restore, but the ledgers it wrote go
                 outcome.note = "never applied: the ledgers it wrote are deleted"
-                outcome.written.extend(delete_written(plan.written, store))
+                _ledgers_done(outcome, delete_written(plan.written, store))
                 after_step("written")
-                return outcome
+                return
             if record is None:
                 raise NeverApplied(
                     f"the plan {plan_path} was never applied (there is no backup "
@@ -913,16 +1007,16 @@ def undo_plan(
             if record.status != UNDONE:
                 _write_record(bpath, plan, UNDONE, record.applied)
             if plan.written:  # deleted already when undone before: "absent" then
-                outcome.written.extend(delete_written(plan.written, store))
+                _ledgers_done(outcome, delete_written(plan.written, store))
                 after_step("written")
-            return outcome
+            return
         if bookie is not None:
             outcome.written.extend(bookie.restore(todo, after_step))
         _commit(txn, "changed while undoing; nothing was restored")
+        outcome.written.extend(restores)
     after_step("commit")
     if record is not None:
         _write_record(bpath, plan, UNDONE, record.applied)
     if plan.written:
-        outcome.written.extend(delete_written(plan.written, store))
+        _ledgers_done(outcome, delete_written(plan.written, store))
         after_step("written")
-    return outcome
