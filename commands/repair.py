@@ -824,8 +824,11 @@ def apply(
     force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
-    (compare-and-set), else nothing is written (exit 1). The old values are written to
-    FILE.backup.json first; `ledgerctl undo FILE` restores them. On a
+    (compare-and-set), else nothing is written (exit 1); every ledger the plan's values add
+    must exist and be the topic's (a topic's ledger list: its data ledgers, or its shadow
+    source's; a cursor's CompactedTopicLedger: a compacted ledger of that topic; its
+    cursorsLedgerId: that cursor's ledger), else nothing is written (exit 2). The old
+    values are written to FILE.backup.json first; `ledgerctl undo FILE` restores them. On a
     terminal the plan is shown and the write asked for (--yes: without asking); the store
     written is printed, and what was done: the keys written, unchanged, refused. Refused
     while a live broker owns one of the plan's topics (--force-owned overrides)."""
@@ -870,7 +873,9 @@ def undo(
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys
     already at their old value are left; a key changed since aborts with nothing written.
-    An apply that changed nothing (every change held already) is undone by restoring nothing. On a
+    What the old values point at is checked as apply checks it: a ledger gone or not the
+    topic's is refused (exit 2), unless it was so when the plan was applied. An apply that
+    changed nothing (every change held already) is undone by restoring nothing. On a
     terminal the restore is asked for (--yes: without asking); the store written is
     printed, and what was done. Ledgers the command wrote before its plan (compact,
     migrate) are deleted, also when the command stopped before the plan was complete.
