@@ -432,17 +432,23 @@ def run_repair(
             draft = Draft(source.metadata)
             build(draft, source)
             plan = draft.plan()
-        print_plan(plan, output)
     except BaseException:
         if out is not None:
             out.discard()
         raise
+    # saved before anything is printed: a reader that stops early (`| head`) ends the
+    # printing (quietly, exit 141), never the save
+    where = None
     if out is not None:
         if apply and plan.empty:
             out.discard()  # nothing to apply: no timestamped file left behind
         else:
             plan.write(out)
             where = "discarded (" + str(out) + ")" if out.stream else f"saved to {out}"
+    try:
+        print_plan(plan, output)
+    finally:
+        if where is not None:
             render.stderr_console().print(f"plan {escape(where)}")
     if apply and not plan.empty:
         assert out is not None and not out.stream

@@ -1,17 +1,19 @@
 """Plans are validated against the store, not only their digest; apply and undo say what
-they did.
+they did; a plan is saved before it is printed.
 
 A hand edit is made as an attacker (or an accident) could: the value's sha256 and the
 plan's digest made again. On real stores: the demo's RocksDB metadata store (its
 compacted partition ``orders-partition-0``, compacted ledger 12) and verify worlds in the
-session's real ZooKeeper.
+session's real ZooKeeper; the pipe test runs the installed CLI into ``head -c 1``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,9 @@ import pytest
 
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders import managed_ledger as mld
-from pulsarctl_py.repair.plan import Change, Draft
+from pulsarctl_py.repair.plan import Change, Draft, Plan
 from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger
-from tests.cli_helpers import run
+from tests.cli_helpers import ledgerctl_script, run
 from tests.demo_env import demo, demo_root
 from tests.stores.test_hostile_plans import b64, one_line, resign, sha
 from tests.stores.test_repair import snapshot
@@ -338,3 +340,59 @@ def test_a_compaction_cursor_pointed_at_a_nonexistent_ledger_is_refused_on_zooke
     one_line(r, 2)
     assert "CompactedTopicLedger becomes 987654321, which has no BookKeeper metadata" in r.err
     assert snapshot(world.metadata_url) == before
+
+
+# -- a plan is saved before it is printed -----------------------------------------------------
+
+
+@pytest.fixture
+def many_acks(tmp_path: Path) -> Iterator[World]:
+    """A world whose cursor ``sub`` holds 300 individually acknowledged ranges: resetting
+    it makes a plan of some 100 KiB, more than a pipe and Python's stdout buffer hold."""
+    world = build_world(tmp_path / "w", None)
+    path = mld.TopicName.parse(ORDERS).cursor_path("sub")
+    with open_metadata_store(world.metadata_url, read_only=False) as store:
+        node = store.get(path)
+        assert node is not None
+        decoded = mld.parse_cursor_info(node.data)
+        for i in range(300):
+            r = decoded.message.individualDeletedMessages.add()
+            r.lowerEndpoint.ledgerId = r.upperEndpoint.ledgerId = 12
+            r.lowerEndpoint.entryId, r.upperEndpoint.entryId = 2 * i, 2 * i + 1
+        store.put(path, mld.rebuild(decoded, decoded.message), node.stat.version)
+    yield world
+
+
+def test_a_plan_piped_to_head_is_saved_and_the_command_exits_quietly(
+    many_acks: World, tmp_path: Path
+) -> None:
+    """`ledgerctl repair ... --plan p.json | head -c 1`, once head has its byte and has
+    left: the print meets a closed pipe. The plan was saved before it, whole, and the
+    command ends quietly with the shell's broken-pipe status (141): no traceback, no error
+    line. (head takes its byte from a write of the test's own first: had it to come from
+    ledgerctl, whether ledgerctl's later writes meet the closed pipe or a partial write
+    into it depends on the kernel's timing; a 165 KiB print is well past Python's stdout
+    buffer, so it is written, and fails, inside the print.)"""
+    plan = tmp_path / "p.json"
+    read, write = os.pipe()
+    head = subprocess.Popen(["head", "-c", "1"], stdin=read, stdout=subprocess.PIPE)
+    os.close(read)
+    try:
+        os.write(write, b"#")
+        assert head.communicate(timeout=60)[0] == b"#"  # head has its byte, and has left
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERCTL_")}
+        done = subprocess.run(
+            [
+                ledgerctl_script(), "repair", "cursor", ORDERS, "sub", "--earliest",
+                *_flags(many_acks), "--plan", str(plan), "-o", "json",
+            ],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120,
+            env=env | {"XDG_CONFIG_HOME": str(tmp_path / "no-config")},
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == 141, done.stderr
+    assert "Traceback" not in done.stderr and "ledgerctl: error" not in done.stderr, done.stderr
+    assert f"plan saved to {plan}" in done.stderr
+    saved = Plan.load(plan)  # whole, and its digest holds
+    assert len(saved.changes) == 1 and plan.stat().st_size > 64 * 1024
