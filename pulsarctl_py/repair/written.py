@@ -182,6 +182,7 @@ def delete_written(written: list[Written], store: MetadataStore) -> list[dict[st
                         "key": w.path,
                         "action": "left",
                         "reason": f"ledger {w.ledger_id} is not as this plan wrote it",
+                        "ledger_id": w.ledger_id,
                     }
                 )
                 continue
