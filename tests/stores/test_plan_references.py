@@ -266,10 +266,11 @@ def _flags(world: World) -> list[str]:
 def test_a_list_keeping_a_ledger_without_metadata_still_applies_and_undoes(
     capsys: pytest.CaptureFixture[str], zk_world: Callable[[str | None], World], tmp_path: Path
 ) -> None:
-    """Orders lists 10, 11 (no BookKeeper metadata) and 12: a plan that drops 10 keeps 11,
-    which it does not newly name: it applies. The missing-ledgers repair drops 11; its undo
-    names 11 again, as it was when the repair was applied: it restores."""
-    world = zk_world("ledger-missing-metadata")
+    """Orders lists 10, 11 (no BookKeeper metadata, no entries left) and 12: a plan that
+    drops 10 keeps 11, which it does not newly name: it applies. The missing-ledgers repair
+    drops 11; its undo names 11 again, as it was when the repair was applied: it
+    restores."""
+    world = zk_world("ledger-lost")
     before = snapshot(world.metadata_url)
     key = mld.TopicName.parse(ORDERS).ml_path
     with open_metadata_store(world.metadata_url) as store:
