@@ -147,6 +147,7 @@ def compaction_status(
     bookie_dirs: list[str] | None = None,
     retain_null_key: bool = False,
     keep_entry_metadata: bool = False,
+    order: str = "publishing",
 ) -> CompactionStatus:
     """The topic's compaction as stored, with its checks (see the module docstring)."""
     from pulsarctl_py.topics import topic_info
@@ -251,6 +252,7 @@ def compaction_status(
             bookie_dirs,
             retain_null_key,
             keep_entry_metadata,
+            order,
         )
     return status
 
@@ -381,6 +383,7 @@ def _deep(
     bookie_dirs: list[str] | None,
     retain_null_key: bool,
     keep_entry_metadata: bool,
+    order: str = "publishing",
 ) -> None:
     """Compare the stored compacted view with a fresh full compaction up to the horizon,
     as the broker computes it (:func:`.run.run_phase_one`: transactions, the horizon given)."""
@@ -398,6 +401,7 @@ def _deep(
     # what the broker computed: it copies what it cannot decode (a batch whole)
     options = CompactionOptions(
         retain_null_key=retain_null_key,
+        order=order,
         keep_entry_metadata=keep_entry_metadata,
         accept_damage=True,
     )
