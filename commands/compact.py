@@ -126,6 +126,13 @@ def compact(
         "that setting of --broker-conf, else stripped (the broker's default).",
         show_default=False,
     ),
+    keep_chunks: bool = typer.Option(
+        False,
+        "--keep-chunks",
+        help="Keep every chunk of a key's latest chunked message, so that readers can "
+        "reassemble it. Default: as the broker, only its last chunk, which readers drop "
+        "(the report counts such messages in chunked_messages_cut).",
+    ),
     export: Path = typer.Option(
         None,
         "--export",
@@ -214,7 +221,10 @@ def compact(
     exposingBrokerEntryMetadataToClientEnabled) come from --broker-conf unless a flag sets
     them (the report says where each came from); a broker that runs entry filters (its
     entryFilterNames, or with allowOverrideEntryFilters the topic's or namespace's) is
-    refused: the filters are its plugins, which ledgerctl cannot run. --apply writes the
+    refused: the filters are its plugins, which ledgerctl cannot run. Chunked messages are
+    compacted as the broker compacts them: only the last chunk of a key's latest message
+    stays, which readers drop (counted in chunked_messages_cut; --keep-chunks keeps every
+    chunk). --apply writes the
     compacted ledger as the broker's compactor does (new ledger id, the broker's quorums
     from --broker-conf, CRC32 digest, empty password, Pulsar's custom metadata) to the
     running bookies, or with --bookie-dir into a stopped bookie's storage, as a plan
@@ -275,6 +285,7 @@ def compact(
         retain_null_key=broker.retain_null_key,
         order=broker.order,
         format=fmt.value,
+        keep_chunks=keep_chunks,
         keep_entry_metadata=broker.keep_entry_metadata,
         accept_damage=accept_damage,
     )
@@ -609,6 +620,7 @@ def _print_report(report: Any) -> None:
         "compacted_ledger",
         "applied",
         "chunks_kept",
+        "chunked_messages_cut",
         "spilled",
     ):
         table.add_row(name, "-" if j[name] is None else str(j[name]))

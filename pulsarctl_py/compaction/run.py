@@ -133,6 +133,7 @@ class CompactionReport:
             if self.compacted_to is None
             else format_position(*self.compacted_to),
             "chunks_kept": s.chunks_kept,
+            "chunked_messages_cut": s.chunked_cut,
             "undecodable_batches": s.undecodable,
             "aborted_entries": s.aborted,
             # a Pulsar 4.0/4.1 broker's own compaction of this topic fails (pulsar#26290)
@@ -793,7 +794,15 @@ def compact(
         if stats.chunks_kept:
             report.notes.append(
                 f"{stats.chunks_kept} leading chunk(s) kept so that chunked messages can be "
-                "reassembled; Pulsar's compactor keeps only each message's last chunk"
+                "reassembled (--keep-chunks); Pulsar's compactor keeps only each message's "
+                "last chunk"
+            )
+        if stats.chunked_cut:
+            report.warnings.append(
+                f"{stats.chunked_cut} chunked message(s) keep only their last chunk, as the "
+                "broker's compactor keeps them: a reader of the compacted topic drops such a "
+                "chunk and gets nothing for its key; --keep-chunks keeps every chunk so that "
+                "readers reassemble them"
             )
         if stats.broker_failure_at is not None:
             report.notes.append(
