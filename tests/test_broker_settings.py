@@ -166,3 +166,39 @@ def test_topic_policies_off_or_elsewhere_per_the_broker_configuration():
     with pytest.raises(LedgerctlError, match=r"ServiceClassName=com\.example\.Mine") as e:
         read_topic_policies(None, "t/ns/x", custom)
     assert not isinstance(e.value, TopicPoliciesUnread) and e.value.exit_code == 2
+
+
+def test_allow_override_refuses_the_topics_or_namespaces_entry_filters(monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    import pulsarctl_py.topicpolicies as tp
+    from pulsarctl_py.compaction.settings import topic_entry_filters
+
+    namespaces = {"/admin/policies/t/ns": {"entryFilters": {"entryFilterNames": ""}}}
+    local: dict = {}
+
+    class Store:
+        def get(self, path):
+            found = namespaces.get(path)
+            return None if found is None else SimpleNamespace(data=json.dumps(found).encode())
+
+    def policies(source, topic, conf):
+        return TopicPolicies(topic, local=dict(local))
+
+    monkeypatch.setattr(tp, "read_topic_policies", policies)
+    source = SimpleNamespace(metadata=Store())
+    conf = parse_broker_conf("allowOverrideEntryFilters=true", "o.conf")
+    settings = compactor_settings(conf=conf)
+    topic_entry_filters(source, "t/ns/x", settings)  # no filters anywhere: computed
+    topic_entry_filters(source, "t/ns/x", compactor_settings(conf=None))  # nothing to check
+    local["entryFilters"] = {"entryFilterNames": "red, blue"}
+    with pytest.raises(LedgerctlError, match="local topic policies of persistent://t/ns/x: red"):
+        topic_entry_filters(source, "t/ns/x", settings)
+    local.clear()
+    namespaces["/admin/policies/t/ns"]["entryFilters"]["entryFilterNames"] = "green"
+    with pytest.raises(LedgerctlError, match="policies of namespace t/ns: green"):
+        topic_entry_filters(source, "t/ns/x", settings)
+    # without allowOverrideEntryFilters the broker runs only its own (none here)
+    plain = compactor_settings(conf=parse_broker_conf(""))
+    topic_entry_filters(source, "t/ns/x", plain)
