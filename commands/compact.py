@@ -126,6 +126,13 @@ def compact(
         "that setting of --broker-conf, else stripped (the broker's default).",
         show_default=False,
     ),
+    keep_chunks: bool = typer.Option(
+        False,
+        "--keep-chunks",
+        help="Keep every chunk of a key's latest chunked message, so that readers can "
+        "reassemble it. Default: as the broker, only its last chunk, which readers drop "
+        "(the report counts such messages in chunked_messages_cut).",
+    ),
     export: Path = typer.Option(
         None,
         "--export",
@@ -157,10 +164,12 @@ def compact(
         "RocksDB on disk.",
     ),
     order: Order = typer.Option(
-        Order.publishing,
+        None,
         "--order",
-        help="publishing (PublishingOrderCompactor, the default) or event-time "
-        "(EventTimeOrderCompactor).",
+        help="publishing (PublishingOrderCompactor) or event-time (EventTimeOrderCompactor). "
+        "Default: the compactor of --broker-conf's compactionServiceFactoryClassName "
+        "(EventTimeCompactionServiceFactory: event-time), else publishing.",
+        show_default=False,
     ),
     fmt: Format = typer.Option(
         Format.classic,
@@ -176,9 +185,12 @@ def compact(
         "broken one). Default: incremental, like the broker.",
     ),
     retain_null_key: bool = typer.Option(
-        False,
-        "--retain-null-key",
-        help="Keep messages without a key (topicCompactionRetainNullKey=true).",
+        None,
+        "--retain-null-key/--drop-null-key",
+        help="Keep (or drop) messages without a key, as topicCompactionRetainNullKey=true "
+        "(false) makes the broker do. Default: that setting of --broker-conf, else dropped "
+        "(Pulsar's default).",
+        show_default=False,
     ),
     accept_damage: bool = options.ACCEPT_DAMAGE,
     engine: EngineChoice = ENGINE,
@@ -204,7 +216,15 @@ def compact(
 
     Without --apply nothing is written: the report gives keys seen, kept, tombstoned,
     keyless dropped, not compactable (encrypted batches), markers, entries and bytes in and
-    out, the new horizon and the compacted last message position. --apply writes the
+    out, the new horizon and the compacted last message position. The broker settings
+    that decide the result (topicCompactionRetainNullKey, compactionServiceFactoryClassName,
+    exposingBrokerEntryMetadataToClientEnabled) come from --broker-conf unless a flag sets
+    them (the report says where each came from); a broker that runs entry filters (its
+    entryFilterNames, or with allowOverrideEntryFilters the topic's or namespace's) is
+    refused: the filters are its plugins, which ledgerctl cannot run. Chunked messages are
+    compacted as the broker compacts them: only the last chunk of a key's latest message
+    stays, which readers drop (counted in chunked_messages_cut; --keep-chunks keeps every
+    chunk). --apply writes the
     compacted ledger as the broker's compactor does (new ledger id, the broker's quorums
     from --broker-conf, CRC32 digest, empty password, Pulsar's custom metadata) to the
     running bookies, or with --bookie-dir into a stopped bookie's storage, as a plan
@@ -245,30 +265,30 @@ def compact(
     if status and plan_file is not None:
         raise typer.BadParameter("--status only reads: drop --plan", param_hint="--status")
     dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
-    if keep_entry_metadata is None:
-        keep_entry_metadata = _broker_exposes_entry_metadata()
+    from pulsarctl_py.compaction.settings import compactor_settings
+
+    broker = compactor_settings(
+        retain_null_key=retain_null_key,
+        order=order.value if order is not None else None,
+        keep_entry_metadata=keep_entry_metadata,
+        check_filters=not status or deep,
+    )
+    err = render.stderr_console()
+    for note in broker.notes:
+        err.print(f"[yellow]warning:[/] {escape(note)}")
     if status:
-        _status(
-            topic,
-            metadata_url,
-            dirs,
-            as_broker.value,
-            deep,
-            retain_null_key,
-            fmt_out,
-            keep_entry_metadata,
-        )
+        _status(topic, metadata_url, dirs, as_broker.value, deep, broker, fmt_out)
         return
     if progress is None:
         progress = sys.stderr.isatty()
     opts = CompactionOptions(
-        retain_null_key=retain_null_key,
-        order=order.value,
+        retain_null_key=broker.retain_null_key,
+        order=broker.order,
         format=fmt.value,
-        keep_entry_metadata=keep_entry_metadata,
+        keep_chunks=keep_chunks,
+        keep_entry_metadata=broker.keep_entry_metadata,
         accept_damage=accept_damage,
     )
-    err = render.stderr_console()
     from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
 
     if fmt is Format.pip_429:  # before the work, and in the report (dry run or not)
@@ -317,11 +337,14 @@ def compact(
             on_state=lambda s: state.update(state=s),
             live=bookie.client(),
             values=value_options,
+            settings=broker,
         )
+    for w in report.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
     if fmt is Format.pip_429:
         report.warnings.append(PIP_429_CLIENT_CRASH)
     try:
-        if report.stats.entries_in and report.keys == 0 and not retain_null_key:
+        if report.stats.entries_in and report.keys == 0 and not broker.retain_null_key:
             from pulsarctl_py.errors import DataError
 
             raise DataError(
@@ -429,15 +452,6 @@ def _view_output(
             view.abandon()  # before its file closes: the output is discarded
             raise
         view.close()
-
-
-def _broker_exposes_entry_metadata() -> bool:
-    """The broker's exposingBrokerEntryMetadataToClientEnabled, from --broker-conf (or its
-    environment and config file settings); false without one, the broker's default."""
-    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
-
-    conf = resolve_broker_conf()
-    return conf is not None and conf.expose_entry_metadata_to_client
 
 
 def _start_engine(
@@ -606,6 +620,7 @@ def _print_report(report: Any) -> None:
         "compacted_ledger",
         "applied",
         "chunks_kept",
+        "chunked_messages_cut",
         "spilled",
     ):
         table.add_row(name, "-" if j[name] is None else str(j[name]))
@@ -629,9 +644,8 @@ def _status(
     dirs: list[str] | None,
     generation: str,
     deep: bool,
-    retain_null_key: bool,
+    broker: Any,
     fmt_out: Any,
-    keep_entry_metadata: bool,
 ) -> None:
     from pulsarctl_py import render
     from pulsarctl_py.compaction.status import compaction_status
@@ -645,8 +659,9 @@ def _status(
             deep=deep,
             metadata_url=metadata_url,
             bookie_dirs=dirs,
-            retain_null_key=retain_null_key,
-            keep_entry_metadata=keep_entry_metadata,
+            retain_null_key=broker.retain_null_key,
+            keep_entry_metadata=broker.keep_entry_metadata,
+            order=broker.order,
         )
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(st.to_json())

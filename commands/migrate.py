@@ -217,9 +217,12 @@ def index(
     (broker_timestamp = publish_time where none was recorded), and a plan swaps them into
     the topic's ledger list in one compare-and-set, raises the ML `index` property and
     moves cursors to the same entries of the new ledgers. The new ledgers are written as
-    the managed ledger writes data ledgers: the namespace's persistence policies or the
-    broker's quorums, managedLedgerDigestType and managedLedgerPassword (--broker-conf,
-    the flags, $LEDGERCTL_MANAGED_LEDGER_PASSWORD). The old ledgers stay until
+    the managed ledger writes data ledgers: the topic's persistence policies (its
+    topic-level ones, read from the namespace's __change_events as the broker reads them,
+    else its namespace's) or the broker's quorums, managedLedgerDigestType and
+    managedLedgerPassword (--broker-conf, the flags, $LEDGERCTL_MANAGED_LEDGER_PASSWORD);
+    topic policies that cannot be read as the broker reads them stop it before anything
+    is written. The old ledgers stay until
     --delete-old. Without --plan/--apply: reads only, and prints the mapping. A damaged
     entry (a digest or checksum that does not match, a payload that does not decode) stops
     it before anything is written, unless --accept-damage (then it is copied as stored,
@@ -251,7 +254,9 @@ def index(
             if out is not None:
                 assert source.metadata is not None
                 warnings = _not_owned(source.metadata, plan.topic, write.force_owned)
-                settings, notes = migrate.index_settings(source, plan, write.settings())
+                settings, notes = migrate.index_settings(
+                    source, plan, write.settings(), offline=bool(dirs)
+                )
                 warnings += notes
     except BaseException:
         for prepared in (out, mapping_out):
@@ -292,6 +297,14 @@ def index(
         plan_file.discard()
         raise
     _print_written(err, written, warnings)
+    if not dirs:  # one stopped bookie's ledgers have quorums of 1 (LedgerTarget.effective)
+        quorums = {settings.source.get(k) for k in ("ensemble", "write_quorum", "ack_quorum")}
+        err.print(
+            f"quorums of the new ledgers ({settings.ensemble}/{settings.write_quorum}/"
+            f"{settings.ack_quorum}) from {', '.join(sorted(q for q in quorums if q))}",
+            markup=False,
+            highlight=False,
+        )
     err.print(
         f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
         "referenced by nothing until the plan is applied"

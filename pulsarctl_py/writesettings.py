@@ -12,10 +12,14 @@ match", ``LedgerOpenOp``) or it is less replicated than the operator asked for:
   ``COMPACTED_TOPIC_LEDGER_PASSWORD`` (empty);
 * **data ledgers** (``migrate index``): as the managed ledger creates them
   (``ManagedLedgerImpl.asyncCreateLedger`` with the config of
-  ``BrokerService.getManagedLedgerConfig``): the namespace's persistence policies
-  (``bookkeeperEnsemble`` / ``bookkeeperWriteQuorum`` / ``bookkeeperAckQuorum``) when it
-  has them, else the broker's defaults; ``managedLedgerDigestType`` and
-  ``managedLedgerPassword``.
+  ``BrokerService.getManagedLedgerConfig``): the persistence policies
+  (``bookkeeperEnsemble`` / ``bookkeeperWriteQuorum`` / ``bookkeeperAckQuorum``) of the
+  topic's local topic-level policies, else of its global ones, else of its namespace's
+  policies, else the broker's defaults (:func:`topic_data_settings`; the topic policies
+  read from the namespace's ``__change_events`` as the broker reads them,
+  :mod:`pulsarctl_py.topicpolicies`); ``managedLedgerDigestType`` and
+  ``managedLedgerPassword``. A compacted ledger never takes the topic's or the
+  namespace's quorums: the compactor creates it with the broker's defaults.
 
 Where they are placed, as the broker places them (:mod:`pulsarctl_py.stores.live.placement`):
 compacted ledgers with the broker's default client (its ``bookkeeperClientIsolationGroups``
@@ -278,8 +282,8 @@ def namespace_persistence(store: MetadataStore, namespace: str) -> tuple[int, in
 
     ``/admin/policies/<tenant>/<namespace>`` holds the namespace's Policies as JSON; its
     ``persistence`` (``PersistencePolicies``) overrides the broker's defaults for the
-    topics' data ledgers (``BrokerService.getManagedLedgerConfig``). Topic-level policies
-    live in a system topic ledgerctl does not read.
+    topics' data ledgers (``BrokerService.getManagedLedgerConfig``), unless the topic has
+    persistence policies of its own (:func:`topic_data_settings`).
     """
     import json
 
@@ -319,6 +323,35 @@ def data_settings(
     if found is None:
         return settings
     return settings.with_quorums(found, f"the persistence policies of namespace {namespace}")
+
+
+def topic_data_settings(
+    settings: WriteSettings, source: Any, topic: str, conf: BrokerConf | bool | None = True
+) -> WriteSettings:
+    """``settings`` for ``topic``'s data ledgers, as ``BrokerService.getManagedLedgerConfig``
+    picks the quorums: the topic's local topic-level persistence policies, else its
+    global ones, else the namespace's, else the broker's defaults; a flag wins over all.
+
+    ``source``: a LedgerSource with metadata and bookie storage (the topic policies are
+    read from the namespace's ``__change_events``). ``conf``: the broker configuration
+    (True: resolved as every command does), which says whether the broker reads topic
+    policies at all. When they cannot be read as the broker reads them this raises
+    :class:`~pulsarctl_py.topicpolicies.TopicPoliciesUnread`: the namespace's settings
+    would be a guess."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+    from pulsarctl_py.topicpolicies import persistence_source, read_topic_policies
+
+    found = resolve_broker_conf() if conf is True else conf or None
+    policies = read_topic_policies(source, topic, found)
+    persistence = policies.persistence()
+    assert source.metadata is not None
+    name = resolve_topic(topic)
+    # placed as the namespace's policies say; the topic's quorums over the namespace's
+    settings = data_settings(settings, source.metadata, name.namespace_name, name.local_name)
+    if persistence is not None:
+        return settings.with_quorums(persistence[0], persistence_source(policies))
+    return settings
 
 
 def check_against_ledger(settings: WriteSettings, md: Any, ledger_id: int) -> list[str]:

@@ -198,10 +198,29 @@ def _strip_entry_metadata(data: bytes) -> bytes:
 # -- one broker-stopped window for every write ---------------------------------------------
 
 
+#: topic-level persistence policies (ensemble, write, ack quorum) that differ from the
+#: sandbox broker's defaults (3, 2, 2)
+TOPIC_PERSISTENCE = (2, 2, 1)
+
+
+def _set_topic_persistence(box: Any, topic: str) -> None:
+    """Topic-level persistence policies, through the admin API; returns once the broker's
+    topic policies cache has them (the update is an event in __change_events)."""
+    e, w, a = TOPIC_PERSISTENCE
+    path = box.topic_path(topic) + "/persistence"
+    body = {"bookkeeperEnsemble": e, "bookkeeperWriteQuorum": w, "bookkeeperAckQuorum": a}
+    box.admin("POST", path, body)
+    deadline = time.monotonic() + 30
+    while (box.admin("GET", path) or {}).get("bookkeeperAckQuorum") != a:
+        assert time.monotonic() < deadline, f"the broker did not apply the policies of {topic}"
+        time.sleep(0.1)
+
+
 def _prepare_compact(box: Any, ns: str) -> dict[str, Any]:
     """Twin topics with the same messages: the broker compacts ``twin``, ledgerctl ``ours``.
     Not batched, so that positions compare; batched twins (``ours_b``, whose batch
-    boundaries depend on timing) compare by the messages kept."""
+    boundaries depend on timing) compare by the messages kept. The unbatched twins have
+    topic-level persistence policies, which the compactor does not use for its ledger."""
     out: dict[str, Any] = {}
     messages = _keyed("c", 400, 37, tombstone_every=9)
     batched = {
@@ -213,6 +232,8 @@ def _prepare_compact(box: Any, ns: str) -> dict[str, Any]:
         ours, twin = f"persistent://{ns}/ours{suffix}", f"persistent://{ns}/twin{suffix}"
         for topic in (ours, twin):
             _produce(box, topic, messages, **producer)
+            if not suffix:
+                _set_topic_persistence(box, topic)
         _broker_compact(box, twin)
         out[f"ours{suffix}"] = ours
         out[f"twin{suffix}"] = twin
@@ -241,7 +262,9 @@ def _prepare_mcompacted(box: Any, ns: str) -> dict[str, Any]:
     return {"topic": topic, "expected": _read_compacted(box, topic)}
 
 
-def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
+def _prepare_index(
+    box: Any, ns: str, source: str = "source", legacy: str = "legacy"
+) -> dict[str, Any]:
     """A topic whose ledger carries no broker entry metadata, as KoP < 2.8 wrote it: the
     entries of a produced topic without their 0x0e02 prefix, in a ledger written with the
     cluster's data-ledger settings and listed in the new topic's managed ledger."""
@@ -252,7 +275,7 @@ def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
     from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
     from pulsarctl_py.stores.metadata import open_metadata_store, read_managed_ledger
 
-    source_topic, legacy = f"persistent://{ns}/source", f"persistent://{ns}/legacy"
+    source_topic, legacy = f"persistent://{ns}/{source}", f"persistent://{ns}/{legacy}"
     messages = _keyed("i", 60, 60)
     _produce(
         box,
@@ -279,14 +302,14 @@ def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
             2,
             DigestType.CRC32C,
             _ml_password(box),
-            data_custom_metadata(f"{ns}/persistent/legacy"),
+            data_custom_metadata(f"{ns}/persistent/{legacy.rsplit('/', 1)[-1]}"),
         )
         old = write_ledger(store.bookkeeper(), config, bodies)
         info = mlpb.ManagedLedgerInfo()
         info.ledgerInfo.add(
             ledgerId=old.ledger_id, entries=old.entries, size=old.length, timestamp=1
         )
-        ml = f"/managed-ledgers/{ns}/persistent/legacy"
+        ml = f"/managed-ledgers/{ns}/persistent/{legacy.rsplit('/', 1)[-1]}"
         store.put(ml, info.SerializeToString(), -1)
         # a durable subscription at the start, so that the broker keeps the ledgers
         cursor = mlpb.ManagedCursorInfo(
@@ -296,6 +319,28 @@ def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
     finally:
         store.close()
     return {"topic": legacy, "messages": messages, "old": old.ledger_id, "entries": len(bodies)}
+
+
+def _prepare_index_policies(box: Any, ns: str, tmp: Path) -> dict[str, Any]:
+    """A legacy topic (as :func:`_prepare_index`) with topic-level persistence policies, and
+    a twin topic with the same policies whose next ledger the broker writes: the broker's
+    quorums for such a topic's data ledgers. A broker configuration naming a topic
+    policies service ledgerctl cannot read, for the refusal."""
+    out = _prepare_index(box, ns, source="source-tp", legacy="legacy-tp")
+    twin = f"persistent://{ns}/twin-tp"
+    _produce(box, twin, [("k", b"before")])
+    for topic in (out["topic"], twin):
+        _set_topic_persistence(box, topic)
+    box.unload(twin)
+    _produce(box, twin, [("k", b"after")])  # loaded again: a new ledger, with the policies
+    out["twin_ledger"] = _internal(box, twin)["ledgers"][-1]["ledgerId"]
+    custom = tmp / "broker-custom-topic-policies.conf"
+    custom.write_text(
+        Path(box.state["broker"]["conf"]).read_text()
+        + "topicPoliciesServiceClassName=com.example.TopicPoliciesInADatabase\n"
+    )
+    out["custom_conf"] = custom
+    return out
 
 
 #: committed, aborted and ongoing transactions among plain messages (the oracle's rules)
@@ -394,6 +439,7 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     record["compact"] = _prepare_compact(box, ns)
     record["mcompacted"] = _prepare_mcompacted(box, ns)
     record["index"] = _prepare_index(box, ns)
+    record["index_policies"] = _prepare_index_policies(box, ns, tmp)
     record["txn"] = _prepare_txn(box, ns)
     record["edges"] = {"topic": f"persistent://{ns}/edges"}
     _produce(box, record["edges"]["topic"], [("a", b"1"), ("b", b"2")])
@@ -465,6 +511,22 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
             box, "migrate", "index", i["topic"], "--plan", str(tmp / "index.json"), "--apply"
         )
 
+        ip = record["index_policies"]
+        ip["ledgers_before"] = _ledgers(box)
+        ip["custom"] = _run(
+            box,
+            "migrate",
+            "index",
+            ip["topic"],
+            "--plan",
+            str(tmp / "index-custom.json"),
+            env={"LEDGERCTL_BROKER_CONF": str(ip["custom_conf"])},
+        )
+        ip["ledgers_after_custom"] = _ledgers(box)
+        ip["apply"] = _run(
+            box, "migrate", "index", ip["topic"], "--plan", str(tmp / "index-tp.json"), "--apply"
+        )
+
         record["killed"] = _kill_mid_write(box, ns)
         if "id" in record["killed"]["killed"]:
             started = time.monotonic()
@@ -529,7 +591,9 @@ def test_compact_apply_to_the_running_cluster_reads_as_the_brokers_own(sandbox, 
     assert stats["cursors"]["__compaction"]["properties"]["CompactedTopicLedger"] == new_id
 
     # BookKeeper's client reads it with the compactor's (empty) password, and it is created
-    # as the broker creates its own compacted ledgers
+    # as the broker creates its own compacted ledgers: with the broker's default quorums,
+    # not the topic-level persistence policies both topics have
+    # (AbstractTwoPhaseCompactor.createLedger)
     mine = _bk_read(box, new_id, b"")
     broker = _bk_read(box, c["twin_ledger"], b"")
     for field in ("state", "ensemble_size", "write_quorum_size", "ack_quorum_size"):
@@ -617,6 +681,40 @@ def test_migrate_compacted_round_trip_on_the_running_cluster(sandbox, writes) ->
     assert read["digest_type"] == "CRC32" and read["state"] == "CLOSED"
     assert _internal(box, m["topic"])["compactedLedger"]["ledgerId"] not in (pip, None)
     assert _read_compacted(box, m["topic"]) == m["expected"]
+
+
+def test_migrate_index_takes_the_topics_own_persistence_policies(sandbox, writes):
+    """The new data ledgers of a topic with topic-level persistence policies get the
+    quorums the broker gives that topic's ledgers (its twin's, rolled by the broker), not
+    the namespace's or the broker's defaults; a topic policies service ledgerctl cannot
+    read stops the migration before anything is written."""
+    box, p = sandbox, writes["index_policies"]
+    refused = p["custom"]
+    assert refused.returncode == 2, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert (
+        lines[-1].startswith("ledgerctl: error: ") and "topicPoliciesServiceClassName" in lines[-1]
+    )
+    assert "Traceback" not in refused.stderr
+    assert p["ledgers_after_custom"] == p["ledgers_before"]
+    assert not (Path(str(p["custom_conf"])).parent / "index-custom.json").exists()
+
+    assert p["apply"].returncode == 0, p["apply"].stderr
+    assert "from the local topic policies of " + p["topic"] in p["apply"].stderr
+    new_id = _internal(box, p["topic"])["ledgers"][0]["ledgerId"]
+    assert new_id != p["old"]
+    mine, broker = _quorums(box, new_id), _quorums(box, p["twin_ledger"])
+    assert mine == broker == TOPIC_PERSISTENCE
+
+
+def _quorums(box: Any, ledger_id: int) -> tuple[int, int, int]:
+    """A ledger's ensemble, write and ack quorum, from its metadata in BookKeeper's store."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    url = f"{box.metadata_url} bookkeeper={box.bookkeeper_metadata_url}"
+    with LedgerSource.open(url, None, need_metadata=True, metadata_only=True) as src:
+        md = src.ledger(ledger_id).metadata
+    return md.ensemble_size, md.write_quorum_size, md.ack_quorum_size
 
 
 def test_migrate_index_on_the_running_cluster(sandbox, writes) -> None:

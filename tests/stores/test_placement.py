@@ -38,6 +38,7 @@ from pulsarctl_py.stores.live.placement import (
 from pulsarctl_py.stores.live.writer import LedgerConfig, NotEnoughBookies, write_ledger
 from pulsarctl_py.stores.metadata import iter_ledger_paths, open_metadata_store, read_ledger
 from pulsarctl_py.writesettings import data_settings, resolve_write_settings
+from tests.verify_world import bookkeeper_root_nodes
 from tests.write_bookie import WriteBookie
 
 RACKS = {
@@ -255,6 +256,8 @@ def test_the_offline_target_refuses_a_bookie_outside_the_group(zk_store, tmp_pat
 
     racks = {"iso": {"10.0.0.1:3181": {}}, "rest": {"10.0.0.9:3181": {}}}
     zk_store.put("/bookies", json.dumps(racks).encode(), -1)
+    for key, value in bookkeeper_root_nodes().items():  # a formatted cluster's root
+        zk_store.put(key, value, -1)
     placement = Placement(True, "iso", None, recorded=True, source="namespace t/iso")
     config = LedgerConfig(3, 2, 2, DigestType.CRC32C, b"", {}, placement)
     outside = _stopped_bookie(tmp_path / "b9", "10.0.0.9:3181")
