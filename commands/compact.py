@@ -489,16 +489,9 @@ def _write(
     apply: bool,
 ) -> None:
     """Write the compacted ledger and its plan; apply the plan with --apply."""
-    from rich.markup import escape
 
-    from pulsarctl_py.commands.repair import print_outcome
-    from pulsarctl_py.compaction.planned import (
-        apply_written_plan,
-        delete_leftovers,
-        reclaim_plan_path,
-        write_plan,
-    )
     from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.leases import Lease
 
     if report.spool is None:
         plan_out.discard()
@@ -519,23 +512,41 @@ def _write(
         )
         return
     bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
-    if not force:
-        # what an earlier run that stopped before its plan was applied left behind
-        referenced = {lid for lid, _, _ in state.ledgers}
-        referenced |= {
-            lid for lid in (state.compacted_ledger, state.cursor_ledger) if lid is not None
-        }
-        for lid in delete_leftovers(before.metadata_url, report.topic, referenced):
-            err.print(
-                f"deleted compacted ledger {lid} of {escape(report.topic)}: nothing references "
-                "it (left by a run that stopped before its plan was applied)"
-            )
+    # held from before the first ledger until the run ends: what it writes is never taken
+    # for a leftover by another run (pulsarctl_py.leases)
+    with Lease(before.metadata_url, "compact", [report.topic]) as lease:
+        _write_held(
+            report, state, delete_old, err, before, settings, client, force, plan_out, apply,
+            bookie, lease,
+        )  # fmt: skip
+
+
+def _write_held(
+    report: Any,
+    state: Any,
+    delete_old: bool,
+    err: Any,
+    before: Any,
+    settings: Any,
+    client: Any,
+    force: bool,
+    plan_out: Any,
+    apply: bool,
+    bookie: list[str],
+    lease: Any,
+) -> None:
+    from rich.markup import escape
+
+    from pulsarctl_py.commands.repair import print_outcome
+    from pulsarctl_py.compaction.planned import apply_written_plan, write_plan
     from pulsarctl_py.repair.written import PlanFile
 
-    for line in reclaim_plan_path(plan_out, before.metadata_url):
+    plan_file = PlanFile(
+        plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger", lease=lease
+    )
+    for line in plan_file.reclaimed:
         err.print(escape(line))
     path = plan_out.path
-    plan_file = PlanFile(plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger")
     where = (
         f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
     )
@@ -554,6 +565,7 @@ def _write(
             settings=settings,
             options=client,
             delete_old=delete_old,
+            leftovers=not force,
         )
     except BaseException:
         plan_file.discard()
@@ -569,12 +581,34 @@ def _write(
     )
     previous = report.previous_compacted_ledger
     deleting = delete_old and previous is not None
+    leftovers = plan.repairs[0].get("leftovers") or {}
+    topic = escape(report.topic)
+    for kept in leftovers.get("kept", []):
+        err.print(
+            f"left compacted ledger {kept['ledger_id']} of {topic}: nothing references it, "
+            f"but it is {escape(kept['reason'])}"
+        )
+    if leftovers.get("not_judged"):
+        err.print(f"note: {escape(leftovers['not_judged'])}")
+    gone = ", ".join(map(str, leftovers.get("deleted", [])))
     if not apply:
         report.to_delete = [previous] if previous is not None and not deleting else []
+        if gone:
+            err.print(
+                f"the plan also deletes compacted ledger(s) {gone} of {topic}, which nothing "
+                "references (left by runs that stopped before their plan was applied), if the "
+                "topic's ledger list and __compaction cursor are unchanged when it is applied"
+            )
         err.print(f"not applied: `ledgerctl apply {escape(str(path))}` commits it")
         return
     outcome = apply_written_plan(plan, path, force=force)
     print_outcome(outcome)
+    if gone:
+        err.print(
+            f"deleted compacted ledger(s) {gone} of {topic}: nothing references them (left "
+            "by runs that stopped before their plan was applied), checked in the transaction "
+            "that committed the cursor"
+        )
     report.applied = True
     report.deleted = [previous] if deleting else []
     report.to_delete = [previous] if previous is not None and not deleting else []

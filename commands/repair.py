@@ -742,23 +742,32 @@ def orphans(
         "directories (a stopped bookie), their bookie index entries (see --apply).",
     ),
     min_age: str = typer.Option(
-        "1h",
+        "24h",
         "--min-age",
         metavar="DURATION",
-        help="Only ledgers created at least this long ago (100m, 3h, 2d, 1w; 0 for all): a "
-        "ledger being created is not yet in its topic's list.",
+        help="Only ledgers created at least this long ago (100m, 3h, 2d, 1w; 0 for all); a "
+        "younger one, or one of unknown age, is kept. The age is the ledger metadata's ctime, "
+        "else its node's creation time in the metadata store. Default a day: the broker "
+        "lists a ledger it rolls to within managedLedgerMetadataOperationsTimeoutSeconds "
+        "(60 s), but references the ledger of a compaction only when the compaction ends, "
+        "which can take hours on a large topic.",
     ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """List BookKeeper ledgers tagged application=pulsar that no topic, cursor or
     compaction references (schema ledgers aside). A topic whose references cannot all be
     read (its metadata does not decode, or a cursor ledger is unreadable: pass
-    --bookie-dir) keeps its ledgers. Exit 1 when orphans are listed.
+    --bookie-dir) keeps its ledgers. A ledger a running ledgerctl command is writing (its
+    lease), one named by a plan neither applied nor undone, and one younger than
+    --min-age or of unknown age is kept: listed apart, with the reason, never deleted.
+    Exit 1 when orphans are listed.
 
     With --delete: a plan deleting their ledger metadata and, in the --bookie-dir
     directories, their entries in that bookie's index (RocksDB ledgers/locations keys or
     .idx files; entry log bytes stay until the bookie compacts them); running bookies drop
     the entries on their next garbage collection."""
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import repairs
@@ -779,25 +788,48 @@ def orphans(
         flags.metadata_url, flags.bookie_dirs or None, need_metadata=True
     ) as source:
         assert source.metadata is not None
-        found = list(repairs.find_orphans(Draft(source.metadata), source, min_age_ms=age))
+        judged = list(repairs.judge_orphans(Draft(source.metadata), source, min_age_ms=age))
+    found = [o for o in judged if o.kept is None]
+    kept = [o for o in judged if o.kept is not None]
     fmt = render.resolve(render.OutputFormat(flags.output.value), render.OutputFormat.TABLE)
     if fmt is render.OutputFormat.JSON:
-        render.write_json([o.to_json() for o in found])
+        render.write_json(
+            {
+                "orphans": [o.to_json() for o in found],
+                "kept": [o.to_json() for o in kept],
+                "min_age_ms": age,
+            }
+        )
     elif found:
         from rich.table import Table
 
         table = Table()
-        for col in ("ledger", "kind", "state", "bytes", "created", "owner"):
+        for col in ("ledger", "kind", "state", "bytes", "created", "age", "owner"):
             table.add_column(col, overflow="fold")
         for o in found:
             owner = o.owner or "-"
             if o.owner_exists is False:
                 owner += " (gone)"
             table.add_row(
-                str(o.ledger_id), o.kind, o.state, str(o.length), render.iso_ms(o.ctime), owner
+                str(o.ledger_id),
+                o.kind,
+                o.state,
+                str(o.length),
+                render.iso_ms(o.created_ms),
+                f"{render.human_duration(o.age_ms)} ({o.age_basis})",
+                owner,
             )
         render.stdout_console().print(table)
-    render.stderr_console().print(f"{len(found)} orphan ledger{'s' if len(found) != 1 else ''}")
+    err = render.stderr_console()
+    for o in kept:
+        err.print(
+            f"kept: {o.kind} ledger {o.ledger_id} of {escape(o.owner or 'no topic')}, "
+            f"{escape(o.kept or '')}"
+        )
+    err.print(
+        f"{len(found)} orphan ledger{'s' if len(found) != 1 else ''}"
+        + (f"; {len(kept)} unreferenced but kept" if kept else "")
+    )
     if found:
         raise typer.Exit(1)
 

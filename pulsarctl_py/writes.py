@@ -138,6 +138,8 @@ class LedgerTarget:
         """Create, fill and close one ledger; on failure nothing of it is left. The
         ``journal`` is told about each step before it is taken."""
         config = self.effective(config)
+        if journal is not None:
+            journal.attach(self.store)
         if self.offline:
             return self._write_offline(config, payloads, journal, fallback_bookie)
         from pulsarctl_py.stores.live.writer import LedgerWriter

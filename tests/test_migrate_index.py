@@ -153,7 +153,7 @@ def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) 
     assert _bookie_content(demo) == before_content
     assert planned_md != before_md
     r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *demo_flags(demo))
-    assert not set(new_ids.values()) & {o["ledger_id"] for o in r.json()}
+    assert not set(new_ids.values()) & {o["ledger_id"] for o in r.json()["orphans"]}
 
 
 def test_migrate_index_start_and_bad_input(demo: Path, capsys) -> None:

@@ -401,7 +401,8 @@ def test_orphan_cleanup_deletes_only_what_no_topic_reads(sandbox, client, zk, tm
     sandbox.unload(topic_name(gone))
     # the topic's metadata deleted behind the broker's back: its ledgers are orphans
     zk.delete(TopicName.parse(topic_name(gone)).ml_path, recursive=True)
-    listed = json.loads(_cli(sandbox, "orphans", "--min-age", "0", "-o", "json", ok=(1,)).stdout)
+    doc = json.loads(_cli(sandbox, "orphans", "--min-age", "0", "-o", "json", ok=(1,)).stdout)
+    listed = doc["orphans"]
     ids = {o["ledger_id"] for o in listed}
     assert set(orphaned) - {max(orphaned)} <= ids  # the closed ones (the current is empty)
     assert not ids & set(_ml_ledgers(sandbox, kept))

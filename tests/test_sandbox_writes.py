@@ -267,7 +267,7 @@ def _prepare_index(
 ) -> dict[str, Any]:
     """A topic whose ledger carries no broker entry metadata, as KoP < 2.8 wrote it: the
     entries of a produced topic without their 0x0e02 prefix, in a ledger written with the
-    cluster's data-ledger settings and listed in the new topic's managed ledger."""
+    cluster's data-ledger settings and listed in the new topic's managed ledger ``name``."""
     from pulsarctl_py.decoders.checksums import DIGESTS, DigestType
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
@@ -430,6 +430,142 @@ def _kill_mid_write(box: Any, ns: str) -> dict[str, Any]:
     return {"result": done, "killed": dict(killed), "before": before, "after": _ledgers(box)}
 
 
+# -- nothing deleted on a stale view: leftovers, leases, plans kept for review, ages ---------
+
+
+def _in_process(box: Any, cwd: Path, *args: Any) -> subprocess.CompletedProcess:
+    """ledgerctl in this process (so that a test can stop it at a chosen step)."""
+    import contextlib
+    import io
+
+    from pulsarctl_py.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"]).items():
+            if name.startswith("LEDGERCTL_"):
+                mp.setenv(name, value)
+        mp.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def _prepare_stale(box: Any, ns: str) -> dict[str, Any]:
+    race, review = f"persistent://{ns}/race", f"persistent://{ns}/review"
+    _produce(box, race, _keyed("r", 300, 40), batching_enabled=False)
+    _produce(box, review, _keyed("v", 120, 15), batching_enabled=False)
+    return {
+        "race": race,
+        "race_values": dict(_keyed("r", 300, 40)),
+        "review": review,
+        "index": _prepare_index(box, ns, source="legacy-killed-source", legacy="legacy-killed"),
+    }
+
+
+def _race(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """Run B reads and computes; run A's whole compact --apply lands then; B goes on to
+    write, judge leftovers and apply."""
+    import pulsarctl_py.compaction as compaction
+
+    real = compaction.compact
+    seen: dict[str, Any] = {}
+
+    def compute_then_a(*args: Any, **kwargs: Any) -> Any:
+        report = real(*args, **kwargs)  # B's read and compute ...
+        seen["a"] = _run(  # ... then A, start to end
+            box, "compact", s["race"], "--apply", "--plan", str(tmp / "race-a.json"), "-o", "json"
+        )
+        return report
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compaction, "compact", compute_then_a)
+        seen["b"] = _in_process(
+            box, tmp, "compact", s["race"], "--apply", "--plan", tmp / "race-b.json", "-o", "json"
+        )
+    seen["ledgers"] = _ledgers(box)
+    return seen
+
+
+def _review_and_writing(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """P saves a plan for review; W writes its ledger and stops before closing it, while
+    Q compacts the same topic with --apply; then the orphans of a ledger nothing names."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.repair import written
+
+    topic, seen = s["review"], {}
+    seen["p"] = _run(box, "compact", topic, "--plan", str(tmp / "review.json"), "-o", "json")
+    real = written.PlanJournal.closing
+
+    def closing(journal: Any, ledger_id: int, closed: bytes) -> None:
+        if "q" not in seen:  # W's ledger is open, its entries written
+            seen["w_ledger"] = ledger_id
+            seen["q"] = _run(
+                box, "compact", topic, "--apply", "--plan", str(tmp / "q.json"), "-o", "json"
+            )
+            seen["ledgers_during_w"] = _ledgers(box)
+        real(journal, ledger_id, closed)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(written.PlanJournal, "closing", closing)
+        seen["w"] = _in_process(box, tmp, "compact", topic, "--plan", tmp / "w.json", "-o", "json")
+    seen["ledgers_after_w"] = _ledgers(box)
+    if seen.get("w_ledger") in seen["ledgers_after_w"]:
+        zk = _zk(box)
+        try:
+            data, _ = zk.get(_ledger_path(seen["w_ledger"]))
+        finally:
+            zk.stop()
+        seen["w_state"] = lm.parse(data, seen["w_ledger"]).state.name
+    # the review plan moved away: nothing names its ledger now, only its age keeps it
+    (tmp / "review.json").rename(tmp / "review-moved.json")
+    seen["orphans"] = _run(box, "orphans", "-o", "json")
+    seen["orphans_plan"] = _run(
+        box, "orphans", "--delete", "--plan", str(tmp / "orphans.json"), "-o", "json"
+    )
+    seen["orphans_any_age"] = _run(box, "orphans", "--min-age", "0", "-o", "json")
+    seen["undone"] = [
+        _run(box, "undo", str(tmp / name)) for name in ("w.json", "review-moved.json")
+    ]
+    seen["ledgers_after_undo"] = _ledgers(box)
+    return seen
+
+
+#: run as ``python -c``: ledgerctl killed (SIGKILL, no cleanup) just before it closes the
+#: first ledger it writes: the ledger is open, its entries written
+KILLED_BEFORE_CLOSE = """
+import os, signal, sys
+from pulsarctl_py.repair import written
+def closing(journal, ledger_id, closed):
+    os.kill(os.getpid(), signal.SIGKILL)
+written.PlanJournal.closing = closing
+from pulsarctl_py.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _migrate_killed_then_again(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    topic, plan = s["index"]["topic"], tmp / "killed-index.json"
+    seen: dict[str, Any] = {"before": _ledgers(box)}
+    environment = box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"])
+    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    seen["killed"] = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_CLOSE, "migrate", "index", topic, "--plan", str(plan)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp,
+    )
+    seen["left"] = [w["ledger_id"] for w in json.loads(plan.read_text())["written"]]
+    seen["after_kill"] = _ledgers(box)
+    seen["again"] = _run(box, "migrate", "index", topic, "--plan", str(plan), "--apply")
+    seen["after"] = _ledgers(box)
+    seen["plan"] = json.loads(plan.read_text())
+    return seen
+
+
 @pytest.fixture(scope="module")
 def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     box = sandbox
@@ -461,6 +597,7 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     # 64 MB compacted: the write lasts long enough for the watcher to freeze a bookie in it
     _produce(box, killed, [(f"k{i}", os.urandom(8192)) for i in range(8000)])
     record["killed_cursors"] = _cursors(box, killed)
+    record["stale"] = _prepare_stale(box, ns)
     owned_ns = _namespace(box, "owned")
     record["owned"] = _refusals(box, _prepare_owned(box, owned_ns), tmp)
 
@@ -526,6 +663,10 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
         ip["apply"] = _run(
             box, "migrate", "index", ip["topic"], "--plan", str(tmp / "index-tp.json"), "--apply"
         )
+        st = record["stale"]
+        st["race_run"] = _race(box, st, tmp)
+        st["review_run"] = _review_and_writing(box, st, tmp)
+        st["migrate_run"] = _migrate_killed_then_again(box, st, tmp)
 
         record["killed"] = _kill_mid_write(box, ns)
         if "id" in record["killed"]["killed"]:
@@ -779,6 +920,99 @@ def test_a_bookie_killed_in_the_middle_of_a_write_leaves_nothing_referenced(
     restart = k["restart"]
     assert restart["status"] in ("ENOLEDGER", "ENOENTRY"), restart
     assert restart["seconds"] > 5, restart
+
+
+def test_a_compaction_committed_while_another_computed_survives_it(sandbox, writes) -> None:
+    """Run B read the topic before run A committed its compaction: B's apply fails on its
+    compare-and-set, and A's compacted ledger, which B's stale view took for a leftover,
+    is still there; the restarted broker serves A's compacted view."""
+    box, st = sandbox, writes["stale"]
+    seen = st["race_run"]
+    assert seen["a"].returncode == 0, seen["a"].stderr
+    a_ledger = json.loads(seen["a"].stdout)["compacted_ledger"]
+    b = seen["b"]
+    assert b.returncode == 1, b.stderr
+    last = b.stderr.strip().splitlines()[-1]
+    # the cursor B read (none yet) is not what A left: B's compare-and-set fails
+    assert last.startswith("ledgerctl: error: ") and "/race/__compaction: " in last, b.stderr
+    assert last.endswith("(the compacted ledger this plan wrote is deleted)")
+    assert a_ledger in seen["ledgers"]
+    stats = _internal(box, st["race"])  # answers (HTTP 500 when the ledger was deleted)
+    assert stats["compactedLedger"]["ledgerId"] == a_ledger
+    view = _read_compacted(box, st["race"])
+    assert len(view) == 40
+    assert {k: v for k, v, _ in view} == st["race_values"]
+
+
+def test_a_plan_for_review_and_a_ledger_being_written_survive_another_run(sandbox, writes) -> None:
+    seen = writes["stale"]["review_run"]
+    assert seen["p"].returncode == 0, seen["p"].stderr
+    review = json.loads(seen["p"].stdout)["compacted_ledger"]
+    writing = seen["w_ledger"]
+    q = seen["q"]
+    assert q.returncode == 0, q.stderr
+    assert json.loads(q.stdout)["applied"] is True
+    # Q judged both unreferenced, and left them, saying why
+    assert review in seen["ledgers_during_w"] and writing in seen["ledgers_during_w"]
+    assert f"left compacted ledger {review} " in q.stderr and "review.json" in q.stderr
+    assert f"left compacted ledger {writing} " in q.stderr
+    assert "being written by the ledgerctl compact run" in q.stderr
+    # W closed its ledger and saved its plan
+    w = seen["w"]
+    assert w.returncode == 0, w.stderr
+    assert json.loads(w.stdout)["compacted_ledger"] == writing
+    assert seen["w_state"] == "CLOSED"
+    # undo of both (never applied) deletes their ledgers, and only those
+    assert [u.returncode for u in seen["undone"]] == [0, 0], [u.stderr for u in seen["undone"]]
+    assert seen["ledgers_after_undo"] == seen["ledgers_after_w"] - {writing, review}
+
+
+def test_orphans_keep_a_just_written_ledger_by_its_age(writes) -> None:
+    """Nothing names the review plan's ledger once its plan is moved away, and BookKeeper
+    kept no ctime for it (Pulsar never sets storeSystemtimeAsLedgerCreationTime): its age
+    comes from its znode's ctime, and it is too young to be an orphan."""
+    seen = writes["stale"]["review_run"]
+    review = json.loads(seen["p"].stdout)["compacted_ledger"]
+    listed = seen["orphans"]
+    assert listed.returncode in (0, 1), listed.stderr
+    doc = json.loads(listed.stdout)
+    assert review not in {o["ledger_id"] for o in doc["orphans"]}
+    (kept,) = [o for o in doc["kept"] if o["ledger_id"] == review]
+    assert not kept["ctime"] and kept["age_basis"] == "zookeeper-ctime"
+    assert kept["kept"].startswith("too young") and 0 <= kept["age_ms"] < 600_000
+    plan = seen["orphans_plan"]
+    assert plan.returncode == 0, plan.stderr
+    keys = [c["key"] for c in json.loads(plan.stdout)["changes"]]
+    assert _ledger_path(review) not in keys
+    # with no age asked, the same ledger is an orphan: its age is what kept it
+    any_age = json.loads(seen["orphans_any_age"].stdout)
+    assert review in {o["ledger_id"] for o in any_age["orphans"]}
+
+
+def test_migrate_again_with_the_plan_of_a_killed_run_deletes_its_open_ledger(
+    sandbox, writes
+) -> None:
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    box, seen = sandbox, writes["stale"]["migrate_run"]
+    assert seen["killed"].returncode == -signal.SIGKILL, seen["killed"].stderr
+    (left,) = seen["left"]
+    assert seen["after_kill"] - seen["before"] == {left}  # the open ledger, leaked
+    again = seen["again"]
+    assert again.returncode == 0, again.stderr
+    assert f"the ledger {left} its earlier run wrote: deleted" in again.stderr
+    new = [w["ledger_id"] for w in seen["plan"]["written"]]
+    assert left not in new and left not in seen["after"]
+    assert seen["after"] - seen["before"] == set(new)
+    topic = writes["stale"]["index"]["topic"]
+    # the broker loads the migrated topic (and adds a ledger of its own after them)
+    assert [li["ledgerId"] for li in _internal(box, topic)["ledgers"]][: len(new)] == new
+    zk = _zk(box)
+    try:
+        data, _ = zk.get(_ledger_path(new[0]))
+    finally:
+        zk.stop()
+    assert lm.parse(data, new[0]).state is lm.LedgerState.CLOSED
 
 
 # -- the offline writer -----------------------------------------------------------------------

@@ -482,6 +482,10 @@ def write_index_ledgers(
         class Above(Journal):
             """Refuses an id at or below the ledgers the topic keeps, before it is used."""
 
+            def attach(self, store: Any) -> None:
+                if journal is not None:
+                    journal.attach(store)
+
             def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
                 if ledger_id <= floor:
                     raise DataError(

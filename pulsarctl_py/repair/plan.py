@@ -27,7 +27,9 @@ identity): it checks every key's version, creation id and bytes (a key deleted a
 created again with the same bytes is a conflict), writes a record with every old value
 beside the plan file (``PLAN.backup.json``, the backup), then commits all changes in one
 transaction with compare-and-set on every key (ZooKeeper ``multi`` with versions; RocksDB
-one WriteBatch checked under the store's lock). Any conflict aborts with nothing written.
+one WriteBatch checked under the store's lock); a change whose old and new bytes are the
+same is a ``check`` (its version checked in the transaction, nothing written: what a
+judgment in the plan was made on). Any conflict aborts with nothing written.
 Applying a plan whose changes all hold already says "already applied" and writes nothing
 (exit 0); after a crash between the metadata commit and the bookie side, applying again
 finishes the bookie side. :func:`undo_plan` restores the old values with compare-and-set
@@ -181,7 +183,11 @@ class Change:
     def action(self) -> str:
         if self.old is None:
             return "create"
-        return "delete" if self.new is None else "set"
+        if self.new is None:
+            return "delete"
+        # the same bytes: a precondition only (the transaction checks the version; a
+        # judgment made on this value, such as the leftovers a compaction deletes)
+        return "check" if self.new == self.old else "set"
 
     def to_json(self) -> dict[str, Any]:
         _, old_json = describe(self.kind, self.old)
@@ -865,6 +871,8 @@ def apply_plan(
     except LedgerctlError as exc:
         _refuse(outcome, exc)
         raise
+    if not plan.empty:
+        _forget_written(plan, plan_path, store)
     return outcome
 
 
@@ -939,11 +947,19 @@ def _apply(
                 txn.delete(change.key, change.version)
             elif change.old is None:
                 txn.create(change.key, change.new)
+            elif change.action == "check":
+                assert change.version is not None
+                txn.check(change.key, change.version)
             else:
                 txn.set(change.key, change.new, change.version)
         _commit(txn, "changed while applying; nothing was written")
         after_step("commit")
         for change in plan.changes:
+            if change.action == "check":
+                outcome.unchanged.append(
+                    {"key": change.key, "reason": "checked: unchanged since the plan was made"}
+                )
+                continue
             outcome.written.append(
                 {"key": change.key, "action": change.action, "sha256": sha256(change.new)}
             )
@@ -951,6 +967,20 @@ def _apply(
             outcome.written.extend(bookie.delete(after_step))
     _write_record(bpath, plan, APPLIED, _now_text(), broken)
     after_step("record")
+
+
+def _forget_written(plan: Plan, plan_path: Path, store: MetadataStore) -> None:
+    """The plan is applied: the records that kept its ledgers from being judged leftovers
+    (:mod:`pulsarctl_py.leases`) go; the ledgers are referenced now."""
+    if plan.written:
+        from pulsarctl_py.leases import forget
+
+        forget(store, [w.ledger_id for w in plan.written], plan_path)
+
+
+def _holds_any_planned(plan: Plan, store: MetadataStore) -> bool:
+    """Whether some key the plan writes (checks aside) holds the value it plans."""
+    return any(c.action != "check" and _holds_new(c, store.get(c.key)) for c in plan.changes)
 
 
 class NeverApplied(LedgerctlError):
@@ -1028,6 +1058,14 @@ def _undo(
             {"key": c.key, "reason": "its apply wrote nothing (the key held the planned value)"}
             for c in [*plan.changes, *plan.bookie]
         ]
+        return
+    if record is None and plan.written and not _holds_any_planned(plan, store):
+        # never applied (an apply writes the backup before anything), and the keys hold
+        # none of its values, whatever others wrote since (a plan saved for review while
+        # another compaction committed): nothing to restore, its ledgers go
+        outcome.note = "never applied: the ledgers it wrote are deleted"
+        _ledgers_done(outcome, delete_written(plan.written, store))
+        after_step("written")
         return
     txn = store.transaction()
     restores: list[dict[str, Any]] = []

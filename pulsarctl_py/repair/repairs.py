@@ -1122,9 +1122,15 @@ class Orphan:
     ctime: int
     owner: str | None
     owner_exists: bool | None
+    #: the best creation time there is, and its basis (verify.orphans.AGE_BASES)
+    created_ms: int | None = None
+    age_ms: int | None = None
+    age_basis: str = "unknown"
+    #: why it is kept rather than called an orphan (None: an orphan)
+    kept: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "ledger_id": self.ledger_id,
             "path": self.path,
             "kind": self.kind,
@@ -1132,20 +1138,38 @@ class Orphan:
             "length": self.length,
             "entries": self.entries,
             "ctime": self.ctime,
+            "created_ms": self.created_ms,
+            "age_ms": self.age_ms,
+            "age_basis": self.age_basis,
             "owner": self.owner,
             "owner_exists": self.owner_exists,
         }
+        if self.kept is not None:
+            out["kept"] = self.kept
+        return out
 
 
 def find_orphans(
     draft: Draft, source: LedgerSource | None, *, min_age_ms: int = 0, now_ms: int | None = None
 ) -> Iterator[Orphan]:
-    """Every BookKeeper ledger tagged ``application=pulsar`` (schema ledgers aside) that no
-    managed ledger, cursor or compacted-ledger reference holds.
+    """Every orphan (:func:`judge_orphans`, the kept ones left out)."""
+    for o in judge_orphans(draft, source, min_age_ms=min_age_ms, now_ms=now_ms):
+        if o.kept is None:
+            yield o
 
-    No judgement (the ledger is kept) when its topic's metadata does not decode, or its
-    topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be read
-    (the reference may be there), or it is younger than ``min_age_ms``.
+
+def judge_orphans(
+    draft: Draft, source: LedgerSource | None, *, min_age_ms: int = 0, now_ms: int | None = None
+) -> Iterator[Orphan]:
+    """Every BookKeeper ledger tagged ``application=pulsar`` (schema ledgers aside) that no
+    managed ledger, cursor or compacted-ledger reference holds; ``kept`` set on those
+    that are still not orphans: a live ledgerctl run holds it, a plan waiting for review
+    names it, or (with ``min_age_ms``) it is younger or of unknown age
+    (:func:`pulsarctl_py.verify.orphans.unreferenced_ledgers`).
+
+    No judgement (the ledger is not listed) when its topic's metadata does not decode, or
+    its topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be
+    read (the reference may be there).
     """
     from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
     from pulsarctl_py.topics import require_topic_metadata
@@ -1195,6 +1219,10 @@ def find_orphans(
             md.ctime,
             o.owner,
             o.owner_exists,
+            o.created_ms,
+            o.age_ms,
+            o.age_basis,
+            o.kept,
         )
 
 
@@ -1209,11 +1237,15 @@ def delete_orphans(
     an offline bookie's directories, of its entries in that bookie's indexes."""
     from .bookie_index import draft_deletion
 
-    orphans = [
+    judged = [
         o
-        for o in find_orphans(draft, source, min_age_ms=min_age_ms)
+        for o in judge_orphans(draft, source, min_age_ms=min_age_ms)
         if only is None or o.ledger_id in only
     ]
+    orphans = [o for o in judged if o.kept is None]
+    for o in judged:
+        if o.kept is not None:
+            draft.warnings.append(f"ledger {o.ledger_id} is not deleted: {o.kept}")
     whys = {o.ledger_id: f"orphan {o.kind} ledger of {o.owner or 'no topic'}" for o in orphans}
     for o in orphans:
         draft.delete(o.path, "ledger", whys[o.ledger_id])
@@ -1336,7 +1368,9 @@ def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[
         elif repair == "shadow":
             shadow(draft, topic, source)
     if orphans:
-        delete_orphans(draft, source, only=orphans)
+        from pulsarctl_py.verify.orphans import DEFAULT_MIN_AGE_MS
+
+        delete_orphans(draft, source, only=orphans, min_age_ms=DEFAULT_MIN_AGE_MS)
     return unhandled
 
 

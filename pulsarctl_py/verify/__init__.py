@@ -136,9 +136,12 @@ The checks, with the rule each applies and where it comes from:
 ``orphan-ledger`` (warning, ``--all`` only)
     A ledger whose custom metadata says ``application=pulsar`` and that nothing references:
     no ML ledger list, no cursor's ``cursorsLedgerId``, no ``CompactedTopicLedger``.
-    Schema ledgers are not judged (their references live under /schemas, not read here).
-    A ledger a live broker has just created may show up until the broker records it
-    (operators.md §3 #22, #23). §9.4.
+    Schema ledgers are not judged (their references live under /schemas, not read here),
+    nor a ledger a live ledgerctl run holds in its lease or a plan neither applied nor
+    undone names (:mod:`pulsarctl_py.leases`). A ledger a live broker has just created may
+    show up until the broker records it (operators.md §3 #22, #23): the finding says its
+    age and the basis of it (the ledger's ``ctime``, else its node's creation time in the
+    store, else unknown; :mod:`.orphans`). §9.4.
 ``shadow-source-missing`` (error)
     A shadow topic's ``PULSAR.SHADOW_SOURCE`` names a topic without a managed ledger. §14.
 ``shadow-ledger-not-in-source`` (error)

@@ -86,6 +86,11 @@ class Journal:
     may exist (a plan file; see :mod:`pulsarctl_py.repair.written`). The default does
     nothing."""
 
+    def attach(self, store: Any) -> None:
+        """The writable metadata store (Pulsar's) the writer holds while it writes: a
+        journal that writes records of its own uses it (a RocksDB store admits one
+        writer)."""
+
     def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
         """The metadata of ``ledger_id`` is about to be created with creator token
         ``ctoken`` (the node may already exist: then it is someone else's, and another id

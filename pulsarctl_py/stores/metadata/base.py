@@ -210,6 +210,8 @@ class MetadataStore(abc.ABC):
     location: MetadataUrl
     read_only: bool
     _bookkeeper_store: MetadataStore | None = None
+    #: what :attr:`Stat.created_ms` is in this store (an age basis of verify.orphans)
+    creation_basis = "store-created"
 
     def bookkeeper(self) -> BookKeeperMetadata:
         """Where this cluster's BookKeeper metadata lives (opening its store on first use).
