@@ -30,9 +30,9 @@ the general path reads it; a clean entry the ordered checks have something to sa
 type is not in its metadata has it detected once, from its first entry (CRC32C or CRC32:
 a DUMMY digest cannot be told from damage entry by entry). Everything the fast path
 cannot serve (no native module, MAC digests without their password or without the
-native MAC module, cursor and compacted ledgers) takes the
-general path. tests/test_verify_fastpath.py checks that both give the same findings, on
-healthy and on damaged ledgers, in every storage layout.
+native MAC module, cursor and compacted ledgers, the transaction stores' records) takes
+the general path. tests/test_verify_fastpath.py checks that both give the same findings,
+on healthy and on damaged ledgers, in every storage layout.
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
     live = getattr(bookie, "where", None) == "live"
     if not (isinstance(bookie, BookieStore) or live) or scan.order is None:
         return None
-    if view.kind not in ("data", "unknown"):
-        return None
+    if view.kind not in ("data", "unknown") or view.entry_format is not None:
+        return None  # cursor, compacted ledgers and transaction stores: not Pulsar entries
     if view.digest_type is not None and view.digest_type not in SERVED:
         if mac_key(view.digest_type, view.password) is None:
             return None  # a MAC without its password (or without the native MAC module)
