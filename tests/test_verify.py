@@ -44,6 +44,7 @@ SEVERITY = {
     "compacted-ledger-wrong-topic": {"error", "warning"},
     "compacted-horizon-mismatch": {"warning"},
     "index-gap": {"error"},
+    "index-per-entry": {"info"},
     "index-missing": {"warning"},
     "index-property-behind": {"error"},
     "index-property-invalid": {"error"},

@@ -103,12 +103,22 @@ The checks, with the rule each applies and where it comes from:
     ``__compaction`` mark-delete position, the compaction horizon: the compactor acks the
     phase-one "to" with the new ledger's id. §6.1, §6.4.
 ``index-gap`` (error)
-    Broker entry metadata (BEM) index not continuous: for consecutive entries with an index
-    in topic order (ledgers in ML order, across ledgers), ``index - num_messages`` of the
-    later one must equal the earlier one's ``index`` (the stored index is the last
-    message's; num_messages is ``num_messages_in_batch`` or 1). Entries without BEM use no
-    index and are stepped over; continuity restarts after entries or ledgers that could not
-    be read, and after offloaded ledgers. A topic without BEM is fine. §2.
+    Broker entry metadata (BEM) index not continuous as the broker assigns it: for
+    consecutive entries with an index in topic order (ledgers in ML order, across ledgers),
+    ``index - num_messages`` of the later one must equal the earlier one's ``index`` (the
+    stored index is the last message's; num_messages is ``num_messages_in_batch`` or 1),
+    where an entry published in a transaction (``txnid_most_bits`` and
+    ``txnid_least_bits`` in its metadata) may also count as one message (``.order``).
+    Entries without BEM use no index and are stepped over; continuity restarts after
+    entries or ledgers that could not be read, and after offloaded ledgers. A topic
+    without BEM is fine. §2.
+``index-per-entry`` (info)
+    A transactional batch of N > 1 messages whose index is one past the entry before it:
+    the Pulsar 4.0.7 broker adds a transactional entry through
+    ``ManagedLedger.asyncAddEntry(buffer, callback, ctx)``, which counts one message, so
+    ``AppendIndexMetadataInterceptor`` adds 1, not N (``TopicTransactionBuffer``,
+    ``ManagedLedgerImpl``). No damage; the offsets Kafka-on-Pulsar derives from the index
+    (``index - (N - 1)`` for the first message) overlap the entry before it. §2, §13.
 ``index-missing`` (warning)
     Entries without BEM after entries with it (the interceptor was turned off, or
     ``numberOfMessages <= 0``): one finding per run of such entries. Entries without BEM

@@ -141,6 +141,16 @@ CODES: dict[str, Code] = {
             "pulsar/compactedTo differs from the __compaction mark-delete position",
         ),
         Code("index-gap", "order", _E, "the broker entry metadata index is not continuous"),
+        Code(
+            "index-per-entry",
+            "order",
+            _I,
+            "a transactional batch moved the index by one, as the broker counts it: "
+            "offsets from the index (Kafka-on-Pulsar) are not continuous over its messages",
+            hint="the broker's rule for entries published in a transaction: no damage, "
+            "nothing to repair; Kafka-on-Pulsar takes an entry's base offset as index - "
+            "(messages - 1), so the offsets of such a batch overlap those before it",
+        ),
         Code("index-missing", "order", _W, "entries without an index after entries with one"),
         Code("index-property-invalid", "order", _E, "the ML index property is not a number"),
         Code("index-property-behind", "order", _E, "the ML index property is behind the data"),
@@ -180,7 +190,14 @@ REPAIR_FOR_CHECK: dict[str, str] = {c.check: c.repair for c in CODES.values() if
 
 #: findings about single entries: listed up to a limit per topic and check, then counted
 ENTRY_LEVEL = frozenset(
-    {"entry-corrupt", "entry-undecodable", "index-gap", "index-missing", "timestamp-regression"}
+    {
+        "entry-corrupt",
+        "entry-undecodable",
+        "index-gap",
+        "index-missing",
+        "index-per-entry",
+        "timestamp-regression",
+    }
 )
 
 
