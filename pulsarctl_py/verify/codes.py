@@ -89,11 +89,13 @@ CODES: dict[str, Code] = {
         Code(
             "entry-past-last",
             "ledgers",
-            _E,
+            _I,
             "entries are stored past a closed ledger's last entry: readers never get them",
-            hint="they are not part of the ledger (adds never acknowledged, or a ledger "
-            "closed short): every scan skips them; compare lastEntryId with ledgerctl "
-            "ledger meta L before trusting either",
+            hint="normal after a ledger was closed while adds were in flight (a topic "
+            "unloaded or its broker failing over under load): they were never acknowledged "
+            "and are not part of the ledger, and every command skips them; only a ledger "
+            "closed short by hand would lose acknowledged entries there (compare "
+            "lastEntryId in ledgerctl ledger meta L with what producers were told)",
         ),
         Code("digest-unverified", "ledgers", _W, "digests could not be verified (no password)"),
         Code("entries-mismatch", "ledgers", _E, "LedgerInfo entries differ from the closed ledger"),
