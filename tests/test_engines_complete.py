@@ -411,6 +411,8 @@ def test_inspect_of_a_ledger_reads_no_entry_past_its_last(capsys, worlds, depth,
         "ledgerctl: error: entry 10:4 is stored past ledger 10's last entry 2 (the ledger was "
         "closed while it was being added): no reader gets it; -o raw writes its stored bytes\n"
     )
+    if depth != "entry":
+        return  # the stored bytes once: -o raw reads no layer
     raw = tmp_path / "entry.bin"
     with raw.open("wb") as out:
         done = subprocess.run(

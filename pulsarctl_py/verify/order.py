@@ -90,7 +90,7 @@ class TopicOrder:
         return self.missing_run is None and self.region is None
 
     def _index(
-        self, index: int | None, count: int | None, pos: tuple[int, int], per_entry: bool
+        self, index: int | None, count: int | None, pos: tuple[int, int], in_transaction: bool
     ) -> Iterator[Finding]:
         if index is None:
             if self.bem_seen:
@@ -111,7 +111,7 @@ class TopicOrder:
             return
         if self.prev_index is not None and self.prev_pos is not None:
             expected = self.prev_index + count
-            if index != expected and per_entry and index == self.prev_index + 1:
+            if index != expected and in_transaction and index == self.prev_index + 1:
                 yield self._per_entry(index, count, pos)
             elif index != expected:
                 gap = index - expected
@@ -129,7 +129,7 @@ class TopicOrder:
                     + (
                         f" (or {self.prev_index + 1}: the broker counts a transactional "
                         "entry as one message)"
-                        if per_entry and count != 1
+                        if in_transaction and count != 1
                         else ""
                     ),
                     {
