@@ -344,9 +344,11 @@ def _plan(
         if index == len(chosen) - 1 and request.end is not None:
             last = min(request.end.entry_id, end)
         past = view.past_last
-        if request.topic is not None and past is not None and last >= past[0]:
-            # a topic's ledger holds entries up to its last one: what is stored past it
-            # is no entry of the topic (skipped, and said)
+        if past is not None and last >= past[0]:
+            # a closed ledger holds entries up to its last one: what is stored past it
+            # (adds in flight when it was closed) no reader gets, so it is read as no
+            # message, of the ledger or of its topic (skipped, and said; -o raw writes
+            # such an entry's bytes)
             if view.ledger_id not in skipped:
                 skipped.add(view.ledger_id)
                 summary.gaps.entries_past_last(view.ledger_id, max(first, past[0]), last)
@@ -360,6 +362,13 @@ def _plan(
             view = source.ledger(ledger_id)
             first, last = bounds(view, index)
             if one and first > last:  # one entry asked for by name: say it is not there
+                past = view.past_last
+                if past is not None and past[0] <= first <= past[1]:
+                    raise NotFoundError(
+                        f"entry {ledger_id}:{first} is stored past ledger {ledger_id}'s last "
+                        f"entry {past[0] - 1} (the ledger was closed while it was being "
+                        "added): no reader gets it; -o raw writes its stored bytes"
+                    )
                 held = "none" if view.last_stored is None else f"up to entry {view.last_stored}"
                 raise NotFoundError(
                     f"entry {ledger_id}:{first} is not stored: the bookie storage given "

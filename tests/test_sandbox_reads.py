@@ -347,9 +347,13 @@ def ours(doc: dict[str, Any]) -> list[Any]:
 
 
 def test_verify_all_live_equals_offline(reads: Reads) -> None:
-    live, _ = assert_same(reads, "verify all", codes=(0, 1), select=ours)
+    """A healthy cluster: no error anywhere, from the running bookies or their files (the
+    coordinator's log read as Pulsar messages, transactional batches and ledgers closed
+    with adds in flight made verify --all exit 1 here)."""
+    live, offline = assert_same(reads, "verify all", select=ours)
     assert live["summary"]["topics"] >= len(reads.commands) // 10
-    assert [f for f in ours(live) if f["severity"] == "error"] == []
+    for doc in (live, offline):
+        assert [f for f in doc["findings"] if f["severity"] == "error"] == []
 
 
 @pytest.mark.parametrize(
