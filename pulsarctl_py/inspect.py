@@ -100,12 +100,18 @@ class Summary:
     unverified: int = 0
     #: findings about a ledger or the storage rather than one entry (counted in errors)
     problems: list[dict[str, Any]] = field(default_factory=list)
+    #: what the reader should know that is no error (entries skipped as no part of a ledger)
+    notes: list[dict[str, Any]] = field(default_factory=list)
     #: what the scan could not read, or skipped (listed in ``problems`` too)
     gaps: Gaps = field(default_factory=Gaps)
 
     def problem(self, check: str, ledger_id: int | None, message: str) -> None:
         self.problems.append({"check": check, "ledger_id": ledger_id, "message": message})
         self.errors += 1
+
+    def note(self, check: str, ledger_id: int | None, message: str) -> None:
+        """Something the reader should know that is no error in the data."""
+        self.notes.append({"check": check, "ledger_id": ledger_id, "message": message})
 
     def add(self, entry: Entry) -> None:
         self.entries += 1
@@ -175,6 +181,7 @@ class Summary:
             "errors": self.errors,
             "warnings": self.warnings,
             "problems": self.problems,
+            "notes": self.notes,
             "unverified": self.unverified,
             "complete": self.gaps.complete,
             "entries_missing": self.gaps.missing_count,
@@ -198,11 +205,12 @@ class Summary:
                 f"{gaps.missing_count - listed} more entries are not in storage",
             )
         for lid, first, last in gaps.past_last:
-            self.problem(
+            self.note(
                 "entry-past-last",
                 lid,
                 f"entries {lid}:{first}..{last} are stored past the closed ledger's last entry "
-                f"{first - 1}: skipped (readers never get them)",
+                f"{first - 1}: skipped (adds in flight when it was closed; readers never get "
+                "them)",
             )
 
 
