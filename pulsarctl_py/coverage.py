@@ -166,7 +166,7 @@ class Gaps:
             "entries_unreadable": self.unreadable_count,
             "entries_past_last": self.past_last_count,
             "errors": self.errors(),
-            "notes": self.notes(),
+            "skipped": self.notes(),
         }
 
 

@@ -67,7 +67,7 @@ def test_errors_are_one_line_each_and_count_what_is_not_listed():
     doc = gaps.to_json()
     assert doc["complete"] is False and doc["entries_missing"] == LISTED + 5
     assert doc["ledgers_missing"] == [4] and doc["entries_past_last"] == 2
-    assert doc["notes"] == [note]
+    assert doc["skipped"] == [note]
     only_past = Gaps()
     only_past.entries_past_last(5, 3, 4)
     assert only_past.complete and only_past.errors() == []

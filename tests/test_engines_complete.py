@@ -136,7 +136,7 @@ def test_export_skips_entries_past_a_closed_ledgers_last_entry(capsys, engine, w
     assert code == 0, err
     assert summary["entries_past_last"] == 2 and summary["complete"] is True
     assert summary["errors"] == []
-    assert summary["notes"] == [
+    assert summary["skipped"] == [
         "entries 10:3..4 are stored past the closed ledger's last entry 2: skipped "
         "(adds in flight when it was closed; readers never get them)"
     ]
