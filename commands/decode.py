@@ -23,7 +23,6 @@ from pulsarctl_py.commands.options import (
     metadata_options,
     password,
     private_key_passphrase,
-    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -181,7 +180,6 @@ def decode(
         for name in samples():
             typer.echo(name)
         return
-    use_max_message_size(max_message_size)
     paths = list(inputs or ([] if sample else ["-"]))
     for path in paths:
         check_readable(path)
