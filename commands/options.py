@@ -383,7 +383,7 @@ BOOKKEEPER_METADATA_URL = typer.Option(
     "zk+hierarchical://host:2181/path/ledgers or zk:host:2181/path/ledgers. Default: "
     "$LEDGERCTL_BOOKKEEPER_METADATA_URL, bookkeeper_metadata_url in the nearest "
     "ledgerctl.toml, the broker configuration's bookkeeperMetadataServiceUri, else /ledgers "
-    "of the metadata store.",
+    "of the metadata store. Refused when it holds another cluster's ledgers.",
 )
 BROKER_CONF = typer.Option(
     None,

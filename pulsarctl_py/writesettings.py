@@ -200,8 +200,8 @@ def resolve_write_settings(
     kind = digest_from_name(note("digest_type", found))
     found = p.resolve(p.MANAGED_LEDGER_PASSWORD, password_file, sources=sources)
     secret = note("password", found)
-    if found.origin == p.FLAG:
-        source["password"] = f"{found.source} {password_file}"
+    if found.origin == p.FLAG and secret is not None:
+        source["password"] = f"{found.source} ({secret.source})"
     if kind is DigestType.HMAC and not (secret and secret.reveal()):
         raise LedgerctlError("the MAC digest needs a managed-ledger password")
     return WriteSettings(*quorums, kind, secret, source, frozenset(explicit))
