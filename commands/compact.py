@@ -123,7 +123,8 @@ def compact(
         "--keep-entry-metadata/--strip-entry-metadata",
         help="Whether compacted entries keep each entry's broker entry metadata (0x0e02), as "
         "a broker with exposingBrokerEntryMetadataToClientEnabled=true writes them. Default: "
-        "that setting of --broker-conf, else stripped (the broker's default).",
+        "$LEDGERCTL_KEEP_ENTRY_METADATA, keep_entry_metadata in ledgerctl.toml, that setting "
+        "of the broker configuration, else stripped (the broker's default).",
         show_default=False,
     ),
     export: Path = typer.Option(
@@ -245,8 +246,7 @@ def compact(
     if status and plan_file is not None:
         raise typer.BadParameter("--status only reads: drop --plan", param_hint="--status")
     dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
-    if keep_entry_metadata is None:
-        keep_entry_metadata = _broker_exposes_entry_metadata()
+    keep_entry_metadata = _keep_entry_metadata(keep_entry_metadata)
     if status:
         _status(
             topic,
@@ -431,13 +431,13 @@ def _view_output(
         view.close()
 
 
-def _broker_exposes_entry_metadata() -> bool:
-    """The broker's exposingBrokerEntryMetadataToClientEnabled, from --broker-conf (or its
-    environment and config file settings); false without one, the broker's default."""
-    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+def _keep_entry_metadata(flag: bool | None) -> bool:
+    """The flag, $LEDGERCTL_KEEP_ENTRY_METADATA, keep_entry_metadata in ledgerctl.toml, the
+    broker configuration's exposingBrokerEntryMetadataToClientEnabled, else false (the
+    broker's default)."""
+    from pulsarctl_py import precedence
 
-    conf = resolve_broker_conf()
-    return conf is not None and conf.expose_entry_metadata_to_client
+    return bool(precedence.resolve(precedence.KEEP_ENTRY_METADATA, flag).value)
 
 
 def _start_engine(

@@ -78,7 +78,8 @@ def decode(
         "--password-env",
         metavar="VAR",
         help="Environment variable holding the ledger password (for MAC digests). "
-        "Default: LEDGERCTL_LEDGER_PASSWORD when it is set.",
+        "Default: $LEDGERCTL_LEDGER_PASSWORD, else the file that ledger_password_file in "
+        "the nearest ledgerctl.toml names.",
     ),
     password_file: Path = typer.Option(
         None, "--password-file", metavar="FILE", help="File holding the ledger password."

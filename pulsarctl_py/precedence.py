@@ -12,7 +12,7 @@ them, first found wins:
 4. the value **derived from the broker configuration** (``broker.conf``: the setting
    ``broker_conf``, itself found by this same rule): ``metadataStoreUrl``,
    ``bookkeeperMetadataServiceUri``, ``maxMessageSize``, the managed-ledger quorums, digest
-   and password;
+   and password, ``exposingBrokerEntryMetadataToClientEnabled``;
 5. the **default**.
 
 A ``--broker-conf`` flag is the flag of the ``broker_conf`` setting only: the values
@@ -258,6 +258,10 @@ class Switch(Kind):
         if not isinstance(value, bool):
             raise LedgerctlError(f"{path}: {key} must be {self.what}")
         return value
+
+    def conf(self, raw: str, where: str) -> Any:
+        # java.util.Properties values read by Boolean.parseBoolean: "true" in any case
+        return raw.strip().lower() == "true"
 
 
 class Size(Kind):
@@ -515,6 +519,25 @@ LEDGER_PASSWORD = _setting(
     default_text="not set: each ledger's password in its metadata",
     help="the ledger password overriding the ledger metadata's",
 )
+KEEP_ENTRY_METADATA = _setting(
+    "keep_entry_metadata",
+    Switch(),
+    "--keep-entry-metadata",
+    "LEDGERCTL_KEEP_ENTRY_METADATA",
+    conf=("exposingBrokerEntryMetadataToClientEnabled",),
+    default=False,
+    default_text="default: stripped, as the broker's default",
+    help="whether compacted entries keep their broker entry metadata",
+)
+SPARK_THRESHOLD = _setting(
+    "spark_threshold",
+    Integer(),
+    "--spark-threshold",
+    "LEDGERCTL_SPARK_THRESHOLD",
+    default=200_000,
+    default_text="default: the measured crossover",
+    help="entries from which --engine auto runs on Spark",
+)
 ZK_AUTH = _setting("zk_auth", EnvSecret(), None, "LEDGERCTL_ZK_AUTH", key=None)
 ZK_AUTH_FILE = _setting("zk_auth_file", PathKind(), None, "LEDGERCTL_ZK_AUTH_FILE", key=None)
 NO_COLOR = _setting("no_color", EnvSecret(), "--no-color", "NO_COLOR", key=None)
@@ -540,7 +563,9 @@ SETTINGS: tuple[Setting, ...] = (
     ACK_QUORUM,
     DIGEST_TYPE,
     MANAGED_LEDGER_PASSWORD,
+    KEEP_ENTRY_METADATA,
     LEDGER_PASSWORD,
+    SPARK_THRESHOLD,
     ZK_AUTH,
     ZK_AUTH_FILE,
     NO_COLOR,

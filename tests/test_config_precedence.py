@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from pulsarctl_py import precedence
 from tests.cli_helpers import run
@@ -127,6 +125,37 @@ def _conf_read(w: World) -> tuple[Any, str | None]:
     return (None if conf is None else conf.metadata_url), None
 
 
+def _keep_read(w: World) -> tuple[Any, str | None]:
+    from pulsarctl_py.commands.compact import _keep_entry_metadata
+
+    with _env(w):
+        return _keep_entry_metadata(None), None
+
+
+def _threshold_read(w: World) -> tuple[Any, str | None]:
+    from pulsarctl_py.engines.select import spark_threshold
+
+    with _env(w):
+        return spark_threshold(), None
+
+
+@contextlib.contextmanager
+def _env(w: World) -> Iterator[None]:
+    """The world's variables as the process's (for code that reads os.environ)."""
+    import os
+
+    saved = dict(os.environ)
+    for setting in precedence.SETTINGS:
+        if setting.env is not None:
+            os.environ.pop(setting.env, None)
+    os.environ.update(w.env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def _bk(host: str) -> str:
     return f"zk+hierarchical://{host}:1/bk/ledgers"
 
@@ -225,11 +254,28 @@ CASES = [
         _client_read("addresses"),
     ),
     Case(
+        precedence.KEEP_ENTRY_METADATA,
+        {
+            "flag": (False, False),
+            "env": ("1", True),
+            "config": (False, False),
+            "broker_conf": ("true", True),
+        },
+        False,
+        _keep_read,
+    ),
+    Case(
+        precedence.SPARK_THRESHOLD,
+        {"flag": (10, 10), "env": ("20", 20), "config": (30, 30)},
+        200_000,
+        _threshold_read,
+    ),
+    Case(
         precedence.BROKER_CONF_FILE,
         {
             "flag": ("CONF:flag.conf", "zk:flag:1"),
             "env": ("CONF:env.conf", "zk:env:1"),
-            "config": ("CONF:toml.conf", "zk:toml:1"),
+            "config": ("CONF:toml.conf", "zk:config:1"),
         },
         None,
         _conf_read,
@@ -269,12 +315,19 @@ def _place(w: World, case: Case, origin: str) -> tuple[str, Any]:
     return f"broker configuration {w.conf} ({key})", None
 
 
-@given(
-    case=st.sampled_from(CASES),
-    present=st.sets(st.sampled_from(ORDER)),
-)
-def test_the_first_source_present_wins_for_every_setting(case: Case, present: set[str]) -> None:
-    present = {o for o in present if o in case.sources}
+#: every combination of the four sources' presence
+PRESENCE = [{o for i, o in enumerate(ORDER) if mask >> i & 1} for mask in range(1 << len(ORDER))]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.setting.name for c in CASES])
+def test_the_first_source_present_wins_for_every_setting(case: Case) -> None:
+    """For each setting, each of the 16 combinations of sources present: the value the
+    commands' code uses is the highest-ranked source's, and every source is seen."""
+    for present in PRESENCE:
+        _check(case, {o for o in present if o in case.sources})
+
+
+def _check(case: Case, present: set[str]) -> None:
     with world() as w:
         flag = None
         expected_source = None

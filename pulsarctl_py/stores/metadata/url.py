@@ -274,7 +274,10 @@ def resolve_metadata_url(
             f"set {ENV_URL}, put {CONFIG_KEY} in {LOCAL_CONFIG} (here or in a directory "
             "above) or ~/.config/ledgerctl/config.toml, or give --broker-conf"
         )
-    url = parse_metadata_url(found.value, source=found.source)
+    source = found.source
+    if explicit and explicit != sources.flags.get(precedence.METADATA_URL.name):
+        source = "argument"  # a URL a caller passes (a plan's, a split's): no flag of the user's
+    url = parse_metadata_url(found.value, source=source)
     if url.bookkeeper is not None:
         # a URL that already names BookKeeper's place (the text form a driver hands on)
         return url
