@@ -705,7 +705,7 @@ def layers(
             yield Resolved(setting, kind.env(raw, setting.env), setting.env, ENV)
     if setting.key is not None:
         for path, doc in src.docs():
-            if setting.key in doc:
+            if doc.get(setting.key, "") != "":  # an empty string sets nothing, as in a variable
                 found = kind.config(doc[setting.key], path, setting.key)
                 yield Resolved(setting, found, str(path), CONFIG)
     if setting.conf:

@@ -82,7 +82,8 @@ class MetadataUrl:
     ledgers_root: str = DEFAULT_LEDGERS_ROOT
     #: the ledger manager named by a BookKeeper ``zk+<manager>://`` URI, if that form was used
     ledger_manager: str | None = None
-    #: where the URL came from: "argument", the env var name, or a config file path
+    #: where the URL came from: the flag, "argument" (a caller's), the env var name, a
+    #: config file path, or "broker configuration PATH (key)" (pulsarctl_py.precedence)
     source: str = field(default="argument", compare=False)
     #: where BookKeeper's metadata lives when it is not ``ledgers_root`` of this store
     bookkeeper: MetadataUrl | None = None
