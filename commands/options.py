@@ -56,10 +56,7 @@ STRICT = typer.Option(
     "without the ledger password, a DUMMY digest).",
 )
 PASSWORD_FILE = typer.Option(
-    None,
-    "--password-file",
-    metavar="FILE",
-    help="File holding the ledger password (as --password-env, which it excludes).",
+    None, "--password-file", metavar="FILE", help="File holding the ledger password."
 )
 ACCEPT_DAMAGE = typer.Option(
     False,

@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -346,8 +346,6 @@ class Setting:
     #: the value when no source sets it, and how ``ledgerctl config`` describes it
     default: Any = None
     default_text: str = "not set"
-    #: a one-line description (``ledgerctl config``, docs)
-    help: str = ""
 
 
 def _setting(name: str, kind: Kind, flag: str | None, env: str | None, **kw: Any) -> Setting:
@@ -359,7 +357,6 @@ BROKER_CONF_FILE = _setting(
     PathKind(),
     "--broker-conf",
     "LEDGERCTL_BROKER_CONF",
-    help="the broker's broker.conf, whose values rank below flags, variables and config files",
 )
 METADATA_URL = _setting(
     "metadata_url",
@@ -368,7 +365,6 @@ METADATA_URL = _setting(
     "LEDGERCTL_METADATA_URL",
     conf=("metadataStoreUrl", "zookeeperServers"),
     default_text="not set",
-    help="Pulsar's metadata store",
 )
 BOOKKEEPER_METADATA_URL = _setting(
     "bookkeeper_metadata_url",
@@ -377,7 +373,6 @@ BOOKKEEPER_METADATA_URL = _setting(
     "LEDGERCTL_BOOKKEEPER_METADATA_URL",
     conf=("bookkeeperMetadataServiceUri",),
     default_text="default: /ledgers of the metadata store",
-    help="where BookKeeper's metadata (ledgers, bookies) lives",
 )
 BOOKIE_DIRS = _setting(
     "bookie_dirs",
@@ -386,7 +381,6 @@ BOOKIE_DIRS = _setting(
     "LEDGERCTL_BOOKIE_DIRS",
     default=[],
     default_text="not set: entries are read from the running bookies",
-    help="stopped bookies' data directories",
 )
 MAX_MESSAGE_SIZE = _setting(
     "max_message_size",
@@ -396,7 +390,6 @@ MAX_MESSAGE_SIZE = _setting(
     conf=("maxMessageSize",),
     default=5 * 1024 * 1024,
     default_text="default: the broker's default maxMessageSize",
-    help="the largest message accepted, in bytes",
 )
 BOOKIE_ADDRESSES = _setting(
     "bookie_addresses",
@@ -405,7 +398,6 @@ BOOKIE_ADDRESSES = _setting(
     "LEDGERCTL_BOOKIE_ADDRESSES",
     default=[],
     default_text="default: the addresses in ledger metadata",
-    help="ID=HOST:PORT overrides of bookie addresses",
 )
 BOOKIE_TLS = _setting(
     "bookie_tls",
@@ -414,7 +406,6 @@ BOOKIE_TLS = _setting(
     "LEDGERCTL_BOOKIE_TLS",
     default=False,
     default_text="default: off (on with a CA file)",
-    help="TLS to bookies",
 )
 BOOKIE_CA_FILE = _setting(
     "bookie_ca_file",
@@ -422,7 +413,6 @@ BOOKIE_CA_FILE = _setting(
     "--bookie-ca-file",
     "LEDGERCTL_BOOKIE_CA_FILE",
     default_text="default: the system CAs",
-    help="the CA that signed the bookies' certificates",
 )
 BOOKIE_TIMEOUT = _setting(
     "bookie_timeout",
@@ -431,7 +421,6 @@ BOOKIE_TIMEOUT = _setting(
     "LEDGERCTL_BOOKIE_TIMEOUT",
     default=5.0,
     default_text="default",
-    help="seconds a bookie may stay silent",
 )
 BOOKIE_PROTOCOL = _setting(
     "bookie_protocol",
@@ -440,7 +429,6 @@ BOOKIE_PROTOCOL = _setting(
     "LEDGERCTL_BOOKIE_PROTOCOL",
     default="v3",
     default_text="default",
-    help="bookie wire protocol: v3, v2 or auto",
 )
 BOOKIE_TLS_CERT_FILE = _setting(
     "bookie_tls_cert_file", PathKind(), None, "LEDGERCTL_BOOKIE_TLS_CERT_FILE", key=None
@@ -460,6 +448,9 @@ BOOKIE_TLS_HOSTNAME_CHECK = _setting(
     default=True,
     default_text="default: on",
 )
+# The defaults below are ServiceConfiguration's (Pulsar 4.0), as pulsarctl_py.brokerconf
+# and pulsarctl_py.limits hold them (a test checks they agree); not imported from there, as
+# brokerconf imports the stores, which import this module.
 ENSEMBLE_SIZE = _setting(
     "ensemble_size",
     Integer(),
@@ -468,7 +459,6 @@ ENSEMBLE_SIZE = _setting(
     conf=("managedLedgerDefaultEnsembleSize",),
     default=2,
     default_text="Pulsar's default",
-    help="bookies per new ledger",
 )
 WRITE_QUORUM = _setting(
     "write_quorum",
@@ -478,7 +468,6 @@ WRITE_QUORUM = _setting(
     conf=("managedLedgerDefaultWriteQuorum",),
     default=2,
     default_text="Pulsar's default",
-    help="copies of each entry of a new ledger",
 )
 ACK_QUORUM = _setting(
     "ack_quorum",
@@ -488,7 +477,6 @@ ACK_QUORUM = _setting(
     conf=("managedLedgerDefaultAckQuorum",),
     default=2,
     default_text="Pulsar's default",
-    help="copies acknowledged before an entry of a new ledger counts as written",
 )
 DIGEST_TYPE = _setting(
     "digest_type",
@@ -498,7 +486,6 @@ DIGEST_TYPE = _setting(
     conf=("managedLedgerDigestType",),
     default="CRC32C",
     default_text="Pulsar's default",
-    help="digest of new data ledgers",
 )
 MANAGED_LEDGER_PASSWORD = _setting(
     "managed_ledger_password",
@@ -508,7 +495,6 @@ MANAGED_LEDGER_PASSWORD = _setting(
     key="managed_ledger_password_file",
     conf=("managedLedgerPassword",),
     default_text="Pulsar's default: none",
-    help="the password of new data ledgers",
 )
 LEDGER_PASSWORD = _setting(
     "ledger_password",
@@ -517,7 +503,6 @@ LEDGER_PASSWORD = _setting(
     "LEDGERCTL_LEDGER_PASSWORD",
     key="ledger_password_file",
     default_text="not set: each ledger's password in its metadata",
-    help="the ledger password overriding the ledger metadata's",
 )
 KEEP_ENTRY_METADATA = _setting(
     "keep_entry_metadata",
@@ -527,7 +512,6 @@ KEEP_ENTRY_METADATA = _setting(
     conf=("exposingBrokerEntryMetadataToClientEnabled",),
     default=False,
     default_text="default: stripped, as the broker's default",
-    help="whether compacted entries keep their broker entry metadata",
 )
 SPARK_THRESHOLD = _setting(
     "spark_threshold",
@@ -536,7 +520,6 @@ SPARK_THRESHOLD = _setting(
     "LEDGERCTL_SPARK_THRESHOLD",
     default=200_000,
     default_text="default: the measured crossover",
-    help="entries from which --engine auto runs on Spark",
 )
 ZK_AUTH = _setting("zk_auth", EnvSecret(), None, "LEDGERCTL_ZK_AUTH", key=None)
 ZK_AUTH_FILE = _setting("zk_auth_file", PathKind(), None, "LEDGERCTL_ZK_AUTH_FILE", key=None)
@@ -728,18 +711,6 @@ def resolve(
     if isinstance(setting, str):
         setting = BY_NAME[setting]
     return next(layers(setting, explicit, sources=sources))
-
-
-def resolve_with(
-    setting: Setting, explicit: Any, parse: Callable[[Resolved], Any], sources: Sources
-) -> Any:
-    """``parse`` of the resolved value, its errors prefixed with the source (for values
-    whose grammar a lower module owns)."""
-    found = resolve(setting, explicit, sources=sources)
-    try:
-        return parse(found)
-    except ValueError as exc:
-        raise LedgerctlError(f"{found.source}: {exc}") from None
 
 
 __all__ = [
