@@ -127,6 +127,13 @@ def compact(
         "of the broker configuration, else stripped (the broker's default).",
         show_default=False,
     ),
+    keep_chunks: bool = typer.Option(
+        False,
+        "--keep-chunks",
+        help="Keep every chunk of a key's latest chunked message, so that readers can "
+        "reassemble it. Default: as the broker, only its last chunk, which readers drop "
+        "(the report counts such messages in chunked_messages_cut).",
+    ),
     export: Path = typer.Option(
         None,
         "--export",
@@ -158,10 +165,13 @@ def compact(
         "RocksDB on disk.",
     ),
     order: Order = typer.Option(
-        Order.publishing,
+        None,
         "--order",
-        help="publishing (PublishingOrderCompactor, the default) or event-time "
-        "(EventTimeOrderCompactor).",
+        help="publishing (PublishingOrderCompactor) or event-time (EventTimeOrderCompactor). "
+        "Default: $LEDGERCTL_COMPACTION_ORDER, compaction_order in ledgerctl.toml, the "
+        "compactor of the broker configuration's compactionServiceFactoryClassName "
+        "(EventTimeCompactionServiceFactory: event-time), else publishing.",
+        show_default=False,
     ),
     fmt: Format = typer.Option(
         Format.classic,
@@ -177,9 +187,13 @@ def compact(
         "broken one). Default: incremental, like the broker.",
     ),
     retain_null_key: bool = typer.Option(
-        False,
-        "--retain-null-key",
-        help="Keep messages without a key (topicCompactionRetainNullKey=true).",
+        None,
+        "--retain-null-key/--drop-null-key",
+        help="Keep (or drop) messages without a key, as topicCompactionRetainNullKey=true "
+        "(false) makes the broker do. Default: $LEDGERCTL_RETAIN_NULL_KEY, retain_null_key "
+        "in ledgerctl.toml, that setting of the broker configuration, else dropped (Pulsar's "
+        "default).",
+        show_default=False,
     ),
     accept_damage: bool = options.ACCEPT_DAMAGE,
     engine: EngineChoice = ENGINE,
@@ -205,7 +219,15 @@ def compact(
 
     Without --apply nothing is written: the report gives keys seen, kept, tombstoned,
     keyless dropped, not compactable (encrypted batches), markers, entries and bytes in and
-    out, the new horizon and the compacted last message position. --apply writes the
+    out, the new horizon and the compacted last message position. The broker settings
+    that decide the result (topicCompactionRetainNullKey, compactionServiceFactoryClassName,
+    exposingBrokerEntryMetadataToClientEnabled) come from --broker-conf unless a flag sets
+    them (the report says where each came from); a broker that runs entry filters (its
+    entryFilterNames, or with allowOverrideEntryFilters the topic's or namespace's) is
+    refused: the filters are its plugins, which ledgerctl cannot run. Chunked messages are
+    compacted as the broker compacts them: only the last chunk of a key's latest message
+    stays, which readers drop (counted in chunked_messages_cut; --keep-chunks keeps every
+    chunk). --apply writes the
     compacted ledger as the broker's compactor does (new ledger id, the broker's quorums
     from --broker-conf, CRC32 digest, empty password, Pulsar's custom metadata) to the
     running bookies, or with --bookie-dir into a stopped bookie's storage, as a plan
@@ -246,29 +268,30 @@ def compact(
     if status and plan_file is not None:
         raise typer.BadParameter("--status only reads: drop --plan", param_hint="--status")
     dirs = [str(d) for d in bookie_dirs] if bookie_dirs else None
-    keep_entry_metadata = _keep_entry_metadata(keep_entry_metadata)
+    from pulsarctl_py.compaction.settings import compactor_settings
+
+    broker = compactor_settings(
+        retain_null_key=retain_null_key,
+        order=order.value if order is not None else None,
+        keep_entry_metadata=keep_entry_metadata,
+        check_filters=not status or deep,
+    )
+    err = render.stderr_console()
+    for note in broker.notes:
+        err.print(f"[yellow]warning:[/] {escape(note)}")
     if status:
-        _status(
-            topic,
-            metadata_url,
-            dirs,
-            as_broker.value,
-            deep,
-            retain_null_key,
-            fmt_out,
-            keep_entry_metadata,
-        )
+        _status(topic, metadata_url, dirs, as_broker.value, deep, broker, fmt_out)
         return
     if progress is None:
         progress = sys.stderr.isatty()
     opts = CompactionOptions(
-        retain_null_key=retain_null_key,
-        order=order.value,
+        retain_null_key=broker.retain_null_key,
+        order=broker.order,
         format=fmt.value,
-        keep_entry_metadata=keep_entry_metadata,
+        keep_chunks=keep_chunks,
+        keep_entry_metadata=broker.keep_entry_metadata,
         accept_damage=accept_damage,
     )
-    err = render.stderr_console()
     from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
 
     if fmt is Format.pip_429:  # before the work, and in the report (dry run or not)
@@ -317,11 +340,14 @@ def compact(
             on_state=lambda s: state.update(state=s),
             live=bookie.client(),
             values=value_options,
+            settings=broker,
         )
+    for w in report.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}")
     if fmt is Format.pip_429:
         report.warnings.append(PIP_429_CLIENT_CRASH)
     try:
-        if report.stats.entries_in and report.keys == 0 and not retain_null_key:
+        if report.stats.entries_in and report.keys == 0 and not broker.retain_null_key:
             from pulsarctl_py.errors import DataError
 
             raise DataError(
@@ -431,15 +457,6 @@ def _view_output(
         view.close()
 
 
-def _keep_entry_metadata(flag: bool | None) -> bool:
-    """The flag, $LEDGERCTL_KEEP_ENTRY_METADATA, keep_entry_metadata in ledgerctl.toml, the
-    broker configuration's exposingBrokerEntryMetadataToClientEnabled, else false (the
-    broker's default)."""
-    from pulsarctl_py import precedence
-
-    return bool(precedence.resolve(precedence.KEEP_ENTRY_METADATA, flag).value)
-
-
 def _start_engine(
     chosen: EngineChoice,
     entries: int,
@@ -475,16 +492,9 @@ def _write(
     apply: bool,
 ) -> None:
     """Write the compacted ledger and its plan; apply the plan with --apply."""
-    from rich.markup import escape
 
-    from pulsarctl_py.commands.repair import print_outcome
-    from pulsarctl_py.compaction.planned import (
-        apply_written_plan,
-        delete_leftovers,
-        reclaim_plan_path,
-        write_plan,
-    )
     from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.leases import Lease
 
     if report.spool is None:
         plan_out.discard()
@@ -505,23 +515,41 @@ def _write(
         )
         return
     bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
-    if not force:
-        # what an earlier run that stopped before its plan was applied left behind
-        referenced = {lid for lid, _, _ in state.ledgers}
-        referenced |= {
-            lid for lid in (state.compacted_ledger, state.cursor_ledger) if lid is not None
-        }
-        for lid in delete_leftovers(before.metadata_url, report.topic, referenced):
-            err.print(
-                f"deleted compacted ledger {lid} of {escape(report.topic)}: nothing references "
-                "it (left by a run that stopped before its plan was applied)"
-            )
+    # held from before the first ledger until the run ends: what it writes is never taken
+    # for a leftover by another run (pulsarctl_py.leases)
+    with Lease(before.metadata_url, "compact", [report.topic]) as lease:
+        _write_held(
+            report, state, delete_old, err, before, settings, client, force, plan_out, apply,
+            bookie, lease,
+        )  # fmt: skip
+
+
+def _write_held(
+    report: Any,
+    state: Any,
+    delete_old: bool,
+    err: Any,
+    before: Any,
+    settings: Any,
+    client: Any,
+    force: bool,
+    plan_out: Any,
+    apply: bool,
+    bookie: list[str],
+    lease: Any,
+) -> None:
+    from rich.markup import escape
+
+    from pulsarctl_py.commands.repair import print_outcome
+    from pulsarctl_py.compaction.planned import apply_written_plan, write_plan
     from pulsarctl_py.repair.written import PlanFile
 
-    for line in reclaim_plan_path(plan_out, before.metadata_url):
+    plan_file = PlanFile(
+        plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger", lease=lease
+    )
+    for line in plan_file.reclaimed:
         err.print(escape(line))
     path = plan_out.path
-    plan_file = PlanFile(plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger")
     where = (
         f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
     )
@@ -540,6 +568,7 @@ def _write(
             settings=settings,
             options=client,
             delete_old=delete_old,
+            leftovers=not force,
         )
     except BaseException:
         plan_file.discard()
@@ -555,12 +584,34 @@ def _write(
     )
     previous = report.previous_compacted_ledger
     deleting = delete_old and previous is not None
+    leftovers = plan.repairs[0].get("leftovers") or {}
+    topic = escape(report.topic)
+    for kept in leftovers.get("kept", []):
+        err.print(
+            f"left compacted ledger {kept['ledger_id']} of {topic}: nothing references it, "
+            f"but it is {escape(kept['reason'])}"
+        )
+    if leftovers.get("not_judged"):
+        err.print(f"note: {escape(leftovers['not_judged'])}")
+    gone = ", ".join(map(str, leftovers.get("deleted", [])))
     if not apply:
         report.to_delete = [previous] if previous is not None and not deleting else []
+        if gone:
+            err.print(
+                f"the plan also deletes compacted ledger(s) {gone} of {topic}, which nothing "
+                "references (left by runs that stopped before their plan was applied), if the "
+                "topic's ledger list and __compaction cursor are unchanged when it is applied"
+            )
         err.print(f"not applied: `ledgerctl apply {escape(str(path))}` commits it")
         return
     outcome = apply_written_plan(plan, path, force=force)
     print_outcome(outcome)
+    if gone:
+        err.print(
+            f"deleted compacted ledger(s) {gone} of {topic}: nothing references them (left "
+            "by runs that stopped before their plan was applied), checked in the transaction "
+            "that committed the cursor"
+        )
     report.applied = True
     report.deleted = [previous] if deleting else []
     report.to_delete = [previous] if previous is not None and not deleting else []
@@ -606,6 +657,7 @@ def _print_report(report: Any) -> None:
         "compacted_ledger",
         "applied",
         "chunks_kept",
+        "chunked_messages_cut",
         "spilled",
     ):
         table.add_row(name, "-" if j[name] is None else str(j[name]))
@@ -629,9 +681,8 @@ def _status(
     dirs: list[str] | None,
     generation: str,
     deep: bool,
-    retain_null_key: bool,
+    broker: Any,
     fmt_out: Any,
-    keep_entry_metadata: bool,
 ) -> None:
     from pulsarctl_py import render
     from pulsarctl_py.compaction.status import compaction_status
@@ -645,8 +696,9 @@ def _status(
             deep=deep,
             metadata_url=metadata_url,
             bookie_dirs=dirs,
-            retain_null_key=retain_null_key,
-            keep_entry_metadata=keep_entry_metadata,
+            retain_null_key=broker.retain_null_key,
+            keep_entry_metadata=broker.keep_entry_metadata,
+            order=broker.order,
         )
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(st.to_json())

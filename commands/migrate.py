@@ -20,6 +20,7 @@ from pulsarctl_py.commands import options
 from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
+from pulsarctl_py.leases import Lease
 
 migrate_app = typer.Typer(
     help="Migrate topic data: new ledgers written, then swapped in by a plan (see repair).",
@@ -138,45 +139,46 @@ def compacted(
         if stats.damaged_count:
             raise typer.Exit(1)
         return
-    plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger")
-    try:
-        result = apply_compaction(
-            metadata_url=url,
-            bookie_dirs=dirs,
-            topic=state.topic,
-            entries=entries,
-            horizon=state.horizon,
-            compacted_to=state.compacted_to,
-            cursor_version=state.cursor_version,
-            previous=state.ledger_id,
-            previous_cursor_ledger=None,
-            data_ledgers=state.data_ledgers,
-            partition=state.partition,
-            commit_cursor=False,
-            settings=write.settings(),
-            options=client,
-            force=write.force_owned,
-            journal=plan_file.journal,
-        )
-    except BaseException:
-        plan_file.discard()
-        raise
-    _print_written(err, [result.ledger], warnings)
-
-    def build(draft: Any, source: Any) -> None:
-        repairs.point_compaction(
-            draft, state.topic, result.ledger_id, source, horizon=state.horizon
-        )
-        draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
-        draft.written.extend(plan_file.journal.written)
-        draft.warnings.extend(crash)
-        if stats.damaged_count:
-            draft.warnings.append(
-                f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
-                "repair record lists them"
+    with Lease(url, "migrate compacted", [state.topic]) as lease:
+        plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger", lease)
+        try:
+            result = apply_compaction(
+                metadata_url=url,
+                bookie_dirs=dirs,
+                topic=state.topic,
+                entries=entries,
+                horizon=state.horizon,
+                compacted_to=state.compacted_to,
+                cursor_version=state.cursor_version,
+                previous=state.ledger_id,
+                previous_cursor_ledger=None,
+                data_ledgers=state.data_ledgers,
+                partition=state.partition,
+                commit_cursor=False,
+                settings=write.settings(),
+                options=client,
+                force=write.force_owned,
+                journal=plan_file.journal,
             )
+        except BaseException:
+            plan_file.discard()
+            raise
+        _print_written(err, [result.ledger], warnings)
 
-    flags.run(build, plan_file.final())
+        def build(draft: Any, source: Any) -> None:
+            repairs.point_compaction(
+                draft, state.topic, result.ledger_id, source, horizon=state.horizon
+            )
+            draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
+            draft.written.extend(plan_file.journal.written)
+            draft.warnings.extend(crash)
+            if stats.damaged_count:
+                draft.warnings.append(
+                    f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
+                    "repair record lists them"
+                )
+
+        flags.run(build, plan_file.final())
     if stats.damaged_count:
         raise typer.Exit(1)
 
@@ -217,9 +219,12 @@ def index(
     (broker_timestamp = publish_time where none was recorded), and a plan swaps them into
     the topic's ledger list in one compare-and-set, raises the ML `index` property and
     moves cursors to the same entries of the new ledgers. The new ledgers are written as
-    the managed ledger writes data ledgers: the namespace's persistence policies or the
-    broker's quorums, managedLedgerDigestType and managedLedgerPassword (--broker-conf,
-    the flags, $LEDGERCTL_MANAGED_LEDGER_PASSWORD). The old ledgers stay until
+    the managed ledger writes data ledgers: the topic's persistence policies (its
+    topic-level ones, read from the namespace's __change_events as the broker reads them,
+    else its namespace's) or the broker's quorums, managedLedgerDigestType and
+    managedLedgerPassword (--broker-conf, the flags, $LEDGERCTL_MANAGED_LEDGER_PASSWORD);
+    topic policies that cannot be read as the broker reads them stop it before anything
+    is written. The old ledgers stay until
     --delete-old. Without --plan/--apply: reads only, and prints the mapping. A damaged
     entry (a digest or checksum that does not match, a payload that does not decode) stops
     it before anything is written, unless --accept-damage (then it is copied as stored,
@@ -251,7 +256,9 @@ def index(
             if out is not None:
                 assert source.metadata is not None
                 warnings = _not_owned(source.metadata, plan.topic, write.force_owned)
-                settings, notes = migrate.index_settings(source, plan, write.settings())
+                settings, notes = migrate.index_settings(
+                    source, plan, write.settings(), offline=bool(dirs)
+                )
                 warnings += notes
     except BaseException:
         for prepared in (out, mapping_out):
@@ -283,37 +290,50 @@ def index(
             raise typer.Exit(1)
         return
     assert settings is not None
-    plan_file = _plan_file(out, url, plan.topic, dirs, "the migrated ledgers")
-    try:
-        written = migrate.write_index_ledgers(
-            url, dirs, plan, settings=settings, options=client, journal=plan_file.journal
+    with Lease(url, "migrate index", [plan.topic]) as lease:
+        plan_file = _plan_file(out, url, plan.topic, dirs, "the migrated ledgers", lease)
+        try:
+            written = migrate.write_index_ledgers(
+                url, dirs, plan, settings=settings, options=client, journal=plan_file.journal
+            )
+        except BaseException:
+            plan_file.discard()
+            raise
+        _print_written(err, written, warnings)
+        if not dirs:  # one stopped bookie's ledgers have quorums of 1 (LedgerTarget.effective)
+            quorums = {settings.source.get(k) for k in ("ensemble", "write_quorum", "ack_quorum")}
+            err.print(
+                f"quorums of the new ledgers ({settings.ensemble}/{settings.write_quorum}/"
+                f"{settings.ack_quorum}) from {', '.join(sorted(q for q in quorums if q))}",
+                markup=False,
+                highlight=False,
+            )
+        err.print(
+            f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
+            "referenced by nothing until the plan is applied"
         )
-    except BaseException:
-        plan_file.discard()
-        raise
-    _print_written(err, written, warnings)
-    err.print(
-        f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
-        "referenced by nothing until the plan is applied"
-    )
 
-    def build(draft: Any, source: Any) -> None:
-        migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
-        if mapping_out is not None and not mapping_out.stream:
-            draft.repairs[-1]["mapping_file"] = str(mapping)
-        draft.written.extend(plan_file.journal.written)
+        def build(draft: Any, source: Any) -> None:
+            migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
+            if mapping_out is not None and not mapping_out.stream:
+                draft.repairs[-1]["mapping_file"] = str(mapping)
+            draft.written.extend(plan_file.journal.written)
 
-    flags.run(build, plan_file.final())
+        flags.run(build, plan_file.final())
     if plan.damaged or plan.past_last:
         raise typer.Exit(1)
 
 
-def _plan_file(out: Any, url: str, topic: str, dirs: list[str], what: str) -> Any:
-    """The --plan file, saved before each step of the writing (see repair.written)."""
+def _plan_file(out: Any, url: str, topic: str, dirs: list[str], what: str, lease: Any) -> Any:
+    """The --plan file, saved before each step of the writing (see repair.written); the
+    ledgers an earlier plan at the same path wrote are given back first, as compact does
+    (a run killed while it wrote left them, and that plan file is their only record)."""
     from pulsarctl_py import render
     from pulsarctl_py.repair.written import PlanFile
 
-    plan_file = PlanFile(out, url, topic, dirs, what)
+    plan_file = PlanFile(out, url, topic, dirs, what, lease=lease)
+    for line in plan_file.reclaimed:
+        render.stderr_console().print(line, markup=False, highlight=False)
     render.stderr_console().print(
         f"writing {what}; the plan: {out} (`ledgerctl undo {out}` deletes them if this "
         "command is interrupted)",

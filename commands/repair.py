@@ -166,22 +166,24 @@ def plan_options(command: options.Command) -> options.Command:
 def _replaced_plan_backup(out: Output) -> Path | None:
     """A plan about to be replaced may have a backup beside it. While that plan is
     applied (or its apply was cut short) the backup is its undo: refuse. Once it was
-    undone the backup is history: return it, to be removed with the old plan."""
+    undone the backup is history: return it, to be removed with the old plan. So is the
+    record of an apply that changed nothing, unless the plan wrote ledgers (its values,
+    in place, reference them: replacing the plan would take them back)."""
     from pulsarctl_py.documents import load_document
     from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.repair.plan import BACKUP_FORMAT, UNDONE, backup_path
+    from pulsarctl_py.repair.plan import BACKUP_FORMAT, UNCHANGED, UNDONE, backup_path
 
     backup = backup_path(out.path)
     if not out.replaces_existing or not os.path.lexists(backup):
         return None
     try:
         doc = load_document(backup, "plan backup")
-        undone = (
-            isinstance(doc, dict)
-            and doc.get("format") == BACKUP_FORMAT
-            and doc.get("status") == UNDONE
+        status = doc.get("status") if isinstance(doc, dict) else None
+        undone = doc.get("format") == BACKUP_FORMAT and (
+            status == UNDONE
+            or (status == UNCHANGED and not load_document(out.path, "plan").get("written"))
         )
-    except LedgerctlError:
+    except (LedgerctlError, AttributeError):
         undone = False
     if undone:
         return backup
@@ -336,7 +338,28 @@ def _basis(basis: list[str]) -> str:
     return f" ({'; '.join(said)})" if said else ""
 
 
+#: what an outcome's note says, for people (None: a plain run)
+_NOTES = {
+    "already applied": "already applied: every change holds the planned value; nothing written",
+    "already undone": "nothing restored: already undone (every key holds its old value); "
+    "nothing written",
+    "nothing to restore": "nothing restored: every key holds its old value (the apply never "
+    "committed); nothing written",
+    "apply changed nothing": "nothing restored: its apply changed nothing (every change "
+    "held already when it ran); nothing written",
+    "never applied: the ledgers it wrote are deleted": "nothing restored: the plan was never "
+    "applied",
+    "the command stopped while it wrote: what it wrote is deleted": "nothing restored: the "
+    "command stopped while it wrote, before the plan was complete",
+}
+#: at most this many keys of each kind are named on stderr (-o json lists every one)
+_SHOWN = 20
+
+
 def print_outcome(outcome: Outcome, plan: Plan | None = None, store: Any | None = None) -> None:
+    """What apply or undo did, for people (stderr): how many of the plan's keys were
+    written (named when few), the keys left unchanged and the keys refused, each with why;
+    and for undo what became of the ledgers the plan wrote."""
     from rich.markup import escape
 
     from pulsarctl_py import render
@@ -344,23 +367,34 @@ def print_outcome(outcome: Outcome, plan: Plan | None = None, store: Any | None 
     err = render.stderr_console()
     if plan is not None:
         err.print(f"store: {escape(store_text(plan, store))}")
-    if outcome.note in ("already applied", "already undone", "nothing to restore"):
-        what = {
-            "already applied": "already applied: every change holds the planned value; "
-            "nothing written",
-            "already undone": "already undone: every key holds its old value; nothing written",
-            "nothing to restore": "nothing to restore: every key holds its old value (the "
-            "apply never committed); nothing written",
-        }[outcome.note]
-        err.print(what)
-        return
-    verb = "applied" if outcome.action == "apply" else "restored"
-    if outcome.note == "resumed":
-        verb = "resumed the interrupted apply"
-    err.print(f"{verb}: {len(outcome.written)} key(s) written, {len(outcome.skipped)} unchanged")
+    keys = outcome.keys_written
+    said = _NOTES.get(outcome.note or "")
+    if said is not None and not keys:
+        err.print(escape(said))
+    else:
+        verb = "applied" if outcome.action == "apply" else "restored"
+        if outcome.note == "resumed":
+            verb = "resumed the interrupted apply"
+        err.print(f"{verb}: {len(keys)} key(s) written, {len(outcome.unchanged)} unchanged")
+    listed = [("written", w) for w in keys] if len(keys) <= _SHOWN else []
+    listed += [("unchanged", u) for u in outcome.unchanged]
+    listed += [("refused", r) for r in outcome.refused]
+    for title, item in listed[: 3 * _SHOWN]:
+        if "written_ledger" in item:
+            continue  # a ledger the plan wrote: below
+        why = item.get("reason") or item.get("action")
+        err.print(
+            f"  {title}: {escape(str(item.get('key')))}" + (f" ({escape(why)})" if why else "")
+        )
+    if len(listed) > 3 * _SHOWN:
+        err.print(f"  ... {len(listed) - 3 * _SHOWN} more (-o json lists every key)")
+    for item in [*outcome.written, *outcome.unchanged, *outcome.refused]:
+        if "written_ledger" in item:
+            done = item["action"] if item["action"] != "left" else f"left ({item['reason']})"
+            err.print(f"ledger {item['written_ledger']} the plan wrote: {escape(done)}")
     if outcome.backup:
         err.print(f"backup: {escape(outcome.backup)}")
-    if outcome.action == "apply" and outcome.written:
+    if outcome.action == "apply" and keys:
         err.print(f"undo with: ledgerctl undo {escape(outcome.plan)}")
 
 
@@ -398,17 +432,23 @@ def run_repair(
             draft = Draft(source.metadata)
             build(draft, source)
             plan = draft.plan()
-        print_plan(plan, output)
     except BaseException:
         if out is not None:
             out.discard()
         raise
+    # saved before anything is printed: a reader that stops early (`| head`) ends the
+    # printing (quietly, exit 141), never the save
+    where = None
     if out is not None:
         if apply and plan.empty:
             out.discard()  # nothing to apply: no timestamped file left behind
         else:
             plan.write(out)
             where = "discarded (" + str(out) + ")" if out.stream else f"saved to {out}"
+    try:
+        print_plan(plan, output)
+    finally:
+        if where is not None:
             render.stderr_console().print(f"plan {escape(where)}")
     if apply and not plan.empty:
         assert out is not None and not out.stream
@@ -499,25 +539,44 @@ def missing_ledgers(
         help="Recreate the metadata of ledgers without it from the entries the bookies "
         "still hold, instead of dropping them.",
     ),
+    complete_ensemble: bool = typer.Option(
+        False,
+        "--complete-ensemble",
+        help="With --recreate, when bookies of the cluster cannot be read (stopped, or "
+        "their directories not given): recreate the original ensemble with them in it, "
+        "at the ensemble size and write quorum of the topic's other ledgers (or of "
+        "--broker-conf), in the one order the copies read follow; never a smaller "
+        "ensemble. Without it such a ledger is refused.",
+    ),
     password_env: str = options.PASSWORD_ENV,
     password_file: Path = options.PASSWORD_FILE,
     flags: PlanFlags = PlanFlags(),
 ) -> None:
-    """Drop from the topic's ledger list the ledgers with no BookKeeper metadata (and, with
-    --bookie-dir, closed ledgers with no entries in storage); cursors inside them move to
-    the next ledger's start. The plan lists the entries, bytes and time range lost.
+    """Drop from the topic's ledger list the ledgers whose data is gone: no BookKeeper
+    metadata and no entry on any bookie of the cluster, or closed with entries and none
+    of them on any bookie of their ensembles; cursors inside them move to the next
+    ledger's start. The plan lists the entries, bytes and time range lost.
 
-    A ledger without metadata whose entries are still on the bookies (the --bookie-dir
-    directories of stopped bookies, or the running bookies) is named in a warning; with
-    --recreate its metadata is recreated from them instead (ensemble from the bookies
-    holding it, last entry and length from the data, the digest type that verifies, the
-    password whose master key is the bookie's), read back through it before the plan is
-    made, and it stays in the topic."""
+    A loss is judged only on every replica: the running bookies (no --bookie-dir), or the
+    whole directories (ledger and journal, per cookie) of every bookie that should hold
+    the entries. A ledger whose bookies were not all read is kept and named in a
+    warning ("not judged"), as is one without metadata whose entries are still on the
+    bookies; with --recreate its metadata is recreated from them (ensemble from the
+    bookies holding it, last entry and length from the data, the digest type that
+    verifies, the password whose master key is the bookie's), read back through it
+    before the plan is made, and it stays in the topic."""
     from pulsarctl_py.repair import repairs
 
     secret = options.password(password_env, password_file)
     flags.run(
-        lambda d, s: repairs.missing_ledgers(d, topic, s, recreate=recreate, password=secret),
+        lambda d, s: repairs.missing_ledgers(
+            d,
+            topic,
+            s,
+            recreate=recreate,
+            password=secret,
+            complete_ensemble=complete_ensemble,
+        ),
     )
 
 
@@ -683,23 +742,32 @@ def orphans(
         "directories (a stopped bookie), their bookie index entries (see --apply).",
     ),
     min_age: str = typer.Option(
-        "1h",
+        "24h",
         "--min-age",
         metavar="DURATION",
-        help="Only ledgers created at least this long ago (100m, 3h, 2d, 1w; 0 for all): a "
-        "ledger being created is not yet in its topic's list.",
+        help="Only ledgers created at least this long ago (100m, 3h, 2d, 1w; 0 for all); a "
+        "younger one, or one of unknown age, is kept. The age is the ledger metadata's ctime, "
+        "else its node's creation time in the metadata store. Default a day: the broker "
+        "lists a ledger it rolls to within managedLedgerMetadataOperationsTimeoutSeconds "
+        "(60 s), but references the ledger of a compaction only when the compaction ends, "
+        "which can take hours on a large topic.",
     ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """List BookKeeper ledgers tagged application=pulsar that no topic, cursor or
     compaction references (schema ledgers aside). A topic whose references cannot all be
     read (its metadata does not decode, or a cursor ledger is unreadable: pass
-    --bookie-dir) keeps its ledgers. Exit 1 when orphans are listed.
+    --bookie-dir) keeps its ledgers. A ledger a running ledgerctl command is writing (its
+    lease), one named by a plan neither applied nor undone, and one younger than
+    --min-age or of unknown age is kept: listed apart, with the reason, never deleted.
+    Exit 1 when orphans are listed.
 
     With --delete: a plan deleting their ledger metadata and, in the --bookie-dir
     directories, their entries in that bookie's index (RocksDB ledgers/locations keys or
     .idx files; entry log bytes stay until the bookie compacts them); running bookies drop
     the entries on their next garbage collection."""
+    from rich.markup import escape
+
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import repairs
@@ -720,52 +788,127 @@ def orphans(
         flags.metadata_url, flags.bookie_dirs or None, need_metadata=True
     ) as source:
         assert source.metadata is not None
-        found = list(repairs.find_orphans(Draft(source.metadata), source, min_age_ms=age))
+        judged = list(repairs.judge_orphans(Draft(source.metadata), source, min_age_ms=age))
+    found = [o for o in judged if o.kept is None]
+    kept = [o for o in judged if o.kept is not None]
     fmt = render.resolve(render.OutputFormat(flags.output.value), render.OutputFormat.TABLE)
     if fmt is render.OutputFormat.JSON:
-        render.write_json([o.to_json() for o in found])
+        render.write_json(
+            {
+                "orphans": [o.to_json() for o in found],
+                "kept": [o.to_json() for o in kept],
+                "min_age_ms": age,
+            }
+        )
     elif found:
         from rich.table import Table
 
         table = Table()
-        for col in ("ledger", "kind", "state", "bytes", "created", "owner"):
+        for col in ("ledger", "kind", "state", "bytes", "created", "age", "owner"):
             table.add_column(col, overflow="fold")
         for o in found:
             owner = o.owner or "-"
             if o.owner_exists is False:
                 owner += " (gone)"
             table.add_row(
-                str(o.ledger_id), o.kind, o.state, str(o.length), render.iso_ms(o.ctime), owner
+                str(o.ledger_id),
+                o.kind,
+                o.state,
+                str(o.length),
+                render.iso_ms(o.created_ms),
+                f"{render.human_duration(o.age_ms)} ({o.age_basis})",
+                owner,
             )
         render.stdout_console().print(table)
-    render.stderr_console().print(f"{len(found)} orphan ledger{'s' if len(found) != 1 else ''}")
+    err = render.stderr_console()
+    for o in kept:
+        err.print(
+            f"kept: {o.kind} ledger {o.ledger_id} of {escape(o.owner or 'no topic')}, "
+            f"{escape(o.kept or '')}"
+        )
+    err.print(
+        f"{len(found)} orphan ledger{'s' if len(found) != 1 else ''}"
+        + (f"; {len(kept)} unreferenced but kept" if kept else "")
+    )
     if found:
         raise typer.Exit(1)
+
+
+#: apply and undo: what was done, as JSON or for people
+OUTCOME_OUTPUT = typer.Option(
+    PlanOutput.auto,
+    "--output",
+    "-o",
+    help="json: the outcome on stdout (the keys written, unchanged and refused, each with "
+    "why); table: the plan (apply) on stdout. The outcome is said on stderr either way; auto "
+    "is table on a terminal and json when piped.",
+)
+
+
+def _outcome_json(output: PlanOutput) -> bool:
+    from pulsarctl_py import render
+
+    fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
+    return fmt is render.OutputFormat.JSON
+
+
+def _run_outcome(run: Callable[[], Outcome], as_json: bool, plan: Plan, store: Any) -> Outcome:
+    """Apply or undo, and say what happened: the outcome as JSON on stdout when asked
+    (also when the plan was refused: with the key refused and why, before the one-line
+    error), and for people on stderr."""
+    from pulsarctl_py import render
+    from pulsarctl_py.errors import LedgerctlError
+
+    try:
+        outcome = run()
+    except LedgerctlError as exc:
+        refused = getattr(exc, "outcome", None)
+        if as_json and refused is not None:
+            render.write_json(refused.to_json())
+        raise
+    if as_json:
+        render.write_json(outcome.to_json())
+    print_outcome(outcome, plan, store)
+    return outcome
 
 
 @options.metadata_options
 def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
     metadata_url: str = PLAN_STORE,
-    output: PlanOutput = OUTPUT,
+    output: PlanOutput = OUTCOME_OUTPUT,
     yes: bool = YES,
     force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
-    (compare-and-set), else nothing is written (exit 1). The old values are written to
-    FILE.backup.json first; `ledgerctl undo FILE` restores them. On a terminal the plan is
-    shown and the write asked for (--yes: without asking); the store written is printed.
-    Refused while a live broker owns one of the plan's topics (--force-owned overrides)."""
+    (compare-and-set), else nothing is written (exit 1); every ledger the plan's values add
+    must exist and be the topic's (a topic's ledger list: its data ledgers, or its shadow
+    source's; a cursor's CompactedTopicLedger: a compacted ledger of that topic; its
+    cursorsLedgerId: that cursor's ledger), else nothing is written (exit 2). The old
+    values are written to FILE.backup.json first; `ledgerctl undo FILE` restores them. On a
+    terminal the plan is shown and the write asked for (--yes: without asking); the store
+    written is printed, and what was done: the keys written, unchanged, refused. Refused
+    while a live broker owns one of the plan's topics (--force-owned overrides)."""
     from pulsarctl_py.repair.plan import Plan, apply_plan
 
     plan = Plan.load(plan_file)
-    print_plan(plan, output)
+    as_json = _outcome_json(output)
+    if as_json:  # stdout is the outcome's: the plan's warnings only, on stderr
+        for w in plan.warnings:
+            _warn(w)
+    else:
+        print_plan(plan, output)
     if plan.empty and not plan.written:
+        if as_json:
+            from pulsarctl_py import render
+            from pulsarctl_py.repair.plan import Outcome
+
+            render.write_json(Outcome("apply", str(plan_file), None).to_json())
         return
     _confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with _open_writable(metadata_url or plan.metadata_url) as store:
         _not_owned(store, plan.topics, force_owned)
-        print_outcome(apply_plan(plan_file, store), plan, store)
+        _run_outcome(lambda: apply_plan(plan_file, store), as_json, plan, store)
 
 
 def _not_owned(store: Any, topics: list[str], force: bool) -> None:
@@ -780,16 +923,20 @@ def _not_owned(store: Any, topics: list[str], force: bool) -> None:
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
     metadata_url: str = PLAN_STORE,
+    output: PlanOutput = OUTCOME_OUTPUT,
     yes: bool = YES,
     force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys
     already at their old value are left; a key changed since aborts with nothing written.
-    On a terminal the restore is asked for (--yes: without asking); the store written is
-    printed. Ledgers the command wrote before its plan (compact, migrate) are deleted, also
-    when the command stopped before the plan was complete. Refused while a live broker owns
-    one of the plan's topics (--force-owned overrides)."""
+    What the old values point at is checked as apply checks it: a ledger gone or not the
+    topic's is refused (exit 2), unless it was so when the plan was applied. An apply that
+    changed nothing (every change held already) is undone by restoring nothing. On a
+    terminal the restore is asked for (--yes: without asking); the store written is
+    printed, and what was done. Ledgers the command wrote before its plan (compact,
+    migrate) are deleted, also when the command stopped before the plan was complete.
+    Refused while a live broker owns one of the plan's topics (--force-owned overrides)."""
     from pulsarctl_py.repair.plan import UNLOAD_WARNING, Plan, undo_plan
 
     plan = Plan.load(plan_file)
@@ -801,21 +948,13 @@ def undo(
         )
     if not plan.empty or plan.written:
         _confirmed("Undo: restore", plan, yes, f"ledgerctl undo {plan_file}")
+    as_json = _outcome_json(output)
     with _open_writable(metadata_url or plan.metadata_url) as store:
         if plan.changes:
             _not_owned(store, plan.topics, force_owned)
-        outcome = undo_plan(plan_file, store)
-        print_outcome(outcome, plan, store)
-    from rich.markup import escape
-
+        _run_outcome(lambda: undo_plan(plan_file, store), as_json, plan, store)
     from pulsarctl_py import render
 
-    err = render.stderr_console()
-    for done in outcome.written:
-        if "ledger_id" in done:
-            err.print(f"ledger {done['ledger_id']} the plan wrote: {escape(done['action'])}")
-        elif done.get("action") == "left":
-            err.print(f"[yellow]warning:[/] {escape(done['key'])}: {escape(done['reason'])}")
     ours = {w.ledger_id for w in plan.written}
     written = [
         ledger
@@ -829,7 +968,7 @@ def undo(
         if isinstance(ledger, int) and ledger not in ours
     ]
     if written:
-        err.print(
+        render.stderr_console().print(
             f"ledgers the migration wrote stay, referenced by nothing: "
             f"{', '.join(map(str, sorted(written)))} (`ledgerctl orphans --delete` removes them)"
         )

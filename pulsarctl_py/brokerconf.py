@@ -15,7 +15,19 @@ What ledgerctl takes from it:
 * how the broker writes ledgers: ``managedLedgerDefaultEnsembleSize``, ``...WriteQuorum``,
   ``...AckQuorum``, ``managedLedgerDigestType`` and ``managedLedgerPassword``
   (``ManagedLedgerConfig`` from ``BrokerService.getManagedLedgerConfig``);
-* ``maxMessageSize`` and the broker entry metadata settings.
+* ``maxMessageSize`` and the broker entry metadata settings;
+* what decides the result of the broker's compaction (``compact``):
+  ``topicCompactionRetainNullKey`` (``AbstractTwoPhaseCompactor``), the compactor chosen by
+  ``compactionServiceFactoryClassName`` (``PulsarCompactionServiceFactory``: publishing
+  order; ``EventTimeCompactionServiceFactory``: event-time order), and the entry filters
+  the dispatcher runs for every subscription, ``__compaction`` included
+  (``entryFilterNames``, ``allowOverrideEntryFilters``; ``EntryFilterSupport``);
+* whether the broker reads topic-level policies, and from where
+  (``topicLevelPoliciesEnabled``, ``systemTopicEnabled``, ``topicPoliciesServiceClassName``;
+  ``PulsarService.initTopicPoliciesService``).
+
+The defaults are ``ServiceConfiguration``'s in Pulsar 4.0.7 (read from its class: a
+``new ServiceConfiguration()``'s fields).
 
 The password is a secret: it is kept in a :class:`~pulsarctl_py.secrets.Secret` and never
 printed.
@@ -41,6 +53,19 @@ DEFAULT_ACK_QUORUM = 2
 DEFAULT_DIGEST = "CRC32C"
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 DIGESTS = ("CRC32", "CRC32C", "MAC", "DUMMY")
+DEFAULT_RETAIN_NULL_KEY = False
+#: compactionServiceFactoryClassName: the default, and the compactor order of each factory
+#: Pulsar 4.0.7 ships (``PulsarCompactionServiceFactory.newCompactor`` builds a
+#: ``PublishingOrderCompactor``, ``EventTimeCompactionServiceFactory`` an
+#: ``EventTimeOrderCompactor``)
+DEFAULT_COMPACTION_FACTORY = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
+COMPACTION_ORDERS = {
+    DEFAULT_COMPACTION_FACTORY: "publishing",
+    "org.apache.pulsar.compaction.EventTimeCompactionServiceFactory": "event-time",
+}
+#: topicPoliciesServiceClassName's default: topic policies in each namespace's
+#: ``__change_events`` system topic
+SYSTEM_TOPIC_POLICIES = "org.apache.pulsar.broker.service.SystemTopicBasedTopicPoliciesService"
 
 
 @dataclass(frozen=True)
@@ -58,7 +83,37 @@ class BrokerConf:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     entry_metadata_interceptors: tuple[str, ...] = ()
     expose_entry_metadata_to_client: bool = False
+    retain_null_key: bool = DEFAULT_RETAIN_NULL_KEY
+    compaction_factory: str = DEFAULT_COMPACTION_FACTORY
+    entry_filter_names: tuple[str, ...] = ()
+    allow_override_entry_filters: bool = False
+    topic_level_policies_enabled: bool = True
+    system_topic_enabled: bool = True
+    topic_policies_service: str = SYSTEM_TOPIC_POLICIES
     values: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def is_set(self, key: str) -> bool:
+        """Whether the file gives ``key`` a value (an empty one means the default)."""
+        return bool(self.values.get(key, "").strip())
+
+    @property
+    def compaction_order(self) -> str | None:
+        """The order of the compactor ``compactionServiceFactoryClassName`` builds:
+        publishing or event-time; None for a factory ledgerctl does not know."""
+        return COMPACTION_ORDERS.get(self.compaction_factory)
+
+    @property
+    def topic_policies(self) -> str | None:
+        """Where the broker reads topic-level policies: ``"system-topic"`` (the
+        namespace's ``__change_events``), None when it reads none
+        (``TopicPoliciesService.DISABLED``: ``topicLevelPoliciesEnabled=false``, or the
+        system-topic service with ``systemTopicEnabled=false``), else the class name of a
+        service ledgerctl cannot read (``PulsarService.initTopicPoliciesService``)."""
+        if not self.topic_level_policies_enabled:
+            return None
+        if self.topic_policies_service == SYSTEM_TOPIC_POLICIES:
+            return "system-topic" if self.system_topic_enabled else None
+        return self.topic_policies_service
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -87,6 +142,18 @@ def _int(values: dict[str, str], key: str, default: int, path: str) -> int:
     return value
 
 
+def _bool(values: dict[str, str], key: str, default: bool) -> bool:
+    """A boolean setting as Pulsar's ``FieldParser`` reads it (``Boolean.valueOf``: "true"
+    in any case is true, any other text false); empty or absent: ``default``."""
+    text = values.get(key, "").strip()
+    return default if not text else text.lower() == "true"
+
+
+def _names(values: dict[str, str], key: str) -> tuple[str, ...]:
+    """A list setting (``FieldParser.stringToList``: comma separated, trimmed)."""
+    return tuple(p.strip() for p in values.get(key, "").split(",") if p.strip())
+
+
 def parse_broker_conf(text: str, path: str = "broker.conf") -> BrokerConf:
     """The settings of a broker.conf given as text."""
     import javaproperties
@@ -113,9 +180,7 @@ def parse_broker_conf(text: str, path: str = "broker.conf") -> BrokerConf:
             f"(found {ensemble}/{write}/{ack})"
         )
     password = values.get("managedLedgerPassword", "")
-    interceptors = tuple(
-        p.strip() for p in values.get("brokerEntryMetadataInterceptors", "").split(",") if p.strip()
-    )
+    interceptors = _names(values, "brokerEntryMetadataInterceptors")
     return BrokerConf(
         path=path,
         metadata_url=metadata,
@@ -129,10 +194,17 @@ def parse_broker_conf(text: str, path: str = "broker.conf") -> BrokerConf:
         else None,
         max_message_size=_int(values, "maxMessageSize", DEFAULT_MAX_MESSAGE_SIZE, path),
         entry_metadata_interceptors=interceptors,
-        expose_entry_metadata_to_client=values.get(
-            "exposingBrokerEntryMetadataToClientEnabled", ""
-        ).lower()
-        == "true",
+        expose_entry_metadata_to_client=_bool(
+            values, "exposingBrokerEntryMetadataToClientEnabled", False
+        ),
+        retain_null_key=_bool(values, "topicCompactionRetainNullKey", DEFAULT_RETAIN_NULL_KEY),
+        compaction_factory=values.get("compactionServiceFactoryClassName")
+        or DEFAULT_COMPACTION_FACTORY,
+        entry_filter_names=_names(values, "entryFilterNames"),
+        allow_override_entry_filters=_bool(values, "allowOverrideEntryFilters", False),
+        topic_level_policies_enabled=_bool(values, "topicLevelPoliciesEnabled", True),
+        system_topic_enabled=_bool(values, "systemTopicEnabled", True),
+        topic_policies_service=values.get("topicPoliciesServiceClassName") or SYSTEM_TOPIC_POLICIES,
         values=values,
     )
 

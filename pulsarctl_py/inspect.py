@@ -558,11 +558,18 @@ def _check_missing_storage(source: LedgerSource, view: LedgerView, summary: Summ
         return
     summary.gaps.ledger_missing(view.ledger_id, md.last_entry_id + 1, "not in the bookie storage")
     dirs = ", ".join(str(d) for d in source.bookie.layout.ledger_dirs) or "(no ledger dirs)"
+    absence = source.absence_judge(view)(0, md.last_entry_id)
+    # missing only when every bookie of its ensembles was read (stores/absence)
+    check, why = (
+        ("ledger-missing-storage", "every bookie of its ensembles read")
+        if not absence.uncovered_count
+        else ("storage-not-covered", absence.unread_text())
+    )
     summary.problem(
-        "ledger-missing-storage",
+        check,
         view.ledger_id,
         f"ledger {view.ledger_id} has {md.last_entry_id + 1} entries in its metadata but "
-        f"none in the bookie storage looked at ({dirs}): wrong --bookie-dir?",
+        f"none in the bookie storage looked at ({dirs}; {why}): wrong --bookie-dir?",
     )
 
 

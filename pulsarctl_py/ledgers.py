@@ -35,6 +35,7 @@ from pulsarctl_py.errors import (
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
+    from pulsarctl_py.stores.absence import Judge, Reach
     from pulsarctl_py.stores.bookie import BookieStore, LedgerInfo, StoredEntry
     from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
     from pulsarctl_py.stores.metadata import MetadataStore
@@ -163,6 +164,8 @@ class LedgerSource:
         self.metadata = metadata
         self.bookie = bookie
         self.password = password  # an override for every ledger (from env or file)
+        self._reach: Reach | None = None
+        self._cluster: list[str] | None = None
 
     @classmethod
     @contextlib.contextmanager
@@ -212,6 +215,41 @@ class LedgerSource:
                 bookie.close()
             if store is not None:
                 store.close()
+
+    @property
+    def reach(self) -> Reach | None:
+        """Whose data this source reads (:mod:`pulsarctl_py.stores.absence`): every bookie
+        (running bookies), or the bookies whose whole data the directories given are; None
+        without bookie storage."""
+        if self._reach is None and self.bookie is not None:
+            from pulsarctl_py.stores.absence import Reach, reach_of_dirs, registered_cookies
+
+            layout = getattr(self.bookie, "layout", None)
+            if self.live_options is not None or layout is None:
+                self._reach = Reach.everything()
+            else:
+                self._reach = reach_of_dirs(
+                    layout.ledger_dirs, layout.journal_dirs, registered_cookies(self.metadata)
+                )
+        return self._reach
+
+    def cluster_bookies(self) -> list[str]:
+        """Every bookie the BookKeeper root knows (registered or by its cookie): where the
+        entries of a ledger without metadata may be. Empty without a metadata store."""
+        if self._cluster is None:
+            from pulsarctl_py.stores.absence import registered_cookies
+
+            self._cluster = sorted(registered_cookies(self.metadata))
+        return self._cluster
+
+    def absence_judge(self, view: LedgerView | None) -> Judge:
+        """What the absence of one of the ledger's entries from this source proves
+        (:class:`~pulsarctl_py.stores.absence.Judge`)."""
+        from pulsarctl_py.stores.absence import Judge, Reach
+
+        md = view.metadata if view is not None else None
+        reach = self.reach or Reach()
+        return Judge(md, reach, self.cluster_bookies() if md is None else ())
 
     @property
     def live_options(self) -> ClientOptions | None:
@@ -304,7 +342,9 @@ class LedgerSource:
                 raise
             view.unreachable = getattr(exc, "reason", None) or exc.one_line()
             return
-        except LedgerctlError as exc:  # no metadata to find its bookies by
+        except LedgerctlError as exc:
+            if view.metadata is None and view.metadata_error is None:
+                return  # no metadata to find its bookies by: no fact about the bookies
             view.storage_error = self._storage_error(exc)
             return
         # a closed ledger: its end is the metadata's when no bookie answered

@@ -12,7 +12,8 @@ them, first found wins:
 4. the value **derived from the broker configuration** (``broker.conf``: the setting
    ``broker_conf``, itself found by this same rule): ``metadataStoreUrl``,
    ``bookkeeperMetadataServiceUri``, ``maxMessageSize``, the managed-ledger quorums, digest
-   and password, ``exposingBrokerEntryMetadataToClientEnabled``;
+   and password, the compactor's ``exposingBrokerEntryMetadataToClientEnabled``,
+   ``topicCompactionRetainNullKey`` and ``compactionServiceFactoryClassName``;
 5. the **default**.
 
 A ``--broker-conf`` flag is the flag of the ``broker_conf`` setting only: the values
@@ -225,6 +226,24 @@ class Integer(Kind):
         return value
 
 
+class ByteCount(Integer):
+    """A number of bytes, at least 1."""
+
+    what = "a number of bytes"
+
+    def env(self, raw: str, name: str) -> Any:
+        text = raw.strip()
+        if not text.isdigit() or int(text) < 1:
+            raise LedgerctlError(f"{name}={raw!r}: expected a number of bytes")
+        return int(text)
+
+    def config(self, value: Any, path: Path, key: str) -> Any:
+        found = super().config(value, path, key)
+        if found < 1:
+            raise LedgerctlError(f"{path}: {key} must be {self.what}")
+        return found
+
+
 class Number(Kind):
     what = "a number"
 
@@ -287,6 +306,40 @@ class Size(Kind):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise LedgerctlError(f"{path}: {key} must be {self.what}")
         return self._parse(str(value), f"{path}: {key}")
+
+
+class CompactionOrder(Kind):
+    """The compactor's order: ``publishing`` or ``event-time``; the broker configuration
+    names it by the factory class that builds the compactor
+    (``compactionServiceFactoryClassName``, pulsarctl_py.brokerconf)."""
+
+    what = "publishing or event-time"
+    ORDERS = ("publishing", "event-time")
+
+    def flag(self, value: Any) -> Any:
+        return str(getattr(value, "value", value))
+
+    def env(self, raw: str, name: str) -> Any:
+        text = raw.strip().lower()
+        if text not in self.ORDERS:
+            raise LedgerctlError(f"{name}={raw!r}: use publishing or event-time")
+        return text
+
+    def config(self, value: Any, path: Path, key: str) -> Any:
+        return self.env(super().config(value, path, key), f"{path}: {key}")
+
+    def conf(self, raw: str, where: str) -> Any:
+        from pulsarctl_py.brokerconf import COMPACTION_ORDERS
+
+        order = COMPACTION_ORDERS.get(raw.strip())
+        if order is None:
+            raise LedgerctlError(
+                f"{where}: compactionServiceFactoryClassName={raw.strip()} is not a compactor "
+                "ledgerctl knows (PulsarCompactionServiceFactory: publishing order, "
+                "EventTimeCompactionServiceFactory: event-time order); give --order if that "
+                "compactor orders messages like one of them"
+            )
+        return order
 
 
 class SecretKind(Kind):
@@ -513,6 +566,24 @@ KEEP_ENTRY_METADATA = _setting(
     default=False,
     default_text="default: stripped, as the broker's default",
 )
+RETAIN_NULL_KEY = _setting(
+    "retain_null_key",
+    Switch(),
+    "--retain-null-key",
+    "LEDGERCTL_RETAIN_NULL_KEY",
+    conf=("topicCompactionRetainNullKey",),
+    default=False,
+    default_text="Pulsar's default: dropped",
+)
+COMPACTION_ORDER = _setting(
+    "compaction_order",
+    CompactionOrder(),
+    "--order",
+    "LEDGERCTL_COMPACTION_ORDER",
+    conf=("compactionServiceFactoryClassName",),
+    default="publishing",
+    default_text="Pulsar's default: PulsarCompactionServiceFactory",
+)
 SPARK_THRESHOLD = _setting(
     "spark_threshold",
     Integer(),
@@ -520,6 +591,14 @@ SPARK_THRESHOLD = _setting(
     "LEDGERCTL_SPARK_THRESHOLD",
     default=200_000,
     default_text="default: the measured crossover",
+)
+MAX_PLAN_SIZE = _setting(
+    "max_plan_size",
+    ByteCount(),
+    None,
+    "LEDGERCTL_MAX_PLAN_SIZE",
+    default=256 * 1024 * 1024,
+    default_text="default: 256 MiB",
 )
 ZK_AUTH = _setting("zk_auth", EnvSecret(), None, "LEDGERCTL_ZK_AUTH", key=None)
 ZK_AUTH_FILE = _setting("zk_auth_file", PathKind(), None, "LEDGERCTL_ZK_AUTH_FILE", key=None)
@@ -547,8 +626,11 @@ SETTINGS: tuple[Setting, ...] = (
     DIGEST_TYPE,
     MANAGED_LEDGER_PASSWORD,
     KEEP_ENTRY_METADATA,
+    RETAIN_NULL_KEY,
+    COMPACTION_ORDER,
     LEDGER_PASSWORD,
     SPARK_THRESHOLD,
+    MAX_PLAN_SIZE,
     ZK_AUTH,
     ZK_AUTH_FILE,
     NO_COLOR,

@@ -355,19 +355,6 @@ def require_topic_metadata(store: Any) -> None:
     )
 
 
-def require_bookkeeper_metadata(store: Any) -> None:
-    """Raise NotFoundError unless BookKeeper's metadata root exists where the store says
-    it lives (an empty chroot would answer "no ledgers, no bookies")."""
-    place = store.bookkeeper()
-    if _present(place.store, place.root):
-        return
-    raise NotFoundError(
-        f"no BookKeeper metadata in {place.url}: no znode {place.root} (wrong ZooKeeper "
-        "chroot, or the cluster's ledgers root is elsewhere? give --bookkeeper-metadata-url "
-        "or --broker-conf)"
-    )
-
-
 def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
     try:
         # topic info shows what the metadata says whatever the bookies answer
@@ -1095,13 +1082,13 @@ def iter_ledger_rows(
     the ledgers with that bookie in one of their ensembles (``bookkeeper shell
     listledgers -bookieid``); a bookie that is neither registered nor in any ledger's
     ensemble is a NotFoundError."""
-    from pulsarctl_py.stores.metadata import iter_ledgers, resolve_topic
+    from pulsarctl_py.stores.metadata import iter_ledgers, require_bookkeeper_root, resolve_topic
 
     store = _require_metadata(source)
     if kind is not None and kind not in LEDGER_KINDS:
         raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
     require_pulsar_data(store)
-    require_bookkeeper_metadata(store)
+    require_bookkeeper_root(store)  # an empty chroot answers "no ledgers"
     wanted = resolve_topic(topic).full_name if topic else None
     found = False
     named = False  # some ledger's ensemble names ``bookie``

@@ -7,7 +7,8 @@
 * **One stopped bookie's directories** (``--bookie-dir``, for standalone clusters and
   disaster recovery): :mod:`pulsarctl_py.stores.bookie.newledger` places the ledger in
   the directory the bookie reads it from. One bookie holds it, so its ensemble and quorums
-  are 1; the digest and password are the cluster's all the same.
+  are 1; the digest and password are the cluster's all the same, and so is its bookie
+  isolation: a bookie the ledger's isolation groups keep out is refused.
 
 Both create the metadata (OPEN) before the first entry is written and close it last, as
 BookKeeper's client does, so that a crash leaves an open ledger that nothing references,
@@ -116,7 +117,15 @@ class LedgerTarget:
             return config
         from pulsarctl_py.stores.live.writer import LedgerConfig
 
-        return LedgerConfig(1, 1, 1, config.digest, config.password, dict(config.custom_metadata))
+        return LedgerConfig(
+            1,
+            1,
+            1,
+            config.digest,
+            config.password,
+            dict(config.custom_metadata),
+            config.placement,
+        )
 
     def write(
         self,
@@ -129,11 +138,15 @@ class LedgerTarget:
         """Create, fill and close one ledger; on failure nothing of it is left. The
         ``journal`` is told about each step before it is taken."""
         config = self.effective(config)
+        if journal is not None:
+            journal.attach(self.store)
         if self.offline:
             return self._write_offline(config, payloads, journal, fallback_bookie)
         from pulsarctl_py.stores.live.writer import LedgerWriter
 
-        with LedgerWriter(self.place, config, self.options, journal=journal) as writer:
+        with LedgerWriter(
+            self.place, config, self.options, journal=journal, pulsar=self.store
+        ) as writer:
             writer.create()
             writer.add_all(payloads)
             done = writer.close()
@@ -170,6 +183,7 @@ class LedgerTarget:
                 "the bookie directories carry no cookie (current/VERSION) naming the bookie: "
                 "the ledger's ensemble cannot be told"
             )
+        self._check_placement(config, bookie_id)
         ledger_id, path, version, md = create_metadata(self.place, config, [bookie_id], journal)
         files = None
         try:
@@ -196,6 +210,24 @@ class LedgerTarget:
             config.describe(),
             files,
         )
+
+    def _check_placement(self, config: LedgerConfig, bookie_id: str) -> None:
+        """Refuse a stopped bookie the ledger's placement does not allow: the broker would
+        not place the ledger there (counted as if the bookie were running)."""
+        if not config.placement.isolated:
+            return
+        from pulsarctl_py.stores.live.placement import read_racks
+        from pulsarctl_py.stores.live.writer import writable_bookies
+
+        known = {*writable_bookies(self.place), bookie_id}
+        left, _ = config.placement.candidates(known, config.ensemble, read_racks(self.store))
+        if bookie_id not in left:
+            raise LedgerctlError(
+                f"the stopped bookie {bookie_id} is not among the bookies "
+                f"{config.placement.describe()} allows ({', '.join(left) or 'none'}): the "
+                "broker would not place this ledger there; write it to the running bookies, "
+                "or into the directories of a bookie of the group"
+            )
 
     def delete(self, ledger: NewLedger) -> bool:
         """Remove a ledger this target wrote: its metadata (if unchanged since), and in a

@@ -12,10 +12,20 @@ match", ``LedgerOpenOp``) or it is less replicated than the operator asked for:
   ``COMPACTED_TOPIC_LEDGER_PASSWORD`` (empty);
 * **data ledgers** (``migrate index``): as the managed ledger creates them
   (``ManagedLedgerImpl.asyncCreateLedger`` with the config of
-  ``BrokerService.getManagedLedgerConfig``): the namespace's persistence policies
-  (``bookkeeperEnsemble`` / ``bookkeeperWriteQuorum`` / ``bookkeeperAckQuorum``) when it
-  has them, else the broker's defaults; ``managedLedgerDigestType`` and
-  ``managedLedgerPassword``.
+  ``BrokerService.getManagedLedgerConfig``): the persistence policies
+  (``bookkeeperEnsemble`` / ``bookkeeperWriteQuorum`` / ``bookkeeperAckQuorum``) of the
+  topic's local topic-level policies, else of its global ones, else of its namespace's
+  policies, else the broker's defaults (:func:`topic_data_settings`; the topic policies
+  read from the namespace's ``__change_events`` as the broker reads them,
+  :mod:`pulsarctl_py.topicpolicies`); ``managedLedgerDigestType`` and
+  ``managedLedgerPassword``. A compacted ledger never takes the topic's or the
+  namespace's quorums: the compactor creates it with the broker's defaults.
+
+Where they are placed, as the broker places them (:mod:`pulsarctl_py.stores.live.placement`):
+compacted ledgers with the broker's default client (its ``bookkeeperClientIsolationGroups``
+/ ``...SecondaryIsolationGroups`` when set), data ledgers with the namespace's bookie
+affinity group (its local policies) when it has one, recorded in the ledger's custom
+metadata as ``EnsemblePlacementPolicyConfig`` as the managed ledger records it.
 
 Where each setting comes from, first found wins (the rule of every setting,
 :mod:`pulsarctl_py.precedence`): the command's flag (``--ensemble-size``,
@@ -35,6 +45,7 @@ flag's value, never printed. Every setting's source is reported
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.errors import LedgerctlError
 from pulsarctl_py.secrets import Secret
+from pulsarctl_py.stores.live.placement import BrokerIsolation, Placement, java_hashmap_order
 
 if TYPE_CHECKING:
     from pulsarctl_py.brokerconf import BrokerConf
@@ -72,6 +84,10 @@ class WriteSettings:
     digest: DigestType
     password: Secret | None = field(default=None, repr=False)
     source: dict[str, str] = field(default_factory=dict)
+    #: the broker configuration's bookie isolation settings
+    isolation: BrokerIsolation = field(default_factory=BrokerIsolation)
+    #: the data ledgers' placement, once :func:`data_settings` read the namespace's
+    placement: Placement | None = None
     #: the settings an operator gave (a flag, a variable, a config file): a namespace's
     #: persistence policies do not replace them
     explicit: frozenset[str] = frozenset()
@@ -97,8 +113,15 @@ class WriteSettings:
             "ack_quorum": self.ack_quorum,
             "digest_type": self.digest.name if self.digest is not DigestType.HMAC else "MAC",
             "password": "set" if self.password_bytes else "empty",
+            "placement": self.data_placement.describe(),
             "from": dict(self.source),
         }
+
+    @property
+    def data_placement(self) -> Placement:
+        """Where data ledgers go: the namespace's placement when known, else the broker's
+        default client's."""
+        return self.placement or self.isolation.default_placement()
 
     def with_quorums(self, values: tuple[int, int, int], source: str) -> WriteSettings:
         """The same settings with other quorums (a namespace's persistence policies), except
@@ -109,20 +132,20 @@ class WriteSettings:
         for key, value in zip(quorums, values, strict=True):
             if key not in self.explicit:
                 quorums[key], src[key] = value, source
-        return WriteSettings(
-            quorums["ensemble"],
-            quorums["write_quorum"],
-            quorums["ack_quorum"],
-            self.digest,
-            self.password,
-            src,
-            self.explicit,
+        return dataclasses.replace(
+            self,
+            ensemble=quorums["ensemble"],
+            write_quorum=quorums["write_quorum"],
+            ack_quorum=quorums["ack_quorum"],
+            source=src,
         )
 
     # -- per kind of ledger ---------------------------------------------------------------
 
     def compacted_config(self, custom_metadata: dict[str, bytes]) -> LedgerConfig:
-        """A compacted ledger as the broker's compactor creates it."""
+        """A compacted ledger as the broker's compactor creates it: with the broker's
+        default BookKeeper client (``PulsarService.getBookKeeperClient``), so placed by
+        the broker's isolation groups only, and none recorded."""
         from pulsarctl_py.stores.live.writer import LedgerConfig
 
         return LedgerConfig(
@@ -132,12 +155,20 @@ class WriteSettings:
             COMPACTED_DIGEST,
             COMPACTED_PASSWORD,
             custom_metadata,
+            self.isolation.default_placement(),
         )
 
     def data_config(self, custom_metadata: dict[str, bytes]) -> LedgerConfig:
-        """A topic data ledger as the managed ledger creates it."""
+        """A topic data ledger as the managed ledger creates it: placed by
+        :attr:`data_placement`, which the custom metadata records when the broker's does
+        (``ManagedLedgerImpl.asyncCreateLedger`` adds it to the HashMap it builds)."""
         from pulsarctl_py.stores.live.writer import LedgerConfig
 
+        placement = self.data_placement
+        recorded = placement.custom_metadata()
+        if recorded:
+            merged = {**custom_metadata, **recorded}
+            custom_metadata = {k: merged[k] for k in java_hashmap_order(merged)}
         return LedgerConfig(
             self.ensemble,
             self.write_quorum,
@@ -145,6 +176,7 @@ class WriteSettings:
             self.digest,
             self.password_bytes,
             custom_metadata,
+            placement,
         )
 
     def offline(self) -> WriteSettings:
@@ -153,7 +185,7 @@ class WriteSettings:
         src = dict(self.source)
         for key in ("ensemble", "write_quorum", "ack_quorum"):
             src[key] = "one stopped bookie's directories"
-        return WriteSettings(1, 1, 1, self.digest, self.password, src, self.explicit)
+        return dataclasses.replace(self, ensemble=1, write_quorum=1, ack_quorum=1, source=src)
 
 
 def resolve_write_settings(
@@ -204,7 +236,15 @@ def resolve_write_settings(
         source["password"] = f"{found.source} ({secret.source})"
     if kind is DigestType.HMAC and not (secret and secret.reveal()):
         raise LedgerctlError("the MAC digest needs a managed-ledger password")
-    return WriteSettings(*quorums, kind, secret, source, frozenset(explicit))
+    found_conf = sources.broker_conf()
+    isolation = BrokerIsolation()
+    if found_conf is not None:
+        isolation = BrokerIsolation.from_conf(
+            found_conf.values, f"broker configuration {found_conf.path}"
+        )
+    return WriteSettings(
+        *quorums, kind, secret, source, isolation=isolation, explicit=frozenset(explicit)
+    )
 
 
 def namespace_persistence(store: MetadataStore, namespace: str) -> tuple[int, int, int] | None:
@@ -212,8 +252,8 @@ def namespace_persistence(store: MetadataStore, namespace: str) -> tuple[int, in
 
     ``/admin/policies/<tenant>/<namespace>`` holds the namespace's Policies as JSON; its
     ``persistence`` (``PersistencePolicies``) overrides the broker's defaults for the
-    topics' data ledgers (``BrokerService.getManagedLedgerConfig``). Topic-level policies
-    live in a system topic ledgerctl does not read.
+    topics' data ledgers (``BrokerService.getManagedLedgerConfig``), unless the topic has
+    persistence policies of its own (:func:`topic_data_settings`).
     """
     import json
 
@@ -239,13 +279,49 @@ def namespace_persistence(store: MetadataStore, namespace: str) -> tuple[int, in
     return values  # type: ignore[return-value]
 
 
-def data_settings(settings: WriteSettings, store: MetadataStore, namespace: str) -> WriteSettings:
+def data_settings(
+    settings: WriteSettings, store: MetadataStore, namespace: str, local_name: str | None = None
+) -> WriteSettings:
     """``settings`` for a topic's data ledgers: the namespace's persistence policies win
-    over the broker's defaults (not over a flag)."""
+    over the broker's defaults (not over a flag); with the topic's ``local_name``, placed
+    as the broker places them (the namespace's bookie affinity group, its local
+    policies)."""
+    if local_name is not None:
+        placement = settings.isolation.data_placement(store, namespace, local_name)
+        settings = dataclasses.replace(settings, placement=placement)
     found = namespace_persistence(store, namespace)
     if found is None:
         return settings
     return settings.with_quorums(found, f"the persistence policies of namespace {namespace}")
+
+
+def topic_data_settings(
+    settings: WriteSettings, source: Any, topic: str, conf: BrokerConf | bool | None = True
+) -> WriteSettings:
+    """``settings`` for ``topic``'s data ledgers, as ``BrokerService.getManagedLedgerConfig``
+    picks the quorums: the topic's local topic-level persistence policies, else its
+    global ones, else the namespace's, else the broker's defaults; a flag wins over all.
+
+    ``source``: a LedgerSource with metadata and bookie storage (the topic policies are
+    read from the namespace's ``__change_events``). ``conf``: the broker configuration
+    (True: resolved as every command does), which says whether the broker reads topic
+    policies at all. When they cannot be read as the broker reads them this raises
+    :class:`~pulsarctl_py.topicpolicies.TopicPoliciesUnread`: the namespace's settings
+    would be a guess."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+    from pulsarctl_py.topicpolicies import persistence_source, read_topic_policies
+
+    found = resolve_broker_conf() if conf is True else conf or None
+    policies = read_topic_policies(source, topic, found)
+    persistence = policies.persistence()
+    assert source.metadata is not None
+    name = resolve_topic(topic)
+    # placed as the namespace's policies say; the topic's quorums over the namespace's
+    settings = data_settings(settings, source.metadata, name.namespace_name, name.local_name)
+    if persistence is not None:
+        return settings.with_quorums(persistence[0], persistence_source(policies))
+    return settings
 
 
 def check_against_ledger(settings: WriteSettings, md: Any, ledger_id: int) -> list[str]:

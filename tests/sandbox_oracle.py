@@ -183,3 +183,41 @@ def decompressed(framed: list[bytes]) -> list[tuple[bytes, bytes, bytes, bytes]]
         assert start <= md_start
         rows.append((id_bytes, bem, metadata, payload))
     return rows
+
+
+def tool_compact(box: Sandbox, topic: str, broker_conf: Any, timeout: float = 300) -> None:
+    """Compact ``topic`` with Pulsar's own ``CompactorTool`` (``pulsar compact-topic``): the
+    broker's ``PublishingOrderCompactor`` in a JVM of its own, built from the
+    ServiceConfiguration of ``broker_conf``, reading through the running broker's
+    ``__compaction`` subscription and committing there as the broker's compaction does.
+    What a broker started with that configuration computes, without restarting the
+    sandbox's broker (about a minute)."""
+    import subprocess
+
+    from tests.fixtures.sandbox import java_binary, sandbox_classpath
+
+    done = subprocess.run(
+        [
+            java_binary(),
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",  # a short-lived JVM: C1 only starts faster
+            "-cp",
+            sandbox_classpath(),
+            f"-Dlog4j2.configurationFile={box.dir / 'conf' / 'log4j2.xml'}",
+            "org.apache.pulsar.compaction.CompactorTool",
+            "--broker-conf",
+            str(broker_conf),
+            "--topic",
+            topic,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0 or "complete. Compacted to ledger" not in done.stdout:
+        raise SandboxFailed(
+            f"CompactorTool of {topic} failed ({done.returncode}): "
+            f"{(done.stdout + done.stderr)[-3000:]}"
+        )

@@ -266,7 +266,11 @@ def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
                 kept.add((lid, eid, -1))
         elif winners.get(m.key) == (lid, eid, -1):
             kept.add((lid, eid, -1))
-        elif spec.kind == "chunk" and winners.get(m.key) == last_chunk[spec.chunk[0]]:
+        elif (
+            opts.keep_chunks
+            and spec.kind == "chunk"
+            and winners.get(m.key) == last_chunk[spec.chunk[0]]
+        ):
             kept.add((lid, eid, -1))  # an earlier chunk of the latest chunked message
     return kept, winners
 
@@ -304,6 +308,7 @@ OPTIONS = st.builds(
     order=st.sampled_from([ORDER_PUBLISHING, ORDER_EVENT_TIME]),
     format=st.sampled_from([FORMAT_CLASSIC, FORMAT_PIP_429]),
     keep_entry_metadata=st.booleans(),
+    keep_chunks=st.booleans(),
 )
 
 
@@ -388,14 +393,15 @@ def test_empty_topic_and_all_keys_deleted():
     assert stats.to == (3, 2)
 
 
-def test_pulsar_keeps_only_the_last_chunk_we_keep_all_of_them():
+def test_pulsar_keeps_only_the_last_chunk_keep_chunks_keeps_all_of_them():
     chunks = [Spec("chunk", [Msg("k", b"abc")], chunk=("u", i, 3)) for i in range(3)]
     entries = [Spec("single", [Msg("k", b"old")]), *chunks]
-    _, ours, stats = run(entries, CompactionOptions(), None)
-    assert [c.position for c in ours] == [(3, 1), (3, 2), (3, 3)]
-    assert stats.chunks_kept == 2 and stats.kept == 1
-    _, pulsar, _ = run(entries, CompactionOptions(keep_chunks=False), None)
+    _, pulsar, stats = run(entries, CompactionOptions(), None)
     assert [c.position for c in pulsar] == [(3, 3)]
+    assert stats.chunked_cut == 1 and stats.chunks_kept == 0
+    _, ours, stats = run(entries, CompactionOptions(keep_chunks=True), None)
+    assert [c.position for c in ours] == [(3, 1), (3, 2), (3, 3)]
+    assert stats.chunks_kept == 2 and stats.kept == 1 and stats.chunked_cut == 0
 
 
 def test_null_value_flag_is_not_a_tombstone_sizes_are():

@@ -42,11 +42,13 @@ HISTORY = (
 )
 
 
-def _compact(pub: Publication) -> tuple[list, tuple[int, int, int] | None]:
+def _compact(
+    pub: Publication, opts: CompactionOptions | None = None
+) -> tuple[list, tuple[int, int, int] | None]:
     options = DecodeOptions(outer=Outer.PULSAR_ENTRY, depth=Depth.METADATA)
     raws = [raw_entry(decode_entry(data, options, pos)) for data, pos in pub.stream()]
     table = LocalKeyTable(None)
-    opts = CompactionOptions()
+    opts = opts or CompactionOptions()
     for key, rank, tomb in phase_one(raws, opts):
         table.offer(key, rank, tomb)
     table.finish()
@@ -146,7 +148,7 @@ def test_official_reader_gets_the_compacted_view(codec, batching):
     assert still_available is False
 
 
-def test_every_chunk_of_the_latest_chunked_message_is_kept_so_it_reassembles():
+def test_keep_chunks_keeps_every_chunk_of_the_latest_chunked_message_so_it_reassembles():
     big = bytes(range(256)) * 12  # several chunks at the small advertised size
     history = (
         OutMessage(b"old", "k"),
@@ -155,7 +157,12 @@ def test_every_chunk_of_the_latest_chunked_message_is_kept_so_it_reassembles():
     )
     pub = publish(Scenario("compact-chunked", history, chunking=True, max_message_size=1024))
     assert sum(1 for e in pub.entries if e.is_chunk) > 2
-    entries, last = _compact(pub)
+    entries, last = _compact(pub, CompactionOptions(keep_chunks=True))
     got, still_available = _read_back(entries, last)
     assert [(k, v) for k, v, _ in got] == [("k", big), ("j", b"other")]
     assert still_available is False
+    # the broker's rule (the default): only the last chunk stays, and the official reader
+    # drops a chunk whose first one it never got: the message is gone for it
+    entries, last = _compact(pub)
+    got, _ = _read_back(entries, last)
+    assert [(k, v) for k, v, _ in got] == [("j", b"other")]

@@ -125,11 +125,16 @@ def _conf_read(w: World) -> tuple[Any, str | None]:
     return (None if conf is None else conf.metadata_url), None
 
 
-def _keep_read(w: World) -> tuple[Any, str | None]:
-    from pulsarctl_py.commands.compact import _keep_entry_metadata
+def _compactor_read(attr: str) -> Callable[[World], tuple[Any, str | None]]:
+    def read(w: World) -> tuple[Any, str | None]:
+        from pulsarctl_py.compaction.settings import compactor_settings
 
-    with _env(w):
-        return _keep_entry_metadata(None), None
+        with _env(w):
+            flag = precedence.current_flags().get({"order": "compaction_order"}.get(attr, attr))
+            s = compactor_settings(**{attr: flag}, check_filters=False)
+        return getattr(s, attr), s.sources[attr]
+
+    return read
 
 
 def _threshold_read(w: World) -> tuple[Any, str | None]:
@@ -256,13 +261,38 @@ CASES = [
     Case(
         precedence.KEEP_ENTRY_METADATA,
         {
-            "flag": (False, False),
-            "env": ("1", True),
-            "config": (False, False),
-            "broker_conf": ("true", True),
+            "flag": (True, True),
+            "env": ("0", False),
+            "config": (True, True),
+            "broker_conf": ("false", False),
         },
         False,
-        _keep_read,
+        _compactor_read("keep_entry_metadata"),
+    ),
+    Case(
+        precedence.RETAIN_NULL_KEY,
+        {
+            "flag": (True, True),
+            "env": ("0", False),
+            "config": (True, True),
+            "broker_conf": ("false", False),
+        },
+        False,
+        _compactor_read("retain_null_key"),
+    ),
+    Case(
+        precedence.COMPACTION_ORDER,
+        {
+            "flag": ("event-time", "event-time"),
+            "env": ("publishing", "publishing"),
+            "config": ("event-time", "event-time"),
+            "broker_conf": (
+                "org.apache.pulsar.compaction.EventTimeCompactionServiceFactory",
+                "event-time",
+            ),
+        },
+        "publishing",
+        _compactor_read("order"),
     ),
     Case(
         precedence.SPARK_THRESHOLD,
@@ -357,7 +387,7 @@ def _check(case: Case, present: set[str]) -> None:
         assert layers == [o for o in ORDER if o in present] + [precedence.DEFAULT]
 
 
-def test_the_defaults_are_the_brokers() -> None:
+def test_the_defaults_are_those_of_the_modules_that_use_them() -> None:
     from pulsarctl_py import brokerconf, limits
 
     assert precedence.ENSEMBLE_SIZE.default == brokerconf.DEFAULT_ENSEMBLE
@@ -365,6 +395,11 @@ def test_the_defaults_are_the_brokers() -> None:
     assert precedence.ACK_QUORUM.default == brokerconf.DEFAULT_ACK_QUORUM
     assert precedence.DIGEST_TYPE.default == brokerconf.DEFAULT_DIGEST
     assert precedence.MAX_MESSAGE_SIZE.default == limits.DEFAULT_MAX_MESSAGE_SIZE
+    from pulsarctl_py import documents
+    from pulsarctl_py.engines.select import DEFAULT_SPARK_THRESHOLD
+
+    assert precedence.MAX_PLAN_SIZE.default == documents.MAX_DOCUMENT_SIZE
+    assert precedence.SPARK_THRESHOLD.default == DEFAULT_SPARK_THRESHOLD
 
 
 def test_a_secret_is_never_a_flags_value_nor_in_a_config_file(tmp_path: Path) -> None:

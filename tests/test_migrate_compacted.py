@@ -153,7 +153,7 @@ def test_migrate_between_formats_plan_apply_undo(demo: Path, capsys, tmp_path: P
     assert run(capsys, "undo", plan).code == 0
     assert _status(capsys, demo, "pip-429")["compacted_ledger"] == first
     r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *demo_flags(demo))
-    assert not {second, third} & {o["ledger_id"] for o in r.json()}
+    assert not {second, third} & {o["ledger_id"] for o in r.json()["orphans"]}
     for gone in (second, third):
         shown = run(capsys, "ledger", "meta", str(gone), "-o", "json", *demo_flags(demo))
         assert shown.code != 0 or shown.json().get("metadata") is None

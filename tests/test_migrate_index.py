@@ -153,7 +153,7 @@ def test_migrate_index_plan_apply_seek_undo(demo: Path, capsys, tmp_path: Path) 
     assert _bookie_content(demo) == before_content
     assert planned_md != before_md
     r = run(capsys, "orphans", "--min-age", "0", "-o", "json", *demo_flags(demo))
-    assert not set(new_ids.values()) & {o["ledger_id"] for o in r.json()}
+    assert not set(new_ids.values()) & {o["ledger_id"] for o in r.json()["orphans"]}
 
 
 def test_migrate_index_start_and_bad_input(demo: Path, capsys) -> None:
@@ -164,3 +164,44 @@ def test_migrate_index_start_and_bad_input(demo: Path, capsys) -> None:
     assert r.code == 2 and "Traceback" not in r.err
     r = run(capsys, "migrate", "index", "no-such-topic", *demo_flags(demo))
     assert r.code == 1 and "Traceback" not in r.err
+
+
+def test_migrate_index_keeps_to_the_namespaces_bookie_isolation(
+    demo: Path, capsys, tmp_path: Path
+) -> None:
+    """The namespace's affinity group leaves the demo's (stopped) bookie out: the write is
+    refused in one line before anything is written; an unreadable affinity group stops
+    the plan (exit 1). tests/test_sandbox_placement.py writes into a group on the broker."""
+    from pulsarctl_py.stores.bookie.layout import discover
+    from pulsarctl_py.stores.bookie.newledger import cookie_bookie_id
+
+    bookie = cookie_bookie_id(discover([demo / "bookkeeper"]).ledger_dirs[0])
+    policies = {"bookieAffinityGroup": {"bookkeeperAffinityGroupPrimary": "iso"}}
+    racks = {"iso": {"10.9.9.9:3181": {}}, "rest": {bookie: {}}}
+    store = open_metadata_store(f"rocksdb://{demo / 'metadata'}", read_only=False)
+    try:
+        store.put("/admin/local-policies/public/default", json.dumps(policies).encode(), -1)
+        store.put("/bookies", json.dumps(racks).encode(), -1)
+    finally:
+        store.close()
+    before = _metadata(demo)
+    r = run(capsys, "migrate", "index", TOPIC, "--plan", tmp_path / "p.json", *demo_flags(demo))
+    assert r.code == 2, r.err
+    lines = r.err.strip().splitlines()
+    assert (
+        lines[-1].startswith("ledgerctl: error: the stopped bookie ") and "Traceback" not in r.err
+    )
+    assert (
+        "isolation group(s) iso (the bookie affinity group of namespace public/default)"
+        in lines[-1]
+    )
+    assert _metadata(demo) == before
+
+    store = open_metadata_store(f"rocksdb://{demo / 'metadata'}", read_only=False)
+    try:
+        node = store.get("/admin/local-policies/public/default")
+        store.put("/admin/local-policies/public/default", b"{not json", node.stat.version)
+    finally:
+        store.close()
+    r = run(capsys, "migrate", "index", TOPIC, "--plan", tmp_path / "q.json", *demo_flags(demo))
+    assert r.code == 1 and "affinity group cannot be told" in r.err and "Traceback" not in r.err

@@ -41,7 +41,9 @@ KEYS = [
     "why",
 ]
 URL = "zk:127.0.0.1:2181"
-BINDING = Binding(URL, {"anchor": "/managed-ledgers czxid 2"})
+BINDING = Binding(
+    URL, {"anchor": "/managed-ledgers czxid 2", "bookkeeper_instance_id": "test-instance"}
+)
 
 
 def signed(doc: dict[str, Any]) -> dict[str, Any]:

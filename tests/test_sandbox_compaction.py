@@ -50,7 +50,7 @@ class Scenario:
     name: str
     ours: Any = None  # the CompactionReport
     entries: list[bytes] = field(default_factory=list)  # ledgerctl's compacted entries
-    pulsar_rule: list[bytes] = field(default_factory=list)  # with keep_chunks=False
+    keep_chunks: list[bytes] = field(default_factory=list)  # with keep_chunks=True
     stored: Any = None  # StoredCompaction, or None when the broker's compaction failed
     broker_error: str | None = None
 
@@ -202,7 +202,8 @@ def oracle(sandbox) -> dict[str, Scenario]:
         scenario = out[name] = Scenario(name)
         with ledgerctl_env(sandbox):
             scenario.ours, scenario.entries = _compute(name)
-            _, scenario.pulsar_rule = _compute(name, keep_chunks=False)
+            if name == "chunked":
+                _, scenario.keep_chunks = _compute(name, keep_chunks=True)
         try:
             broker_compact(sandbox, topic_name(name))
         except SandboxFailed as exc:
@@ -216,6 +217,7 @@ BYTE_FOR_BYTE = (
     "batched-none",
     "batched-zlib",
     "single",
+    "chunked",
     "encrypted",
     "all-deleted",
     "txn",
@@ -252,14 +254,47 @@ def test_compaction_equals_the_brokers_once_decompressed(oracle, name):
     assert s.ours.stats.broker_failure_at is None
 
 
-def test_chunked_compaction_with_the_brokers_chunk_rule_equals_the_brokers(oracle):
+def test_chunked_messages_compact_as_the_broker_compacts_them(oracle, sandbox):
+    """The broker keeps only the last chunk of a key's latest chunked message: ledgerctl's
+    default too (byte for byte, BYTE_FOR_BYTE), with the message counted as cut. A
+    compacted reader of the broker's compaction (the official client) drops that chunk,
+    whose first one it never gets: the key's value is lost to it. --keep-chunks keeps the
+    leading chunk as well."""
+    import pulsar
+
+    from pulsarctl_py.decoders import DecodeOptions, Outer, decode_entry
+
+    def metadata(framed: bytes) -> Any:
+        return decode_entry(framed, DecodeOptions(outer=Outer.COMPACTED)).metadata
+
     s = oracle["chunked"]
     assert s.broker_error is None, s.broker_error
-    # the broker keeps only the last chunk of the latest chunked message
-    assert s.pulsar_rule == s.stored.entries
-    # ledgerctl's default keeps the leading chunk too (reported), so that it reassembles
-    assert len(s.entries) == len(s.stored.entries) + 1
-    assert s.ours.stats.chunks_kept == 1
+    stored = [metadata(e) for e in s.stored.entries]
+    assert [md.partition_key for md in stored] == ["c-0", "c-1", "c-2"]
+    assert (stored[1].chunk_id, stored[1].num_chunks_from_msg) == (1, 2)  # the last chunk
+    report = s.ours.to_json()
+    assert report["chunked_messages_cut"] == 1 and report["chunks_kept"] == 0
+    assert any("--keep-chunks" in w for w in report["warnings"])
+    client = sandbox.client()
+    try:
+        reader = client.create_reader(
+            topic_name("chunked"), pulsar.MessageId.earliest, is_read_compacted=True
+        )
+        got = []
+        while reader.has_message_available():
+            try:
+                m = reader.read_next(5000)
+            except pulsar.Timeout:
+                break  # the dropped chunk was the last message available
+            got.append((m.partition_key(), len(m.data())))
+        reader.close()
+    finally:
+        client.close()
+    assert got == [("c-0", len(b"small-before")), ("c-2", len(b"small-after"))]
+    # --keep-chunks: the leading chunk kept as well, so that readers reassemble the message
+    assert [s.keep_chunks[0], *s.keep_chunks[2:]] == s.entries
+    leading = metadata(s.keep_chunks[1])
+    assert (leading.partition_key, leading.chunk_id, leading.num_chunks_from_msg) == ("c-1", 0, 2)
 
 
 def test_transactions_compact_as_the_broker_compacts_them(oracle):

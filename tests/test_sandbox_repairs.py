@@ -275,6 +275,63 @@ def test_a_cleared_compaction_pointer_reads_the_topic_and_compacts_again(
     assert _read_compacted(client, name) == messages[-3:]
 
 
+def _point_compaction_cursor(plan, ledger: int) -> None:
+    """Hand-edit the plan: its __compaction value names ``ledger`` as CompactedTopicLedger
+    (the value's sha256 and the plan's digest made again, as anyone can)."""
+    import base64
+    import hashlib
+
+    from pulsarctl_py.decoders.managed_ledger import parse_cursor_info, rebuild
+    from pulsarctl_py.repair.plan import document_digest
+
+    doc = json.loads(plan.read_text())
+    (change,) = doc["changes"]
+    decoded = parse_cursor_info(base64.b64decode(change["new_base64"]))
+    for p in decoded.message.properties:
+        if p.name == "CompactedTopicLedger":
+            p.value = ledger
+    new = rebuild(decoded, decoded.message)
+    change["new_base64"] = base64.b64encode(new).decode()
+    change["new_sha256"] = hashlib.sha256(new).hexdigest()
+    doc["digest"] = document_digest(doc)
+    plan.write_text(json.dumps(doc))
+
+
+def test_a_compaction_cursor_edited_to_a_wrong_ledger_is_refused_and_the_topic_served(
+    sandbox, client, zk, tmp_path
+):
+    """A plan of the __compaction cursor, edited by hand to name a ledger that does not
+    exist, then another topic's compacted ledger (both written by the broker's compactor):
+    apply refuses each (exit 2) and writes nothing, and the broker serves the topic's
+    compacted view as before."""
+    from pulsarctl_py.decoders.managed_ledger import TopicName
+
+    name, other = "refused-compaction-pointer", "refused-compaction-other"
+    messages = [(f"k{i % 3}", f"v{i}".encode()) for i in range(9)]
+    for topic in (name, other):
+        produce(client, topic_name(topic), messages)
+        sandbox.unload(topic_name(topic))
+        broker_compact(sandbox, topic_name(topic))
+    others = sandbox.internal_stats(topic_name(other))["compactedLedger"]["ledgerId"]
+    assert _read_compacted(client, name) == messages[-3:]
+    sandbox.unload(topic_name(name))
+    path = TopicName.parse(topic_name(name)).cursor_path("__compaction")
+    before, _ = zk.get(path)
+    plan = tmp_path / "compaction.json"
+    _cli(sandbox, "repair", "cursor", short(name), "__compaction", "--earliest", "--plan", plan)
+    for ledger, why in (
+        (987_654_321, "which has no BookKeeper metadata"),
+        (others, f"which is a compacted ledger of {topic_name(other)}, not a compacted"),
+    ):
+        _point_compaction_cursor(plan, ledger)
+        done = _cli(sandbox, "apply", plan, "--force-owned", ok=(2,))
+        assert f"CompactedTopicLedger becomes {ledger}, {why}" in done.stderr, done.stderr
+        assert "apply refused, nothing written" in done.stderr
+        assert zk.get(path)[0] == before
+    # the broker loads the topic as it was: readCompacted readers get the compacted view
+    assert _read_compacted(client, name) == messages[-3:]
+
+
 # -- a lost cursor ledger ---------------------------------------------------------------------
 
 
@@ -344,7 +401,8 @@ def test_orphan_cleanup_deletes_only_what_no_topic_reads(sandbox, client, zk, tm
     sandbox.unload(topic_name(gone))
     # the topic's metadata deleted behind the broker's back: its ledgers are orphans
     zk.delete(TopicName.parse(topic_name(gone)).ml_path, recursive=True)
-    listed = json.loads(_cli(sandbox, "orphans", "--min-age", "0", "-o", "json", ok=(1,)).stdout)
+    doc = json.loads(_cli(sandbox, "orphans", "--min-age", "0", "-o", "json", ok=(1,)).stdout)
+    listed = doc["orphans"]
     ids = {o["ledger_id"] for o in listed}
     assert set(orphaned) - {max(orphaned)} <= ids  # the closed ones (the current is empty)
     assert not ids & set(_ml_ledgers(sandbox, kept))

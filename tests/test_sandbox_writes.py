@@ -198,10 +198,29 @@ def _strip_entry_metadata(data: bytes) -> bytes:
 # -- one broker-stopped window for every write ---------------------------------------------
 
 
+#: topic-level persistence policies (ensemble, write, ack quorum) that differ from the
+#: sandbox broker's defaults (3, 2, 2)
+TOPIC_PERSISTENCE = (2, 2, 1)
+
+
+def _set_topic_persistence(box: Any, topic: str) -> None:
+    """Topic-level persistence policies, through the admin API; returns once the broker's
+    topic policies cache has them (the update is an event in __change_events)."""
+    e, w, a = TOPIC_PERSISTENCE
+    path = box.topic_path(topic) + "/persistence"
+    body = {"bookkeeperEnsemble": e, "bookkeeperWriteQuorum": w, "bookkeeperAckQuorum": a}
+    box.admin("POST", path, body)
+    deadline = time.monotonic() + 30
+    while (box.admin("GET", path) or {}).get("bookkeeperAckQuorum") != a:
+        assert time.monotonic() < deadline, f"the broker did not apply the policies of {topic}"
+        time.sleep(0.1)
+
+
 def _prepare_compact(box: Any, ns: str) -> dict[str, Any]:
     """Twin topics with the same messages: the broker compacts ``twin``, ledgerctl ``ours``.
     Not batched, so that positions compare; batched twins (``ours_b``, whose batch
-    boundaries depend on timing) compare by the messages kept."""
+    boundaries depend on timing) compare by the messages kept. The unbatched twins have
+    topic-level persistence policies, which the compactor does not use for its ledger."""
     out: dict[str, Any] = {}
     messages = _keyed("c", 400, 37, tombstone_every=9)
     batched = {
@@ -213,6 +232,8 @@ def _prepare_compact(box: Any, ns: str) -> dict[str, Any]:
         ours, twin = f"persistent://{ns}/ours{suffix}", f"persistent://{ns}/twin{suffix}"
         for topic in (ours, twin):
             _produce(box, topic, messages, **producer)
+            if not suffix:
+                _set_topic_persistence(box, topic)
         _broker_compact(box, twin)
         out[f"ours{suffix}"] = ours
         out[f"twin{suffix}"] = twin
@@ -241,10 +262,12 @@ def _prepare_mcompacted(box: Any, ns: str) -> dict[str, Any]:
     return {"topic": topic, "expected": _read_compacted(box, topic)}
 
 
-def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
+def _prepare_index(
+    box: Any, ns: str, source: str = "source", legacy: str = "legacy"
+) -> dict[str, Any]:
     """A topic whose ledger carries no broker entry metadata, as KoP < 2.8 wrote it: the
     entries of a produced topic without their 0x0e02 prefix, in a ledger written with the
-    cluster's data-ledger settings and listed in the new topic's managed ledger."""
+    cluster's data-ledger settings and listed in the new topic's managed ledger ``name``."""
     from pulsarctl_py.decoders.checksums import DIGESTS, DigestType
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
@@ -252,7 +275,7 @@ def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
     from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
     from pulsarctl_py.stores.metadata import open_metadata_store, read_managed_ledger
 
-    source_topic, legacy = f"persistent://{ns}/source", f"persistent://{ns}/legacy"
+    source_topic, legacy = f"persistent://{ns}/{source}", f"persistent://{ns}/{legacy}"
     messages = _keyed("i", 60, 60)
     _produce(
         box,
@@ -279,14 +302,14 @@ def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
             2,
             DigestType.CRC32C,
             _ml_password(box),
-            data_custom_metadata(f"{ns}/persistent/legacy"),
+            data_custom_metadata(f"{ns}/persistent/{legacy.rsplit('/', 1)[-1]}"),
         )
         old = write_ledger(store.bookkeeper(), config, bodies)
         info = mlpb.ManagedLedgerInfo()
         info.ledgerInfo.add(
             ledgerId=old.ledger_id, entries=old.entries, size=old.length, timestamp=1
         )
-        ml = f"/managed-ledgers/{ns}/persistent/legacy"
+        ml = f"/managed-ledgers/{ns}/persistent/{legacy.rsplit('/', 1)[-1]}"
         store.put(ml, info.SerializeToString(), -1)
         # a durable subscription at the start, so that the broker keeps the ledgers
         cursor = mlpb.ManagedCursorInfo(
@@ -296,6 +319,28 @@ def _prepare_index(box: Any, ns: str) -> dict[str, Any]:
     finally:
         store.close()
     return {"topic": legacy, "messages": messages, "old": old.ledger_id, "entries": len(bodies)}
+
+
+def _prepare_index_policies(box: Any, ns: str, tmp: Path) -> dict[str, Any]:
+    """A legacy topic (as :func:`_prepare_index`) with topic-level persistence policies, and
+    a twin topic with the same policies whose next ledger the broker writes: the broker's
+    quorums for such a topic's data ledgers. A broker configuration naming a topic
+    policies service ledgerctl cannot read, for the refusal."""
+    out = _prepare_index(box, ns, source="source-tp", legacy="legacy-tp")
+    twin = f"persistent://{ns}/twin-tp"
+    _produce(box, twin, [("k", b"before")])
+    for topic in (out["topic"], twin):
+        _set_topic_persistence(box, topic)
+    box.unload(twin)
+    _produce(box, twin, [("k", b"after")])  # loaded again: a new ledger, with the policies
+    out["twin_ledger"] = _internal(box, twin)["ledgers"][-1]["ledgerId"]
+    custom = tmp / "broker-custom-topic-policies.conf"
+    custom.write_text(
+        Path(box.state["broker"]["conf"]).read_text()
+        + "topicPoliciesServiceClassName=com.example.TopicPoliciesInADatabase\n"
+    )
+    out["custom_conf"] = custom
+    return out
 
 
 #: committed, aborted and ongoing transactions among plain messages (the oracle's rules)
@@ -385,6 +430,142 @@ def _kill_mid_write(box: Any, ns: str) -> dict[str, Any]:
     return {"result": done, "killed": dict(killed), "before": before, "after": _ledgers(box)}
 
 
+# -- nothing deleted on a stale view: leftovers, leases, plans kept for review, ages ---------
+
+
+def _in_process(box: Any, cwd: Path, *args: Any) -> subprocess.CompletedProcess:
+    """ledgerctl in this process (so that a test can stop it at a chosen step)."""
+    import contextlib
+    import io
+
+    from pulsarctl_py.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"]).items():
+            if name.startswith("LEDGERCTL_"):
+                mp.setenv(name, value)
+        mp.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def _prepare_stale(box: Any, ns: str) -> dict[str, Any]:
+    race, review = f"persistent://{ns}/race", f"persistent://{ns}/review"
+    _produce(box, race, _keyed("r", 300, 40), batching_enabled=False)
+    _produce(box, review, _keyed("v", 120, 15), batching_enabled=False)
+    return {
+        "race": race,
+        "race_values": dict(_keyed("r", 300, 40)),
+        "review": review,
+        "index": _prepare_index(box, ns, source="legacy-killed-source", legacy="legacy-killed"),
+    }
+
+
+def _race(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """Run B reads and computes; run A's whole compact --apply lands then; B goes on to
+    write, judge leftovers and apply."""
+    import pulsarctl_py.compaction as compaction
+
+    real = compaction.compact
+    seen: dict[str, Any] = {}
+
+    def compute_then_a(*args: Any, **kwargs: Any) -> Any:
+        report = real(*args, **kwargs)  # B's read and compute ...
+        seen["a"] = _run(  # ... then A, start to end
+            box, "compact", s["race"], "--apply", "--plan", str(tmp / "race-a.json"), "-o", "json"
+        )
+        return report
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compaction, "compact", compute_then_a)
+        seen["b"] = _in_process(
+            box, tmp, "compact", s["race"], "--apply", "--plan", tmp / "race-b.json", "-o", "json"
+        )
+    seen["ledgers"] = _ledgers(box)
+    return seen
+
+
+def _review_and_writing(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """P saves a plan for review; W writes its ledger and stops before closing it, while
+    Q compacts the same topic with --apply; then the orphans of a ledger nothing names."""
+    from pulsarctl_py.decoders import ledger_metadata as lm
+    from pulsarctl_py.repair import written
+
+    topic, seen = s["review"], {}
+    seen["p"] = _run(box, "compact", topic, "--plan", str(tmp / "review.json"), "-o", "json")
+    real = written.PlanJournal.closing
+
+    def closing(journal: Any, ledger_id: int, closed: bytes) -> None:
+        if "q" not in seen:  # W's ledger is open, its entries written
+            seen["w_ledger"] = ledger_id
+            seen["q"] = _run(
+                box, "compact", topic, "--apply", "--plan", str(tmp / "q.json"), "-o", "json"
+            )
+            seen["ledgers_during_w"] = _ledgers(box)
+        real(journal, ledger_id, closed)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(written.PlanJournal, "closing", closing)
+        seen["w"] = _in_process(box, tmp, "compact", topic, "--plan", tmp / "w.json", "-o", "json")
+    seen["ledgers_after_w"] = _ledgers(box)
+    if seen.get("w_ledger") in seen["ledgers_after_w"]:
+        zk = _zk(box)
+        try:
+            data, _ = zk.get(_ledger_path(seen["w_ledger"]))
+        finally:
+            zk.stop()
+        seen["w_state"] = lm.parse(data, seen["w_ledger"]).state.name
+    # the review plan moved away: nothing names its ledger now, only its age keeps it
+    (tmp / "review.json").rename(tmp / "review-moved.json")
+    seen["orphans"] = _run(box, "orphans", "-o", "json")
+    seen["orphans_plan"] = _run(
+        box, "orphans", "--delete", "--plan", str(tmp / "orphans.json"), "-o", "json"
+    )
+    seen["orphans_any_age"] = _run(box, "orphans", "--min-age", "0", "-o", "json")
+    seen["undone"] = [
+        _run(box, "undo", str(tmp / name)) for name in ("w.json", "review-moved.json")
+    ]
+    seen["ledgers_after_undo"] = _ledgers(box)
+    return seen
+
+
+#: run as ``python -c``: ledgerctl killed (SIGKILL, no cleanup) just before it closes the
+#: first ledger it writes: the ledger is open, its entries written
+KILLED_BEFORE_CLOSE = """
+import os, signal, sys
+from pulsarctl_py.repair import written
+def closing(journal, ledger_id, closed):
+    os.kill(os.getpid(), signal.SIGKILL)
+written.PlanJournal.closing = closing
+from pulsarctl_py.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _migrate_killed_then_again(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    topic, plan = s["index"]["topic"], tmp / "killed-index.json"
+    seen: dict[str, Any] = {"before": _ledgers(box)}
+    environment = box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"])
+    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    seen["killed"] = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_CLOSE, "migrate", "index", topic, "--plan", str(plan)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp,
+    )
+    seen["left"] = [w["ledger_id"] for w in json.loads(plan.read_text())["written"]]
+    seen["after_kill"] = _ledgers(box)
+    seen["again"] = _run(box, "migrate", "index", topic, "--plan", str(plan), "--apply")
+    seen["after"] = _ledgers(box)
+    seen["plan"] = json.loads(plan.read_text())
+    return seen
+
+
 @pytest.fixture(scope="module")
 def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     box = sandbox
@@ -394,6 +575,7 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     record["compact"] = _prepare_compact(box, ns)
     record["mcompacted"] = _prepare_mcompacted(box, ns)
     record["index"] = _prepare_index(box, ns)
+    record["index_policies"] = _prepare_index_policies(box, ns, tmp)
     record["txn"] = _prepare_txn(box, ns)
     record["edges"] = {"topic": f"persistent://{ns}/edges"}
     _produce(box, record["edges"]["topic"], [("a", b"1"), ("b", b"2")])
@@ -415,6 +597,7 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     # 64 MB compacted: the write lasts long enough for the watcher to freeze a bookie in it
     _produce(box, killed, [(f"k{i}", os.urandom(8192)) for i in range(8000)])
     record["killed_cursors"] = _cursors(box, killed)
+    record["stale"] = _prepare_stale(box, ns)
     owned_ns = _namespace(box, "owned")
     record["owned"] = _refusals(box, _prepare_owned(box, owned_ns), tmp)
 
@@ -464,6 +647,26 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
         i["apply"] = _run(
             box, "migrate", "index", i["topic"], "--plan", str(tmp / "index.json"), "--apply"
         )
+
+        ip = record["index_policies"]
+        ip["ledgers_before"] = _ledgers(box)
+        ip["custom"] = _run(
+            box,
+            "migrate",
+            "index",
+            ip["topic"],
+            "--plan",
+            str(tmp / "index-custom.json"),
+            env={"LEDGERCTL_BROKER_CONF": str(ip["custom_conf"])},
+        )
+        ip["ledgers_after_custom"] = _ledgers(box)
+        ip["apply"] = _run(
+            box, "migrate", "index", ip["topic"], "--plan", str(tmp / "index-tp.json"), "--apply"
+        )
+        st = record["stale"]
+        st["race_run"] = _race(box, st, tmp)
+        st["review_run"] = _review_and_writing(box, st, tmp)
+        st["migrate_run"] = _migrate_killed_then_again(box, st, tmp)
 
         record["killed"] = _kill_mid_write(box, ns)
         if "id" in record["killed"]["killed"]:
@@ -529,7 +732,9 @@ def test_compact_apply_to_the_running_cluster_reads_as_the_brokers_own(sandbox, 
     assert stats["cursors"]["__compaction"]["properties"]["CompactedTopicLedger"] == new_id
 
     # BookKeeper's client reads it with the compactor's (empty) password, and it is created
-    # as the broker creates its own compacted ledgers
+    # as the broker creates its own compacted ledgers: with the broker's default quorums,
+    # not the topic-level persistence policies both topics have
+    # (AbstractTwoPhaseCompactor.createLedger)
     mine = _bk_read(box, new_id, b"")
     broker = _bk_read(box, c["twin_ledger"], b"")
     for field in ("state", "ensemble_size", "write_quorum_size", "ack_quorum_size"):
@@ -619,6 +824,40 @@ def test_migrate_compacted_round_trip_on_the_running_cluster(sandbox, writes) ->
     assert _read_compacted(box, m["topic"]) == m["expected"]
 
 
+def test_migrate_index_takes_the_topics_own_persistence_policies(sandbox, writes):
+    """The new data ledgers of a topic with topic-level persistence policies get the
+    quorums the broker gives that topic's ledgers (its twin's, rolled by the broker), not
+    the namespace's or the broker's defaults; a topic policies service ledgerctl cannot
+    read stops the migration before anything is written."""
+    box, p = sandbox, writes["index_policies"]
+    refused = p["custom"]
+    assert refused.returncode == 2, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert (
+        lines[-1].startswith("ledgerctl: error: ") and "topicPoliciesServiceClassName" in lines[-1]
+    )
+    assert "Traceback" not in refused.stderr
+    assert p["ledgers_after_custom"] == p["ledgers_before"]
+    assert not (Path(str(p["custom_conf"])).parent / "index-custom.json").exists()
+
+    assert p["apply"].returncode == 0, p["apply"].stderr
+    assert "from the local topic policies of " + p["topic"] in p["apply"].stderr
+    new_id = _internal(box, p["topic"])["ledgers"][0]["ledgerId"]
+    assert new_id != p["old"]
+    mine, broker = _quorums(box, new_id), _quorums(box, p["twin_ledger"])
+    assert mine == broker == TOPIC_PERSISTENCE
+
+
+def _quorums(box: Any, ledger_id: int) -> tuple[int, int, int]:
+    """A ledger's ensemble, write and ack quorum, from its metadata in BookKeeper's store."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    url = f"{box.metadata_url} bookkeeper={box.bookkeeper_metadata_url}"
+    with LedgerSource.open(url, None, need_metadata=True, metadata_only=True) as src:
+        md = src.ledger(ledger_id).metadata
+    return md.ensemble_size, md.write_quorum_size, md.ack_quorum_size
+
+
 def test_migrate_index_on_the_running_cluster(sandbox, writes) -> None:
     """A topic whose ledger carries no broker entry metadata gets ledgers with a
     continuous index, written as the managed ledger writes data ledgers."""
@@ -681,6 +920,99 @@ def test_a_bookie_killed_in_the_middle_of_a_write_leaves_nothing_referenced(
     restart = k["restart"]
     assert restart["status"] in ("ENOLEDGER", "ENOENTRY"), restart
     assert restart["seconds"] > 5, restart
+
+
+def test_a_compaction_committed_while_another_computed_survives_it(sandbox, writes) -> None:
+    """Run B read the topic before run A committed its compaction: B's apply fails on its
+    compare-and-set, and A's compacted ledger, which B's stale view took for a leftover,
+    is still there; the restarted broker serves A's compacted view."""
+    box, st = sandbox, writes["stale"]
+    seen = st["race_run"]
+    assert seen["a"].returncode == 0, seen["a"].stderr
+    a_ledger = json.loads(seen["a"].stdout)["compacted_ledger"]
+    b = seen["b"]
+    assert b.returncode == 1, b.stderr
+    last = b.stderr.strip().splitlines()[-1]
+    # the cursor B read (none yet) is not what A left: B's compare-and-set fails
+    assert last.startswith("ledgerctl: error: ") and "/race/__compaction: " in last, b.stderr
+    assert last.endswith("(the compacted ledger this plan wrote is deleted)")
+    assert a_ledger in seen["ledgers"]
+    stats = _internal(box, st["race"])  # answers (HTTP 500 when the ledger was deleted)
+    assert stats["compactedLedger"]["ledgerId"] == a_ledger
+    view = _read_compacted(box, st["race"])
+    assert len(view) == 40
+    assert {k: v for k, v, _ in view} == st["race_values"]
+
+
+def test_a_plan_for_review_and_a_ledger_being_written_survive_another_run(sandbox, writes) -> None:
+    seen = writes["stale"]["review_run"]
+    assert seen["p"].returncode == 0, seen["p"].stderr
+    review = json.loads(seen["p"].stdout)["compacted_ledger"]
+    writing = seen["w_ledger"]
+    q = seen["q"]
+    assert q.returncode == 0, q.stderr
+    assert json.loads(q.stdout)["applied"] is True
+    # Q judged both unreferenced, and left them, saying why
+    assert review in seen["ledgers_during_w"] and writing in seen["ledgers_during_w"]
+    assert f"left compacted ledger {review} " in q.stderr and "review.json" in q.stderr
+    assert f"left compacted ledger {writing} " in q.stderr
+    assert "being written by the ledgerctl compact run" in q.stderr
+    # W closed its ledger and saved its plan
+    w = seen["w"]
+    assert w.returncode == 0, w.stderr
+    assert json.loads(w.stdout)["compacted_ledger"] == writing
+    assert seen["w_state"] == "CLOSED"
+    # undo of both (never applied) deletes their ledgers, and only those
+    assert [u.returncode for u in seen["undone"]] == [0, 0], [u.stderr for u in seen["undone"]]
+    assert seen["ledgers_after_undo"] == seen["ledgers_after_w"] - {writing, review}
+
+
+def test_orphans_keep_a_just_written_ledger_by_its_age(writes) -> None:
+    """Nothing names the review plan's ledger once its plan is moved away, and BookKeeper
+    kept no ctime for it (Pulsar never sets storeSystemtimeAsLedgerCreationTime): its age
+    comes from its znode's ctime, and it is too young to be an orphan."""
+    seen = writes["stale"]["review_run"]
+    review = json.loads(seen["p"].stdout)["compacted_ledger"]
+    listed = seen["orphans"]
+    assert listed.returncode in (0, 1), listed.stderr
+    doc = json.loads(listed.stdout)
+    assert review not in {o["ledger_id"] for o in doc["orphans"]}
+    (kept,) = [o for o in doc["kept"] if o["ledger_id"] == review]
+    assert not kept["ctime"] and kept["age_basis"] == "zookeeper-ctime"
+    assert kept["kept"].startswith("too young") and 0 <= kept["age_ms"] < 600_000
+    plan = seen["orphans_plan"]
+    assert plan.returncode == 0, plan.stderr
+    keys = [c["key"] for c in json.loads(plan.stdout)["changes"]]
+    assert _ledger_path(review) not in keys
+    # with no age asked, the same ledger is an orphan: its age is what kept it
+    any_age = json.loads(seen["orphans_any_age"].stdout)
+    assert review in {o["ledger_id"] for o in any_age["orphans"]}
+
+
+def test_migrate_again_with_the_plan_of_a_killed_run_deletes_its_open_ledger(
+    sandbox, writes
+) -> None:
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    box, seen = sandbox, writes["stale"]["migrate_run"]
+    assert seen["killed"].returncode == -signal.SIGKILL, seen["killed"].stderr
+    (left,) = seen["left"]
+    assert seen["after_kill"] - seen["before"] == {left}  # the open ledger, leaked
+    again = seen["again"]
+    assert again.returncode == 0, again.stderr
+    assert f"the ledger {left} its earlier run wrote: deleted" in again.stderr
+    new = [w["ledger_id"] for w in seen["plan"]["written"]]
+    assert left not in new and left not in seen["after"]
+    assert seen["after"] - seen["before"] == set(new)
+    topic = writes["stale"]["index"]["topic"]
+    # the broker loads the migrated topic (and adds a ledger of its own after them)
+    assert [li["ledgerId"] for li in _internal(box, topic)["ledgers"]][: len(new)] == new
+    zk = _zk(box)
+    try:
+        data, _ = zk.get(_ledger_path(new[0]))
+    finally:
+        zk.stop()
+    assert lm.parse(data, new[0]).state is lm.LedgerState.CLOSED
 
 
 # -- the offline writer -----------------------------------------------------------------------

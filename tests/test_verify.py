@@ -53,6 +53,7 @@ SEVERITY = {
     "shadow-ledger-not-in-source": {"error"},
     "shadow-ledger-differs": {"warning"},
     "storage-not-checked": {"info"},
+    "storage-not-covered": {"info"},
     "storage-index-unusable": {"error"},
     "storage-damaged": {"error"},
 }

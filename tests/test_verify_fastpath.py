@@ -43,7 +43,16 @@ from tests import damage
 from tests.cli_helpers import REAL_CLIENT
 from tests.layouts import LAYOUTS, write_layout
 from tests.stores.test_heads import in_memory_log, odd_entries
-from tests.verify_world import T0, VARIANTS, LedgerSpec, _ml_info, _tags, _write_tree, build_world
+from tests.verify_world import (
+    T0,
+    VARIANTS,
+    LedgerSpec,
+    _ml_info,
+    _tags,
+    _write_tree,
+    bookkeeper_root_nodes,
+    build_world,
+)
 
 needs_native = pytest.mark.skipif(
     native is None or getattr(native, "VERIFY_SLOTS", None) != fastscan.SLOTS,
@@ -274,13 +283,14 @@ def _write_world(root: Path, topics: dict[str, list[LedgerSpec]], *, layout: str
             if spec.with_metadata:
                 nodes[lm.ledger_path(spec.ledger_id)] = lm.build(spec.metadata())
     root.mkdir(parents=True)
+    entries = [e for specs in topics.values() for spec in specs for e in spec.entries if e]
+    write_layout(root / "bookie", layout, entries, log_size_limit=1 << 20)
+    nodes.update(bookkeeper_root_nodes())
     store = create_metadata_store(root / "metadata")
     try:
         _write_tree(store, nodes)
     finally:
         store.close()
-    entries = [e for specs in topics.values() for spec in specs for e in spec.entries if e]
-    write_layout(root / "bookie", layout, entries, log_size_limit=1 << 20)
     return lambda: LedgerSource.open(
         f"rocksdb://{root / 'metadata'}", [root / "bookie"], need_metadata=True
     )

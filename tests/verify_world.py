@@ -53,6 +53,8 @@ PLAIN = "persistent://tenant-b/ns/plain"
 PARTS = "persistent://tenant-b/ns/parts"
 OTHER = "persistent://public/default/other"
 BOOKIE = "127.0.0.1:3181"
+#: a bookie of the cluster whose directories a world never gives
+OTHER_BOOKIE = "127.0.0.2:3181"
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 #: variant -> the checks verify must report for it, and nothing else
@@ -62,6 +64,7 @@ VARIANTS: dict[str, list[str]] = {
     "ledger-metadata-unreadable": ["ledger-metadata-unreadable"],
     "ledger-missing-storage": ["ledger-missing-storage"],
     "entry-missing": ["entry-missing"],
+    "storage-not-covered": ["storage-not-covered"],
     "entry-corrupt": ["entry-corrupt"],
     "entry-past-last": ["entry-past-last"],
     "entry-past-last-plain": ["entry-past-last"],
@@ -147,6 +150,8 @@ class LedgerSpec:
     length_delta: int = 0
     #: trailing entries stored past the closed ledger's last entry (not part of it)
     strays: int = 0
+    #: its ensemble (write quorum 1): the world's one bookie unless said otherwise
+    ensemble: list[str] = field(default_factory=lambda: [BOOKIE])
 
     @property
     def count(self) -> int:
@@ -160,11 +165,11 @@ class LedgerSpec:
     def metadata(self) -> LedgerMetadata:
         closed = self.closed
         return LedgerMetadata(
-            ensemble_size=1,
+            ensemble_size=len(self.ensemble),
             write_quorum_size=1,
             ack_quorum_size=1,
             state=LedgerState.CLOSED if closed else LedgerState.OPEN,
-            ensembles={0: [BOOKIE]},
+            ensembles={0: list(self.ensemble)},
             last_entry_id=self.count - 1 if closed else -1,
             length=self.length + self.length_delta if closed else 0,
             digest_type=self.digest,
@@ -350,6 +355,45 @@ def _position_info(position: tuple[int, int]) -> bytes:
     return mld.build_position_info(mlpb.PositionInfo(ledgerId=position[0], entryId=position[1]))
 
 
+#: the cluster's BookKeeper instance id (``/ledgers/INSTANCEID``, the cookie's)
+INSTANCE_ID = "verify-world-instance"
+#: ``/ledgers/LAYOUT``: the hierarchical ledger manager, as BookKeeper formats it
+LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
+
+
+def cookie(ledger_dirs: Path | list[Path], host: str = BOOKIE) -> bytes:
+    """The cookie of the world's bookie (``current/VERSION`` and ``/ledgers/cookies/<id>``
+    hold it): its ledger directories, the journal sharing the first of them."""
+    dirs = [ledger_dirs] if isinstance(ledger_dirs, Path) else list(ledger_dirs)
+    listed = "\\t".join(str(d) for d in dirs)
+    return (
+        f'5\nbookieHost: "{host}"\njournalDir: "{dirs[0]}"\n'
+        f'ledgerDirs: "{len(dirs)}\\t{listed}"\ninstanceId: "{INSTANCE_ID}"\n'
+    ).encode()
+
+
+def write_cookies(bookie: Path, host: str = BOOKIE) -> bytes:
+    """Write the cookie into every ``current/`` directory under the bookie data root
+    ``bookie`` (its ledger directories), as a bookie does when it first starts; return it."""
+    currents = sorted(p for p in [bookie / "current", *bookie.glob("*/current")] if p.is_dir())
+    data = cookie([c.parent for c in currents], host)
+    for current in currents:
+        (current / "VERSION").write_bytes(data)
+    return data
+
+
+def bookkeeper_root_nodes(
+    ledger_dirs: Path | list[Path] | None = None, root: str = "/ledgers"
+) -> dict[str, bytes]:
+    """What BookKeeper writes under its root when the cluster is formatted (``LAYOUT``,
+    ``INSTANCEID``) and, given its ledger directories, when the world's bookie first
+    joins (its cookie)."""
+    nodes = {f"{root}/LAYOUT": LAYOUT, f"{root}/INSTANCEID": INSTANCE_ID.encode()}
+    if ledger_dirs is not None:
+        nodes[f"{root}/cookies/{BOOKIE}"] = cookie(ledger_dirs)
+    return nodes
+
+
 def build_world(
     root: Path,
     variant: str | None = None,
@@ -440,6 +484,11 @@ def build_world(
         l11.stored = False
     elif v == "entry-missing":
         l10.entries[2] = b""  # dropped when storing
+    elif v == "storage-not-covered":
+        # every other entry is on a second bookie, whose directories are not given
+        l10.ensemble = [BOOKIE, OTHER_BOOKIE]
+        for i in range(1, len(l10.entries), 2):
+            l10.entries[i] = b""
     elif v == "entry-corrupt":
         data = bytearray(l10.entries[3])
         data[-2] ^= 0x40
@@ -529,6 +578,9 @@ def build_world(
         if spec.with_metadata:
             data = spec.metadata_bytes or lm.build(spec.metadata())
             nodes[lm.ledger_path(spec.ledger_id)] = data
+    # BookKeeper's root as a formatted cluster has it, with the one bookie's cookie
+    bookie_dir = root / "bookie"
+    nodes.update(bookkeeper_root_nodes(bookie_dir))
 
     root.mkdir(parents=True, exist_ok=True)
     own_store = store is None
@@ -548,9 +600,9 @@ def build_world(
     # -- bookie storage ----------------------------------------------------------------------
     from pulsarctl_py.stores.bookie import write_db_ledger_dir
 
-    bookie_dir = root / "bookie"
     entries = [e for spec in ledgers if spec.stored for e in spec.entries if e]
     summary = write_db_ledger_dir(bookie_dir / "current", entries, master_key(b""))
+    write_cookies(bookie_dir)
     if index == "idx":
         _to_index_files(bookie_dir / "current", summary.locations)
     if v == "entry-unreadable":

@@ -43,11 +43,17 @@ What the compactor's raw reader receives is what the broker dispatches to the
   that is not a partition (``TopicName.getPartitionIndex``), also for entries re-read from
   the previous compacted ledger.
 
-One deliberate difference, reported as ``chunks_kept``: Pulsar's compactor treats every chunk
-of a chunked message as its own keyed message, so only the last chunk of the latest
-chunked message survives and the message cannot be reassembled. Here every chunk of that
-message is kept (each chunk is also recorded under a group key, producer + uuid, whose
-latest position is the message's last chunk).
+Chunked messages, as the broker compacts them (Pulsar 4.0.7, checked on the sandbox:
+``tests/test_sandbox_compaction.py``): the compactor's ``RawReader`` gives each chunk as a
+message of its own (nothing in ``AbstractTwoPhaseCompactor``, ``PublishingOrderCompactor``
+or ``RawBatchConverter`` looks at ``chunk_id`` or ``uuid``), so phase one records every chunk
+under the message's key and the key's latest is the last chunk; phase two keeps that chunk
+only. A compacted reader then gets a last chunk without its first one and drops it
+(``ConsumerImpl.processMessageChunk``; the C++ client logs "Received an uncached chunk"):
+the message is lost to it. ``Stats.chunked_cut`` counts such messages. With
+``keep_chunks`` (``compact --keep-chunks``, not the broker's result) every chunk of that
+message is kept instead, reported as ``chunks_kept``: each chunk is also recorded under a
+group key, producer + uuid, whose latest position is the message's last chunk.
 """
 
 from __future__ import annotations
@@ -116,8 +122,9 @@ class CompactionOptions:
     retain_null_key: bool = False
     order: str = ORDER_PUBLISHING
     format: str = FORMAT_CLASSIC
-    #: keep every chunk of the latest chunked message (Pulsar keeps only its last chunk)
-    keep_chunks: bool = True
+    #: keep every chunk of the latest chunked message, so that readers can reassemble it;
+    #: the broker keeps only its last chunk (the default here too)
+    keep_chunks: bool = False
     #: the broker's exposingBrokerEntryMetadataToClientEnabled: the compactor then receives
     #: (and writes) each entry's 0x0e02 prefix; by default it is stripped
     keep_entry_metadata: bool = False
@@ -177,6 +184,9 @@ class Stats:
     not_compactable: int = 0
     markers: int = 0
     chunks_kept: int = 0  # chunks kept beyond what Pulsar's compactor keeps
+    #: chunked messages of which only the last chunk is kept (the broker's rule): a reader
+    #: of the compacted view drops such a chunk, the message is lost to it
+    chunked_cut: int = 0
     undecodable: int = 0  # batches copied whole because they could not be decoded
     aborted: int = 0  # entries of aborted transactions, never dispatched to the compactor
     #: rebuilt batches a Pulsar 4.0/4.1 broker fails to write (apache/pulsar#26290), and the
@@ -210,6 +220,7 @@ class Stats:
             "not_compactable",
             "markers",
             "chunks_kept",
+            "chunked_cut",
             "undecodable",
             "aborted",
             "broker_failures",
@@ -789,6 +800,8 @@ def _single(
     _check_single(entry, options, stats)
     if not leading:
         stats.kept += count  # a leading chunk is part of one message, counted at its last
+    if not options.keep_chunks and is_chunk(md):
+        stats.chunked_cut += 1  # kept alone (the key's latest): readers drop it
     batch_index = count - 1 if md.HasField("num_messages_in_batch") else -1
     return CompactedEntry(entry.position, _frame(entry, entry.data), count, batch_index)
 

@@ -6,18 +6,21 @@
    computed (a broker's own compaction, a repair) fails the apply instead of being lost.
 2. The compaction is computed (:func:`pulsarctl_py.compaction.run.compact`); nothing is
    written before it finished cleanly.
-3. Leftovers of an earlier run that stopped (a compacted ledger of this topic that nothing
-   references, above every ledger the topic references) are deleted.
+3. The earlier plan saved at the same ``--plan`` path (a run that stopped, or one made
+   for review) gives back the ledgers it wrote (:func:`pulsarctl_py.repair.written.
+   reclaim_plan_path`); the run takes its lease (:mod:`pulsarctl_py.leases`).
 4. The plan file is saved before each step of the writing (the ledger's id and creator
    token before its metadata is created, a stopped bookie's files before they are
    written, the closed metadata's sha256 before the close); the ledger is written
    (running bookies, or a stopped bookie's directories, :mod:`pulsarctl_py.writes`);
    the plan is saved again with the cursor change (the horizon, ``CompactedTopicLedger``
    = the new ledger), the ledger written, the previous compacted ledger's deletion with
-   ``--delete-old``, and the topic to unload.
+   ``--delete-old``, the deletion of leftovers of runs that stopped (judged now, on the
+   topic's ledger list, whose version the plan checks, and the cursor, whose version it
+   sets with: :func:`judge_leftovers`), and the topic to unload.
 5. With ``--apply`` the plan is applied (:func:`pulsarctl_py.repair.plan.apply_plan`:
-   backup, one compare-and-set transaction). A conflict deletes the new ledger: that plan
-   can never apply.
+   backup, one compare-and-set transaction). A conflict deletes the new ledger (and no
+   leftover): that plan can never apply.
 
 ``ledgerctl undo PLAN`` restores the previous cursor and deletes the new ledger; after a
 crash at any step it deletes whatever was created (the plan file was saved first).
@@ -88,65 +91,131 @@ def read_before(metadata_url: str, topic: str, *, force: bool = False) -> Before
     )
 
 
-def leftovers(store: MetadataStore, topic: str, referenced: set[int]) -> list[tuple[int, Any]]:
-    """Compacted ledgers of ``topic`` that nothing references, among the ledgers above
-    every ledger in ``referenced`` (the topic's own): what a run that stopped before its
-    plan was applied left behind. Only those ids' metadata is read."""
-    from pulsarctl_py.stores.metadata import iter_ledger_paths, read_ledger
+@dataclass(slots=True)
+class Leftovers:
+    """What a compaction plan does with the leftovers of runs that stopped (compacted
+    ledgers of its topic that nothing references): the changes that delete them (with
+    the check of the topic's ledger list they were judged on), the ones kept and why."""
 
-    above = max(referenced, default=-1)
-    place = store.bookkeeper()
-    out = []
-    for ledger_id, _path in iter_ledger_paths(place.store, place.root):
-        if ledger_id <= above or ledger_id in referenced:
-            continue
-        record = read_ledger(place.store, ledger_id, place.root)
-        md = record.metadata if record is not None else None
-        if md is None:
-            continue
-        tags = md.pulsar()
-        if tags.kind == "compacted" and tags.compacted_topic == topic:
-            out.append((ledger_id, record))
+    changes: list[Any] = field(default_factory=list)
+    deleted: list[int] = field(default_factory=list)
+    kept: list[tuple[int, str]] = field(default_factory=list)
+    #: why none was judged (None: they were)
+    not_judged: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "deleted": list(self.deleted),
+            "kept": [{"ledger_id": lid, "reason": why} for lid, why in self.kept],
+            "not_judged": self.not_judged,
+        }
+
+
+def _references(cursor_data: bytes | None) -> set[int] | None:
+    """The ledgers a ``__compaction`` cursor value references (its cursor ledger, its
+    ``CompactedTopicLedger``); None when it does not decode (nothing can be judged)."""
+    if cursor_data is None:
+        return set()
+    try:
+        info = mld.parse_cursor_info(cursor_data).message
+    except LedgerctlError:
+        return None
+    out = {p.value for p in info.properties if p.name == "CompactedTopicLedger"}
+    if info.HasField("cursorsLedgerId") and info.cursorsLedgerId != -1:
+        out.add(info.cursorsLedgerId)
     return out
 
 
-def delete_leftovers(metadata_url: str, topic: str, referenced: set[int]) -> list[int]:
-    """Delete :func:`leftovers` (their metadata; bookies collect the entries)."""
-    from pulsarctl_py.stores.metadata import open_metadata_store
+def judge_leftovers(
+    store: MetadataStore, before: Before, state: Any, written: set[int]
+) -> Leftovers:
+    """The compacted ledgers of the topic that nothing references, above every ledger the
+    topic references (what a run that stopped before its plan was applied leaves), judged
+    on what the store holds NOW: the topic's ledger list (its version becomes a check in
+    the plan: the plan applies only while it is unchanged) and the ``__compaction`` cursor
+    as read before the compute and now (the plan sets it with compare-and-set on the
+    version read before the compute, so a compaction committed meanwhile fails the whole
+    transaction, deletions included). A ledger a live run holds in its lease, or that a
+    plan file neither applied nor undone names (:mod:`pulsarctl_py.leases`), is kept and
+    said so; ``written``: the ledgers this run wrote."""
+    from pulsarctl_py.leases import Holds
+    from pulsarctl_py.repair.plan import Change
+    from pulsarctl_py.stores.metadata import iter_ledger_paths, read_ledger, resolve_topic
 
-    deleted = []
-    with open_metadata_store(metadata_url, read_only=False) as store:
-        place = store.bookkeeper()
-        for ledger_id, record in leftovers(store, topic, referenced):
-            place.store.delete(record.path, record.stat.version)
-            deleted.append(ledger_id)
-    return deleted
-
-
-def reclaim_plan_path(out: Any, metadata_url: str) -> list[str]:
-    """Before a plan is saved over an earlier one of ours (``out`` replaces it; one that
-    was applied and not undone is refused when ``out`` is prepared): the earlier plan was
-    never applied (a run that stopped, or one made for review), so the ledgers it wrote
-    are deleted. Returns what was done, for people."""
-    from pulsarctl_py.repair.plan import Plan
-    from pulsarctl_py.repair.written import delete_written
-    from pulsarctl_py.stores.metadata import open_metadata_store
-
-    if out.stream or not out.replaces_existing:
-        return []
+    out = Leftovers()
+    name = resolve_topic(before.topic)
+    place = store.bookkeeper()
+    if place.store is not store:
+        out.not_judged = (
+            "BookKeeper's metadata is in another store than the topic's: a plan changes one "
+            "store, so leftovers are left to `ledgerctl orphans`"
+        )
+        return out
+    ml = store.get(name.ml_path)
+    now = store.get(before.cursor_path)
+    cursors = [_references(before.cursor_data), _references(None if now is None else now.data)]
+    if ml is None or any(refs is None for refs in cursors):
+        out.not_judged = (
+            "the topic's ledger list or __compaction cursor cannot be read: leftovers are "
+            "not judged"
+        )
+        return out
     try:
-        old = Plan.load(Path(out.path))
+        ids = {li.ledgerId for li in mld.parse_ml_info(ml.data).message.ledgerInfo}
     except LedgerctlError:
-        return []
-    if not old.written:
-        return []
-    with open_metadata_store(metadata_url, read_only=False) as store:
-        done = delete_written(old.written, store)
-    return [
-        f"{out.path}: the ledger {d['ledger_id']} its earlier run wrote: {d['action']}"
-        for d in done
-        if "ledger_id" in d
-    ]
+        out.not_judged = "the topic's ledger list does not decode: leftovers are not judged"
+        return out
+    referenced = ids | {lid for refs in cursors for lid in refs or ()}
+    referenced |= {lid for lid in (state.compacted_ledger, state.cursor_ledger) if lid is not None}
+    above = max(referenced, default=-1)
+    holds = Holds(store)
+    for ledger_id, _path in iter_ledger_paths(place.store, place.root):
+        if ledger_id <= above or ledger_id in referenced or ledger_id in written:
+            continue
+        record = read_ledger(place.store, ledger_id, place.root)
+        md = record.metadata if record is not None else None
+        if md is None or record is None or record.stat is None:
+            continue
+        tags = md.pulsar()
+        if tags.kind != "compacted" or tags.compacted_topic != name.full_name:
+            continue
+        why = holds.why(ledger_id)
+        if why is not None:
+            out.kept.append((ledger_id, why))
+            continue
+        out.deleted.append(ledger_id)
+        out.changes.append(
+            Change(
+                record.path,
+                "ledger",
+                record.raw,
+                None,
+                record.stat.version,
+                [
+                    f"compacted ledger {ledger_id} of {name.full_name} that nothing "
+                    "references (left by a run that stopped before its plan was applied)"
+                ],
+                record.stat.creation,
+            )
+        )
+    if out.changes:
+        out.changes.insert(
+            0,
+            Change(
+                name.ml_path,
+                "managed-ledger",
+                ml.data,
+                ml.data,
+                ml.stat.version,
+                [
+                    "unchanged (a check): the leftovers this plan deletes were judged on this "
+                    "ledger list and the __compaction cursor; the plan applies only while "
+                    "both are as read"
+                ],
+                ml.stat.creation,
+            ),
+        )
+    return out
 
 
 def write_plan(
@@ -160,9 +229,11 @@ def write_plan(
     options: Any,
     delete_old: bool,
     after_step: AfterStep = _nothing,
+    leftovers: bool = True,
 ) -> tuple[Plan, NewLedger]:
     """Step 4: the plan saved before each step of the writing, the ledger written, the
-    plan saved complete."""
+    plan saved complete; with ``leftovers`` it also deletes what runs that stopped left
+    (:func:`judge_leftovers`, in the same transaction as the cursor)."""
     from pulsarctl_py.compaction.apply import (
         compacted_custom_metadata,
         compaction_settings,
@@ -270,6 +341,18 @@ def write_plan(
                     "bookies collected it, undo restores a cursor pointing to a ledger "
                     "without its entries"
                 )
+        if leftovers:
+            found = judge_leftovers(store, before, state, {w.ledger_id for w in pending.written})
+            plan.changes.extend(found.changes)
+            plan.unreachable.ledgers.extend(found.deleted)
+            plan.repairs[0]["leftovers"] = found.to_json()
+            for lid, why in found.kept:
+                plan.warnings.append(
+                    f"compacted ledger {lid} of {name.full_name} is left, {why}; once "
+                    "nothing keeps it, `ledgerctl orphans` lists it"
+                )
+            if found.not_judged is not None:
+                plan.warnings.append(found.not_judged)
         plan.created_ms = time.time_ns() // 1_000_000
         plan.write(plan_file.final())
         after_step("planned")
@@ -292,7 +375,9 @@ def apply_written_plan(plan: Plan, plan_path: Path, *, force: bool) -> Any:
             return apply_plan(plan_path, store)
         except MetadataConflict as exc:
             delete_written(plan.written, store)
+            leftovers = " and no leftover" if any(c.new is None for c in plan.changes) else ""
             raise MetadataConflict(
                 exc.path,
-                f"{str(exc).split(': ', 1)[-1]} (the compacted ledger this plan wrote is deleted)",
+                f"{str(exc).split(': ', 1)[-1]} (the compacted ledger this plan wrote is "
+                f"deleted{leftovers})",
             ) from None

@@ -122,17 +122,28 @@ def read_split(split: Split, accept_damage: bool = False) -> Iterator[RawEntry]:
     for stored in source.raw_entries(view, split.first_entry, split.last_entry):
         if stored.entry_id != expected:
             raise DataError(
-                f"entry {split.ledger_id}:{expected} is missing from bookie storage; "
-                "a compaction without it would be wrong"
+                f"entry {split.ledger_id}:{expected} is not in the bookie storage read"
+                f"{_why_absent(source, view, expected, stored.entry_id - 1)}; a compaction "
+                "without it would be wrong"
             )
         expected += 1
         entry = decode_entry(stored.data, options, (split.ledger_id, stored.entry_id))
         yield raw_entry(entry, partition, accept_damage)
     if expected <= split.last_entry:
         raise DataError(
-            f"entries {split.ledger_id}:{expected}..{split.last_entry} are missing from bookie "
-            "storage; a compaction without them would be wrong"
+            f"entries {split.ledger_id}:{expected}..{split.last_entry} are not in the bookie "
+            f"storage read{_why_absent(source, view, expected, split.last_entry)}; a "
+            "compaction without them would be wrong"
         )
+
+
+def _why_absent(source: Any, view: Any, first: int, last: int) -> str:
+    """`` (on none of their bookies)`` when proven missing (stores/absence), else the
+    bookies not read."""
+    absence = source.absence_judge(view)(first, last)
+    if absence.uncovered_count:
+        return f" ({absence.unread_text()}: read every bookie of the ensemble)"
+    return " (on none of their bookies)"
 
 
 def phase_one_split(split: Split, options: CompactionOptions) -> Iterator[KeyRecord]:

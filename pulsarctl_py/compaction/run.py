@@ -91,6 +91,8 @@ class CompactionReport:
     seconds: float = 0.0
     #: the plan that commits the written compacted ledger (--apply, --plan)
     plan_file: str | None = None
+    #: the broker settings the run followed, and where each came from (CompactorSettings)
+    settings: dict[str, Any] | None = None
     #: what the scan skipped: entries stored past a closed ledger's last entry
     gaps: Gaps = field(default_factory=Gaps)
 
@@ -131,6 +133,7 @@ class CompactionReport:
             if self.compacted_to is None
             else format_position(*self.compacted_to),
             "chunks_kept": s.chunks_kept,
+            "chunked_messages_cut": s.chunked_cut,
             "undecodable_batches": s.undecodable,
             "aborted_entries": s.aborted,
             # a Pulsar 4.0/4.1 broker's own compaction of this topic fails (pulsar#26290)
@@ -140,6 +143,7 @@ class CompactionReport:
             "transactions": None if self.transactions is None else self.transactions.to_json(),
             "max_read_position": None if self.max_read is None else format_position(*self.max_read),
             "nothing_new": self.nothing_new,
+            "settings": self.settings,
             "spilled": self.spilled,
             "plan": None if self.plan is None else self.plan.to_json(),
             "last_message": None if self.last is None else self.last.to_json(),
@@ -625,6 +629,7 @@ def compact(
     live: Any = None,
     values: Any = None,
     pick_engine: Callable[[int], str] | None = None,
+    settings: Any = None,
 ) -> CompactionReport:
     """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
 
@@ -634,6 +639,10 @@ def compact(
     when it fails). ``values`` (:class:`pulsarctl_py.export.ValueOptions`): the topic's
     schemas, to give each row of the view its decoded value. ``pick_engine``, when given,
     names the engine from the plan's entries (``--engine auto``) instead of ``engine``.
+    ``settings`` (:class:`~.settings.CompactorSettings`): the broker settings ``options``
+    were made from, for the report; with them a topic whose entry filters (topic or
+    namespace policies, ``allowOverrideEntryFilters``) would change the broker's result
+    is refused.
     """
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.ledgers import LedgerSource
@@ -660,6 +669,7 @@ def compact(
                 live=live,
                 values=values,
                 pick_engine=pick_engine,
+                settings=settings,
             )
     options = options or CompactionOptions()
     started = time.monotonic()
@@ -669,6 +679,10 @@ def compact(
     gaps = Gaps()
     with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=live) as source:
         state = topic_state(source, topic)
+        if settings is not None:
+            from .settings import topic_entry_filters
+
+            topic_entry_filters(source, state.topic, settings)
         live = source.live_options
         scanned = _scanned_ledgers(state, full)
         for ledger_id, _entries, _size in state.ledgers:
@@ -682,6 +696,8 @@ def compact(
         state.topic, engine, options.order, options.format, full or state.compacted_ledger is None
     )
     report.previous_compacted_ledger = state.compacted_ledger
+    if settings is not None:
+        report.settings = settings.to_json()
     report.horizon = state.last
     report.gaps = gaps
     if state.last is None:
@@ -778,7 +794,15 @@ def compact(
         if stats.chunks_kept:
             report.notes.append(
                 f"{stats.chunks_kept} leading chunk(s) kept so that chunked messages can be "
-                "reassembled; Pulsar's compactor keeps only each message's last chunk"
+                "reassembled (--keep-chunks); Pulsar's compactor keeps only each message's "
+                "last chunk"
+            )
+        if stats.chunked_cut:
+            report.warnings.append(
+                f"{stats.chunked_cut} chunked message(s) keep only their last chunk, as the "
+                "broker's compactor keeps them: a reader of the compacted topic drops such a "
+                "chunk and gets nothing for its key; --keep-chunks keeps every chunk so that "
+                "readers reassemble them"
             )
         if stats.broker_failure_at is not None:
             report.notes.append(

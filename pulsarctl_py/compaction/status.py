@@ -25,8 +25,8 @@ Checks (findings shaped like ``verify``'s; the check ids are stable):
     The compacted view differs from a fresh compaction of the topic up to the horizon,
     computed as the broker computes it (transactions, the broker's chunk rule, the broker
     entry metadata it dispatches); a view that also keeps the leading chunks of the latest
-    chunked messages (``compact --apply`` does, so that they reassemble) is accepted, with
-    ``compacted-view-keeps-chunks`` (info).
+    chunked messages (``compact --keep-chunks --apply`` writes one, so that they reassemble)
+    is accepted, with ``compacted-view-keeps-chunks`` (info).
 
 GetLastMessageId (``get_last_message_id`` in the JSON): what the broker answers a
 readCompacted reader and a plain one, as Pulsar 4.0.7's ``ServerCnx.handleGetLastMessageId``
@@ -147,6 +147,7 @@ def compaction_status(
     bookie_dirs: list[str] | None = None,
     retain_null_key: bool = False,
     keep_entry_metadata: bool = False,
+    order: str = "publishing",
 ) -> CompactionStatus:
     """The topic's compaction as stored, with its checks (see the module docstring)."""
     from pulsarctl_py.topics import topic_info
@@ -251,6 +252,7 @@ def compaction_status(
             bookie_dirs,
             retain_null_key,
             keep_entry_metadata,
+            order,
         )
     return status
 
@@ -381,6 +383,7 @@ def _deep(
     bookie_dirs: list[str] | None,
     retain_null_key: bool,
     keep_entry_metadata: bool,
+    order: str = "publishing",
 ) -> None:
     """Compare the stored compacted view with a fresh full compaction up to the horizon,
     as the broker computes it (:func:`.run.run_phase_one`: transactions, the horizon given)."""
@@ -395,9 +398,12 @@ def _deep(
     from .reader import close_sources, phase_two_split
     from .run import run_phase_one, topic_state
 
-    # what the broker computed: it copies what it cannot decode (a batch whole)
+    # what the broker computed: it copies what it cannot decode (a batch whole); every
+    # chunk kept, so that a view written with --keep-chunks is told apart below
     options = CompactionOptions(
         retain_null_key=retain_null_key,
+        order=order,
+        keep_chunks=True,
         keep_entry_metadata=keep_entry_metadata,
         accept_damage=True,
     )

@@ -46,6 +46,8 @@ from pulsarctl_py.stores.metadata.base import MetadataStore, join
 
 #: the roots ledgerctl's repairs write under (BookKeeper's default ledgers root)
 DEFAULT_ROOTS = {"managed_ledgers": ML_ROOT, "ledgers": lm.DEFAULT_ROOT}
+#: the identity key of BookKeeper's instance id (every plan records it)
+BOOKKEEPER_INSTANCE = "bookkeeper_instance_id"
 #: at most this much of an IDENTITY or INSTANCEID is kept (they are UUIDs)
 _ID_MAX = 256
 
@@ -98,7 +100,7 @@ def store_identity(store: MetadataStore, roots: dict[str, str] | None = None) ->
     place = store.bookkeeper()
     node = place.store.get(join(place.root, "INSTANCEID"))
     if node is not None:
-        identity["bookkeeper_instance_id"] = node.data[:_ID_MAX].decode("utf-8", "replace")
+        identity[BOOKKEEPER_INSTANCE] = node.data[:_ID_MAX].decode("utf-8", "replace")
     for anchor in (roots["managed_ledgers"], roots["ledgers"]):
         st = store.exists(anchor)
         if st is not None:
@@ -136,13 +138,27 @@ class Binding:
 
     @classmethod
     def of(cls, store: MetadataStore, bookie_dirs: list[Path] | None = None) -> Binding:
+        """The binding of a plan made on ``store``: refused (one line, exit 3) when
+        BookKeeper's metadata there has no instance id, so that the plan names its
+        BookKeeper cluster (a store whose ledgers root is not BookKeeper's would make every
+        ledger look missing)."""
+        from pulsarctl_py.stores.metadata.ledgers import BookKeeperRootMissing
+
         roots = dict(DEFAULT_ROOTS)
         place = store.bookkeeper()
         if place.store is store:
             roots["ledgers"] = place.root
+        identity = store_identity(store, roots)
+        if BOOKKEEPER_INSTANCE not in identity:
+            raise BookKeeperRootMissing(
+                f"no BookKeeper instance id at {place.root}/INSTANCEID of {place.store.url}: "
+                "a plan is bound to one BookKeeper cluster and this store does not say "
+                "which (is BookKeeper's metadata elsewhere? give --bookkeeper-metadata-url "
+                "or --broker-conf)"
+            )
         return cls(
             absolute_url(store.url),
-            store_identity(store, roots),
+            identity,
             roots,
             {str(d): bookie_dir_identity(d) for d in sorted(bookie_dirs or [])},
         )
@@ -192,6 +208,11 @@ class Binding:
         identity = texts(obj.get("identity"), "identity")
         if not identity and not empty:
             raise LedgerctlError("plan: the store's identity is missing")
+        if not empty and BOOKKEEPER_INSTANCE not in identity:
+            raise LedgerctlError(
+                "plan: it records no BookKeeper instance id (the BookKeeper cluster it was "
+                "made for): make it again with this version of ledgerctl"
+            )
         return cls(url, identity, roots, dirs)
 
 

@@ -187,6 +187,8 @@ class IndexPlan:
     past_last: list[str] = field(default_factory=list)
     #: planned with ``accept_damage``: the copies are read again the same way
     accept_damage: bool = False
+    #: the new ledgers' settings and where each came from (WriteSettings.sources)
+    write_settings: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -201,6 +203,7 @@ class IndexPlan:
             "reindexed_entries": self.reindexed,
             "damaged": list(self.damaged),
             "past_last_not_copied": list(self.past_last),
+            "write_settings": self.write_settings,
         }
 
 
@@ -390,7 +393,9 @@ def _copies(
 def data_custom_metadata(persistence_name: str) -> dict[str, bytes]:
     """A data ledger's custom metadata (``LedgerMetadataUtils
     .buildBaseManagedLedgerMetadata``), in the order a broker's data ledger stores it (the
-    iteration order of the Java HashMap it is built in)."""
+    iteration order of the Java HashMap it is built in: ``pulsar/managed-ledger`` and
+    ``component`` share a bucket, and their order is that of the ``Map.of`` they come
+    from, which each broker process salts anew: either order is a broker's)."""
     from pulsarctl_py.decoders import ledger_metadata as lm
 
     return {
@@ -401,18 +406,26 @@ def data_custom_metadata(persistence_name: str) -> dict[str, bytes]:
 
 
 def index_settings(
-    source: LedgerSource, plan: IndexPlan, settings: WriteSettings
+    source: LedgerSource, plan: IndexPlan, settings: WriteSettings, *, offline: bool = False
 ) -> tuple[WriteSettings, list[str]]:
-    """The settings of the topic's new data ledgers: the namespace's persistence policies
-    over the broker's quorums (``BrokerService.getManagedLedgerConfig``), and the
-    managed-ledger digest and password, checked against the topic's newest ledger with
-    metadata (a different password is refused: the broker could not open the ledgers)."""
+    """The settings of the topic's new data ledgers: the topic's persistence policies
+    (topic-level, else the namespace's) over the broker's quorums
+    (``BrokerService.getManagedLedgerConfig``, :func:`~pulsarctl_py.writesettings
+    .topic_data_settings`), and the managed-ledger digest and password, checked against
+    the topic's newest ledger with metadata (a different password is refused: the broker
+    could not open the ledgers). ``offline``: written into one stopped bookie, where the
+    quorums are 1 whatever the policies say (``LedgerTarget.effective``): the topic
+    policies are not read."""
     from pulsarctl_py.stores.metadata import resolve_topic
-    from pulsarctl_py.writesettings import check_against_ledger, data_settings
+    from pulsarctl_py.writesettings import check_against_ledger, data_settings, topic_data_settings
 
     assert source.metadata is not None
-    name = resolve_topic(plan.topic)
-    settings = data_settings(settings, source.metadata, name.namespace_name)
+    if offline:
+        name = resolve_topic(plan.topic)
+        settings = data_settings(settings, source.metadata, name.namespace_name, name.local_name)
+    else:
+        settings = topic_data_settings(settings, source, plan.topic)
+    plan.write_settings = settings.sources()
     notes: list[str] = []
     draft = Draft(source.metadata)
     topic = load_topic(draft, plan.topic, changes=False)
@@ -468,6 +481,10 @@ def write_index_ledgers(
 
         class Above(Journal):
             """Refuses an id at or below the ledgers the topic keeps, before it is used."""
+
+            def attach(self, store: Any) -> None:
+                if journal is not None:
+                    journal.attach(store)
 
             def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
                 if ledger_id <= floor:

@@ -44,283 +44,24 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import bookkeeper as bk
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders.checksums import DigestType, master_key
-from pulsarctl_py.decoders.errors import DataError, LedgerctlError, StoreUnavailable
+from pulsarctl_py.decoders.errors import DataError, LedgerctlError
+from pulsarctl_py.stores.copies import NO_REGISTRY, UNKNOWN_BOOKIE, Copy, DataFinder, Found
+
+__all__ = ["UNKNOWN_BOOKIE", "Copy", "DataFinder", "Found"]
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.bookie import BookieStore
-    from pulsarctl_py.stores.metadata import MetadataStore
 
     from .plan import Draft
 
 #: the largest ensemble whose order is searched (8! orders, each checked per residue)
 MAX_ENSEMBLE = 8
-
-
-@dataclass(slots=True)
-class Copy:
-    """One bookie's copy of a ledger: the entry ids it holds and how to read them."""
-
-    bookie: str
-    where: str
-    entries: list[int]
-    read: Callable[[int], bytes] = field(repr=False)
-    #: the bookie's master key for the ledger (offline only: a running bookie keeps it)
-    master_key: bytes | None = field(default=None, repr=False)
-    fenced: bool | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "bookie": self.bookie,
-            "where": self.where,
-            "entries": len(self.entries),
-            "first_entry": self.entries[0] if self.entries else None,
-            "last_entry": self.entries[-1] if self.entries else None,
-            "has_master_key": self.master_key is not None,
-            "fenced": self.fenced,
-        }
-
-
-@dataclass(slots=True)
-class Found:
-    """A ledger's data on the bookies: every copy found, and the bookies not asked."""
-
-    ledger_id: int
-    copies: list[Copy]
-    #: bookie -> why it could not be asked (live) or read (offline)
-    unreachable: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def held(self) -> set[int]:
-        return {e for c in self.copies for e in c.entries}
-
-    @property
-    def last(self) -> int | None:
-        held = self.held
-        return max(held) if held else None
-
-    def gaps(self) -> list[tuple[int, int]]:
-        """Runs of entry ids in ``0..last`` that no copy holds."""
-        held, last = self.held, self.last
-        out: list[tuple[int, int]] = []
-        if last is None:
-            return out
-        start = None
-        for e in range(last + 1):
-            if e not in held:
-                start = e if start is None else start
-            elif start is not None:
-                out.append((start, e - 1))
-                start = None
-        if start is not None:
-            out.append((start, last))
-        return out
-
-    def read(self, entry_id: int) -> bytes:
-        """The stored bytes of one entry, from the first copy that holds and gives it."""
-        errors = []
-        for copy in self.copies:
-            if entry_id in copy.entries:
-                try:
-                    return copy.read(entry_id)
-                except LedgerctlError as exc:
-                    errors.append(f"{copy.bookie}: {exc.one_line()}")
-        raise DataError(
-            f"ledger {self.ledger_id} entry {entry_id}: "
-            + ("; ".join(errors) if errors else "on no bookie")
-        )
-
-    def describe(self) -> str:
-        """``entries 0..9 on bookies a (10), b (7)``: for plans and warnings."""
-        last = self.last
-        span = "no entries" if last is None else f"entries 0..{last}"
-        holders = ", ".join(f"{c.bookie} ({len(c.entries)})" for c in self.copies if c.entries)
-        return f"{span} on {holders or 'no bookie'}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "last_entry": self.last,
-            "copies": [c.to_json() for c in self.copies],
-            "gaps": [list(g) for g in self.gaps()],
-            "unreachable": dict(self.unreachable),
-        }
-
-
-# -- finding the data ----------------------------------------------------------------------
-
-
-#: the prefix of the name of a directory's bookie when no cookie tells it
-UNKNOWN_BOOKIE = "unknown bookie of "
-
-
-def _cookie_host(current: Path, metadata: MetadataStore | None) -> str:
-    """The id of the bookie a ``current/`` directory belongs to: its cookie's bookieHost
-    (``current/VERSION``), else the bookie whose cookie in the metadata store lists the
-    directory; else a name starting with :data:`UNKNOWN_BOOKIE` (never written)."""
-    from pulsarctl_py.stores.live.registry import list_bookies, parse_cookie
-
-    try:
-        with open(current / "VERSION", "rb") as fh:
-            host = parse_cookie(fh.read(65536)).bookie_host
-        if host:
-            return host
-    except OSError:
-        pass
-    if metadata is not None:
-        wanted = {str(current.parent), str(current.parent.resolve())}
-        try:
-            for record in list_bookies(metadata):
-                cookie = record.cookie
-                if cookie is not None and wanted & set(cookie.ledger_dirs + cookie.journal_dirs):
-                    return record.bookie_id
-        except LedgerctlError:
-            pass
-    return f"{UNKNOWN_BOOKIE}{current.parent}"
-
-
-class DataFinder:
-    """Finds the entries of ledgers without metadata: in stopped bookies' directories
-    (grouped by bookie), or on the running bookies a metadata store registers."""
-
-    def __init__(
-        self,
-        *,
-        ledger_dirs: list[Path] | None = None,
-        journal_dirs: list[Path] | None = None,
-        metadata: MetadataStore | None = None,
-        live: Any = None,
-        cookies: MetadataStore | None = None,
-    ) -> None:
-        self._stores: list[tuple[str, str, BookieStore]] = []
-        self._live_metadata = metadata
-        self._live = live
-        self._pool: Any = None
-        self.offline = ledger_dirs is not None
-        if ledger_dirs is not None:
-            from pulsarctl_py.stores.bookie import open_bookie
-
-            groups: dict[str, list[Path]] = {}
-            for current in [*ledger_dirs, *(journal_dirs or [])]:
-                host = _cookie_host(current, cookies)
-                if current not in groups.setdefault(host, []):
-                    groups[host].append(current)
-            for host, dirs in groups.items():
-                if not any(d in ledger_dirs for d in dirs):
-                    continue  # a journal alone holds no ledger of ours
-                store = open_bookie([str(d) for d in dirs])
-                self._stores.append((host, ", ".join(str(d) for d in dirs), store))
-
-    @classmethod
-    def of(cls, source: LedgerSource) -> DataFinder | None:
-        """The finder for the bookie storage of ``source`` (None: it has none)."""
-        bookie = source.bookie
-        if bookie is None:
-            return None
-        if getattr(bookie, "where", None) == "live":
-            return cls(metadata=source.metadata, live=bookie.options)
-        layout = getattr(bookie, "layout", None)
-        if layout is None:
-            return None
-        return cls(
-            ledger_dirs=[Path(d) for d in layout.ledger_dirs],
-            journal_dirs=[Path(d) for d in layout.journal_dirs],
-            cookies=source.metadata,
-        )
-
-    def close(self) -> None:
-        for _, _, store in self._stores:
-            store.close()
-        self._stores.clear()
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    def __enter__(self) -> DataFinder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def find(self, ledger_id: int) -> Found:
-        """Every copy of the ledger's entries the finder can see (maybe none)."""
-        if self.offline:
-            return self._find_offline(ledger_id)
-        return self._find_live(ledger_id)
-
-    def _find_offline(self, ledger_id: int) -> Found:
-        from pulsarctl_py.stores.bookie import EntryNotFound
-
-        found = Found(ledger_id, [])
-        for host, where, store in self._stores:
-            try:
-                entries = [e for e, _ in store.iter_locations(ledger_id)]
-            except LedgerctlError as exc:
-                found.unreachable[host] = exc.one_line()
-                continue
-            if not entries:
-                continue
-            key = fenced = None
-            try:
-                info = store.ledger(ledger_id)
-                key, fenced = info.master_key, info.fenced
-            except EntryNotFound:
-                pass
-            except LedgerctlError as exc:
-                found.unreachable[host] = exc.one_line()
-
-            def read(entry_id: int, store: BookieStore = store) -> bytes:
-                return store.read_entry(ledger_id, entry_id)
-
-            found.copies.append(Copy(host, f"ledger dirs {where}", entries, read, key, fenced))
-        return found
-
-    def _find_live(self, ledger_id: int) -> Found:
-        from pulsarctl_py.stores.live.client import BookiePool, BookieUnavailable
-        from pulsarctl_py.stores.live.registry import list_bookies
-
-        found = Found(ledger_id, [])
-        if self._live_metadata is None:
-            return found
-        if self._pool is None:
-            self._pool = BookiePool(self._live)
-        pool = self._pool
-        for record in list_bookies(self._live_metadata):
-            if not (record.available or record.read_only):
-                continue  # registered by a cookie only: not running
-            bookie = record.bookie_id
-            try:
-                conn = pool.get(bookie)
-                reply = conn.read_lac(ledger_id)
-                if reply.status != "EOK" or reply.body is None or len(reply.body) < bk.HEADER.size:
-                    continue
-                last = bk.HEADER.unpack_from(reply.body, 0)[1]
-                held = sorted(
-                    r[3]
-                    for replies in conn.read_raw(ledger_id, range(0, last + 1))
-                    for r in replies
-                    if r[1] == 0 and r[4] is not None
-                )
-            except (BookieUnavailable, StoreUnavailable) as exc:
-                found.unreachable[bookie] = exc.one_line()
-                continue
-            if not held:
-                continue
-
-            def read(entry_id: int, conn: Any = conn, bookie: str = bookie) -> bytes:
-                reply = conn.read_entry(ledger_id, entry_id)
-                if reply.status != "EOK" or reply.body is None:
-                    raise DataError(f"bookie {bookie} answered {reply.status}")
-                return bytes(reply.body)
-
-            found.copies.append(Copy(bookie, "running bookie", held, read))
-        return found
 
 
 # -- the metadata, recreated ---------------------------------------------------------------
@@ -388,20 +129,6 @@ def entry_time(data: bytes, digest: DigestType | None, password: bytes | None) -
         return None
 
 
-def data_time_span(found: Found) -> tuple[int | None, int | None]:
-    """The times of the first and the last entry held (None where they do not decode)."""
-    last = found.last
-    if last is None:
-        return None, None
-    times = []
-    for entry_id in (min(found.held), last):
-        try:
-            times.append(entry_time(found.read(entry_id), None, None))
-        except LedgerctlError:
-            times.append(None)
-    return times[0], times[1]
-
-
 def detect(found: Found, candidates: list[Candidate]) -> tuple[DigestType, Candidate | None]:
     """The digest type of entry 0 (and the candidate password a MAC digest needs)."""
     data = found.read(0)
@@ -467,6 +194,50 @@ def ensemble_order(found: Found, write_quorum: int) -> list[str]:
     )
 
 
+def complete_order(found: Found, size: int, write_quorum: int, absent: list[str]) -> list[str]:
+    """The original ensemble of ``size`` bookies of a ledger some of whose bookies could
+    not be read (``absent``): the bookies holding copies plus as many of ``absent`` as make
+    ``size``, in the one order in which every copy lies on its entry's write set (round
+    robin). Refused when no order or more than one fits: never a smaller ensemble."""
+    holders = sorted({c.bookie for c in found.copies if c.entries})
+    extra = size - len(holders)
+    if extra < 0 or extra > len(absent):
+        raise DataError(
+            f"ledger {found.ledger_id}: {len(holders)} bookies hold copies and "
+            f"{len(absent)} could not be read: no ensemble of {size} is made of them"
+        )
+    if size > MAX_ENSEMBLE:
+        raise DataError(
+            f"ledger {found.ledger_id}: an ensemble of {size} bookies is more than the "
+            f"{MAX_ENSEMBLE} whose order ledgerctl searches"
+        )
+    by_residue: list[set[str]] = [set() for _ in range(size)]
+    for copy in found.copies:
+        for e in copy.entries:
+            by_residue[e % size].add(copy.bookie)
+    fits: list[list[str]] = []
+    for chosen in itertools.combinations(sorted(absent), extra):
+        members = [*holders, *chosen]
+        for order in itertools.permutations(members):
+            sets = [{order[(r + i) % size] for i in range(write_quorum)} for r in range(size)]
+            # every copy on its write set, and every write set holding a copy read
+            if all(held <= ws for held, ws in zip(by_residue, sets, strict=True)):
+                fits.append(list(order))
+                if len(fits) > 1:
+                    break
+        if len(fits) > 1:
+            break
+    if len(fits) != 1:
+        how = "no order" if not fits else "more than one order"
+        raise DataError(
+            f"ledger {found.ledger_id}: {how} of an ensemble of {size} bookies (write quorum "
+            f"{write_quorum}) made of {', '.join(holders)} and of {extra} of "
+            f"{', '.join(absent)} puts every copy on its write set: not recreated (start the "
+            "bookies that could not be read, and recreate from all of them)"
+        )
+    return fits[0]
+
+
 @dataclass(slots=True)
 class Neighbour:
     """What the topic's other ledgers say (the broker wrote them alike)."""
@@ -513,6 +284,7 @@ def recreate(
     *,
     password: bytes | None = None,
     verify: Callable[[LedgerMetadata], int] | None = None,
+    complete_ensemble: bool = False,
 ) -> Recreated:
     """The metadata of ``ledger_id`` (a ledger of ``topic``) from ``found``, verified."""
     from pulsarctl_py.stores.metadata.url import resolve_broker_conf
@@ -557,11 +329,52 @@ def recreate(
         for e in copy.entries:
             counts[e] = counts.get(e, 0) + 1
     write_quorum = max(counts.values())
-    ensemble = ensemble_order(found, write_quorum)
-    sources["ensemble"] = "the bookies holding entries, in the order their copies follow"
-    sources["write_quorum"] = "the most copies one entry has"
+    absent = [b for b in found.unreachable if b != NO_REGISTRY]
+    if found.unreachable and (not complete_ensemble or NO_REGISTRY in found.unreachable):
+        names = "; ".join(f"{b}: {why}" for b, why in found.unreachable.items())
+        raise DataError(
+            f"ledger {ledger_id}: bookies of the cluster could not be read ({names}): its "
+            "ensemble may include them, and recreating it from the others would give a "
+            "smaller ensemble, its entries below their write quorum. Start them (or give "
+            "their directories) and recreate from all"
+            + (
+                ", or pass --complete-ensemble to recreate the original ensemble with them in it"
+                if NO_REGISTRY not in found.unreachable
+                else ""
+            )
+        )
+    if absent:
+        shape = _expected_shape(near, broker)
+        if shape is None:
+            raise DataError(
+                f"ledger {ledger_id}: --complete-ensemble needs the ensemble size and write "
+                "quorum, which neither the topic's other ledgers nor a broker configuration "
+                "(--broker-conf) gives"
+            )
+        (size, write_quorum), said = shape
+        ensemble = complete_order(found, size, write_quorum, absent)
+        sources["ensemble"] = (
+            f"the bookies holding entries and of those not read ({', '.join(absent)}), in the "
+            f"one order their copies follow, at the ensemble size of {said}"
+        )
+        sources["write_quorum"] = said
+        held = [b for b in ensemble if b not in absent]
+        notes.append(
+            f"recreated with bookies {', '.join(b for b in ensemble if b in absent)} in its "
+            f"ensemble, which could not be read (the copies on {', '.join(held)} were "
+            "verified)"
+        )
+    else:
+        ensemble = ensemble_order(found, write_quorum)
+        sources["ensemble"] = "the bookies holding entries, in the order their copies follow"
+        sources["write_quorum"] = "the most copies one entry has"
     under = sum(1 for c in counts.values() if c < write_quorum)
-    if under:
+    if under and absent:
+        notes.append(
+            f"{under} entries were read from fewer than {write_quorum} copies (the others are "
+            "on the bookies not read, checked when they are read again)"
+        )
+    elif under:
         notes.append(f"{under} entries have fewer than {write_quorum} copies")
     ack = write_quorum
     sources["ack_quorum"] = "the write quorum"
@@ -627,6 +440,17 @@ def recreate(
                 f"{rec.verified} of {last + 1} entries verify: not recreated"
             )
     return rec
+
+
+def _expected_shape(near: Neighbour | None, broker: Any) -> tuple[tuple[int, int], str] | None:
+    """``((ensemble size, write quorum), where from)``: the topic's other ledgers', else
+    the broker configuration's."""
+    if near is not None:
+        md = near.metadata
+        return (md.ensemble_size, md.write_quorum_size), f"ledger {near.ledger_id}"
+    if broker is not None:
+        return (broker.ensemble, broker.write_quorum), f"the broker configuration {broker.path}"
+    return None
 
 
 def _tags_of(near: Neighbour, topic: Any) -> bool:

@@ -388,6 +388,7 @@ def missing_ledgers(
     *,
     recreate: bool = False,
     password: bytes | None = None,
+    complete_ensemble: bool = False,
 ) -> list[int]:
     """Drop ledgers with no BookKeeper metadata (or, given bookie storage, no stored entries
     while the metadata says they hold some) from the topic's list; move cursors that
@@ -399,16 +400,28 @@ def missing_ledgers(
     entry back through it), and it stays in the list. The time range of dropped data is
     that of its entries where they can be read, else the bounds the ledgers' close times
     give."""
+    from pulsarctl_py.stores.metadata import require_bookkeeper_root
+
     from .recreate import DataFinder
 
+    require_bookkeeper_root(draft.store)  # without it every ledger would look missing
     topic = load_topic(draft, topic_name)
     cursors = load_cursors(draft, topic, source)
     infos = list(topic.info.ledgerInfo)
     dropped: dict[int, str] = {}
+    kept: dict[int, str] = {}  # ledgers whose loss is not proven -> why
     finder = DataFinder.of(source) if source is not None else None
     try:
-        spans, recreated = _lost_metadata(
-            draft, topic, source, finder, dropped, recreate=recreate, password=password
+        recreated = _lost_metadata(
+            draft,
+            topic,
+            source,
+            finder,
+            dropped,
+            kept,
+            recreate=recreate,
+            password=password,
+            complete_ensemble=complete_ensemble,
         )
     finally:
         if finder is not None:
@@ -428,8 +441,17 @@ def missing_ledgers(
                 and md.is_closed
                 and md.last_entry_id >= 0
                 and view.last_stored is None
+                and view.unreachable is None
             ):
-                dropped[lid] = "has no entries in bookie storage"
+                why = _proven_empty(source, view, md.last_entry_id)
+                if why is None:
+                    dropped[lid] = "has no entries on any bookie of its ensembles"
+                else:
+                    draft.warnings.append(
+                        f"ledger {lid} of {topic.name.full_name}: the storage read holds none "
+                        f"of its entries 0..{md.last_entry_id}, but {why}: not dropped"
+                    )
+                    kept[lid] = why
     dropped = {lid: dropped[lid] for lid in topic.ids if lid in dropped}  # the list's order
     draft.repairs.append(
         {
@@ -437,6 +459,7 @@ def missing_ledgers(
             "topic": topic.name.full_name,
             "ledgers": [{"ledger_id": lid, "reason": why} for lid, why in dropped.items()],
             "recreated": [r.to_json() for r in recreated.values()],
+            "not_judged": [{"ledger_id": lid, "reason": why} for lid, why in kept.items()],
         }
     )
     if not dropped:
@@ -453,11 +476,7 @@ def missing_ledgers(
             if recorded:
                 u.entries += li.entries
                 u.size += li.size
-                span = spans.get(li.ledgerId)
-                if span is not None:
-                    u.add_time(*span, basis="data")
-                else:
-                    u.add_time(previous_ts, li.timestamp or None, basis="close times")
+                u.add_time(previous_ts, li.timestamp or None, basis="close times")
                 u.add_messages(count_messages(source, li.ledgerId, 0, li.entries - 1))
             else:
                 u.entries_unknown = True
@@ -500,30 +519,62 @@ def missing_ledgers(
     return list(dropped)
 
 
+def _proven_empty(source: LedgerSource, view: Any, last: int) -> str | None:
+    """None when every entry ``0..last`` of a ledger is proven absent from every bookie
+    of its write sets (:mod:`pulsarctl_py.stores.absence`); else why it is not proven."""
+    absence = source.absence_judge(view)(0, last)
+    if absence.uncovered_count:
+        return absence.unread_text()
+    # the READ_LAC asked of the last ensemble is not every replica: read them all
+    try:
+        for _ in source.raw_entries(view, 0, last):
+            return "an entry of it is on a bookie after all"
+    except LedgerctlError as exc:
+        return f"its bookies could not all be read ({exc.one_line()})"
+    return None
+
+
 def _lost_metadata(
     draft: Draft,
     topic: Topic,
     source: LedgerSource | None,
     finder: Any,
     dropped: dict[int, str],
+    kept: dict[int, str],
     *,
     recreate: bool,
     password: bytes | None,
-) -> tuple[dict[int, tuple[int | None, int | None]], dict[int, Any]]:
-    """The topic's ledgers without metadata: each dropped (``dropped``), or with
-    ``recreate`` and its data found, its metadata drafted back. Returns the time span of
-    the data found of each, and the recreated ones."""
-    from .recreate import data_time_span, ledger_place, read_back
+    complete_ensemble: bool = False,
+) -> dict[int, Any]:
+    """The topic's ledgers without metadata: each dropped (``dropped``) when no bookie
+    holds its entries and every bookie was read; kept (``kept``, with why) when one was
+    not, or when its entries are still there; with ``recreate`` and its data found, its
+    metadata drafted back. Returns the recreated ones."""
+    from .recreate import ledger_place, read_back
     from .recreate import recreate as recreate_ledger
 
-    spans: dict[int, tuple[int | None, int | None]] = {}
     recreated: dict[int, Any] = {}
     for lid in topic.ids:
         if ledger_has_metadata(draft, lid):
             continue
         found = finder.find(lid) if finder is not None else None
-        if found is None or found.last is None:
-            dropped[lid] = "has no BookKeeper metadata"
+        if found is None or (found.last is None and found.unreachable):
+            # its ensemble is unknown, so its entries may be on any bookie: one not read
+            # may hold them
+            why = (
+                "no bookie storage was read"
+                if found is None
+                else f"not every bookie could be read: {found.unreachable_text()}"
+            )
+            draft.warnings.append(
+                f"ledger {lid} of {topic.name.full_name} has no BookKeeper metadata and none "
+                f"of the bookies read holds its entries, but {why}: not dropped (its data "
+                "may be there)"
+            )
+            kept[lid] = why
+            continue
+        if found.last is None:
+            dropped[lid] = "has no BookKeeper metadata, and no bookie holds its entries"
             if recreate:
                 where = (
                     "in the bookie storage given" if finder is not None else "(no bookie storage)"
@@ -535,15 +586,13 @@ def _lost_metadata(
                 )
             continue
         if not recreate:
-            dropped[lid] = (
-                f"has no BookKeeper metadata (its data is still there: {found.describe()})"
-            )
-            spans[lid] = data_time_span(found)
+            # its data is not lost: only its metadata is. Dropping it would lose the data
+            kept[lid] = f"its entries are still on the bookies ({found.describe()})"
             draft.warnings.append(
                 f"ledger {lid} has no BookKeeper metadata but its entries are still on the "
-                f"bookies ({found.describe()}): `repair missing-ledgers --recreate` "
-                "recreates its metadata from them instead of dropping the data (before the "
-                "bookies' garbage collection deletes it)"
+                f"bookies ({found.describe()}): not dropped; `repair missing-ledgers "
+                "--recreate` recreates its metadata from them (before the bookies' garbage "
+                "collection deletes them)"
             )
             continue
         assert source is not None
@@ -555,6 +604,7 @@ def _lost_metadata(
             found,
             password=password,
             verify=lambda md, lid=lid: read_back(source, lid, md),
+            complete_ensemble=complete_ensemble,
         )
         from pulsarctl_py.decoders import ledger_metadata as lm
 
@@ -570,7 +620,7 @@ def _lost_metadata(
         if "not checked" in rec.sources["password"]:
             draft.warnings.append(f"ledger {lid}: its password is {rec.sources['password']}")
         recreated[lid] = rec
-    return spans, recreated
+    return recreated
 
 
 def resolve_topic_name(name: str) -> TopicName:
@@ -1072,9 +1122,15 @@ class Orphan:
     ctime: int
     owner: str | None
     owner_exists: bool | None
+    #: the best creation time there is, and its basis (verify.orphans.AGE_BASES)
+    created_ms: int | None = None
+    age_ms: int | None = None
+    age_basis: str = "unknown"
+    #: why it is kept rather than called an orphan (None: an orphan)
+    kept: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "ledger_id": self.ledger_id,
             "path": self.path,
             "kind": self.kind,
@@ -1082,30 +1138,48 @@ class Orphan:
             "length": self.length,
             "entries": self.entries,
             "ctime": self.ctime,
+            "created_ms": self.created_ms,
+            "age_ms": self.age_ms,
+            "age_basis": self.age_basis,
             "owner": self.owner,
             "owner_exists": self.owner_exists,
         }
+        if self.kept is not None:
+            out["kept"] = self.kept
+        return out
 
 
 def find_orphans(
     draft: Draft, source: LedgerSource | None, *, min_age_ms: int = 0, now_ms: int | None = None
 ) -> Iterator[Orphan]:
-    """Every BookKeeper ledger tagged ``application=pulsar`` (schema ledgers aside) that no
-    managed ledger, cursor or compacted-ledger reference holds.
+    """Every orphan (:func:`judge_orphans`, the kept ones left out)."""
+    for o in judge_orphans(draft, source, min_age_ms=min_age_ms, now_ms=now_ms):
+        if o.kept is None:
+            yield o
 
-    No judgement (the ledger is kept) when its topic's metadata does not decode, or its
-    topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be read
-    (the reference may be there), or it is younger than ``min_age_ms``.
+
+def judge_orphans(
+    draft: Draft, source: LedgerSource | None, *, min_age_ms: int = 0, now_ms: int | None = None
+) -> Iterator[Orphan]:
+    """Every BookKeeper ledger tagged ``application=pulsar`` (schema ledgers aside) that no
+    managed ledger, cursor or compacted-ledger reference holds; ``kept`` set on those
+    that are still not orphans: a live ledgerctl run holds it, a plan waiting for review
+    names it, or (with ``min_age_ms``) it is younger or of unknown age
+    (:func:`pulsarctl_py.verify.orphans.unreferenced_ledgers`).
+
+    No judgement (the ledger is not listed) when its topic's metadata does not decode, or
+    its topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be
+    read (the reference may be there).
     """
-    from pulsarctl_py.stores.metadata import list_managed_ledgers
-    from pulsarctl_py.topics import require_bookkeeper_metadata, require_topic_metadata
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
+    from pulsarctl_py.topics import require_topic_metadata
     from pulsarctl_py.verify.orphans import unreferenced_ledgers
 
     store = draft.store
     # the wrong place answers "no orphans", or (with BookKeeper's metadata and no topics)
     # makes every ledger look orphaned
     require_topic_metadata(store)
-    require_bookkeeper_metadata(store)
+    require_bookkeeper_root(store)
     referenced: set[int] = set()
     uncertain: set[str] = set()  # persistence names whose references are not all known
     for ref in list_managed_ledgers(store):
@@ -1145,6 +1219,10 @@ def find_orphans(
             md.ctime,
             o.owner,
             o.owner_exists,
+            o.created_ms,
+            o.age_ms,
+            o.age_basis,
+            o.kept,
         )
 
 
@@ -1159,11 +1237,15 @@ def delete_orphans(
     an offline bookie's directories, of its entries in that bookie's indexes."""
     from .bookie_index import draft_deletion
 
-    orphans = [
+    judged = [
         o
-        for o in find_orphans(draft, source, min_age_ms=min_age_ms)
+        for o in judge_orphans(draft, source, min_age_ms=min_age_ms)
         if only is None or o.ledger_id in only
     ]
+    orphans = [o for o in judged if o.kept is None]
+    for o in judged:
+        if o.kept is not None:
+            draft.warnings.append(f"ledger {o.ledger_id} is not deleted: {o.kept}")
     whys = {o.ledger_id: f"orphan {o.kind} ledger of {o.owner or 'no topic'}" for o in orphans}
     for o in orphans:
         draft.delete(o.path, "ledger", whys[o.ledger_id])
@@ -1241,8 +1323,18 @@ def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[
     todo: dict[tuple[str, str | None], None] = {}
     orphans: set[int] = set()
     unhandled = []
+    # topic -> whether every ledger verify found without metadata still has its entries on
+    # the bookies (then their metadata is recreated, as the findings say; the recreation
+    # reads and verifies them itself)
+    recreatable: dict[str, bool] = {}
     for f in findings:
         check = f.get("check")
+        if check == "ledger-missing-metadata" and isinstance(f.get("topic"), str):
+            data = (
+                (f.get("details") or {}).get("data") if isinstance(f.get("details"), dict) else None
+            )
+            held = isinstance(data, dict) and bool(data.get("copies"))
+            recreatable[f["topic"]] = recreatable.get(f["topic"], True) and held
         repair = REPAIR_FOR_CHECK.get(str(check))
         if repair is None:
             unhandled.append({"check": check, "topic": f.get("topic"), "reason": "no repair"})
@@ -1266,7 +1358,7 @@ def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[
     for repair, topic in sorted(todo, key=lambda rt: (order.index(rt[0]), rt[1] or "")):
         assert topic is not None
         if repair == "missing-ledgers":
-            missing_ledgers(draft, topic, source)
+            missing_ledgers(draft, topic, source, recreate=recreatable.get(topic, False))
         elif repair == "cursor-snapshot":
             cursor_snapshots(draft, topic, source)
         elif repair == "clamp-cursors":
@@ -1276,7 +1368,9 @@ def from_verify(draft: Draft, report: Any, source: LedgerSource | None) -> list[
         elif repair == "shadow":
             shadow(draft, topic, source)
     if orphans:
-        delete_orphans(draft, source, only=orphans)
+        from pulsarctl_py.verify.orphans import DEFAULT_MIN_AGE_MS
+
+        delete_orphans(draft, source, only=orphans, min_age_ms=DEFAULT_MIN_AGE_MS)
     return unhandled
 
 

@@ -82,12 +82,29 @@ class Written:
 
 class PlanJournal:
     """A :class:`~pulsarctl_py.stores.live.writer.Journal` that records every step in a
-    plan and saves it (``save``) before the step is taken."""
+    plan and saves it (``save``) before the step is taken; with a ``lease``
+    (:class:`pulsarctl_py.leases.Lease`) each ledger is also named in the run's lease and
+    recorded with the plan's path, before its metadata is created."""
 
-    def __init__(self, written: list[Written], save: Any, after_step: Any = None) -> None:
+    def __init__(
+        self,
+        written: list[Written],
+        save: Any,
+        after_step: Any = None,
+        *,
+        lease: Any = None,
+        plan_path: Path | None = None,
+    ) -> None:
         self.written = written
         self.save = save
         self.after_step = after_step or (lambda _: None)
+        self.lease = lease
+        self.plan_path = plan_path
+        #: the writable metadata store the writer holds (:meth:`attach`)
+        self.store: MetadataStore | None = None
+
+    def attach(self, store: MetadataStore) -> None:
+        self.store = store
 
     def _current(self, ledger_id: int) -> Written:
         for w in reversed(self.written):
@@ -98,9 +115,14 @@ class PlanJournal:
     def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
         if self.written and self.written[-1].sha256 is None and self.written[-1].files is None:
             # the previous attempt found its id taken (someone else's ledger): not ours
-            self.written.pop()
+            taken = self.written.pop()
+            if self.lease is not None:
+                self.lease.drop(taken.ledger_id, self.store)
         self.written.append(Written(ledger_id, path, ctoken))
         self.save()
+        if self.lease is not None:
+            assert self.plan_path is not None
+            self.lease.hold(ledger_id, self.plan_path, self.store)
         self.after_step("creating")
 
     def files(self, ledger_id: int, files: Any) -> None:
@@ -165,11 +187,13 @@ def delete_written(written: list[Written], store: MetadataStore) -> list[dict[st
     """Delete the ledgers a plan wrote: metadata still as written (or, for one being
     written when the command stopped, still open), and a stopped bookie's files. Returns
     what was done, per ledger; a ledger changed by someone else is left alone."""
+    from pulsarctl_py.leases import forget_ledger
     from pulsarctl_py.stores.bookie.newledger import OfflineFiles, check_bookie_free
 
     out: list[dict[str, Any]] = []
     place = _place(store)
     for w in reversed(written):
+        forget_ledger(store, w.ledger_id)  # the plan no longer keeps it, whatever follows
         node = place.store.get(w.path)
         action = "absent"
         if node is not None:
@@ -182,6 +206,7 @@ def delete_written(written: list[Written], store: MetadataStore) -> list[dict[st
                         "key": w.path,
                         "action": "left",
                         "reason": f"ledger {w.ledger_id} is not as this plan wrote it",
+                        "ledger_id": w.ledger_id,
                     }
                 )
                 continue
@@ -253,7 +278,9 @@ class PlanFile:
     goes to. ``dirs``: the stopped bookie's directories written into (none: running
     bookies); the plan is bound to them and to the metadata store of ``url``."""
 
-    def __init__(self, out: Any, url: str, topic: str, dirs: list[str], what: str) -> None:
+    def __init__(
+        self, out: Any, url: str, topic: str, dirs: list[str], what: str, *, lease: Any = None
+    ) -> None:
         from pulsarctl_py.stores.bookie.layout import discover
         from pulsarctl_py.stores.metadata import open_metadata_store, resolve_topic
 
@@ -262,6 +289,8 @@ class PlanFile:
 
         self.out = out
         self.used = False
+        #: what was done with the ledgers of the earlier plan this one replaces, for people
+        self.reclaimed = reclaim_plan_path(out, url, lease)
         current = [d.resolve() for d in discover(dirs).ledger_dirs] if dirs else []
         with open_metadata_store(url) as store:
             self.binding = Binding.of(store, current)
@@ -274,7 +303,9 @@ class PlanFile:
             f"the command stopped while it wrote {what}: `ledgerctl undo` this plan to "
             "delete what it wrote"
         )
-        self.journal = PlanJournal(self.pending.written, self._save)
+        self.journal = PlanJournal(
+            self.pending.written, self._save, lease=lease, plan_path=self.path
+        )
 
     @property
     def path(self) -> Path:
@@ -299,3 +330,49 @@ class PlanFile:
         """Nothing was saved yet: drop the prepared output."""
         if not self.used:
             self.out.discard()
+
+
+def reclaim_plan_path(out: Any, metadata_url: str, lease: Any = None) -> list[str]:
+    """Before a plan is saved over an earlier one of ours (``out`` replaces it; one that
+    was applied and not undone is refused when ``out`` is prepared): the earlier plan was
+    never applied (a run that stopped, or one made for review), so the ledgers it wrote
+    are deleted (as ``undo`` deletes them: only while they are as it wrote them, or still
+    open with its creator token), unless a live run still holds one in its lease. Shared
+    by every command that writes ledgers under a plan (``compact``, ``migrate``). Returns
+    what was done, for people."""
+    from pulsarctl_py.leases import Holds
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    from .plan import Plan
+
+    if out.stream or not out.replaces_existing:
+        return []
+    try:
+        old = Plan.load(Path(out.path))
+    except LedgerctlError:
+        return []
+    if not old.written:
+        return []
+    lines = []
+    with open_metadata_store(metadata_url, read_only=False) as store:
+        holds = Holds(store)
+        mine = lease.info.name if lease is not None else None
+        free = []
+        for w in old.written:
+            held = holds.lease_of(w.ledger_id)
+            if held is not None and held.name != mine:
+                lines.append(
+                    f"{out.path}: the ledger {w.ledger_id} its earlier run wrote: left, "
+                    f"being written by {held.describe()}"
+                )
+            else:
+                free.append(w)
+        done = delete_written(free, store)
+    for d in done:
+        if "ledger_id" in d:
+            lines.append(
+                f"{out.path}: the ledger {d['ledger_id']} its earlier run wrote: {d['action']}"
+            )
+        else:
+            lines.append(f"{out.path}: {d['key']}: left ({d['reason']})")
+    return lines

@@ -20,8 +20,13 @@ An ML LedgerInfo is *recorded* unless it is the topic's last ledger with ``entri
 fills entries/size/timestamp when it closes it (formats.md §8.2), so the open last ledger
 is compared with nothing. Ledgers offloaded and deleted from BookKeeper
 (``offloadContext.complete`` and ``bookkeeperDeleted``) are not looked for in BookKeeper.
-The storage checks assume the bookie directories given hold every entry (a standalone
-bookie, or the directories of every bookie of the ensembles).
+What the storage lacks is judged on every replica (:mod:`pulsarctl_py.stores.absence`):
+an entry is *missing* only when every bookie of its write set (round robin over the
+segment's ensemble) was read: the running bookies, or the whole directories (every ledger
+and journal directory its cookie lists) of a stopped bookie. An absence the bookies read
+cannot prove is *not covered* (``storage-not-covered``, info), never missing. A ledger
+without BookKeeper metadata is looked for on every bookie the BookKeeper root registers.
+Without BookKeeper's metadata root nothing is judged: verify stops with exit 3.
 
 The checks, with the rule each applies and where it comes from:
 
@@ -43,10 +48,11 @@ The checks, with the rule each applies and where it comes from:
     A ledger other than the topic's last one (or a compacted ledger) is not CLOSED:
     Pulsar closes a ledger before it rolls to the next. §8.2.
 ``ledger-missing-storage`` (error)
-    The ledger's last entry is >= 0 but the bookie storage holds none of its entries
-    (operators.md §3 #4, #5). §10, §11.
+    The ledger's last entry is >= 0 but no bookie of its ensembles holds any of its
+    entries, every one of them read (operators.md §3 #4, #5). §10, §11.
 ``entry-missing`` (error)
-    Entries 0..last entry that the storage does not hold (ranges listed). §10, §11.
+    Entries 0..last entry that no bookie of their write set holds, every one of them read
+    (ranges listed). §10, §11.
 ``entry-corrupt`` (error)
     An entry whose bytes cannot be read from storage, whose BookKeeper digest or stored
     ids do not match, whose 0x0e01 CRC32C does not match, or whose layers do not decode
@@ -130,9 +136,12 @@ The checks, with the rule each applies and where it comes from:
 ``orphan-ledger`` (warning, ``--all`` only)
     A ledger whose custom metadata says ``application=pulsar`` and that nothing references:
     no ML ledger list, no cursor's ``cursorsLedgerId``, no ``CompactedTopicLedger``.
-    Schema ledgers are not judged (their references live under /schemas, not read here).
-    A ledger a live broker has just created may show up until the broker records it
-    (operators.md §3 #22, #23). §9.4.
+    Schema ledgers are not judged (their references live under /schemas, not read here),
+    nor a ledger a live ledgerctl run holds in its lease or a plan neither applied nor
+    undone names (:mod:`pulsarctl_py.leases`). A ledger a live broker has just created may
+    show up until the broker records it (operators.md §3 #22, #23): the finding says its
+    age and the basis of it (the ledger's ``ctime``, else its node's creation time in the
+    store, else unknown; :mod:`.orphans`). §9.4.
 ``shadow-source-missing`` (error)
     A shadow topic's ``PULSAR.SHADOW_SOURCE`` names a topic without a managed ledger. §14.
 ``shadow-ledger-not-in-source`` (error)
@@ -142,6 +151,10 @@ The checks, with the rule each applies and where it comes from:
     A ledger recorded in both lists with different entries or size. §14.
 ``storage-not-checked`` (info)
     No bookie storage was given: only the metadata checks ran.
+``storage-not-covered`` (info)
+    Entries (or a whole ledger) not in the storage read, while a bookie of their write
+    set was not read (its directories not given, or not all of them, or without a
+    cookie): their absence proves nothing, and the bookies to read are named.
 ``storage-index-unusable`` (error)
     A bookie index (DbLedgerStorage ``locations`` or ``ledgers``, or any index for a dir of
     entry logs) is missing or cannot be read. ledgerctl found the entries by scanning the

@@ -170,6 +170,16 @@ CODES: dict[str, Code] = {
             "shadow",
         ),
         Code("storage-not-checked", "core", _I, "no bookie storage given: metadata checks only"),
+        Code(
+            "storage-not-covered",
+            "ledgers",
+            _I,
+            "entries not in the storage read, whose absence proves nothing: a bookie that "
+            "should hold them was not read",
+            hint="give the directories of every bookie named (ledger and journal "
+            "directories, each with its cookie current/VERSION), or read the running "
+            "bookies (--metadata-url without --bookie-dir)",
+        ),
         Code("storage-index-unusable", "core", _E, "a bookie index is missing or unreadable"),
         Code("storage-damaged", "core", _E, "the storage's own files are damaged"),
     )

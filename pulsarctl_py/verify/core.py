@@ -151,7 +151,10 @@ def verify_topics(
     run.max_uncompressed = max_uncompressed
     if reads is not None:
         reads.max_uncompressed = max_uncompressed
-    yield from _drive(run, topics)
+    try:
+        yield from _drive(run, topics)
+    finally:
+        run.close()
 
 
 def storage_findings(source: LedgerSource) -> list[Finding]:
@@ -265,6 +268,28 @@ class Run:
         self.fast = True
         #: the most a payload may decompress to (None: the decoders' default)
         self.max_uncompressed: int | None = None
+        self._finder: Any = None
+
+    def copies_of(self, ledger_id: int) -> Any:
+        """Every copy of a ledger's entries the bookies hold, looked for without its
+        metadata (:class:`pulsarctl_py.stores.copies.Found`); None without bookie storage."""
+        if self.source.bookie is None:
+            return None
+        if self._finder is None:
+            from pulsarctl_py.stores.copies import DataFinder
+
+            self._finder = DataFinder.of(self.source)
+            if self._finder is None:
+                return None
+        try:
+            return self._finder.find(ledger_id)
+        except LedgerctlError:
+            return None
+
+    def close(self) -> None:
+        if self._finder is not None:
+            self._finder.close()
+            self._finder = None
 
     def emit(self, finding: Finding) -> Finding:
         self.stats.count(finding)
@@ -340,7 +365,7 @@ class Run:
 
 
 def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
-    from pulsarctl_py.stores.metadata import list_managed_ledgers
+    from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
     from pulsarctl_py.verify.orphans import orphan_findings
 
     if topics is None:
@@ -354,6 +379,8 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
             f"nothing to verify: {run.store.url} holds no topic (no managed ledger under "
             "/managed-ledgers)"
         )
+    # without BookKeeper's metadata every ledger would look missing: nothing is judged
+    require_bookkeeper_root(run.store)
     run.run_names = {ref.name for ref in refs}
     run.topics_total = len(refs)
     if run.source.bookie is None:

@@ -13,7 +13,16 @@ from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
 from pulsarctl_py.decoders.checksums import DIGESTS
 from pulsarctl_py.decoders.entry import PAYLOAD_LAYERS
 from pulsarctl_py.decoders.errors import LedgerctlError
-from pulsarctl_py.verify.core import ERROR, PROGRESS_EVERY, WARNING, Finding, LedgerFacts, Run
+from pulsarctl_py.stores.absence import Absence
+from pulsarctl_py.verify.core import (
+    ERROR,
+    INFO,
+    PROGRESS_EVERY,
+    WARNING,
+    Finding,
+    LedgerFacts,
+    Run,
+)
 from pulsarctl_py.verify.order import TopicOrder, index_property
 
 if TYPE_CHECKING:
@@ -55,22 +64,42 @@ def _same_ml(name: str | None, expected: str) -> bool:
 
 
 def metadata_findings(topic: str, led: LedgerFacts, what: str, run: Run) -> Iterator[Finding]:
-    """ledger-missing-metadata / ledger-metadata-unreadable for one ledger."""
+    """ledger-missing-metadata / ledger-metadata-unreadable for one ledger.
+
+    A ledger without metadata is looked for on every bookie the run can read (its ensemble
+    is unknown): the finding says whether its entries are still there (``repair
+    missing-ledgers --recreate`` restores it), on no bookie at all, or on none of those
+    read while others were not."""
     view = led.view
     lid = led.ledger_id
     if view is None or (view.metadata is None and view.metadata_error is None):
-        where = (
-            " (nor in bookie storage)" if run.source.bookie is not None and not led.stored else ""
-        )
+        details: dict[str, Any] = {"problem": led.problem} if led.problem else {}
+        where = ""
+        found = run.copies_of(lid)
+        if found is not None:
+            details["data"] = found.to_json()
+            if found.copies:
+                where = (
+                    f"; its entries are still on the bookies ({found.describe()}): "
+                    "`repair missing-ledgers --recreate` restores its metadata from them"
+                )
+            elif found.unreachable:
+                where = (
+                    "; none of the bookies read holds any of its entries, but not every "
+                    f"bookie could be read ({found.unreachable_text()}): whether its data "
+                    "is gone is not known"
+                )
+            else:
+                where = "; no bookie holds any of its entries: its data is gone"
         yield Finding(
             ERROR,
             "ledger-missing-metadata",
             topic,
             lid,
             None,
-            f"{what} {lid} has no BookKeeper metadata{where}: reads of it fail with "
-            "'No such ledger exists'",
-            {"problem": led.problem} if led.problem else {},
+            f"{what} {lid} has no BookKeeper metadata: reads of it fail with "
+            f"'No such ledger exists'{where}",
+            details,
         )
     elif view.metadata_error is not None:
         yield Finding(
@@ -110,16 +139,44 @@ def owner_findings(topic: str, led: LedgerFacts, owner_ml: str) -> Iterator[Find
         )
 
 
-def storage_missing(topic: str, led: LedgerFacts, what: str) -> Finding:
+def storage_missing(topic: str, led: LedgerFacts, what: str, where: str) -> Finding:
     return Finding(
         ERROR,
         "ledger-missing-storage",
         topic,
         led.ledger_id,
         None,
-        f"{what} {led.ledger_id} should hold entries 0..{led.last} but the bookie storage "
-        "holds none of them",
+        f"{what} {led.ledger_id} should hold entries 0..{led.last} but {where} holds none of them",
         {"last_entry_id": led.last},
+    )
+
+
+def not_covered(
+    topic: str, led: LedgerFacts, what: str, absence: Absence, holds_none: bool
+) -> Finding:
+    """storage-not-covered: entries absent from what was read, which proves nothing."""
+    count, last = absence.uncovered_count, led.last
+    shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in absence.uncovered[:10])
+    more = " and more ranges" if len(absence.uncovered) > 10 else ""
+    head = (
+        f"{what} {led.ledger_id}: the storage read holds none of its entries 0..{last}"
+        if holds_none
+        else f"{what} {led.ledger_id}: {count} of its entries 0..{last} "
+        f"({shown}{more}) are not in the storage read"
+    )
+    return Finding(
+        INFO,
+        "storage-not-covered",
+        topic,
+        led.ledger_id,
+        None,
+        f"{head}, and that proves nothing: {absence.unread_text()} (not judged missing)",
+        {
+            "not_covered": absence.uncovered[:100],
+            "count": count,
+            "unread": dict(absence.unread),
+            "last_entry_id": last,
+        },
     )
 
 
@@ -150,8 +207,9 @@ class LedgerScan:
         kind = led.view.digest_type if led.view is not None else None
         self.digest_size = DIGESTS[kind].size if kind is not None else None
         self.expected = 0  # the next entry id
-        self.missing: list[list[int]] = []
-        self.missing_count = 0
+        #: the entries not read: missing (proven), or not covered (:mod:`..stores.absence`)
+        self.judge = run.source.absence_judge(led.view)
+        self.absence = Absence()
         self.unreadable = 0
         self.stored_bytes = 0
         # entries whose digest could not be verified: how many, the first ones (the
@@ -163,8 +221,7 @@ class LedgerScan:
     def skip_to(self, entry_id: int) -> None:
         """The next entry read is ``entry_id``: the ones before it are missing."""
         if entry_id > self.expected:
-            self.missing.append([self.expected, entry_id - 1])
-            self.missing_count += entry_id - self.expected
+            self.absence.merge(self.judge(self.expected, entry_id - 1))
             if self.order is not None:
                 self.order.break_index()
         self.expected = entry_id
@@ -299,8 +356,9 @@ class LedgerScan:
             )
         if self.expected <= last:
             self.skip_to(last + 1)
-        missing, missing_count = self.missing, self.missing_count
-        if missing:
+        absence = self.absence
+        missing, missing_count = absence.missing, absence.missing_count
+        if missing_count:
             shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in missing[:10])
             more = f" and {len(missing) - 10} more ranges" if len(missing) > 10 else ""
             yield Finding(
@@ -310,11 +368,14 @@ class LedgerScan:
                 lid,
                 missing[0][0],
                 f"{what} {lid}: {missing_count} of its entries 0..{last} "
-                f"{'is' if missing_count == 1 else 'are'} not in storage: {shown}{more}",
+                f"{'is' if missing_count == 1 else 'are'} on none of their bookies: "
+                f"{shown}{more}",
                 {"missing": missing[:100], "count": missing_count, "last_entry_id": last},
             )
+        if absence.uncovered_count:
+            yield not_covered(self.topic, self.led, what, absence, holds_none=False)
         md = self.led.view.metadata
-        complete = not missing and not self.unreadable
+        complete = not missing_count and not absence.uncovered_count and not self.unreadable
         stored_bytes = self.stored_bytes
         if complete and md is not None and self.led.closed and stored_bytes != md.length:
             yield Finding(
@@ -354,10 +415,27 @@ def scan(
         if order is not None:
             order.break_index()  # its entries are unknown: no continuity across it
         return
+    if view.metadata is None and run.source.live_options is not None:
+        if order is not None:
+            order.break_index()
+        return  # running bookies are found through metadata: metadata_findings looked
     if not led.stored:
         if order is not None:
             order.break_index()
-        yield storage_missing(topic, led, what)
+        absence = run.source.absence_judge(view)(0, last)
+        if absence.missing_count == last + 1:
+            where = (
+                "no bookie of its ensembles"
+                if run.source.live_options
+                else ("the bookie storage (every bookie of its ensembles read)")
+            )
+            yield storage_missing(topic, led, what, where)
+        elif absence.uncovered_count == last + 1:
+            yield not_covered(topic, led, what, absence, holds_none=True)
+        else:  # some entries proven missing, the others not covered
+            scanned = LedgerScan(run, topic, led, None, what)
+            scanned.skip_to(last + 1)
+            yield from scanned.finish(None)
         return
     scanned = LedgerScan(run, topic, led, order, what)
     fast = fast_scan(run, scanned, view, last) if order is not None and run.fast else None

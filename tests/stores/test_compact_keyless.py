@@ -18,7 +18,16 @@ from pulsarctl_py.decoders.payload import build_batch
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 from tests.cli_helpers import run
-from tests.verify_world import LedgerSpec, _Builder, _ml_info, _tags, _write_tree, tree_digest
+from tests.verify_world import (
+    LedgerSpec,
+    _Builder,
+    _ml_info,
+    _tags,
+    _write_tree,
+    bookkeeper_root_nodes,
+    tree_digest,
+    write_cookies,
+)
 
 TOPIC = "persistent://public/default/keyless"
 
@@ -44,6 +53,7 @@ def _world(root: Path) -> tuple[str, Path]:
     nodes = {
         mld.TopicName.parse(TOPIC).ml_path: mld.build_info(_ml_info([(spec, True)], {})),
         lm.ledger_path(7): lm.build(spec.metadata()),
+        **bookkeeper_root_nodes(root / "bookie"),
     }
     root.mkdir(parents=True)
     store = create_metadata_store(root / "metadata")
@@ -52,6 +62,7 @@ def _world(root: Path) -> tuple[str, Path]:
     finally:
         store.close()
     write_db_ledger_dir(root / "bookie" / "current", spec.entries, master_key(b""))
+    write_cookies(root / "bookie")
     return f"rocksdb://{root / 'metadata'}", root / "bookie"
 
 

@@ -29,6 +29,7 @@ from pulsarctl_py.stores.live.writer import (
     write_ledger,
 )
 from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger
+from tests.verify_world import bookkeeper_root_nodes
 from tests.write_bookie import WriteBookie
 
 PASSWORD = b"secret-ml-password"
@@ -39,6 +40,9 @@ CONFIG = LedgerConfig(3, 2, 2, DigestType.CRC32C, PASSWORD, {"application": b"pu
 def zk_store(scratch_zk: str) -> Iterator:
     store = open_metadata_store(scratch_zk, read_only=False)
     try:
+        # a formatted cluster's BookKeeper root
+        for key, value in bookkeeper_root_nodes().items():
+            store.put(key, value, -1)
         yield store
     finally:
         store.close()

@@ -160,7 +160,7 @@ def test_plan_apply_undo_on_the_bookie_index(
     assert ORPHAN not in after_data
     assert after_data == {k: v for k, v in before_data.items() if k != ORPHAN}
     r = run(capsys, "orphans", "--min-age", "0", *_flags(world), "-o", "json")
-    assert r.code == 0 and r.json() == []
+    assert r.code == 0 and r.json()["orphans"] == []
 
     r = run(capsys, "undo", plan_path)
     assert r.code == 0, r.err

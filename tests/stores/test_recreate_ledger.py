@@ -31,12 +31,16 @@ def _no_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def _cookie(world: World, host: str = BOOKIE) -> None:
-    """The cookie every real bookie keeps in its ledger directory."""
-    (world.bookie_dir / "current" / "VERSION").write_text(
-        f'5\nbookieHost: "{host}"\njournalDir: "/data/journal"\n'
-        'ledgerDirs: "1\\t/data/ledgers"\ninstanceId: "test"\n'
-    )
+def _without_cookie(world: World) -> None:
+    """The world's bookie directory without its cookie, and the BookKeeper root without
+    the bookie's registration: which bookie it is cannot be told."""
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    (world.bookie_dir / "current" / "VERSION").unlink()
+    with open_metadata_store(world.metadata_url, read_only=False) as store:
+        node = store.get(f"/ledgers/cookies/{BOOKIE}")
+        assert node is not None
+        store.delete(f"/ledgers/cookies/{BOOKIE}", node.stat.version)
 
 
 def _flags(world: World) -> list[str]:
@@ -45,9 +49,7 @@ def _flags(world: World) -> list[str]:
 
 @pytest.fixture
 def lost(tmp_path: Path) -> World:
-    world = build_world(tmp_path / "w", "ledger-missing-metadata")
-    _cookie(world)
-    return world
+    return build_world(tmp_path / "w", "ledger-missing-metadata")
 
 
 def _original(tmp_path: Path) -> lm.LedgerMetadata:
@@ -110,29 +112,32 @@ def test_recreate_plans_the_metadata_the_ledger_had(
     assert [f["check"] for f in r.json()["findings"]] == ["ledger-missing-metadata"]
 
 
-def test_without_recreate_the_plan_names_the_data_and_its_time(
+def test_without_recreate_a_ledger_whose_data_is_there_is_kept(
     capsys: pytest.CaptureFixture[str], lost: World
 ) -> None:
+    """Only its metadata is lost: dropping it would lose the data, so it is kept, and the
+    plan says where the data is and how to get the ledger back."""
     r = run(capsys, "repair", "missing-ledgers", "orders", *_flags(lost), "-o", "json")
     assert r.code == 0, r.err
     doc = r.json()
-    (dropped,) = doc["repairs"][0]["ledgers"]
-    assert dropped["ledger_id"] == LOST
-    assert "its data is still there: entries 0..3 on 127.0.0.1:3181 (4)" in dropped["reason"]
-    assert any("--recreate" in w and "ledger 11" in w for w in doc["warnings"])
-    u = doc["unreachable"]
-    # the entries' own times (T0 + 6 s .. + 9 s), not the ledgers' close times
-    assert u["time_range"] == ["2026-01-01T00:00:06.000Z", "2026-01-01T00:00:09.000Z"]
-    assert u["time_range_basis"] == ["data"]
-    r = run(capsys, "repair", "missing-ledgers", "orders", *_flags(lost), "-o", "table")
-    assert "time range (of the data): 2026-01-01T00:00:06.000Z .. " in r.out
+    (done,) = doc["repairs"]
+    assert done["ledgers"] == []  # nothing dropped
+    (kept,) = done["not_judged"]
+    assert kept["ledger_id"] == LOST
+    assert (
+        "its entries are still on the bookies (entries 0..3 on 127.0.0.1:3181 (4))"
+        in (kept["reason"])
+    )
+    assert any(
+        "--recreate" in w and "ledger 11" in w and "not dropped" in w for w in doc["warnings"]
+    )
+    assert doc["changes"] == [] and doc["unreachable"]["ledgers"] == []
 
 
 def test_a_ledger_lost_with_its_data_shows_the_close_time_bounds(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     world = build_world(tmp_path / "w", "ledger-lost")
-    _cookie(world)
     r = run(capsys, "repair", "missing-ledgers", "orders", *_flags(world), "-o", "json")
     assert r.code == 0, r.err
     u = r.json()["unreachable"]
@@ -149,6 +154,7 @@ def test_a_copy_no_cookie_names_is_not_guessed(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     world = build_world(tmp_path / "w", "ledger-missing-metadata")
+    _without_cookie(world)
     r = run(capsys, "repair", "missing-ledgers", "orders", "--recreate", *_flags(world))
     assert r.code == 1, r.err
     (line,) = r.err.strip().splitlines()

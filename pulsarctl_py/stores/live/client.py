@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pulsarctl_py.decoders import bookie_wire as wire
 from pulsarctl_py.decoders import limits
@@ -77,6 +78,10 @@ class ClientOptions:
     def address_of(self, bookie_id: str) -> str:
         return dict(self.addresses).get(bookie_id, bookie_id)
 
+    def override(self, bookie_id: str) -> str | None:
+        """The address ``--bookie-address`` gives ``bookie_id``, if it gives one."""
+        return dict(self.addresses).get(bookie_id)
+
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
@@ -107,6 +112,37 @@ class ClientOptions:
                     f"(a PEM certificate and its private key): {_ssl_reason(exc)}"
                 ) from None
         return ctx
+
+
+def connection_to(
+    bookie_id: str,
+    options: ClientOptions,
+    resolver: Any = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> BookieConnection:
+    """A connection (not yet made) to the bookie named ``bookie_id`` in ledger metadata:
+    to the address ``--bookie-address`` gives it, else to the one its registration
+    publishes (``resolver.resolve``), else to the id itself. When the registration names
+    no usable endpoint (and no address is given), connecting raises
+    :class:`BookieUnavailable` with the reason."""
+    address = options.override(bookie_id)
+    endpoint = broken = None
+    if resolver is not None:
+        try:
+            endpoint = resolver.resolve(bookie_id)
+        except BookieUnavailable as exc:
+            broken = None if address is not None else exc.reason
+    if address is None:
+        address = bookie_id if endpoint is None else endpoint.address
+    return BookieConnection(
+        address,
+        options,
+        ssl_context,
+        bookie_id,
+        tls_host=None if endpoint is None or not endpoint.registered else endpoint.host,
+        name=bookie_id if address == bookie_id else f"{bookie_id} at {address}",
+        broken=broken,
+    )
 
 
 def _ssl_reason(exc: BaseException) -> str:
@@ -145,9 +181,16 @@ class BookieConnection:
         options: ClientOptions,
         ssl_context: ssl.SSLContext | None = None,
         bookie_id: str | None = None,
+        tls_host: str | None = None,
+        name: str | None = None,
+        broken: str | None = None,
     ) -> None:
         self.address = address
-        self.bookie_id = bookie_id or address  # the name its certificate must carry
+        self.bookie_id = bookie_id or address
+        # the name its certificate must carry: its registration's host, else its id's
+        self.tls_host = tls_host
+        self.name = name or address  # for messages
+        self.broken = broken  # why it cannot be reached at all (its registration)
         self.options = options
         self.v2 = options.v2  # auto: decided by the first exchange of each connection
         self._probe = options.auto
@@ -162,27 +205,27 @@ class BookieConnection:
 
     def _fail(self, message: str) -> BookieUnavailable:
         self.close()
-        return BookieUnavailable(self.address, message)
+        return BookieUnavailable(self.name, message)
 
     def connect(self) -> None:
         if self._sock is not None:
             return
+        if self.broken is not None:
+            raise BookieUnavailable(self.name, self.broken)
         host, port = split_address(self.address)
         timeout = self.options.timeout
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
         except TimeoutError:
-            raise BookieUnavailable(self.address, f"no connection within {timeout:g}s") from None
+            raise BookieUnavailable(self.name, f"no connection within {timeout:g}s") from None
         except OSError as exc:
-            raise BookieUnavailable(
-                self.address, f"cannot connect: {exc.strerror or exc}"
-            ) from None
+            raise BookieUnavailable(self.name, f"cannot connect: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         self._buf.clear()
         self._pos = 0
         if self._ssl is not None:
-            self._start_tls(split_address(self.bookie_id)[0])
+            self._start_tls(self.tls_host or split_address(self.bookie_id)[0])
 
     def _start_tls(self, host: str) -> None:
         if self.v2:
@@ -437,24 +480,28 @@ class BookieConnection:
                 return self.read_lac(ledger_id)
             except BookieUnavailable as v2_error:
                 raise BookieUnavailable(
-                    self.address,
+                    self.name,
                     f"neither v3 ({v3_error.reason}) nor v2 ({v2_error.reason})",
                 ) from None
 
 
 class BookiePool:
-    """Connections by bookie id, made on first use and reused until closed."""
+    """Connections by bookie id, made on first use and reused until closed.
 
-    def __init__(self, options: ClientOptions | None = None) -> None:
+    A bookie's address: the one ``--bookie-address`` gives its id, else the one its
+    registration publishes (``resolver``, an :class:`~.registry.AddressBook`), else its id.
+    """
+
+    def __init__(self, options: ClientOptions | None = None, resolver: Any = None) -> None:
         self.options = options or ClientOptions()
+        self.resolver = resolver
         self._ssl = self.options.ssl_context()
         self._conns: dict[str, BookieConnection] = {}
 
     def get(self, bookie_id: str) -> BookieConnection:
         conn = self._conns.get(bookie_id)
         if conn is None:
-            address = self.options.address_of(bookie_id)
-            conn = BookieConnection(address, self.options, self._ssl, bookie_id)
+            conn = connection_to(bookie_id, self.options, self.resolver, self._ssl)
             self._conns[bookie_id] = conn
         return conn
 

@@ -8,7 +8,9 @@
   plain lines (older layouts);
 * ``<root>/INSTANCEID``: the cluster's instance id, which every cookie should carry.
 
-Nothing here connects to a bookie.
+Nothing here connects to a bookie. :class:`AddressBook` tells where to connect to one:
+a bookie id is a name (``bookieId`` in the bookie's configuration), not always its
+address.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.errors import NotFoundError
+from pulsarctl_py.errors import LedgerctlError, NotFoundError
 
 if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import MetadataStore
@@ -155,6 +157,94 @@ def _service_info(record: BookieRecord, data: bytes) -> None:
     record.properties = dict(sorted(msg.properties.items()))
 
 
+#: the protocol of the endpoint clients send bookie requests to (BookieServiceInfo)
+BOOKIE_RPC = "bookie-rpc"
+
+
+@dataclass(frozen=True, slots=True)
+class BookieEndpoint:
+    """Where to reach a bookie: ``address`` (host:port) and the ``host`` its TLS
+    certificate must name."""
+
+    address: str
+    host: str
+    registered: bool  # whether the address comes from the bookie's registration
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class AddressBook:
+    """Bookie ids to network addresses, as BookKeeper's ``DefaultBookieAddressResolver``
+    resolves them (bookkeeper-server 4.17):
+
+    * the bookie's registration, ``<root>/available/<id>`` or else
+      ``<root>/available/readonly/<id>`` (``ZKRegistrationClient
+      .readBookieServiceInfoAsync``): the first endpoint of protocol ``bookie-rpc`` of its
+      BookieServiceInfo; a registration without one cannot be used ("does not publish a
+      bookie-rpc endpoint");
+    * an empty registration (a bookie older than 4.12) or none at all (a bookie not
+      running): the id itself is taken for ``host:port``
+      (``BookieServiceInfoUtils.buildLegacyBookieServiceInfo``). Upstream resolves an
+      unregistered id only when it is a dummy ``host:0``; a bookie that is not running
+      cannot be read either way, and the legacy reading keeps ``--bookie-address`` and
+      bookies registered elsewhere usable.
+
+    Each id is looked up once. ``place`` is BookKeeper's metadata
+    (:meth:`MetadataStore.bookkeeper`), or a callable giving it on first use.
+    """
+
+    def __init__(self, place: Any) -> None:
+        self._place = place
+        self._known: dict[str, BookieEndpoint] = {}
+
+    def _where(self) -> tuple[MetadataStore, str]:
+        place = self._place() if callable(self._place) else self._place
+        self._place = place
+        return place.store, place.root
+
+    def resolve(self, bookie_id: str) -> BookieEndpoint:
+        """Where ``bookie_id`` listens; :class:`BookieUnavailable` when its registration
+        names no usable endpoint."""
+        known = self._known.get(bookie_id)
+        if known is None:
+            known = self._known[bookie_id] = self._lookup(bookie_id)
+        return known
+
+    def _lookup(self, bookie_id: str) -> BookieEndpoint:
+        from .client import BookieUnavailable, split_address
+
+        try:
+            host = split_address(bookie_id)[0]
+        except LedgerctlError:
+            host = bookie_id  # connecting says it is not host:port
+        legacy = BookieEndpoint(bookie_id, host, False)
+        if "/" in bookie_id or bookie_id in ("", "readonly"):
+            return legacy  # not a name a registration can have
+        store, root = self._where()
+        node = store.get(f"{root}/available/{bookie_id}")
+        if node is None:
+            node = store.get(f"{root}/available/readonly/{bookie_id}")
+        if node is None or not node.data:
+            return legacy
+        record = BookieRecord(bookie_id)
+        _service_info(record, node.data)
+        if record.service_info_error is not None:
+            raise BookieUnavailable(
+                bookie_id, f"its registration under {root}/available: {record.service_info_error}"
+            )
+        for ep in record.endpoints:
+            if ep["protocol"] == BOOKIE_RPC:
+                return BookieEndpoint(_host_port(ep["host"], ep["port"]), ep["host"], True)
+        listed = ", ".join(f"{e['protocol']} {e['host']}:{e['port']}" for e in record.endpoints)
+        raise BookieUnavailable(
+            bookie_id,
+            f"its registration under {root}/available publishes no {BOOKIE_RPC} endpoint "
+            f"({listed or 'no endpoint at all'}); map it with --bookie-address ID=HOST:PORT",
+        )
+
+
 def list_bookies(store: MetadataStore, root: str | None = None) -> list[BookieRecord]:
     """Every bookie that is registered (available or read-only) or has a cookie.
 
@@ -201,11 +291,10 @@ def bookie_info(store: MetadataStore, bookie_id: str, root: str | None = None) -
 
 def read_bookies(metadata_url: str | None, bookie_id: str | None = None) -> list[BookieRecord]:
     """Open the metadata store and list its bookies (or the one named)."""
-    from pulsarctl_py.stores.metadata import open_metadata_store
-    from pulsarctl_py.topics import require_bookkeeper_metadata
+    from pulsarctl_py.stores.metadata import open_metadata_store, require_bookkeeper_root
 
     with open_metadata_store(metadata_url) as store:
-        require_bookkeeper_metadata(store)  # an empty chroot lists no bookies: wrong place
+        require_bookkeeper_root(store)  # an empty chroot lists no bookies: wrong place
         if bookie_id is not None:
             return [bookie_info(store, bookie_id)]
         return list_bookies(store)

@@ -7,6 +7,9 @@ bookie store (``ledger``, ``last_entry_id``, ``read_entry``, ``read_entries``,
 * entry e is stored on its write set: ensemble members ``(e + i) mod ensemble size`` for
   ``i < write quorum`` (BookKeeper's RoundRobinDistributionSchedule), the ensemble being
   the last segment starting at or before e;
+* a bookie is reached at the address its registration publishes (``--bookie-address``
+  overrides it; a bookie whose id is its address needs neither):
+  :class:`~.registry.AddressBook`;
 * a read goes to the first replica of the write set that is not known to be down; on a
   connection error, a timeout, a missing entry or a digest that does not verify, it goes
   on to the next replica. A bookie that failed once is tried last for the rest of the run;
@@ -38,6 +41,7 @@ from pulsarctl_py.errors import LedgerctlError, NotFoundError, StoreUnavailable
 
 from ..bookie.model import EntryNotFound, LedgerInfo, Location, StoredEntry
 from .client import BookiePool, BookieUnavailable, ClientOptions
+from .registry import AddressBook
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
@@ -100,7 +104,9 @@ class LiveBookieStore:
         self.metadata = metadata
         self.options = options or ClientOptions()
         self.password = password
-        self.pool = BookiePool(self.options)
+        # bookie ids to addresses through their registrations (DefaultBookieAddressResolver)
+        place = getattr(metadata, "bookkeeper", None)
+        self.pool = BookiePool(self.options, AddressBook(place) if place is not None else None)
         # what an offline store reports about its own files; a running bookie's files are
         # its own business, so these stay empty (verify and inspect read them alike)
         self.problems: list[Any] = []

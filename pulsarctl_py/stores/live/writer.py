@@ -4,9 +4,14 @@ The steps and the rules each one follows (apache/bookkeeper, bookkeeper-server, 
 
 1. **Ensemble** (``LedgerCreateOp.initiate`` -> ``EnsemblePlacementPolicy.newEnsemble``):
    ``ensemble`` bookies among the registered, writable ones (``<root>/available/<id>``,
-   never one under ``available/readonly``). With no rack information every bookie is in
-   the default rack, and the default policy (``RackawareEnsemblePlacementPolicyImpl``,
-   which Pulsar's broker configures) picks them at random from it: so do we.
+   never one under ``available/readonly``) that the ledger's placement allows: the
+   broker's bookie isolation (``IsolatedBookieEnsemblePlacementPolicy``: a namespace's
+   bookie affinity group, the broker's isolation groups; :mod:`.placement`), whose
+   configuration ``LedgerConfig.placement`` carries and ``/bookies`` of Pulsar's metadata
+   store completes. With no rack information every bookie is in the default rack, and
+   the rack-aware policy (``RackawareEnsemblePlacementPolicyImpl``, which Pulsar's broker
+   configures) picks them at random from it: so do we. Each bookie is reached where its
+   registration says (:class:`.registry.AddressBook`).
 2. **Ledger id** from BookKeeper's id generator for the cluster's layout
    (``ZkLedgerIdGenerator`` / ``LongZkLedgerIdGenerator``: an ephemeral sequential node
    under ``<root>/idgen``; :func:`pulsarctl_py.stores.metadata.allocate_ledger_id`).
@@ -57,9 +62,11 @@ from pulsarctl_py.decoders import limits
 from pulsarctl_py.decoders.checksums import DIGESTS, DigestType, master_key
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
 
-from .client import BookieConnection, BookieUnavailable, ClientOptions
+from .client import BookieConnection, BookieUnavailable, ClientOptions, connection_to
+from .placement import NO_ISOLATION, Placement
 
 if TYPE_CHECKING:
+    from pulsarctl_py.stores.metadata import MetadataStore
     from pulsarctl_py.stores.metadata.base import BookKeeperMetadata
 
 #: entries in flight at most (sent and not acknowledged by every bookie of their write set)
@@ -78,6 +85,11 @@ class Journal:
     """Told about each step before it is taken, so that a crash leaves a record of what
     may exist (a plan file; see :mod:`pulsarctl_py.repair.written`). The default does
     nothing."""
+
+    def attach(self, store: Any) -> None:
+        """The writable metadata store (Pulsar's) the writer holds while it writes: a
+        journal that writes records of its own uses it (a RocksDB store admits one
+        writer)."""
 
     def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
         """The metadata of ``ledger_id`` is about to be created with creator token
@@ -104,6 +116,9 @@ class LedgerConfig:
     digest: DigestType
     password: bytes = field(default=b"", repr=False)
     custom_metadata: dict[str, bytes] = field(default_factory=dict)
+    #: which bookies the broker would place it on (its custom metadata entry, if the
+    #: broker records one, is in ``custom_metadata`` already)
+    placement: Placement = NO_ISOLATION
 
     def __post_init__(self) -> None:
         if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
@@ -114,11 +129,14 @@ class LedgerConfig:
 
     def describe(self) -> str:
         """For people: quorums and digest, and whether a password is set (never which)."""
-        return (
+        text = (
             f"ensemble {self.ensemble}, write quorum {self.write_quorum}, ack quorum "
             f"{self.ack_quorum}, {self.digest.name} digest, "
             + ("a password" if self.password else "an empty password")
         )
+        if self.placement.isolated:
+            text += f", on the bookies of {self.placement.describe()}"
+        return text
 
 
 @dataclass(slots=True)
@@ -159,33 +177,44 @@ def writable_bookies(place: BookKeeperMetadata) -> list[str]:
     ]
 
 
-def rack_information(place: BookKeeperMetadata) -> bool:
-    """Whether the cluster has rack (or isolation group) information for its bookies.
-
-    Pulsar keeps it in ``/bookies`` of its metadata store (``BookieRackAffinityMapping``,
-    the JSON ``{group: {bookie: {rack, hostname}}}``); an empty map is no information.
-    """
-    import json
-
-    node = place.store.get("/bookies")
-    if node is None or not node.data.strip():
-        return False
-    try:
-        value = json.loads(node.data)
-    except ValueError:
-        return True  # something is there; not ours to judge
-    return bool(value) if isinstance(value, dict) else True
-
-
-def choose_ensemble(bookies: list[str], size: int, rng: random.Random | None = None) -> list[str]:
-    """``size`` distinct bookies at random (the default rack's random selection)."""
+def choose_ensemble(
+    bookies: list[str],
+    size: int,
+    rng: random.Random | None = None,
+    placement: Placement = NO_ISOLATION,
+) -> list[str]:
+    """``size`` distinct bookies at random (the default rack's random selection) among
+    ``bookies``, the ones ``placement`` allows."""
     if len(bookies) < size:
-        raise NotEnoughBookies(
-            f"not enough writable bookies: the ledger needs an ensemble of {size}, "
-            f"{len(bookies)} are registered as available and writable"
-            + (f" ({', '.join(sorted(bookies))})" if bookies else "")
-        )
+        raise NotEnoughBookies(placement.not_enough(sorted(bookies), size))
     return (rng or random.SystemRandom()).sample(sorted(bookies), size)
+
+
+def placement_candidates(
+    place: BookKeeperMetadata, pulsar: MetadataStore | None, placement: Placement, size: int
+) -> tuple[list[str], list[str]]:
+    """The writable bookies ``placement`` allows for an ensemble of ``size``, and notes.
+
+    The isolation groups are read from ``/bookies`` of ``pulsar`` (Pulsar's metadata
+    store, where the broker's BookieRackAffinityMapping reads them; BookKeeper's store
+    when not given). A value there that cannot be read stops an isolated placement; for
+    any other it only takes the racks away (a note says so).
+    """
+    from .placement import RACKS_PATH, read_racks
+
+    notes: list[str] = []
+    try:
+        racks = read_racks(pulsar if pulsar is not None else place.store)
+    except LedgerctlError:
+        if placement.isolated and placement.primary:
+            raise
+        racks = None
+        notes.append(
+            f"{RACKS_PATH} cannot be read: its racks were left aside; no isolation group "
+            "restricts this ledger"
+        )
+    left, more = placement.candidates(writable_bookies(place), size, racks)
+    return left, notes + more
 
 
 def _layout(place: BookKeeperMetadata) -> lm.LedgerLayout:
@@ -231,8 +260,10 @@ class LedgerWriter:
         rng: random.Random | None = None,
         bookies: list[str] | None = None,
         journal: Journal | None = None,
+        pulsar: MetadataStore | None = None,
     ) -> None:
         self.place = place
+        self.pulsar = pulsar  # Pulsar's metadata store: the bookies' isolation groups
         self.journal = journal
         self.config = config
         self.options = options or ClientOptions()
@@ -274,13 +305,11 @@ class LedgerWriter:
         cfg = self.config
         bookies = self._given_bookies
         if bookies is None:
-            bookies = writable_bookies(self.place)
-            if rack_information(self.place):
-                self.notes.append(
-                    "the cluster has rack or isolation-group information in /bookies: the "
-                    "ensemble was chosen at random among all writable bookies, without it"
-                )
-        self.ensemble = choose_ensemble(bookies, cfg.ensemble, self.rng)
+            bookies, notes = placement_candidates(
+                self.place, self.pulsar, cfg.placement, cfg.ensemble
+            )
+            self.notes.extend(notes)
+        self.ensemble = choose_ensemble(bookies, cfg.ensemble, self.rng, cfg.placement)
         self._connect()
         try:
             created = create_metadata(self.place, cfg, self.ensemble, self.journal)
@@ -291,13 +320,14 @@ class LedgerWriter:
         return self.ledger_id
 
     def _connect(self) -> None:
+        from .registry import AddressBook
+
         ssl_context = self.options.ssl_context()
+        resolver = AddressBook(self.place)  # as BookKeeper's client reaches them
         selector = selectors.DefaultSelector()
         try:
             for bookie_id in self.ensemble:
-                conn = BookieConnection(
-                    self.options.address_of(bookie_id), self.options, ssl_context, bookie_id
-                )
+                conn = connection_to(bookie_id, self.options, resolver, ssl_context)
                 conn.connect()
                 member = _Bookie(bookie_id, conn)
                 member.sock = conn._sock

@@ -23,6 +23,7 @@ from .base import (
     validate_path,
 )
 from .ledgers import (
+    BookKeeperRootMissing,
     LayoutInfo,
     LedgerRecord,
     allocate_ledger_id,
@@ -32,6 +33,7 @@ from .ledgers import (
     list_ledgers,
     read_layout,
     read_ledger,
+    require_bookkeeper_root,
 )
 from .managed_ledgers import (
     CursorRecord,
@@ -127,6 +129,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "BookKeeperRootMissing",
+    "require_bookkeeper_root",
     "ChildGroup",
     "ENV_URL",
     "ENV_ZK_AUTH",

@@ -212,6 +212,8 @@ class MetadataStore(abc.ABC):
     _bookkeeper_store: MetadataStore | None = None
     #: BookKeeper's metadata, given apart from this store, was found to be this cluster's
     _same_cluster: bool = False
+    #: what :attr:`Stat.created_ms` is in this store (an age basis of verify.orphans)
+    creation_basis = "store-created"
 
     def bookkeeper(self) -> BookKeeperMetadata:
         """Where this cluster's BookKeeper metadata lives (opening its store on first use).

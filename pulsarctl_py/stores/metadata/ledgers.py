@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulsarctl_py.decoders import ledger_metadata as lm
-from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.decoders.errors import LedgerctlError, StoreUnavailable
 from pulsarctl_py.decoders.ledger_metadata import LedgerLayout, LedgerMetadata
 
 from .base import MetadataConflict, MetadataStore, Stat, join
@@ -69,6 +69,50 @@ def bookkeeper_place(store: MetadataStore, root: str | None = None) -> tuple[Met
     return place.store, place.root
 
 
+class BookKeeperRootMissing(StoreUnavailable):
+    """BookKeeper's metadata is not where it was looked for (exit 3): without it every
+    ledger would look missing, so nothing is judged."""
+
+
+#: nodes BookKeeper keeps under its root (not ``ledgers``: a root one level too high has
+#: that child, and is not BookKeeper's)
+_ROOT_NODES = frozenset(
+    {"LAYOUT", "INSTANCEID", "available", "cookies", "idgen", "idgen-long", "underreplication"}
+)
+
+
+def _looks_like_bookkeeper(name: str, root: str) -> bool:
+    """Whether a child of a root is one BookKeeper keeps there: its own nodes (``LAYOUT``,
+    ``INSTANCEID``, ``available``, ``cookies``, the id generators, ...), a ledger
+    directory of the hierarchical layouts or a flat ledger znode."""
+    return (
+        name in _ROOT_NODES
+        or lm.is_ledger_dir(name, 1)
+        or lm.ledger_id_from_path(join(root, name), root) is not None
+    )
+
+
+def require_bookkeeper_root(store: MetadataStore, root: str | None = None) -> None:
+    """Raise :class:`BookKeeperRootMissing` unless BookKeeper's metadata root (``root``
+    in ``store``, else where ``store`` says it lives) is there and holds what BookKeeper
+    keeps under it (``LAYOUT`` and ``INSTANCEID`` from the day the cluster was formatted,
+    the bookie registry, ledger znodes). Checked once per store and root."""
+    store, root = bookkeeper_place(store, root)
+    checked = store.__dict__.setdefault("_bookkeeper_roots_checked", set())
+    if root in checked:
+        return
+    if not any(_looks_like_bookkeeper(name, root) for name in store.children(root)):
+        there = "is not there" if store.exists(root) is None else "holds nothing of BookKeeper"
+        raise BookKeeperRootMissing(
+            f"BookKeeper's metadata is not at {root} of {store.url} ({root} {there}: no "
+            "LAYOUT, INSTANCEID, bookie registry or ledger), so no ledger can be looked up "
+            "and none is judged missing: give where it is with --bookkeeper-metadata-url "
+            "(or LEDGERCTL_BOOKKEEPER_METADATA_URL, bookkeeper_metadata_url in "
+            "ledgerctl.toml, or --broker-conf with bookkeeperMetadataServiceUri)"
+        )
+    checked.add(root)
+
+
 def read_layout(store: MetadataStore, root: str | None = None) -> LayoutInfo | None:
     """The ledger layout the cluster was initialised with, if the LAYOUT znode exists."""
     store, root = bookkeeper_place(store, root)
@@ -81,6 +125,7 @@ def read_layout(store: MetadataStore, root: str | None = None) -> LayoutInfo | N
 def iter_ledger_paths(store: MetadataStore, root: str | None = None) -> Iterator[tuple[int, str]]:
     """Every ledger znode under ``root`` (any layout), in ledger id order."""
     store, root = bookkeeper_place(store, root)
+    require_bookkeeper_root(store, root)
     found: list[tuple[int, str]] = []
 
     def descend(path: str, depth: int) -> None:
@@ -141,7 +186,9 @@ def read_ledger(
 ) -> LedgerRecord | None:
     """One ledger's record, or None if no znode holds it.
 
-    Without ``layout`` the hierarchical path is tried first, then the flat one.
+    Without ``layout`` the hierarchical path is tried first, then the flat one. Where
+    BookKeeper's root is not there at all, :class:`BookKeeperRootMissing` instead of None
+    (every ledger would look missing).
     """
     store, root = bookkeeper_place(store, root)
     layouts = (
@@ -154,6 +201,7 @@ def read_ledger(
         record = _record(store, ledger_id, path)
         if record is not None:
             return record
+    require_bookkeeper_root(store, root)  # "no such ledger" only where BookKeeper's root is
     return None
 
 

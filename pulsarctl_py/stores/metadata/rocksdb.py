@@ -74,6 +74,10 @@ def _node(value: bytes) -> Node:
 class RocksDBMetadataStore(MetadataStore):
     """Metadata kept in Pulsar's RocksDB metadata-store format."""
 
+    #: Stat.created_ms is the value header's createdTimestamp (RocksdbMetadataStore sets it
+    #: when it creates a node and keeps it across updates)
+    creation_basis = "rocksdb-created"
+
     def __init__(
         self,
         url: MetadataUrl | str | os.PathLike[str],

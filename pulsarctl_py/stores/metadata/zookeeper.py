@@ -57,6 +57,9 @@ def _stat(zstat: Any) -> Stat:
 class ZooKeeperStore(MetadataStore):
     """Pulsar/BookKeeper metadata in a ZooKeeper ensemble."""
 
+    #: Stat.created_ms is the znode's ctime (the server's clock when it was created)
+    creation_basis = "zookeeper-ctime"
+
     def __init__(
         self,
         url: MetadataUrl | str,
