@@ -380,6 +380,8 @@ def compact(
         err.print(f"compacted view written to {escape(str(export))}")
     for text in report.gaps.errors():
         err.print(f"error: {text}", markup=False, highlight=False)
+    for text in report.gaps.notes():
+        err.print(f"note: {text}", markup=False, highlight=False)
     if report.stats.damaged_count:
         options.damage_note(report.stats.damaged, report.stats.damaged_count)
     if not report.ok:

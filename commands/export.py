@@ -255,6 +255,8 @@ def export(
             err.print(f"  {f['path']}: {f['rows']} rows, {which}", markup=False, highlight=False)
     for text in result.gaps.errors():
         err.print(f"error: {text}", markup=False, highlight=False)
+    for text in result.gaps.notes():
+        err.print(f"note: {text}", markup=False, highlight=False)
     if not result.ok:
         raise typer.Exit(1)
 

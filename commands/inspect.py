@@ -457,6 +457,8 @@ def _report(err, summary) -> None:
 
     for problem in summary.problems:
         err.print(f"[red]error[/]: {problem['check']}: {escape(problem['message'])}")
+    for note in summary.notes:
+        err.print(f"note: {note['check']}: {escape(note['message'])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,6 @@ from pulsarctl_py.commands import options
 from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
 from pulsarctl_py.commands.repair import PlanFlags, plan_options
-from pulsarctl_py.leases import Lease
 
 migrate_app = typer.Typer(
     help="Migrate topic data: new ledgers written, then swapped in by a plan (see repair).",
@@ -139,6 +138,8 @@ def compacted(
         if stats.damaged_count:
             raise typer.Exit(1)
         return
+    from pulsarctl_py.leases import Lease
+
     with Lease(url, "migrate compacted", [state.topic]) as lease:
         plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger", lease)
         try:
@@ -269,8 +270,8 @@ def index(
     damage_note(plan.damaged, len(plan.damaged))
     for skipped in plan.past_last:
         err.print(
-            f"error: entries {skipped} are stored past the closed ledger's last entry: not "
-            "copied (readers never get them)",
+            f"note: entries {skipped} are stored past the closed ledger's last entry: not "
+            "copied (adds in flight when it was closed; readers never get them)",
             markup=False,
             highlight=False,
         )
@@ -286,10 +287,12 @@ def index(
             f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
             "nothing written (give --plan FILE to write the new ledgers)"
         )
-        if plan.damaged or plan.past_last:
+        if plan.damaged:
             raise typer.Exit(1)
         return
     assert settings is not None
+    from pulsarctl_py.leases import Lease
+
     with Lease(url, "migrate index", [plan.topic]) as lease:
         plan_file = _plan_file(out, url, plan.topic, dirs, "the migrated ledgers", lease)
         try:
@@ -320,7 +323,7 @@ def index(
             draft.written.extend(plan_file.journal.written)
 
         flags.run(build, plan_file.final())
-    if plan.damaged or plan.past_last:
+    if plan.damaged:
         raise typer.Exit(1)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
-from . import bookkeeper, compacted, crypto, limits
+from . import bookkeeper, compacted, crypto, limits, transactions
 from .bookkeeper import BookieEntryHeader
 from .checksums import DIGESTS, DigestType
 from .codecs import CODECS, LIMIT_HINT, DecompressionError, compress, decompress
@@ -75,6 +75,9 @@ class DecodeOptions:
     #: message size (decoders.limits)
     max_uncompressed: int | None = None
     raise_errors: bool = False  # re-raise instead of recording an undecoded layer
+    #: the entries are a transaction store's records, not Pulsar entries: the store's
+    #: name in :data:`.transactions.STORES` (None: Pulsar entries)
+    records: str | None = None
 
 
 @dataclass(slots=True)
@@ -440,6 +443,9 @@ def _decode(entry: Entry, mv: memoryview, options: DecodeOptions) -> None:
             )
         )
         pos = size
+    if options.records is not None:
+        _decode_records(entry, mv, pos, end, options)
+        return
     if outer is Outer.COMPACTED:
         layer, msg_id, pos, end = compacted.parse(mv, pos, end, entry.problems)
         entry.layers.append(layer)
@@ -478,6 +484,19 @@ def _detect_outer(mv: memoryview, options: DecodeOptions) -> tuple[Outer, Digest
     return Outer.PULSAR_ENTRY, None
 
 
+def _decode_records(
+    entry: Entry, mv: memoryview, pos: int, end: int, options: DecodeOptions
+) -> None:
+    """A transaction store's entry: [BEM] then its record(s) (decoders/transactions.py)."""
+    layers, prefix, pos = parse_prefixes(
+        mv, pos, end, entry.problems, options.verify, stop_before_checksum=True
+    )
+    entry.layers.extend(layers)
+    entry.broker_entry_metadata = prefix.broker_entry_metadata
+    if options.depth is not Depth.ENTRY:
+        transactions.decode_records(entry, mv, pos, end, options.records or "")
+
+
 def _decode_pulsar(
     entry: Entry, mv: memoryview, pos: int, end: int, options: DecodeOptions
 ) -> None:
@@ -500,8 +519,9 @@ def _decode_pulsar(
 
 
 #: the layers :func:`decode_payload` records its problems on (what a payload that does
-#: not decode is reported as, after every layer around it was read and verified)
-PAYLOAD_LAYERS = frozenset({"batch", "compression", "encryption", "marker"})
+#: not decode is reported as, after every layer around it was read and verified), and
+#: those of a transaction store's records
+PAYLOAD_LAYERS = frozenset({"batch", "compression", "encryption", "marker"}) | transactions.LAYERS
 
 
 def decode_payload(

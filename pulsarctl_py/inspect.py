@@ -100,12 +100,18 @@ class Summary:
     unverified: int = 0
     #: findings about a ledger or the storage rather than one entry (counted in errors)
     problems: list[dict[str, Any]] = field(default_factory=list)
+    #: what the reader should know that is no error (entries skipped as no part of a ledger)
+    notes: list[dict[str, Any]] = field(default_factory=list)
     #: what the scan could not read, or skipped (listed in ``problems`` too)
     gaps: Gaps = field(default_factory=Gaps)
 
     def problem(self, check: str, ledger_id: int | None, message: str) -> None:
         self.problems.append({"check": check, "ledger_id": ledger_id, "message": message})
         self.errors += 1
+
+    def note(self, check: str, ledger_id: int | None, message: str) -> None:
+        """Something the reader should know that is no error in the data."""
+        self.notes.append({"check": check, "ledger_id": ledger_id, "message": message})
 
     def add(self, entry: Entry) -> None:
         self.entries += 1
@@ -175,6 +181,7 @@ class Summary:
             "errors": self.errors,
             "warnings": self.warnings,
             "problems": self.problems,
+            "notes": self.notes,
             "unverified": self.unverified,
             "complete": self.gaps.complete,
             "entries_missing": self.gaps.missing_count,
@@ -198,11 +205,12 @@ class Summary:
                 f"{gaps.missing_count - listed} more entries are not in storage",
             )
         for lid, first, last in gaps.past_last:
-            self.problem(
+            self.note(
                 "entry-past-last",
                 lid,
                 f"entries {lid}:{first}..{last} are stored past the closed ledger's last entry "
-                f"{first - 1}: skipped (readers never get them)",
+                f"{first - 1}: skipped (adds in flight when it was closed; readers never get "
+                "them)",
             )
 
 
@@ -344,9 +352,11 @@ def _plan(
         if index == len(chosen) - 1 and request.end is not None:
             last = min(request.end.entry_id, end)
         past = view.past_last
-        if request.topic is not None and past is not None and last >= past[0]:
-            # a topic's ledger holds entries up to its last one: what is stored past it
-            # is no entry of the topic (skipped, and said)
+        if past is not None and last >= past[0]:
+            # a closed ledger holds entries up to its last one: what is stored past it
+            # (adds in flight when it was closed) no reader gets, so it is read as no
+            # message, of the ledger or of its topic (skipped, and said; -o raw writes
+            # such an entry's bytes)
             if view.ledger_id not in skipped:
                 skipped.add(view.ledger_id)
                 summary.gaps.entries_past_last(view.ledger_id, max(first, past[0]), last)
@@ -360,6 +370,13 @@ def _plan(
             view = source.ledger(ledger_id)
             first, last = bounds(view, index)
             if one and first > last:  # one entry asked for by name: say it is not there
+                past = view.past_last
+                if past is not None and past[0] <= first <= past[1]:
+                    raise NotFoundError(
+                        f"entry {ledger_id}:{first} is stored past ledger {ledger_id}'s last "
+                        f"entry {past[0] - 1} (the ledger was closed while it was being "
+                        "added): no reader gets it; -o raw writes its stored bytes"
+                    )
                 held = "none" if view.last_stored is None else f"up to entry {view.last_stored}"
                 raise NotFoundError(
                     f"entry {ledger_id}:{first} is not stored: the bookie storage given "

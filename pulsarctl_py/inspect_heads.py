@@ -92,6 +92,7 @@ def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> b
     return (
         request.verify
         and view.kind != "cursor"  # decoded as PositionInfo: the general path
+        and view.entry_format is None  # a transaction store's records: the general path
         and (digest in _HEAD_DIGESTS or mac)
         and hasattr(bookie, "read_head_batches")
         # deeper, heads only save the entries the filters on broker metadata drop

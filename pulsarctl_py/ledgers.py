@@ -6,7 +6,9 @@ fence state, explicit LAC) and decodes entries with the right digest and outer l
 
 * topic data ledgers hold Pulsar entries;
 * compacted ledgers hold compacted framing around Pulsar entries;
-* cursor ledgers hold one PositionInfo per entry.
+* cursor ledgers hold one PositionInfo per entry;
+* the data ledgers of the broker's transaction stores (the coordinator's log, a
+  subscription's pending-ack store) hold raw protobuf records (``entry_format``).
 
 Either store may be missing (metadata only, or a bare bookie directory); what cannot be
 known is then None, never guessed silently.
@@ -26,6 +28,7 @@ from pulsarctl_py.decoders.bookkeeper import plausible_header
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.decoders.nodes import Layer, Problem
 from pulsarctl_py.decoders.protos import proto_fields
+from pulsarctl_py.decoders.transactions import store_of
 from pulsarctl_py.errors import (
     CorruptEntryError,
     LedgerctlError,
@@ -57,6 +60,9 @@ class LedgerView:
     #: ensemble all failed): what they hold is then unknown, which is no finding in the data
     unreachable: str | None = None
     kind: str = "unknown"  # data, cursor, compacted, schema, unknown
+    #: a data ledger of a transaction store holds its records, not Pulsar entries:
+    #: "transaction-log" or "pending-ack" (decoders/transactions.py); None otherwise
+    entry_format: str | None = None
     digest_type: DigestType | None = None
     password: bytes | None = field(default=None, repr=False)
 
@@ -320,7 +326,10 @@ class LedgerSource:
             raise NotFoundError(f"ledger {ledger_id} not found in {where}")
         md = view.metadata
         if md is not None:
-            view.kind = md.pulsar().kind
+            tags = md.pulsar()
+            view.kind = tags.kind
+            if view.kind == "data":
+                view.entry_format = store_of(tags.managed_ledger)
             view.digest_type = md.digest_type
             view.password = md.password
         if self.password is not None:
@@ -441,6 +450,7 @@ class LedgerSource:
             private_key=private_key,
             depth=Depth.ENTRY if view.kind == "cursor" else depth,
             verify=verify,
+            records=view.entry_format if view.kind != "cursor" else None,
         )
         if max_uncompressed is not None:
             options.max_uncompressed = max_uncompressed

@@ -271,6 +271,7 @@ def topic_world(
         name.ml_path: mld.build_info(vw._ml_info([(spec, True)], {})),
         name.cursor_path("c"): mld.build_info(vw._cursor((TOPIC_LEDGER, -1))),
         lm.ledger_path(TOPIC_LEDGER): lm.build(spec.metadata()),
+        **vw.bookkeeper_root_nodes(root / "bookie"),
     }
     stored = list(spec.entries)
     if schemas:
@@ -279,6 +280,7 @@ def topic_world(
     with create_metadata_store(root / "metadata") as store:
         vw._write_tree(store, nodes)
     write_db_ledger_dir(root / "bookie" / "current", stored, master_key(b""))
+    vw.write_cookies(root / "bookie")
     return Stores(f"rocksdb://{root / 'metadata'}", root / "bookie")
 
 

@@ -59,9 +59,15 @@ def test_errors_are_one_line_each_and_count_what_is_not_listed():
     gaps.entries_past_last(5, 3, 4)
     lines = gaps.errors()
     assert lines[0] == "ledger 4 (10 entries) is not read: no entry of it is in storage"
-    assert "5 more entries are not in storage" in lines
-    assert lines[-1].startswith("entries 5:3..4 are stored past the closed ledger's last entry 2")
-    assert all("\n" not in line for line in lines)
+    assert lines[-1] == "5 more entries are not in storage"
+    # entries past a closed ledger's end are no part of it: a note, not an error
+    (note,) = gaps.notes()
+    assert note.startswith("entries 5:3..4 are stored past the closed ledger's last entry 2")
+    assert all("\n" not in line for line in [*lines, note])
     doc = gaps.to_json()
     assert doc["complete"] is False and doc["entries_missing"] == LISTED + 5
     assert doc["ledgers_missing"] == [4] and doc["entries_past_last"] == 2
+    assert doc["notes"] == [note]
+    only_past = Gaps()
+    only_past.entries_past_last(5, 3, 4)
+    assert only_past.complete and only_past.errors() == []

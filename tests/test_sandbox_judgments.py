@@ -146,10 +146,11 @@ def test_a_ledger_without_metadata_is_judged_alike_and_recreated_whole(
     lost = _ml_ledgers(sandbox, name)[1]
     before = _bk_read(sandbox, lost)
     ensemble = _ensemble(sandbox, lost)
+    path = _bookkeeper_path(sandbox, lost)
     zk = KazooClient(hosts=sandbox.state["zookeeper"]["address"])
     zk.start(timeout=30)
     try:
-        zk.delete(_bookkeeper_path(sandbox, lost))  # the bookies keep its entries
+        zk.delete(path)  # the bookies keep its entries
     finally:
         zk.stop()
 
@@ -182,7 +183,7 @@ def test_a_ledger_without_metadata_is_judged_alike_and_recreated_whole(
         assert done.returncode == 0, done.stderr
     doc = json.loads(plan.read_text())
     (change,) = doc["changes"]  # the ledger's metadata, created where BookKeeper keeps it
-    assert change["action"] == "create" and change["key"] == _bookkeeper_path(sandbox, lost)
+    assert change["action"] == "create" and change["key"] == path
     (rec,) = doc["repairs"][0]["recreated"]
     assert rec["ensemble"] == ensemble and rec["write_quorum_size"] == 2
     assert rec["verified_entries"] == 5

@@ -233,23 +233,40 @@ def _bookkeeper_path(sandbox, ledger_id: int) -> str:
 
 
 def test_a_topic_without_its_lost_ledger_loads_and_reads_the_rest(sandbox, client, zk, tmp_path):
+    """A ledger the topic lists that BookKeeper lost with its data (no metadata, no entry on
+    any bookie: a ledger id no bookie ever held) is dropped; the broker then loads the
+    topic and serves the rest. (A ledger whose metadata alone is lost, its entries still on
+    the bookies, is never dropped: tests/test_sandbox_judgments.py recreates it.)"""
+    from pulsarctl_py.decoders import managed_ledger as mld
+
     name = "repair-lost-ledger"
     parts = _ledgers(client, sandbox, name, 3, 5)
     _subscribe_and_ack(client, name, "sub", 7)  # inside the second ledger
-    first, lost, third = _ml_ledgers(sandbox, name)[:3]
+    first, second, third = _ml_ledgers(sandbox, name)[:3]
     sandbox.unload(topic_name(name))
-    zk.delete(_bookkeeper_path(sandbox, lost))  # BookKeeper lost the ledger
-    verify = _cli(sandbox, "verify", short(name), "-o", "json", ok=(1,))
-    assert "ledger-missing-metadata" in verify.stdout
-    plan = _plan_and_apply(sandbox, tmp_path, "repair", "missing-ledgers", short(name))
-    # only the lost one: the others' metadata is under BookKeeper's root, not /ledgers
-    assert plan["unreachable"]["ledgers"] == [lost]
-    # the broker loads the topic without ledger `lost`; the subscription that was in it
-    # goes on from the next ledger's start, a new one reads the two ledgers left
-    assert _read(client, name, "sub") == parts[2]
-    assert _read(client, name, "new-sub") == parts[0] + parts[2]
-    assert lost not in _ml_ledgers(sandbox, name) and first in _ml_ledgers(sandbox, name)
-    assert third in _ml_ledgers(sandbox, name)
+    # the topic lists a fourth, closed ledger of 5 entries that BookKeeper has lost whole
+    lost = 10**9 + third
+    path = mld.TopicName.parse(topic_name(name)).ml_path
+    data, stat = zk.get(path)
+    decoded = mld.parse_ml_info(data)
+    decoded.message.ledgerInfo.add(ledgerId=lost, entries=5, size=250, timestamp=1)
+    zk.set(path, mld.rebuild(decoded, decoded.message), version=stat.version)
+    try:
+        verify = _cli(sandbox, "verify", short(name), "-o", "json", ok=(1,))
+        (finding,) = [f for f in json.loads(verify.stdout)["findings"] if f["ledger_id"] == lost]
+        assert finding["check"] == "ledger-missing-metadata"
+        assert "no bookie holds any of its entries: its data is gone" in finding["message"]
+        plan = _plan_and_apply(sandbox, tmp_path, "repair", "missing-ledgers", short(name))
+        # only the lost one: the others' metadata is under BookKeeper's root, not /ledgers
+        assert plan["unreachable"]["ledgers"] == [lost]
+        # the broker loads the topic without ledger `lost`; the subscription goes on where
+        # it was, a new one reads every ledger left
+        assert _read(client, name, "sub") == parts[1][2:] + parts[2]
+        assert _read(client, name, "new-sub") == parts[0] + parts[1] + parts[2]
+        ledgers = _ml_ledgers(sandbox, name)
+        assert lost not in ledgers and {first, second, third} <= set(ledgers)
+    finally:
+        sandbox.admin("DELETE", sandbox.topic_path(topic_name(name)) + "?force=true")
 
 
 # -- compaction pointer -----------------------------------------------------------------------

@@ -92,6 +92,8 @@ VARIANTS: dict[str, list[str]] = {
     "compacted-ledger-untagged": ["compacted-ledger-wrong-topic"],
     "compacted-horizon-mismatch": ["compacted-horizon-mismatch"],
     "index-gap": ["index-gap"],
+    "index-per-entry": ["index-per-entry"],
+    "index-gap-txn": ["index-gap"],
     "index-missing": ["index-missing"],
     "index-property-behind": ["index-property-behind"],
     "index-property-invalid": ["index-property-invalid"],
@@ -103,6 +105,9 @@ VARIANTS: dict[str, list[str]] = {
     "digest-unverified": ["digest-unverified"],
 }
 
+
+#: variants whose entry 11:2 (a batch of 2) was published in a transaction
+TXN_VARIANTS = frozenset({"index-per-entry", "index-gap-txn"})
 
 #: the entry the payload damages change: 40:1, a batch of 3 messages of tenant-b/ns/plain
 #: (no broker entry metadata, so the index checks do not see a damaged count)
@@ -258,6 +263,11 @@ class _Builder:
         md = api.MessageMetadata(
             producer_name="verify-world", sequence_id=self.seq, publish_time=self.clock - 5
         )
+        # a batch of 2 published in a transaction: the broker's index moves by 1 (counted
+        # as one message), or by 1 + 5 (no rule gives that)
+        txn = (ledger_id, entry_id) == (11, 2) and self.variant in TXN_VARIANTS
+        if txn:
+            md.txnid_most_bits, md.txnid_least_bits = 0, 7
         if count == 1:
             md.partition_key = f"key-{self.seq % 4}"
             payload = f"value-{self.seq}".encode()
@@ -274,8 +284,8 @@ class _Builder:
             md, payload = _damaged_batch(self.variant, md, records)
         meta = None
         if bem and not (self.variant == "index-missing" and ledger_id == 12):
-            self.index += count
-            if self.variant == "index-gap" and (ledger_id, entry_id) == (11, 2):
+            self.index += 1 if txn else count
+            if self.variant in ("index-gap", "index-gap-txn") and (ledger_id, entry_id) == (11, 2):
                 self.index += 5
             meta = api.BrokerEntryMetadata(broker_timestamp=broker_ts, index=self.index)
             self.last_index[ledger_id] = self.index

@@ -9,7 +9,16 @@ Memory is bounded by the number of ledgers, never by the number of entries.
 
 Every finding has a severity (``error``: reads or offsets are or will be wrong;
 ``warning``: inconsistent, Pulsar copes or it costs space or accuracy; ``info``: something
-could not be checked), a stable ``check`` id, and the topic, ledger and entry it is about.
+could not be checked, or what a healthy cluster does that an operator may want to know),
+a stable ``check`` id, and the topic, ledger and entry it is about. A healthy cluster
+under ordinary use (transactions, batches, topics unloaded while producers send) has no
+error: verify exits 0 (tests/test_sandbox_verify.py).
+
+The broker's own topics are checked as what they hold: the transaction coordinator's log
+(``pulsar/system/__transaction_log_<N>``) and each subscription's pending-ack store
+(``<topic>-<subscription>__transaction_pending_ack``) are raw protobuf records, not Pulsar
+messages (``decoders/transactions.py``); transaction buffer snapshots and topic policies
+(``__transaction_buffer_snapshot*``, ``__change_events``) are Pulsar messages.
 
 Terms. A ledger is *closed* when its BookKeeper metadata says CLOSED. Its *last entry* is
 ``lastEntryId`` when closed; for an open ledger it is what recovery would close it at:
@@ -62,13 +71,17 @@ The checks, with the rule each applies and where it comes from:
     what the decoder's payload step (``decoders.entry.decode_payload``) rejects, the step
     every reader of messages takes (a batch count outside 0..200000, a record longer than
     the batch, a compressed payload that does not decompress to its ``uncompressed_size``,
-    an unknown codec, a marker that does not parse). Consumers fail on it; compaction and
-    migration refuse to copy it unless told to. §3-§5.
-``entry-past-last`` (error)
+    an unknown codec, a marker that does not parse); in a transaction store, a record that
+    is not its protobuf or lacks what the broker's replay reads. Consumers fail on it;
+    compaction and migration refuse to copy it unless told to. §3-§5.
+``entry-past-last`` (info)
     Entries stored past a closed ledger's ``lastEntryId``. No reader gets them
     (BookKeeper's ``LedgerHandle.readEntries`` stops at the LAC, ``lastEntryId`` once the
-    ledger is closed); every scan skips them and says so. Either adds that were never
-    acknowledged, or a ledger closed short of its data. §9.4, §10.
+    ledger is closed); every scan skips them and says so. A ledger closed while adds were
+    in flight leaves them (``LedgerHandle.asyncClose`` closes at the LAC and fails the
+    pending adds, which their producers send again; the bytes already sent still land on
+    the bookies): a topic unloaded, or its broker failing over, under load. Only a ledger
+    closed short by hand would have acknowledged entries there. §9.4, §10.
 ``digest-unverified`` (warning)
     Entries whose digest could not be verified: a MAC (HMAC) digest without the ledger
     password (neither in the metadata nor given). Counted in the summary; ``--strict``
@@ -109,12 +122,22 @@ The checks, with the rule each applies and where it comes from:
     ``__compaction`` mark-delete position, the compaction horizon: the compactor acks the
     phase-one "to" with the new ledger's id. §6.1, §6.4.
 ``index-gap`` (error)
-    Broker entry metadata (BEM) index not continuous: for consecutive entries with an index
-    in topic order (ledgers in ML order, across ledgers), ``index - num_messages`` of the
-    later one must equal the earlier one's ``index`` (the stored index is the last
-    message's; num_messages is ``num_messages_in_batch`` or 1). Entries without BEM use no
-    index and are stepped over; continuity restarts after entries or ledgers that could not
-    be read, and after offloaded ledgers. A topic without BEM is fine. §2.
+    Broker entry metadata (BEM) index not continuous as the broker assigns it: for
+    consecutive entries with an index in topic order (ledgers in ML order, across ledgers),
+    ``index - num_messages`` of the later one must equal the earlier one's ``index`` (the
+    stored index is the last message's; num_messages is ``num_messages_in_batch`` or 1),
+    where an entry published in a transaction (``txnid_most_bits`` and
+    ``txnid_least_bits`` in its metadata) may also count as one message (``.order``).
+    Entries without BEM use no index and are stepped over; continuity restarts after
+    entries or ledgers that could not be read, and after offloaded ledgers. A topic
+    without BEM is fine. §2.
+``index-per-entry`` (info)
+    A transactional batch of N > 1 messages whose index is one past the entry before it:
+    the Pulsar 4.0.7 broker adds a transactional entry through
+    ``ManagedLedger.asyncAddEntry(buffer, callback, ctx)``, which counts one message, so
+    ``AppendIndexMetadataInterceptor`` adds 1, not N (``TopicTransactionBuffer``,
+    ``ManagedLedgerImpl``). No damage; the offsets Kafka-on-Pulsar derives from the index
+    (``index - (N - 1)`` for the first message) overlap the entry before it. §2, §13.
 ``index-missing`` (warning)
     Entries without BEM after entries with it (the interceptor was turned off, or
     ``numberOfMessages <= 0``): one finding per run of such entries. Entries without BEM

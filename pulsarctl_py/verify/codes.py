@@ -89,11 +89,13 @@ CODES: dict[str, Code] = {
         Code(
             "entry-past-last",
             "ledgers",
-            _E,
+            _I,
             "entries are stored past a closed ledger's last entry: readers never get them",
-            hint="they are not part of the ledger (adds never acknowledged, or a ledger "
-            "closed short): every scan skips them; compare lastEntryId with ledgerctl "
-            "ledger meta L before trusting either",
+            hint="normal after a ledger was closed while adds were in flight (a topic "
+            "unloaded or its broker failing over under load): they were never acknowledged "
+            "and are not part of the ledger, and every command skips them; only a ledger "
+            "closed short by hand would lose acknowledged entries there (compare "
+            "lastEntryId in ledgerctl ledger meta L with what producers were told)",
         ),
         Code("digest-unverified", "ledgers", _W, "digests could not be verified (no password)"),
         Code("entries-mismatch", "ledgers", _E, "LedgerInfo entries differ from the closed ledger"),
@@ -141,6 +143,16 @@ CODES: dict[str, Code] = {
             "pulsar/compactedTo differs from the __compaction mark-delete position",
         ),
         Code("index-gap", "order", _E, "the broker entry metadata index is not continuous"),
+        Code(
+            "index-per-entry",
+            "order",
+            _I,
+            "a transactional batch moved the index by one, as the broker counts it: "
+            "offsets from the index (Kafka-on-Pulsar) are not continuous over its messages",
+            hint="the broker's rule for entries published in a transaction: no damage, "
+            "nothing to repair; Kafka-on-Pulsar takes an entry's base offset as index - "
+            "(messages - 1), so the offsets of such a batch overlap those before it",
+        ),
         Code("index-missing", "order", _W, "entries without an index after entries with one"),
         Code("index-property-invalid", "order", _E, "the ML index property is not a number"),
         Code("index-property-behind", "order", _E, "the ML index property is behind the data"),
@@ -190,7 +202,14 @@ REPAIR_FOR_CHECK: dict[str, str] = {c.check: c.repair for c in CODES.values() if
 
 #: findings about single entries: listed up to a limit per topic and check, then counted
 ENTRY_LEVEL = frozenset(
-    {"entry-corrupt", "entry-undecodable", "index-gap", "index-missing", "timestamp-regression"}
+    {
+        "entry-corrupt",
+        "entry-undecodable",
+        "index-gap",
+        "index-missing",
+        "index-per-entry",
+        "timestamp-regression",
+    }
 )
 
 

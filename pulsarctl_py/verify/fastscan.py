@@ -26,13 +26,16 @@ It stops at anything else, and this side does for that one entry what the genera
 does: an entry that is not clean (damaged, a MAC that does not match, compacted
 framing, text that is not UTF-8, ...) is read and decoded by ``Run.entries`` exactly as
 the general path reads it; a clean entry the ordered checks have something to say about goes to
-``TopicOrder.add_values`` with the values the native scan read. A ledger whose digest
+``TopicOrder.add_values`` with the values the native scan read, but for one whose index
+is not the previous one plus its message count: whether it was published in a
+transaction (which the broker counts as one message) is in its metadata, which the
+general path reads (``_index_off``). A ledger whose digest
 type is not in its metadata has it detected once, from its first entry (CRC32C or CRC32:
 a DUMMY digest cannot be told from damage entry by entry). Everything the fast path
 cannot serve (no native module, MAC digests without their password or without the
-native MAC module, cursor and compacted ledgers) takes the
-general path. tests/test_verify_fastpath.py checks that both give the same findings, on
-healthy and on damaged ledgers, in every storage layout.
+native MAC module, cursor and compacted ledgers, the transaction stores' records) takes
+the general path. tests/test_verify_fastpath.py checks that both give the same findings,
+on healthy and on damaged ledgers, in every storage layout.
 """
 
 from __future__ import annotations
@@ -108,8 +111,8 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
     live = getattr(bookie, "where", None) == "live"
     if not (isinstance(bookie, BookieStore) or live) or scan.order is None:
         return None
-    if view.kind not in ("data", "unknown"):
-        return None
+    if view.kind not in ("data", "unknown") or view.entry_format is not None:
+        return None  # cursor, compacted ledgers and transaction stores: not Pulsar entries
     if view.digest_type is not None and view.digest_type not in SERVED:
         if mac_key(view.digest_type, view.password) is None:
             return None  # a MAC without its password (or without the native MAC module)
@@ -199,7 +202,9 @@ def _native(
                     batch, i, lid, window.log_id, window.data, window.start, kind, state, key
                 )
                 _state_out(state, scan, order, lid)
-                clean = i + 1 if status == values else i  # the entries found clean
+                general = status == values and _index_off(state, order)
+                # the entries found clean (one whose index is off: the general path's)
+                clean = i + 1 if status == values and not general else i
                 yield from payloads.window(batch, start, clean, window)
                 if status == end:
                     break
@@ -208,7 +213,7 @@ def _native(
                 elif status == gap:
                     scan.skip_to(decode_location_item(*batch[i])[1])
                 elif status == values:
-                    yield from _values(scan, state)
+                    yield from _values(scan, state, None, general)
                     i += 1
                 elif (
                     status == need_window
@@ -296,14 +301,15 @@ def _slots(
                     key,
                 )
                 _state_out(state, scan, order, lid, digest, before)
-                clean = i + 1 if status == values else i  # the entries found clean
+                general = status == values and _index_off(state, order)
+                clean = i + 1 if status == values and not general else i
                 yield from payloads.slots(slots, first_entry, start, clean, window)
                 if status == end:
                     break
                 if status == gap:
                     scan.skip_to(first_entry + i)
                 elif status == values:
-                    yield from _values(scan, state, digest)
+                    yield from _values(scan, state, digest, general)
                     i += 1
                 elif (
                     status == need_window
@@ -370,14 +376,15 @@ def _records(
                 before, start = scan.expected, i
                 i, status = verify(batch, i, lid, kind, state, key)
                 _state_out(state, scan, order, lid, digest, before)
-                clean = i + 1 if status == values else i  # the entries found clean
+                general = status == values and _index_off(state, order)
+                clean = i + 1 if status == values and not general else i
                 yield from payloads.records(batch, start, clean)
                 if status == end:
                     break
                 if status == gap:
                     scan.skip_to(batch[i][0])
                 elif status == values:
-                    yield from _values(scan, state, digest)
+                    yield from _values(scan, state, digest, general)
                     i += 1
                 else:  # not clean: the general path, for this entry
                     entry_id = batch[i][0]
@@ -483,10 +490,33 @@ _CHECKSUM = b"\x0e\x01"
 _METADATA = api.MessageMetadata.FromString
 
 
+def _index_off(state: list[Any], order: TopicOrder) -> bool:
+    """Whether a clean entry the ordered checks have something to say about has an index
+    that is not the previous one plus its message count: a transactional batch (which the
+    broker counts as one message) or a gap. The native scan does not read whether an entry
+    is transactional; the general path reads it again and judges (``TopicOrder``)."""
+    index, count, prev = state[V_INDEX], state[V_COUNT], order.prev_index
+    return (
+        index is not None
+        and count is not None
+        and prev is not None
+        and order.prev_pos is not None
+        and index != prev + count
+    )
+
+
 def _values(
-    scan: LedgerScan, state: list[Any], digest: DigestType | None = None
+    scan: LedgerScan,
+    state: list[Any],
+    digest: DigestType | None = None,
+    general: bool = False,
 ) -> Iterator[Finding]:
+    """A clean entry the ordered checks have something to say about: its values to them
+    (``general``: the entry read again by the general path instead)."""
     entry_id = state[V_ENTRY]
+    if general:
+        yield from scan.general(entry_id, entry_id)
+        return
     yield from scan.values(
         entry_id,
         state[V_PAYLOAD],

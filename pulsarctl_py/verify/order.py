@@ -1,5 +1,18 @@
 """The checks that follow a topic's entries in order: broker entry metadata index
-continuity, the managed ledger's ``index`` property, and monotone timestamps."""
+continuity, the managed ledger's ``index`` property, and monotone timestamps.
+
+The index is checked as the broker assigns it. ``AppendIndexMetadataInterceptor`` adds
+the number of messages the managed ledger is told an entry holds
+(``interceptWithNumberOfMessages``): a published entry's batch size, but one for every
+entry added with ``ManagedLedger.asyncAddEntry(buffer, callback, ctx)``, which passes 1
+(``ManagedLedgerImpl``). ``TopicTransactionBuffer.appendBufferToTxn`` adds a
+transactional entry that way (and the commit and abort markers), so in Pulsar 4.0.7 a
+transactional batch of N messages moves the index by 1, not N. That is the broker's rule
+(``index-per-entry``, information), not a gap; but it breaks the continuous offsets that
+Kafka-on-Pulsar derives from the index (one offset per message). A transactional entry
+whose index moved by its message count (``ledgerctl migrate index`` counts messages) is
+continuous too.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +23,7 @@ from pulsarctl_py.decoders import Entry
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.render import human_duration
 from pulsarctl_py.timeparse import format_time_ms
-from pulsarctl_py.verify.core import ERROR, WARNING, Finding
+from pulsarctl_py.verify.core import ERROR, INFO, WARNING, Finding
 
 if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import ManagedLedgerRecord
@@ -45,12 +58,14 @@ class TopicOrder:
 
     def add(self, entry: Entry, pos: tuple[int, int]) -> Iterator[Finding]:
         bem = entry.broker_entry_metadata
+        md = entry.metadata
         yield from self.add_values(
             pos,
             entry.index,
-            entry.num_messages if entry.metadata is not None else None,
+            entry.num_messages if md is not None else None,
             entry.entry_timestamp,
             bem is not None and bem.HasField("broker_timestamp"),
+            md is not None and transactional(md),
         )
 
     def add_values(
@@ -60,11 +75,13 @@ class TopicOrder:
         count: int | None,
         timestamp: int | None,
         broker_timestamp: bool,
+        in_transaction: bool = False,
     ) -> Iterator[Finding]:
         """The ordered checks of one entry, from what they read of it: its BEM index, its
-        message count (None: its MessageMetadata did not decode), its timestamp and
-        whether that is the BEM ``broker_timestamp`` (else ``publish_time``)."""
-        yield from self._index(index, count, pos)
+        message count (None: its MessageMetadata did not decode), its timestamp, whether
+        that is the BEM ``broker_timestamp`` (else ``publish_time``), and whether it was
+        published in a transaction (the broker counts it as one message)."""
+        yield from self._index(index, count, pos, in_transaction)
         yield from self._timestamp(timestamp, broker_timestamp, pos)
 
     @property
@@ -73,7 +90,7 @@ class TopicOrder:
         return self.missing_run is None and self.region is None
 
     def _index(
-        self, index: int | None, count: int | None, pos: tuple[int, int]
+        self, index: int | None, count: int | None, pos: tuple[int, int], in_transaction: bool
     ) -> Iterator[Finding]:
         if index is None:
             if self.bem_seen:
@@ -94,7 +111,9 @@ class TopicOrder:
             return
         if self.prev_index is not None and self.prev_pos is not None:
             expected = self.prev_index + count
-            if index != expected:
+            if index != expected and in_transaction and index == self.prev_index + 1:
+                yield self._per_entry(index, count, pos)
+            elif index != expected:
                 gap = index - expected
                 what = f"skips {gap}" if gap > 0 else f"reuses {-gap}"
                 yield Finding(
@@ -106,7 +125,13 @@ class TopicOrder:
                     f"broker entry metadata index {index} at {pos[0]}:{pos[1]} ({count} "
                     f"message{'s' if count != 1 else ''}) {what} "
                     f"index{'es' if abs(gap) != 1 else ''} after {self.prev_index} at "
-                    f"{self.prev_pos[0]}:{self.prev_pos[1]}; expected {expected}",
+                    f"{self.prev_pos[0]}:{self.prev_pos[1]}; expected {expected}"
+                    + (
+                        f" (or {self.prev_index + 1}: the broker counts a transactional "
+                        "entry as one message)"
+                        if in_transaction and count != 1
+                        else ""
+                    ),
                     {
                         "index": index,
                         "num_messages": count,
@@ -117,6 +142,28 @@ class TopicOrder:
                 )
         self.prev_index = index
         self.prev_pos = pos
+
+    def _per_entry(self, index: int, count: int, pos: tuple[int, int]) -> Finding:
+        """index-per-entry: a transactional batch the broker counted as one message."""
+        assert self.prev_pos is not None and self.prev_index is not None
+        return Finding(
+            INFO,
+            "index-per-entry",
+            self.topic,
+            pos[0],
+            pos[1],
+            f"transactional batch {pos[0]}:{pos[1]} of {count} messages has broker entry "
+            f"metadata index {index}, one past {self.prev_index} at "
+            f"{self.prev_pos[0]}:{self.prev_pos[1]}: the broker counts a transactional "
+            f"entry as one message; offsets derived from the index (Kafka-on-Pulsar) are "
+            f"not continuous over its {count} messages",
+            {
+                "index": index,
+                "num_messages": count,
+                "continuous": self.prev_index + count,
+                "previous": {"position": list(self.prev_pos), "index": self.prev_index},
+            },
+        )
 
     def _flush_missing(self) -> Iterator[Finding]:
         run = self.missing_run
@@ -195,6 +242,12 @@ class TopicOrder:
     def finish(self) -> Iterator[Finding]:
         yield from self._flush_missing()
         yield from self._flush_region()
+
+
+def transactional(metadata: Any) -> bool:
+    """Whether a MessageMetadata is of an entry published in a transaction (as
+    ``TopicTransactionBuffer``'s recovery tells: both halves of the transaction id)."""
+    return metadata.HasField("txnid_most_bits") and metadata.HasField("txnid_least_bits")
 
 
 def index_property(record: ManagedLedgerRecord, order: TopicOrder) -> Iterator[Finding]:

@@ -4,12 +4,24 @@
 //
 // Usage: SandboxClient SERVICE_URL COMMAND < SPEC.json, printing one JSON document.
 //
-//   txn-produce   spec {"topic": T, "batching": bool, "transactions": [{"end": "commit" |
+//   txn-produce   spec {"topic": T, "batching": bool, "batch_delay_ms": N (batching: the
+//                 messages of a transaction, sent at once, go in one batch when N is longer
+//                 than sending them takes; flush() does not cut a transaction's batch short),
+//                 "transactions": [{"end": "commit" |
 //                 "abort" | "open", "messages": [{"key": K, "value": BASE64 | null}]}]}
 //                 null values are tombstones (an empty payload). "open" transactions are
 //                 left open (their timeout is the spec's "timeout_ms", default 10 min).
 //                 Prints {"transactions": [{"id": "most:least", "end": E,
 //                 "message_ids": ["L:E:B:P", ...]}]}.
+//   txn-ack       spec {"topic": T, "subscription": S, "transactions": [{"end": "commit" |
+//                 "abort" | "open", "count": N}]}: a consumer of S (from the earliest
+//                 message) receives N messages per transaction and acknowledges each in it,
+//                 which makes the broker's pending-ack store of T and S
+//                 (T-S__transaction_pending_ack). Prints {"transactions": [{"id":
+//                 "most:least", "end": E, "message_ids": ["L:E:B:P", ...]}]}.
+//   batch         spec {"commands": [{"command": C, "spec": S}, ...]}: the commands above that
+//                 take a client, one after the other in this one JVM and client (each JVM
+//                 start costs seconds). Prints {"results": [what each printed, ...]}.
 //   last-message-id   spec {"topic": T, "read_compacted": bool}: a consumer's
 //                 getLastMessageId(), printed as {"message_id": "L:E:B:P"}.
 //   bk-read       spec {"metadata_service_uri": URI, "ledger_id": L, "password": BASE64,
@@ -58,16 +70,29 @@ public final class SandboxClient {
                 .enableTransaction(true)
                 .operationTimeout(60, TimeUnit.SECONDS)
                 .build()) {
-            switch (args[1]) {
-                case "txn-produce" -> out = txnProduce(client, spec);
-                case "last-message-id" -> out = lastMessageId(client, spec);
-                case "schema-produce" -> out = SchemaClient.produce(client, spec);
-                case "schema-consume" -> out = SchemaClient.consume(client, spec);
-                case "schema-admin-get" -> out = SchemaClient.adminGet(spec);
-                default -> throw new IllegalArgumentException("unknown command " + args[1]);
+            if (args[1].equals("batch")) {
+                out = JSON.createObjectNode();
+                ArrayNode results = out.putArray("results");
+                for (JsonNode c : spec.get("commands")) {
+                    results.add(run(client, c.get("command").asText(), c.get("spec")));
+                }
+            } else {
+                out = run(client, args[1], spec);
             }
         }
         System.out.println(JSON.writeValueAsString(out));
+    }
+
+    static ObjectNode run(PulsarClient client, String command, JsonNode spec) throws Exception {
+        return switch (command) {
+            case "txn-produce" -> txnProduce(client, spec);
+            case "txn-ack" -> txnAck(client, spec);
+            case "last-message-id" -> lastMessageId(client, spec);
+            case "schema-produce" -> SchemaClient.produce(client, spec);
+            case "schema-consume" -> SchemaClient.consume(client, spec);
+            case "schema-admin-get" -> SchemaClient.adminGet(spec);
+            default -> throw new IllegalArgumentException("unknown command " + command);
+        };
     }
 
     static String id(MessageId messageId) {
@@ -80,11 +105,14 @@ public final class SandboxClient {
         long timeout = spec.path("timeout_ms").asLong(600_000);
         ObjectNode out = JSON.createObjectNode();
         ArrayNode txns = out.putArray("transactions");
-        try (Producer<byte[]> producer = client.newProducer()
+        var builder = client.newProducer()
                 .topic(spec.get("topic").asText())
                 .enableBatching(spec.path("batching").asBoolean(false))
-                .sendTimeout(0, TimeUnit.SECONDS)
-                .create()) {
+                .sendTimeout(0, TimeUnit.SECONDS);
+        if (spec.has("batch_delay_ms")) {  // else the client's 1 ms: batches are cut anywhere
+            builder.batchingMaxPublishDelay(spec.get("batch_delay_ms").asLong(), TimeUnit.MILLISECONDS);
+        }
+        try (Producer<byte[]> producer = builder.create()) {
             for (JsonNode t : spec.get("transactions")) {
                 Transaction txn = client.newTransaction()
                         .withTransactionTimeout(timeout, TimeUnit.MILLISECONDS)
@@ -109,6 +137,44 @@ public final class SandboxClient {
                 producer.flush();
                 for (var f : sent) {
                     ids.add(id(f.get(60, TimeUnit.SECONDS)));
+                }
+                switch (end) {
+                    case "commit" -> txn.commit().get();
+                    case "abort" -> txn.abort().get();
+                    case "open" -> { }
+                    default -> throw new IllegalArgumentException("unknown end " + end);
+                }
+            }
+        }
+        return out;
+    }
+
+    static ObjectNode txnAck(PulsarClient client, JsonNode spec) throws Exception {
+        long timeout = spec.path("timeout_ms").asLong(600_000);
+        ObjectNode out = JSON.createObjectNode();
+        ArrayNode txns = out.putArray("transactions");
+        try (Consumer<byte[]> consumer = client.newConsumer()
+                .topic(spec.get("topic").asText())
+                .subscriptionName(spec.get("subscription").asText())
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
+                .subscribe()) {
+            for (JsonNode t : spec.get("transactions")) {
+                Transaction txn = client.newTransaction()
+                        .withTransactionTimeout(timeout, TimeUnit.MILLISECONDS)
+                        .build()
+                        .get();
+                ObjectNode record = txns.addObject();
+                record.put("id", txn.getTxnID().getMostSigBits() + ":" + txn.getTxnID().getLeastSigBits());
+                String end = t.get("end").asText();
+                record.put("end", end);
+                ArrayNode ids = record.putArray("message_ids");
+                for (int i = 0; i < t.get("count").asInt(); i++) {
+                    org.apache.pulsar.client.api.Message<byte[]> m = consumer.receive(60, TimeUnit.SECONDS);
+                    if (m == null) {
+                        throw new IllegalStateException("no message to acknowledge within 60 s");
+                    }
+                    consumer.acknowledgeAsync(m.getMessageId(), txn).get(60, TimeUnit.SECONDS);
+                    ids.add(id(m.getMessageId()));
                 }
                 switch (end) {
                     case "commit" -> txn.commit().get();
