@@ -123,7 +123,8 @@ def compact(
         "--keep-entry-metadata/--strip-entry-metadata",
         help="Whether compacted entries keep each entry's broker entry metadata (0x0e02), as "
         "a broker with exposingBrokerEntryMetadataToClientEnabled=true writes them. Default: "
-        "that setting of --broker-conf, else stripped (the broker's default).",
+        "$LEDGERCTL_KEEP_ENTRY_METADATA, keep_entry_metadata in ledgerctl.toml, that setting "
+        "of the broker configuration, else stripped (the broker's default).",
         show_default=False,
     ),
     keep_chunks: bool = typer.Option(
@@ -167,7 +168,8 @@ def compact(
         None,
         "--order",
         help="publishing (PublishingOrderCompactor) or event-time (EventTimeOrderCompactor). "
-        "Default: the compactor of --broker-conf's compactionServiceFactoryClassName "
+        "Default: $LEDGERCTL_COMPACTION_ORDER, compaction_order in ledgerctl.toml, the "
+        "compactor of the broker configuration's compactionServiceFactoryClassName "
         "(EventTimeCompactionServiceFactory: event-time), else publishing.",
         show_default=False,
     ),
@@ -188,8 +190,9 @@ def compact(
         None,
         "--retain-null-key/--drop-null-key",
         help="Keep (or drop) messages without a key, as topicCompactionRetainNullKey=true "
-        "(false) makes the broker do. Default: that setting of --broker-conf, else dropped "
-        "(Pulsar's default).",
+        "(false) makes the broker do. Default: $LEDGERCTL_RETAIN_NULL_KEY, retain_null_key "
+        "in ledgerctl.toml, that setting of the broker configuration, else dropped (Pulsar's "
+        "default).",
         show_default=False,
     ),
     accept_damage: bool = options.ACCEPT_DAMAGE,

@@ -23,7 +23,6 @@ from pulsarctl_py.commands.options import (
     metadata_options,
     password,
     private_key_passphrase,
-    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -79,7 +78,8 @@ def decode(
         "--password-env",
         metavar="VAR",
         help="Environment variable holding the ledger password (for MAC digests). "
-        "Default: LEDGERCTL_LEDGER_PASSWORD when it is set.",
+        "Default: $LEDGERCTL_LEDGER_PASSWORD, else the file that ledger_password_file in "
+        "the nearest ledgerctl.toml names.",
     ),
     password_file: Path = typer.Option(
         None, "--password-file", metavar="FILE", help="File holding the ledger password."
@@ -181,7 +181,6 @@ def decode(
         for name in samples():
             typer.echo(name)
         return
-    use_max_message_size(max_message_size)
     paths = list(inputs or ([] if sample else ["-"]))
     for path in paths:
         check_readable(path)

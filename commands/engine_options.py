@@ -47,7 +47,8 @@ SPARK_THRESHOLD = typer.Option(
     "--spark-threshold",
     metavar="ENTRIES",
     help="With --engine auto, use Spark from this many entries on. Default: "
-    "$LEDGERCTL_SPARK_THRESHOLD, else 200000, the measured crossover (see "
+    "$LEDGERCTL_SPARK_THRESHOLD, spark_threshold in ledgerctl.toml, else 200000, the "
+    "measured crossover (see "
     "docs/performance.md); verify and seek --exact stay in this process unless one is set.",
 )
 

@@ -30,7 +30,6 @@ from pulsarctl_py.commands.options import (
     metadata_options,
     password,
     progress_wanted,
-    use_max_message_size,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -175,7 +174,6 @@ def inspect(
     from pulsarctl_py.timeparse import check_time_range, parse_time_ms
     from pulsarctl_py.values import Where
 
-    use_max_message_size(max_message_size)
     ledger_id, start, end = _where(target, topic, first, last, last_n)
     if output is InspectOutput.raw:
         _raw(start if start == end else None, metadata_url, bookie_dirs)

@@ -29,23 +29,25 @@ METADATA_URL = typer.Option(
     "--metadata-url",
     metavar="URL",
     help="Metadata store in Pulsar's syntax: zk:host:2181,host2:2181/chroot (more hosts and "
-    "the chroot optional) or rocksdb://path. Default: $LEDGERCTL_METADATA_URL or "
-    "metadata_url in the nearest ledgerctl.toml.",
+    "the chroot optional) or rocksdb://path. Default: $LEDGERCTL_METADATA_URL, "
+    "metadata_url in the nearest ledgerctl.toml (then ~/.config/ledgerctl/config.toml), "
+    "else the broker configuration's metadataStoreUrl.",
 )
 BOOKIE_DIRS = typer.Option(
     None,
     "--bookie-dir",
     metavar="DIR",
     help="A bookie's data directory (its ledger dir, or the folder holding ledgers/ and "
-    "journal/); repeat for several. Default: $LEDGERCTL_BOOKIE_DIRS or bookie_dirs in "
-    "the nearest ledgerctl.toml.",
+    "journal/); repeat for several. Default: $LEDGERCTL_BOOKIE_DIRS, bookie_dirs in "
+    "the nearest ledgerctl.toml (then the user's), else none: the running bookies.",
 )
 PASSWORD_ENV = typer.Option(
     None,
     "--password-env",
     metavar="VAR",
     help="Environment variable holding the ledger password, overriding the one in the "
-    "ledger metadata. Default: LEDGERCTL_LEDGER_PASSWORD when it is set.",
+    "ledger metadata. Default: $LEDGERCTL_LEDGER_PASSWORD, else the file that "
+    "ledger_password_file in the nearest ledgerctl.toml names.",
 )
 STRICT = typer.Option(
     False,
@@ -78,10 +80,15 @@ def damage_note(damaged: list[dict[str, str]], count: int) -> None:
 
 
 def password(env: str | None, file: Path | None) -> bytes | None:
-    """The ledger password from a variable or a file (never from a flag value)."""
-    from pulsarctl_py.secrets import LEDGER_PASSWORD_ENV, secret_from
+    """The ledger password from a variable or a file (never from a flag value): the flags,
+    else $LEDGERCTL_LEDGER_PASSWORD, else ``ledger_password_file`` of the config files."""
+    from pulsarctl_py import precedence
+    from pulsarctl_py.secrets import secret_from
 
-    secret = secret_from(env, file, LEDGER_PASSWORD_ENV)
+    if env is not None or file is not None:
+        secret = secret_from(env, file)
+    else:
+        secret = precedence.resolve(precedence.LEDGER_PASSWORD).value
     return secret.reveal() if secret is not None else None
 
 
@@ -148,22 +155,24 @@ def progress_wanted(quiet: bool, no_progress: bool) -> bool:
 # One flag set for every command that reads ledgers: a command declares one parameter,
 # ``bookie: BookieFlags = BOOKIE``, and is wrapped by :func:`bookie_flags`, which puts the
 # flags below in that parameter's place and hands the command their values as one object.
-# Precedence: a flag, then its environment variable, then the default
-# (pulsarctl_py/stores/live/config.py); a client certificate for mutual TLS comes only from
-# the environment (LEDGERCTL_BOOKIE_TLS_CERT_FILE / _KEY_FILE / _KEY_PASSWORD).
+# Precedence: a flag, its environment variable, the key of the same name in ledgerctl.toml,
+# then the default (pulsarctl_py.precedence); a client certificate for mutual TLS comes only
+# from the environment (LEDGERCTL_BOOKIE_TLS_CERT_FILE / _KEY_FILE / _KEY_PASSWORD).
 
 BOOKIE_ADDRESS = typer.Option(
     None,
     "--bookie-address",
     metavar="ID=HOST:PORT",
     help="Reach the bookie named ID in ledger metadata at HOST:PORT instead (NAT, port "
-    "forwards); repeat for several. Default: $LEDGERCTL_BOOKIE_ADDRESSES (comma-separated).",
+    "forwards); repeat for several. Default: $LEDGERCTL_BOOKIE_ADDRESSES (comma-separated), "
+    "else bookie_addresses in ledgerctl.toml.",
 )
 BOOKIE_TLS = typer.Option(
     None,
     "--bookie-tls/--no-bookie-tls",
     help="Talk TLS to bookies (BookKeeper's START_TLS); the certificate must chain to the CA "
-    "and name the bookie id's host. Default: $LEDGERCTL_BOOKIE_TLS, else off.",
+    "and name the bookie id's host. Default: $LEDGERCTL_BOOKIE_TLS, bookie_tls in "
+    "ledgerctl.toml, else off (on with a CA file).",
     show_default=False,
 )
 BOOKIE_CA_FILE = typer.Option(
@@ -171,21 +180,23 @@ BOOKIE_CA_FILE = typer.Option(
     "--bookie-ca-file",
     metavar="PATH",
     help="PEM file of the CA that signed the bookies' certificates (implies --bookie-tls). "
-    "Default: $LEDGERCTL_BOOKIE_CA_FILE, else the system CAs.",
+    "Default: $LEDGERCTL_BOOKIE_CA_FILE, bookie_ca_file in ledgerctl.toml, else the system "
+    "CAs.",
 )
 BOOKIE_TIMEOUT = typer.Option(
     None,
     "--bookie-timeout",
     metavar="SECONDS",
     help="How long a bookie may stay silent before it counts as down. Default: "
-    "$LEDGERCTL_BOOKIE_TIMEOUT, else 5.",
+    "$LEDGERCTL_BOOKIE_TIMEOUT, bookie_timeout in ledgerctl.toml, else 5.",
 )
 BOOKIE_PROTOCOL = typer.Option(
     None,
     "--bookie-protocol",
     metavar="v3|v2|auto",
     help="Wire protocol: v3 (protobuf), v2 for old bookies, or auto (v3, then v2 for a "
-    "bookie that does not answer v3). Default: $LEDGERCTL_BOOKIE_PROTOCOL, else v3.",
+    "bookie that does not answer v3). Default: $LEDGERCTL_BOOKIE_PROTOCOL, bookie_protocol "
+    "in ledgerctl.toml, else v3.",
 )
 
 #: the flags :func:`bookie_flags` adds, by parameter name
@@ -324,15 +335,17 @@ def private_key_passphrase(env: str | None, file: Path | None) -> bytes | None:
 # -- the maximum message size (pulsarctl_py.limits) ---------------------------------------
 
 #: the per-command spelling kept on inspect and decode (where the flag was first); the same
-#: setting as ``ledgerctl --max-message-size``, which every command takes
+#: setting as ``ledgerctl --max-message-size``, which every command takes. The command does
+#: not read it: ``pulsarctl_py.cli`` resolves and applies the setting before it runs
 MAX_MESSAGE_SIZE = typer.Option(
     None,
     "--max-message-size",
     metavar="BYTES",
     help="The largest message accepted (5MiB, 512m or bytes): a larger uncompressed_size "
     "or joined chunked message is reported as an error, not allocated. The same as "
-    "'ledgerctl --max-message-size'. Default: $LEDGERCTL_MAX_MESSAGE_SIZE, else the "
-    "broker's default maxMessageSize, 5MiB.",
+    "'ledgerctl --max-message-size'. Default: $LEDGERCTL_MAX_MESSAGE_SIZE, "
+    "max_message_size in ledgerctl.toml, the broker configuration's maxMessageSize, else "
+    "the broker's default, 5MiB.",
     show_default=False,
 )
 
@@ -349,24 +362,12 @@ def parse_size(text: str | None, flag: str, default: int) -> int:
         raise typer.BadParameter(str(exc), param_hint=flag) from None
 
 
-def use_max_message_size(text: str | None) -> None:
-    """A command's own ``--max-message-size``: set the process's limit when given."""
-    if text is None:
-        return
-    from pulsarctl_py import limits
-
-    try:
-        size = limits.parse_limit(text)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--max-message-size") from None
-    limits.configure(size)
-
-
 # -- where the metadata lives (pulsarctl_py.stores.metadata.url) --------------------------
 #
 # Next to --metadata-url on every command that has it: where BookKeeper's metadata lives
 # when the broker keeps it elsewhere (bookkeeperMetadataServiceUri), and a broker.conf to
-# take both places (and the broker's ledger settings) from. A command is wrapped by
+# take both places (and the broker's ledger settings) from, below any flag, variable or
+# config file that sets them (pulsarctl_py.precedence). A command is wrapped by
 # :func:`metadata_options`; the library resolves the flags as it resolves the environment
 # variables, one step ahead of them.
 
@@ -377,15 +378,17 @@ BOOKKEEPER_METADATA_URL = typer.Option(
     help="Where BookKeeper's metadata (ledgers, bookies) lives when the broker's "
     "bookkeeperMetadataServiceUri puts it outside /ledgers of the metadata store: "
     "zk+hierarchical://host:2181/path/ledgers or zk:host:2181/path/ledgers. Default: "
-    "--broker-conf's bookkeeperMetadataServiceUri, $LEDGERCTL_BOOKKEEPER_METADATA_URL, "
-    "bookkeeper_metadata_url in the nearest ledgerctl.toml, else /ledgers of the metadata store.",
+    "$LEDGERCTL_BOOKKEEPER_METADATA_URL, bookkeeper_metadata_url in the nearest "
+    "ledgerctl.toml, the broker configuration's bookkeeperMetadataServiceUri, else /ledgers "
+    "of the metadata store. Refused when it holds another cluster's ledgers.",
 )
 BROKER_CONF = typer.Option(
     None,
     "--broker-conf",
     metavar="FILE",
-    help="A broker's broker.conf: its metadataStoreUrl and bookkeeperMetadataServiceUri "
-    "serve as --metadata-url and --bookkeeper-metadata-url when those are not given. "
+    help="A broker's broker.conf: its metadataStoreUrl, bookkeeperMetadataServiceUri, "
+    "maxMessageSize and managed-ledger settings serve where no flag, environment variable "
+    "or ledgerctl.toml sets them (these rank above the file, even when it is given here). "
     "Default: $LEDGERCTL_BROKER_CONF or broker_conf in the nearest ledgerctl.toml.",
 )
 
@@ -398,8 +401,9 @@ _METADATA_FLAGS: dict[str, tuple[Any, Any]] = {
 def metadata_options(command: F) -> F:
     """Give ``command`` --bookkeeper-metadata-url and --broker-conf after its --metadata-url.
 
-    The command itself takes neither: it runs with them in effect for every metadata URL
-    the library resolves (:func:`pulsarctl_py.stores.metadata.url.metadata_flags`).
+    The command itself takes neither: it runs with them, its --metadata-url and its
+    --bookie-dir in effect for every setting the library resolves
+    (:func:`pulsarctl_py.precedence.flags`).
     """
     sig = inspect.signature(command)
     hints = typing.get_type_hints(command)
@@ -417,12 +421,16 @@ def metadata_options(command: F) -> F:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
+        from pulsarctl_py import precedence
 
         url = kwargs.pop("bookkeeper_metadata_url", None)
         conf = kwargs.pop("broker_conf", None)
-        flags = MetadataFlags(url or None, None if conf is None else str(conf))
-        with metadata_flags(flags):
+        with precedence.flags(
+            metadata_url=kwargs.get("metadata_url"),
+            bookie_dirs=kwargs.get("bookie_dirs") or None,
+            bookkeeper_metadata_url=url or None,
+            broker_conf=None if conf is None else str(conf),
+        ):
             return command(*args, **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
@@ -435,44 +443,48 @@ def metadata_options(command: F) -> F:
 # -- how new ledgers are written (pulsarctl_py.writesettings) -------------------------------
 #
 # The verbs that write ledgers (compact --apply, migrate) take the cluster's settings from
-# --broker-conf; these flags override single values. The managed-ledger password is a
-# secret: from $LEDGERCTL_MANAGED_LEDGER_PASSWORD or a file, never a flag's value.
+# --broker-conf; these flags, their variables and ledgerctl.toml override single values
+# (pulsarctl_py.precedence). The managed-ledger password is a secret: from
+# $LEDGERCTL_MANAGED_LEDGER_PASSWORD or a file, never a flag's value.
 
 ENSEMBLE_SIZE = typer.Option(
     None,
     "--ensemble-size",
     metavar="N",
-    help="Bookies per new ledger. Default: managedLedgerDefaultEnsembleSize of "
-    "--broker-conf, else Pulsar's default (2). One stopped bookie (--bookie-dir) holds a "
-    "ledger alone: 1.",
+    help="Bookies per new ledger. Default: $LEDGERCTL_ENSEMBLE_SIZE, ensemble_size in "
+    "ledgerctl.toml, managedLedgerDefaultEnsembleSize of the broker configuration, else "
+    "Pulsar's default (2). One stopped bookie (--bookie-dir) holds a ledger alone: 1.",
 )
 WRITE_QUORUM = typer.Option(
     None,
     "--write-quorum",
     metavar="N",
-    help="Copies of each entry. Default: managedLedgerDefaultWriteQuorum of --broker-conf, else 2.",
+    help="Copies of each entry. Default: $LEDGERCTL_WRITE_QUORUM, write_quorum in "
+    "ledgerctl.toml, managedLedgerDefaultWriteQuorum of the broker configuration, else 2.",
 )
 ACK_QUORUM = typer.Option(
     None,
     "--ack-quorum",
     metavar="N",
     help="Copies acknowledged before an entry counts as written. Default: "
-    "managedLedgerDefaultAckQuorum of --broker-conf, else 2.",
+    "$LEDGERCTL_ACK_QUORUM, ack_quorum in ledgerctl.toml, managedLedgerDefaultAckQuorum of "
+    "the broker configuration, else 2.",
 )
 DIGEST_TYPE = typer.Option(
     None,
     "--digest-type",
     metavar="crc32c|crc32|mac|dummy",
-    help="Digest of new data ledgers. Default: managedLedgerDigestType of --broker-conf, "
-    "else crc32c.",
+    help="Digest of new data ledgers. Default: $LEDGERCTL_DIGEST_TYPE, digest_type in "
+    "ledgerctl.toml, managedLedgerDigestType of the broker configuration, else crc32c.",
 )
 ML_PASSWORD_FILE = typer.Option(
     None,
     "--managed-ledger-password-file",
     metavar="FILE",
     help="File holding the managed-ledger password new data ledgers get (the broker's "
-    "managedLedgerPassword). Default: $LEDGERCTL_MANAGED_LEDGER_PASSWORD, else "
-    "--broker-conf's, else none.",
+    "managedLedgerPassword). Default: $LEDGERCTL_MANAGED_LEDGER_PASSWORD, the file "
+    "managed_ledger_password_file in ledgerctl.toml names, the broker configuration's, else "
+    "none.",
 )
 FORCE_OWNED = typer.Option(
     False,
@@ -494,7 +506,8 @@ class WriteFlags:
     force_owned: bool = False
 
     def settings(self) -> Any:
-        """The settings: these flags, then the broker configuration, then the defaults."""
+        """The settings: these flags, their variables, the config files, the broker
+        configuration, then the defaults."""
         from pulsarctl_py.writesettings import resolve_write_settings
 
         return resolve_write_settings(

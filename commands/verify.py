@@ -95,7 +95,6 @@ def verify(
     if (topic is None) == (not all_topics):
         raise typer.BadParameter("give a TOPIC or --all (one of them)", param_hint="TOPIC")
     eo.engine_name(engine, spark, spark_master)
-    options.use_max_message_size(max_message_size)
     password = options.password(password_env, password_file)
     topics = None if all_topics else [topic]
     fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)

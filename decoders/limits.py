@@ -26,9 +26,10 @@ applies the same number to everything whose size stored bytes only *claim*:
   (``pulsarctl_py.value_bounds``: an Avro array can declare 2^62 items of no bytes);
 * a schema definition: at most one frame (the entry that stores it is one).
 
-The limit is one number per process, set once by the CLI (``--max-message-size``, or
-``LEDGERCTL_MAX_MESSAGE_SIZE``; ``pulsarctl_py.limits`` reads them) and carried to Spark
-executors inside each scan split. This module only holds it: no environment, no I/O.
+The limit is one number per process, set once by the CLI (``--max-message-size``,
+``LEDGERCTL_MAX_MESSAGE_SIZE``, ledgerctl.toml, the broker's ``maxMessageSize``:
+``pulsarctl_py.precedence`` resolves them) and carried to Spark executors inside each scan
+split. This module only holds it: no environment, no I/O.
 """
 
 from __future__ import annotations

@@ -69,16 +69,15 @@ def _version(value: bool) -> None:
 
 
 def _max_message_size(value: str | None) -> str | None:
-    """Set the process's maximum message size from the flag or its variable, before any
-    command runs (imported only then: the default needs no import)."""
-    if value is not None or os.environ.get("LEDGERCTL_MAX_MESSAGE_SIZE"):
+    """Check the flag's value where it is parsed; the command applies it
+    (:func:`_apply_settings`)."""
+    if value is not None:
         from pulsarctl_py import limits
 
         try:
-            size = limits.resolve(value)
+            limits.parse_limit(value)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--max-message-size") from None
-        limits.configure(size)
     return value
 
 
@@ -116,8 +115,9 @@ def root(
         "512m, 1g or bytes): a payload's uncompressed_size, a bookie frame (plus 10 KiB); a "
         "chunked message joined may hold four times it. Larger ones are reported as errors, "
         "never allocated. "
-        "Default: $LEDGERCTL_MAX_MESSAGE_SIZE, else the broker's default maxMessageSize, "
-        "5MiB; raise it as far as your brokers' maxMessageSize.",
+        "Default: $LEDGERCTL_MAX_MESSAGE_SIZE, max_message_size in the nearest "
+        "ledgerctl.toml, the broker configuration's maxMessageSize, else the broker's "
+        "default, 5MiB; raise it as far as your brokers' maxMessageSize.",
         show_default=False,
     ),
 ) -> None:
@@ -146,7 +146,45 @@ def _command() -> Any:
     every parameter's value checked (pulsarctl_py.usage.guard)."""
     from pulsarctl_py import usage
 
-    return usage.guard(typer.main.get_command(app))
+    return _apply_settings(usage.guard(typer.main.get_command(app)))
+
+
+def _apply_settings(command: Any) -> Any:
+    """Wrap each command so that, its arguments parsed (never for --help), the process's
+    maximum message size is resolved as every setting is (pulsarctl_py.precedence: the
+    command's --max-message-size, else ``ledgerctl --max-message-size``, the variable,
+    ledgerctl.toml, the broker configuration its --broker-conf names or the settings do,
+    the default) and is in effect, with the flag, while it runs."""
+    subs = getattr(command, "commands", None)
+    if subs:
+        for sub in subs.values():
+            _apply_settings(sub)
+        return command
+    inner = command.invoke
+
+    def invoke(ctx: Any) -> Any:
+        from pulsarctl_py import limits, precedence
+
+        flag = ctx.params.get("max_message_size")
+        if flag is None:
+            flag = ctx.find_root().params.get("max_message_size")
+        if flag is not None:
+            try:
+                limits.parse_limit(flag)
+            except ValueError as exc:
+                raise typer.BadParameter(
+                    str(exc), ctx=ctx, param_hint="--max-message-size"
+                ) from None
+        conf = ctx.params.get("broker_conf")
+        with precedence.flags(broker_conf=None if conf is None else str(conf)):
+            found = precedence.resolve(precedence.MAX_MESSAGE_SIZE, flag)
+        if found.is_set:
+            limits.configure(found.value)
+        with precedence.flags(max_message_size=flag):
+            return inner(ctx)
+
+    command.invoke = invoke
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,8 @@ are read one way:
 
 The cap is :data:`MAX_DOCUMENT_SIZE` (256 MiB: a plan holds the bytes it deletes, and a
 stopped bookie's index entries of a ledger with a million entries take about 32 MB of
-base64); ``LEDGERCTL_MAX_PLAN_SIZE`` (bytes) raises or lowers it.
+base64); ``LEDGERCTL_MAX_PLAN_SIZE`` or ``max_plan_size`` in ledgerctl.toml (bytes) raises or
+lowers it.
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ class InputDenied(StoreUnavailable):
 
 
 def max_document_size() -> int:
-    """The cap in bytes: ``$LEDGERCTL_MAX_PLAN_SIZE`` when set, else the default."""
-    text = os.environ.get(ENV_MAX_SIZE, "").strip()
-    if not text:
-        return MAX_DOCUMENT_SIZE
-    if not text.isdigit() or int(text) < 1:
-        raise LedgerctlError(f"{ENV_MAX_SIZE}={text!r}: expected a number of bytes")
-    return int(text)
+    """The cap in bytes: ``$LEDGERCTL_MAX_PLAN_SIZE``, else ``max_plan_size`` in
+    ledgerctl.toml, else the default (the ``max_plan_size`` setting of
+    :mod:`pulsarctl_py.precedence`)."""
+    from pulsarctl_py import precedence
+
+    return int(precedence.resolve(precedence.MAX_PLAN_SIZE).value)
 
 
 def _kind(mode: int) -> str:

@@ -1,14 +1,16 @@
-"""The maximum message size of this process: a flag, else its variable, else the broker's.
+"""The maximum message size of this process, and the size grammar.
 
 One number bounds what stored bytes may make ledgerctl allocate, in every command (see
-``decoders/limits.py`` for what it applies to): ``ledgerctl --max-message-size SIZE``
-(also accepted after ``inspect`` and ``decode``, where it was first), else
-``LEDGERCTL_MAX_MESSAGE_SIZE``, else Pulsar's default ``maxMessageSize``, 5 MiB. Sizes are
-written ``5MiB``, ``512m``, ``1g`` or in bytes; the most is what Pulsar allows for
-``maxMessageSize``: 2^31 - 1 less the frame padding.
+``decoders/limits.py`` for what it applies to). It is the ``max_message_size`` setting
+of :mod:`pulsarctl_py.precedence`: ``ledgerctl --max-message-size SIZE`` (also accepted
+after ``inspect``, ``decode`` and ``verify``), ``LEDGERCTL_MAX_MESSAGE_SIZE``,
+``max_message_size`` in ledgerctl.toml, the broker configuration's ``maxMessageSize``,
+else Pulsar's default ``maxMessageSize``, 5 MiB. Sizes are written ``5MiB``, ``512m``,
+``1g`` or in bytes; the most is what Pulsar allows for ``maxMessageSize``: 2^31 - 1 less
+the frame padding.
 
-The CLI calls :func:`configure` before any command runs; scan splits carry the number to
-Spark executors, which call :func:`configure` with it (:func:`apply_split`).
+The CLI resolves it and calls :func:`configure` before a command runs; scan splits carry
+the number to Spark executors, which call :func:`configure` with it (:func:`apply_split`).
 
 Importing this module is cheap (the size grammar is shared with options such as
 ``compact --memory``); the decoders are imported when the limit is read or set.
@@ -16,7 +18,6 @@ Importing this module is cheap (the size grammar is shared with options such as
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -66,21 +67,6 @@ def parse_limit(text: str) -> int:
     return value
 
 
-def resolve(flag: str | None) -> int:
-    """The limit from the flag, else the variable, else the broker's default."""
-    if flag is not None:
-        return parse_limit(flag)
-    env = os.environ.get(ENV)
-    if env is None or not env.strip():
-        return DEFAULT_MAX_MESSAGE_SIZE
-    try:
-        return parse_limit(env)
-    except ValueError as exc:
-        from pulsarctl_py.errors import LedgerctlError
-
-        raise LedgerctlError(f"{ENV}: {exc}") from None
-
-
 def configure(size: int) -> None:
     """Set this process's maximum message size (decoders, readers, the bookie client)."""
     from pulsarctl_py.decoders import limits
@@ -113,5 +99,4 @@ __all__ = [
     "max_message_size",
     "parse_limit",
     "parse_size",
-    "resolve",
 ]

@@ -27,34 +27,33 @@ compacted ledgers with the broker's default client (its ``bookkeeperClientIsolat
 affinity group (its local policies) when it has one, recorded in the ledger's custom
 metadata as ``EnsemblePlacementPolicyConfig`` as the managed ledger records it.
 
-Where each setting comes from, first found wins: the command's flag
-(``--ensemble-size``, ``--write-quorum``, ``--ack-quorum``, ``--digest-type``), the broker
-configuration (``--broker-conf FILE``, ``$LEDGERCTL_BROKER_CONF``, ``broker_conf`` in
-ledgerctl.toml), then Pulsar's defaults (ensemble 2, write and ack quorum 2, CRC32C, no
-password). The managed-ledger password is a secret: only from
-``$LEDGERCTL_MANAGED_LEDGER_PASSWORD``, a file (``--managed-ledger-password-file``) or
-the broker configuration; never from a flag's value, never printed. Every setting's
-source is reported (:meth:`WriteSettings.sources`).
+Where each setting comes from, first found wins (the rule of every setting,
+:mod:`pulsarctl_py.precedence`): the command's flag (``--ensemble-size``,
+``--write-quorum``, ``--ack-quorum``, ``--digest-type``), its variable
+(``LEDGERCTL_ENSEMBLE_SIZE``, ``LEDGERCTL_WRITE_QUORUM``, ``LEDGERCTL_ACK_QUORUM``,
+``LEDGERCTL_DIGEST_TYPE``), the config files (``ensemble_size``, ``write_quorum``,
+``ack_quorum``, ``digest_type``), the broker configuration (``--broker-conf FILE``,
+``$LEDGERCTL_BROKER_CONF``, ``broker_conf`` in ledgerctl.toml), then Pulsar's defaults
+(ensemble 2, write and ack quorum 2, CRC32C, no password). A namespace's persistence
+policies replace the broker configuration's quorums and the defaults, never a value the
+operator gave. The managed-ledger password is a secret: only from a file
+(``--managed-ledger-password-file``, ``managed_ledger_password_file`` in the config
+files), ``$LEDGERCTL_MANAGED_LEDGER_PASSWORD`` or the broker configuration; never from a
+flag's value, never printed. Every setting's source is reported
+(:meth:`WriteSettings.sources`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.brokerconf import (
-    DEFAULT_ACK_QUORUM,
-    DEFAULT_DIGEST,
-    DEFAULT_ENSEMBLE,
-    DEFAULT_WRITE_QUORUM,
-)
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.errors import LedgerctlError
-from pulsarctl_py.secrets import Secret, secret_from
+from pulsarctl_py.secrets import Secret
 from pulsarctl_py.stores.live.placement import BrokerIsolation, Placement, java_hashmap_order
 
 if TYPE_CHECKING:
@@ -89,6 +88,9 @@ class WriteSettings:
     isolation: BrokerIsolation = field(default_factory=BrokerIsolation)
     #: the data ledgers' placement, once :func:`data_settings` read the namespace's
     placement: Placement | None = None
+    #: the settings an operator gave (a flag, a variable, a config file): a namespace's
+    #: persistence policies do not replace them
+    explicit: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
@@ -123,12 +125,12 @@ class WriteSettings:
 
     def with_quorums(self, values: tuple[int, int, int], source: str) -> WriteSettings:
         """The same settings with other quorums (a namespace's persistence policies), except
-        where a flag set them."""
+        where the operator set them (a flag, a variable, a config file)."""
         src = dict(self.source)
         quorums = {"ensemble": self.ensemble, "write_quorum": self.write_quorum}
         quorums["ack_quorum"] = self.ack_quorum
         for key, value in zip(quorums, values, strict=True):
-            if not src.get(key, "").startswith("--"):
+            if key not in self.explicit:
                 quorums[key], src[key] = value, source
         return dataclasses.replace(
             self,
@@ -196,85 +198,53 @@ def resolve_write_settings(
     broker_conf: BrokerConf | bool | None = True,
     env: Mapping[str, str] | None = None,
 ) -> WriteSettings:
-    """The settings from flags, then the broker configuration, then Pulsar's defaults.
+    """Each setting from its flag, its variable, the config files, the broker
+    configuration, else Pulsar's default (:mod:`pulsarctl_py.precedence`).
 
     ``broker_conf``: a loaded configuration, None for none, or True to resolve it as every
     command does (``--broker-conf``, ``$LEDGERCTL_BROKER_CONF``, ``broker_conf``).
     """
-    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+    from pulsarctl_py import precedence as p
 
-    env = os.environ if env is None else env
-    conf = resolve_broker_conf(env=env) if broker_conf is True else broker_conf or None
-    conf_name = f"broker configuration {conf.path}" if conf is not None else None
+    conf = p.UNSET if broker_conf is True else broker_conf or None
+    sources = p.Sources.of(env, broker_conf=conf)
     source: dict[str, str] = {}
+    explicit: set[str] = set()
 
-    def pick(flag: int | None, flag_name: str, key: str, conf_value: int, default: int) -> int:
-        if flag is not None:
-            if flag < 1:
-                raise LedgerctlError(f"{flag_name} must be at least 1")
-            source[key] = flag_name
-            return flag
-        if conf is not None and conf.values.get(_CONF_KEYS[key], "").strip():
-            source[key] = str(conf_name)
-            return conf_value
-        source[key] = PULSAR_DEFAULT
-        return default
+    def note(key: str, found: p.Resolved) -> Any:
+        source[key] = PULSAR_DEFAULT if found.origin == p.DEFAULT else found.source
+        if found.origin in (p.FLAG, p.ENV, p.CONFIG):
+            explicit.add(key)
+        return found.value
 
-    e = pick(
-        ensemble,
-        "--ensemble-size",
-        "ensemble",
-        conf.ensemble if conf else DEFAULT_ENSEMBLE,
-        DEFAULT_ENSEMBLE,
-    )
-    w = pick(
-        write_quorum,
-        "--write-quorum",
-        "write_quorum",
-        conf.write_quorum if conf else DEFAULT_WRITE_QUORUM,
-        DEFAULT_WRITE_QUORUM,
-    )
-    a = pick(
-        ack_quorum,
-        "--ack-quorum",
-        "ack_quorum",
-        conf.ack_quorum if conf else DEFAULT_ACK_QUORUM,
-        DEFAULT_ACK_QUORUM,
-    )
-    if digest is not None:
-        kind = digest_from_name(digest)
-        source["digest_type"] = "--digest-type"
-    elif conf is not None and conf.values.get("managedLedgerDigestType", "").strip():
-        kind = digest_from_name(conf.digest_type)
-        source["digest_type"] = str(conf_name)
-    else:
-        kind = digest_from_name(DEFAULT_DIGEST)
-        source["digest_type"] = PULSAR_DEFAULT
-    secret = secret_from(None, password_file)
-    if secret is not None:
-        source["password"] = f"--managed-ledger-password-file {password_file}"
-    elif env.get(ENV_PASSWORD) is not None:
-        raw = env[ENV_PASSWORD]
-        secret = Secret(raw.encode("utf-8"), f"${ENV_PASSWORD}")
-        source["password"] = f"${ENV_PASSWORD}"
-    elif conf is not None and conf.password is not None:
-        secret = conf.password
-        source["password"] = str(conf_name)
-    else:
-        source["password"] = PULSAR_DEFAULT
+    quorums: list[int] = []
+    for key, setting, flag in (
+        ("ensemble", p.ENSEMBLE_SIZE, ensemble),
+        ("write_quorum", p.WRITE_QUORUM, write_quorum),
+        ("ack_quorum", p.ACK_QUORUM, ack_quorum),
+    ):
+        found = p.resolve(setting, flag, sources=sources)
+        value = note(key, found)
+        if value < 1:
+            raise LedgerctlError(f"{found.source} must be at least 1")
+        quorums.append(value)
+    found = p.resolve(p.DIGEST_TYPE, digest, sources=sources)
+    kind = digest_from_name(note("digest_type", found))
+    found = p.resolve(p.MANAGED_LEDGER_PASSWORD, password_file, sources=sources)
+    secret = note("password", found)
+    if found.origin == p.FLAG and secret is not None:
+        source["password"] = f"{found.source} ({secret.source})"
     if kind is DigestType.HMAC and not (secret and secret.reveal()):
         raise LedgerctlError("the MAC digest needs a managed-ledger password")
+    found_conf = sources.broker_conf()
     isolation = BrokerIsolation()
-    if conf is not None:
-        isolation = BrokerIsolation.from_conf(conf.values, f"broker configuration {conf.path}")
-    return WriteSettings(e, w, a, kind, secret, source, isolation)
-
-
-_CONF_KEYS = {
-    "ensemble": "managedLedgerDefaultEnsembleSize",
-    "write_quorum": "managedLedgerDefaultWriteQuorum",
-    "ack_quorum": "managedLedgerDefaultAckQuorum",
-}
+    if found_conf is not None:
+        isolation = BrokerIsolation.from_conf(
+            found_conf.values, f"broker configuration {found_conf.path}"
+        )
+    return WriteSettings(
+        *quorums, kind, secret, source, isolation=isolation, explicit=frozenset(explicit)
+    )
 
 
 def namespace_persistence(store: MetadataStore, namespace: str) -> tuple[int, int, int] | None:

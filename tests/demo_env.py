@@ -12,12 +12,16 @@ from pathlib import Path
 import pytest
 
 from pulsarctl_py.demo import create_demo
+from pulsarctl_py.precedence import SETTINGS
 
-ENV_DEFAULTS = ("LEDGERCTL_METADATA_URL", "LEDGERCTL_BOOKIE_DIRS", "LEDGERCTL_LEDGER_PASSWORD")
+#: every setting's variable (stores, bookie options, write settings, passwords)
+ENV_DEFAULTS = tuple(
+    s.env for s in SETTINGS if s.env is not None and s.env.startswith("LEDGERCTL_")
+)
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No store or password from the environment or ~/.config for this test."""
+    """No setting from the environment or ~/.config for this test."""
     for var in ENV_DEFAULTS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-user-config"))

@@ -52,10 +52,9 @@ def test_compactor_settings_flag_then_conf_then_default():
     s = compactor_settings(conf=conf)
     assert (s.retain_null_key, s.order, s.keep_entry_metadata) == (True, "event-time", True)
     assert (
-        s.sources["retain_null_key"]
-        == "topicCompactionRetainNullKey of broker configuration b.conf"
+        s.sources["retain_null_key"] == "broker configuration b.conf (topicCompactionRetainNullKey)"
     )
-    assert s.sources["order"].startswith("compactionServiceFactoryClassName of")
+    assert s.sources["order"].endswith("(compactionServiceFactoryClassName)")
     flagged = compactor_settings(
         retain_null_key=False, order="publishing", keep_entry_metadata=False, conf=conf
     )

@@ -178,17 +178,24 @@ def test_the_nearest_config_file_with_paths_relative_to_it(
         "setting": "metadata_url",
         "value": f"rocksdb://{demo.resolve() / 'metadata'}",
         "source": config,
+        "origin": "config",
+        "overrides": [],
     }
     assert rows["bookie_dirs"]["value"] == [str(demo.resolve() / "bookkeeper")]
     assert rows["bookie_dirs"]["source"] == config
-    assert rows["bookkeeper_metadata_url"]["source"] == "default: the metadata store"
+    assert rows["bookkeeper_metadata_url"]["source"] == "default: /ledgers of the metadata store"
+    assert rows["bookkeeper_metadata_url"]["origin"] == "default"
     monkeypatch.setenv("LEDGERCTL_METADATA_URL", "zk:127.0.0.1:2181/pulsar")
     monkeypatch.setenv("LEDGERCTL_ZK_AUTH", "user:secret-password")
     r = run(capsys, "config", "-o", "json")
     rows = {row["setting"]: row for row in r.json()}
     assert rows["metadata_url"]["source"] == "LEDGERCTL_METADATA_URL"
     assert rows["metadata_url"]["value"] == "zk:127.0.0.1:2181/pulsar"
-    assert rows["LEDGERCTL_ZK_AUTH"]["value"] == "set"
+    # the config file's value, hidden by the variable, is named
+    assert rows["metadata_url"]["overrides"] == [
+        {"value": f"rocksdb://{demo.resolve() / 'metadata'}", "source": config, "origin": "config"}
+    ]
+    assert rows["zk_auth"]["value"] == "set"
     assert "secret-password" not in r.out
     r = run(capsys, "config", "-o", "table")
     assert "LEDGERCTL_METADATA_URL" in r.out and "secret-password" not in r.out
@@ -207,7 +214,7 @@ def test_config_without_any_setting_says_so(
     assert rows["config files"]["value"] == []
     assert rows["metadata_url"]["value"] is None
     assert rows["metadata_url"]["source"].startswith("not set: no metadata store given")
-    assert rows["bookie_dirs"] == {"setting": "bookie_dirs", "value": [], "source": "not set"}
+    assert rows["bookie_dirs"]["value"] == [] and rows["bookie_dirs"]["origin"] == "default"
 
 
 ORDERS = "persistent://public/default/orders"

@@ -198,14 +198,14 @@ def test_parquet_has_typed_columns_from_the_schema(schemas_world, tmp_path) -> N
 def _stored_entries(box: Any, topic: str, out: Any) -> list[str]:
     """Every stored entry of the topic, as bookie entries in files (read from the running
     bookies, digests verified): the inputs of `ledgerctl decode`."""
+    from pulsarctl_py import precedence
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata import read_managed_ledger
-    from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
 
     files = []
     with (
-        metadata_flags(MetadataFlags(box.bookkeeper_metadata_url)),
+        precedence.flags(bookkeeper_metadata_url=box.bookkeeper_metadata_url),
         LedgerSource.open(box.metadata_url, [], need_metadata=True) as source,
     ):
         record = read_managed_ledger(source.metadata, topic, with_cursors=False)

@@ -17,9 +17,13 @@ The broker's compactor takes them from its ``ServiceConfiguration`` (Pulsar 4.0.
   ``entryFilters`` policy. They are plugins (Java code in NAR files) that ledgerctl cannot
   run: a compaction they would change is refused, not computed wrong.
 
-Each setting comes, first found, from the command's flag, the broker configuration
+Each setting comes, first found, from the command's flag, its variable
+(``LEDGERCTL_RETAIN_NULL_KEY``, ``LEDGERCTL_COMPACTION_ORDER``,
+``LEDGERCTL_KEEP_ENTRY_METADATA``), ledgerctl.toml (``retain_null_key``,
+``compaction_order``, ``keep_entry_metadata``), the broker configuration
 (``--broker-conf``, ``$LEDGERCTL_BROKER_CONF``, ``broker_conf`` in ledgerctl.toml), then
-Pulsar 4.0.7's default; :attr:`CompactorSettings.sources` says which.
+Pulsar 4.0.7's default: the rule of every setting (:mod:`pulsarctl_py.precedence`);
+:attr:`CompactorSettings.sources` says which.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pulsarctl_py.brokerconf import DEFAULT_RETAIN_NULL_KEY
 from pulsarctl_py.errors import LedgerctlError
 
 if TYPE_CHECKING:
@@ -67,27 +70,34 @@ def compactor_settings(
     conf: BrokerConf | bool | None = True,
     check_filters: bool = True,
 ) -> CompactorSettings:
-    """The settings: the flags given (not None), then the broker configuration, then
-    Pulsar's defaults. ``conf``: a loaded configuration, None for none, or True to resolve
-    it as every command does. With ``check_filters`` (a compaction is computed) broker-wide
-    entry filters are refused here (:func:`refuse_entry_filters`); a topic's own are
-    checked by :func:`topic_entry_filters`.
+    """The settings: the flags given (not None), the variables, ledgerctl.toml, the broker
+    configuration, then Pulsar's defaults. ``conf``: a loaded configuration, None for
+    none, or True to resolve it as every command does. With ``check_filters`` (a
+    compaction is computed) broker-wide entry filters are refused here
+    (:func:`refuse_entry_filters`); a topic's own are checked by
+    :func:`topic_entry_filters`.
     """
-    from pulsarctl_py.stores.metadata.url import resolve_broker_conf
+    from pulsarctl_py import precedence as p
 
-    found = resolve_broker_conf() if conf is True else conf or None
-    where = f"broker configuration {found.path}" if found is not None else None
+    sources_of = p.Sources.of(broker_conf=p.UNSET if conf is True else conf or None)
+    found = sources_of.broker_conf()
     sources: dict[str, str] = {}
     notes: list[str] = []
 
-    if retain_null_key is not None:
-        sources["retain_null_key"] = "--retain-null-key" if retain_null_key else "--drop-null-key"
-    elif found is not None and found.is_set("topicCompactionRetainNullKey"):
-        retain_null_key = found.retain_null_key
-        sources["retain_null_key"] = f"topicCompactionRetainNullKey of {where}"
-    else:
-        retain_null_key = DEFAULT_RETAIN_NULL_KEY
-        sources["retain_null_key"] = PULSAR_DEFAULT
+    def pick(key: str, setting: p.Setting, flag: Any, names: tuple[str, str] | None) -> Any:
+        got = p.resolve(setting, flag, sources=sources_of)
+        if got.origin == p.FLAG and names is not None:
+            sources[key] = names[0] if got.value else names[1]
+        else:
+            sources[key] = PULSAR_DEFAULT if got.origin == p.DEFAULT else got.source
+        return got.value
+
+    retain_null_key = pick(
+        "retain_null_key",
+        p.RETAIN_NULL_KEY,
+        retain_null_key,
+        ("--retain-null-key", "--drop-null-key"),
+    )
     if (
         found is not None
         and found.is_set("topicCompactionRemainNullKey")
@@ -99,33 +109,13 @@ def compactor_settings(
             f"{found.path} sets topicCompactionRemainNullKey, which no released broker reads "
             "(the setting is topicCompactionRetainNullKey): ignored, as the broker ignores it"
         )
-
-    if order is not None:
-        sources["order"] = "--order"
-    elif found is not None and found.is_set("compactionServiceFactoryClassName"):
-        order = found.compaction_order
-        if order is None:
-            raise LedgerctlError(
-                f"{found.path}: compactionServiceFactoryClassName={found.compaction_factory} "
-                "is not a compactor ledgerctl knows (PulsarCompactionServiceFactory: "
-                "publishing order, EventTimeCompactionServiceFactory: event-time order); "
-                "give --order if that compactor orders messages like one of them"
-            )
-        sources["order"] = f"compactionServiceFactoryClassName of {where}"
-    else:
-        order = "publishing"
-        sources["order"] = PULSAR_DEFAULT
-
-    if keep_entry_metadata is not None:
-        sources["keep_entry_metadata"] = (
-            "--keep-entry-metadata" if keep_entry_metadata else "--strip-entry-metadata"
-        )
-    elif found is not None and found.is_set("exposingBrokerEntryMetadataToClientEnabled"):
-        keep_entry_metadata = found.expose_entry_metadata_to_client
-        sources["keep_entry_metadata"] = f"exposingBrokerEntryMetadataToClientEnabled of {where}"
-    else:
-        keep_entry_metadata = False
-        sources["keep_entry_metadata"] = PULSAR_DEFAULT
+    order = pick("order", p.COMPACTION_ORDER, order, None)
+    keep_entry_metadata = pick(
+        "keep_entry_metadata",
+        p.KEEP_ENTRY_METADATA,
+        keep_entry_metadata,
+        ("--keep-entry-metadata", "--strip-entry-metadata"),
+    )
     if found is not None and check_filters:
         refuse_entry_filters(found, found.entry_filter_names, "its entryFilterNames")
     return CompactorSettings(

@@ -7,18 +7,19 @@ stays local. The default is the crossover ``bench/spark.py`` measured (docs/perf
 "Spark engine"): from CPU times on 2 cores, Spark ``local[*]`` (its start-up included)
 beats the local engine from 203,448 entries of an export (207,334 in another run). On a
 machine whose cores other jobs keep busy there is no crossover (Spark's second core is not
-free), so ``--spark-threshold`` or ``$LEDGERCTL_SPARK_THRESHOLD`` changes it.
+free), so ``--spark-threshold``, ``$LEDGERCTL_SPARK_THRESHOLD`` or ``spark_threshold`` in
+ledgerctl.toml changes it.
 """
 
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Sequence
 from typing import Any
 
 #: entries from which auto picks Spark: the measured crossover, rounded (docs/performance.md)
 DEFAULT_SPARK_THRESHOLD = 200_000
+#: the variable of the spark_threshold setting (pulsarctl_py.precedence)
 ENV_SPARK_THRESHOLD = "LEDGERCTL_SPARK_THRESHOLD"
 
 
@@ -29,22 +30,24 @@ class EngineChoice(enum.StrEnum):
 
 
 def spark_threshold(explicit: int | None = None) -> int:
-    """The auto threshold: explicit, then the environment, then the measured default."""
-    if explicit is not None:
-        value: int | str = explicit
-    else:
-        value = os.environ.get(ENV_SPARK_THRESHOLD, "") or DEFAULT_SPARK_THRESHOLD
+    """The auto threshold: the flag, the variable, ledgerctl.toml, the measured default
+    (:mod:`pulsarctl_py.precedence`)."""
+    from pulsarctl_py import precedence
     from pulsarctl_py.errors import LedgerctlError
 
-    try:
-        threshold = int(value)
-    except ValueError:
+    found = precedence.resolve(precedence.SPARK_THRESHOLD, explicit)
+    if found.value < 0:
         raise LedgerctlError(
-            f"{ENV_SPARK_THRESHOLD}={value!r}: expected a number of entries"
-        ) from None
-    if threshold < 0:
-        raise LedgerctlError(f"the Spark threshold must not be negative, not {threshold}")
-    return threshold
+            f"the Spark threshold must not be negative, not {found.value} ({found.source})"
+        )
+    return int(found.value)
+
+
+def threshold_given(explicit: int | None = None) -> bool:
+    """Whether a flag, the variable or ledgerctl.toml sets the threshold."""
+    from pulsarctl_py import precedence
+
+    return precedence.resolve(precedence.SPARK_THRESHOLD, explicit).is_set
 
 
 def pick(choice: EngineChoice | str, entries: int, threshold: int | None = None) -> str:
@@ -151,7 +154,7 @@ class ScanReads:
     def __enter__(self) -> Any:
         count = 0
         if self.choice is EngineChoice.auto:
-            if self.threshold is None and not os.environ.get(ENV_SPARK_THRESHOLD):
+            if not threshold_given(self.threshold):
                 # no measured crossover for these scans: the in-process head scan checks an
                 # entry in about a microsecond, less than the Python work the Spark driver
                 # still does per entry, so a local session never wins (docs/performance.md)

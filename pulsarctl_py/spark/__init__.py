@@ -343,11 +343,13 @@ def values_of(reader: LedgerctlReader) -> Any:
 def _source(reader: LedgerctlReader) -> Iterator[tuple[Any, str | None, list[str]]]:
     """The stores the reader's options name (the CLI's resolution), opened on the driver:
     (source, absolute metadata URL or None, absolute bookie directories)."""
-    from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
+    from pulsarctl_py import precedence
 
     # where BookKeeper's metadata lives, as the CLI's flags say it: the splits carry the
     # URL in a text form that names BookKeeper's place too
-    with metadata_flags(MetadataFlags(reader.bookkeeper_metadata_url, reader.broker_conf)):
+    with precedence.flags(
+        bookkeeper_metadata_url=reader.bookkeeper_metadata_url, broker_conf=reader.broker_conf
+    ):
         with _opened(reader) as opened:
             yield opened
 

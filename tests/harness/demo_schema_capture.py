@@ -134,11 +134,11 @@ def _payload(source: Any, ledger_id: int, entry_id: int) -> tuple[bytes, bytes]:
 
 
 def capture(sandbox_dir: Path, out: Path) -> dict[str, Any]:
+    from pulsarctl_py import precedence
     from pulsarctl_py.decoders.schemas import parse_locator
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.schemas import read_topic_schemas, topic_schema_name
     from pulsarctl_py.stores.metadata import read_managed_ledger
-    from pulsarctl_py.stores.metadata.url import MetadataFlags, metadata_flags
     from tests.fixtures.sandbox import Sandbox
 
     box = Sandbox(sandbox_dir)
@@ -166,9 +166,8 @@ def capture(sandbox_dir: Path, out: Path) -> dict[str, Any]:
         "pulsar_admin_schemas_get": admin_get,
         "rest": rest,
     }
-    flags = MetadataFlags(box.bookkeeper_metadata_url)
     with (
-        metadata_flags(flags),
+        precedence.flags(bookkeeper_metadata_url=box.bookkeeper_metadata_url),
         LedgerSource.open(box.metadata_url, [], need_metadata=True) as source,
     ):
         path = f"/schemas/{name}"

@@ -1,5 +1,5 @@
-"""Where BookKeeper's metadata lives: --bookkeeper-metadata-url, a broker.conf, the
-environment and the config files, and the broker's own default (/ledgers of its store)."""
+"""Where BookKeeper's metadata lives: --bookkeeper-metadata-url, the environment, the
+config files, a broker.conf, and the broker's own default (/ledgers of its store)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pulsarctl_py import precedence
 from pulsarctl_py.brokerconf import load_broker_conf, parse_broker_conf
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.stores.metadata.url import (
     ENV_BOOKKEEPER_URL,
     ENV_BROKER_CONF,
     ENV_URL,
-    MetadataFlags,
-    metadata_flags,
     parse_metadata_url,
     resolve_metadata_url,
 )
@@ -57,29 +56,34 @@ def test_the_same_place_as_the_default_is_no_separate_place(tmp_path: Path) -> N
     assert url.bookkeeper is None
 
 
-def test_order_flag_broker_conf_env_config(tmp_path: Path) -> None:
+def test_order_flag_env_config_broker_conf(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(
         "metadataStoreUrl=zk:conf:1\nbookkeeperMetadataServiceUri=zk+hierarchical://conf:1/bk/ledgers\n"
     )
+    env: dict[str, str] = {ENV_BROKER_CONF: str(conf)}
+    # the broker configuration alone names both places
+    url = _resolve(tmp_path, env)
+    assert str(url) == "zk:conf:1 bookkeeper=zk+hierarchical://conf:1/bk/ledgers"
+    assert url.source == f"broker configuration {conf} (metadataStoreUrl)"
+    # a config file ranks above it, even with the broker configuration named by a variable
     (tmp_path / "ledgerctl.toml").write_text(
         'metadata_url = "zk:toml:1"\nbookkeeper_metadata_url = "zk+flat://toml:1/t/ledgers"\n'
     )
-    env: dict[str, str] = {}
     url = _resolve(tmp_path, env)
     assert str(url) == "zk:toml:1 bookkeeper=zk+flat://toml:1/t/ledgers"
+    # the environment above the config file
     env[ENV_BOOKKEEPER_URL] = "zk+hierarchical://env:1/e/ledgers"
     env[ENV_URL] = "zk:env:1"
     assert str(_resolve(tmp_path, env)) == "zk:env:1 bookkeeper=zk+hierarchical://env:1/e/ledgers"
-    env[ENV_BROKER_CONF] = str(conf)
-    assert (
-        str(_resolve(tmp_path, env)) == "zk:conf:1 bookkeeper=zk+hierarchical://conf:1/bk/ledgers"
-    )
-    with metadata_flags(MetadataFlags(bookkeeper_metadata_url="zk+hierarchical://flag:1/f/l")):
+    # and the flags above everything, --broker-conf's values included
+    with precedence.flags(
+        bookkeeper_metadata_url="zk+hierarchical://flag:1/f/l", broker_conf=str(conf)
+    ):
         got = _resolve(tmp_path, env, "zk:arg:1")
     assert str(got) == "zk:arg:1 bookkeeper=zk+hierarchical://flag:1/f/l"
     # outside the block the flag is gone again
-    assert str(_resolve(tmp_path, env, "zk:arg:1")).endswith("conf:1/bk/ledgers")
+    assert str(_resolve(tmp_path, env, "zk:arg:1")).endswith("env:1/e/ledgers")
 
 
 def test_a_broker_conf_without_the_setting_keeps_ledgers_in_its_store(tmp_path: Path) -> None:
@@ -87,7 +91,7 @@ def test_a_broker_conf_without_the_setting_keeps_ledgers_in_its_store(tmp_path: 
     conf.write_text(
         "# a broker\nmetadataStoreUrl = zk:conf:1/chroot\nbookkeeperMetadataServiceUri=\n"
     )
-    with metadata_flags(MetadataFlags(broker_conf=str(conf))):
+    with precedence.flags(broker_conf=str(conf)):
         url = _resolve(tmp_path, {})
     assert str(url) == "zk:conf:1/chroot" and url.bookkeeper is None
 

@@ -1,6 +1,6 @@
-"""The settings new ledgers are written with: flags, then broker.conf, then Pulsar's
-defaults; the compactor's digest and password for compacted ledgers; the password never
-from a flag's value and never printed."""
+"""The settings new ledgers are written with: flags, variables, ledgerctl.toml, then
+broker.conf, then Pulsar's defaults; the compactor's digest and password for compacted
+ledgers; the password never from a flag's value and never printed."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def test_broker_conf_then_flags() -> None:
     s = resolve_write_settings(broker_conf=CONF, env={})
     assert (s.ensemble, s.write_quorum, s.ack_quorum) == (3, 2, 2)
     assert s.password_bytes == b"conf-secret"
-    assert s.source["ensemble"] == "broker configuration /etc/pulsar/broker.conf"
+    assert s.source["ensemble"] == (
+        "broker configuration /etc/pulsar/broker.conf (managedLedgerDefaultEnsembleSize)"
+    )
     s = resolve_write_settings(broker_conf=CONF, env={}, write_quorum=3, ack_quorum=1)
     assert (s.ensemble, s.write_quorum, s.ack_quorum) == (3, 3, 1)
     assert s.source["write_quorum"] == "--write-quorum"
@@ -50,7 +52,7 @@ def test_the_password_comes_from_a_file_or_the_environment_and_never_shows(tmp_p
     secret = tmp_path / "pw"
     secret.write_text("file-secret\n")
     s = resolve_write_settings(broker_conf=CONF, env={ENV_PASSWORD: "env-secret"})
-    assert s.password_bytes == b"env-secret" and s.source["password"] == f"${ENV_PASSWORD}"
+    assert s.password_bytes == b"env-secret" and s.source["password"] == ENV_PASSWORD
     s = resolve_write_settings(broker_conf=CONF, env={ENV_PASSWORD: "x"}, password_file=secret)
     assert s.password_bytes == b"file-secret"
     for text in (repr(s), str(s.sources()), s.data_config({}).describe(), repr(s.data_config({}))):

@@ -1,9 +1,11 @@
-"""How to reach bookies: flags first, then environment variables, then the defaults.
+"""How to reach bookies: flags, environment variables, config files, then the defaults.
 
 Commands read entries from the bookies named in ledger metadata whenever no bookie
 directory is configured and a metadata store is (see ``LedgerSource.open``). Every
 command that reads ledgers takes the same flags (``commands/options.py``); each has an
-environment variable that applies when the flag is not given:
+environment variable that applies when the flag is not given, and a key of the same name
+in the config files below that (``bookie_addresses``, ``bookie_tls``, ``bookie_ca_file``,
+``bookie_timeout``, ``bookie_protocol``; :mod:`pulsarctl_py.precedence`):
 
 * ``--bookie-address ID=HOST:PORT`` / ``LEDGERCTL_BOOKIE_ADDRESSES`` (comma-separated
   pairs): reach the bookie named ID in ledger metadata at HOST:PORT (NAT, port forwards).
@@ -26,13 +28,12 @@ Only from the environment (they are about secrets, or weaken a check):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pulsarctl_py.errors import LedgerctlError
 
-from .client import DEFAULT_TIMEOUT, DEFAULT_WINDOW, ClientOptions
+from .client import DEFAULT_WINDOW, ClientOptions
 
 ENV_ADDRESSES = "LEDGERCTL_BOOKIE_ADDRESSES"
 ENV_TLS = "LEDGERCTL_BOOKIE_TLS"
@@ -79,16 +80,6 @@ def flag_value(raw: str) -> bool | None:
     return None
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool | None:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return None
-    value = flag_value(raw)
-    if value is None:
-        raise LedgerctlError(f"{name}={raw!r}: use 1 or 0")
-    return value
-
-
 #: the longest bookie timeout: a day (sockets take no more than a time_t of seconds, and a
 #: bookie silent for a day is down)
 MAX_TIMEOUT = 86_400.0
@@ -110,37 +101,41 @@ def resolve_client_options(
     window: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ClientOptions:
-    """Client options from explicit values (flags), then the environment, then defaults."""
-    env = os.environ if env is None else env
-    pairs = list(addresses or [])
-    if not pairs and env.get(ENV_ADDRESSES):
-        pairs = [env[ENV_ADDRESSES]]
-    if ca_file is None and env.get(ENV_CA_FILE):
-        ca_file = Path(env[ENV_CA_FILE])
+    """Client options: each from its flag (the arguments, or the flags in effect), its
+    variable, the config files, else the default (:mod:`pulsarctl_py.precedence`)."""
+    from pulsarctl_py import precedence as p
+
+    sources = p.Sources.of(env)
+    pairs = p.resolve(p.BOOKIE_ADDRESSES, addresses, sources=sources).value
+    found_ca = p.resolve(p.BOOKIE_CA_FILE, ca_file, sources=sources)
+    ca_file = None if found_ca.value is None else Path(found_ca.value)
     _file(ca_file, "bookie CA file")
-    if tls is None:
-        tls = _flag(env, ENV_TLS) or ca_file is not None
-    cert_file = _file(Path(env[ENV_CERT_FILE]), ENV_CERT_FILE) if env.get(ENV_CERT_FILE) else None
-    key_file = _file(Path(env[ENV_KEY_FILE]), ENV_KEY_FILE) if env.get(ENV_KEY_FILE) else None
+    found_tls = p.resolve(p.BOOKIE_TLS, tls, sources=sources)
+    # a CA file implies TLS unless a flag turned it off (--no-bookie-tls)
+    tls = found_tls.value if found_tls.origin == p.FLAG else found_tls.value or ca_file is not None
+    cert = p.resolve(p.BOOKIE_TLS_CERT_FILE, sources=sources).value
+    key = p.resolve(p.BOOKIE_TLS_KEY_FILE, sources=sources).value
+    cert_file = _file(Path(cert), ENV_CERT_FILE) if cert else None
+    key_file = _file(Path(key), ENV_KEY_FILE) if key else None
     if key_file is not None and cert_file is None:
         raise LedgerctlError(f"{ENV_KEY_FILE} is set without {ENV_CERT_FILE}")
-    check_hostname = _flag(env, ENV_HOSTNAME_CHECK)
-    if timeout is None:
-        raw = env.get(ENV_TIMEOUT)
-        try:
-            timeout = float(raw) if raw else DEFAULT_TIMEOUT
-        except ValueError:
-            raise LedgerctlError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+    check_hostname = p.resolve(p.BOOKIE_TLS_HOSTNAME_CHECK, sources=sources).value
+    found_timeout = p.resolve(p.BOOKIE_TIMEOUT, timeout, sources=sources)
+    timeout = found_timeout.value
     if not 0 < timeout <= MAX_TIMEOUT:  # NaN fails both
         raise LedgerctlError(
             f"the bookie timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds "
-            f"(a day), not {timeout:g}"
+            f"(a day), not {timeout:g} ({found_timeout.source})"
         )
-    protocol = (protocol or env.get(ENV_PROTOCOL) or "v3").strip().lower()
+    found_protocol = p.resolve(p.BOOKIE_PROTOCOL, protocol, sources=sources)
+    protocol = found_protocol.value.strip().lower()
     if protocol not in PROTOCOLS:
-        raise LedgerctlError(f"bookie protocol {protocol!r}: use v3, v2 or auto")
+        raise LedgerctlError(
+            f"bookie protocol {protocol!r}: use v3, v2 or auto ({found_protocol.source})"
+        )
     if tls and protocol == "v2":
         raise LedgerctlError("TLS needs protocol v3 (BookKeeper starts TLS with a v3 request)")
+    password = p.resolve(p.BOOKIE_TLS_KEY_PASSWORD, sources=sources)
     return ClientOptions(
         v2=protocol == "v2",
         tls=bool(tls),
@@ -152,5 +147,5 @@ def resolve_client_options(
         check_hostname=check_hostname is not False,
         cert_file=cert_file,
         key_file=key_file,
-        key_password_env=ENV_KEY_PASSWORD if env.get(ENV_KEY_PASSWORD) else None,
+        key_password_env=ENV_KEY_PASSWORD if password.is_set else None,
     )

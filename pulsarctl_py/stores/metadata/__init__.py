@@ -78,15 +78,37 @@ def open_metadata_store(
     from the environment only.
     """
     resolved = resolve_metadata_url(url)
+    store: MetadataStore
     if resolved.scheme == "rocksdb":
         from .rocksdb import RocksDBMetadataStore
 
-        return RocksDBMetadataStore(resolved, read_only=read_only and not create, create=create)
-    if create:
-        raise MetadataStoreError("create is for a new rocksdb:// store, not for ZooKeeper")
-    from .zookeeper import ZooKeeperStore
+        store = RocksDBMetadataStore(resolved, read_only=read_only and not create, create=create)
+    else:
+        if create:
+            raise MetadataStoreError("create is for a new rocksdb:// store, not for ZooKeeper")
+        from .zookeeper import ZooKeeperStore
 
-    return ZooKeeperStore(resolved, read_only=read_only, timeout=timeout, auth=zk_auth_from_env())
+        store = ZooKeeperStore(
+            resolved, read_only=read_only, timeout=timeout, auth=zk_auth_from_env()
+        )
+    if resolved.bookkeeper is not None and not create:
+        _check_pair(store)
+    return store
+
+
+def _check_pair(store: MetadataStore) -> None:
+    """BookKeeper's metadata given apart from Pulsar's: refuse another cluster's at once,
+    before any command reads either (:mod:`.cluster`); when its store cannot be reached
+    now, the first read of it checks (and says that it cannot be reached)."""
+    from pulsarctl_py.decoders.errors import StoreUnavailable
+
+    try:
+        store.bookkeeper()
+    except StoreUnavailable:
+        pass
+    except BaseException:
+        store.close()
+        raise
 
 
 def __getattr__(name: str) -> object:

@@ -210,6 +210,8 @@ class MetadataStore(abc.ABC):
     location: MetadataUrl
     read_only: bool
     _bookkeeper_store: MetadataStore | None = None
+    #: BookKeeper's metadata, given apart from this store, was found to be this cluster's
+    _same_cluster: bool = False
     #: what :attr:`Stat.created_ms` is in this store (an age basis of verify.orphans)
     creation_basis = "store-created"
 
@@ -217,7 +219,8 @@ class MetadataStore(abc.ABC):
         """Where this cluster's BookKeeper metadata lives (opening its store on first use).
 
         ``/ledgers`` of this store unless the URL names another root or store; another store
-        opens with this one's mode and closes with it.
+        opens with this one's mode and closes with it. Such a place is first checked to be
+        this cluster's (:mod:`pulsarctl_py.stores.metadata.cluster`): ClusterMismatch if not.
         """
         location = getattr(self, "location", None)
         target = None if location is None else location.bookkeeper
@@ -225,12 +228,20 @@ class MetadataStore(abc.ABC):
             root = location.ledgers_root if location is not None else "/ledgers"
             return BookKeeperMetadata(self, root)
         if location.same_store(target):
-            return BookKeeperMetadata(self, target.ledgers_root)
-        if self._bookkeeper_store is None:
-            from . import open_metadata_store
+            place = BookKeeperMetadata(self, target.ledgers_root)
+        else:
+            if self._bookkeeper_store is None:
+                from . import open_metadata_store
 
-            self._bookkeeper_store = open_metadata_store(target, read_only=self.read_only)
-        return BookKeeperMetadata(self._bookkeeper_store, target.ledgers_root)
+                self._bookkeeper_store = open_metadata_store(target, read_only=self.read_only)
+            place = BookKeeperMetadata(self._bookkeeper_store, target.ledgers_root)
+        if not self._same_cluster:
+            # a place given apart from this store: refused when it is another cluster's
+            from .cluster import require_same_cluster
+
+            require_same_cluster(self, place)
+            self._same_cluster = True
+        return place
 
     def _close_bookkeeper(self) -> None:
         other, self._bookkeeper_store = self._bookkeeper_store, None

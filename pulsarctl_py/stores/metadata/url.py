@@ -11,31 +11,30 @@ Accepted (``metadataStoreUrl`` / ``metadataServiceUri`` spellings, formats.md §
     rocksdb://path                        Pulsar's RocksDB metadata store (path as given)
     metadata-store:<any of the above>     Pulsar's BookKeeper driver prefix
 
-Defaults, first found wins: the explicit URL, ``metadataStoreUrl`` of the broker
-configuration (below), ``$LEDGERCTL_METADATA_URL``, ``metadata_url`` in the nearest
-``ledgerctl.toml`` (the working directory's, else the closest directory above that has one),
-then in ``$XDG_CONFIG_HOME/ledgerctl/config.toml`` (default ``~/.config/ledgerctl/config.toml``).
-Every relative path in a config file is relative to the file's directory, made absolute
-when it is read.
+Where the URL comes from when a library function is not given one, first found wins (the
+rule of every setting, :mod:`pulsarctl_py.precedence`): ``--metadata-url``,
+``$LEDGERCTL_METADATA_URL``, ``metadata_url`` in the nearest ``ledgerctl.toml`` (the working
+directory's, else the closest directory above that has one), then in
+``$XDG_CONFIG_HOME/ledgerctl/config.toml`` (default ``~/.config/ledgerctl/config.toml``),
+then ``metadataStoreUrl`` (or the deprecated ``zookeeperServers``) of the broker
+configuration. Every relative path in a config file is relative to the file's directory,
+made absolute when it is read.
 
 Where BookKeeper's metadata lives (ledger metadata, the bookie registry, cookies, the ledger
 id generator) when it is not ``/ledgers`` of Pulsar's store: a broker configured with
 ``bookkeeperMetadataServiceUri`` keeps it there, in another root or another store
 (formats.md corrections, §9). First found wins: ``--bookkeeper-metadata-url``,
-``bookkeeperMetadataServiceUri`` of the broker configuration,
-``$LEDGERCTL_BOOKKEEPER_METADATA_URL``, ``bookkeeper_metadata_url`` in the config files;
-otherwise ``/ledgers`` of Pulsar's store (the broker's own default,
-``"metadata-store:" + metadataStoreUrl + "/ledgers"`` in
-``ServiceConfiguration.getBookkeeperMetadataStoreUrl``). The result rides on the
-:class:`MetadataUrl` as ``bookkeeper``, so that everything that opens a store from it (Spark
-executors included) finds the same place.
+``$LEDGERCTL_BOOKKEEPER_METADATA_URL``, ``bookkeeper_metadata_url`` in the config files,
+``bookkeeperMetadataServiceUri`` of the broker configuration; otherwise ``/ledgers`` of
+Pulsar's store (the broker's own default, ``"metadata-store:" + metadataStoreUrl +
+"/ledgers"`` in ``ServiceConfiguration.getBookkeeperMetadataStoreUrl``). The result rides on
+the :class:`MetadataUrl` as ``bookkeeper``, so that everything that opens a store from it
+(Spark executors included) finds the same place. Before BookKeeper's metadata is read from
+such a place, :mod:`pulsarctl_py.stores.metadata.cluster` checks that it belongs to the same
+cluster as Pulsar's store.
 
 The broker configuration (a ``broker.conf``, :mod:`pulsarctl_py.brokerconf`) comes from
 ``--broker-conf FILE``, ``$LEDGERCTL_BROKER_CONF`` or ``broker_conf`` in the config files.
-
-The command-line flags reach this module through :func:`metadata_flags` (a context the CLI
-sets around one command), so that the library resolves a flag exactly as an environment
-variable, one step earlier.
 
 ZooKeeper digest credentials come only from the environment: ``LEDGERCTL_ZK_AUTH`` =
 ``user:password``, or ``LEDGERCTL_ZK_AUTH_FILE`` = a file holding that (the first wins).
@@ -44,16 +43,14 @@ They never appear in a URL, an error message or a repr.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tomllib
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pulsarctl_py import precedence
 from pulsarctl_py.decoders.errors import LedgerctlError
 
 if TYPE_CHECKING:
@@ -67,7 +64,7 @@ ENV_BROKER_CONF = "LEDGERCTL_BROKER_CONF"
 CONFIG_KEY = "metadata_url"
 CONFIG_KEY_BOOKKEEPER = "bookkeeper_metadata_url"
 CONFIG_KEY_BROKER_CONF = "broker_conf"
-LOCAL_CONFIG = "ledgerctl.toml"
+LOCAL_CONFIG = precedence.LOCAL_CONFIG
 DEFAULT_LEDGERS_ROOT = "/ledgers"
 
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})")
@@ -85,7 +82,8 @@ class MetadataUrl:
     ledgers_root: str = DEFAULT_LEDGERS_ROOT
     #: the ledger manager named by a BookKeeper ``zk+<manager>://`` URI, if that form was used
     ledger_manager: str | None = None
-    #: where the URL came from: "argument", the env var name, or a config file path
+    #: where the URL came from: the flag, "argument" (a caller's), the env var name, a
+    #: config file path, or "broker configuration PATH (key)" (pulsarctl_py.precedence)
     source: str = field(default="argument", compare=False)
     #: where BookKeeper's metadata lives when it is not ``ledgers_root`` of this store
     bookkeeper: MetadataUrl | None = None
@@ -204,111 +202,11 @@ def _hosts(hosts: str, original: str) -> str:
     return ",".join(items)
 
 
-def nearest_config(cwd: Path | None = None) -> Path:
-    """The nearest ``ledgerctl.toml``: in the working directory or the closest directory
-    above it that has one (as git finds its repository); the working directory's own
-    (absent) when none has."""
-    here = Path(os.path.abspath(Path.cwd() if cwd is None else cwd))
-    for folder in (here, *here.parents):
-        candidate = folder / LOCAL_CONFIG
-        if candidate.is_file():
-            return candidate
-    return here / LOCAL_CONFIG
-
-
-def user_config(env: Mapping[str, str] | None = None, home: Path | None = None) -> Path:
-    """``$XDG_CONFIG_HOME/ledgerctl/config.toml`` (default ``~/.config/...``)."""
-    env = os.environ if env is None else env
-    home = Path.home() if home is None else home
-    xdg = env.get("XDG_CONFIG_HOME")
-    base = Path(xdg) if xdg else home / ".config"
-    return base / "ledgerctl" / "config.toml"
-
-
-def config_paths(
-    env: Mapping[str, str] | None = None, cwd: Path | None = None, home: Path | None = None
-) -> list[Path]:
-    """The config files consulted, in order: the nearest ``ledgerctl.toml`` up the
-    directory tree, then the user's."""
-    return [nearest_config(cwd), user_config(env, home)]
-
-
-def relative_to_config(path: Path, key: str, value: str) -> str:
-    """A setting of config file ``path`` with every relative path in it made absolute,
-    relative to the file's own directory (never to the working directory, and absolute
-    before it reaches a Spark executor): a rocksdb:// URL's directory, the broker
-    configuration's file."""
-    folder = Path(os.path.abspath(path)).parent
-    if key == CONFIG_KEY_BROKER_CONF:
-        return os.path.normpath(folder / os.path.expanduser(value))
-    prefix = ""
-    text = value.strip()
-    if text.startswith("metadata-store:"):
-        prefix, text = "metadata-store:", text[len("metadata-store:") :]
-    if text.startswith("rocksdb://") and BOOKKEEPER_SEP not in text:
-        target = os.path.expanduser(text[len("rocksdb://") :])
-        if target and not os.path.isabs(target):
-            return f"{prefix}rocksdb://{os.path.normpath(folder / target)}"
-    return value
-
-
-def _from_config(path: Path, key: str = CONFIG_KEY) -> str | None:
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError as exc:
-        raise LedgerctlError(f"config file {path} is not UTF-8 (byte {exc.start})") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise LedgerctlError(f"cannot read config file {path}: {exc}") from None
-    value = doc.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise LedgerctlError(f"{path}: {key} must be a string")
-    return value
-
-
-@dataclass(frozen=True)
-class MetadataFlags:
-    """The metadata flags of one command line (None: not given)."""
-
-    bookkeeper_metadata_url: str | None = None
-    broker_conf: str | None = None
-
-
-_FLAGS: ContextVar[MetadataFlags | None] = ContextVar("ledgerctl_metadata_flags", default=None)
-
-
-@contextlib.contextmanager
-def metadata_flags(flags: MetadataFlags) -> Iterator[None]:
-    """Resolve URLs with these flags (ahead of the environment) inside the block."""
-    token = _FLAGS.set(flags)
-    try:
-        yield
-    finally:
-        _FLAGS.reset(token)
-
-
-def _setting(
-    flag: str | None,
-    env_name: str,
-    key: str,
-    env: Mapping[str, str],
-    cwd: Path | None,
-    home: Path | None,
-) -> tuple[str, str] | None:
-    """(value, source) of a setting: the flag, the variable, then the config files."""
-    if flag:
-        return flag, "argument"
-    if env.get(env_name):
-        return env[env_name], env_name
-    for path in config_paths(env, cwd, home):
-        value = _from_config(path, key)
-        if value:
-            return relative_to_config(path, key, value), str(path)
-    return None
+# the config files and the settings' precedence live in pulsarctl_py.precedence; these
+# names stay importable from here
+nearest_config = precedence.nearest_config
+user_config = precedence.user_config
+config_paths = precedence.config_paths
 
 
 def resolve_broker_conf(
@@ -318,20 +216,25 @@ def resolve_broker_conf(
     cwd: Path | None = None,
     home: Path | None = None,
 ) -> BrokerConf | None:
-    """The broker configuration to take settings from: the flag, the variable, the config."""
+    """The broker configuration to take settings from: the flag, the variable, the
+    config files (:mod:`pulsarctl_py.precedence`)."""
     from pulsarctl_py.brokerconf import load_broker_conf
 
-    env = os.environ if env is None else env
-    flags = _FLAGS.get()
-    found = _setting(
-        explicit or (flags.broker_conf if flags else None),
-        ENV_BROKER_CONF,
-        CONFIG_KEY_BROKER_CONF,
-        env,
-        cwd,
-        home,
-    )
-    return None if found is None else load_broker_conf(found[0])
+    sources = precedence.Sources.of(env, cwd, home)
+    found = precedence.resolve(precedence.BROKER_CONF_FILE, explicit, sources=sources)
+    return None if found.value is None else load_broker_conf(found.value)
+
+
+def _bookkeeper_url(found: precedence.Resolved) -> MetadataUrl | None:
+    if not found.is_set:
+        return None
+    url = parse_metadata_url(found.value, source=found.source)
+    if url.scheme == "zk" and url.ledger_manager is None and url.chroot:
+        # zk:host:2181/bookkeeper/ledgers names BookKeeper's ledgers root, not a chroot:
+        # BookKeeper's own spelling of that is zk+null://host:2181/bookkeeper/ledgers (the
+        # ledger manager the LAYOUT znode names)
+        url = replace(url, chroot="", ledgers_root=url.chroot, ledger_manager="null")
+    return url
 
 
 def resolve_bookkeeper_url(
@@ -342,22 +245,15 @@ def resolve_bookkeeper_url(
     cwd: Path | None = None,
     home: Path | None = None,
 ) -> MetadataUrl | None:
-    """Where BookKeeper's metadata lives, when given; None means Pulsar's store."""
-    env = os.environ if env is None else env
-    flags = _FLAGS.get()
-    flag = explicit or (flags.bookkeeper_metadata_url if flags else None)
-    if not flag and broker_conf is not None and broker_conf.bookkeeper_metadata_url:
-        return parse_metadata_url(broker_conf.bookkeeper_metadata_url, source=broker_conf.path)
-    found = _setting(flag, ENV_BOOKKEEPER_URL, CONFIG_KEY_BOOKKEEPER, env, cwd, home)
-    if found is None:
-        return None
-    url = parse_metadata_url(found[0], source=found[1])
-    if url.scheme == "zk" and url.ledger_manager is None and url.chroot:
-        # zk:host:2181/bookkeeper/ledgers names BookKeeper's ledgers root, not a chroot:
-        # BookKeeper's own spelling of that is zk+null://host:2181/bookkeeper/ledgers (the
-        # ledger manager the LAYOUT znode names)
-        url = replace(url, chroot="", ledgers_root=url.chroot, ledger_manager="null")
-    return url
+    """Where BookKeeper's metadata lives, when given; None means Pulsar's store.
+
+    ``broker_conf``: a loaded broker configuration to derive it from, in place of the one
+    the settings name."""
+    sources = precedence.Sources.of(
+        env, cwd, home, precedence.UNSET if broker_conf is None else broker_conf
+    )
+    found = precedence.resolve(precedence.BOOKKEEPER_METADATA_URL, explicit, sources=sources)
+    return _bookkeeper_url(found)
 
 
 def resolve_metadata_url(
@@ -367,28 +263,27 @@ def resolve_metadata_url(
     cwd: Path | None = None,
     home: Path | None = None,
 ) -> MetadataUrl:
-    """The metadata-store URL to use: explicit, then the env var, then the config files."""
+    """The metadata-store URL to use, with where BookKeeper's metadata lives: each by
+    :mod:`pulsarctl_py.precedence` (flag, variable, config files, broker configuration)."""
     if isinstance(explicit, MetadataUrl):
         return explicit
-    env = os.environ if env is None else env
-    broker = resolve_broker_conf(env=env, cwd=cwd, home=home)
-    bookkeeper = resolve_bookkeeper_url(broker_conf=broker, env=env, cwd=cwd, home=home)
-    if explicit:
-        url = parse_metadata_url(explicit)
-    elif broker is not None and broker.metadata_url:
-        url = parse_metadata_url(broker.metadata_url, source=broker.path)
-    else:
-        found = _setting(None, ENV_URL, CONFIG_KEY, env, cwd, home)
-        if found is None:
-            raise LedgerctlError(
-                "no metadata store given: pass a URL (zk:host:2181 or rocksdb://path), set "
-                f"{ENV_URL}, give --broker-conf, or put {CONFIG_KEY} in {LOCAL_CONFIG} (here or in "
-                "a directory above) or "
-                "~/.config/ledgerctl/config.toml"
-            )
-        url = parse_metadata_url(found[0], source=found[1])
-    # a URL that already names BookKeeper's place (the text form a driver hands on) keeps it
-    return url if url.bookkeeper is not None else url.with_bookkeeper(bookkeeper)
+    sources = precedence.Sources.of(env, cwd, home)
+    found = precedence.resolve(precedence.METADATA_URL, explicit, sources=sources)
+    if not found.is_set:
+        raise LedgerctlError(
+            f"no metadata store given: pass --metadata-url (zk:host:2181 or rocksdb://path), "
+            f"set {ENV_URL}, put {CONFIG_KEY} in {LOCAL_CONFIG} (here or in a directory "
+            "above) or ~/.config/ledgerctl/config.toml, or give --broker-conf"
+        )
+    source = found.source
+    if explicit and explicit != sources.flags.get(precedence.METADATA_URL.name):
+        source = "argument"  # a URL a caller passes (a plan's, a split's): no flag of the user's
+    url = parse_metadata_url(found.value, source=source)
+    if url.bookkeeper is not None:
+        # a URL that already names BookKeeper's place (the text form a driver hands on)
+        return url
+    bookkeeper = precedence.resolve(precedence.BOOKKEEPER_METADATA_URL, sources=sources)
+    return url.with_bookkeeper(_bookkeeper_url(bookkeeper))
 
 
 @dataclass(frozen=True, slots=True)
