@@ -425,6 +425,16 @@ def scan(
         if order is not None:
             order.break_index()
         absence = run.source.absence_judge(view)(0, last)
+        if absence.missing_count == last + 1 and run.source.live_options is not None:
+            # the READ_LAC that found nothing asked the last ensemble only: every replica
+            # of every entry is asked before the ledger is called missing (a bookie that
+            # cannot answer stops the read: exit 3, never "missing")
+            held = _first_held(run, view, last)
+            if held is not None:
+                scanned = LedgerScan(run, topic, led, None, what)
+                yield from scanned.general(held, last)
+                yield from scanned.finish(None)
+                return
         if absence.missing_count == last + 1:
             where = (
                 "no bookie of its ensembles"
@@ -443,6 +453,14 @@ def scan(
     fast = fast_scan(run, scanned, view, last) if order is not None and run.fast else None
     yield from scanned.general(0, last) if fast is None else fast
     yield from scanned.finish(result)
+
+
+def _first_held(run: Run, view: Any, last: int) -> int | None:
+    """The first entry of ``0..last`` any replica holds (running bookies), or None when
+    every replica of every entry answered that it holds none."""
+    for stored in run.source.raw_entries(view, 0, last):
+        return int(stored.entry_id)
+    return None
 
 
 def data_ledgers(
