@@ -15,6 +15,7 @@ import random
 import socket
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -390,6 +391,41 @@ def test_a_failed_publish_quotes_the_client_log() -> None:
     assert "cannot exceed 10240 bytes unless chunking is enabled" in text  # the client's log
     assert "<- PRODUCER" in text  # the endpoint's trace; nothing was sent
     assert "<- SEND" not in text
+
+
+def test_the_client_log_is_quoted_when_another_client_set_the_logger_first() -> None:
+    """The C++ client keeps the logger of the first client of the process: after a sandbox
+    test's client (Python logger), the harness's log file stays empty and the client's
+    warning must be taken from the Python records (the failure seen in CI)."""
+    import subprocess
+    import sys
+
+    script = """
+import logging, sys
+import pulsar
+from tests.harness.pulsar_capture import CaptureEndpoint
+from tests.harness.real_client import OutMessage, PublishError, Scenario, publish
+CHUNK_LIMIT = 10 * 1024
+logging.getLogger("pulsar-client").setLevel(logging.WARNING)
+with CaptureEndpoint() as endpoint:
+    pulsar.Client(endpoint.service_url, logger=logging.getLogger("pulsar-client")).close()
+try:
+    too_big = (OutMessage(bytes(2 * CHUNK_LIMIT)),)
+    publish(Scenario("too-big", too_big, max_message_size=CHUNK_LIMIT))
+except PublishError as exc:
+    print(exc)
+    sys.exit(0)
+sys.exit("published")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr
+    assert "cannot exceed 10240 bytes unless chunking is enabled" in done.stdout
 
 
 # -- the endpoint itself -----------------------------------------------------------------

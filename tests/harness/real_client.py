@@ -134,7 +134,10 @@ def publish(scenario: Scenario, timeout: int = 10) -> Publication:
         raise ValueError("the client refuses chunking together with batching")
     log_path = client_log_path()
     log_start = log_path.stat().st_size
-    with CaptureEndpoint(max_message_size=scenario.max_message_size) as endpoint:
+    with (
+        _PythonLog() as python_log,
+        CaptureEndpoint(max_message_size=scenario.max_message_size) as endpoint,
+    ):
         client = pulsar.Client(
             endpoint.service_url,
             operation_timeout_seconds=timeout,
@@ -145,7 +148,8 @@ def publish(scenario: Scenario, timeout: int = 10) -> Publication:
         try:
             ids = _run_producer(client, scenario, timeout)
         except Exception as exc:
-            raise PublishError(_diagnose(str(exc), endpoint, log_path, log_start)) from exc
+            log = _read_log(log_path, log_start).splitlines() + python_log.lines
+            raise PublishError(_diagnose(str(exc), endpoint, log)) from exc
         finally:
             client.close()
         entries = endpoint.captured(scenario.topic)
@@ -273,9 +277,43 @@ def _read_log(path: Path, start: int) -> str:
         return ""
 
 
-def _diagnose(what: str, endpoint: CaptureEndpoint, log_path: Path, log_start: int) -> str:
-    log = _read_log(log_path, log_start).splitlines()
-    notable = [line for line in log if " WARN " in line or " ERROR " in line][-20:]
+class _PythonLog:
+    """The records of the ``pulsar-client`` Python logger while a publish runs.
+
+    The C++ client keeps one logger for the whole process, set by the first client
+    created: when a sandbox test (whose clients log through this Python logger) ran
+    first in the process, the ``FileLogger`` given here is ignored and the client's
+    warnings arrive as Python records instead.
+    """
+
+    def __init__(self) -> None:
+        import logging
+
+        self.lines: list[str] = []
+        recorder = self
+
+        class _Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                recorder.lines.append(f"{record.levelname} {record.getMessage()}")
+
+        self._logger = logging.getLogger("pulsar-client")
+        self._handler = _Handler(logging.WARNING)
+
+    def __enter__(self) -> _PythonLog:
+        self._logger.addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self._handler)
+
+
+def _diagnose(what: str, endpoint: CaptureEndpoint, log: list[str]) -> str:
+    """``log``: the client's log lines, from its file and its Python records."""
+    notable = [
+        line
+        for line in log
+        if " WARN " in line or " ERROR " in line or line.startswith(("WARN", "ERROR"))
+    ][-20:]
     lines = [f"publish failed: {what}"]
     lines += [f"endpoint problem: {p}" for p in endpoint.problems]
     lines.append("endpoint trace: " + ", ".join(endpoint.trace[-30:]))
