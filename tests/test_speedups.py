@@ -57,6 +57,22 @@ def test_pure_python_switch() -> None:
     assert out.stdout.strip() == "True", out.stderr
 
 
+@pytest.mark.skipif(native is None, reason="native module not built")
+def test_pure_python_switch_of_some_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naming entry points turns off only those, each answering "not regular" (how
+    docs/performance.md measures one entry point's gain); any other name, the module."""
+    smm = api.SingleMessageMetadata(payload_size=1).SerializeToString()
+    plain = struct.pack(">I", len(smm)) + smm + b"v"
+    assert native.split_batch(plain, 1, None, 0, 0, None, 0, 0) is not None
+    monkeypatch.setenv(speedups.PURE_PYTHON_ENV, "split_batch, payload_slots")
+    partial = speedups._load()
+    assert partial.split_batch(plain, 1, None, 0, 0, None, 0, 0) is None
+    assert partial.payload_slots(struct.pack(">qq", 0, 5), 0, 2, b"", 0, 3, None, len) == [1]
+    assert partial.scan_heads is native.scan_heads and partial.HEAD == native.HEAD
+    monkeypatch.setenv(speedups.PURE_PYTHON_ENV, "split_batch,1")
+    assert speedups._load() is None
+
+
 #: the shared demo fixtures this module's tests use
 FIXTURES = (demo, demo_root)
 
