@@ -5,9 +5,13 @@
  * value that is not a plain JSON value (bytes, text that is not UTF-8, nested maps), a
  * field name, key or property that is not an exact str, an ordering key, a subclass of
  * any of the classes, a slot not set. The Python path then builds it, with the notes it
- * needs. Included by _speedups.c (its Bound slots: bind(ENTRY|LAYER|CHECK|PROBLEM, cls,
- * names)).
+ * needs (its Bound slots: bind(ENTRY|LAYER|CHECK|PROBLEM, cls, names)).
+ *
+ * entry_lines(...): inspect's JSON lines of regular entries at --depth entry, from their
+ * EntryHead objects (pulsarctl_py.inspect_heads.line_maker's ``line``, the same bytes).
  */
+#include "_speedups.h"
+
 
 enum {
     E_DATA, E_LAYERS, E_MESSAGES, E_PROBLEMS, E_HEADER, E_DIGEST_TYPE, E_ORIGINAL_ID,
@@ -34,7 +38,7 @@ static const char *const message_names[] = {
     "chunks", NULL};
 
 /* the names kind must be bound with, or NULL when any are taken */
-static const char *const *
+const char *const *
 bind_names(int kind)
 {
     switch (kind) {
@@ -63,7 +67,7 @@ static const char *const key_text[K_COUNT] = {
     "key_b64_encoded", "index", "chunks", "entry", "error", "bookie-digest"};
 static PyObject *keys[K_COUNT];
 
-static int
+int
 json_keys_init(void)
 {
     for (int i = 0; i < K_COUNT; i++) {
@@ -401,7 +405,7 @@ docs_of(PyObject *items, int kind, PyObject *(*f)(PyObject *))
     return out;
 }
 
-static PyObject *
+PyObject *
 sp_entry_doc(PyObject *self, PyObject *entry)
 {
     for (int k = BIND_MESSAGE; k < BIND_KINDS; k++) {
@@ -491,4 +495,246 @@ fail:
     if (PyErr_Occurred())
         return NULL;
     Py_RETURN_NONE;
+}
+
+/* -- inspect: the JSON lines of regular entries at --depth entry ------------------------ */
+
+/* An EntryHead slot as a long long: 1 when it holds an int that fits, 0 otherwise (None,
+ * another type, or too large; no error is left set). */
+static inline int
+head_ll(PyObject *v, long long *out)
+{
+    if (v == NULL || !PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* Bytes of a protobuf varint of x >= 0 (inspect_heads._VARINT). */
+static inline unsigned
+varint_len(long long x)
+{
+    unsigned bits = x == 0 ? 0 : 64 - (unsigned)__builtin_clzll((unsigned long long)x);
+    unsigned n = (bits + 6) / 7;
+    return n ? n : 1;
+}
+
+#define LINE_BOOKIE 36 /* bookie header (32 bytes) and CRC32C digest: the payload */
+
+/*
+ * entry_lines(pairs, start, room, ledger_id, lac, tail, detected=False, digest=3)
+ *   -> (lines, stop, size_sum, with_bem, low_t, high_t, low_i, high_i)
+ *
+ * The JSON line of each (EntryHead, data) pair from pairs[start] on, as
+ * pulsarctl_py.inspect_heads.line_maker's ``line`` writes it for a ledger whose digest
+ * type is ``digest`` (3 CRC32C, 1 CRC32, 4 DUMMY, 2 MAC: the heads' digest_ok tells
+ * that it was verified) from its metadata, or CRC32C
+ * (``detected``) checked here entry by entry, and without payload hashes; at most
+ * ``room`` lines.
+ * Stops at the first pair whose line is not certainly the regular one (``line`` decides
+ * it, or the entry is decoded): ``stop`` is its index. ``tail`` is the line's end after
+ * ``"confirmed":...`` (UTF-8). The counts are of the lines made: the summary's stored
+ * bytes, entries with broker entry metadata, and the lowest and highest non-zero broker
+ * timestamp and index (None when there is none).
+ */
+PyObject *
+sp_entry_lines(PyObject *self, PyObject *args)
+{
+    PyObject *pairs, *lac_obj, *tail;
+    Py_ssize_t start, room;
+    long long ledger;
+    int detected = 0, digest = 3;
+    if (!PyArg_ParseTuple(args, "O!nnLOS|pi:entry_lines", &PyList_Type, &pairs, &start, &room,
+                          &ledger, &lac_obj, &tail, &detected, &digest))
+        return NULL;
+    /* the digest's size, its name, and whether its check verifies (DUMMY: none stored) */
+    int ds = digest == 3 ? 4 : digest == 1 ? 8 : digest == 4 ? 0 : digest == 2 ? 20 : -1;
+    const char *digest_name = digest == 3   ? "CRC32C"
+                              : digest == 1 ? "CRC32"
+                              : digest == 2 ? "HMAC"
+                                            : "DUMMY";
+    PyObject *digest_ok = digest == 4 ? Py_None : Py_True;
+    if (ds < 0 || (detected && digest != 3)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "entry_lines: digest must be CRC32C (3), CRC32 (1), DUMMY (4) or "
+                        "MAC (2); "
+                        "a detected one CRC32C");
+        return NULL;
+    }
+    const long long bookie = BK_HEADER + ds; /* where the payload starts */
+    Bound *b = &bound[BIND_HEAD];
+    if (b->type == NULL || b->n != H_FIELDS) {
+        PyErr_SetString(PyExc_RuntimeError, "entry_lines: EntryHead class not bound");
+        return NULL;
+    }
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "entry_lines: a negative start");
+        return NULL;
+    }
+    int have_lac = lac_obj != Py_None;
+    long long lac = 0;
+    if (have_lac && !head_ll(lac_obj, &lac)) {
+        PyErr_SetString(PyExc_TypeError, "entry_lines: lac must be None or an int64");
+        return NULL;
+    }
+    const char *tail_s = PyBytes_AS_STRING(tail);
+    Py_ssize_t tail_n = PyBytes_GET_SIZE(tail);
+    char *buf = PyMem_Malloc(1024 + (size_t)tail_n);
+    PyObject *lines = PyList_New(0);
+    if (buf == NULL || lines == NULL) {
+        PyMem_Free(buf);
+        Py_XDECREF(lines);
+        return PyErr_NoMemory();
+    }
+    long long size_sum = 0, with_bem = 0, low_t = 0, high_t = 0, low_i = 0, high_i = 0;
+    int have_t = 0, have_i = 0;
+    Py_ssize_t i = start;
+    for (; i < PyList_GET_SIZE(pairs) && PyList_GET_SIZE(lines) < room; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2)
+            break;
+        PyObject *head = PyTuple_GET_ITEM(pair, 0), *data = PyTuple_GET_ITEM(pair, 1);
+        if (Py_TYPE(head) != b->type || !PyBytes_CheckExact(data))
+            break;
+        PyObject *v[H_FIELDS];
+        int unset = 0;
+        for (int k = 0; k < H_FIELDS; k++) {
+            v[k] = *(PyObject **)((char *)head + b->offsets[k]);
+            unset |= v[k] == NULL;
+        }
+        if (unset || !PyTuple_CheckExact(v[H_PROBLEMS]) || PyTuple_GET_SIZE(v[H_PROBLEMS]) != 0 ||
+            v[H_DIGEST_OK] != digest_ok)
+            break;
+        long long size, lid, entry_id, entry_lac, length, ts = 0, idx = 0;
+        if (!head_ll(v[H_SIZE], &size) || size < bookie + 2 || size > (1LL << 40))
+            break;
+        if (!head_ll(v[H_LEDGER_ID], &lid) || lid != ledger)
+            break;
+        if (!head_ll(v[H_ENTRY_ID], &entry_id) || entry_id < 0)
+            break;
+        if (!head_ll(v[H_LENGTH], &length) || length < 0)
+            break;
+        if (!head_ll(v[H_LAC], &entry_lac) || entry_lac < -1 || entry_lac > entry_id)
+            break;
+        int has_ts = v[H_BROKER_TIMESTAMP] != Py_None, has_idx = v[H_INDEX] != Py_None;
+        if ((has_ts && (!head_ll(v[H_BROKER_TIMESTAMP], &ts) || ts < 0)) ||
+            (has_idx && (!head_ll(v[H_INDEX], &idx) || idx < 0)))
+            break;
+        PyObject *flag = v[H_BROKER_METADATA];
+        if (flag != Py_True && flag != Py_False)
+            break;
+        const uint8_t *d = (const uint8_t *)PyBytes_AS_STRING(data);
+        Py_ssize_t dn = PyBytes_GET_SIZE(data);
+        if (dn < bookie + 2)
+            break;
+        if (detected) {
+            /* the ledger's digest type was detected, not read from metadata: the line is
+             * for a CRC32C digest, so that is what must hold (digest_ok may be another) */
+            uint32_t crc = crc32c_update(0, d, 32);
+            crc = crc32c_update(crc, d + LINE_BOOKIE, (size_t)(dn - LINE_BOOKIE));
+            if (crc != be32(d + 32))
+                break;
+        }
+        char bem[200], bem_layer[80];
+        int bem_n = 0;
+        snprintf(bem_layer, sizeof bem_layer,
+                 ",{\"layer\":\"broker-entry-metadata\",\"offset\":%lld,\"length\":", bookie);
+        if (flag == Py_True) {
+            if (d[bookie] != 0x0e || d[bookie + 1] != 0x02 || dn < bookie + 6)
+                break;
+            unsigned long long bem_size = be32(d + bookie + 2);
+            if (has_ts && has_idx) {
+                if (bem_size != 2 + varint_len(ts) + varint_len(idx))
+                    break;
+                bem_n = snprintf(bem, sizeof bem,
+                                 "%s%llu,\"fields\":{\"broker_timestamp\":%lld,\"index\":%lld}}",
+                                 bem_layer, 6 + bem_size, ts, idx);
+            } else if (has_ts || has_idx) {
+                long long value = has_ts ? ts : idx;
+                if (bem_size != 1 + varint_len(value))
+                    break;
+                bem_n = snprintf(bem, sizeof bem, "%s%llu,\"fields\":{\"%s\":%lld}}", bem_layer,
+                                 6 + bem_size, has_ts ? "broker_timestamp" : "index", value);
+            } else if (bem_size == 0) {
+                bem_n = snprintf(bem, sizeof bem, "%s6}", bem_layer);
+            } else {
+                break;
+            }
+            if (bem_n < 0 || bem_n >= (int)sizeof bem)
+                break;
+        } else if (d[bookie] != 0x0e || d[bookie + 1] != 0x01) {
+            break;
+        }
+        static const char hex[] = "0123456789abcdef";
+        char stored[2 * SPEEDUPS_MAC_SIZE + 1];
+        for (int k = 0; k < ds; k++) {
+            stored[2 * k] = hex[d[32 + k] >> 4];
+            stored[2 * k + 1] = hex[d[32 + k] & 15];
+        }
+        stored[2 * ds] = 0;
+        char check[224];
+        int check_n =
+            ds == 0 ? snprintf(check, sizeof check,
+                               "{\"type\":\"DUMMY\",\"stored\":\"\",\"computed\":null,"
+                               "\"ok\":null,\"verified\":false,"
+                               "\"note\":\"DUMMY digest: the ledger stores none\"}")
+                    : snprintf(check, sizeof check,
+                               "{\"type\":\"%s\",\"stored\":\"%s\",\"computed\":\"%s\","
+                               "\"ok\":true,\"verified\":true}",
+                               digest_name, stored, stored);
+        if (check_n < 0 || check_n >= (int)sizeof check)
+            break;
+        const char *confirmed = !have_lac ? "null" : (entry_id <= lac ? "true" : "false");
+        int len = snprintf(
+            buf, 1024,
+            "{\"position\":\"%lld:%lld\",\"ledger_id\":%lld,\"entry_id\":%lld,\"size\":%lld,"
+            "\"ok\":true,\"verified\":%s,\"encrypted\":false,\"layers\":[{\"layer\":"
+            "\"bookie-entry\",\"offset\":0,\"length\":%lld,\"fields\":{\"ledger_id\":%lld,"
+            "\"entry_id\":%lld,\"lac\":%lld,\"length\":%lld,\"digest_type\":\"%s\","
+            "\"payload_size\":%lld},\"check\":%s}%s],\"messages\":[],\"problems\":[],"
+            "\"digest\":%s,\"confirmed\":%s",
+            ledger, entry_id, ledger, entry_id, size, ds ? "true" : "false", bookie, ledger,
+            entry_id, entry_lac, length, digest_name, size - bookie, check, bem_n ? bem : "",
+            check, confirmed);
+        if (len < 0 || len >= 1024)
+            break;
+        memcpy(buf + len, tail_s, (size_t)tail_n);
+        PyObject *line = PyUnicode_DecodeUTF8(buf, len + tail_n, "strict");
+        if (line == NULL || PyList_Append(lines, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(lines);
+            PyMem_Free(buf);
+            return NULL;
+        }
+        Py_DECREF(line);
+        size_sum += size;
+        with_bem += flag == Py_True;
+        if (has_ts && ts != 0) {
+            if (!have_t || ts < low_t)
+                low_t = ts;
+            if (!have_t || ts > high_t)
+                high_t = ts;
+            have_t = 1;
+        }
+        if (has_idx) {
+            if (!have_i || idx < low_i)
+                low_i = idx;
+            if (!have_i || idx > high_i)
+                high_i = idx;
+            have_i = 1;
+        }
+    }
+    PyMem_Free(buf);
+#define OPT_LL(have, x) ((have) ? PyLong_FromLongLong(x) : new_ref(Py_None))
+    PyObject *res = Py_BuildValue("(NnLLNNNN)", lines, i, size_sum, with_bem,
+                                  OPT_LL(have_t, low_t), OPT_LL(have_t, high_t),
+                                  OPT_LL(have_i, low_i), OPT_LL(have_i, high_i));
+#undef OPT_LL
+    return res;
 }

@@ -10,13 +10,13 @@
  * against 5.6-5.9 us per entry, OpenSSL 3.0). They are deprecated in OpenSSL 3.0, hence
  * the API level asked for below (the functions are still there, without the warning).
  *
- *   hmac_sha1(key, data, more=b"") -> bytes   the digest, for tests
+ * The module has no function of its own: its digest is checked against Python's hmac
+ * through the native scans of MAC ledgers (tests/fuzz_native.py).
  */
 #define PY_SSIZE_T_CLEAN
 #define OPENSSL_API_COMPAT 0x10100000L
 #include <Python.h>
 #include <openssl/sha.h>
-#include <stdalign.h>
 #include <string.h>
 
 #include "_speedups_mac.h"
@@ -67,41 +67,10 @@ static const SpeedupsMacApi api = {
     SPEEDUPS_MAC_VERSION, sizeof(MacState), mac_prepare, mac_digest,
 };
 
-static PyObject *
-sm_hmac_sha1(PyObject *self, PyObject *args)
-{
-    Py_buffer key, a, b = {0};
-    if (!PyArg_ParseTuple(args, "y*y*|y*:hmac_sha1", &key, &a, &b))
-        return NULL;
-    PyObject *result = NULL;
-    if (key.len > SHA_CBLOCK) {
-        PyErr_SetString(PyExc_ValueError, "hmac_sha1: a key of at most 64 bytes");
-    }
-    else {
-        alignas(16) unsigned char state[SPEEDUPS_MAC_STATE];
-        unsigned char out[SPEEDUPS_MAC_SIZE];
-        mac_prepare(state, key.buf, (size_t)key.len);
-        mac_digest(state, a.buf, (size_t)a.len, b.obj != NULL ? b.buf : (const void *)"",
-                   b.obj != NULL ? (size_t)b.len : 0, out);
-        result = PyBytes_FromStringAndSize((const char *)out, sizeof out);
-    }
-    PyBuffer_Release(&key);
-    PyBuffer_Release(&a);
-    if (b.obj != NULL)
-        PyBuffer_Release(&b);
-    return result;
-}
-
-static PyMethodDef methods[] = {
-    {"hmac_sha1", sm_hmac_sha1, METH_VARARGS,
-     "hmac_sha1(key, data, more=b'') -> bytes: HMAC-SHA1 of data then more."},
-    {NULL, NULL, 0, NULL},
-};
-
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_speedups_mac",
     "BookKeeper's MAC digest (HMAC-SHA1 by OpenSSL) for the native paths of _speedups.", -1,
-    methods,
+    NULL,
 };
 
 PyMODINIT_FUNC

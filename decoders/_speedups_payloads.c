@@ -1,7 +1,7 @@
 /*
  * verify's payload check, native: which of the entries the native verify pass found clean
  * need the decoder's payload step (decoders.entry.decode_payload) to say whether their
- * payload decodes. Included by _speedups.c after _speedups_layouts.c.
+ * payload decodes.
  *
  * An entry is passed (nothing the payload step can reject) only when this side is sure:
  *
@@ -12,8 +12,8 @@
  *     (decompressed by the decoder's own decoders.codecs.decompress, called from here;
  *     it raises for every payload that does not decompress to its uncompressed_size or
  *     past the limit) splits into exactly those records as split_batch splits them
- *     (records whose metadata parse_smm reads as regular, keys valid UTF-8, no null
- *     values, nothing left over);
+ *     (records next_record reads as regular, keys valid UTF-8, no null values, nothing
+ *     left over);
  *   - one value, compressed, not encrypted, not a marker or chunk, that decompresses.
  *
  * Every other entry is returned to the caller, which runs decode_payload on it: the rules
@@ -24,105 +24,23 @@
  *   payload_records(records, first, end, digest, limit, decompress)
  *       -> [i, ...] the positions in first .. end - 1 the caller must decide on.
  */
+#include "_speedups.h"
 
 /* decoders.entry.MAX_BATCH_MESSAGES */
 #define PAYLOAD_MAX_BATCH 200000
-
-/* The entry's MessageMetadata fields the payload step branches on. */
-typedef struct {
-    uint64_t compression, uncompressed_size, num_messages;
-    char has_uncompressed, batched, other;
-} PayloadMd;
-
-/* The fields of a MessageMetadata body (regular: the verify pass read it) the payload
- * step branches on; other set for anything this side leaves to the decoder. 1 read, 0
- * not. */
-static int
-payload_md(const uint8_t *p, const uint8_t *end, PayloadMd *md)
-{
-    memset(md, 0, sizeof(*md));
-    while (p < end) {
-        uint32_t field;
-        int wire;
-        uint64_t v;
-        const uint8_t *s;
-        Py_ssize_t n;
-        if (!read_tag(&p, end, &field, &wire))
-            return 0;
-        switch (field) {
-        case 8: case 9: case 11:
-            if (wire != 0 || !read_varint(&p, end, &v))
-                return 0;
-            if (field == 8)
-                md->compression = v;
-            else if (field == 9) {
-                md->uncompressed_size = v;
-                md->has_uncompressed = 1;
-            }
-            else {
-                md->num_messages = v;
-                md->batched = 1;
-            }
-            break;
-        case 4: { /* a KeyValue: entry.format (Kafka-on-Pulsar) is the decoder's */
-            const uint8_t *q, *qend;
-            if (wire != 2 || !read_bytes(&p, end, &s, &n))
-                return 0;
-            q = s;
-            qend = s + n;
-            while (q < qend) {
-                const uint8_t *t;
-                Py_ssize_t tn;
-                if (!read_tag(&q, qend, &field, &wire))
-                    return 0;
-                if (wire != 2) {
-                    if (!skip_field(&q, qend, wire))
-                        return 0;
-                    continue;
-                }
-                if (!read_bytes(&q, qend, &t, &tn))
-                    return 0;
-                if (field == 1 && tn == 12 && memcmp(t, "entry.format", 12) == 0)
-                    md->other = 1;
-            }
-            break;
-        }
-        case 13: case 20: case 26: case 27: case 29: case 31:
-            /* encryption keys, a marker, chunk fields, compacted batch indexes */
-            md->other = 1;
-            if (!skip_field(&p, end, wire))
-                return 0;
-            break;
-        default:
-            if (wire == 3 || wire == 4 || !skip_field(&p, end, wire))
-                return 0;
-        }
-    }
-    return 1;
-}
 
 /* A batch of count records in buf[0, len) splits as split_batch splits it, with nothing
  * left over and nothing its Python path would judge: 1, else 0. */
 static int
 payload_batch(const uint8_t *buf, Py_ssize_t len, uint64_t count)
 {
-    Py_ssize_t pos = 0;
+    Py_ssize_t pos = 0, value_at;
     if (count < 1 || count > PAYLOAD_MAX_BATCH || count > (uint64_t)(len / 4))
         return 0;
     for (uint64_t j = 0; j < count; j++) {
-        if (len - pos < 4)
-            return 0;
-        uint32_t size = be32(buf + pos);
-        pos += 4;
-        if ((uint64_t)size > (uint64_t)(len - pos))
-            return 0;
         Smm m;
-        if (parse_smm(buf + pos, buf + pos + size, &m, NULL, 0) != 1)
+        if (next_record(buf, len, &pos, &m, NULL, 0, &value_at) != 1)
             return 0;
-        pos += size;
-        if (m.payload_size < 0 || m.payload_size > len - pos)
-            return 0;
-        pos += m.payload_size;
         if (m.null_value || (m.has_key && !utf8(m.key, m.key_len)))
             return 0;
     }
@@ -152,8 +70,8 @@ payload_entry(const uint8_t *entry, Py_ssize_t size, int digest_size, PyObject *
     p += 4;
     if ((uint64_t)md_size > (uint64_t)(end - p))
         return 0;
-    PayloadMd md;
-    if (!payload_md(p, p + md_size, &md) || md.other || md.compression > 4)
+    Md md;
+    if (!parse_md(p, p + md_size, &md, MD_PAYLOAD) || md.other || md.compression > 4)
         return 0;
     const uint8_t *payload = p + md_size;
     Py_ssize_t payload_len = end - payload;
@@ -203,7 +121,7 @@ payload_args(const char *fn, Py_ssize_t n, Py_ssize_t first, Py_ssize_t end, int
         PyErr_Format(PyExc_TypeError, "%s: decompress must be callable", fn);
         return -1;
     }
-    return (*digest_size = slots_digest_size(digest, fn)) < 0 ? -1 : 0;
+    return (*digest_size = digest_size_of(digest, fn)) < 0 ? -1 : 0;
 }
 
 /* Add i to out: 0 ok, -1 error. */
@@ -219,23 +137,16 @@ payload_refer(PyObject *out, Py_ssize_t i)
 }
 
 /* The entry at the location packed ((log << 32) | offset of the entry, its size in the 4
- * bytes before) in the window: its bytes and size, or 0 when the window does not hold it. */
+ * bytes before) in the window, whichever log it names (the window is the one the verify
+ * pass read it from): 1 with its bytes and size, 0 when the window does not hold it. */
 static int
-payload_located(int64_t packed, const uint8_t *buf, long long window_start, Py_ssize_t len,
-                const uint8_t **entry, Py_ssize_t *size)
+payload_located(int64_t packed, const Window *w, int digest_size, const uint8_t **entry,
+                int32_t *size)
 {
-    long long offset = (packed & 0xFFFFFFFFLL) - window_start;
-    if (buf == NULL || offset < 4 || offset > len)
-        return 0;
-    int32_t n = (int32_t)be32(buf + offset - 4);
-    if (n < 0 || n > len - offset)
-        return 0;
-    *entry = buf + offset;
-    *size = n;
-    return 1;
+    return window_record(w, packed & 0xFFFFFFFFLL, BK_HEADER + digest_size, entry, size) < 0;
 }
 
-static PyObject *
+PyObject *
 sp_payload_items(PyObject *self, PyObject *args)
 {
     PyObject *items, *window, *limit, *decompress, *out = NULL;
@@ -248,23 +159,22 @@ sp_payload_items(PyObject *self, PyObject *args)
     if (payload_args("payload_items", PyList_GET_SIZE(items), first, end, digest, decompress,
                      &digest_size) < 0)
         return NULL;
-    Py_buffer view;
-    if (slots_window(window, &view) < 0)
+    Window w;
+    if (window_slots(&w, window, window_start) < 0)
         return NULL;
     if ((out = PyList_New(0)) == NULL)
         goto done;
     for (Py_ssize_t i = first; i < end; i++) {
         /* decompress runs Python code: the list is read again at every item */
         const uint8_t *entry;
-        Py_ssize_t size;
+        int32_t size;
         int rc = 0;
         PyObject *item = i < PyList_GET_SIZE(items) ? PyList_GET_ITEM(items, i) : NULL;
         if (item != NULL && PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 2 &&
             PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1)) &&
             PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1)) == 8 &&
             payload_located(be64((const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1))),
-                            (const uint8_t *)view.buf, window_start,
-                            view.obj != NULL ? view.len : 0, &entry, &size))
+                            &w, digest_size, &entry, &size))
             rc = payload_entry(entry, size, digest_size, limit, decompress);
         if (rc < 0 || (rc == 0 && payload_refer(out, i) < 0)) {
             Py_CLEAR(out);
@@ -272,12 +182,11 @@ sp_payload_items(PyObject *self, PyObject *args)
         }
     }
 done:
-    if (view.obj != NULL)
-        PyBuffer_Release(&view);
+    window_release(&w);
     return out;
 }
 
-static PyObject *
+PyObject *
 sp_payload_slots(PyObject *self, PyObject *args)
 {
     PyObject *window, *limit, *decompress, *out = NULL;
@@ -288,10 +197,10 @@ sp_payload_slots(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nnOLiOO:payload_slots", &slots, &first, &end, &window,
                           &window_start, &digest, &limit, &decompress))
         return NULL;
-    Py_buffer view = {0};
+    Window w = {0};
     if (payload_args("payload_slots", slots.len / 8, first, end, digest, decompress,
                      &digest_size) < 0 ||
-        slots_window(window, &view) < 0)
+        window_slots(&w, window, window_start) < 0)
         goto done;
     if ((out = PyList_New(0)) == NULL)
         goto done;
@@ -299,12 +208,11 @@ sp_payload_slots(PyObject *self, PyObject *args)
     for (Py_ssize_t i = first; i < end; i++) {
         int64_t packed = be64(s + 8 * i);
         const uint8_t *entry;
-        Py_ssize_t size;
+        int32_t size;
         int rc = 0;
         if (packed == 0)
             continue; /* names no entry: verify_slots passes over it */
-        if (payload_located(packed, (const uint8_t *)view.buf, window_start,
-                            view.obj != NULL ? view.len : 0, &entry, &size))
+        if (payload_located(packed, &w, digest_size, &entry, &size))
             rc = payload_entry(entry, size, digest_size, limit, decompress);
         if (rc < 0 || (rc == 0 && payload_refer(out, i) < 0)) {
             Py_CLEAR(out);
@@ -312,13 +220,12 @@ sp_payload_slots(PyObject *self, PyObject *args)
         }
     }
 done:
-    if (view.obj != NULL)
-        PyBuffer_Release(&view);
+    window_release(&w);
     PyBuffer_Release(&slots);
     return out;
 }
 
-static PyObject *
+PyObject *
 sp_payload_records(PyObject *self, PyObject *args)
 {
     PyObject *records, *limit, *decompress, *out = NULL;
@@ -350,14 +257,3 @@ sp_payload_records(PyObject *self, PyObject *args)
     }
     return out;
 }
-
-#define PAYLOAD_METHODS                                                                        \
-    {"payload_items", sp_payload_items, METH_VARARGS,                                          \
-     "payload_items(items, first, end, window, window_start, digest, limit, decompress) -> "   \
-     "[i]: the locations items whose payload the decoder must judge."},                        \
-        {"payload_slots", sp_payload_slots, METH_VARARGS,                                      \
-         "payload_slots(slots, first, end, window, window_start, digest, limit, decompress) "  \
-         "-> [i]: the slots whose entry's payload the decoder must judge."},                   \
-        {"payload_records", sp_payload_records, METH_VARARGS,                                  \
-         "payload_records(records, first, end, digest, limit, decompress) -> [i]: the "        \
-         "records whose payload the decoder must judge."},

@@ -6,10 +6,11 @@
 ``--native``: the native module against the Python path (tests/fuzz_native.py): every
 native function called until each has ``--calls`` calls (or ``--seconds`` pass), each
 answer compared with the Python path's; ``--sanitize`` first builds the module with
-AddressSanitizer and UBSan (gcc, libasan) in a temporary directory and runs the same
-command under it (LD_PRELOAD of libasan), so that a memory error or undefined behaviour
-ends the run with the sanitizer's report. Prints one JSON object with the calls per
-function and the differences found; exits 1 on any difference.
+AddressSanitizer and UBSan (gcc, libasan), once per state of its C sources, into
+``~/.cache/ledgerctl/ledgerctl-asan-<hash>`` (``--no-cache``: a temporary directory), and
+runs the same command under it (LD_PRELOAD of libasan), so that a memory error or
+undefined behaviour ends the run with the sanitizer's report. Prints one JSON object with
+the calls per function and the differences found; exits 1 on any difference.
 
 Seeds are the project's own test data (entries the official clients and BookKeeper wrote,
 ledger metadata, entry logs, journals, shell hex dumps) plus entries with text that is
@@ -177,6 +178,9 @@ SANITIZE_FLAGS = [
     "-fno-omit-frame-pointer",
     "-O1",
     "-g",
+    # the portable CRC32C (slicing-by-8 tables), which a CPU with SSE4.2 never runs in the
+    # installed build: the digest checks compared with the Python path cover it here
+    "-DSPEEDUPS_PORTABLE_CRC",
 ]
 #: leaks are CPython's own at exit; everything else stops the run with a report
 SANITIZER_ENV = {
@@ -185,30 +189,91 @@ SANITIZER_ENV = {
 }
 
 
-def build_sanitized(directory: Path, cc: str = "gcc") -> tuple[Path, str]:
-    """decoders/_speedups.c built with AddressSanitizer and UBSan into ``directory``
-    (and _speedups_mac.c beside it where OpenSSL's headers are found): the module's path
-    and the libasan to preload (the interpreter is not instrumented)."""
+def extension_sources(name: str) -> list[Path]:
+    """The C sources of the extension module ``name`` as pyproject.toml builds it."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for ext in config["tool"]["setuptools"]["ext-modules"]:
+        if ext["name"] == name:
+            return [ROOT / source for source in ext["sources"]]
+    raise SystemExit(f"pyproject.toml builds no {name}")
+
+
+def sanitized_cache(cc: str) -> Path:
+    """The directory a sanitized build of the present C sources is kept in, outside the
+    repository (``$XDG_CACHE_HOME/ledgerctl``, else ``~/.cache/ledgerctl``): named by a
+    hash of the sources, headers, flags, compiler and Python, so that a change to any of
+    them builds again."""
+    import os
+    import subprocess
+    import sysconfig
+
+    digest = hashlib.sha256()
+    version = subprocess.run([cc, "--version"], check=True, capture_output=True, text=True)
+    for part in (version.stdout, sys.version, sysconfig.get_config_var("EXT_SUFFIX") or ""):
+        digest.update(part.encode() + b"\0")
+    digest.update(" ".join(SANITIZE_FLAGS).encode() + b"\0")
+    for path in sorted((ROOT / "decoders").glob("_speedups*.[ch]")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledgerctl"
+    return base / f"ledgerctl-asan-{digest.hexdigest()[:16]}"
+
+
+def build_sanitized(directory: Path, cc: str = "gcc") -> Path:
+    """The extension's units (pyproject.toml) built with AddressSanitizer and UBSan into
+    ``directory`` (and _speedups_mac.c beside it where OpenSSL's headers are found): the
+    module's path."""
     import subprocess
     import sysconfig
 
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     out = directory / f"_speedups{suffix}"
     include = sysconfig.get_paths()["include"]
-    source = ROOT / "decoders" / "_speedups.c"
+    sources = [str(path) for path in extension_sources("pulsarctl_py.decoders._speedups")]
     command = [cc, "-shared", "-fPIC", "-std=c11", *SANITIZE_FLAGS, f"-I{include}"]
-    subprocess.run([*command, str(source), "-o", str(out)], check=True)
+    subprocess.run([*command, *sources, "-o", str(out)], check=True)
     mac = ROOT / "decoders" / "_speedups_mac.c"
     mac_out = directory / f"_speedups_mac{suffix}"
     # optional, as in the package: without libcrypto's headers MAC stays on the Python path
     subprocess.run([*command, str(mac), "-o", str(mac_out), "-lcrypto"], check=False)
+    return out
+
+
+def cached_sanitized(cc: str = "gcc") -> Path:
+    """:func:`build_sanitized`, once per state of the C sources (:func:`sanitized_cache`):
+    built in a fresh directory beside the cache's and renamed into place whole, so that a
+    run building the same at once loses nothing (the first rename wins)."""
+    import shutil
+    import tempfile
+
+    cache = sanitized_cache(cc)
+    if not (cache / "built").is_file():  # written last: without it, not a build
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix=cache.name + ".", dir=cache.parent))
+        try:
+            build_sanitized(fresh, cc)
+            (fresh / "built").write_text("")
+            fresh.rename(cache)
+        except OSError:
+            if not (cache / "built").is_file():
+                raise
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+    return next(p for p in cache.iterdir() if p.name.startswith("_speedups."))
+
+
+def libasan(cc: str = "gcc") -> str:
+    """The AddressSanitizer runtime to preload (the interpreter is not instrumented)."""
+    import subprocess
+
     found = subprocess.run(
         [cc, "-print-file-name=libasan.so"], check=True, capture_output=True, text=True
     )
-    libasan = found.stdout.strip()
-    if not Path(libasan).is_file():  # gcc answers the bare name when it has none
+    path = found.stdout.strip()
+    if not Path(path).is_file():  # gcc answers the bare name when it has none
         raise SystemExit(f"{cc} has no libasan.so (Debian: the libasan8 package)")
-    return out, libasan
+    return path
 
 
 def run_native(args: argparse.Namespace) -> int:
@@ -217,12 +282,15 @@ def run_native(args: argparse.Namespace) -> int:
         import subprocess
         import tempfile
 
-        with tempfile.TemporaryDirectory(prefix="ledgerctl-asan-") as tmp:
-            module, libasan = build_sanitized(Path(tmp), args.cc)
-            argv = [a for a in sys.argv[1:] if a != "--sanitize"]
-            env = {**os.environ, **SANITIZER_ENV, "LD_PRELOAD": libasan}
-            command = [sys.executable, str(Path(__file__).resolve()), *argv]
-            return subprocess.run([*command, "--module", str(module)], env=env).returncode
+        argv = [a for a in sys.argv[1:] if a not in ("--sanitize", "--no-cache")]
+        command = [sys.executable, str(Path(__file__).resolve()), *argv]
+        env = {**os.environ, **SANITIZER_ENV, "LD_PRELOAD": libasan(args.cc)}
+        if args.no_cache:
+            with tempfile.TemporaryDirectory(prefix="ledgerctl-asan-") as tmp:
+                module = build_sanitized(Path(tmp), args.cc)
+                return subprocess.run([*command, "--module", str(module)], env=env).returncode
+        module = cached_sanitized(args.cc)
+        return subprocess.run([*command, "--module", str(module)], env=env).returncode
     from tests import fuzz_native
 
     native = fuzz_native.native
@@ -243,13 +311,10 @@ def run_native(args: argparse.Namespace) -> int:
             "payload_records",
         ],
         "v3": ["v3_read_replies"],
-        "crc32c": ["crc32c"],
         "key-table": ["key_table"],
         "entry-doc": ["entry_doc"],
         "arguments": ["bind", "mac_available"],
     }
-    if fuzz_native.MAC:  # _speedups_mac built: its function too
-        owners["mac"] = ["hmac_sha1"]
     by_function = {f: t for t, functions in owners.items() for f in functions}
     calls = fuzz_native.CALLS
     rng = random.Random(args.seed)
@@ -280,6 +345,7 @@ def run_native(args: argparse.Namespace) -> int:
         "module": str(native.__file__),
         "mac_module": str(mac_module.__file__) if fuzz_native.MAC and mac_module else None,
         "sanitizers": [name for name in ("libasan", "libubsan") if name in maps],
+        "hardware_crc32c": bool(native.HARDWARE_CRC32C),
         "seed": args.seed,
         "cases": cases,
         "calls": dict(sorted(calls.items())),
@@ -303,6 +369,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10_000_000, help="--native: per function")
     parser.add_argument("--seconds", type=float, default=0, help="--native: stop after")
     parser.add_argument("--sanitize", action="store_true", help="--native: under ASan+UBSan")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="--sanitize: build afresh, keep no build"
+    )
     parser.add_argument("--module", help="--native: the compiled module to load")
     parser.add_argument("--cc", default="gcc", help="--sanitize: the C compiler")
     args = parser.parse_args()

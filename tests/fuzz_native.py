@@ -646,34 +646,6 @@ def _lines(
         differ("entry_lines", made, [line(h, d) for h, d in changed[: len(made)]])
 
 
-# -- the MAC digest itself (decoders/_speedups_mac.c) -----------------------------------------
-
-
-def mac_target(rng: random.Random) -> None:
-    """hmac_sha1 of _speedups_mac against Python's hmac, on keys of 0..64 bytes and data
-    of any size split anywhere (the native scans give it header and payload apart)."""
-    import hashlib
-    import hmac
-
-    if not MAC:
-        return
-    from pulsarctl_py.decoders import _speedups_mac
-
-    key = rng.randbytes(rng.choice((20, 20, 20, 0, 1, 63, 64)))
-    data = rng.randbytes(rng.choice((0, 1, 32, 55, 56, 64, 119, rng.randrange(4096))))
-    cut = rng.randrange(len(data) + 1)
-    CALLS["hmac_sha1"] += 1
-    got = _speedups_mac.hmac_sha1(key, data[:cut], memoryview(data)[cut:])
-    differ("hmac_sha1", got, hmac.new(key, data, hashlib.sha1).digest())
-    CALLS["hmac_sha1 (arguments)"] += 1
-    try:
-        _speedups_mac.hmac_sha1(
-            rng.choice((bytes(65), "key", None, key)), rng.choice((data, 1, "s", bytearray(3)))
-        )
-    except (TypeError, ValueError):
-        pass
-
-
 # -- v3 answers --------------------------------------------------------------------------------
 
 
@@ -731,18 +703,7 @@ def _check_v3(payloads: list[bytes]) -> None:
         )
 
 
-# -- crc32c, the key table, arguments -----------------------------------------------------------
-
-
-def crc_target(rng: random.Random) -> None:
-    import crc32c as crc32c_lib
-
-    data = rng.randbytes(rng.randrange(64))
-    start = rng.getrandbits(32)
-    CALLS["crc32c"] += 2
-    expected = crc32c_lib.crc32c(data, start)
-    got = (native.crc32c(data, start), native.crc32c(data, start, True))
-    differ("crc32c", got, (expected, expected))
+# -- the key table, arguments --------------------------------------------------------------------
 
 
 def key_table_target(rng: random.Random) -> None:
@@ -1106,7 +1067,6 @@ def arguments_target(rng: random.Random) -> None:
         ),
         ("compact_rebuild", lambda: native.compact_rebuild(window, 2, [0, meddler], False, b"")),
         ("key_table", lambda: native.key_table().offer(b"", b"", meddler)),
-        ("crc32c", lambda: native.crc32c(window, pick(0, -1, 2**32, meddler))),
         (
             "scan_slots",
             lambda: native.scan_slots(
@@ -1210,8 +1170,6 @@ TARGETS: dict[str, Callable[[random.Random], None]] = {
     "entries": entries_target,
     "layouts": layouts_target,
     "v3": v3_target,
-    "crc32c": crc_target,
-    "mac": mac_target,
     "key-table": key_table_target,
     "entry-doc": entry_doc_target,
     "arguments": arguments_target,

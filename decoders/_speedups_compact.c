@@ -1,0 +1,844 @@
+/*
+ * The local engine's key table (KeyTable) and compaction's batch walks: compact_offer,
+ * compact_keep, compact_rebuild (pulsarctl_py/engines/local.py,
+ * pulsarctl_py/compaction/core.py). The records of a batch are walked by next_record
+ * (_speedups_proto.c), as split_batch walks them.
+ */
+#include "_speedups.h"
+
+/* -- KeyTable: the local engine's in-memory key table -----------------------------------
+ *
+ * key -> (rank, tombstone), the greatest rank per key, in one open-addressing array of
+ * slots (hash, where key and rank are, their lengths, tombstone) and one byte arena that
+ * holds each key followed by its rank: two allocations for the whole table instead of a
+ * key, a rank and a tuple object per key, so it takes a third of a dict's memory and a
+ * look-up touches about two cache lines. Hashes are Python's (SipHash with the process
+ * secret), so crafted keys cannot force collisions. compact_offer and compact_keep read
+ * and update it directly.
+ */
+
+typedef struct {
+    uint64_t hash; /* 0: an empty slot (a key's hash is never 0) */
+    uint64_t at;   /* the key's bytes, then its rank's, in the arena */
+    uint32_t key_len;
+    uint16_t rank_len;
+    uint8_t tombstone;
+    uint8_t pad;
+} KTSlot;
+
+typedef struct {
+    PyObject_HEAD
+    KTSlot *slots;
+    size_t cap;  /* slots: a power of two, or 0 */
+    size_t used; /* keys */
+    size_t live; /* keys whose winner is not a tombstone */
+    uint8_t *arena;
+    size_t arena_len, arena_cap;
+} KeyTableObject;
+
+static PyTypeObject KeyTableType;
+
+static inline uint64_t
+kt_hash(const uint8_t *key, size_t len)
+{
+    uint64_t h = (uint64_t)_Py_HashBytes(key, (Py_ssize_t)len);
+    return h ? h : 1;
+}
+
+/* The slot holding key, or the empty slot where it would go (the table has room). */
+static inline KTSlot *
+kt_slot(KeyTableObject *t, const uint8_t *key, size_t len, uint64_t h)
+{
+    size_t mask = t->cap - 1, i = (size_t)h & mask;
+    for (;;) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash == 0 ||
+            (s->hash == h && s->key_len == len && memcmp(t->arena + s->at, key, len) == 0))
+            return s;
+        i = (i + 1) & mask;
+    }
+}
+
+/* Room for one more key: the load stays at most 2/3. 0 ok, -1 no memory. */
+static int
+kt_reserve(KeyTableObject *t)
+{
+    if ((t->used + 1) * 3 <= t->cap * 2)
+        return 0;
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    KTSlot *slots = PyMem_Calloc(cap, sizeof(KTSlot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash == 0)
+            continue;
+        size_t j = (size_t)s->hash & (cap - 1);
+        while (slots[j].hash != 0)
+            j = (j + 1) & (cap - 1);
+        slots[j] = *s;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* Arena room for n more bytes. 0 ok, -1 no memory. */
+static int
+kt_arena(KeyTableObject *t, size_t n)
+{
+    if (t->arena != NULL && t->arena_len + n <= t->arena_cap)
+        return 0; /* allocated even for n == 0: a key's bytes never live at NULL */
+    size_t cap = t->arena_cap ? t->arena_cap : 4096;
+    while (cap < t->arena_len + n)
+        cap += cap / 2;
+    uint8_t *arena = PyMem_Realloc(t->arena, cap);
+    if (arena == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->arena = arena;
+    t->arena_cap = cap;
+    return 0;
+}
+
+static inline int
+kt_rank_cmp(const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len)
+{
+    int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
+    return c != 0 ? c : (a_len > b_len) - (a_len < b_len);
+}
+
+/*
+ * Set key's state to (rank, tombstone): always (``only_greater`` 0) or when the key is
+ * absent or rank is greater than its rank (1, bytes order as Python compares them).
+ * 1 a new key, 0 an existing key, -1 error.
+ */
+static int
+kt_set_h(KeyTableObject *t, const uint8_t *key, size_t key_len, uint64_t h, const uint8_t *rank,
+         size_t rank_len, int tombstone, int only_greater)
+{
+    if (key_len > UINT32_MAX || rank_len > UINT16_MAX) {
+        PyErr_SetString(PyExc_ValueError, "key or rank too long for the key table");
+        return -1;
+    }
+    if (kt_reserve(t) < 0)
+        return -1;
+    KTSlot *s = kt_slot(t, key, key_len, h);
+    if (s->hash != 0) {
+        uint8_t *old = t->arena + s->at + s->key_len;
+        if (only_greater && kt_rank_cmp(rank, rank_len, old, s->rank_len) <= 0)
+            return 0;
+        if (s->rank_len == rank_len)
+            memcpy(old, rank, rank_len);
+        else { /* another length: key and rank again at the arena's end (rare) */
+            size_t at = s->at;
+            if (kt_arena(t, key_len + rank_len) < 0)
+                return -1;
+            s->at = t->arena_len;
+            memmove(t->arena + s->at, t->arena + at, key_len);
+            memcpy(t->arena + s->at + key_len, rank, rank_len);
+            t->arena_len += key_len + rank_len;
+            s->rank_len = (uint16_t)rank_len;
+        }
+        t->live += (size_t)!tombstone - (size_t)!s->tombstone;
+        s->tombstone = (uint8_t)(tombstone != 0);
+        return 0;
+    }
+    if (kt_arena(t, key_len + rank_len) < 0)
+        return -1;
+    s->hash = h;
+    s->at = t->arena_len;
+    s->key_len = (uint32_t)key_len;
+    s->rank_len = (uint16_t)rank_len;
+    s->tombstone = (uint8_t)(tombstone != 0);
+    memcpy(t->arena + t->arena_len, key, key_len);
+    memcpy(t->arena + t->arena_len + key_len, rank, rank_len);
+    t->arena_len += key_len + rank_len;
+    t->used++;
+    t->live += !tombstone;
+    return 1;
+}
+
+static int
+kt_set(KeyTableObject *t, const uint8_t *key, size_t key_len, const uint8_t *rank,
+       size_t rank_len, int tombstone, int only_greater)
+{
+    return kt_set_h(t, key, key_len, kt_hash(key, key_len), rank, rank_len, tombstone,
+                    only_greater);
+}
+
+/* The slot of key (whose hash is h), or NULL. */
+static inline KTSlot *
+kt_find_h(KeyTableObject *t, const uint8_t *key, size_t key_len, uint64_t h)
+{
+    if (t->cap == 0)
+        return NULL;
+    KTSlot *s = kt_slot(t, key, key_len, h);
+    return s->hash != 0 ? s : NULL;
+}
+
+static inline KTSlot *
+kt_find(KeyTableObject *t, const uint8_t *key, size_t key_len)
+{
+    return kt_find_h(t, key, key_len, kt_hash(key, key_len));
+}
+
+static PyObject *
+kt_state(KeyTableObject *t, KTSlot *s)
+{
+    PyObject *rank =
+        PyBytes_FromStringAndSize((const char *)t->arena + s->at + s->key_len, s->rank_len);
+    if (rank == NULL)
+        return NULL;
+    PyObject *out = PyTuple_Pack(2, rank, s->tombstone ? Py_True : Py_False);
+    Py_DECREF(rank);
+    return out;
+}
+
+static void
+kt_clear(KeyTableObject *t)
+{
+    PyMem_Free(t->slots);
+    PyMem_Free(t->arena);
+    t->slots = NULL;
+    t->arena = NULL;
+    t->cap = t->used = t->live = t->arena_len = t->arena_cap = 0;
+}
+
+static void
+kt_dealloc(KeyTableObject *t)
+{
+    kt_clear(t);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static int
+kt_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *name)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", name, want);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < want && i < 2; i++) {
+        if (!PyBytes_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: keys and ranks are bytes", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+kt_put_common(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs, int only_greater)
+{
+    if (kt_args(args, nargs, 3, only_greater ? "offer" : "put") < 0)
+        return NULL;
+    int tombstone = PyObject_IsTrue(args[2]);
+    if (tombstone < 0)
+        return NULL;
+    int rc = kt_set(t, (const uint8_t *)PyBytes_AS_STRING(args[0]),
+                    (size_t)PyBytes_GET_SIZE(args[0]), (const uint8_t *)PyBytes_AS_STRING(args[1]),
+                    (size_t)PyBytes_GET_SIZE(args[1]), tombstone, only_greater);
+    if (rc < 0)
+        return NULL;
+    return PyBool_FromLong(rc);
+}
+
+/* offer(key, rank, tombstone) -> True when the key is new: the greater rank wins. */
+static PyObject *
+kt_offer(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    return kt_put_common(t, args, nargs, 1);
+}
+
+/* put(key, rank, tombstone) -> True when the key is new: set the key's state. */
+static PyObject *
+kt_put(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    return kt_put_common(t, args, nargs, 0);
+}
+
+/* get(key) -> (rank, tombstone) or None */
+static PyObject *
+kt_get(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (kt_args(args, nargs, 1, "get") < 0)
+        return NULL;
+    KTSlot *s = kt_find(t, (const uint8_t *)PyBytes_AS_STRING(args[0]),
+                        (size_t)PyBytes_GET_SIZE(args[0]));
+    if (s == NULL)
+        Py_RETURN_NONE;
+    return kt_state(t, s);
+}
+
+/* min_rank() -> the least rank of any key, or None when empty */
+static PyObject *
+kt_min_rank(KeyTableObject *t, PyObject *unused)
+{
+    KTSlot *least = NULL;
+    for (size_t i = 0; i < t->cap; i++) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash != 0 &&
+            (least == NULL || kt_rank_cmp(t->arena + s->at + s->key_len, s->rank_len,
+                                          t->arena + least->at + least->key_len,
+                                          least->rank_len) < 0))
+            least = s;
+    }
+    if (least == NULL)
+        Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)t->arena + least->at + least->key_len,
+                                     least->rank_len);
+}
+
+/* scan(pos, limit) -> (next, [(key, rank, tombstone), ...]): up to limit keys from slot
+ * pos on, in slot order; next is -1 after the last. The table must not change between
+ * the calls of one scan. */
+static PyObject *
+kt_scan(KeyTableObject *t, PyObject *args)
+{
+    Py_ssize_t pos, limit;
+    if (!PyArg_ParseTuple(args, "nn:scan", &pos, &limit))
+        return NULL;
+    if (pos < 0 || limit < 1) {
+        PyErr_SetString(PyExc_ValueError, "scan(pos >= 0, limit >= 1)");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    size_t i = (size_t)pos;
+    for (; i < t->cap && PyList_GET_SIZE(out) < limit; i++) {
+        KTSlot *s = &t->slots[i];
+        if (s->hash == 0)
+            continue;
+        PyObject *key = PyBytes_FromStringAndSize((const char *)t->arena + s->at, s->key_len);
+        PyObject *rank = key == NULL ? NULL
+                                     : PyBytes_FromStringAndSize(
+                                           (const char *)t->arena + s->at + s->key_len,
+                                           s->rank_len);
+        PyObject *item = rank == NULL ? NULL
+                                      : PyTuple_Pack(3, key, rank,
+                                                     s->tombstone ? Py_True : Py_False);
+        Py_XDECREF(key);
+        Py_XDECREF(rank);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    Py_ssize_t next = i < t->cap ? (Py_ssize_t)i : -1;
+    PyObject *result = Py_BuildValue("(nO)", next, out);
+    Py_DECREF(out);
+    return result;
+}
+
+/* clear(): forget every key and give the memory back */
+static PyObject *
+kt_clear_method(KeyTableObject *t, PyObject *unused)
+{
+    kt_clear(t);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t
+kt_len(KeyTableObject *t)
+{
+    return (Py_ssize_t)t->used;
+}
+
+static PyObject *
+kt_get_live(KeyTableObject *t, void *closure)
+{
+    return PyLong_FromSize_t(t->live);
+}
+
+static PyObject *
+kt_get_nbytes(KeyTableObject *t, void *closure)
+{
+    return PyLong_FromSize_t(t->cap * sizeof(KTSlot) + t->arena_cap);
+}
+
+/* What the table may hold at once when it next grows: the old and the new slot array
+ * during a rehash (three times the present one), the arena during a realloc that copies
+ * (twice). A budget checked against this before a batch holds through the batch. */
+static PyObject *
+kt_get_peak_nbytes(KeyTableObject *t, void *closure)
+{
+    size_t cap = t->cap ? t->cap : 64;
+    return PyLong_FromSize_t(3 * cap * sizeof(KTSlot) + 2 * t->arena_cap);
+}
+
+static PyMethodDef kt_methods[] = {
+    {"offer", (PyCFunction)(void (*)(void))kt_offer, METH_FASTCALL,
+     "offer(key, rank, tombstone) -> bool: keep the greater rank; True for a new key."},
+    {"put", (PyCFunction)(void (*)(void))kt_put, METH_FASTCALL,
+     "put(key, rank, tombstone) -> bool: set the key's state; True for a new key."},
+    {"get", (PyCFunction)(void (*)(void))kt_get, METH_FASTCALL,
+     "get(key) -> (rank, tombstone) or None."},
+    {"min_rank", (PyCFunction)kt_min_rank, METH_NOARGS, "min_rank() -> bytes or None."},
+    {"scan", (PyCFunction)kt_scan, METH_VARARGS,
+     "scan(pos, limit) -> (next, [(key, rank, tombstone)]); next -1 at the end."},
+    {"clear", (PyCFunction)kt_clear_method, METH_NOARGS, "clear(): empty the table."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kt_getset[] = {
+    {"live", (getter)kt_get_live, NULL, "keys whose winner is not a tombstone", NULL},
+    {"nbytes", (getter)kt_get_nbytes, NULL, "bytes the table has allocated", NULL},
+    {"peak_nbytes", (getter)kt_get_peak_nbytes, NULL, "bytes it may hold when it next grows",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods kt_as_sequence = {
+    .sq_length = (lenfunc)kt_len,
+};
+
+static PyTypeObject KeyTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pulsarctl_py.decoders._speedups.KeyTable",
+    .tp_basicsize = sizeof(KeyTableObject),
+    .tp_dealloc = (destructor)kt_dealloc,
+    .tp_as_sequence = &kt_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "KeyTable(): key -> (rank, tombstone), the greatest rank per key, in C memory.",
+    .tp_methods = kt_methods,
+    .tp_getset = kt_getset,
+};
+
+/* key_table() -> a new, empty KeyTable */
+PyObject *
+sp_key_table(PyObject *self, PyObject *unused)
+{
+    if (!(KeyTableType.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&KeyTableType) < 0)
+        return NULL;
+    return KeyTableType.tp_alloc(&KeyTableType, 0); /* zeroed: an empty table */
+}
+
+/* -- compaction: phase one's key table, phase two's kept records ----------------------
+ *
+ * compact_offer and compact_keep walk a decompressed batch with split_batch's grammar and
+ * parser (the same records are irregular for both, and then these return None and the
+ * caller takes the Python path), without building a Message per record: phase one
+ * updates the key table (a KeyTable) in place, phase two answers which records a batch
+ * keeps and, for a batch whose records are all live and in order, rebuilds it. A kept
+ * record is copied verbatim only when parse_smm found it canonical; otherwise the
+ * rebuild answers None and the Python path rebuilds the batch.
+ */
+
+typedef struct {
+    const uint8_t *record; /* the 4-byte metadata size, the metadata, the value */
+    Py_ssize_t length;     /* the whole record */
+    const uint8_t *key;
+    Py_ssize_t key_len;
+    long long batch_index;
+    uint64_t hash;      /* of the table key (table_keys) */
+    Py_ssize_t key_at;  /* the table key's offset in Walk.keys */
+    int32_t payload_size;
+    char has_key, canonical;
+} LiveRecord;
+
+/* The live records of a batch, in order, as split_batch would return them (placeholders
+ * counted in *holes). recs has room for count records; idx: the batch indexes, or NULL
+ * for 0 .. count - 1. A live record with null_value, or a batch index outside -1 .. 2^32 -
+ * 2, is irregular here (the Python path decides). 1 regular, 0 irregular, -1 error. */
+static int
+walk_batch(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, const long long *idx,
+           LiveRecord *recs, Py_ssize_t *live, Py_ssize_t *holes)
+{
+    Py_ssize_t pos = 0, n = 0, h = 0, value_at;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        long long batch_index = idx != NULL ? idx[j] : (long long)j;
+        const uint8_t *record = buf + pos;
+        Smm m;
+        int rc = next_record(buf, end, &pos, &m, NULL, 0, &value_at);
+        if (rc <= 0)
+            return rc;
+        if (m.compacted_out) {
+            h++;
+            continue;
+        }
+        if (m.null_value || batch_index < -1 || batch_index > 0xFFFFFFFELL)
+            return 0;
+        if (m.has_key && !utf8(m.key, m.key_len))
+            return 0;
+        LiveRecord *r = &recs[n++];
+        r->record = record;
+        r->length = (buf + pos) - record;
+        r->key = m.key;
+        r->key_len = m.key_len;
+        r->batch_index = batch_index;
+        r->payload_size = m.payload_size;
+        r->has_key = m.has_key;
+        r->canonical = m.canonical;
+    }
+    *live = n;
+    *holes = h;
+    return 1;
+}
+
+/* A walked batch: its live records, their table keys, and what to release. */
+typedef struct {
+    Py_buffer view;
+    LiveRecord *recs;
+    Py_ssize_t live, holes;
+    uint8_t *keys; /* each keyed record's table key (key prefix + key), one after another */
+    char *kept;    /* phase two: kept[i] for recs[i] */
+} Walk;
+
+static void
+walk_release(Walk *w)
+{
+    PyMem_Free(w->keys);
+    PyMem_Free(w->kept);
+    PyMem_Free(w->recs);
+    if (w->view.obj != NULL)
+        PyBuffer_Release(&w->view);
+}
+
+/* The arguments the helpers share, checked, and the batch walked into w (zeroed by the
+ * caller, walk_release it). 1 regular, 0 irregular (answer None), -1 error. */
+static int
+compact_walk(PyObject *plain, Py_ssize_t count, PyObject *indexes, PyObject *rank_prefix,
+             Walk *w)
+{
+    if (rank_prefix != NULL && PyBytes_GET_SIZE(rank_prefix) != 16) {
+        PyErr_SetString(PyExc_ValueError, "rank prefix must be 16 bytes");
+        return -1;
+    }
+    if (PyObject_GetBuffer(plain, &w->view, PyBUF_SIMPLE) < 0)
+        return -1;
+    /* every record takes at least 4 + 2 bytes: more records than that cannot be regular */
+    if (count < 0 || count > w->view.len / 4)
+        return 0;
+    long long *idx;
+    int rc = batch_indexes(indexes, count, &idx);
+    if (rc <= 0)
+        return rc;
+    w->recs = PyMem_Malloc(sizeof(LiveRecord) * (size_t)(count ? count : 1));
+    w->kept = PyMem_Calloc((size_t)(count ? count : 1), 1);
+    if (w->recs == NULL || w->kept == NULL) {
+        PyMem_Free(idx);
+        PyErr_NoMemory();
+        return -1;
+    }
+    rc = walk_batch((const uint8_t *)w->view.buf, w->view.len, count, idx, w->recs, &w->live,
+                    &w->holes);
+    PyMem_Free(idx);
+    return rc;
+}
+
+/*
+ * The table key of every keyed record (key_prefix + key) into w->keys, and its hash. With
+ * a table, the slots the keys hash to are prefetched, then the arena bytes of the keys
+ * found there: a batch's look-ups then wait for memory together, not one after another.
+ * 0 ok, -1 no memory.
+ */
+static int
+table_keys(Walk *w, PyObject *key_prefix, KeyTableObject *t)
+{
+    size_t kp = (size_t)PyBytes_GET_SIZE(key_prefix), total = 0;
+    for (Py_ssize_t i = 0; i < w->live; i++)
+        if (w->recs[i].has_key)
+            total += kp + (size_t)w->recs[i].key_len;
+    if ((w->keys = PyMem_Malloc(total ? total : 1)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t at = 0;
+    for (Py_ssize_t i = 0; i < w->live; i++) {
+        LiveRecord *r = &w->recs[i];
+        if (!r->has_key)
+            continue;
+        r->key_at = (Py_ssize_t)at;
+        memcpy(w->keys + at, PyBytes_AS_STRING(key_prefix), kp);
+        memcpy(w->keys + at + kp, r->key, (size_t)r->key_len);
+        at += kp + (size_t)r->key_len;
+        if (t != NULL) {
+            r->hash = kt_hash(w->keys + r->key_at, kp + (size_t)r->key_len);
+#ifdef __GNUC__
+            if (t->cap)
+                __builtin_prefetch(&t->slots[(size_t)r->hash & (t->cap - 1)]);
+#endif
+        }
+    }
+#ifdef __GNUC__
+    if (t != NULL && t->cap) {
+        for (Py_ssize_t i = 0; i < w->live; i++) {
+            const KTSlot *s = &t->slots[(size_t)w->recs[i].hash & (t->cap - 1)];
+            if (w->recs[i].has_key && s->hash == w->recs[i].hash)
+                __builtin_prefetch(t->arena + s->at);
+        }
+    }
+#endif
+    return 0;
+}
+
+/* A record's rank: the entry's 16-byte position prefix and (batch index + 1) as uint32 BE,
+ * as core.position_rank packs it. */
+static inline void
+record_rank(uint8_t *out, PyObject *rank_prefix, const LiveRecord *r)
+{
+    uint32_t i = (uint32_t)(r->batch_index + 1);
+    memcpy(out, PyBytes_AS_STRING(rank_prefix), 16);
+    out[16] = (uint8_t)(i >> 24);
+    out[17] = (uint8_t)(i >> 16);
+    out[18] = (uint8_t)(i >> 8);
+    out[19] = (uint8_t)i;
+}
+
+static inline size_t
+table_key_len(PyObject *key_prefix, const LiveRecord *r)
+{
+    return (size_t)PyBytes_GET_SIZE(key_prefix) + (size_t)r->key_len;
+}
+
+/*
+ * compact_offer(plain, count, indexes, key_prefix, rank_prefix, table)
+ *     -> (records, new_keys) | None
+ *
+ * Phase one of a batch in publishing order into a KeyTable: every live keyed record is
+ * offered as (key_prefix + key, rank, payload_size <= 0), the greater rank winning
+ * (LocalKeyTable.offer). records: keyed records offered. None (the table unchanged): the
+ * batch is not regular.
+ */
+PyObject *
+sp_compact_offer(PyObject *self, PyObject *args)
+{
+    PyObject *plain, *indexes, *key_prefix, *rank_prefix;
+    KeyTableObject *table;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "OnOSSO!:compact_offer", &plain, &count, &indexes, &key_prefix,
+                          &rank_prefix, &KeyTableType, &table))
+        return NULL;
+    Walk w = {0};
+    Py_ssize_t offered = 0, new_keys = 0;
+    PyObject *result = NULL;
+    int rc = compact_walk(plain, count, indexes, rank_prefix, &w);
+    if (rc <= 0) {
+        if (rc == 0)
+            result = new_ref(Py_None);
+        goto done;
+    }
+    if (table_keys(&w, key_prefix, table) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < w.live; i++) {
+        const LiveRecord *r = &w.recs[i];
+        if (!r->has_key)
+            continue;
+        offered++;
+        uint8_t rank[20];
+        record_rank(rank, rank_prefix, r);
+        rc = kt_set_h(table, w.keys + r->key_at, table_key_len(key_prefix, r), r->hash, rank, 20,
+                      r->payload_size <= 0, 1);
+        if (rc < 0)
+            goto done;
+        new_keys += rc;
+    }
+    result = Py_BuildValue("(nn)", offered, new_keys);
+done:
+    walk_release(&w);
+    return result;
+}
+
+/* The batch rebuilt from its records (all live and in order): kept records copied, the
+ * others replaced by ``placeholder`` (dropped for PIP-429). None when a kept record's
+ * metadata is not canonical. */
+static PyObject *
+rebuild_batch(const Walk *w, int pip_429, PyObject *placeholder)
+{
+    Py_ssize_t total = 0, ph = PyBytes_GET_SIZE(placeholder);
+    for (Py_ssize_t i = 0; i < w->live; i++) {
+        if (w->kept[i]) {
+            if (!w->recs[i].canonical)
+                Py_RETURN_NONE;
+            total += w->recs[i].length;
+        }
+        else if (!pip_429)
+            total += ph;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    char *at = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < w->live; i++) {
+        if (w->kept[i]) {
+            memcpy(at, w->recs[i].record, (size_t)w->recs[i].length);
+            at += w->recs[i].length;
+        }
+        else if (!pip_429) {
+            memcpy(at, PyBytes_AS_STRING(placeholder), (size_t)ph);
+            at += ph;
+        }
+    }
+    return out;
+}
+
+/* Append (index, key, rank) of a record phase two asks the caller about. 0 ok, -1 error. */
+static int
+ask(PyObject *lists[3], const Walk *w, const LiveRecord *r, PyObject *key_prefix,
+    const uint8_t *rank_bytes)
+{
+    PyObject *item[3] = {
+        PyLong_FromLongLong(r->batch_index),
+        PyBytes_FromStringAndSize((const char *)w->keys + r->key_at,
+                                  (Py_ssize_t)table_key_len(key_prefix, r)),
+        PyBytes_FromStringAndSize((const char *)rank_bytes, 20),
+    };
+    int rc = 0;
+    for (int k = 0; k < 3; k++) {
+        if (rc == 0 && (item[k] == NULL || PyList_Append(lists[k], item[k]) < 0))
+            rc = -1;
+        Py_XDECREF(item[k]);
+    }
+    return rc;
+}
+
+/*
+ * compact_keep(plain, count, indexes, key_prefix, rank_prefix, table, retain_null_key,
+ *              pip_429, placeholder)
+ *     -> (keep, keyless_dropped, deleted, whole, rebuilt, asked) | None
+ *
+ * Phase two of a batch in publishing order. keep: batch indexes kept, in record order
+ * (keyless ones when retained; with a KeyTable ``table``, the records that are their key's
+ * live winner). With ``table`` None, asked = (indexes, keys, ranks) of the records whose
+ * key the caller must look up (live keyed records), else None. deleted: phase one's
+ * ``deletedMessage`` for the batch. whole: every record live and in order (no placeholders,
+ * no compacted_batch_indexes). rebuilt: the new batch when whole, the table is a KeyTable,
+ * something is kept and every kept record is canonical; else None.
+ */
+PyObject *
+sp_compact_keep(PyObject *self, PyObject *args)
+{
+    PyObject *plain, *indexes, *key_prefix, *rank_prefix, *table, *placeholder;
+    Py_ssize_t count;
+    int retain, pip_429;
+    if (!PyArg_ParseTuple(args, "OnOSSOppS:compact_keep", &plain, &count, &indexes, &key_prefix,
+                          &rank_prefix, &table, &retain, &pip_429, &placeholder))
+        return NULL;
+    if (table != Py_None && !Py_IS_TYPE(table, &KeyTableType)) {
+        PyErr_SetString(PyExc_TypeError, "table must be a KeyTable or None");
+        return NULL;
+    }
+    KeyTableObject *t = table == Py_None ? NULL : (KeyTableObject *)table;
+    Walk w = {0};
+    Py_ssize_t dropped = 0, kept_count = 0;
+    int deleted = 1;
+    PyObject *result = NULL, *keep = NULL, *asked = NULL, *rebuilt = NULL;
+    PyObject *lists[3] = {NULL, NULL, NULL};
+    int rc = compact_walk(plain, count, indexes, rank_prefix, &w);
+    if (rc <= 0) {
+        if (rc == 0)
+            result = new_ref(Py_None);
+        goto done;
+    }
+    if (table_keys(&w, key_prefix, t) < 0 || (keep = PyList_New(0)) == NULL)
+        goto done;
+    for (int k = 0; t == NULL && k < 3; k++)
+        if ((lists[k] = PyList_New(0)) == NULL)
+            goto done;
+    for (Py_ssize_t i = 0; i < w.live; i++) {
+        const LiveRecord *r = &w.recs[i];
+        if (!r->has_key) {
+            if (retain) {
+                w.kept[i] = 1;
+                deleted = 0;
+            }
+            else
+                dropped++;
+        }
+        else if (r->payload_size > 0) { /* a tombstone is never kept */
+            deleted = 0;
+            uint8_t rank[20];
+            record_rank(rank, rank_prefix, r);
+            if (t == NULL) {
+                if (ask(lists, &w, r, key_prefix, rank) < 0)
+                    goto done;
+            }
+            else {
+                KTSlot *s = kt_find_h(t, w.keys + r->key_at, table_key_len(key_prefix, r), r->hash);
+                w.kept[i] = s != NULL && !s->tombstone && s->rank_len == 20 &&
+                            memcmp(t->arena + s->at + s->key_len, rank, 20) == 0;
+            }
+        }
+        if (w.kept[i]) {
+            kept_count++;
+            PyObject *index = PyLong_FromLongLong(r->batch_index);
+            if (index == NULL || PyList_Append(keep, index) < 0) {
+                Py_XDECREF(index);
+                goto done;
+            }
+            Py_DECREF(index);
+        }
+    }
+    int whole = indexes == Py_None && w.holes == 0 && w.live == count;
+    if (t == NULL)
+        asked = PyTuple_Pack(3, lists[0], lists[1], lists[2]);
+    else
+        asked = new_ref(Py_None);
+    if (whole && kept_count && t != NULL)
+        rebuilt = rebuild_batch(&w, pip_429, placeholder);
+    else
+        rebuilt = new_ref(Py_None);
+    if (asked != NULL && rebuilt != NULL)
+        result = Py_BuildValue("(OnOOOO)", keep, dropped, deleted ? Py_True : Py_False,
+                               whole ? Py_True : Py_False, rebuilt, asked);
+done:
+    Py_XDECREF(keep);
+    Py_XDECREF(asked);
+    Py_XDECREF(rebuilt);
+    for (int k = 0; k < 3; k++)
+        Py_XDECREF(lists[k]);
+    walk_release(&w);
+    return result;
+}
+
+/*
+ * compact_rebuild(plain, count, keep, pip_429, placeholder) -> bytes | None
+ *
+ * The rebuilt batch of a whole batch (every record live, in order) keeping the records
+ * whose batch index is in ``keep``; None when the batch is not regular and whole, or a
+ * kept record is not canonical (the Python path rebuilds it).
+ */
+PyObject *
+sp_compact_rebuild(PyObject *self, PyObject *args)
+{
+    PyObject *plain, *keep_list, *placeholder;
+    Py_ssize_t count;
+    int pip_429;
+    if (!PyArg_ParseTuple(args, "OnO!pS:compact_rebuild", &plain, &count, &PyList_Type,
+                          &keep_list, &pip_429, &placeholder))
+        return NULL;
+    Walk w = {0};
+    PyObject *result = NULL;
+    int rc = compact_walk(plain, count, Py_None, NULL, &w);
+    if (rc <= 0 || w.holes != 0 || w.live != count) {
+        if (rc >= 0)
+            result = new_ref(Py_None);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keep_list); i++) {
+        PyObject *o = PyList_GET_ITEM(keep_list, i);
+        if (!PyLong_CheckExact(o)) { /* no __index__: nothing may change the list */
+            PyErr_SetString(PyExc_TypeError, "compact_rebuild: keep holds ints");
+            goto done;
+        }
+        Py_ssize_t index = PyLong_AsSsize_t(o);
+        if (index == -1 && PyErr_Occurred())
+            goto done;
+        if (index < 0 || index >= w.live) {
+            PyErr_SetString(PyExc_IndexError, "kept batch index out of range");
+            goto done;
+        }
+        w.kept[index] = 1;
+    }
+    result = rebuild_batch(&w, pip_429, placeholder);
+done:
+    walk_release(&w);
+    return result;
+}
