@@ -489,10 +489,8 @@ def inspect(
             break
         tracker.finish()
     summary.add_gaps()
-    from pulsarctl_py.verify import storage_findings
-
-    for finding in storage_findings(source):
-        summary.problem(finding.check, finding.ledger_id, finding.message)
+    for found in source.storage_problems():
+        summary.problem(found.check, found.ledger_id, found.message)
 
 
 def _check_batch_indexes(source: LedgerSource, request: InspectRequest) -> None:

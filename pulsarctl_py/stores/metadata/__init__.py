@@ -22,6 +22,7 @@ from .base import (
     Transaction,
     validate_path,
 )
+from .guards import require_pulsar_data, require_topic_metadata
 from .ledgers import (
     BookKeeperRootMissing,
     LayoutInfo,
@@ -152,6 +153,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "BookKeeperRootMissing",
     "require_bookkeeper_root",
+    "require_pulsar_data",
+    "require_topic_metadata",
     "ChildGroup",
     "ENV_URL",
     "ENV_ZK_AUTH",
