@@ -48,22 +48,25 @@ Graph = dict[str, dict[str, int]]  # module -> {module it imports: line of the f
 
 
 def project_modules(root: Path) -> tuple[dict[str, Path], set[str]]:
-    """The project's Python modules by dotted name (from pyproject.toml's package-dir) and
-    the names of its compiled extension modules."""
+    """The project's Python modules by dotted name and the names of its compiled extension
+    modules, from pyproject.toml: every ``.py`` file under each package's folder
+    (``package-dir``, else the package's own path), subfolders included, so that a
+    subpackage missing from ``packages`` is still looked at."""
     project = tomllib.loads((root / "pyproject.toml").read_text())
     setuptools = project["tool"]["setuptools"]
-    package_dir: Mapping[str, str] = setuptools.get("package-dir", {})
+    folders = {p: p.replace(".", "/") for p in setuptools["packages"] if "." not in p}
+    folders.update(setuptools.get("package-dir", {}))
     modules: dict[str, Path] = {}
-    for package in setuptools["packages"]:
-        folder = root / package_dir.get(package, package.replace(".", "/"))
-        if package not in package_dir:
-            # a subpackage of a mapped package lives under its parent's folder
-            parent = max((p for p in package_dir if package.startswith(p + ".")), key=len)
-            rest = package[len(parent) + 1 :].replace(".", "/")
-            folder = root / package_dir[parent] / rest
-        for path in folder.glob("*.py"):
-            name = package if path.stem == "__init__" else f"{package}.{path.stem}"
-            modules[name] = path
+    for package, folder in folders.items():
+        for path in (root / folder).rglob("*.py"):
+            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            # a folder mapped to a package of its own is that package's
+            owner = max((p for p in folders if name == p or name.startswith(p + ".")), key=len)
+            if owner == package:
+                modules[name] = path
     extensions = {ext["name"] for ext in setuptools.get("ext-modules", [])}
     return modules, extensions
 
