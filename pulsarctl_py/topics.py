@@ -6,7 +6,8 @@ position, where the state lives, the backlog) and, when bookie storage is given,
 the storage says about the ledgers the znode cannot know: the open last ledger's entries
 (LAC + 1, as ``pulsar-admin topics stats-internal`` shows them after a recovery) and the
 last PositionInfo of a cursor ledger (what a broker would recover the cursor to). The
-listing of every topic (``topic list``) streams the same rows. Ledger views are
+listing of every topic (``topic list``) gives a row per topic, read the same way. Ledger
+views (which use the readers of one ledger here) are
 :mod:`pulsarctl_py.ledger_views`; what a store must hold before it is asked,
 :mod:`pulsarctl_py.stores.metadata.guards`.
 
@@ -43,6 +44,7 @@ Advance = Callable[[], None]
 
 
 def no_advance() -> None:
+    """The default ``advance`` of the listings: no progress shown."""
     return None
 
 
@@ -289,6 +291,7 @@ class TopicInfo:
 
 
 def require_metadata(source: LedgerSource) -> Any:
+    """The source's metadata store; LedgerctlError, saying how to give one, when none."""
     if source.metadata is None:
         raise LedgerctlError(
             "a metadata store is needed: pass --metadata-url, set LEDGERCTL_METADATA_URL, "
@@ -298,6 +301,7 @@ def require_metadata(source: LedgerSource) -> Any:
 
 
 def read_ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
+    """The ledger's view (its bookies need not answer), or None and why it cannot be had."""
     try:
         # topic info shows what the metadata says whatever the bookies answer
         return source.ledger(ledger_id, unreachable_ok=True), None
@@ -575,6 +579,8 @@ def partitions_of(store: Any, topic: str) -> list[str]:
 
 
 def topic_not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
+    """The error for a topic without a managed ledger: its partitions when it is a
+    partitioned topic, else NotFoundError with the closest name (:func:`topic_hint`)."""
     from pulsarctl_py.stores.metadata import list_managed_ledgers
 
     store = source.metadata
