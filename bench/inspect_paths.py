@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pulsarctl_py.commands.inspect import _show
 from pulsarctl_py.decoders import Depth, decode_entry
-from pulsarctl_py.inspect import InspectRequest, Summary
+from pulsarctl_py.inspect_request import InspectRequest, Summary
 from pulsarctl_py.ledgers import LedgerSource, _Detecting
 from pulsarctl_py.render import OutputFormat
 

@@ -8,7 +8,7 @@ are sought with every rule: broker (close-time narrowing at the default 60 s ske
 without it), kop, compacted (one compacted ledger of N entries) and by index. Each rule
 reports its most reads against ceil(log2 M), M being the entries of the range it searched
 (the whole topic but for the narrowed broker rule), and checks them against the rule's
-bound (pulsarctl_py.seek.READ_SLACK). The linear scan reads every head until the first at
+bound (pulsarctl_py.seek.probe.READ_SLACK). The linear scan reads every head until the first at
 or after the target (the whole topic for the last targets), as `--exact` does.
 
     python bench/seek.py            # N = 10^3 .. 10^7
@@ -32,19 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _machine import machine
 
-from pulsarctl_py.seek import (
-    DEFAULT_CLOCK_SKEW_MS,
-    READ_SLACK,
-    CachedReader,
-    FlatTopic,
-    Head,
-    SeekLedger,
-    ceil_log2,
-    seek_compacted,
-    seek_index,
-    seek_time_broker,
-    seek_time_kop,
-)
+from pulsarctl_py.seek.heads import CachedReader, Head
+from pulsarctl_py.seek.index import seek_compacted, seek_index
+from pulsarctl_py.seek.probe import READ_SLACK, FlatTopic, SeekLedger, ceil_log2
+from pulsarctl_py.seek.rules import DEFAULT_CLOCK_SKEW_MS, seek_time_broker, seek_time_kop
 
 PER_LEDGER = 50_000
 STEP_MS = 10

@@ -287,7 +287,8 @@ def _show(
     Return the summary (inspect's: entries, messages, errors, warnings, unverified...).
     """
     from pulsarctl_py import render
-    from pulsarctl_py.inspect import Summary, add_values, decode_values
+    from pulsarctl_py.inspect import add_values, decode_values
+    from pulsarctl_py.inspect_request import Summary
 
     fmt = render.resolve(output)
     err = render.stderr_console()

@@ -169,7 +169,7 @@ def inspect(
     """
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.inspect import InspectRequest, Summary
+    from pulsarctl_py.inspect_request import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.timeparse import check_time_range, parse_time_ms
     from pulsarctl_py.values import Where

@@ -77,8 +77,8 @@ def list_command(
     storage when a bookie dir is given, else it is unknown.
     """
     from pulsarctl_py import render
+    from pulsarctl_py.ledger_views import iter_ledger_rows
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.topics import iter_ledger_rows
 
     err = render.stderr_console()
     fmt = render.resolve(output, OutputFormat.TABLE)
@@ -226,9 +226,9 @@ def meta_command(
     rebuilt by scanning the entry logs).
     """
     from pulsarctl_py import render
+    from pulsarctl_py.ledger_views import ledger_meta
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.positions import parse_ledger_id
-    from pulsarctl_py.topics import ledger_meta
 
     ledger_id = parse_ledger_id(ledger)  # one line for ids past 2^63-1, not a traceback
     if dump is not None:

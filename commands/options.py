@@ -80,16 +80,11 @@ def damage_note(damaged: list[dict[str, str]], count: int) -> None:
 
 
 def password(env: str | None, file: Path | None) -> bytes | None:
-    """The ledger password from a variable or a file (never from a flag value): the flags,
-    else $LEDGERCTL_LEDGER_PASSWORD, else ``ledger_password_file`` of the config files."""
-    from pulsarctl_py import precedence
-    from pulsarctl_py.secrets import secret_from
+    """The ledger password of ``--password-env`` / ``--password-file`` (never from a flag
+    value): :func:`pulsarctl_py.config.resolve_ledger_password`."""
+    from pulsarctl_py.config import resolve_ledger_password
 
-    if env is not None or file is not None:
-        secret = secret_from(env, file)
-    else:
-        secret = precedence.resolve(precedence.LEDGER_PASSWORD).value
-    return secret.reveal() if secret is not None else None
+    return resolve_ledger_password(env, file)
 
 
 def option_set(

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from google.protobuf.message import Message as ProtoMessage
 
@@ -48,8 +48,14 @@ from .errors import CorruptEntryError
 from .nodes import Layer, Problem
 from .protos import parse_proto, proto_fields
 
-if TYPE_CHECKING:
-    from .entry import Entry
+
+class Decoded(Protocol):
+    """The entry being decoded (:class:`.entry.Entry`, which calls :func:`decode_records`):
+    its layers and problems, which the records are added to."""
+
+    layers: list[Layer]
+    problems: list[Problem]
+
 
 #: the prefix of a batch of records (``TxnLogBufferedWriter``)
 BATCH_PREFIX = struct.Struct(">HH")
@@ -109,7 +115,7 @@ def store_of(managed_ledger: str | None) -> str | None:
 
 
 def decode_records(
-    entry: Entry, buf: bytes | memoryview, pos: int, end: int, store_name: str
+    entry: Decoded, buf: bytes | memoryview, pos: int, end: int, store_name: str
 ) -> None:
     """Decode what follows the prefix layers of a transaction store's entry: one record,
     or a batch of them; a record that does not decode is recorded as a problem on its
@@ -155,7 +161,7 @@ def _parse(
     end: int,
     store: Store,
     problems: list[Problem],
-    entry: Entry,
+    entry: Decoded,
 ) -> ProtoMessage | None:
     raw = buf[pos:end]
     try:

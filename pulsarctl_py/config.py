@@ -1,4 +1,5 @@
-"""Where ledgers live when no flag says so, and ``ledgerctl config``'s view of every setting.
+"""Where ledgers live when no flag says so, the ledger password, and ``ledgerctl config``'s
+view of every setting.
 
 Every setting follows one rule (:mod:`pulsarctl_py.precedence`): the flag, the
 environment variable, the nearest ``ledgerctl.toml`` (the working directory's, else the
@@ -42,6 +43,20 @@ def resolve_bookie_dirs(
         sources=precedence.Sources.of(env, cwd),
     )
     return [Path(p) for p in found.value]
+
+
+def resolve_ledger_password(env: str | None = None, file: Path | None = None) -> bytes | None:
+    """The ledger password from a variable or a file (never from a flag value): ``env``
+    (the variable named by ``--password-env``) or ``file`` (``--password-file``), else
+    $LEDGERCTL_LEDGER_PASSWORD, else ``ledger_password_file`` of the config files; None
+    when none is set (each ledger's own password, from its metadata)."""
+    from pulsarctl_py.secrets import secret_from
+
+    if env is not None or file is not None:
+        secret = secret_from(env, file)
+    else:
+        secret = precedence.resolve(precedence.LEDGER_PASSWORD).value
+    return secret.reveal() if secret is not None else None
 
 
 def _row(found: precedence.Resolved, value: Any, overrides: list[dict[str, Any]]) -> dict:

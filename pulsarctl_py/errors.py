@@ -1,9 +1,10 @@
 """The exception roots shared by the library and the CLI, with their exit codes.
 
-Defined in the decoders (the lowest layer) and re-exported here with the errors of the
-upper layers, so that every command catches one class. Exit codes: 0 ok, 1 findings in
-the data (:class:`DataError`), 2 usage or bad input (:class:`LedgerctlError`, the
-default), 3 a store could not be reached or opened (:class:`StoreUnavailable`).
+The roots are defined in the decoders (the lowest layer) and re-exported here with the
+errors of the metadata stores, defined here, so that every command catches one class and
+no store module is needed to name them. Exit codes: 0 ok, 1 findings in the data
+(:class:`DataError`), 2 usage or bad input (:class:`LedgerctlError`, the default), 3 a
+store could not be reached or opened (:class:`StoreUnavailable`).
 """
 
 from pulsarctl_py.decoders.errors import (
@@ -21,11 +22,28 @@ from pulsarctl_py.decoders.errors import (
     StoreUnavailable,
     UnsupportedCodec,
 )
-from pulsarctl_py.stores.metadata.base import (
-    MetadataConflict,
-    MetadataStoreError,
-    ReadOnlyStoreError,
-)
+
+
+class MetadataStoreError(StoreUnavailable):
+    """A metadata store that cannot be reached, opened or read (exit code 3)."""
+
+
+class MetadataConflict(LedgerctlError):
+    """A compare-and-set write whose precondition does not hold (version or existence).
+
+    Exit code 1: the store changed under the plan; nothing was written.
+    """
+
+    exit_code = 1
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class ReadOnlyStoreError(LedgerctlError):
+    """A write attempted on a store opened read-only."""
+
 
 __all__ = [
     "EXIT_FINDINGS",

@@ -248,7 +248,7 @@ def split_rows(
     ``gaps``; a run of missing entries is one row whose ``problems`` say so, as an
     unreadable entry is.
     """
-    from pulsarctl_py.commands.options import password
+    from pulsarctl_py.config import resolve_ledger_password
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.limits import apply_split
 
@@ -258,7 +258,7 @@ def split_rows(
     with LedgerSource.open(
         split.metadata_url,
         list(split.bookie_dirs),
-        password(None, None),
+        resolve_ledger_password(),
         need_bookie=True,
         live=split.live,
     ) as source:

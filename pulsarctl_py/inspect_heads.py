@@ -49,12 +49,12 @@ from pulsarctl_py.decoders.heads import EntryHead
 from pulsarctl_py.decoders.protos import parse_proto
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
-from pulsarctl_py.inspect import in_time_range, read_entries
+from pulsarctl_py.inspect_request import in_time_range, read_entries
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
     from pulsarctl_py.coverage import Tracker
-    from pulsarctl_py.inspect import InspectRequest, Summary
+    from pulsarctl_py.inspect_request import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
 
 #: entries read before a ledger whose entries are mostly not regular goes the general way

@@ -384,8 +384,7 @@ class Lease:
     def take(self) -> Lease:
         """Create the lease (after checking the store holds Pulsar's topics: a lease is
         never the first thing written into a wrong place)."""
-        from pulsarctl_py.stores.metadata import open_metadata_store
-        from pulsarctl_py.topics import require_topic_metadata
+        from pulsarctl_py.stores.metadata import open_metadata_store, require_topic_metadata
 
         if not self.rocksdb:
             self._store = open_metadata_store(self.url, read_only=False)

@@ -158,6 +158,20 @@ class LedgerView:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class StorageProblem:
+    """What the bookie storage reported about itself while it was read, under the code of
+    the verify check that reports it (:mod:`pulsarctl_py.verify.codes`)."""
+
+    #: ``storage-index-unusable``: an index that is missing or cannot be read, so entries
+    #: were located by scanning the entry logs (a bookie could not serve them);
+    #: ``storage-damaged``: an error met reading the storage's own files (an entry log's
+    #: header or ledgers map, a journal, the lastMark)
+    check: str
+    ledger_id: int | None
+    message: str
+
+
 class LedgerSource:
     """Read ledgers through a metadata store and bookie storage, either of them optional."""
 
@@ -256,6 +270,26 @@ class LedgerSource:
         md = view.metadata if view is not None else None
         reach = self.reach or Reach()
         return Judge(md, reach, self.cluster_bookies() if md is None else ())
+
+    def storage_problems(self) -> list[StorageProblem]:
+        """What the bookie storage reported about itself so far (each once; none without
+        bookie storage): verify turns them into findings, inspect and ``ledger meta``
+        show them."""
+        bookie = self.bookie
+        if bookie is None:
+            return []
+        out: list[StorageProblem] = []
+        seen: set[str] = set()
+        for found in bookie.findings:
+            if found.kind == "unusable-index" and found.message not in seen:
+                seen.add(found.message)
+                out.append(StorageProblem("storage-index-unusable", found.ledger_id, found.message))
+        for problem in bookie.problems:
+            text = str(problem)
+            if problem.severity == "error" and text not in seen:
+                seen.add(text)
+                out.append(StorageProblem("storage-damaged", None, text))
+        return out
 
     @property
     def live_options(self) -> ClientOptions | None:

@@ -201,7 +201,7 @@ def _key_topic(key: str) -> str | None:
 def _events(source: Any, events: str, out: TopicPolicies) -> Any:
     """``(key, decoded PulsarEvent or None)`` of every message of ``out.topic`` in what a
     readCompacted reader of the system topic gets, in order."""
-    from pulsarctl_py.compaction.run import topic_state
+    from pulsarctl_py.compaction.state import topic_state
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.topics import partitions_of
     from pulsarctl_py.values import message_key_bytes, values_for

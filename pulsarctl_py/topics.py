@@ -1,15 +1,15 @@
-"""Topics and ledgers as an operator looks at them, read from where they are stored.
+"""Topics as an operator looks at them, read from where they are stored.
 
 Topic views join a managed ledger's znode (formats.md §8: its ledgers with entry counts,
 sizes and close times, its properties, its terminated position) with its cursors (mark-delete
 position, where the state lives, the backlog) and, when bookie storage is given, with what
 the storage says about the ledgers the znode cannot know: the open last ledger's entries
 (LAC + 1, as ``pulsar-admin topics stats-internal`` shows them after a recovery) and the
-last PositionInfo of a cursor ledger (what a broker would recover the cursor to).
-
-Ledger views list BookKeeper's ledgers (formats.md §9) with Pulsar's custom metadata
-decoded (owning topic, cursor, compacted topic, schema) and show one ledger's metadata next
-to the bookie's view of it. A password is never shown: only whether one is set.
+last PositionInfo of a cursor ledger (what a broker would recover the cursor to). The
+listing of every topic (``topic list``) gives a row per topic, read the same way. Ledger
+views (which use the readers of one ledger here) are
+:mod:`pulsarctl_py.ledger_views`; what a store must hold before it is asked,
+:mod:`pulsarctl_py.stores.metadata.guards`.
 
 Everything here only reads. Backlogs are counted in entries, as the broker counts
 ``msgBacklog`` for entries that are not batched: the entries after the mark-delete
@@ -33,19 +33,18 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import (
         ChildGroup,
         CursorRecord,
-        LedgerRecord,
         ManagedLedgerRecord,
     )
 
 #: the cursor property naming the compacted ledger (formats.md §6.1)
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
-LEDGER_KINDS = ("data", "cursor", "compacted", "schema", "unknown")
 
 Position = tuple[int, int]
 Advance = Callable[[], None]
 
 
-def _noop() -> None:
+def no_advance() -> None:
+    """The default ``advance`` of the listings: no progress shown."""
     return None
 
 
@@ -291,7 +290,8 @@ class TopicInfo:
         return out
 
 
-def _require_metadata(source: LedgerSource) -> Any:
+def require_metadata(source: LedgerSource) -> Any:
+    """The source's metadata store; LedgerctlError, saying how to give one, when none."""
     if source.metadata is None:
         raise LedgerctlError(
             "a metadata store is needed: pass --metadata-url, set LEDGERCTL_METADATA_URL, "
@@ -300,62 +300,8 @@ def _require_metadata(source: LedgerSource) -> Any:
     return source.metadata
 
 
-#: what Pulsar and BookKeeper keep at the root of a metadata store
-PULSAR_ROOTS = ("/managed-ledgers", "/ledgers", "/admin")
-
-
-def _present(store: Any, path: str) -> bool:
-    """A node, or children under its path (RocksDB stores need not hold the parents)."""
-    return store.exists(path) is not None or bool(store.children(path))
-
-
-def require_pulsar_data(store: Any) -> None:
-    """Raise NotFoundError when the store holds no Pulsar data at all (a wrong chroot).
-
-    An empty answer from such a store would read as "no topics, ok": the paths looked at
-    and what the root holds instead say where the data may be.
-    """
-    if any(_present(store, path) for path in PULSAR_ROOTS):
-        return
-    try:
-        found = store.children("/")
-    except LedgerctlError:
-        found = []
-    holds = (
-        "it is empty"
-        if not found
-        else "its root holds "
-        + ", ".join("/" + name for name in found[:8])
-        + (", ..." if len(found) > 8 else "")
-    )
-    raise NotFoundError(
-        f"no Pulsar data in {store.url}: none of {', '.join(PULSAR_ROOTS)} exists and "
-        f"{holds} (wrong ZooKeeper chroot or metadata store?)"
-    )
-
-
-#: where Pulsar keeps its topics' metadata (a cluster with no topic yet has /admin)
-TOPIC_ROOTS = ("/managed-ledgers", "/admin")
-
-
-def require_topic_metadata(store: Any) -> None:
-    """Raise NotFoundError unless the store holds Pulsar's topic metadata.
-
-    A store holding only BookKeeper's metadata (its ``/ledgers``: the chroot of a
-    BookKeeper cluster, or the store a broker's ``bookkeeperMetadataServiceUri`` names)
-    answers "no topics" to every question about topics; that answer is the wrong place's.
-    """
-    require_pulsar_data(store)
-    if any(_present(store, path) for path in TOPIC_ROOTS):
-        return
-    raise NotFoundError(
-        f"no Pulsar topic metadata in {store.url}: neither {' nor '.join(TOPIC_ROOTS)} "
-        "exists, only BookKeeper's metadata (wrong ZooKeeper chroot, or the store "
-        "BookKeeper uses rather than the broker's metadataStoreUrl?)"
-    )
-
-
-def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
+def read_ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | None, str | None]:
+    """The ledger's view (its bookies need not answer), or None and why it cannot be had."""
     try:
         # topic info shows what the metadata says whatever the bookies answer
         return source.ledger(ledger_id, unreachable_ok=True), None
@@ -363,7 +309,7 @@ def _ledger_view(source: LedgerSource, ledger_id: int) -> tuple[LedgerView | Non
         return None, exc.one_line()
 
 
-def _length_at(source: LedgerSource, ledger_id: int, entry_id: int) -> int | None:
+def length_at(source: LedgerSource, ledger_id: int, entry_id: int) -> int | None:
     """The ledger length stored in an entry's header (cumulative, including it)."""
     from pulsarctl_py.decoders.bookkeeper import HEADER
 
@@ -380,7 +326,7 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
     """Entries and size of the open ledger from its metadata or storage (LAC + 1)."""
     if source.metadata is None and source.bookie is None:
         return
-    view, error = _ledger_view(source, row.ledger_id)
+    view, error = read_ledger_view(source, row.ledger_id)
     if view is None:
         row.problem = error
         row.entries = row.size = None
@@ -404,7 +350,7 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
         # (apache/bookkeeper client/LedgerRecoveryOp.java, doRecoveryRead), so they are the
         # ledger's; verify, inspect and the demo count them, and so does the topic
         row.entries = last + 1
-        row.size = _length_at(source, row.ledger_id, last)
+        row.size = length_at(source, row.ledger_id, last)
         row.source = "storage"
         row.beyond_lac = last - (lac if lac is not None else -1)
         return
@@ -420,7 +366,7 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
             row.problem = "the open ledger has no entries on the given bookie storage"
         return
     row.entries = lac + 1
-    row.size = 0 if lac < 0 else _length_at(source, row.ledger_id, lac)
+    row.size = 0 if lac < 0 else length_at(source, row.ledger_id, lac)
     row.source = "lac"
 
 
@@ -471,7 +417,7 @@ def _read_position_info(
 
     if source.bookie is None:
         return None, None
-    view, error = _ledger_view(source, ledger_id)
+    view, error = read_ledger_view(source, ledger_id)
     if view is None:
         return None, f"cursor ledger {ledger_id}: {error}"
     if view.unreachable is not None:
@@ -632,7 +578,9 @@ def partitions_of(store: Any, topic: str) -> list[str]:
     return [full for _, full in found]
 
 
-def _not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
+def topic_not_found(source: LedgerSource, name: TopicName) -> LedgerctlError:
+    """The error for a topic without a managed ledger: its partitions when it is a
+    partitioned topic, else NotFoundError with the closest name (:func:`topic_hint`)."""
     from pulsarctl_py.stores.metadata import list_managed_ledgers
 
     store = source.metadata
@@ -657,11 +605,11 @@ def topic_info(source: LedgerSource, topic: str) -> TopicInfo:
     """One topic: ledgers, cursors with backlogs, properties, compaction, termination."""
     from pulsarctl_py.stores.metadata import read_managed_ledger, resolve_topic
 
-    store = _require_metadata(source)
+    store = require_metadata(source)
     name = resolve_topic(topic)
     record = read_managed_ledger(store, name)
     if record is None:
-        raise _not_found(source, name)
+        raise topic_not_found(source, name)
     return _topic_info(source, record)
 
 
@@ -723,12 +671,13 @@ def _row(info: TopicInfo) -> TopicRow:
 
 def _require_namespace(store: Any, namespace: str) -> None:
     """Raise NotFoundError unless ``tenant/namespace`` has a node under /managed-ledgers."""
+    from pulsarctl_py.stores.metadata.guards import present
     from pulsarctl_py.stores.metadata.managed_ledgers import ML_ROOT
 
     if namespace.count("/") != 1 or not all(namespace.split("/")):
         raise LedgerctlError(f"namespace {namespace!r}: expected TENANT/NAMESPACE")
     path = f"{ML_ROOT}/{namespace}"
-    if not _present(store, path):
+    if not present(store, path):
         raise NotFoundError(f"namespace {namespace} not found in {store.url} (no znode {path})")
 
 
@@ -736,7 +685,7 @@ def list_topics(
     source: LedgerSource,
     *,
     namespace: str | None = None,
-    advance: Advance = _noop,
+    advance: Advance = no_advance,
 ) -> list[TopicRow]:
     """Every topic under /managed-ledgers; partitions grouped under their partitioned topic.
 
@@ -750,18 +699,22 @@ def iter_topics(
     source: LedgerSource,
     *,
     namespace: str | None = None,
-    advance: Advance = _noop,
+    advance: Advance = no_advance,
 ) -> Iterator[TopicRow]:
     """:func:`list_topics` one row at a time, in the order of topic names.
 
     Memory: one folder's topic names (a namespace's, for one domain) and one row; each
     topic's metadata is read when its row is made.
     """
-    from pulsarctl_py.stores.metadata import managed_ledger_dirs, read_managed_ledger
+    from pulsarctl_py.stores.metadata import (
+        managed_ledger_dirs,
+        read_managed_ledger,
+        require_topic_metadata,
+    )
     from pulsarctl_py.stores.metadata.base import join
     from pulsarctl_py.stores.metadata.managed_ledgers import cursor_name, decode_ml_info
 
-    store = _require_metadata(source)
+    store = require_metadata(source)
     require_topic_metadata(store)
     wanted = namespace.strip("/") if namespace else None
     if wanted is not None:
@@ -940,243 +893,3 @@ def _row_of(
 def _finish(group: TopicRow) -> TopicRow:
     group.partitions.sort(key=lambda p: p.partition)
     return group
-
-
-# -- ledger views ----------------------------------------------------------------------------
-
-
-def _owner_topic(managed_ledger: str | None) -> str | None:
-    if managed_ledger is None:
-        return None
-    try:
-        return mld.TopicName.from_persistence_name(managed_ledger).full_name
-    except LedgerctlError:
-        return managed_ledger
-
-
-@dataclass(slots=True)
-class LedgerRow:
-    """One line of ``ledger list``."""
-
-    ledger_id: int
-    path: str
-    state: str | None
-    entries: int | None
-    lac: int | None
-    length: int | None
-    digest_type: str | None
-    kind: str
-    topic: str | None = None
-    managed_ledger: str | None = None
-    cursor: str | None = None
-    compacted_topic: str | None = None
-    schema_id: str | None = None
-    ctime: int | None = None
-    entries_source: str | None = None  # metadata, lac, or None when unknown
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ledger_id": self.ledger_id,
-            "path": self.path,
-            "state": self.state,
-            "entries": self.entries,
-            "lac": self.lac,
-            "length": self.length,
-            "digest_type": self.digest_type,
-            "kind": self.kind,
-            "topic": self.topic,
-            "managed_ledger": self.managed_ledger,
-            "cursor": self.cursor,
-            "compacted_topic": self.compacted_topic,
-            "schema_id": self.schema_id,
-            "ctime": self.ctime,
-            "entries_source": self.entries_source,
-            "error": self.error,
-        }
-
-
-def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
-    md = record.metadata
-    row = LedgerRow(
-        ledger_id=record.ledger_id,
-        path=record.path,
-        state=None,
-        entries=None,
-        lac=None,
-        length=None,
-        digest_type=None,
-        kind="unknown",
-        error=record.error,
-    )
-    if md is None:
-        return row
-    tags = md.pulsar()
-    row.state = md.state.name
-    row.digest_type = md.digest_type.name if md.digest_type is not None else None
-    row.kind = tags.kind
-    row.managed_ledger = tags.managed_ledger
-    row.topic = (
-        tags.compacted_topic if tags.kind == "compacted" else _owner_topic(tags.managed_ledger)
-    )
-    row.cursor = tags.cursor
-    row.compacted_topic = tags.compacted_topic
-    row.schema_id = tags.schema_id
-    row.ctime = md.ctime
-    if md.is_closed:
-        row.lac, row.length, row.entries_source = md.last_entry_id, md.length, "metadata"
-    elif source.bookie is not None:
-        view, error = _ledger_view(source, record.ledger_id)
-        if view is not None and view.lac is not None:
-            row.lac = view.lac
-            row.length = 0 if view.lac < 0 else _length_at(source, record.ledger_id, view.lac)
-            row.entries_source = "lac"
-        elif error is not None and row.error is None:
-            row.error = error
-        last = view.last_stored if view is not None else None
-        if last is not None and (row.lac is None or last > row.lac):
-            # entries past the LAC count, as for the topic (see _complete_open)
-            row.entries = last + 1
-            row.length = _length_at(source, record.ledger_id, last)
-            row.entries_source = "storage"
-            return row
-    if row.lac is not None:
-        row.entries = row.lac + 1
-    return row
-
-
-def _require_topic(source: LedgerSource, name: TopicName) -> None:
-    """Raise NotFoundError unless the topic has a managed ledger (LedgerctlError when it is
-    a partitioned topic: its partitions are the topics to ask for)."""
-    from pulsarctl_py.stores.metadata import read_managed_ledger
-
-    if read_managed_ledger(source.metadata, name) is not None:
-        return
-    raise _not_found(source, name)
-
-
-def list_ledger_rows(
-    source: LedgerSource,
-    *,
-    topic: str | None = None,
-    kind: str | None = None,
-    advance: Advance = _noop,
-) -> list[LedgerRow]:
-    """Every ledger in the metadata store with its owner, filtered by topic and kind.
-
-    ``topic`` keeps the topic's data and cursor ledgers and its compacted ledgers.
-    """
-    return list(iter_ledger_rows(source, topic=topic, kind=kind, advance=advance))
-
-
-def iter_ledger_rows(
-    source: LedgerSource,
-    *,
-    topic: str | None = None,
-    kind: str | None = None,
-    bookie: str | None = None,
-    advance: Advance = _noop,
-) -> Iterator[LedgerRow]:
-    """:func:`list_ledger_rows` one row at a time, in ledger id order (only the ids and
-    paths are held; each ledger's metadata is read when its row is made). ``bookie``: only
-    the ledgers with that bookie in one of their ensembles (``bookkeeper shell
-    listledgers -bookieid``); a bookie that is neither registered nor in any ledger's
-    ensemble is a NotFoundError."""
-    from pulsarctl_py.stores.metadata import iter_ledgers, require_bookkeeper_root, resolve_topic
-
-    store = _require_metadata(source)
-    if kind is not None and kind not in LEDGER_KINDS:
-        raise LedgerctlError(f"unknown ledger kind {kind!r}: use one of {', '.join(LEDGER_KINDS)}")
-    require_pulsar_data(store)
-    require_bookkeeper_root(store)  # an empty chroot answers "no ledgers"
-    wanted = resolve_topic(topic).full_name if topic else None
-    found = False
-    named = False  # some ledger's ensemble names ``bookie``
-    for record in iter_ledgers(store):
-        advance()
-        if bookie is not None:
-            md = record.metadata
-            if md is None or not any(bookie in b for b in md.ensembles.values()):
-                continue
-            named = True
-        row = _ledger_row(source, record)
-        if kind is not None and row.kind != kind:
-            continue
-        if wanted is not None and row.topic != wanted:
-            continue
-        found = True
-        yield row
-    if topic and not found:  # no ledger names it: is it a topic at all?
-        _require_topic(source, resolve_topic(topic))
-    if bookie is not None and not named:
-        _require_bookie(store, bookie)
-
-
-def _require_bookie(store: Any, bookie: str) -> None:
-    """Raise NotFoundError unless ``bookie`` is a bookie BookKeeper knows (registered, or
-    with a cookie): a mistyped id must not read as "this bookie holds no ledger"."""
-    from pulsarctl_py.errors import NotFoundError
-    from pulsarctl_py.stores.live.registry import list_bookies
-
-    known = sorted(r.bookie_id for r in list_bookies(store))
-    if bookie in known:
-        return
-    raise NotFoundError(
-        f"no bookie {bookie} in any ledger's ensemble nor registered"
-        + (f" (bookies known: {', '.join(known)})" if known else " (no bookie is registered)")
-    )
-
-
-@dataclass(slots=True)
-class LedgerMeta:
-    """``ledger meta``: a ledger's metadata, where it is stored, and the bookie's view."""
-
-    view: LedgerView
-    path: str | None
-    stat: Any = None
-    znode_size: int | None = None
-    #: what the bookie storage reported about itself (an unusable index, damaged files)
-    storage_problems: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        out = self.view.to_json()
-        md = self.view.metadata
-        tags = md.pulsar() if md is not None else None
-        out["path"] = self.path
-        out["stat"] = self.stat.to_json() if self.stat is not None else None
-        out["znode_size"] = self.znode_size
-        out["format_version"] = md.format_version if md is not None else None
-        out["topic"] = (
-            None
-            if tags is None
-            else tags.compacted_topic
-            if tags.kind == "compacted"
-            else _owner_topic(tags.managed_ledger)
-        )
-        out["entries"] = None if self.view.lac is None else self.view.lac + 1
-        if self.view.bookie is not None:
-            out["bookie"]["limbo"] = self.view.bookie.limbo
-        out["storage_problems"] = list(self.storage_problems)
-        return out
-
-
-def ledger_meta(source: LedgerSource, ledger_id: int) -> LedgerMeta:
-    """One ledger: its full metadata, znode path and format, and what the bookie knows.
-
-    The password is never part of the result (only whether one is set); nor is the
-    bookie's master key (only whether it holds one).
-    """
-    from pulsarctl_py.stores.metadata import read_ledger
-
-    if ledger_id < 0:
-        raise LedgerctlError(f"invalid ledger id {ledger_id}")
-    from pulsarctl_py.verify import storage_findings
-
-    record = read_ledger(source.metadata, ledger_id) if source.metadata is not None else None
-    view = source.ledger(ledger_id, unreachable_ok=True)
-    problems = [f.message for f in storage_findings(source)]
-    if view.last_entry_error is not None:
-        problems.append(f"ledger {ledger_id} entry {view.last_stored}: {view.last_entry_error}")
-    if record is None:
-        return LedgerMeta(view, None, storage_problems=problems)
-    return LedgerMeta(view, record.path, record.stat, len(record.raw), problems)

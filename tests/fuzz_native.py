@@ -384,7 +384,7 @@ def _log(ledger_id: int, entries: list[bytes]) -> tuple[list[tuple[bytes, bytes]
 
 @lru_cache(maxsize=4096)
 def _python_values(data: bytes, ledger_id: int, entry_id: int, digest: DigestType) -> Any:
-    from pulsarctl_py.verify.ledgers import payload_size
+    from pulsarctl_py.verify.entries import payload_size
 
     options = DecodeOptions(
         outer=Outer.BOOKIE_ENTRY, digest_type=digest, password=PASSWORD, depth=Depth.METADATA

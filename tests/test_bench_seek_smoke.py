@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pulsarctl_py.seek import READ_SLACK
+from pulsarctl_py.seek.probe import READ_SLACK
 from tests.cli_helpers import run_bench
 
 

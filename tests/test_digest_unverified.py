@@ -14,7 +14,7 @@ import pytest
 
 from pulsarctl_py.decoders import DecodeOptions, decode_entry
 from pulsarctl_py.decoders.checksums import DigestType
-from pulsarctl_py.inspect import Summary
+from pulsarctl_py.inspect_request import Summary
 from pulsarctl_py.render import hexdump
 from tests.cli_helpers import DATA, run
 

@@ -285,7 +285,7 @@ def test_migrate_index_refuses_a_checksum_mismatch_unless_accepted(capsys, tmp_p
 
 
 def _heads(world: World) -> list[Any]:
-    from pulsarctl_py.seek import StoreReader
+    from pulsarctl_py.seek.heads import StoreReader
     from pulsarctl_py.topics import topic_info
 
     with world.source() as source:

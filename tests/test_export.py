@@ -61,7 +61,8 @@ def plan_of(root: Path, topic: str, split_entries: int = 10_000) -> Any:
 
 def inspect_rows(root: Path, topic: str) -> list[dict[str, Any]]:
     """What inspect decodes, shaped as export rows (the message columns that matter)."""
-    from pulsarctl_py.inspect import InspectRequest, Summary, inspect
+    from pulsarctl_py.inspect import inspect
+    from pulsarctl_py.inspect_request import InspectRequest, Summary
 
     url, dirs = stores(root)
     out = []

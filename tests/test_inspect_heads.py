@@ -36,7 +36,7 @@ from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer, build_entry
 from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.demo import create_demo
 from pulsarctl_py.errors import LedgerctlError
-from pulsarctl_py.inspect import InspectRequest, Summary
+from pulsarctl_py.inspect_request import InspectRequest, Summary
 from pulsarctl_py.ledgers import LedgerSource
 from pulsarctl_py.positions import Position
 from pulsarctl_py.proto import pulsar_api_pb2 as api

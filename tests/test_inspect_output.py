@@ -32,7 +32,8 @@ from pulsarctl_py.decoders.crypto import load_private_key
 from pulsarctl_py.decoders.entry import Depth, Message, Outer
 from pulsarctl_py.decoders.nodes import Layer, json_value
 from pulsarctl_py.decoders.text import json_map, json_text
-from pulsarctl_py.inspect import InspectRequest, Summary, entry_json, inspect
+from pulsarctl_py.inspect import entry_json, inspect
+from pulsarctl_py.inspect_request import InspectRequest, Summary
 from pulsarctl_py.ledgers import LedgerSource
 from pulsarctl_py.stores.bookie import open_bookie
 from tests.cli_helpers import DATA, KEYS, REAL_CLIENT, run

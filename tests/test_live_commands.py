@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsarctl_py.demo.builder import BOOKIE_DIR, BOOKIE_ID, METADATA_DIR
+from pulsarctl_py.demo.model import BOOKIE_DIR, BOOKIE_ID, METADATA_DIR
 from tests.cli_helpers import run
 from tests.live_bookie import TestBookie
 from tests.live_world import away_from_bookie_dirs, demo_root

@@ -15,28 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pulsarctl_py.errors import LedgerctlError, NotFoundError
-from pulsarctl_py.seek import (
-    DEFAULT_CLOCK_SKEW_MS,
+from pulsarctl_py.seek.exact import exact_scan
+from pulsarctl_py.seek.heads import CachedReader, Head
+from pulsarctl_py.seek.index import seek_compacted, seek_index, seek_position
+from pulsarctl_py.seek.legacy import decode_legacy_offset, encode_legacy_offset, seek_legacy
+from pulsarctl_py.seek.probe import (
     READ_SLACK,
-    CachedReader,
     FlatTopic,
-    Head,
     Prober,
     SeekLedger,
     ceil_log2,
-    decode_legacy_offset,
-    encode_legacy_offset,
-    exact_scan,
     find_position_range,
     op_find_newest,
     read_bound,
-    seek_compacted,
-    seek_index,
-    seek_legacy,
-    seek_position,
-    seek_time_broker,
-    seek_time_kop,
 )
+from pulsarctl_py.seek.rules import DEFAULT_CLOCK_SKEW_MS, seek_time_broker, seek_time_kop
 
 
 class MemoryReader:
@@ -704,7 +697,7 @@ def test_legacy_offsets_round_trip_modulo_the_ledger_bits(ledger, entry, batch) 
 
 
 def test_a_negative_legacy_offset_finds_its_ledger_past_2_19() -> None:
-    from pulsarctl_py.seek import FlatTopic, SeekLedger
+    from pulsarctl_py.seek.probe import FlatTopic, SeekLedger
 
     big = 2**19 + 17  # the offset is negative
     wrapped = 2**20 + 4  # the offset names ledger 4
@@ -764,7 +757,7 @@ def test_metadata_without_an_index_stops_kop_whatever_skip_says() -> None:
     metadata at all is NoBrokerEntryMetadata (skipped with skipMessagesWithoutIndex); one
     whose metadata lacks the index makes the getter throw, a MetadataCorruptedException:
     FindEntryByOffset answers false for it and LIST_OFFSETS fails, skip or not."""
-    from pulsarctl_py.seek import FlatTopic, SeekLedger
+    from pulsarctl_py.seek.probe import FlatTopic, SeekLedger
 
     heads = {
         (7, 0): Head(7, 0, publish_time=10, broker_timestamp=10, has_bem=True),  # no index

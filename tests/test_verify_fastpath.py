@@ -583,7 +583,7 @@ def _python_values(
     """What the general path reads of one entry for the ordered checks (the values
     ``verify_records`` hands over with VALUES), or None when it finds it damaged."""
     from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
-    from pulsarctl_py.verify.ledgers import payload_size
+    from pulsarctl_py.verify.entries import payload_size
 
     options = DecodeOptions(
         outer=Outer.BOOKIE_ENTRY, digest_type=digest, password=password, depth=Depth.METADATA

@@ -396,7 +396,8 @@ def _deep(
 
     from .core import CompactionOptions, Stats, is_chunk
     from .reader import close_sources, phase_two_split
-    from .run import run_phase_one, topic_state
+    from .run import run_phase_one
+    from .state import topic_state
 
     # what the broker computed: it copies what it cannot decode (a batch whole); every
     # chunk kept, so that a view written with --keep-chunks is told apart below

@@ -15,14 +15,14 @@ The messages are the entries the official Pulsar client produced (shipped in
 timestamp and id is derived from those entries, so the output is the same on every run.
 """
 
-from .builder import (
+from .builder import create_demo
+from .model import (
     BOOKIE_ID,
     DEFAULT_DIR,
     DemoEntry,
     DemoLedger,
     DemoSummary,
     DemoTopic,
-    create_demo,
 )
 
 __all__ = [

@@ -1,8 +1,8 @@
 """Building the demo directory: topics from real entries, then the metadata and bookie files.
 
-The plan (:data:`PLANS` and the constants after it) says which real entries make each
-topic and how they split into ledgers. From it, per topic: the entries in publish-time
-order; an append time per entry (publish time + :data:`APPEND_DELAY_MS`, strictly rising)
+The plan (:data:`.model.PLANS` and the constants of :mod:`.model`) says which real
+entries make each topic and how they split into ledgers. From it, per topic: the entries in
+publish-time order; an append time per entry (publish time + ``APPEND_DELAY_MS``, strictly rising)
 that becomes the broker timestamp on the topic with broker entry metadata and sets the
 ledgers' close times; ledger ids 0, 1, ... in creation order, as BookKeeper's id generator
 hands them out from Pulsar's metadata store. Nothing depends on the clock or on chance,
@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -49,336 +48,50 @@ from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
-DEFAULT_DIR = "ledgerctl-demo"
-METADATA_DIR = "metadata"
-BOOKIE_DIR = "bookkeeper"
-CONFIG_FILE = "ledgerctl.toml"
-METADATA_URL = f"rocksdb://{METADATA_DIR}"
-
-BOOKIE_ID = "127.0.0.1:3181"
-CLUSTER = "standalone"
-TENANT = "public"
-NAMESPACE = "default"
-#: BookKeeper's cluster instance id (/ledgers/INSTANCEID and the cookies); fixed, not random
-INSTANCE_ID = "2f6c1d8e-4b7a-4c3e-9d51-0a8e7b6c5d43"
-#: the RocksDB metadata store's instance id, as after one open by Pulsar (node owners)
-STORE_INSTANCE = 1
-#: Pulsar's default managedLedgerPassword; the bookie's master key is SHA-1("ledger" + it)
-PASSWORD = b""
-
-#: a broker appends an entry this long after the producer stamped its publish time
-APPEND_DELAY_MS = 2
-#: a topic's first ledger is created this long before its first publish (producer connect)
-TOPIC_LOAD_MS = 40
-#: the standalone cluster started this long before the first publish
-CLUSTER_LEAD_MS = 60_000
-#: the bookie started (and opened its journal) this long after the cluster metadata
-BOOKIE_START_MS = 1_500
-#: compaction ran this long after the compacted topic's last ledger closed
-COMPACTION_DELAY_MS = 5_000
-#: the subscription acked this long after the last entry of its topic
-ACK_DELAY_MS = 250
-#: entry logs roll over at this size (BookKeeper's default is 1 GiB; small to show two logs)
-ENTRY_LOG_LIMIT = 64 * 1024
-
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
-#: /ledgers/LAYOUT: layout version 2, the hierarchical ledger manager, manager version 1
-LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
-
-
-@dataclass(frozen=True, slots=True)
-class TopicPlan:
-    """One demo topic: which real entries, and how many go into each of its ledgers."""
-
-    name: str  # local name in public/default
-    scenarios: tuple[str, ...]
-    ledgers: tuple[int, ...]  # entries per ledger, in order
-    description: str
-    open_last: bool = False  # the last ledger is still OPEN (the broker holds it)
-    broker_entry_metadata: bool = False
-    #: a scenario whose ``schemas/`` holds the topic's schema storage (index and versions)
-    schemas: str | None = None
-
-
-PLANS: tuple[TopicPlan, ...] = (
-    TopicPlan(
-        "plain",
-        ("nonbatched-plain",),
-        (5, 4),
-        "single messages: keys, properties, binary and empty values",
-        open_last=True,
-    ),
-    TopicPlan(
-        "batched",
-        ("batched-none", "batched-lz4", "batched-zlib", "batched-zstd", "batched-snappy"),
-        (6, 4),
-        "batches of 5, uncompressed, LZ4, ZLIB, ZSTD, Snappy",
-    ),
-    TopicPlan(
-        "tombstones",
-        ("tombstone-nonbatched", "tombstone-batched"),
-        (4,),
-        "null-value tombstones, single and in a batch",
-    ),
-    TopicPlan(
-        "encrypted",
-        ("encrypted-nonbatched", "encrypted-batched-zlib"),
-        (3,),
-        "end-to-end encrypted (the private key is not shipped)",
-    ),
-    TopicPlan("chunked", ("chunked", "chunked-lz4"), (7,), "two chunked messages, one LZ4"),
-    TopicPlan(
-        "with-index",
-        ("batched-keybased-lz4", "schema-string", "schema-json-batched"),
-        (4, 2),
-        "broker entry metadata (timestamp, index), schema versions",
-        broker_entry_metadata=True,
-    ),
-    TopicPlan(
-        "orders-partition-0",
-        ("nonbatched-lz4", "nonbatched-zlib"),
-        (4,),
-        "partition 0 of orders",
-    ),
-    TopicPlan("orders-partition-1", ("nonbatched-zstd",), (2,), "partition 1 of orders"),
-    TopicPlan("orders-partition-2", ("nonbatched-snappy",), (2,), "partition 2 of orders"),
-    TopicPlan(
-        "shop-orders",
-        ("shop-orders",),
-        (4, 3),
-        "orders with an Avro schema in two versions (the second adds qty and coupon)",
-        schemas="shop-orders",
-    ),
-    # no scenarios: generated by pulsarctl_py/demo/seek_topic.py
-    TopicPlan(
-        "seek-times",
-        (),
-        (8, 8, 8, 6),
-        "generated for seek: broker entry metadata on the last two ledgers, a producer "
-        "clock that went back 10 minutes in the second",
-    ),
+from .model import (
+    ACK_DELAY_MS,
+    APPEND_DELAY_MS,
+    BOOKIE_DIR,
+    BOOKIE_ID,
+    BOOKIE_START_MS,
+    CLUSTER,
+    CLUSTER_LEAD_MS,
+    COMPACTED_TOPIC,
+    COMPACTED_TOPIC_LEDGER,
+    COMPACTION_DELAY_MS,
+    CONFIG_FILE,
+    CURSOR,
+    ENTRY_LOG_LIMIT,
+    INSTANCE_ID,
+    LAYOUT,
+    METADATA_DIR,
+    METADATA_URL,
+    NAMESPACE,
+    PARTITIONED,
+    PASSWORD,
+    PLANS,
+    SHADOWS,
+    STORE_INSTANCE,
+    TENANT,
+    TOPIC_LOAD_MS,
+    DemoEntry,
+    DemoLedger,
+    DemoSummary,
+    DemoTopic,
+    Draft,
+    Real,
+    TopicPlan,
 )
-#: partitioned topic -> number of partitions (each partition has a plan above)
-PARTITIONED: dict[str, int] = {"orders": 3}
-#: (topic, subscription, mark-delete (ledger number in the topic, entry id), acked after it)
-CURSOR = ("plain", "sub-1", (0, 2), ((0, 4),))
-#: the topic whose compaction ran (single keyed messages only, so no rebatching is needed)
-COMPACTED_TOPIC = "orders-partition-0"
-#: shadow topic -> its source
-SHADOWS: dict[str, str] = {"batched-shadow": "batched"}
-
-
-# -- what was built ----------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class DemoEntry:
-    """One stored entry and the real client entry it was made from."""
-
-    entry_id: int
-    source: str  # "<scenario>/NNNNNN", a file under pulsarctl_py/demo/entries
-    size: int  # bytes of the stored payload (what the ledger length counts)
-    messages: int  # what the broker counts: num_messages_in_batch, else 1
-    publish_time: int
-    broker_timestamp: int | None = None
-    index: int | None = None
-    #: compacted ledger: the topic position this entry is a copy of
-    original: tuple[int, int] | None = None
-    payload: bytes = field(default=b"", repr=False, compare=False)
-    #: when the broker appended it (the journal's order)
-    appended_ms: int = field(default=0, repr=False, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "entry_id": self.entry_id,
-            "source": self.source,
-            "size": self.size,
-            "messages": self.messages,
-            "publish_time": self.publish_time,
-        }
-        if self.broker_timestamp is not None:
-            out["broker_timestamp"] = self.broker_timestamp
-        if self.index is not None:
-            out["index"] = self.index
-        if self.original is not None:
-            out["original"] = list(self.original)
-        return out
-
-
-@dataclass(slots=True)
-class DemoLedger:
-    """One ledger: a topic's data ledger or a compacted ledger."""
-
-    ledger_id: int
-    kind: str  # "data", "compacted" or "schema"
-    ctime: int
-    closed_ms: int | None  # None while OPEN
-    digest_type: DigestType
-    entries: list[DemoEntry] = field(default_factory=list)
-
-    @property
-    def state(self) -> str:
-        return "OPEN" if self.closed_ms is None else "CLOSED"
-
-    @property
-    def size(self) -> int:
-        return sum(e.size for e in self.entries)
-
-    @property
-    def last_entry_id(self) -> int:
-        return len(self.entries) - 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ledger_id": self.ledger_id,
-            "kind": self.kind,
-            "state": self.state,
-            "digest_type": self.digest_type.name,
-            "ctime": self.ctime,
-            "closed_ms": self.closed_ms,
-            "entries": len(self.entries),
-            "size": self.size,
-            "entry_list": [e.to_json() for e in self.entries],
-        }
-
-
-@dataclass(slots=True)
-class DemoTopic:
-    """One topic (managed ledger) of the demo."""
-
-    name: str  # full name, persistent://public/default/<local>
-    ledgers: list[DemoLedger]
-    properties: dict[str, str] = field(default_factory=dict)
-    #: subscription -> {"mark_delete": [ledger, entry], "acked": [[ledger, entry], ...]}
-    cursors: dict[str, dict[str, Any]] = field(default_factory=dict)
-    partitioned_topic: str | None = None
-    shadow_source: str | None = None
-    compacted_ledger: DemoLedger | None = None
-    description: str = ""
-    #: the schema ledgers of the topic's schema versions, oldest first
-    schema_ledgers: list[DemoLedger] = field(default_factory=list)
-    #: the topic's schema index in the metadata store (None: no schema)
-    schema_path: str | None = None
-    #: the SchemaLocator written there
-    schema_index: bytes = field(default=b"", repr=False, compare=False)
-
-    @property
-    def local_name(self) -> str:
-        return TopicName.parse(self.name).local_name
-
-    @property
-    def entries(self) -> int:
-        return sum(len(ledger.entries) for ledger in self.ledgers)
-
-    @property
-    def messages(self) -> int:
-        return sum(e.messages for ledger in self.ledgers for e in ledger.entries)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "managed_ledger": TopicName.parse(self.name).persistence_name,
-            "partitioned_topic": self.partitioned_topic,
-            "shadow_source": self.shadow_source,
-            "properties": dict(self.properties),
-            "entries": self.entries,
-            "messages": self.messages,
-            "ledgers": [ledger.to_json() for ledger in self.ledgers],
-            "cursors": self.cursors,
-            "compacted_ledger": (
-                None if self.compacted_ledger is None else self.compacted_ledger.to_json()
-            ),
-            "schema_path": self.schema_path,
-            "schema_ledgers": [ledger.to_json() for ledger in self.schema_ledgers],
-        }
-
-
-@dataclass(slots=True)
-class DemoSummary:
-    """What :func:`create_demo` wrote."""
-
-    directory: Path
-    topics: list[DemoTopic]
-    partitioned_topics: dict[str, int]
-    entry_logs: list[str]
-    journal: str
-    metadata_url: str = METADATA_URL
-    bookie_dirs: list[str] = field(default_factory=lambda: [BOOKIE_DIR])
-    config_file: str = CONFIG_FILE
-
-    def ledgers(self) -> list[DemoLedger]:
-        """Every ledger written (data, compacted and schema), by id, each once."""
-        found: dict[int, DemoLedger] = {}
-        for topic in self.topics:
-            for ledger in topic.ledgers + topic.schema_ledgers:
-                found[ledger.ledger_id] = ledger
-            if topic.compacted_ledger is not None:
-                found[topic.compacted_ledger.ledger_id] = topic.compacted_ledger
-        return [found[k] for k in sorted(found)]
-
-    def topic(self, local_name: str) -> DemoTopic:
-        for topic in self.topics:
-            if topic.local_name == local_name:
-                return topic
-        raise KeyError(local_name)
-
-    @property
-    def entry_count(self) -> int:
-        return sum(len(ledger.entries) for ledger in self.ledgers())
-
-    @property
-    def message_count(self) -> int:
-        """Messages in the topics' own ledgers (compacted copies and shadows not counted)."""
-        return sum(t.messages for t in self.topics if t.shadow_source is None)
-
-    def next_command(self, shown_dir: str | None = None) -> str:
-        where = shlex.quote(shown_dir if shown_dir is not None else str(self.directory))
-        return f"cd {where} && ledgerctl inspect --topic batched"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "directory": str(self.directory),
-            "config_file": self.config_file,
-            "metadata_url": self.metadata_url,
-            "bookie_dirs": list(self.bookie_dirs),
-            "bookie_id": BOOKIE_ID,
-            "cluster": CLUSTER,
-            "topics": [t.to_json() for t in self.topics],
-            "partitioned_topics": dict(self.partitioned_topics),
-            "ledgers": len(self.ledgers()),
-            "entries": self.entry_count,
-            "messages": self.message_count,
-            "entry_logs": list(self.entry_logs),
-            "journal": self.journal,
-            "next": self.next_command(),
-        }
-
+from .seek_topic import plan_drafts
 
 # -- the real entries ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Real:
-    source: str
-    data: bytes
-    metadata: Any  # MessageMetadata
-
-    @property
-    def publish_time(self) -> int:
-        return int(self.metadata.publish_time)
-
-    @property
-    def messages(self) -> int:
-        md = self.metadata
-        return md.num_messages_in_batch if md.HasField("num_messages_in_batch") else 1
 
 
 def _entries_folder() -> Any:
     return resources.files(__package__) / "entries"
 
 
-def _load(scenario: str) -> list[_Real]:
+def _load(scenario: str) -> list[Real]:
     folder = _entries_folder() / scenario
     if not folder.is_dir():
         raise LedgerctlError(f"the demo entries {scenario!r} are not installed with ledgerctl")
@@ -391,23 +104,11 @@ def _load(scenario: str) -> list[_Real]:
         entry = decode_entry(data, options)
         if entry.metadata is None or not entry.ok:
             raise LedgerctlError(f"the shipped demo entry {source} does not decode")
-        out.append(_Real(source, data, entry.metadata))
+        out.append(Real(source, data, entry.metadata))
     return out
 
 
 # -- planning --------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Draft:
-    """A ledger before it has an id."""
-
-    topic: int  # index into PLANS (len(PLANS) for the compacted ledger)
-    number: int  # ledger number within the topic
-    ctime: int
-    closed_ms: int | None
-    entries: list[tuple[_Real, bytes, int, int | None]]  # real, payload, append ms, index
-    ledger: DemoLedger | None = None
 
 
 @dataclass(slots=True)
@@ -484,15 +185,13 @@ def _schema_drafts(topic: int, plan: TopicPlan) -> list[_SchemaDraft]:
     ]
 
 
-def _plan_topic(topic: int, plan: TopicPlan) -> list[_Draft]:
+def _plan_topic(topic: int, plan: TopicPlan) -> list[Draft]:
     if not plan.scenarios:
-        from .seek_topic import plan_drafts
-
         return plan_drafts(topic, plan)
     reals = sorted((r for s in plan.scenarios for r in _load(s)), key=lambda r: r.publish_time)
     if sum(plan.ledgers) != len(reals):
         raise LedgerctlError(f"demo plan {plan.name}: {len(reals)} entries, {plan.ledgers}")
-    appended: list[tuple[_Real, bytes, int, int | None]] = []
+    appended: list[tuple[Real, bytes, int, int | None]] = []
     last_ms: int | None = None
     messages = 0
     for real in reals:
@@ -519,13 +218,13 @@ def _plan_topic(topic: int, plan: TopicPlan) -> list[_Draft]:
         start += count
         is_open = plan.open_last and number == len(plan.ledgers) - 1
         closed = None if is_open else chunk[-1][2] + 1
-        drafts.append(_Draft(topic, number, ctime, closed, chunk))
+        drafts.append(Draft(topic, number, ctime, closed, chunk))
         if closed is not None:
             ctime = closed  # the next ledger is created when this one is closed
     return drafts
 
 
-def _latest_per_key(ledgers: list[DemoLedger], drafts: list[_Draft]) -> list[tuple[int, int]]:
+def _latest_per_key(ledgers: list[DemoLedger], drafts: list[Draft]) -> list[tuple[int, int]]:
     """The topic positions a compactor keeps: the last entry of each key (single messages)."""
     latest: dict[str, tuple[int, int]] = {}
     for ledger, draft in zip(ledgers, drafts, strict=True):
@@ -552,7 +251,7 @@ def _build_topics() -> list[DemoTopic]:
     if target[-1].closed_ms is None:
         raise LedgerctlError("demo plan: the compacted topic must have closed ledgers")
     compaction_ms = target[-1].closed_ms + COMPACTION_DELAY_MS
-    compacted_draft = _Draft(len(PLANS), 0, compaction_ms, compaction_ms + 1, [])
+    compacted_draft = Draft(len(PLANS), 0, compaction_ms, compaction_ms + 1, [])
     schema_drafts = [
         d for i, plan in enumerate(PLANS) if plan.schemas for d in _schema_drafts(i, plan)
     ]
@@ -660,7 +359,7 @@ def _last_append(topic: DemoTopic) -> int:
     return last.closed_ms if last.closed_ms is not None else last.entries[-1].publish_time + 1
 
 
-def _add_compaction(topics: list[DemoTopic], drafts: list[_Draft], draft: _Draft) -> None:
+def _add_compaction(topics: list[DemoTopic], drafts: list[Draft], draft: Draft) -> None:
     topic = next(t for t in topics if t.local_name == COMPACTED_TOPIC)
     ledger = draft.ledger
     assert ledger is not None

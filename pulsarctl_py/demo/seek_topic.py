@@ -19,14 +19,11 @@ ledger closes 1 ms after its last append and the next one is created then.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pulsarctl_py.decoders.payload import build_batch
 from pulsarctl_py.decoders.pulsar import BrokerEntryMetadataLayer, build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 
-if TYPE_CHECKING:
-    from .builder import TopicPlan, _Draft
+from .model import TOPIC_LOAD_MS, Draft, Real, TopicPlan
 
 NAME = "seek-times"
 T0 = 1_795_258_200_000  # 2026-11-21T10:50:00Z
@@ -61,10 +58,8 @@ def _entry(k: int, publish_time: int) -> tuple[bytes, api.MessageMetadata, int]:
     return build_entry(md, payload, checksum=True), md, count
 
 
-def plan_drafts(topic: int, plan: TopicPlan) -> list[_Draft]:
+def plan_drafts(topic: int, plan: TopicPlan) -> list[Draft]:
     """The topic's ledgers as the demo builder's drafts (the builder assigns ids)."""
-    from .builder import TOPIC_LOAD_MS, _Draft, _Real
-
     drafts = []
     ctime = T0 + STEP_MS - TOPIC_LOAD_MS
     k = 0
@@ -85,10 +80,10 @@ def plan_drafts(topic: int, plan: TopicPlan) -> list[_Draft]:
                 entry_index = index
                 bem = api.BrokerEntryMetadata(broker_timestamp=at, index=index)
                 payload = BrokerEntryMetadataLayer.build(bem) + data
-            real = _Real(f"generated/{NAME}/{k:06d}", data, md)
+            real = Real(f"generated/{NAME}/{k:06d}", data, md)
             entries.append((real, payload, at, entry_index))
             k += 1
         closed = entries[-1][2] + 1
-        drafts.append(_Draft(topic, number, ctime, closed, entries))
+        drafts.append(Draft(topic, number, ctime, closed, entries))
         ctime = closed
     return drafts

@@ -11,7 +11,7 @@ themselves), and yields the results in topic order, as the in-process read would
   payloads included, chunks not joined), unreadable ones included (``keep_going``),
   slimmed for the trip back (:func:`slim_entry`: no bytes, no payload, no messages; every
   layer, check, problem and metadata verify looks at);
-* :meth:`EngineReads.heads`: :class:`pulsarctl_py.seek.Head` of every entry.
+* :meth:`EngineReads.heads`: :class:`pulsarctl_py.seek.heads.Head` of every entry.
 
 What a split's storage reported about itself while it was read (an unusable index, a
 damaged entry log) comes back after its entries and is added to the driver's bookie
@@ -129,7 +129,7 @@ def _split_entries(
             max_uncompressed=max_uncompressed,
         )
         if convert == "heads":
-            from pulsarctl_py.seek import head_of_entry
+            from pulsarctl_py.seek.heads import head_of_entry
 
             for entry in entries:
                 pos = entry.position or (split.ledger_id, -1)

@@ -155,7 +155,7 @@ INDEX_PROPERTY = "index"
 def legacy_kop_offset(ledger_id: int, entry_id: int, batch_index: int = 0) -> int:
     """The offset KoP < 2.8 gave a message (formats.md §13): ledger << 44 | entry << 12 |
     batch, in a Java ``long`` (negative from ledger 2^19 on, wrapped from 2^20)."""
-    from pulsarctl_py.seek import encode_legacy_offset
+    from pulsarctl_py.seek.legacy import encode_legacy_offset
 
     return encode_legacy_offset(ledger_id, entry_id, batch_index, "ledger-entry-batch")
 

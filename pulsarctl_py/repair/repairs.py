@@ -1171,8 +1171,11 @@ def judge_orphans(
     its topic's ``__compaction`` cursor keeps its state in a cursor ledger that cannot be
     read (the reference may be there).
     """
-    from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
-    from pulsarctl_py.topics import require_topic_metadata
+    from pulsarctl_py.stores.metadata import (
+        list_managed_ledgers,
+        require_bookkeeper_root,
+        require_topic_metadata,
+    )
     from pulsarctl_py.verify.orphans import unreferenced_ledgers
 
     store = draft.store

@@ -194,7 +194,8 @@ Entry-level findings (entry-corrupt, entry-undecodable, index-gap, index-missing
 timestamp-regression) are
 listed up to :data:`MAX_LISTED` per topic and check, then summed up in one more finding.
 
-The package: :mod:`.core` (findings, statistics, progress, the limiter, the driver),
+The package: :mod:`.core` (findings, statistics, progress, the limiter, the run),
+:mod:`.driver` (the walk over the topics),
 one module per check family (:mod:`.ledgers`, :mod:`.order`, :mod:`.cursors`,
 :mod:`.compaction`, :mod:`.shadow`, :mod:`.orphans`), and :mod:`.codes`, the table of
 every check id with the repair that fixes it (each finding's ``repair``; ``ledgerctl
@@ -216,10 +217,9 @@ from pulsarctl_py.verify.core import (
     ProgressCallback,
     VerifyProgress,
     VerifyStats,
-    storage_findings,
-    verify_topics,
 )
 from pulsarctl_py.verify.core import Limiter as _Limiter
+from pulsarctl_py.verify.driver import storage_findings, verify_topics
 
 __all__ = [
     "CODES",

@@ -1,27 +1,20 @@
 """The core of ``verify``: findings, the run's statistics and progress, the limiter for
-entry-level findings, the context the check families share, and the driver.
-
-The driver (:func:`verify_topics`) walks the topics and hands each part of a topic to
-its check family: :mod:`.ledgers` (the ledger list, metadata, owners, storage, entry
-scans, counts and sizes), :mod:`.order` (index continuity, the ``index`` property,
-timestamps), :mod:`.cursors`, :mod:`.compaction`, :mod:`.shadow` and :mod:`.orphans`.
+entry-level findings, and the context the check families share (:class:`Run`). The
+driver that walks the topics is :mod:`.driver`.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import Depth
-from pulsarctl_py.decoders import managed_ledger as mld
-from pulsarctl_py.decoders.errors import LedgerctlError, NotFoundError
+from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.verify.codes import ENTRY_LEVEL, hint, repair_command
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource, LedgerView
-    from pulsarctl_py.stores.metadata import ManagedLedgerRef
 
 ERROR = "error"
 WARNING = "warning"
@@ -120,68 +113,6 @@ class VerifyProgress:
 
 
 ProgressCallback = Callable[[VerifyProgress], None]
-
-
-def verify_topics(
-    source: LedgerSource,
-    topics: list[str] | None = None,
-    *,
-    progress: ProgressCallback | None = None,
-    stats: VerifyStats | None = None,
-    fast: bool = True,
-    reads: Any = None,
-    max_uncompressed: int | None = None,
-) -> Iterator[Finding]:
-    """Verify the named topics (None: every topic, plus the orphan-ledger check).
-
-    A topic name may be a full or short topic name or a managed-ledger name; a
-    partitioned topic's name stands for its partitions. Raise LedgerctlError when there is
-    no metadata store or a named topic does not exist. Findings stream as they are found;
-    ``stats`` (when given) is filled in on the way. ``fast=False`` reads every entry
-    through the general decode path, never the fast path (:mod:`.fastscan`); ``reads`` (an
-    :class:`pulsarctl_py.engines.reads.EngineReads`) reads the entries on its engine
-    instead of in this process (the fast path is in-process, so it is not taken then); the
-    findings are the same. ``max_uncompressed``: the most a payload may decompress to
-    (``--max-message-size``; None: the decoders' default); past it, entry-undecodable.
-    """
-    if source.metadata is None:
-        raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
-    run = Run(source, progress, stats if stats is not None else VerifyStats(), reads)
-    run.fast = fast and reads is None
-    run.max_uncompressed = max_uncompressed
-    if reads is not None:
-        reads.max_uncompressed = max_uncompressed
-    try:
-        yield from _drive(run, topics)
-    finally:
-        run.close()
-
-
-def storage_findings(source: LedgerSource) -> list[Finding]:
-    """What the bookie storage reported about itself while it was read, as findings.
-
-    ``storage-index-unusable``: an index that is missing or cannot be read, so entries
-    were located by scanning the entry logs (a bookie could not serve them);
-    ``storage-damaged``: an error met reading the storage's own files (an entry log's
-    header or ledgers map, a journal, the lastMark).
-    """
-    bookie = source.bookie
-    if bookie is None:
-        return []
-    out: list[Finding] = []
-    seen: set[str] = set()
-    for found in bookie.findings:
-        if found.kind == "unusable-index" and found.message not in seen:
-            seen.add(found.message)
-            out.append(
-                Finding(ERROR, "storage-index-unusable", None, found.ledger_id, None, found.message)
-            )
-    for problem in bookie.problems:
-        text = str(problem)
-        if problem.severity == ERROR and text not in seen:
-            seen.add(text)
-            out.append(Finding(ERROR, "storage-damaged", None, None, None, text))
-    return out
 
 
 # -- what the check families share -----------------------------------------------------------
@@ -359,132 +290,3 @@ class Run:
                 yield entry_id, None, entry.unreadable
             else:
                 yield entry_id, entry, None
-
-
-# -- the driver ------------------------------------------------------------------------------
-
-
-def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
-    from pulsarctl_py.stores.metadata import list_managed_ledgers, require_bookkeeper_root
-    from pulsarctl_py.verify.orphans import orphan_findings
-
-    if topics is None:
-        from pulsarctl_py.topics import require_topic_metadata
-
-        require_topic_metadata(run.store)  # an empty answer from the wrong place is no "ok"
-    refs = list_managed_ledgers(run.store) if topics is None else _resolve(run, topics)
-    if not refs:
-        # a verification that checked nothing is no "ok"
-        raise NotFoundError(
-            f"nothing to verify: {run.store.url} holds no topic (no managed ledger under "
-            "/managed-ledgers)"
-        )
-    # without BookKeeper's metadata every ledger would look missing: nothing is judged
-    require_bookkeeper_root(run.store)
-    run.run_names = {ref.name for ref in refs}
-    run.topics_total = len(refs)
-    if run.source.bookie is None:
-        yield run.emit(
-            Finding(
-                INFO,
-                "storage-not-checked",
-                None,
-                None,
-                None,
-                "no bookie storage given: entries, sizes and digests were not checked",
-            )
-        )
-    for ref in refs:
-        run.report("topic", ref.topic.full_name)
-        for finding in _topic(run, ref.topic):
-            yield run.emit(finding)
-        run.topics_done += 1
-        run.stats.topics += 1
-    if topics is None:
-        run.report("orphans", None)
-        for finding in orphan_findings(run):
-            yield run.emit(finding)
-    for finding in storage_findings(run.source):
-        yield run.emit(finding)
-    run.report("done", None)
-
-
-def _resolve(run: Run, names: list[str]) -> list[ManagedLedgerRef]:
-    from pulsarctl_py.stores.metadata import ManagedLedgerRef, resolve_topic
-
-    out: list[ManagedLedgerRef] = []
-    seen: set[str] = set()
-    for name in names:
-        topic = resolve_topic(name)
-        found: list[mld.TopicName] = []
-        if run.store.exists(topic.ml_path) is not None:
-            found.append(topic)
-        elif topic.partition_index < 0:
-            parent = topic.ml_path.rsplit("/", 1)[0]
-            prefix = mld.url_encode(topic.local_name + mld.PARTITION_SUFFIX)
-            for child in run.store.children(parent):
-                if child.startswith(prefix) and child[len(prefix) :].isdigit():
-                    found.append(topic.partition(int(child[len(prefix) :])))
-            found.sort(key=lambda t: t.partition_index)
-        if not found:
-            from pulsarctl_py.topics import topic_hint
-
-            raise NotFoundError(
-                f"no managed ledger for topic {topic.full_name}" + topic_hint(run.store, topic)
-            )
-        for t in found:
-            if t.persistence_name not in seen:
-                seen.add(t.persistence_name)
-                out.append(ManagedLedgerRef(t.persistence_name, t.ml_path, t))
-    return out
-
-
-def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
-    from pulsarctl_py.stores.metadata import read_managed_ledger
-    from pulsarctl_py.verify.cursors import cursor_findings
-    from pulsarctl_py.verify.ledgers import data_ledgers
-    from pulsarctl_py.verify.shadow import shadow_findings
-
-    record = read_managed_ledger(run.store, name)
-    topic = name.full_name
-    if record is None:  # deleted while we ran
-        return
-    if record.info is None or record.info.missing:
-        yield Finding(
-            ERROR,
-            "ml-unreadable",
-            topic,
-            None,
-            None,
-            f"the managed-ledger znode {record.ref.path} does not decode: {record.error}",
-            {"path": record.ref.path, "error": record.error},
-        )
-        if record.info is None:
-            run.unreadable.add(record.ref.name)
-            return
-    infos = list(record.info.message.ledgerInfo)
-    ids = [li.ledgerId for li in infos]
-    run.referenced.update(ids)
-    if any(b <= a for a, b in itertools.pairwise(ids)):
-        yield Finding(
-            ERROR,
-            "ledger-list-unordered",
-            topic,
-            None,
-            None,
-            f"the ledger ids of {record.ref.name} are not strictly ascending: {ids[:50]}",
-            {"ledger_ids": ids[:1000]},
-        )
-    source_name = record.properties.get(mld.PROPERTY_SHADOW_SOURCE)
-    limiter = Limiter()
-    facts: dict[int, LedgerFacts] = {}
-    if source_name is not None:
-        gen = shadow_findings(run, record, source_name, facts)
-    else:
-        gen = data_ledgers(run, record, infos, facts)
-    for finding in gen:
-        if limiter.allow(finding):
-            yield finding
-    yield from limiter.summary(topic)
-    for cursor in record.cursors:
-        yield from cursor_findings(run, record, cursor, ids, facts)

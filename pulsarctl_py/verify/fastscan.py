@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.bookie.indexes import DbIndex
     from pulsarctl_py.stores.bookie.store import BookieStore
     from pulsarctl_py.verify.core import Finding, Run
-    from pulsarctl_py.verify.ledgers import LedgerScan
+    from pulsarctl_py.verify.entries import LedgerScan
     from pulsarctl_py.verify.order import TopicOrder
 
 #: digests the native scan checks (DUMMY: nothing to verify); and MAC with its key

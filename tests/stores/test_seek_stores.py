@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from pulsarctl_py.errors import DataError
-from pulsarctl_py.seek import SeekRequest, StoreReader, read_bound, seek
+from pulsarctl_py.seek import SeekRequest, seek
+from pulsarctl_py.seek.heads import StoreReader
+from pulsarctl_py.seek.probe import read_bound
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests.cli_helpers import run
 from tests.verify_world import ORDERS, PLAIN, World, build_world

@@ -42,7 +42,7 @@ from .model import Location, StoredEntry
 from .rocks import LOCATION_VALUE, MAX_ID, decode_location_item, location_key
 
 if TYPE_CHECKING:
-    from .store import BookieStore
+    from .files import FileCache
 
 #: bytes of an entry log read at once; an entry larger than this is read whole
 WINDOW = 1 << 20
@@ -78,6 +78,16 @@ def native_key(options: DecodeOptions) -> bytes | None:
     return mac_key(options.digest_type, options.password)
 
 
+class EntryLogs(Protocol):
+    """What the head scans read through: the entry logs of a bookie's directories and the
+    Python path for one entry (:class:`.store.BookieStore`, which calls these scans)."""
+
+    #: the store's open entry log files
+    _files: FileCache
+
+    def read_at_location(self, ledger_id: int, entry_id: int, location: Location) -> bytes: ...
+
+
 class SlotSource(Protocol):
     """An index the slot scans read: see :class:`.indexes.IdxIndex`."""
 
@@ -89,7 +99,7 @@ class SlotSource(Protocol):
 class _Window:
     """The bytes of one entry log from ``start``, with the log file held open."""
 
-    def __init__(self, store: BookieStore) -> None:
+    def __init__(self, store: EntryLogs) -> None:
         self.store = store
         self.log_id = -1
         self.data: bytes | None = None
@@ -127,7 +137,7 @@ class _Window:
 
 
 def scan_db_heads(
-    store: BookieStore,
+    store: EntryLogs,
     db: DbIndex,
     ledger_id: int,
     first: int,
@@ -203,7 +213,7 @@ def _with_data(
 
 
 def _python_head(
-    store: BookieStore,
+    store: EntryLogs,
     db: DbIndex,
     ledger_id: int,
     item: tuple[bytes, bytes],
@@ -217,7 +227,7 @@ def _python_head(
 
 
 def scan_slot_heads(
-    store: BookieStore,
+    store: EntryLogs,
     source: SlotSource,
     ledger_id: int,
     first: int,
@@ -288,7 +298,7 @@ def scan_slot_heads(
 
 
 def _read_head(
-    store: BookieStore, ledger_id: int, entry_id: int, location: Location, options: DecodeOptions
+    store: EntryLogs, ledger_id: int, entry_id: int, location: Location, options: DecodeOptions
 ) -> tuple[EntryHead, bytes]:
     data = store.read_at_location(ledger_id, entry_id, location)
     return decode_head(data, options, (ledger_id, entry_id)), data

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pulsarctl_py.errors import MetadataConflict, MetadataStoreError, ReadOnlyStoreError
+
 from .base import (
+    BookKeeperMetadata,
     ChildGroup,
-    MetadataConflict,
     MetadataStore,
-    MetadataStoreError,
     Node,
     Op,
-    ReadOnlyStoreError,
     Stat,
     Transaction,
     validate_path,
 )
+from .guards import require_pulsar_data, require_topic_metadata
 from .ledgers import (
     BookKeeperRootMissing,
     LayoutInfo,
@@ -91,9 +92,30 @@ def open_metadata_store(
         store = ZooKeeperStore(
             resolved, read_only=read_only, timeout=timeout, auth=zk_auth_from_env()
         )
+    store.place_bookkeeper = _bookkeeper_place
     if resolved.bookkeeper is not None and not create:
         _check_pair(store)
     return store
+
+
+def _bookkeeper_place(store: MetadataStore, target: MetadataUrl) -> BookKeeperMetadata:
+    """:meth:`MetadataStore.bookkeeper` for BookKeeper's metadata named apart from
+    ``store`` (``target``): another root of it, or another store, opened on first use with
+    ``store``'s mode and closed with it; first checked to be this cluster's
+    (:mod:`.cluster`; ClusterMismatch if not)."""
+    from .cluster import require_same_cluster
+
+    if store.location.same_store(target):
+        place = BookKeeperMetadata(store, target.ledgers_root)
+    else:
+        if store._bookkeeper_store is None:
+            store._bookkeeper_store = open_metadata_store(target, read_only=store.read_only)
+        place = BookKeeperMetadata(store._bookkeeper_store, target.ledgers_root)
+    if not store._same_cluster:
+        # a place given apart from this store: refused when it is another cluster's
+        require_same_cluster(store, place)
+        store._same_cluster = True
+    return place
 
 
 def _check_pair(store: MetadataStore) -> None:
@@ -131,6 +153,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "BookKeeperRootMissing",
     "require_bookkeeper_root",
+    "require_pulsar_data",
+    "require_topic_metadata",
     "ChildGroup",
     "ENV_URL",
     "ENV_ZK_AUTH",

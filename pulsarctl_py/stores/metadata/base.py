@@ -20,28 +20,12 @@ from typing import Any, NamedTuple
 
 from pulsarctl_py.decoders.errors import LedgerctlError, StoreUnavailable
 
+# defined with the other error roots; MetadataConflict is imported from here by the
+# write spine's modules (repair/plan, bookie_index, written, stores/live/writer)
+from pulsarctl_py.errors import MetadataConflict as MetadataConflict
+from pulsarctl_py.errors import MetadataStoreError, ReadOnlyStoreError
+
 from .url import MetadataUrl
-
-
-class MetadataStoreError(StoreUnavailable):
-    """A metadata store that cannot be reached, opened or read (exit code 3)."""
-
-
-class MetadataConflict(LedgerctlError):
-    """A compare-and-set write whose precondition does not hold (version or existence).
-
-    Exit code 1: the store changed under the plan; nothing was written.
-    """
-
-    exit_code = 1
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        super().__init__(f"{path}: {message}")
-
-
-class ReadOnlyStoreError(LedgerctlError):
-    """A write attempted on a store opened read-only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +198,9 @@ class MetadataStore(abc.ABC):
     _same_cluster: bool = False
     #: what :attr:`Stat.created_ms` is in this store (an age basis of verify.orphans)
     creation_basis = "store-created"
+    #: makes the place of BookKeeper's metadata named apart from this store (see
+    #: :meth:`bookkeeper`); set by the function that opened the store
+    place_bookkeeper: Callable[[MetadataStore, MetadataUrl], BookKeeperMetadata] | None = None
 
     def bookkeeper(self) -> BookKeeperMetadata:
         """Where this cluster's BookKeeper metadata lives (opening its store on first use).
@@ -221,27 +208,21 @@ class MetadataStore(abc.ABC):
         ``/ledgers`` of this store unless the URL names another root or store; another store
         opens with this one's mode and closes with it. Such a place is first checked to be
         this cluster's (:mod:`pulsarctl_py.stores.metadata.cluster`): ClusterMismatch if not.
+        Both are done by :attr:`place_bookkeeper`, which the function that opened this
+        store gave it (:func:`pulsarctl_py.stores.metadata.open_metadata_store`: it knows
+        the back-ends; this module is below them).
         """
         location = getattr(self, "location", None)
         target = None if location is None else location.bookkeeper
         if target is None:
             root = location.ledgers_root if location is not None else "/ledgers"
             return BookKeeperMetadata(self, root)
-        if location.same_store(target):
-            place = BookKeeperMetadata(self, target.ledgers_root)
-        else:
-            if self._bookkeeper_store is None:
-                from . import open_metadata_store
-
-                self._bookkeeper_store = open_metadata_store(target, read_only=self.read_only)
-            place = BookKeeperMetadata(self._bookkeeper_store, target.ledgers_root)
-        if not self._same_cluster:
-            # a place given apart from this store: refused when it is another cluster's
-            from .cluster import require_same_cluster
-
-            require_same_cluster(self, place)
-            self._same_cluster = True
-        return place
+        if self.place_bookkeeper is None:
+            raise MetadataStoreError(
+                f"BookKeeper's metadata at {target} cannot be opened from {self.url}: "
+                "open the store with open_metadata_store"
+            )
+        return self.place_bookkeeper(self, target)
 
     def _close_bookkeeper(self) -> None:
         other, self._bookkeeper_store = self._bookkeeper_store, None

@@ -19,8 +19,9 @@ from typing import Any
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders.errors import LedgerctlError, StoreUnavailable
 from pulsarctl_py.decoders.ledger_metadata import LedgerLayout, LedgerMetadata
+from pulsarctl_py.errors import MetadataConflict
 
-from .base import MetadataConflict, MetadataStore, Stat, join
+from .base import MetadataStore, Stat, join
 
 IDGEN = "idgen"
 IDGEN_LONG = "idgen-long"

@@ -30,12 +30,11 @@ from typing import Any
 
 from pulsarctl_py.decoders import metadata_record as rec
 from pulsarctl_py.decoders.errors import CorruptEntryError, LedgerctlError
+from pulsarctl_py.errors import MetadataConflict, MetadataStoreError
 
 from .base import (
     ChildGroup,
-    MetadataConflict,
     MetadataStore,
-    MetadataStoreError,
     Node,
     Op,
     Stat,

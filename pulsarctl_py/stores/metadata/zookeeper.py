@@ -13,11 +13,10 @@ import threading
 from typing import Any
 
 from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.errors import MetadataConflict, MetadataStoreError
 
 from .base import (
-    MetadataConflict,
     MetadataStore,
-    MetadataStoreError,
     Node,
     Op,
     Stat,
