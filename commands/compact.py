@@ -496,7 +496,7 @@ def _write(
     """Write the compacted ledger and its plan; apply the plan with --apply."""
 
     from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.leases import Lease
+    from pulsarctl_py.plans.leases import Lease
 
     if report.spool is None:
         plan_out.discard()
@@ -518,7 +518,7 @@ def _write(
         return
     bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
     # held from before the first ledger until the run ends: what it writes is never taken
-    # for a leftover by another run (pulsarctl_py.leases)
+    # for a leftover by another run (pulsarctl_py.plans.leases)
     with Lease(before.metadata_url, "compact", [report.topic]) as lease:
         _write_held(
             report, state, delete_old, err, before, settings, client, force, plan_out, apply,
@@ -544,7 +544,7 @@ def _write_held(
 
     from pulsarctl_py.commands.repair import print_outcome
     from pulsarctl_py.compaction.planned import apply_written_plan, write_plan
-    from pulsarctl_py.repair.written import PlanFile
+    from pulsarctl_py.plans.writing import PlanFile
 
     plan_file = PlanFile(
         plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger", lease=lease

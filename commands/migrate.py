@@ -138,7 +138,7 @@ def compacted(
         if stats.damaged_count:
             raise typer.Exit(1)
         return
-    from pulsarctl_py.leases import Lease
+    from pulsarctl_py.plans.leases import Lease
 
     with Lease(url, "migrate compacted", [state.topic]) as lease:
         plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger", lease)
@@ -291,7 +291,7 @@ def index(
             raise typer.Exit(1)
         return
     assert settings is not None
-    from pulsarctl_py.leases import Lease
+    from pulsarctl_py.plans.leases import Lease
 
     with Lease(url, "migrate index", [plan.topic]) as lease:
         plan_file = _plan_file(out, url, plan.topic, dirs, "the migrated ledgers", lease)
@@ -328,11 +328,11 @@ def index(
 
 
 def _plan_file(out: Any, url: str, topic: str, dirs: list[str], what: str, lease: Any) -> Any:
-    """The --plan file, saved before each step of the writing (see repair.written); the
+    """The --plan file, saved before each step of the writing (see plans.writing); the
     ledgers an earlier plan at the same path wrote are given back first, as compact does
     (a run killed while it wrote left them, and that plan file is their only record)."""
     from pulsarctl_py import render
-    from pulsarctl_py.repair.written import PlanFile
+    from pulsarctl_py.plans.writing import PlanFile
 
     plan_file = PlanFile(out, url, topic, dirs, what, lease=lease)
     for line in plan_file.reclaimed:

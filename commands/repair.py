@@ -23,7 +23,7 @@ from pulsarctl_py.commands.completion import complete_topic
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.outputs import Output
-    from pulsarctl_py.repair.plan import Draft, Outcome, Plan
+    from pulsarctl_py.plans import Draft, Outcome, Plan
 
 
 class PlanOutput(enum.StrEnum):
@@ -171,7 +171,7 @@ def _replaced_plan_backup(out: Output) -> Path | None:
     in place, reference them: replacing the plan would take them back)."""
     from pulsarctl_py.documents import load_document
     from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.repair.plan import BACKUP_FORMAT, UNCHANGED, UNDONE, backup_path
+    from pulsarctl_py.plans import BACKUP_FORMAT, UNCHANGED, UNDONE, backup_path
 
     backup = backup_path(out.path)
     if not out.replaces_existing or not os.path.lexists(backup):
@@ -291,7 +291,7 @@ def store_text(plan: Plan, store: Any | None = None) -> str:
 
 
 def _absolute(store: Any) -> str:
-    from pulsarctl_py.repair.binding import absolute_url
+    from pulsarctl_py.plans.binding import absolute_url
 
     try:
         return absolute_url(store.url)
@@ -424,7 +424,7 @@ def run_repair(
 
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.repair.plan import Draft, apply_plan
+    from pulsarctl_py.plans import Draft, apply_plan
 
     try:
         with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
@@ -770,8 +770,8 @@ def orphans(
 
     from pulsarctl_py import render
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.plans import Draft
     from pulsarctl_py.repair import repairs
-    from pulsarctl_py.repair.plan import Draft
     from pulsarctl_py.timeparse import parse_duration_ms
 
     age = 0 if min_age.strip() == "0" else parse_duration_ms(min_age)
@@ -889,7 +889,7 @@ def apply(
     terminal the plan is shown and the write asked for (--yes: without asking); the store
     written is printed, and what was done: the keys written, unchanged, refused. Refused
     while a live broker owns one of the plan's topics (--force-owned overrides)."""
-    from pulsarctl_py.repair.plan import Plan, apply_plan
+    from pulsarctl_py.plans import Plan, apply_plan
 
     plan = Plan.load(plan_file)
     as_json = _outcome_json(output)
@@ -901,7 +901,7 @@ def apply(
     if plan.empty and not plan.written:
         if as_json:
             from pulsarctl_py import render
-            from pulsarctl_py.repair.plan import Outcome
+            from pulsarctl_py.plans import Outcome
 
             render.write_json(Outcome("apply", str(plan_file), None).to_json())
         return
@@ -937,7 +937,7 @@ def undo(
     printed, and what was done. Ledgers the command wrote before its plan (compact,
     migrate) are deleted, also when the command stopped before the plan was complete.
     Refused while a live broker owns one of the plan's topics (--force-owned overrides)."""
-    from pulsarctl_py.repair.plan import UNLOAD_WARNING, Plan, undo_plan
+    from pulsarctl_py.plans import UNLOAD_WARNING, Plan, undo_plan
 
     plan = Plan.load(plan_file)
     if plan.topics and UNLOAD_WARNING in plan.warnings:

@@ -491,7 +491,7 @@ def _review_and_writing(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any
     """P saves a plan for review; W writes its ledger and stops before closing it, while
     Q compacts the same topic with --apply; then the orphans of a ledger nothing names."""
     from pulsarctl_py.decoders import ledger_metadata as lm
-    from pulsarctl_py.repair import written
+    from pulsarctl_py.plans import writing as written
 
     topic, seen = s["review"], {}
     seen["p"] = _run(box, "compact", topic, "--plan", str(tmp / "review.json"), "-o", "json")
@@ -535,7 +535,7 @@ def _review_and_writing(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any
 #: first ledger it writes: the ledger is open, its entries written
 KILLED_BEFORE_CLOSE = """
 import os, signal, sys
-from pulsarctl_py.repair import written
+from pulsarctl_py.plans import writing as written
 def closing(journal, ledger_id, closed):
     os.kill(os.getpid(), signal.SIGKILL)
 written.PlanJournal.closing = closing

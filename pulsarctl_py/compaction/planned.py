@@ -38,8 +38,8 @@ from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import LedgerctlError
 
 if TYPE_CHECKING:
-    from pulsarctl_py.repair.plan import Plan
-    from pulsarctl_py.repair.written import PlanFile
+    from pulsarctl_py.plans import Plan
+    from pulsarctl_py.plans.writing import PlanFile
     from pulsarctl_py.stores.metadata import MetadataStore
     from pulsarctl_py.writes import NewLedger
 
@@ -138,8 +138,8 @@ def judge_leftovers(
     transaction, deletions included). A ledger a live run holds in its lease, or that a
     plan file neither applied nor undone names (:mod:`pulsarctl_py.leases`), is kept and
     said so; ``written``: the ledgers this run wrote."""
-    from pulsarctl_py.leases import Holds
-    from pulsarctl_py.repair.plan import Change
+    from pulsarctl_py.plans import Change
+    from pulsarctl_py.plans.leases import Holds
     from pulsarctl_py.stores.metadata import iter_ledger_paths, read_ledger, resolve_topic
 
     out = Leftovers()
@@ -240,7 +240,7 @@ def write_plan(
         cursor_value,
     )
     from pulsarctl_py.compaction.run import read_spool
-    from pulsarctl_py.repair.plan import UNLOAD_WARNING, Change, Plan
+    from pulsarctl_py.plans import UNLOAD_WARNING, Change, Plan
     from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger, resolve_topic
     from pulsarctl_py.writes import LedgerTarget
 
@@ -364,8 +364,8 @@ def write_plan(
 def apply_written_plan(plan: Plan, plan_path: Path, *, force: bool) -> Any:
     """Step 5: apply the plan; a conflict (it can never apply) deletes the new ledger."""
     from pulsarctl_py.ownership import check_not_owned
-    from pulsarctl_py.repair.plan import apply_plan
-    from pulsarctl_py.repair.written import delete_written
+    from pulsarctl_py.plans import apply_plan
+    from pulsarctl_py.plans.written import delete_written
     from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
 
     with open_metadata_store(plan.metadata_url, read_only=False) as store:

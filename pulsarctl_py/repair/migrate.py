@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
+from pulsarctl_py.plans import Draft
 
-from .plan import Draft
 from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, load_topic
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
-"""The repairs: each drafts its changes on a :class:`~pulsarctl_py.repair.plan.Draft`.
+"""The repairs: each drafts its changes on a :class:`~pulsarctl_py.plans.draft.Draft`.
 
-Nothing here writes; :mod:`pulsarctl_py.repair.plan` applies a plan. Every repair reads
+Nothing here writes; :mod:`pulsarctl_py.plans.apply` applies a plan. Every repair reads
 through the draft, so repairs run one after another (``repair --from-verify``) see what
 the earlier ones drafted.
 
@@ -22,11 +22,10 @@ from pulsarctl_py.decoders import Depth
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
 from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
+from pulsarctl_py.plans import Draft
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 from pulsarctl_py.stores.metadata.base import join
 from pulsarctl_py.verify import codes
-
-from .plan import Draft
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
@@ -1235,7 +1234,7 @@ def delete_orphans(
 ) -> list[Orphan]:
     """Draft the deletion of every orphan's ledger znode (or of those in ``only``) and, given
     an offline bookie's directories, of its entries in that bookie's indexes."""
-    from .bookie_index import draft_deletion
+    from pulsarctl_py.plans.draft import draft_deletion
 
     judged = [
         o

@@ -22,8 +22,7 @@ import pytest
 
 from pulsarctl_py.compaction.apply import BookieInUse
 from pulsarctl_py.errors import MetadataConflict
-from pulsarctl_py.repair.bookie_index import STEP_PREFIX
-from pulsarctl_py.repair.plan import (
+from pulsarctl_py.plans import (
     PLAN_VERSION,
     Plan,
     apply_plan,
@@ -31,6 +30,7 @@ from pulsarctl_py.repair.plan import (
     document_digest,
     undo_plan,
 )
+from pulsarctl_py.plans.bookie_index import STEP_PREFIX
 from pulsarctl_py.stores.bookie import open_bookie
 from pulsarctl_py.stores.bookie.rocks import ReadOnlyRocksDB, ledger_key, location_key
 from pulsarctl_py.stores.metadata import open_metadata_store

@@ -83,7 +83,7 @@ class NotEnoughBookies(StoreUnavailable):
 
 class Journal:
     """Told about each step before it is taken, so that a crash leaves a record of what
-    may exist (a plan file; see :mod:`pulsarctl_py.repair.written`). The default does
+    may exist (a plan file; see :mod:`pulsarctl_py.plans.writing`). The default does
     nothing."""
 
     def attach(self, store: Any) -> None:

@@ -8,13 +8,10 @@ it wrote), so that:
 
 * ``apply`` refuses a plan whose ledger is gone or changed (it would reference a ledger
   that is not what was written);
-* ``undo`` deletes them after restoring the metadata: the previous state, byte for byte.
+* ``undo`` deletes them after restoring the metadata: the previous state, byte for byte
+  (:func:`delete_written`; an open ledger counts as ours only with our creator token).
 
-The plan file is saved before every step (:class:`PlanJournal`): before a ledger's metadata
-is created (its id and creator token), before a stopped bookie's files are written (which
-they will be), before the ledger is closed (the closed value's sha256); so a crash at any
-point leaves a plan file whose ``undo`` removes whatever was created, and only that (an
-open ledger counts as ours only with our creator token).
+The records are made while the ledgers are written (:mod:`.writing`), before each step.
 """
 
 from __future__ import annotations
@@ -80,62 +77,6 @@ class Written:
         return cls(ledger_id, path, ctoken, sha, files)
 
 
-class PlanJournal:
-    """A :class:`~pulsarctl_py.stores.live.writer.Journal` that records every step in a
-    plan and saves it (``save``) before the step is taken; with a ``lease``
-    (:class:`pulsarctl_py.leases.Lease`) each ledger is also named in the run's lease and
-    recorded with the plan's path, before its metadata is created."""
-
-    def __init__(
-        self,
-        written: list[Written],
-        save: Any,
-        after_step: Any = None,
-        *,
-        lease: Any = None,
-        plan_path: Path | None = None,
-    ) -> None:
-        self.written = written
-        self.save = save
-        self.after_step = after_step or (lambda _: None)
-        self.lease = lease
-        self.plan_path = plan_path
-        #: the writable metadata store the writer holds (:meth:`attach`)
-        self.store: MetadataStore | None = None
-
-    def attach(self, store: MetadataStore) -> None:
-        self.store = store
-
-    def _current(self, ledger_id: int) -> Written:
-        for w in reversed(self.written):
-            if w.ledger_id == ledger_id:
-                return w
-        raise LedgerctlError(f"ledger {ledger_id} was never announced")
-
-    def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
-        if self.written and self.written[-1].sha256 is None and self.written[-1].files is None:
-            # the previous attempt found its id taken (someone else's ledger): not ours
-            taken = self.written.pop()
-            if self.lease is not None:
-                self.lease.drop(taken.ledger_id, self.store)
-        self.written.append(Written(ledger_id, path, ctoken))
-        self.save()
-        if self.lease is not None:
-            assert self.plan_path is not None
-            self.lease.hold(ledger_id, self.plan_path, self.store)
-        self.after_step("creating")
-
-    def files(self, ledger_id: int, files: Any) -> None:
-        self._current(ledger_id).files = files.to_json()
-        self.save()
-        self.after_step("files")
-
-    def closing(self, ledger_id: int, closed: bytes) -> None:
-        self._current(ledger_id).sha256 = hashlib.sha256(closed).hexdigest()
-        self.save()
-        self.after_step("closing")
-
-
 def _id_of(path: str) -> int | None:
     """The ledger id a ledger znode path spells (any layout: the digits of its trailing
     segments, the last one starting with L)."""
@@ -187,8 +128,9 @@ def delete_written(written: list[Written], store: MetadataStore) -> list[dict[st
     """Delete the ledgers a plan wrote: metadata still as written (or, for one being
     written when the command stopped, still open), and a stopped bookie's files. Returns
     what was done, per ledger; a ledger changed by someone else is left alone."""
-    from pulsarctl_py.leases import forget_ledger
     from pulsarctl_py.stores.bookie.newledger import OfflineFiles, check_bookie_free
+
+    from .leases import forget_ledger
 
     out: list[dict[str, Any]] = []
     place = _place(store)
@@ -268,111 +210,3 @@ def validate_written(w: Written, binding: Any) -> None:
             raise LedgerctlError(
                 f"plan: written ledger {w.ledger_id} names a file outside {current}: {path}"
             )
-
-
-class PlanFile:
-    """A plan file while a command writes ledgers: a plan naming them saved before each
-    step of the writing (through ``out``, prepared before the work, the first time; then
-    replacing that earlier plan of ours), so that a run cut short leaves a plan whose
-    ``ledgerctl undo`` deletes what it wrote; :meth:`final` is the output the complete plan
-    goes to. ``dirs``: the stopped bookie's directories written into (none: running
-    bookies); the plan is bound to them and to the metadata store of ``url``."""
-
-    def __init__(
-        self, out: Any, url: str, topic: str, dirs: list[str], what: str, *, lease: Any = None
-    ) -> None:
-        from pulsarctl_py.stores.bookie.layout import discover
-        from pulsarctl_py.stores.metadata import open_metadata_store, resolve_topic
-
-        from .binding import Binding
-        from .plan import Plan
-
-        self.out = out
-        self.used = False
-        #: what was done with the ledgers of the earlier plan this one replaces, for people
-        self.reclaimed = reclaim_plan_path(out, url, lease)
-        current = [d.resolve() for d in discover(dirs).ledger_dirs] if dirs else []
-        with open_metadata_store(url) as store:
-            self.binding = Binding.of(store, current)
-        self.pending = Plan(
-            metadata_url=self.binding.metadata_url,
-            topics=[resolve_topic(topic).full_name],
-            binding=self.binding,
-        )
-        self.pending.warnings.append(
-            f"the command stopped while it wrote {what}: `ledgerctl undo` this plan to "
-            "delete what it wrote"
-        )
-        self.journal = PlanJournal(
-            self.pending.written, self._save, lease=lease, plan_path=self.path
-        )
-
-    @property
-    def path(self) -> Path:
-        return Path(self.out.path)
-
-    def _next(self) -> Any:
-        from pulsarctl_py import outputs
-
-        if not self.used:
-            self.used = True
-            return self.out
-        return outputs.prepare(self.out.path, outputs.PLAN)
-
-    def _save(self) -> None:
-        self.pending.write(self._next())
-
-    def final(self) -> Any:
-        """The output the complete plan is written to."""
-        return self._next()
-
-    def discard(self) -> None:
-        """Nothing was saved yet: drop the prepared output."""
-        if not self.used:
-            self.out.discard()
-
-
-def reclaim_plan_path(out: Any, metadata_url: str, lease: Any = None) -> list[str]:
-    """Before a plan is saved over an earlier one of ours (``out`` replaces it; one that
-    was applied and not undone is refused when ``out`` is prepared): the earlier plan was
-    never applied (a run that stopped, or one made for review), so the ledgers it wrote
-    are deleted (as ``undo`` deletes them: only while they are as it wrote them, or still
-    open with its creator token), unless a live run still holds one in its lease. Shared
-    by every command that writes ledgers under a plan (``compact``, ``migrate``). Returns
-    what was done, for people."""
-    from pulsarctl_py.leases import Holds
-    from pulsarctl_py.stores.metadata import open_metadata_store
-
-    from .plan import Plan
-
-    if out.stream or not out.replaces_existing:
-        return []
-    try:
-        old = Plan.load(Path(out.path))
-    except LedgerctlError:
-        return []
-    if not old.written:
-        return []
-    lines = []
-    with open_metadata_store(metadata_url, read_only=False) as store:
-        holds = Holds(store)
-        mine = lease.info.name if lease is not None else None
-        free = []
-        for w in old.written:
-            held = holds.lease_of(w.ledger_id)
-            if held is not None and held.name != mine:
-                lines.append(
-                    f"{out.path}: the ledger {w.ledger_id} its earlier run wrote: left, "
-                    f"being written by {held.describe()}"
-                )
-            else:
-                free.append(w)
-        done = delete_written(free, store)
-    for d in done:
-        if "ledger_id" in d:
-            lines.append(
-                f"{out.path}: the ledger {d['ledger_id']} its earlier run wrote: {d['action']}"
-            )
-        else:
-            lines.append(f"{out.path}: {d['key']}: left ({d['reason']})")
-    return lines
