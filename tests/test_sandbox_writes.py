@@ -272,7 +272,8 @@ def _prepare_index(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
     from pulsarctl_py.repair.migrate import data_custom_metadata
-    from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig
+    from pulsarctl_py.stores.live.writer import write_ledger
     from pulsarctl_py.stores.metadata import open_metadata_store, read_managed_ledger
 
     source_topic, legacy = f"persistent://{ns}/{source}", f"persistent://{ns}/{legacy}"
@@ -1025,9 +1026,9 @@ def test_the_offline_writer_places_ledgers_where_the_restarted_bookie_reads_them
     directory DbLedgerStorage picks (signSafeMod(ledgerId, 2)), registered under
     BookKeeper's own root; the restarted bookie serves both to BookKeeper's client."""
     from pulsarctl_py.decoders.checksums import DigestType
-    from pulsarctl_py.stores.live.writer import LedgerConfig
+    from pulsarctl_py.plans.writing import LedgerTarget
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig
     from pulsarctl_py.stores.metadata import open_metadata_store
-    from pulsarctl_py.writes import LedgerTarget
 
     box = sandbox
     bookie = box.bookies[1]

@@ -6,7 +6,7 @@ Order (nothing half-written: every step before the last is undone when a later o
    (:mod:`pulsarctl_py.ownership`; ``force`` overrides) and when the ``__compaction``
    cursor is no longer what the compaction was computed from (its version read before
    the compute);
-2. write the compacted ledger (:class:`pulsarctl_py.writes.LedgerTarget`): to the running
+2. write the compacted ledger (:class:`pulsarctl_py.plans.writing.LedgerTarget`): to the running
    bookies with the broker's quorums (``managedLedgerDefault*``), CRC32 and the empty
    password, as ``AbstractTwoPhaseCompactor.createLedger`` creates it, or into one stopped
    bookie's directories; its metadata, created OPEN then closed, lives in BookKeeper's
@@ -43,8 +43,8 @@ from pulsarctl_py.stores.bookie.newledger import (  # noqa: F401
 from .core import CompactedEntry
 
 if TYPE_CHECKING:
+    from pulsarctl_py.stores.ledger_writer import NewLedger
     from pulsarctl_py.stores.live.client import ClientOptions
-    from pulsarctl_py.writes import NewLedger
     from pulsarctl_py.writesettings import WriteSettings
 
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
@@ -171,11 +171,12 @@ def apply_compaction(
 
     ``bookie_dirs`` empty: the running bookies. ``commit_cursor=False``: write the ledger
     only; the cursor is left to a plan (``migrate compacted``), so the new ledger is
-    unreferenced until then. The ``journal`` (:class:`pulsarctl_py.stores.live.writer
+    unreferenced until then. The ``journal`` (:class:`pulsarctl_py.stores.ledger_writer
     .Journal`) is told about each step of the writing before it is taken.
     """
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.ownership import check_not_owned
+    from pulsarctl_py.plans.writing import LedgerTarget
     from pulsarctl_py.stores.metadata import (
         MetadataConflict,
         open_metadata_store,
@@ -183,7 +184,6 @@ def apply_compaction(
         read_ledger,
         resolve_topic,
     )
-    from pulsarctl_py.writes import LedgerTarget
 
     name = resolve_topic(topic)
     fallback = None

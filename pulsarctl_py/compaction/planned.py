@@ -12,7 +12,7 @@
 4. The plan file is saved before each step of the writing (the ledger's id and creator
    token before its metadata is created, a stopped bookie's files before they are
    written, the closed metadata's sha256 before the close); the ledger is written
-   (running bookies, or a stopped bookie's directories, :mod:`pulsarctl_py.writes`);
+   (running bookies, or a stopped bookie's directories, :mod:`pulsarctl_py.plans.writing`);
    the plan is saved again with the cursor change (the horizon, ``CompactedTopicLedger``
    = the new ledger), the ledger written, the previous compacted ledger's deletion with
    ``--delete-old``, the deletion of leftovers of runs that stopped (judged now, on the
@@ -40,8 +40,8 @@ from pulsarctl_py.decoders.errors import LedgerctlError
 if TYPE_CHECKING:
     from pulsarctl_py.plans import Plan
     from pulsarctl_py.plans.writing import PlanFile
+    from pulsarctl_py.stores.ledger_writer import NewLedger
     from pulsarctl_py.stores.metadata import MetadataStore
-    from pulsarctl_py.writes import NewLedger
 
 #: test hook: called with the name of each step as it completes
 AfterStep = Callable[[str], None]
@@ -241,8 +241,8 @@ def write_plan(
     )
     from pulsarctl_py.compaction.run import read_spool
     from pulsarctl_py.plans import UNLOAD_WARNING, Change, Plan
+    from pulsarctl_py.plans.writing import LedgerTarget
     from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger, resolve_topic
-    from pulsarctl_py.writes import LedgerTarget
 
     name = resolve_topic(before.topic)
     assert report.spool is not None and report.horizon is not None

@@ -8,12 +8,16 @@ they will be), before the ledger is closed (the closed value's sha256); so a cra
 point leaves a plan file whose ``undo`` removes whatever was created, and only that (an
 open ledger counts as ours only with our creator token; :mod:`.written`). A plan saved
 over an earlier one of ours first gives back the ledgers that one wrote
-(:func:`reclaim_plan_path`).
+(:func:`reclaim_plan_path`). The ledgers themselves are written through one context,
+:class:`LedgerTarget` (open the writer, write, delete what was written when the command
+fails, the plan's journal told before every step).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +29,12 @@ from .leases import Holds
 from .written import Written, delete_written
 
 if TYPE_CHECKING:
+    from pulsarctl_py.stores.ledger_writer import Journal, LedgerConfig, LedgerWriter, NewLedger
     from pulsarctl_py.stores.metadata import MetadataStore
 
 
 class PlanJournal:
-    """A :class:`~pulsarctl_py.stores.live.writer.Journal` that records every step in a
+    """A :class:`~pulsarctl_py.stores.ledger_writer.Journal` that records every step in a
     plan and saves it (``save``) before the step is taken; with a ``lease``
     (:class:`.leases.Lease`) each ledger is also named in the run's lease and
     recorded with the plan's path, before its metadata is created."""
@@ -184,3 +189,151 @@ def reclaim_plan_path(out: Any, metadata_url: str, lease: Any = None) -> list[st
         else:
             lines.append(f"{out.path}: {d['key']}: left ({d['reason']})")
     return lines
+
+
+# -- the one "write new ledgers" context -------------------------------------------------------
+
+
+class LedgerTarget:
+    """Where a command writes its new ledgers, and what it wrote there: the one context of
+    every command that writes ledgers before its plan (``compact``, ``migrate compacted``,
+    ``migrate index``).
+
+    It opens the :class:`~pulsarctl_py.stores.ledger_writer.LedgerWriter` the bookie
+    directories name: none, the running bookies of ``store``'s cluster
+    (:class:`~pulsarctl_py.stores.live.writer.RunningBookiesWriter`, reached with
+    ``options``); else the stopped bookie they are
+    (:class:`~pulsarctl_py.stores.bookie.newledger.StoppedBookieWriter`, refused while it
+    runs; ``doing`` names the write). Each ledger is written with the ``journal`` (a
+    :class:`PlanJournal`: the plan file saved before every step, so that ``undo`` removes
+    what a run cut short leaves). Used as a ``with`` block it deletes every ledger it
+    wrote when the block fails (:meth:`LedgerWriter.delete`, the one deletion), so that
+    nothing is left but what the plan file names for ``undo``.
+
+    ``store`` is Pulsar's metadata store, open for writing (:meth:`opened` opens it).
+    """
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        bookie_dirs: list[str] | None = None,
+        options: Any = None,
+        doing: str = "writing a ledger into its storage",
+        journal: Journal | None = None,
+        fallback_bookie: str | None = None,
+    ) -> None:
+        from pulsarctl_py.stores.bookie.newledger import StoppedBookieWriter
+        from pulsarctl_py.stores.live.writer import RunningBookiesWriter
+
+        self.store = store
+        self.writer: LedgerWriter = (
+            StoppedBookieWriter(store, [str(d) for d in bookie_dirs], doing)
+            if bookie_dirs
+            else RunningBookiesWriter(store, options)
+        )
+        self.journal = journal
+        self.fallback_bookie = fallback_bookie
+        #: the ledgers written so far, in order
+        self.written: list[NewLedger] = []
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(
+        cls,
+        metadata_url: str,
+        bookie_dirs: list[str],
+        *,
+        options: Any = None,
+        doing: str = "writing a ledger into its storage",
+        journal: Journal | None = None,
+        topic_ledgers: list[int] | None = None,
+    ) -> Iterator[LedgerTarget]:
+        """The target of the metadata store at ``metadata_url`` (opened for writing, closed
+        after the block) and ``bookie_dirs``; a stopped bookie whose directories carry no
+        cookie stands for the first ensemble member of the newest of ``topic_ledgers``
+        with metadata (:func:`bookie_id_for`)."""
+        from pulsarctl_py.stores.metadata import open_metadata_store
+
+        fallback = None
+        if bookie_dirs:
+            from pulsarctl_py.ledgers import LedgerSource
+
+            with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as ro:
+                fallback = bookie_id_for(ro, topic_ledgers or [])
+        store = open_metadata_store(metadata_url, read_only=False)
+        try:
+            target = cls(
+                store,
+                bookie_dirs=bookie_dirs,
+                options=options,
+                doing=doing,
+                journal=journal,
+                fallback_bookie=fallback,
+            )
+            with target:
+                yield target
+        finally:
+            store.close()
+
+    @property
+    def place(self) -> Any:
+        """BookKeeper's metadata (:meth:`MetadataStore.bookkeeper`)."""
+        return self.writer.place
+
+    @property
+    def offline(self) -> bool:
+        return self.writer.offline
+
+    def describe(self) -> str:
+        return self.writer.describe()
+
+    def effective(self, config: LedgerConfig) -> LedgerConfig:
+        return self.writer.effective(config)
+
+    def write(
+        self,
+        config: LedgerConfig,
+        payloads: Iterable[bytes | memoryview],
+        *,
+        journal: Journal | None = None,
+        fallback_bookie: str | None = None,
+    ) -> NewLedger:
+        """Write one ledger (see :meth:`LedgerWriter.write`) and keep it among
+        :attr:`written`."""
+        ledger = self.writer.write(
+            config,
+            payloads,
+            journal=journal if journal is not None else self.journal,
+            fallback_bookie=fallback_bookie or self.fallback_bookie,
+        )
+        self.written.append(ledger)
+        return ledger
+
+    def delete(self, ledger: NewLedger) -> bool:
+        """Take back a ledger this target wrote (whether its metadata was deleted)."""
+        return self.writer.delete(ledger)
+
+    def __enter__(self) -> LedgerTarget:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            return
+        for ledger in reversed(self.written):
+            with contextlib.suppress(LedgerctlError):  # the error that stopped it stands
+                self.delete(ledger)
+        self.written.clear()
+
+
+def bookie_id_for(source: Any, ledgers: list[int]) -> str | None:
+    """A bookie id for a ledger written into bookie directories without a cookie: the
+    first ensemble member of the topic's newest ledger with metadata."""
+    for ledger_id in reversed(ledgers):
+        try:
+            md = source.ledger(ledger_id).metadata
+        except LedgerctlError:
+            continue
+        if md is not None and md.ensembles:
+            return md.ensembles[min(md.ensembles)][0]
+    return None

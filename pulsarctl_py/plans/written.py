@@ -25,6 +25,7 @@ from pulsarctl_py.decoders.errors import LedgerctlError
 
 if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import MetadataStore
+    from pulsarctl_py.stores.metadata.base import Node
 
 
 @dataclass(slots=True)
@@ -125,10 +126,12 @@ def check_written(written: list[Written], store: MetadataStore) -> None:
 
 
 def delete_written(written: list[Written], store: MetadataStore) -> list[dict[str, Any]]:
-    """Delete the ledgers a plan wrote: metadata still as written (or, for one being
-    written when the command stopped, still open), and a stopped bookie's files. Returns
-    what was done, per ledger; a ledger changed by someone else is left alone."""
+    """Delete the ledgers a plan wrote (:func:`~pulsarctl_py.stores.ledger_writer
+    .delete_ledger`): metadata still as written (or, for one being written when the
+    command stopped, still open), and a stopped bookie's files (while it is stopped).
+    Returns what was done, per ledger; a ledger changed by someone else is left alone."""
     from pulsarctl_py.stores.bookie.newledger import OfflineFiles, check_bookie_free
+    from pulsarctl_py.stores.ledger_writer import LEFT, delete_ledger
 
     from .leases import forget_ledger
 
@@ -136,30 +139,32 @@ def delete_written(written: list[Written], store: MetadataStore) -> list[dict[st
     place = _place(store)
     for w in reversed(written):
         forget_ledger(store, w.ledger_id)  # the plan no longer keeps it, whatever follows
-        node = place.store.get(w.path)
-        action = "absent"
-        if node is not None:
-            ours = (
+
+        def ours(node: Node, w: Written = w) -> bool:
+            return (
                 w.sha256 is not None and hashlib.sha256(node.data).hexdigest() == w.sha256
             ) or _open_with(node.data, w.ledger_id, w.ctoken)
-            if not ours:
-                out.append(
-                    {
-                        "key": w.path,
-                        "action": "left",
-                        "reason": f"ledger {w.ledger_id} is not as this plan wrote it",
-                        "ledger_id": w.ledger_id,
-                    }
+
+        files = OfflineFiles.from_json(w.files) if w.files is not None else None
+
+        def stopped(files: OfflineFiles | None = files) -> None:
+            if files is not None:
+                check_bookie_free(
+                    [Path(files.current)], store, "removing the files ledgerctl wrote into it"
                 )
-                continue
-            place.store.delete(w.path, node.stat.version)
-            action = "deleted"
-        if w.files is not None:
-            files = OfflineFiles.from_json(w.files)
-            check_bookie_free(
-                [Path(files.current)], store, "removing the files ledgerctl wrote into it"
+
+        action = delete_ledger(place, w.path, ours, files, before=stopped)
+        if action == LEFT:
+            out.append(
+                {
+                    "key": w.path,
+                    "action": "left",
+                    "reason": f"ledger {w.ledger_id} is not as this plan wrote it",
+                    "ledger_id": w.ledger_id,
+                }
             )
-            files.undo()
+            continue
+        if files is not None:
             action += ", bookie files removed"
         out.append({"key": w.path, "action": action, "ledger_id": w.ledger_id})
     return out

@@ -26,7 +26,7 @@ from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, loa
 if TYPE_CHECKING:
     from pulsarctl_py.compaction.core import CompactedEntry, Stats
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.writes import NewLedger
+    from pulsarctl_py.stores.ledger_writer import NewLedger
     from pulsarctl_py.writesettings import WriteSettings
 
 
@@ -454,9 +454,9 @@ def write_index_ledgers(
     before it is raised."""
     from pulsarctl_py.compaction.apply import bookie_id_for
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.live.writer import Journal
+    from pulsarctl_py.plans.writing import LedgerTarget
+    from pulsarctl_py.stores.ledger_writer import Journal
     from pulsarctl_py.stores.metadata import open_metadata_store
-    from pulsarctl_py.writes import LedgerTarget
     from pulsarctl_py.writesettings import resolve_write_settings
 
     settings = settings if settings is not None else resolve_write_settings()
