@@ -89,8 +89,8 @@ def compacted(
     stops it before anything is written, unless --accept-damage (then it is copied as the
     compaction copies it, listed in the report and the plan, and the exit status is 1)."""
     from pulsarctl_py import render
-    from pulsarctl_py.compaction.apply import apply_compaction
     from pulsarctl_py.compaction.core import Stats
+    from pulsarctl_py.compaction.ledger import write_compacted_ledger
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.repair import migrate, repairs
 
@@ -143,19 +143,15 @@ def compacted(
     with Lease(url, "migrate compacted", [state.topic]) as lease:
         plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger", lease)
         try:
-            result = apply_compaction(
+            ledger = write_compacted_ledger(
                 metadata_url=url,
                 bookie_dirs=dirs,
                 topic=state.topic,
                 entries=entries,
-                horizon=state.horizon,
                 compacted_to=state.compacted_to,
                 cursor_version=state.cursor_version,
-                previous=state.ledger_id,
-                previous_cursor_ledger=None,
                 data_ledgers=state.data_ledgers,
                 partition=state.partition,
-                commit_cursor=False,
                 settings=write.settings(),
                 options=client,
                 force=write.force_owned,
@@ -164,13 +160,13 @@ def compacted(
         except BaseException:
             plan_file.discard()
             raise
-        _print_written(err, [result.ledger], warnings)
+        _print_written(err, [ledger], warnings)
 
         def build(draft: Any, source: Any) -> None:
             repairs.point_compaction(
-                draft, state.topic, result.ledger_id, source, horizon=state.horizon
+                draft, state.topic, ledger.ledger_id, source, horizon=state.horizon
             )
-            draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
+            draft.repairs[-1]["migration"] = report | {"written_ledger": ledger.ledger_id}
             draft.written.extend(plan_file.journal.written)
             draft.warnings.extend(crash)
             if stats.damaged_count:

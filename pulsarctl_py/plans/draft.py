@@ -124,7 +124,11 @@ class Draft:
         if name not in self.topics:
             self.topics.append(name)
 
-    def plan(self) -> Plan:
+    def plan(self, binding: Binding | None = None) -> Plan:
+        """The plan of what is drafted, bound to the store (and to the bookie
+        directories of its bookie changes and written ledgers), or to ``binding``: the
+        binding a plan file saved while its ledgers were written has already
+        (:class:`~.writing.PlanFile`)."""
         changes = []
         for key, new in self._new.items():
             node = self._orig[key]
@@ -145,8 +149,9 @@ class Draft:
         warnings = list(self.warnings)
         if changes and self.topics:
             warnings.insert(0, UNLOAD_WARNING)
-        dirs = self.bookie_dirs | {Path(w.files["current"]) for w in self.written if w.files}
-        binding = Binding.of(self.store, sorted(dirs))
+        if binding is None:
+            dirs = self.bookie_dirs | {Path(w.files["current"]) for w in self.written if w.files}
+            binding = Binding.of(self.store, sorted(dirs))
         return Plan(
             metadata_url=binding.metadata_url,
             changes=changes,

@@ -223,15 +223,11 @@ class LedgerTarget:
         journal: Journal | None = None,
         fallback_bookie: str | None = None,
     ) -> None:
-        from pulsarctl_py.stores.bookie.newledger import StoppedBookieWriter
-        from pulsarctl_py.stores.live.writer import RunningBookiesWriter
-
         self.store = store
-        self.writer: LedgerWriter = (
-            StoppedBookieWriter(store, [str(d) for d in bookie_dirs], doing)
-            if bookie_dirs
-            else RunningBookiesWriter(store, options)
-        )
+        self.bookie_dirs = [str(d) for d in bookie_dirs or []]
+        self.options = options
+        self.doing = doing
+        self._writer: LedgerWriter | None = None
         self.journal = journal
         self.fallback_bookie = fallback_bookie
         #: the ledgers written so far, in order
@@ -277,9 +273,25 @@ class LedgerTarget:
             store.close()
 
     @property
+    def writer(self) -> LedgerWriter:
+        """The home the bookie directories name, opened when first needed (a stopped
+        bookie is checked then: :func:`~pulsarctl_py.stores.bookie.newledger
+        .check_bookie_free`)."""
+        if self._writer is None:
+            from pulsarctl_py.stores.bookie.newledger import StoppedBookieWriter
+            from pulsarctl_py.stores.live.writer import RunningBookiesWriter
+
+            self._writer = (
+                StoppedBookieWriter(self.store, self.bookie_dirs, self.doing)
+                if self.bookie_dirs
+                else RunningBookiesWriter(self.store, self.options)
+            )
+        return self._writer
+
+    @property
     def place(self) -> Any:
         """BookKeeper's metadata (:meth:`MetadataStore.bookkeeper`)."""
-        return self.writer.place
+        return self.store.bookkeeper()
 
     @property
     def offline(self) -> bool:

@@ -447,93 +447,80 @@ def write_index_ledgers(
     journal: Any = None,
 ) -> list[NewLedger]:
     """Write the plan's new ledgers, as the managed ledger writes data ledgers (to the
-    running bookies, or into the stopped bookie of ``bookie_dirs``); fills ``new_ids``.
+    running bookies, or into the stopped bookie of ``bookie_dirs``), through the one
+    "write new ledgers" context (:class:`pulsarctl_py.plans.writing.LedgerTarget`); fills
+    ``new_ids``.
 
     Refused while the bookie holds its lock or is registered as running. A failure
     removes what this call wrote (metadata, and a stopped bookie's files and index keys)
     before it is raised."""
-    from pulsarctl_py.compaction.apply import bookie_id_for
-    from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.plans.writing import LedgerTarget
     from pulsarctl_py.stores.ledger_writer import Journal
-    from pulsarctl_py.stores.metadata import open_metadata_store
     from pulsarctl_py.writesettings import resolve_write_settings
 
     settings = settings if settings is not None else resolve_write_settings()
     config = settings.data_config(data_custom_metadata(plan.persistence_name))
-    fallback = None
-    if bookie_dirs:
-        with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as ro:
-            fallback = bookie_id_for(ro, plan.ledgers)
-    store = open_metadata_store(metadata_url, read_only=False)
-    written: list[NewLedger] = []
-    target: LedgerTarget | None = None
+    floor = plan.floor
+    at = [plan.start - 1]  # the index before the next copy
+
+    class Above(Journal):
+        """Refuses an id at or below the ledgers the topic keeps, before it is used."""
+
+        def attach(self, store: Any) -> None:
+            if journal is not None:
+                journal.attach(store)
+
+        def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
+            if ledger_id <= floor:
+                raise DataError(
+                    f"the ledger id generator gave {ledger_id}, not above ledger "
+                    f"{floor} that the topic keeps before the copies: the broker "
+                    "orders ledgers by id"
+                )
+            if journal is not None:
+                journal.creating(ledger_id, path, ctoken)
+
+        def files(self, ledger_id: int, files: Any) -> None:
+            if journal is not None:
+                journal.files(ledger_id, files)
+
+        def closing(self, ledger_id: int, closed: bytes) -> None:
+            if journal is not None:
+                journal.closing(ledger_id, closed)
+
     try:
-        target = LedgerTarget(
-            store,
-            bookie_dirs=bookie_dirs,
+        with LedgerTarget.opened(
+            metadata_url,
+            bookie_dirs,
             options=options,
             doing="writing the migrated ledgers into its storage",
-        )
-
-        floor = plan.floor
-        at = [plan.start - 1]  # the index before the next copy
-
-        class Above(Journal):
-            """Refuses an id at or below the ledgers the topic keeps, before it is used."""
-
-            def attach(self, store: Any) -> None:
-                if journal is not None:
-                    journal.attach(store)
-
-            def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
-                if ledger_id <= floor:
-                    raise DataError(
-                        f"the ledger id generator gave {ledger_id}, not above ledger "
-                        f"{floor} that the topic keeps before the copies: the broker "
-                        "orders ledgers by id"
-                    )
-                if journal is not None:
-                    journal.creating(ledger_id, path, ctoken)
-
-            def files(self, ledger_id: int, files: Any) -> None:
-                if journal is not None:
-                    journal.files(ledger_id, files)
-
-            def closing(self, ledger_id: int, closed: bytes) -> None:
-                if journal is not None:
-                    journal.closing(ledger_id, closed)
-
-        for old in plan.ledgers:
-            copies = (
-                _copies(plan, old, at, metadata_url, bookie_dirs)
-                if plan.entries.get(old, 0)
-                else iter(())
-            )
-            ledger = target.write(config, copies, journal=Above(), fallback_bookie=fallback)
-            written.append(ledger)
-            plan.new_ids[old] = ledger.ledger_id
-            plan.lengths[old] = ledger.length
-            if ledger.entries != plan.entries.get(old, 0):
-                raise DataError(
-                    f"ledger {old} gave {ledger.entries} entries to copy, "
-                    f"{plan.entries.get(old, 0)} when the migration was planned: it changed "
-                    "meanwhile; plan again"
+            journal=Above(),
+            topic_ledgers=plan.ledgers,
+        ) as target:
+            for old in plan.ledgers:
+                copies = (
+                    _copies(plan, old, at, metadata_url, bookie_dirs)
+                    if plan.entries.get(old, 0)
+                    else iter(())
                 )
-        if at[0] != plan.last_index:
-            raise DataError(
-                f"the copies end at index {at[0]}, the plan at {plan.last_index}: the topic "
-                "changed meanwhile; plan again"
-            )
+                ledger = target.write(config, copies)
+                plan.new_ids[old] = ledger.ledger_id
+                plan.lengths[old] = ledger.length
+                if ledger.entries != plan.entries.get(old, 0):
+                    raise DataError(
+                        f"ledger {old} gave {ledger.entries} entries to copy, "
+                        f"{plan.entries.get(old, 0)} when the migration was planned: it "
+                        "changed meanwhile; plan again"
+                    )
+            if at[0] != plan.last_index:
+                raise DataError(
+                    f"the copies end at index {at[0]}, the plan at {plan.last_index}: the "
+                    "topic changed meanwhile; plan again"
+                )
+            return list(target.written)
     except BaseException:
-        for ledger in reversed(written):
-            assert target is not None
-            target.delete(ledger)
         plan.new_ids.clear()
         raise
-    finally:
-        store.close()
-    return written
 
 
 def swap_index_ledgers(
