@@ -391,7 +391,7 @@ def write_compaction(
     ``force`` (``--force-owned``) also leaves leftovers alone. ``say`` hears what a person
     is told while it works."""
     from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.plans.leases import Lease
+    from pulsarctl_py.plans.writing import PlanFile
 
     if report.spool is None:
         plan_out.discard()
@@ -412,47 +412,25 @@ def write_compaction(
         )
         return None
     bookie = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
-    # held from before the first ledger until the run ends: what it writes is never taken
-    # for a leftover by another run (pulsarctl_py.plans.leases)
-    with Lease(before.metadata_url, "compact", [report.topic]) as lease:
-        return _write_held(
-            report, state, delete_old, before, settings, options, force, plan_out, apply,
-            bookie, lease, say,
-        )  # fmt: skip
-
-
-def _write_held(
-    report: Any,
-    state: Any,
-    delete_old: bool,
-    before: Before,
-    settings: Any,
-    options: Any,
-    force: bool,
-    plan_out: Any,
-    apply: bool,
-    bookie: list[str],
-    lease: Any,
-    say: Say,
-) -> CompactionWrite:
-    from pulsarctl_py.plans.writing import PlanFile
-
-    plan_file = PlanFile(
-        plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger", lease=lease
-    )
-    for line in plan_file.reclaimed:
-        say(line, "")
-    path = Path(plan_out.path)
-    where = (
-        f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
-    )
-    say(
-        f"writing a compacted ledger of {report.stats.entries_out} entries {where}; the plan "
-        f"that commits it: {path} (`ledgerctl undo {path}` deletes it if this command is "
-        "interrupted)",
-        "",
-    )
-    try:
+    # the lease is held from before the first ledger until the run ends: what it writes is
+    # never taken for a leftover by another run (pulsarctl_py.plans.leases)
+    with PlanFile.leased(
+        plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger", "compact"
+    ) as plan_file:
+        for line in plan_file.reclaimed:
+            say(line, "")
+        path = plan_file.path
+        where = (
+            f"into the stopped bookie of {', '.join(bookie)}"
+            if bookie
+            else "to the running bookies"
+        )
+        say(
+            f"writing a compacted ledger of {report.stats.entries_out} entries {where}; the "
+            f"plan that commits it: {path} (`ledgerctl undo {path}` deletes it if this command "
+            "is interrupted)",
+            "",
+        )
         plan, ledger = write_plan(
             before=before,
             report=report,
@@ -464,9 +442,19 @@ def _write_held(
             delete_old=delete_old,
             leftovers=not force,
         )
-    except BaseException:
-        plan_file.discard()
-        raise
+        return _written(report, plan, ledger, path, delete_old, force, apply, say)
+
+
+def _written(
+    report: Any,
+    plan: Plan,
+    ledger: NewLedger,
+    path: Path,
+    delete_old: bool,
+    force: bool,
+    apply: bool,
+    say: Say,
+) -> CompactionWrite:
     report.compacted_ledger = ledger.ledger_id
     report.plan_file = str(path)
     for w in ledger.notes:

@@ -16,7 +16,7 @@ its value names in :mod:`.references`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +163,23 @@ class Draft:
             binding=binding,
             written=list(self.written),
         )
+
+
+def make_plan(
+    metadata_url: str | None,
+    bookie_dirs: list[Path] | None,
+    build: Callable[[Draft, LedgerSource], Any],
+) -> Plan:
+    """The plan of what ``build`` drafts on the stores: the metadata store of
+    ``metadata_url`` (read only) and the bookie directories (none: the running bookies),
+    as a :class:`~pulsarctl_py.ledgers.LedgerSource` that the recipe reads through."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
+        assert source.metadata is not None
+        draft = Draft(source.metadata)
+        build(draft, source)
+        return draft.plan()
 
 
 # -- a stopped bookie's index entries -------------------------------------------------------

@@ -123,6 +123,25 @@ class PlanFile:
             self.pending.written, self._save, lease=lease, plan_path=self.path
         )
 
+    @classmethod
+    @contextlib.contextmanager
+    def leased(
+        cls, out: Any, url: str, topic: str, dirs: list[str], what: str, command: str
+    ) -> Iterator[PlanFile]:
+        """The plan file of a run that writes ledgers for ``topic``, with the run's lease
+        (:class:`.leases.Lease`, held until the block ends: what the run writes is never
+        taken for a leftover by another); the prepared output is discarded when the
+        block fails before anything was saved."""
+        from .leases import Lease
+
+        with Lease(url, command, [topic]) as lease:
+            plan_file = cls(out, url, topic, dirs, what, lease=lease)
+            try:
+                yield plan_file
+            except BaseException:
+                plan_file.discard()
+                raise
+
     @property
     def path(self) -> Path:
         return Path(self.out.path)

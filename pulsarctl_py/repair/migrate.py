@@ -21,11 +21,18 @@ from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
 from pulsarctl_py.plans import Draft
 
-from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, load_topic
+from .repairs import (
+    COMPACTED_TOPIC_LEDGER,
+    _ledger_metadata,
+    load_cursors,
+    load_topic,
+    point_compaction,
+)
 
 if TYPE_CHECKING:
     from pulsarctl_py.compaction.core import CompactedEntry, Stats
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.plans.written import Written
     from pulsarctl_py.stores.ledger_writer import NewLedger
     from pulsarctl_py.writesettings import WriteSettings
 
@@ -145,6 +152,32 @@ def converted_entries(
         yield from phase_two(counted(), _KeepAll(), options, stats)
     finally:
         close_sources()
+
+
+def swap_compacted(
+    draft: Draft,
+    source: LedgerSource | None,
+    state: CompactedState,
+    ledger_id: int,
+    report: dict[str, Any],
+    written: list[Written],
+    *,
+    warnings: list[str] | None = None,
+    damaged: int = 0,
+) -> None:
+    """Draft the swap of a rewritten compacted ledger: the ``__compaction`` cursor
+    re-pointed to ``ledger_id`` with the horizon kept (:func:`~.repairs.point_compaction`),
+    the migration's ``report`` recorded with the plan's repair, the ledger ``written``
+    recorded for undo; ``damaged`` entries copied (``--accept-damage``) are named in a
+    warning."""
+    point_compaction(draft, state.topic, ledger_id, source, horizon=state.horizon)
+    draft.repairs[-1]["migration"] = report | {"written_ledger": ledger_id}
+    draft.written.extend(written)
+    draft.warnings.extend(warnings or [])
+    if damaged:
+        draft.warnings.append(
+            f"{damaged} damaged entries are copied (--accept-damage); the repair record lists them"
+        )
 
 
 # -- migrate index ---------------------------------------------------------------------------
@@ -524,12 +557,19 @@ def write_index_ledgers(
 
 
 def swap_index_ledgers(
-    draft: Draft, plan: IndexPlan, source: LedgerSource | None, *, delete_old: bool = False
+    draft: Draft,
+    plan: IndexPlan,
+    source: LedgerSource | None,
+    *,
+    delete_old: bool = False,
+    written: list[Written] | None = None,
+    mapping_file: str | None = None,
 ) -> None:
     """Draft the swap: the ML list names the new ledgers (one compare-and-set on the ML
     znode), its ``index`` property is raised to the last index, cursors and the terminated
     position move to the same entry of the new ledger; old ledgers' metadata deleted only
-    with ``delete_old``."""
+    with ``delete_old``. The new ledgers ``written`` are recorded for undo, and the
+    mapping's file, when it was saved to one, with the repair."""
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
     from .repairs import _ledger_path, _set_topic
@@ -589,7 +629,10 @@ def swap_index_ledgers(
                 draft.delete(path, "ledger", f"old ledger {lid}, copied into {ids[lid]}")
     record = {"repair": "migrate-index"} | plan.to_json()
     record["old_ledgers_deleted"] = delete_old
+    if mapping_file is not None:
+        record["mapping_file"] = mapping_file
     draft.repairs.append(record)
+    draft.written.extend(written or [])
     draft.warnings.append(
         f"the new ledgers {sorted(ids.values())} are written already; `ledgerctl undo` "
         "restores the metadata and leaves them unreferenced (`ledgerctl orphans` lists them)"
