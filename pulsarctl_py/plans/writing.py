@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.stores.ledger_writer import Journal
 
 from .binding import Binding
 from .document import Plan
@@ -29,11 +30,11 @@ from .leases import Holds
 from .written import Written, delete_written
 
 if TYPE_CHECKING:
-    from pulsarctl_py.stores.ledger_writer import Journal, LedgerConfig, LedgerWriter, NewLedger
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig, LedgerWriter, NewLedger
     from pulsarctl_py.stores.metadata import MetadataStore
 
 
-class PlanJournal:
+class PlanJournal(Journal):
     """A :class:`~pulsarctl_py.stores.ledger_writer.Journal` that records every step in a
     plan and saves it (``save``) before the step is taken; with a ``lease``
     (:class:`.leases.Lease`) each ledger is also named in the run's lease and
