@@ -428,7 +428,8 @@ def generate_sandbox(
     from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.decoders import managed_ledger as mld
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
-    from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig
+    from pulsarctl_py.stores.live.writer import write_ledger
     from pulsarctl_py.stores.metadata.ledgers import read_ledger
 
     start = time.perf_counter()

@@ -6,7 +6,7 @@
 
 Each round writes one compacted ledger of ``--entries`` entries to the sandbox's running
 bookies with the code ``compact --apply`` runs after the compute
-(:class:`pulsarctl_py.writes.LedgerTarget` with the broker's settings from its
+(:class:`pulsarctl_py.plans.writing.LedgerTarget` with the broker's settings from its
 broker.conf: ensemble 3, write quorum 2, ack quorum 2, CRC32, the empty password), then
 deletes it; then BookKeeper's benchmark writer (``org.apache.bookkeeper.benchmark
 .BenchThroughputLatency`` from bookkeeper-benchmark, on the sandbox's classpath) sends the
@@ -87,8 +87,8 @@ def _load() -> float:
 def ours(state: dict[str, Any], payloads: list[bytes]) -> dict[str, Any]:
     """One compacted ledger written the way compact --apply writes it; deleted after."""
     from pulsarctl_py.brokerconf import load_broker_conf
+    from pulsarctl_py.plans.writing import LedgerTarget
     from pulsarctl_py.stores.metadata import open_metadata_store
-    from pulsarctl_py.writes import LedgerTarget
     from pulsarctl_py.writesettings import resolve_write_settings
 
     settings = resolve_write_settings(broker_conf=load_broker_conf(state["broker"]["conf"]))

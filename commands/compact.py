@@ -493,136 +493,53 @@ def _write(
     plan_out: Any,
     apply: bool,
 ) -> None:
-    """Write the compacted ledger and its plan; apply the plan with --apply."""
-
-    from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.leases import Lease
-
-    if report.spool is None:
-        plan_out.discard()
-        report.notes.append("nothing written: the broker would compact nothing of the topic")
-        return
-    if (
-        not full
-        and state.compacted_ledger is not None
-        and state.horizon is not None
-        and (report.nothing_new or state.horizon == state.last)
-    ):
-        report.spool.unlink(missing_ok=True)
-        plan_out.discard()
-        report.notes.append(
-            f"nothing written: nothing new since the compaction horizon "
-            f"{state.horizon[0]}:{state.horizon[1]} (compacted ledger "
-            f"{state.compacted_ledger} is up to date; --full rebuilds it)"
-        )
-        return
-    bookie = [str(d) for d in resolve_bookie_dirs(dirs)]
-    # held from before the first ledger until the run ends: what it writes is never taken
-    # for a leftover by another run (pulsarctl_py.leases)
-    with Lease(before.metadata_url, "compact", [report.topic]) as lease:
-        _write_held(
-            report, state, delete_old, err, before, settings, client, force, plan_out, apply,
-            bookie, lease,
-        )  # fmt: skip
-
-
-def _write_held(
-    report: Any,
-    state: Any,
-    delete_old: bool,
-    err: Any,
-    before: Any,
-    settings: Any,
-    client: Any,
-    force: bool,
-    plan_out: Any,
-    apply: bool,
-    bookie: list[str],
-    lease: Any,
-) -> None:
+    """Write the compacted ledger and its plan; apply the plan with --apply
+    (:func:`pulsarctl_py.compaction.planned.write_compaction`); say what was done."""
     from rich.markup import escape
 
-    from pulsarctl_py.commands.repair import print_outcome
-    from pulsarctl_py.compaction.planned import apply_written_plan, write_plan
-    from pulsarctl_py.repair.written import PlanFile
+    from pulsarctl_py.commands.plans import print_outcome, say
+    from pulsarctl_py.compaction.planned import write_compaction
 
-    plan_file = PlanFile(
-        plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger", lease=lease
+    done = write_compaction(
+        report,
+        state,
+        before=before,
+        bookie_dirs=dirs,
+        delete_old=delete_old,
+        settings=settings,
+        options=client,
+        force=force,
+        full=full,
+        plan_out=plan_out,
+        apply=apply,
+        say=say,
     )
-    for line in plan_file.reclaimed:
-        err.print(escape(line))
-    path = plan_out.path
-    where = (
-        f"into the stopped bookie of {', '.join(bookie)}" if bookie else "to the running bookies"
-    )
-    err.print(
-        f"writing a compacted ledger of {report.stats.entries_out} entries {escape(where)}; "
-        f"the plan that commits it: {escape(str(path))} (`ledgerctl undo {escape(str(path))}` "
-        "deletes it if this command is interrupted)"
-    )
-    try:
-        plan, ledger = write_plan(
-            before=before,
-            report=report,
-            state=state,
-            plan_file=plan_file,
-            bookie_dirs=bookie,
-            settings=settings,
-            options=client,
-            delete_old=delete_old,
-            leftovers=not force,
-        )
-    except BaseException:
-        plan_file.discard()
-        raise
-    report.compacted_ledger = ledger.ledger_id
-    report.plan_file = str(path)
-    for w in ledger.notes:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
-    err.print(
-        f"wrote compacted ledger {ledger.ledger_id} ({ledger.entries} entries, "
-        f"{escape(ledger.config)}, ensemble {escape(', '.join(ledger.ensemble))}); "
-        f"plan saved to {escape(str(path))}"
-    )
-    previous = report.previous_compacted_ledger
-    deleting = delete_old and previous is not None
-    leftovers = plan.repairs[0].get("leftovers") or {}
-    topic = escape(report.topic)
-    for kept in leftovers.get("kept", []):
-        err.print(
-            f"left compacted ledger {kept['ledger_id']} of {topic}: nothing references it, "
-            f"but it is {escape(kept['reason'])}"
-        )
-    if leftovers.get("not_judged"):
-        err.print(f"note: {escape(leftovers['not_judged'])}")
-    gone = ", ".join(map(str, leftovers.get("deleted", [])))
-    if not apply:
-        report.to_delete = [previous] if previous is not None and not deleting else []
+    if done is None:
+        return
+    path, topic = escape(str(done.plan_path)), escape(report.topic)
+    gone = ", ".join(map(str, done.leftovers))
+    if done.outcome is None:
         if gone:
             err.print(
                 f"the plan also deletes compacted ledger(s) {gone} of {topic}, which nothing "
                 "references (left by runs that stopped before their plan was applied), if the "
                 "topic's ledger list and __compaction cursor are unchanged when it is applied"
             )
-        err.print(f"not applied: `ledgerctl apply {escape(str(path))}` commits it")
+        err.print(f"not applied: `ledgerctl apply {path}` commits it")
         return
-    outcome = apply_written_plan(plan, path, force=force)
-    print_outcome(outcome)
+    print_outcome(done.outcome)
     if gone:
         err.print(
             f"deleted compacted ledger(s) {gone} of {topic}: nothing references them (left "
             "by runs that stopped before their plan was applied), checked in the transaction "
             "that committed the cursor"
         )
-    report.applied = True
-    report.deleted = [previous] if deleting else []
-    report.to_delete = [previous] if previous is not None and not deleting else []
 
 
 def _plan_output(plan_file: Path | None) -> Any:
     """The --plan output, checked before any work: a regular file (default
     ./ledgerctl-plan-<time>.json), never over a plan that was applied and not undone."""
-    from pulsarctl_py.commands.repair import PlanFlags
+    from pulsarctl_py.commands.plans import PlanFlags
 
     return PlanFlags(plan_file=plan_file, apply=True).plan_output(file_only=True)
 

@@ -19,7 +19,7 @@ import typer
 from pulsarctl_py.commands import options
 from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import ACCEPT_DAMAGE, damage_note
-from pulsarctl_py.commands.repair import PlanFlags, plan_options
+from pulsarctl_py.commands.plans import PlanFlags, plan_options
 
 migrate_app = typer.Typer(
     help="Migrate topic data: new ledgers written, then swapped in by a plan (see repair).",
@@ -89,10 +89,10 @@ def compacted(
     stops it before anything is written, unless --accept-damage (then it is copied as the
     compaction copies it, listed in the report and the plan, and the exit status is 1)."""
     from pulsarctl_py import render
-    from pulsarctl_py.compaction.apply import apply_compaction
     from pulsarctl_py.compaction.core import Stats
+    from pulsarctl_py.compaction.ledger import write_compacted_ledger
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.repair import migrate, repairs
+    from pulsarctl_py.repair import migrate
 
     url, dirs, flags = _stores(flags)
     out = flags.plan_output(file_only=True)
@@ -138,48 +138,40 @@ def compacted(
         if stats.damaged_count:
             raise typer.Exit(1)
         return
-    from pulsarctl_py.leases import Lease
+    from pulsarctl_py.commands.plans import announce_plan_file, print_written
+    from pulsarctl_py.plans.writing import PlanFile
 
-    with Lease(url, "migrate compacted", [state.topic]) as lease:
-        plan_file = _plan_file(out, url, state.topic, dirs, "a compacted ledger", lease)
-        try:
-            result = apply_compaction(
-                metadata_url=url,
-                bookie_dirs=dirs,
-                topic=state.topic,
-                entries=entries,
-                horizon=state.horizon,
-                compacted_to=state.compacted_to,
-                cursor_version=state.cursor_version,
-                previous=state.ledger_id,
-                previous_cursor_ledger=None,
-                data_ledgers=state.data_ledgers,
-                partition=state.partition,
-                commit_cursor=False,
-                settings=write.settings(),
-                options=client,
-                force=write.force_owned,
-                journal=plan_file.journal,
-            )
-        except BaseException:
-            plan_file.discard()
-            raise
-        _print_written(err, [result.ledger], warnings)
-
-        def build(draft: Any, source: Any) -> None:
-            repairs.point_compaction(
-                draft, state.topic, result.ledger_id, source, horizon=state.horizon
-            )
-            draft.repairs[-1]["migration"] = report | {"written_ledger": result.ledger_id}
-            draft.written.extend(plan_file.journal.written)
-            draft.warnings.extend(crash)
-            if stats.damaged_count:
-                draft.warnings.append(
-                    f"{stats.damaged_count} damaged entries are copied (--accept-damage); the "
-                    "repair record lists them"
-                )
-
-        flags.run(build, plan_file.final())
+    what = "a compacted ledger"
+    with PlanFile.leased(out, url, state.topic, dirs, what, "migrate compacted") as plan_file:
+        announce_plan_file(plan_file, what)
+        ledger = write_compacted_ledger(
+            metadata_url=url,
+            bookie_dirs=dirs,
+            topic=state.topic,
+            entries=entries,
+            compacted_to=state.compacted_to,
+            cursor_version=state.cursor_version,
+            data_ledgers=state.data_ledgers,
+            partition=state.partition,
+            settings=write.settings(),
+            options=client,
+            force=write.force_owned,
+            journal=plan_file.journal,
+        )
+        print_written([ledger], warnings)
+        flags.run(
+            lambda draft, source: migrate.swap_compacted(
+                draft,
+                source,
+                state,
+                ledger.ledger_id,
+                report,
+                plan_file.journal.written,
+                warnings=crash,
+                damaged=stats.damaged_count,
+            ),
+            plan_file.final(),
+        )
     if stats.damaged_count:
         raise typer.Exit(1)
 
@@ -291,19 +283,17 @@ def index(
             raise typer.Exit(1)
         return
     assert settings is not None
-    from pulsarctl_py.leases import Lease
+    from pulsarctl_py.commands.plans import announce_plan_file, print_written
+    from pulsarctl_py.plans.writing import PlanFile
 
-    with Lease(url, "migrate index", [plan.topic]) as lease:
-        plan_file = _plan_file(out, url, plan.topic, dirs, "the migrated ledgers", lease)
-        try:
-            written = migrate.write_index_ledgers(
-                url, dirs, plan, settings=settings, options=client, journal=plan_file.journal
-            )
-        except BaseException:
-            plan_file.discard()
-            raise
-        _print_written(err, written, warnings)
-        if not dirs:  # one stopped bookie's ledgers have quorums of 1 (LedgerTarget.effective)
+    what = "the migrated ledgers"
+    with PlanFile.leased(out, url, plan.topic, dirs, what, "migrate index") as plan_file:
+        announce_plan_file(plan_file, what)
+        written = migrate.write_index_ledgers(
+            url, dirs, plan, settings=settings, options=client, journal=plan_file.journal
+        )
+        print_written(written, warnings)
+        if not dirs:  # one stopped bookie's ledgers have quorums of 1 (LedgerWriter.effective)
             quorums = {settings.source.get(k) for k in ("ensemble", "write_quorum", "ack_quorum")}
             err.print(
                 f"quorums of the new ledgers ({settings.ensemble}/{settings.write_quorum}/"
@@ -315,35 +305,20 @@ def index(
             f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
             "referenced by nothing until the plan is applied"
         )
-
-        def build(draft: Any, source: Any) -> None:
-            migrate.swap_index_ledgers(draft, plan, source, delete_old=delete_old)
-            if mapping_out is not None and not mapping_out.stream:
-                draft.repairs[-1]["mapping_file"] = str(mapping)
-            draft.written.extend(plan_file.journal.written)
-
-        flags.run(build, plan_file.final())
+        saved_mapping = str(mapping) if mapping_out is not None and not mapping_out.stream else None
+        flags.run(
+            lambda draft, source: migrate.swap_index_ledgers(
+                draft,
+                plan,
+                source,
+                delete_old=delete_old,
+                written=plan_file.journal.written,
+                mapping_file=saved_mapping,
+            ),
+            plan_file.final(),
+        )
     if plan.damaged:
         raise typer.Exit(1)
-
-
-def _plan_file(out: Any, url: str, topic: str, dirs: list[str], what: str, lease: Any) -> Any:
-    """The --plan file, saved before each step of the writing (see repair.written); the
-    ledgers an earlier plan at the same path wrote are given back first, as compact does
-    (a run killed while it wrote left them, and that plan file is their only record)."""
-    from pulsarctl_py import render
-    from pulsarctl_py.repair.written import PlanFile
-
-    plan_file = PlanFile(out, url, topic, dirs, what, lease=lease)
-    for line in plan_file.reclaimed:
-        render.stderr_console().print(line, markup=False, highlight=False)
-    render.stderr_console().print(
-        f"writing {what}; the plan: {out} (`ledgerctl undo {out}` deletes them if this "
-        "command is interrupted)",
-        markup=False,
-        highlight=False,
-    )
-    return plan_file
 
 
 def _not_owned(store: Any, topic: str, force: bool) -> list[str]:
@@ -351,20 +326,6 @@ def _not_owned(store: Any, topic: str, force: bool) -> list[str]:
     from pulsarctl_py.ownership import check_not_owned
 
     return check_not_owned(store, [topic], force=force)
-
-
-def _print_written(err: Any, ledgers: list[Any], warnings: list[str]) -> None:
-    from rich.markup import escape
-
-    for w in warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
-    for ledger in ledgers:
-        for note in ledger.notes:
-            err.print(f"[yellow]warning:[/] {escape(note)}")
-        err.print(
-            f"wrote ledger {ledger.ledger_id} ({ledger.entries} entries, {escape(ledger.config)}"
-            f", to {escape(ledger.where)}); referenced by nothing until the plan is applied"
-        )
 
 
 def register(app: typer.Typer) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -258,6 +259,74 @@ def parse_position_info(data: bytes | memoryview) -> tuple[mlpb.PositionInfo, li
 def build_position_info(message: mlpb.PositionInfo) -> bytes:
     """Encode one cursor-ledger entry."""
     return message.SerializeToString()
+
+
+def cursor_at(
+    decoded: DecodedInfo[mlpb.ManagedCursorInfo] | None,
+    position: tuple[int, int],
+    properties: Iterable[tuple[str, int]],
+    *,
+    keep_acks: bool = False,
+    last_active: int | None = None,
+    broker_encoding: bool = False,
+) -> bytes:
+    """A cursor's whole state in its znode, marked deleted up to ``position``: the one
+    writer of a cursor value that ledgerctl moves (a repair, a migration, a compaction's
+    ``__compaction`` cursor).
+
+    The state is the decoded value (``decoded``; None: a new cursor) with
+    ``cursorsLedgerId`` -1, which makes the broker read it from the znode (it reads a
+    cursor ledger's last entry otherwise, ``ManagedCursorImpl.recover``), the mark-delete
+    position ``position`` and the mark-delete ``properties`` (replacing the old ones).
+    ``keep_acks``: the individual acks (ranges and batch indexes) after ``position`` stay
+    acknowledged; otherwise, and always for a cursor whose state was in a cursor ledger
+    (the znode holds no acks of it), every ack is forgotten, as a reset forgets them.
+    ``last_active``: the time (ms) written as the cursor's last activity (None: as read).
+    ``broker_encoding``: encoded as a broker writes a value (an empty or text value
+    becomes binary protobuf, ``MetaStoreImpl``); otherwise in the encoding it was read in.
+    """
+    msg = mlpb.ManagedCursorInfo()
+    encoding: InfoEncoding = InfoEncoding.BINARY
+    compression: str | int | None = None
+    in_ledger = False
+    if decoded is not None:
+        msg.CopyFrom(decoded.message)
+        encoding, compression = decoded.encoding, decoded.compression
+        in_ledger = decoded.message.cursorsLedgerId != -1
+        if broker_encoding and encoding in (InfoEncoding.EMPTY, InfoEncoding.TEXT):
+            encoding = InfoEncoding.BINARY
+    msg.cursorsLedgerId = -1
+    msg.markDeleteLedgerId, msg.markDeleteEntryId = position
+    if not keep_acks or in_ledger:
+        del msg.individualDeletedMessages[:]
+        del msg.batchedEntryDeletionIndexInfo[:]
+    else:
+        # acked ranges (lower, upper] after the new position stay acknowledged
+        kept = []
+        for r in msg.individualDeletedMessages:
+            upper = (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId)
+            if upper > position:
+                lower = max((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId), position)
+                kept.append((lower, upper))
+        del msg.individualDeletedMessages[:]
+        for lower, upper in kept:
+            r = msg.individualDeletedMessages.add()
+            r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lower
+            r.upperEndpoint.ledgerId, r.upperEndpoint.entryId = upper
+        batched = [
+            b
+            for b in msg.batchedEntryDeletionIndexInfo
+            if (b.position.ledgerId, b.position.entryId) > position
+        ]
+        del msg.batchedEntryDeletionIndexInfo[:]
+        for b in batched:
+            msg.batchedEntryDeletionIndexInfo.add().CopyFrom(b)
+    del msg.properties[:]
+    for name, value in properties:
+        msg.properties.add(name=name, value=value)
+    if last_active is not None:
+        msg.lastActive = last_active
+    return build_info(msg, encoding, compression)
 
 
 # -- ML properties -------------------------------------------------------------------------

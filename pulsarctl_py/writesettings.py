@@ -58,7 +58,7 @@ from pulsarctl_py.stores.live.placement import BrokerIsolation, Placement, java_
 
 if TYPE_CHECKING:
     from pulsarctl_py.brokerconf import BrokerConf
-    from pulsarctl_py.stores.live.writer import LedgerConfig
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig
     from pulsarctl_py.stores.metadata import MetadataStore
 
 #: the variable holding the managed-ledger password (broker.conf's managedLedgerPassword)
@@ -146,7 +146,7 @@ class WriteSettings:
         """A compacted ledger as the broker's compactor creates it: with the broker's
         default BookKeeper client (``PulsarService.getBookKeeperClient``), so placed by
         the broker's isolation groups only, and none recorded."""
-        from pulsarctl_py.stores.live.writer import LedgerConfig
+        from pulsarctl_py.stores.ledger_writer import LedgerConfig
 
         return LedgerConfig(
             self.ensemble,
@@ -162,7 +162,7 @@ class WriteSettings:
         """A topic data ledger as the managed ledger creates it: placed by
         :attr:`data_placement`, which the custom metadata records when the broker's does
         (``ManagedLedgerImpl.asyncCreateLedger`` adds it to the HashMap it builds)."""
-        from pulsarctl_py.stores.live.writer import LedgerConfig
+        from pulsarctl_py.stores.ledger_writer import LedgerConfig
 
         placement = self.data_placement
         recorded = placement.custom_metadata()

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.plans import Draft, Plan, apply_plan, document_digest, undo_plan
 from pulsarctl_py.repair import repairs
-from pulsarctl_py.repair.plan import Draft, Plan, apply_plan, document_digest, undo_plan
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests.verify_world import ORDERS, World, build_world
 

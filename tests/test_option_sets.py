@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from pulsarctl_py.commands.repair import PlanFlags, PlanOutput, plan_options
+from pulsarctl_py.commands.plans import PlanFlags, PlanOutput, plan_options
 
 #: the parameter's default: the decorator replaces it, the CLI never sees it
 NONE_GIVEN = PlanFlags()

@@ -11,9 +11,7 @@ from hypothesis import strategies as st
 
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.errors import LedgerctlError
-from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
-from pulsarctl_py.repair.binding import Binding
-from pulsarctl_py.repair.plan import (
+from pulsarctl_py.plans import (
     PLAN_FORMAT,
     PLAN_VERSION,
     Change,
@@ -21,6 +19,8 @@ from pulsarctl_py.repair.plan import (
     Unreachable,
     document_digest,
 )
+from pulsarctl_py.plans.binding import Binding
+from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),

@@ -127,7 +127,8 @@ def _legacy(box: Any, ns: str, source: str, bookies: list[str]) -> dict[str, Any
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
     from pulsarctl_py.repair.migrate import data_custom_metadata
-    from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig
+    from pulsarctl_py.stores.live.writer import write_ledger
     from pulsarctl_py.stores.metadata import open_metadata_store, read_managed_ledger
 
     topic = _free_topic(box, ns)

@@ -299,7 +299,7 @@ def _point_compaction_cursor(plan, ledger: int) -> None:
     import hashlib
 
     from pulsarctl_py.decoders.managed_ledger import parse_cursor_info, rebuild
-    from pulsarctl_py.repair.plan import document_digest
+    from pulsarctl_py.plans import document_digest
 
     doc = json.loads(plan.read_text())
     (change,) = doc["changes"]

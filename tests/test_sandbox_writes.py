@@ -272,7 +272,8 @@ def _prepare_index(
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
     from pulsarctl_py.repair.migrate import data_custom_metadata
-    from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig
+    from pulsarctl_py.stores.live.writer import write_ledger
     from pulsarctl_py.stores.metadata import open_metadata_store, read_managed_ledger
 
     source_topic, legacy = f"persistent://{ns}/{source}", f"persistent://{ns}/{legacy}"
@@ -491,7 +492,7 @@ def _review_and_writing(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any
     """P saves a plan for review; W writes its ledger and stops before closing it, while
     Q compacts the same topic with --apply; then the orphans of a ledger nothing names."""
     from pulsarctl_py.decoders import ledger_metadata as lm
-    from pulsarctl_py.repair import written
+    from pulsarctl_py.plans import writing as written
 
     topic, seen = s["review"], {}
     seen["p"] = _run(box, "compact", topic, "--plan", str(tmp / "review.json"), "-o", "json")
@@ -535,7 +536,7 @@ def _review_and_writing(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any
 #: first ledger it writes: the ledger is open, its entries written
 KILLED_BEFORE_CLOSE = """
 import os, signal, sys
-from pulsarctl_py.repair import written
+from pulsarctl_py.plans import writing as written
 def closing(journal, ledger_id, closed):
     os.kill(os.getpid(), signal.SIGKILL)
 written.PlanJournal.closing = closing
@@ -1025,9 +1026,9 @@ def test_the_offline_writer_places_ledgers_where_the_restarted_bookie_reads_them
     directory DbLedgerStorage picks (signSafeMod(ledgerId, 2)), registered under
     BookKeeper's own root; the restarted bookie serves both to BookKeeper's client."""
     from pulsarctl_py.decoders.checksums import DigestType
-    from pulsarctl_py.stores.live.writer import LedgerConfig
+    from pulsarctl_py.plans.writing import LedgerTarget
+    from pulsarctl_py.stores.ledger_writer import LedgerConfig
     from pulsarctl_py.stores.metadata import open_metadata_store
-    from pulsarctl_py.writes import LedgerTarget
 
     box = sandbox
     bookie = box.bookies[1]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import pulsarctl_py.verify as verify
+from pulsarctl_py.plans import Draft
 from pulsarctl_py.repair import repairs
-from pulsarctl_py.repair.plan import Draft
 from pulsarctl_py.verify import CODES, REPAIR_FOR_CHECK, repair_command, verify_topics
 from pulsarctl_py.verify.codes import REPAIR_COMMANDS
 from tests.cli_helpers import run

@@ -7,20 +7,25 @@
 2. The compaction is computed (:func:`pulsarctl_py.compaction.run.compact`); nothing is
    written before it finished cleanly.
 3. The earlier plan saved at the same ``--plan`` path (a run that stopped, or one made
-   for review) gives back the ledgers it wrote (:func:`pulsarctl_py.repair.written.
-   reclaim_plan_path`); the run takes its lease (:mod:`pulsarctl_py.leases`).
+   for review) gives back the ledgers it wrote (:func:`pulsarctl_py.plans.writing.
+   reclaim_plan_path`); the run takes its lease (:mod:`pulsarctl_py.plans.leases`).
 4. The plan file is saved before each step of the writing (the ledger's id and creator
    token before its metadata is created, a stopped bookie's files before they are
-   written, the closed metadata's sha256 before the close); the ledger is written
-   (running bookies, or a stopped bookie's directories, :mod:`pulsarctl_py.writes`);
-   the plan is saved again with the cursor change (the horizon, ``CompactedTopicLedger``
-   = the new ledger), the ledger written, the previous compacted ledger's deletion with
-   ``--delete-old``, the deletion of leftovers of runs that stopped (judged now, on the
-   topic's ledger list, whose version the plan checks, and the cursor, whose version it
-   sets with: :func:`judge_leftovers`), and the topic to unload.
-5. With ``--apply`` the plan is applied (:func:`pulsarctl_py.repair.plan.apply_plan`:
-   backup, one compare-and-set transaction). A conflict deletes the new ledger (and no
-   leftover): that plan can never apply.
+   written, the closed metadata's sha256 before the close); the ledger is written through
+   the one "write new ledgers" context (:class:`pulsarctl_py.plans.writing.LedgerTarget`:
+   running bookies, or a stopped bookie's directories; a failure before the plan is saved
+   deletes it); the plan is drafted like any other (:class:`pulsarctl_py.plans.Draft`)
+   and saved again: the cursor change (the horizon, ``CompactedTopicLedger`` = the new
+   ledger: :func:`pulsarctl_py.compaction.cursor.draft_compacted_ledger`), the ledger
+   written, the previous compacted ledger's deletion with ``--delete-old``, the deletion
+   of leftovers of runs that stopped (judged now, on the topic's ledger list, whose
+   version the plan checks, and the cursor, whose version it sets with:
+   :func:`judge_leftovers`), and the topic to unload.
+5. With ``--apply`` the plan is applied (:func:`pulsarctl_py.plans.apply_plan`: backup,
+   one compare-and-set transaction). A conflict deletes the new ledger (and no leftover):
+   that plan can never apply.
+
+:func:`write_compaction` is steps 3 to 5 as one call (``compact --apply/--plan``).
 
 ``ledgerctl undo PLAN`` restores the previous cursor and deletes the new ledger; after a
 crash at any step it deletes whatever was created (the plan file was saved first).
@@ -28,7 +33,6 @@ crash at any step it deletes whatever was created (the plan file was saved first
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,10 +42,10 @@ from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import LedgerctlError
 
 if TYPE_CHECKING:
-    from pulsarctl_py.repair.plan import Plan
-    from pulsarctl_py.repair.written import PlanFile
-    from pulsarctl_py.stores.metadata import MetadataStore
-    from pulsarctl_py.writes import NewLedger
+    from pulsarctl_py.plans import Draft, Outcome, Plan
+    from pulsarctl_py.plans.writing import PlanFile
+    from pulsarctl_py.stores.ledger_writer import NewLedger
+    from pulsarctl_py.stores.metadata.base import Node
 
 #: test hook: called with the name of each step as it completes
 AfterStep = Callable[[str], None]
@@ -59,11 +63,18 @@ class Before:
     topic: str
     metadata_url: str
     cursor_path: str
-    cursor_data: bytes | None
-    cursor_version: int | None
+    #: the ``__compaction`` cursor's node as read (None: there is none)
+    cursor_node: Node | None
     cursor: Any  # the decoded CursorRecord, or None
-    cursor_creation: str | None = None  # which incarnation of the node (Stat.creation)
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def cursor_data(self) -> bytes | None:
+        return None if self.cursor_node is None else self.cursor_node.data
+
+    @property
+    def cursor_version(self) -> int | None:
+        return None if self.cursor_node is None else self.cursor_node.stat.version
 
 
 def read_before(metadata_url: str, topic: str, *, force: bool = False) -> Before:
@@ -71,33 +82,26 @@ def read_before(metadata_url: str, topic: str, *, force: bool = False) -> Before
     from pulsarctl_py.ownership import check_not_owned
     from pulsarctl_py.stores.metadata import open_metadata_store, read_cursor, resolve_topic
 
+    from .cursor import compaction_cursor_path
+
     name = resolve_topic(topic)
     with open_metadata_store(metadata_url) as store:
         warnings = check_not_owned(store, [name], force=force)
-        znode = mld.url_encode(mld.COMPACTION_CURSOR)
-        path = f"{name.ml_path}/{znode}"
+        path = compaction_cursor_path(name.ml_path)
         node = store.get(path)
-        cursor = read_cursor(store, name.ml_path, znode) if node is not None else None
+        cursor = (
+            read_cursor(store, name.ml_path, path.rsplit("/", 1)[1]) if node is not None else None
+        )
         url = store.url
-    return Before(
-        name.full_name,
-        url,
-        path,
-        None if node is None else node.data,
-        None if node is None else node.stat.version,
-        cursor,
-        None if node is None else node.stat.creation,
-        warnings,
-    )
+    return Before(name.full_name, url, path, node, cursor, warnings)
 
 
 @dataclass(slots=True)
 class Leftovers:
     """What a compaction plan does with the leftovers of runs that stopped (compacted
-    ledgers of its topic that nothing references): the changes that delete them (with
-    the check of the topic's ledger list they were judged on), the ones kept and why."""
+    ledgers of its topic that nothing references): the ones it deletes (drafted, with the
+    check of the topic's ledger list they were judged on), the ones kept and why."""
 
-    changes: list[Any] = field(default_factory=list)
     deleted: list[int] = field(default_factory=list)
     kept: list[tuple[int, str]] = field(default_factory=list)
     #: why none was judged (None: they were)
@@ -126,22 +130,21 @@ def _references(cursor_data: bytes | None) -> set[int] | None:
     return out
 
 
-def judge_leftovers(
-    store: MetadataStore, before: Before, state: Any, written: set[int]
-) -> Leftovers:
-    """The compacted ledgers of the topic that nothing references, above every ledger the
-    topic references (what a run that stopped before its plan was applied leaves), judged
-    on what the store holds NOW: the topic's ledger list (its version becomes a check in
-    the plan: the plan applies only while it is unchanged) and the ``__compaction`` cursor
-    as read before the compute and now (the plan sets it with compare-and-set on the
-    version read before the compute, so a compaction committed meanwhile fails the whole
-    transaction, deletions included). A ledger a live run holds in its lease, or that a
-    plan file neither applied nor undone names (:mod:`pulsarctl_py.leases`), is kept and
-    said so; ``written``: the ledgers this run wrote."""
-    from pulsarctl_py.leases import Holds
-    from pulsarctl_py.repair.plan import Change
+def judge_leftovers(draft: Draft, before: Before, state: Any, written: set[int]) -> Leftovers:
+    """Draft the deletion of the compacted ledgers of the topic that nothing references,
+    above every ledger the topic references (what a run that stopped before its plan was
+    applied leaves), judged on what the store holds NOW: the topic's ledger list (drafted
+    as a check: the plan applies only while it is unchanged) and the ``__compaction``
+    cursor as read before the compute and now (the plan sets it with compare-and-set on
+    the version read before the compute, so a compaction committed meanwhile fails the
+    whole transaction, deletions included). A ledger a live run holds in its lease, or
+    that a plan file neither applied nor undone names (:mod:`pulsarctl_py.plans.leases`),
+    is kept and said so; ``written``: the ledgers this run wrote."""
+    from pulsarctl_py.plans.leases import Holds
     from pulsarctl_py.stores.metadata import iter_ledger_paths, read_ledger, resolve_topic
+    from pulsarctl_py.stores.metadata.base import Node
 
+    store = draft.store
     out = Leftovers()
     name = resolve_topic(before.topic)
     place = store.bookkeeper()
@@ -169,6 +172,7 @@ def judge_leftovers(
     referenced |= {lid for lid in (state.compacted_ledger, state.cursor_ledger) if lid is not None}
     above = max(referenced, default=-1)
     holds = Holds(store)
+    found = []
     for ledger_id, _path in iter_ledger_paths(place.store, place.root):
         if ledger_id <= above or ledger_id in referenced or ledger_id in written:
             continue
@@ -184,36 +188,24 @@ def judge_leftovers(
             out.kept.append((ledger_id, why))
             continue
         out.deleted.append(ledger_id)
-        out.changes.append(
-            Change(
-                record.path,
-                "ledger",
-                record.raw,
-                None,
-                record.stat.version,
-                [
-                    f"compacted ledger {ledger_id} of {name.full_name} that nothing "
-                    "references (left by a run that stopped before its plan was applied)"
-                ],
-                record.stat.creation,
-            )
+        found.append((ledger_id, record))
+    if found:
+        draft.read_before(name.ml_path, ml)
+        draft.check(
+            name.ml_path,
+            "managed-ledger",
+            "unchanged (a check): the leftovers this plan deletes were judged on this "
+            "ledger list and the __compaction cursor; the plan applies only while both are "
+            "as read",
         )
-    if out.changes:
-        out.changes.insert(
-            0,
-            Change(
-                name.ml_path,
-                "managed-ledger",
-                ml.data,
-                ml.data,
-                ml.stat.version,
-                [
-                    "unchanged (a check): the leftovers this plan deletes were judged on this "
-                    "ledger list and the __compaction cursor; the plan applies only while "
-                    "both are as read"
-                ],
-                ml.stat.creation,
-            ),
+    for ledger_id, record in found:
+        assert record.stat is not None
+        draft.read_before(record.path, Node(record.raw, record.stat))
+        draft.delete(
+            record.path,
+            "ledger",
+            f"compacted ledger {ledger_id} of {name.full_name} that nothing references "
+            "(left by a run that stopped before its plan was applied)",
         )
     return out
 
@@ -232,78 +224,54 @@ def write_plan(
     leftovers: bool = True,
 ) -> tuple[Plan, NewLedger]:
     """Step 4: the plan saved before each step of the writing, the ledger written, the
-    plan saved complete; with ``leftovers`` it also deletes what runs that stopped left
-    (:func:`judge_leftovers`, in the same transaction as the cursor)."""
-    from pulsarctl_py.compaction.apply import (
-        compacted_custom_metadata,
-        compaction_settings,
-        cursor_value,
-    )
+    plan drafted and saved complete; with ``leftovers`` it also deletes what runs that
+    stopped left (:func:`judge_leftovers`, in the same transaction as the cursor)."""
     from pulsarctl_py.compaction.run import read_spool
-    from pulsarctl_py.repair.plan import UNLOAD_WARNING, Change, Plan
-    from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger, resolve_topic
-    from pulsarctl_py.writes import LedgerTarget
+    from pulsarctl_py.plans import Draft
+    from pulsarctl_py.plans.writing import LedgerTarget
+    from pulsarctl_py.stores.metadata import read_ledger, resolve_topic
+    from pulsarctl_py.stores.metadata.base import Node
+
+    from .cursor import draft_compacted_ledger
+    from .ledger import compacted_config
 
     name = resolve_topic(before.topic)
     assert report.spool is not None and report.horizon is not None
-    config = compaction_settings(settings).compacted_config(
-        compacted_custom_metadata(
-            name.full_name, report.compacted_to or report.horizon, name.partition_index
-        )
+    config = compacted_config(
+        name.full_name, report.compacted_to or report.horizon, name.partition_index, settings
     )
-    fallback = None
-    if bookie_dirs:
-        from pulsarctl_py.compaction.apply import bookie_id_for
-        from pulsarctl_py.ledgers import LedgerSource
-
-        with LedgerSource.open(before.metadata_url, bookie_dirs, need_metadata=True) as ro:
-            fallback = bookie_id_for(ro, [lid for lid, _, _ in state.ledgers])
-
-    pending = plan_file.pending
     journal = plan_file.journal
     journal.after_step = after_step
 
-    store = open_metadata_store(before.metadata_url, read_only=False)
-    try:
-        target = LedgerTarget(
-            store,
-            bookie_dirs=bookie_dirs,
-            options=options,
-            doing="writing a compacted ledger into its storage",
-        )
-        ledger = target.write(
-            config,
-            (e.data for e in read_spool(report.spool)),
-            journal=journal,
-            fallback_bookie=fallback,
-        )
-        written = pending.written[-1]
+    with LedgerTarget.opened(
+        before.metadata_url,
+        bookie_dirs,
+        options=options,
+        doing="writing a compacted ledger into its storage",
+        journal=journal,
+        topic_ledgers=[lid for lid, _, _ in state.ledgers],
+    ) as target:
+        ledger = target.write(config, (e.data for e in read_spool(report.spool)))
+        written = plan_file.pending.written[-1]
         after_step("written")
 
-        new_cursor = cursor_value(before.cursor, report.horizon, ledger.ledger_id)
+        store = target.store
+        draft = Draft(store)
+        draft.topic(name.full_name)
+        draft.written.append(written)
         h = "{}:{}".format(*report.horizon)
-        plan = Plan(
-            metadata_url=plan_file.binding.metadata_url,
-            changes=[
-                Change(
-                    before.cursor_path,
-                    "cursor",
-                    before.cursor_data,
-                    new_cursor,
-                    before.cursor_version,
-                    [
-                        f"the compaction horizon {h} and CompactedTopicLedger "
-                        f"{ledger.ledger_id}, the compacted ledger written "
-                        f"({ledger.entries} entries, {ledger.config})"
-                    ],
-                    before.cursor_creation,
-                )
-            ],
-            topics=[name.full_name],
-            binding=plan_file.binding,
-            written=[written],
+        # the compare-and-set is against the cursor as read before the compute
+        draft.read_before(before.cursor_path, before.cursor_node)
+        draft_compacted_ledger(
+            draft,
+            before.cursor_path,
+            before.cursor.info if before.cursor is not None else None,
+            report.horizon,
+            ledger.ledger_id,
+            f"the compaction horizon {h} and CompactedTopicLedger {ledger.ledger_id}, the "
+            f"compacted ledger written ({ledger.entries} entries, {ledger.config})",
         )
-        plan.repairs.append(
+        draft.repairs.append(
             {
                 "repair": "compact",
                 "topic": name.full_name,
@@ -314,8 +282,7 @@ def write_plan(
                 "cursor_version_before_compute": before.cursor_version,
             }
         )
-        plan.warnings.append(UNLOAD_WARNING)
-        plan.warnings.extend(before.warnings + ledger.notes)
+        draft.warnings.extend(before.warnings + ledger.notes)
         previous = report.previous_compacted_ledger
         if delete_old and previous is not None:
             record = read_ledger(store, previous)
@@ -325,47 +292,39 @@ def write_plan(
                         "--delete-old: BookKeeper's metadata is in another store than the "
                         "topic's; a plan changes one store: delete the old ledger separately"
                     )
-                plan.changes.append(
-                    Change(
-                        record.path,
-                        "ledger",
-                        record.raw,
-                        None,
-                        record.stat.version,
-                        [f"the previous compacted ledger {previous} (--delete-old)"],
-                        record.stat.creation,
-                    )
+                draft.read_before(record.path, Node(record.raw, record.stat))
+                draft.delete(
+                    record.path,
+                    "ledger",
+                    f"the previous compacted ledger {previous} (--delete-old)",
                 )
-                plan.warnings.append(
+                draft.warnings.append(
                     f"--delete-old: ledger {previous}'s metadata is deleted; once its "
                     "bookies collected it, undo restores a cursor pointing to a ledger "
                     "without its entries"
                 )
         if leftovers:
-            found = judge_leftovers(store, before, state, {w.ledger_id for w in pending.written})
-            plan.changes.extend(found.changes)
-            plan.unreachable.ledgers.extend(found.deleted)
-            plan.repairs[0]["leftovers"] = found.to_json()
+            found = judge_leftovers(draft, before, state, {w.ledger_id for w in draft.written})
+            draft.unreachable.ledgers.extend(found.deleted)
+            draft.repairs[0]["leftovers"] = found.to_json()
             for lid, why in found.kept:
-                plan.warnings.append(
+                draft.warnings.append(
                     f"compacted ledger {lid} of {name.full_name} is left, {why}; once "
                     "nothing keeps it, `ledgerctl orphans` lists it"
                 )
             if found.not_judged is not None:
-                plan.warnings.append(found.not_judged)
-        plan.created_ms = time.time_ns() // 1_000_000
+                draft.warnings.append(found.not_judged)
+        plan = draft.plan(binding=plan_file.binding)
         plan.write(plan_file.final())
         after_step("planned")
         return plan, ledger
-    finally:
-        store.close()
 
 
-def apply_written_plan(plan: Plan, plan_path: Path, *, force: bool) -> Any:
+def apply_written_plan(plan: Plan, plan_path: Path, *, force: bool) -> Outcome:
     """Step 5: apply the plan; a conflict (it can never apply) deletes the new ledger."""
     from pulsarctl_py.ownership import check_not_owned
-    from pulsarctl_py.repair.plan import apply_plan
-    from pulsarctl_py.repair.written import delete_written
+    from pulsarctl_py.plans import apply_plan
+    from pulsarctl_py.plans.written import delete_written
     from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
 
     with open_metadata_store(plan.metadata_url, read_only=False) as store:
@@ -381,3 +340,147 @@ def apply_written_plan(plan: Plan, plan_path: Path, *, force: bool) -> Any:
                 f"{str(exc).split(': ', 1)[-1]} (the compacted ledger this plan wrote is "
                 f"deleted{leftovers})",
             ) from None
+
+
+# -- compact --apply / --plan as one call ------------------------------------------------------
+
+
+#: what :func:`write_compaction` says while it works: (text, kind), kind "" (progress),
+#: "warning" or "note"
+Say = Callable[[str, str], None]
+
+
+def _silent(text: str, kind: str) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class CompactionWrite:
+    """What ``compact --apply/--plan`` wrote: the plan (saved at ``plan_path``), the
+    compacted ledger, the outcome of the apply (None: not applied), and the leftovers
+    the plan deletes."""
+
+    plan_path: Path
+    plan: Plan
+    ledger: NewLedger
+    outcome: Outcome | None = None
+    leftovers: list[int] = field(default_factory=list)
+
+
+def write_compaction(
+    report: Any,
+    state: Any,
+    *,
+    before: Before,
+    bookie_dirs: list[str] | None,
+    delete_old: bool,
+    settings: Any,
+    options: Any,
+    force: bool,
+    full: bool,
+    plan_out: Any,
+    apply: bool,
+    say: Say = _silent,
+) -> CompactionWrite | None:
+    """Steps 3 to 5 for a computed compaction (``report``, spooled; ``state``, the topic
+    as the compute read it): under the run's lease, the compacted ledger written with its
+    plan saved to ``plan_out`` (prepared before the compute) and, with ``apply``, the plan
+    applied. ``report`` is completed (the ledger, the plan file, what was deleted or is
+    to be). None when nothing is written: the broker would compact nothing, or nothing is
+    new since the horizon of an up-to-date compaction (a note in the report says so).
+    ``force`` (``--force-owned``) also leaves leftovers alone. ``say`` hears what a person
+    is told while it works."""
+    from pulsarctl_py.config import resolve_bookie_dirs
+    from pulsarctl_py.plans.writing import PlanFile
+
+    if report.spool is None:
+        plan_out.discard()
+        report.notes.append("nothing written: the broker would compact nothing of the topic")
+        return None
+    if (
+        not full
+        and state.compacted_ledger is not None
+        and state.horizon is not None
+        and (report.nothing_new or state.horizon == state.last)
+    ):
+        report.spool.unlink(missing_ok=True)
+        plan_out.discard()
+        report.notes.append(
+            f"nothing written: nothing new since the compaction horizon "
+            f"{state.horizon[0]}:{state.horizon[1]} (compacted ledger "
+            f"{state.compacted_ledger} is up to date; --full rebuilds it)"
+        )
+        return None
+    bookie = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
+    # the lease is held from before the first ledger until the run ends: what it writes is
+    # never taken for a leftover by another run (pulsarctl_py.plans.leases)
+    with PlanFile.leased(
+        plan_out, before.metadata_url, report.topic, bookie, "a compacted ledger", "compact"
+    ) as plan_file:
+        for line in plan_file.reclaimed:
+            say(line, "")
+        path = plan_file.path
+        where = (
+            f"into the stopped bookie of {', '.join(bookie)}"
+            if bookie
+            else "to the running bookies"
+        )
+        say(
+            f"writing a compacted ledger of {report.stats.entries_out} entries {where}; the "
+            f"plan that commits it: {path} (`ledgerctl undo {path}` deletes it if this command "
+            "is interrupted)",
+            "",
+        )
+        plan, ledger = write_plan(
+            before=before,
+            report=report,
+            state=state,
+            plan_file=plan_file,
+            bookie_dirs=bookie,
+            settings=settings,
+            options=options,
+            delete_old=delete_old,
+            leftovers=not force,
+        )
+        return _written(report, plan, ledger, path, delete_old, force, apply, say)
+
+
+def _written(
+    report: Any,
+    plan: Plan,
+    ledger: NewLedger,
+    path: Path,
+    delete_old: bool,
+    force: bool,
+    apply: bool,
+    say: Say,
+) -> CompactionWrite:
+    report.compacted_ledger = ledger.ledger_id
+    report.plan_file = str(path)
+    for w in ledger.notes:
+        say(w, "warning")
+    say(
+        f"wrote compacted ledger {ledger.ledger_id} ({ledger.entries} entries, {ledger.config}, "
+        f"ensemble {', '.join(ledger.ensemble)}); plan saved to {path}",
+        "",
+    )
+    previous = report.previous_compacted_ledger
+    deleting = delete_old and previous is not None
+    found = plan.repairs[0].get("leftovers") or {}
+    for kept in found.get("kept", []):
+        say(
+            f"left compacted ledger {kept['ledger_id']} of {report.topic}: nothing references "
+            f"it, but it is {kept['reason']}",
+            "",
+        )
+    if found.get("not_judged"):
+        say(found["not_judged"], "note")
+    done = CompactionWrite(path, plan, ledger, leftovers=list(found.get("deleted", [])))
+    if not apply:
+        report.to_delete = [previous] if previous is not None and not deleting else []
+        return done
+    done.outcome = apply_written_plan(plan, path, force=force)
+    report.applied = True
+    report.deleted = [previous] if deleting else []
+    report.to_delete = [previous] if previous is not None and not deleting else []
+    return done

@@ -1,2 +1,2 @@
-"""Repairs of topic metadata, as plans: drafted, reviewed, applied with compare-and-set,
-undone from a backup (see :mod:`pulsarctl_py.repair.plan`)."""
+"""Repairs of topic metadata and migrations, as plans: each recipe drafts its changes,
+and the write spine (:mod:`pulsarctl_py.plans`) saves, applies and undoes them."""

@@ -19,14 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
+from pulsarctl_py.plans import Draft
 
-from .plan import Draft
-from .repairs import COMPACTED_TOPIC_LEDGER, _ledger_metadata, load_cursors, load_topic
+from .repairs import (
+    COMPACTED_TOPIC_LEDGER,
+    _ledger_metadata,
+    load_cursors,
+    load_topic,
+    point_compaction,
+)
 
 if TYPE_CHECKING:
     from pulsarctl_py.compaction.core import CompactedEntry, Stats
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.writes import NewLedger
+    from pulsarctl_py.plans.written import Written
+    from pulsarctl_py.stores.ledger_writer import NewLedger
     from pulsarctl_py.writesettings import WriteSettings
 
 
@@ -145,6 +152,32 @@ def converted_entries(
         yield from phase_two(counted(), _KeepAll(), options, stats)
     finally:
         close_sources()
+
+
+def swap_compacted(
+    draft: Draft,
+    source: LedgerSource | None,
+    state: CompactedState,
+    ledger_id: int,
+    report: dict[str, Any],
+    written: list[Written],
+    *,
+    warnings: list[str] | None = None,
+    damaged: int = 0,
+) -> None:
+    """Draft the swap of a rewritten compacted ledger: the ``__compaction`` cursor
+    re-pointed to ``ledger_id`` with the horizon kept (:func:`~.repairs.point_compaction`),
+    the migration's ``report`` recorded with the plan's repair, the ledger ``written``
+    recorded for undo; ``damaged`` entries copied (``--accept-damage``) are named in a
+    warning."""
+    point_compaction(draft, state.topic, ledger_id, source, horizon=state.horizon)
+    draft.repairs[-1]["migration"] = report | {"written_ledger": ledger_id}
+    draft.written.extend(written)
+    draft.warnings.extend(warnings or [])
+    if damaged:
+        draft.warnings.append(
+            f"{damaged} damaged entries are copied (--accept-damage); the repair record lists them"
+        )
 
 
 # -- migrate index ---------------------------------------------------------------------------
@@ -447,102 +480,96 @@ def write_index_ledgers(
     journal: Any = None,
 ) -> list[NewLedger]:
     """Write the plan's new ledgers, as the managed ledger writes data ledgers (to the
-    running bookies, or into the stopped bookie of ``bookie_dirs``); fills ``new_ids``.
+    running bookies, or into the stopped bookie of ``bookie_dirs``), through the one
+    "write new ledgers" context (:class:`pulsarctl_py.plans.writing.LedgerTarget`); fills
+    ``new_ids``.
 
     Refused while the bookie holds its lock or is registered as running. A failure
     removes what this call wrote (metadata, and a stopped bookie's files and index keys)
     before it is raised."""
-    from pulsarctl_py.compaction.apply import bookie_id_for
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.live.writer import Journal
-    from pulsarctl_py.stores.metadata import open_metadata_store
-    from pulsarctl_py.writes import LedgerTarget
+    from pulsarctl_py.plans.writing import LedgerTarget
+    from pulsarctl_py.stores.ledger_writer import Journal
     from pulsarctl_py.writesettings import resolve_write_settings
 
     settings = settings if settings is not None else resolve_write_settings()
     config = settings.data_config(data_custom_metadata(plan.persistence_name))
-    fallback = None
-    if bookie_dirs:
-        with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as ro:
-            fallback = bookie_id_for(ro, plan.ledgers)
-    store = open_metadata_store(metadata_url, read_only=False)
-    written: list[NewLedger] = []
-    target: LedgerTarget | None = None
+    floor = plan.floor
+    at = [plan.start - 1]  # the index before the next copy
+
+    class Above(Journal):
+        """Refuses an id at or below the ledgers the topic keeps, before it is used."""
+
+        def attach(self, store: Any) -> None:
+            if journal is not None:
+                journal.attach(store)
+
+        def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
+            if ledger_id <= floor:
+                raise DataError(
+                    f"the ledger id generator gave {ledger_id}, not above ledger "
+                    f"{floor} that the topic keeps before the copies: the broker "
+                    "orders ledgers by id"
+                )
+            if journal is not None:
+                journal.creating(ledger_id, path, ctoken)
+
+        def files(self, ledger_id: int, files: Any) -> None:
+            if journal is not None:
+                journal.files(ledger_id, files)
+
+        def closing(self, ledger_id: int, closed: bytes) -> None:
+            if journal is not None:
+                journal.closing(ledger_id, closed)
+
     try:
-        target = LedgerTarget(
-            store,
-            bookie_dirs=bookie_dirs,
+        with LedgerTarget.opened(
+            metadata_url,
+            bookie_dirs,
             options=options,
             doing="writing the migrated ledgers into its storage",
-        )
-
-        floor = plan.floor
-        at = [plan.start - 1]  # the index before the next copy
-
-        class Above(Journal):
-            """Refuses an id at or below the ledgers the topic keeps, before it is used."""
-
-            def attach(self, store: Any) -> None:
-                if journal is not None:
-                    journal.attach(store)
-
-            def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
-                if ledger_id <= floor:
-                    raise DataError(
-                        f"the ledger id generator gave {ledger_id}, not above ledger "
-                        f"{floor} that the topic keeps before the copies: the broker "
-                        "orders ledgers by id"
-                    )
-                if journal is not None:
-                    journal.creating(ledger_id, path, ctoken)
-
-            def files(self, ledger_id: int, files: Any) -> None:
-                if journal is not None:
-                    journal.files(ledger_id, files)
-
-            def closing(self, ledger_id: int, closed: bytes) -> None:
-                if journal is not None:
-                    journal.closing(ledger_id, closed)
-
-        for old in plan.ledgers:
-            copies = (
-                _copies(plan, old, at, metadata_url, bookie_dirs)
-                if plan.entries.get(old, 0)
-                else iter(())
-            )
-            ledger = target.write(config, copies, journal=Above(), fallback_bookie=fallback)
-            written.append(ledger)
-            plan.new_ids[old] = ledger.ledger_id
-            plan.lengths[old] = ledger.length
-            if ledger.entries != plan.entries.get(old, 0):
-                raise DataError(
-                    f"ledger {old} gave {ledger.entries} entries to copy, "
-                    f"{plan.entries.get(old, 0)} when the migration was planned: it changed "
-                    "meanwhile; plan again"
+            journal=Above(),
+            topic_ledgers=plan.ledgers,
+        ) as target:
+            for old in plan.ledgers:
+                copies = (
+                    _copies(plan, old, at, metadata_url, bookie_dirs)
+                    if plan.entries.get(old, 0)
+                    else iter(())
                 )
-        if at[0] != plan.last_index:
-            raise DataError(
-                f"the copies end at index {at[0]}, the plan at {plan.last_index}: the topic "
-                "changed meanwhile; plan again"
-            )
+                ledger = target.write(config, copies)
+                plan.new_ids[old] = ledger.ledger_id
+                plan.lengths[old] = ledger.length
+                if ledger.entries != plan.entries.get(old, 0):
+                    raise DataError(
+                        f"ledger {old} gave {ledger.entries} entries to copy, "
+                        f"{plan.entries.get(old, 0)} when the migration was planned: it "
+                        "changed meanwhile; plan again"
+                    )
+            if at[0] != plan.last_index:
+                raise DataError(
+                    f"the copies end at index {at[0]}, the plan at {plan.last_index}: the "
+                    "topic changed meanwhile; plan again"
+                )
+            return list(target.written)
     except BaseException:
-        for ledger in reversed(written):
-            assert target is not None
-            target.delete(ledger)
         plan.new_ids.clear()
         raise
-    finally:
-        store.close()
-    return written
 
 
 def swap_index_ledgers(
-    draft: Draft, plan: IndexPlan, source: LedgerSource | None, *, delete_old: bool = False
+    draft: Draft,
+    plan: IndexPlan,
+    source: LedgerSource | None,
+    *,
+    delete_old: bool = False,
+    written: list[Written] | None = None,
+    mapping_file: str | None = None,
 ) -> None:
     """Draft the swap: the ML list names the new ledgers (one compare-and-set on the ML
     znode), its ``index`` property is raised to the last index, cursors and the terminated
     position move to the same entry of the new ledger; old ledgers' metadata deleted only
-    with ``delete_old``."""
+    with ``delete_old``. The new ledgers ``written`` are recorded for undo, and the
+    mapping's file, when it was saved to one, with the repair."""
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
     from .repairs import _ledger_path, _set_topic
@@ -602,7 +629,10 @@ def swap_index_ledgers(
                 draft.delete(path, "ledger", f"old ledger {lid}, copied into {ids[lid]}")
     record = {"repair": "migrate-index"} | plan.to_json()
     record["old_ledgers_deleted"] = delete_old
+    if mapping_file is not None:
+        record["mapping_file"] = mapping_file
     draft.repairs.append(record)
+    draft.written.extend(written or [])
     draft.warnings.append(
         f"the new ledgers {sorted(ids.values())} are written already; `ledgerctl undo` "
         "restores the metadata and leaves them unreferenced (`ledgerctl orphans` lists them)"

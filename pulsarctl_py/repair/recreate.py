@@ -57,8 +57,7 @@ __all__ = ["UNKNOWN_BOOKIE", "Copy", "DataFinder", "Found"]
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata
     from pulsarctl_py.ledgers import LedgerSource
-
-    from .plan import Draft
+    from pulsarctl_py.plans import Draft
 
 #: the largest ensemble whose order is searched (8! orders, each checked per residue)
 MAX_ENSEMBLE = 8

@@ -1,6 +1,6 @@
-"""The repairs: each drafts its changes on a :class:`~pulsarctl_py.repair.plan.Draft`.
+"""The repairs: each drafts its changes on a :class:`~pulsarctl_py.plans.draft.Draft`.
 
-Nothing here writes; :mod:`pulsarctl_py.repair.plan` applies a plan. Every repair reads
+Nothing here writes; :mod:`pulsarctl_py.plans.apply` applies a plan. Every repair reads
 through the draft, so repairs run one after another (``repair --from-verify``) see what
 the earlier ones drafted.
 
@@ -22,11 +22,10 @@ from pulsarctl_py.decoders import Depth
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
 from pulsarctl_py.decoders.managed_ledger import DecodedInfo, TopicName
+from pulsarctl_py.plans import Draft
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 from pulsarctl_py.stores.metadata.base import join
 from pulsarctl_py.verify import codes
-
-from .plan import Draft
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
@@ -248,40 +247,11 @@ def write_cursor(
     properties: list[tuple[str, int]] | None = None,
     keep_acks: bool = False,
 ) -> None:
-    """Write the cursor's whole state into its znode at ``position`` (cursorsLedgerId -1)."""
-    msg = mlpb.ManagedCursorInfo()
-    msg.CopyFrom(cursor.decoded.message)
-    msg.cursorsLedgerId = -1
-    msg.markDeleteLedgerId, msg.markDeleteEntryId = position
-    if not keep_acks or cursor.in_ledger:
-        # a reset forgets every ack; a cursor ledger's acks are not in the znode snapshot
-        del msg.individualDeletedMessages[:]
-        del msg.batchedEntryDeletionIndexInfo[:]
-    else:
-        # acked ranges (lower, upper] after the new position stay acknowledged
-        kept = []
-        for r in msg.individualDeletedMessages:
-            upper = (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId)
-            if upper > position:
-                lower = max((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId), position)
-                kept.append((lower, upper))
-        del msg.individualDeletedMessages[:]
-        for lower, upper in kept:
-            r = msg.individualDeletedMessages.add()
-            r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lower
-            r.upperEndpoint.ledgerId, r.upperEndpoint.entryId = upper
-        batched = [
-            b
-            for b in msg.batchedEntryDeletionIndexInfo
-            if (b.position.ledgerId, b.position.entryId) > position
-        ]
-        del msg.batchedEntryDeletionIndexInfo[:]
-        for b in batched:
-            msg.batchedEntryDeletionIndexInfo.add().CopyFrom(b)
-    del msg.properties[:]
-    for name, value in cursor.properties if properties is None else properties:
-        msg.properties.add(name=name, value=value)
-    draft.set(cursor.path, "cursor", mld.rebuild(cursor.decoded, msg), why)
+    """Write the cursor's whole state into its znode at ``position`` (cursorsLedgerId -1;
+    the bytes: :func:`~pulsarctl_py.decoders.managed_ledger.cursor_at`)."""
+    props = cursor.properties if properties is None else properties
+    value = mld.cursor_at(cursor.decoded, position, props, keep_acks=keep_acks)
+    draft.set(cursor.path, "cursor", value, why)
     cursor.decoded = mld.parse_cursor_info(draft.get(cursor.path) or b"")
     cursor.position = position
     cursor.origin = "znode"
@@ -995,16 +965,16 @@ def point_compaction(
             f"the horizon {_position_text(horizon)} of ledger {ledger_id} is in a ledger the "
             "topic no longer lists: the broker reads the tail from the next ledger"
         )
-    cursors = load_cursors(draft, topic, source, only=mld.COMPACTION_CURSOR)
-    props = [(COMPACTED_TOPIC_LEDGER, ledger_id)]
-    if not cursors:
-        from pulsarctl_py.compaction.apply import cursor_value
+    from pulsarctl_py.compaction.cursor import draft_compacted_ledger
 
-        path = join(topic.path, mld.url_encode(mld.COMPACTION_CURSOR))
-        draft.set(
-            path,
-            "cursor",
-            cursor_value(None, horizon, ledger_id),
+    cursors = load_cursors(draft, topic, source, only=mld.COMPACTION_CURSOR)
+    if not cursors:
+        draft_compacted_ledger(
+            draft,
+            join(topic.path, mld.url_encode(mld.COMPACTION_CURSOR)),
+            None,
+            horizon,
+            ledger_id,
             f"create the __compaction cursor at the horizon of ledger {ledger_id}",
         )
         record["from_ledger"] = None
@@ -1024,13 +994,15 @@ def point_compaction(
         return False
     kept = [(k, v) for k, v in cursor.properties if k != COMPACTED_TOPIC_LEDGER]
     old = cursor.position
-    write_cursor(
+    draft_compacted_ledger(
         draft,
-        cursor,
+        cursor.path,
+        cursor.decoded,
         horizon,
+        ledger_id,
         f"{COMPACTED_TOPIC_LEDGER} {previous} -> {ledger_id}; mark-delete "
         f"{_position_text(old)} -> {_position_text(horizon)} ({origin})",
-        properties=kept + props,
+        keep=kept,
     )
     draft.unreachable.cursors.append(
         {
@@ -1238,7 +1210,7 @@ def delete_orphans(
 ) -> list[Orphan]:
     """Draft the deletion of every orphan's ledger znode (or of those in ``only``) and, given
     an offline bookie's directories, of its entries in that bookie's indexes."""
-    from .bookie_index import draft_deletion
+    from pulsarctl_py.plans.draft import draft_deletion
 
     judged = [
         o

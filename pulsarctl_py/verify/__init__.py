@@ -161,7 +161,7 @@ The checks, with the rule each applies and where it comes from:
     no ML ledger list, no cursor's ``cursorsLedgerId``, no ``CompactedTopicLedger``.
     Schema ledgers are not judged (their references live under /schemas, not read here),
     nor a ledger a live ledgerctl run holds in its lease or a plan neither applied nor
-    undone names (:mod:`pulsarctl_py.leases`). A ledger a live broker has just created may
+    undone names (:mod:`pulsarctl_py.plans.leases`). A ledger a live broker has just created may
     show up until the broker records it (operators.md §3 #22, #23): the finding says its
     age and the basis of it (the ledger's ``ctime``, else its node's creation time in the
     store, else unknown; :mod:`.orphans`). §9.4.

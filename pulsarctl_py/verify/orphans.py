@@ -11,7 +11,7 @@ own way (verify while it walks the topics; ``orphans`` by loading every topic).
 Such a ledger is still **kept** (never called an orphan, never deleted) when
 
 * a live ledgerctl run holds it in its lease, or a plan file neither applied nor undone
-  names it (:class:`pulsarctl_py.leases.Holds`): it is being written, or waits for review;
+  names it (:class:`pulsarctl_py.plans.leases.Holds`): it is being written, or waits for review;
 * with a minimum age: it is younger, or its age is unknown. The age is taken from the best
   creation time there is: the ledger metadata's ``ctime`` (BookKeeper stores it only with
   ``storeSystemtimeAsLedgerCreationTime``, which Pulsar does not set), else the metadata
@@ -32,7 +32,7 @@ from pulsarctl_py.verify.core import WARNING, Finding, Run
 
 if TYPE_CHECKING:
     from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata, PulsarLedgerTags
-    from pulsarctl_py.leases import Holds
+    from pulsarctl_py.plans.leases import Holds
     from pulsarctl_py.stores.metadata import MetadataStore, Stat
 
 
@@ -110,7 +110,7 @@ def unreferenced_ledgers(
     leases and plan records (default: read from ``store``).
     """
     from pulsarctl_py.decoders import ledger_metadata as lm
-    from pulsarctl_py.leases import Holds
+    from pulsarctl_py.plans.leases import Holds
     from pulsarctl_py.stores.metadata import iter_ledger_paths, resolve_topic
 
     if read is None:

@@ -16,9 +16,10 @@ import pytest
 
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.proto import bookkeeper_data_formats_pb2 as dfpb
+from pulsarctl_py.stores.ledger_writer import LedgerConfig
 from pulsarctl_py.stores.live.client import BookiePool, BookieUnavailable, ClientOptions
 from pulsarctl_py.stores.live.registry import AddressBook
-from pulsarctl_py.stores.live.writer import LedgerConfig, write_ledger
+from pulsarctl_py.stores.live.writer import write_ledger
 from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger
 from tests.write_bookie import WriteBookie
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pulsarctl_py.compaction import CompactionOptions, compact
-from pulsarctl_py.compaction.apply import apply_compaction
+from pulsarctl_py.compaction.ledger import write_compacted_ledger
 from pulsarctl_py.compaction.run import read_spool
 from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
 from tests.cli_helpers import run
@@ -154,16 +154,13 @@ def test_a_stale_compare_and_set_writes_nothing(tmp_path, request, store_kind):
         store.close()
     files_before = _bookie_files(world)
     with pytest.raises(MetadataConflict):
-        apply_compaction(
+        write_compacted_ledger(
             metadata_url=world.metadata_url,
             bookie_dirs=[str(world.bookie_dir)],
             topic=ORDERS,
             entries=read_spool(report.spool),
-            horizon=report.horizon,
             compacted_to=report.compacted_to,
             cursor_version=version,
-            previous=30,
-            previous_cursor_ledger=None,
             data_ledgers=[10, 11, 12],
             partition=-1,
         )

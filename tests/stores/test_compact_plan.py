@@ -66,8 +66,8 @@ def crash_at(url: str, bookie_dir: str, plan: str, step: str) -> None:
     from pulsarctl_py import outputs
     from pulsarctl_py.compaction import compact
     from pulsarctl_py.compaction.planned import read_before, write_plan
-    from pulsarctl_py.repair.plan import apply_plan
-    from pulsarctl_py.repair.written import PlanFile
+    from pulsarctl_py.plans import apply_plan
+    from pulsarctl_py.plans.writing import PlanFile
 
     def hook(name: str) -> None:
         if name == step:
@@ -160,7 +160,7 @@ def test_a_cursor_changed_during_the_compute_fails_the_apply_and_leaves_nothing(
     from pulsarctl_py import outputs
     from pulsarctl_py.compaction import compact
     from pulsarctl_py.compaction.planned import apply_written_plan, read_before, write_plan
-    from pulsarctl_py.repair.written import PlanFile
+    from pulsarctl_py.plans.writing import PlanFile
 
     world = _world(tmp_path, "zookeeper", "db", request)
     before = read_before(world.metadata_url, ORDERS)  # read before the compute ...

@@ -608,7 +608,7 @@ def test_apply_twice_says_already_applied_and_undo_needs_an_apply(
 def test_an_apply_cut_short_after_the_commit_is_finished_by_applying_again(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from pulsarctl_py.repair.plan import apply_plan
+    from pulsarctl_py.plans import apply_plan
 
     world = build_world(tmp_path / "w", "orphan-ledger")
     plan = tmp_path / "plan.json"

@@ -20,10 +20,10 @@ from pulsarctl_py.decoders import bookie_wire as wire
 from pulsarctl_py.decoders import bookkeeper as bk
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders.checksums import DigestType, master_key
+from pulsarctl_py.stores.ledger_writer import LedgerConfig
 from pulsarctl_py.stores.live.client import BookieUnavailable, ClientOptions
+from pulsarctl_py.stores.live.writer import LedgerHandle as LedgerWriter
 from pulsarctl_py.stores.live.writer import (
-    LedgerConfig,
-    LedgerWriter,
     NotEnoughBookies,
     choose_ensemble,
     write_ledger,

@@ -20,10 +20,8 @@ from typing import Any
 
 import pytest
 
-from pulsarctl_py.compaction.apply import BookieInUse
 from pulsarctl_py.errors import MetadataConflict
-from pulsarctl_py.repair.bookie_index import STEP_PREFIX
-from pulsarctl_py.repair.plan import (
+from pulsarctl_py.plans import (
     PLAN_VERSION,
     Plan,
     apply_plan,
@@ -31,7 +29,9 @@ from pulsarctl_py.repair.plan import (
     document_digest,
     undo_plan,
 )
+from pulsarctl_py.plans.bookie_index import STEP_PREFIX
 from pulsarctl_py.stores.bookie import open_bookie
+from pulsarctl_py.stores.bookie.newledger import BookieInUse
 from pulsarctl_py.stores.bookie.rocks import ReadOnlyRocksDB, ledger_key, location_key
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests.cli_helpers import run
@@ -183,7 +183,7 @@ def test_a_change_between_plan_and_apply_aborts_with_nothing_written(
         path = Path(change["path"])
         path.write_bytes(path.read_bytes() + (1 << 32 | 4096).to_bytes(8, "big"))
     else:
-        from pulsarctl_py.compaction.apply import writable_rocksdb
+        from pulsarctl_py.stores.bookie.newledger import writable_rocksdb
 
         with writable_rocksdb(Path(change["path"])) as db:
             db[location_key(ORPHAN, ORPHAN_ENTRIES)] = (4096).to_bytes(8, "big")
@@ -302,7 +302,7 @@ def test_the_indexes_stay_locked_from_the_check_to_the_last_write(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Between apply's check and its writes nobody (a starting bookie) can open the index."""
-    from pulsarctl_py.compaction.apply import writable_rocksdb
+    from pulsarctl_py.stores.bookie.newledger import writable_rocksdb
 
     world, plan_path = _planned(capsys, tmp_path)
     tried: list[str] = []

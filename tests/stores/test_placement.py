@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from pulsarctl_py.brokerconf import parse_broker_conf
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.errors import LedgerctlError
+from pulsarctl_py.stores.ledger_writer import LedgerConfig
 from pulsarctl_py.stores.live.client import ClientOptions
 from pulsarctl_py.stores.live.placement import (
     CONFIG_KEY,
@@ -35,7 +36,7 @@ from pulsarctl_py.stores.live.placement import (
     namespace_affinity,
     read_racks,
 )
-from pulsarctl_py.stores.live.writer import LedgerConfig, NotEnoughBookies, write_ledger
+from pulsarctl_py.stores.live.writer import NotEnoughBookies, write_ledger
 from pulsarctl_py.stores.metadata import iter_ledger_paths, open_metadata_store, read_ledger
 from pulsarctl_py.writesettings import data_settings, resolve_write_settings
 from tests.verify_world import bookkeeper_root_nodes
@@ -252,7 +253,7 @@ def _stopped_bookie(root: Path, bookie_id: str) -> Path:
 
 
 def test_the_offline_target_refuses_a_bookie_outside_the_group(zk_store, tmp_path) -> None:
-    from pulsarctl_py.writes import LedgerTarget
+    from pulsarctl_py.plans.writing import LedgerTarget
 
     racks = {"iso": {"10.0.0.1:3181": {}}, "rest": {"10.0.0.9:3181": {}}}
     zk_store.put("/bookies", json.dumps(racks).encode(), -1)

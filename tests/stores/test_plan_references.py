@@ -21,7 +21,7 @@ import pytest
 
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders import managed_ledger as mld
-from pulsarctl_py.repair.plan import Change, Draft, Plan
+from pulsarctl_py.plans import Change, Draft, Plan
 from pulsarctl_py.stores.metadata import open_metadata_store, read_ledger
 from tests.cli_helpers import ledgerctl_script, run
 from tests.demo_env import demo, demo_root

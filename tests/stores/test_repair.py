@@ -19,8 +19,7 @@ import pytest
 
 from pulsarctl_py.errors import DataError, LedgerctlError, MetadataConflict
 from pulsarctl_py.ledgers import LedgerSource
-from pulsarctl_py.repair import repairs
-from pulsarctl_py.repair.plan import (
+from pulsarctl_py.plans import (
     STEPS,
     Draft,
     Plan,
@@ -29,6 +28,7 @@ from pulsarctl_py.repair.plan import (
     document_digest,
     undo_plan,
 )
+from pulsarctl_py.repair import repairs
 from pulsarctl_py.stores.metadata import open_metadata_store
 from pulsarctl_py.verify import verify_topics
 from tests.cli_helpers import run
@@ -100,7 +100,7 @@ def snapshot(url: str) -> dict[str, str]:
     """Every node's data hash (not versions: a restore writes new versions); the empty
     parents of ledgerctl's leases and records, which ZooKeeper keeps once a command that
     writes ledgers made them, aside (every lease or record in them counts)."""
-    from pulsarctl_py.leases import PARENTS
+    from pulsarctl_py.plans.leases import PARENTS
 
     store = open_metadata_store(url)
     try:

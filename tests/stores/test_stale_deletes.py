@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pulsarctl_py import leases
 from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders import metadata_record as rec
+from pulsarctl_py.plans import leases
 from pulsarctl_py.stores.metadata import iter_ledger_paths, open_metadata_store
 from tests.cli_helpers import run
 from tests.stores.test_compact_apply import _args, _world
@@ -184,7 +184,7 @@ def test_a_plan_keeps_its_ledgers_until_applied_undone_or_gone(tmp_path: Path) -
 
 
 def test_the_plan_formats_leases_reads_are_the_ones_repair_writes() -> None:
-    from pulsarctl_py.repair import plan
+    from pulsarctl_py import plans as plan
 
     assert leases.PLAN_FORMAT == plan.PLAN_FORMAT
     assert leases.BACKUP_FORMAT == plan.BACKUP_FORMAT

@@ -19,7 +19,11 @@ What is written there: the digest-packed entries in a NEW entry log (with its le
 map, as a rotated log), ``lastId`` bumped, and the index: DbLedgerStorage's ``locations``
 and ``ledgers`` RocksDB keys, or a new ``.idx`` file. Everything written is recorded
 (:class:`OfflineFiles`) so that it can be removed again, byte for byte, while the bookie
-is still stopped.
+is still stopped. :class:`StoppedBookieWriter` is this home's implementation of
+:class:`~pulsarctl_py.stores.ledger_writer.LedgerWriter`: the ledger's metadata is made,
+closed and taken back as every new ledger's is; one bookie holds it, so its ensemble and
+quorums are 1, while the digest, password and bookie isolation are the cluster's (a
+bookie the ledger's isolation groups keep out is refused).
 """
 
 from __future__ import annotations
@@ -31,13 +35,27 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import bookkeeper, entrylog
 from pulsarctl_py.decoders.bookkeeper import BookieEntryHeader
 from pulsarctl_py.decoders.checksums import DigestType, master_key
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.errors import StoreUnavailable
+from pulsarctl_py.stores.ledger_writer import (
+    Journal,
+    LedgerConfig,
+    LedgerWriter,
+    NewLedger,
+    at_version,
+    close_metadata,
+    create_metadata,
+    delete_ledger,
+    writable_bookies,
+)
+
+if TYPE_CHECKING:
+    from pulsarctl_py.stores.metadata import MetadataStore
 
 
 class BookieInUse(StoreUnavailable):
@@ -324,7 +342,7 @@ def pack_entries(
     """Digest-packed entries with cumulative lengths; each carries the previous entry as
     its LAC, as a writer whose every earlier add was confirmed sends it."""
     from pulsarctl_py.decoders import limits
-    from pulsarctl_py.stores.live.writer import entry_too_large
+    from pulsarctl_py.stores.ledger_writer import entry_too_large
 
     length = 0
     for entry_id, payload in enumerate(payloads):
@@ -392,3 +410,105 @@ def write_files(
         written = write_index_file(current, ledger_id, key, locations)
         assert files.idx is None or Path(files.idx) == written
     return count, length
+
+
+# -- the implementation of LedgerWriter ---------------------------------------------------------
+
+
+class StoppedBookieWriter(LedgerWriter):
+    """One stopped bookie's directories (``bookie_dirs``: its ledger directories, or
+    directories holding them), refused while the bookie runs (:func:`check_bookie_free`);
+    ``doing`` names the write in that refusal."""
+
+    offline = True
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        bookie_dirs: list[str],
+        doing: str = "writing a ledger into its storage",
+    ) -> None:
+        from pulsarctl_py.stores.bookie.layout import discover
+
+        super().__init__(store)
+        self.dirs = [str(d) for d in bookie_dirs]
+        self.current: list[Path] = list(discover(self.dirs).ledger_dirs)
+        if not self.current:
+            raise LedgerctlError(f"no ledger directory under {', '.join(self.dirs)}")
+        self.kind = index_kind(self.current)
+        check_bookie_free(self.current, store, doing)
+        self.bookie_id: str | None = next(
+            (b for b in map(cookie_bookie_id, self.current) if b is not None), None
+        )
+
+    def describe(self) -> str:
+        return f"the stopped bookie {self.bookie_id or '?'} ({', '.join(self.dirs)})"
+
+    def effective(self, config: LedgerConfig) -> LedgerConfig:
+        """Quorums of 1: one stopped bookie holds the ledger."""
+        return LedgerConfig(
+            1,
+            1,
+            1,
+            config.digest,
+            config.password,
+            dict(config.custom_metadata),
+            config.placement,
+        )
+
+    def _write(
+        self,
+        config: LedgerConfig,
+        payloads: Iterable[bytes | memoryview],
+        journal: Journal | None,
+        fallback_bookie: str | None,
+    ) -> NewLedger:
+        bookie_id = self.bookie_id or fallback_bookie
+        if bookie_id is None:
+            raise LedgerctlError(
+                "the bookie directories carry no cookie (current/VERSION) naming the bookie: "
+                "the ledger's ensemble cannot be told"
+            )
+        self._check_placement(config, bookie_id)
+        ledger_id, path, version, md = create_metadata(self.place, config, [bookie_id], journal)
+        files = None
+        try:
+            current = target_dir(self.current, self.kind, ledger_id)
+            files = plan_files(current, self.kind, ledger_id)
+            if journal is not None:
+                journal.files(ledger_id, files)
+            count, length = write_files(files, payloads, config.digest, config.password)
+            version = close_metadata(self.place, path, version, md, count - 1, length, journal)
+        except BaseException:
+            with contextlib.suppress(LedgerctlError):  # the error that stopped it stands
+                delete_ledger(self.place, path, at_version(version), files)
+            raise
+        return NewLedger(
+            ledger_id,
+            count,
+            length,
+            [bookie_id],
+            path,
+            version,
+            self.place.url,
+            str(current.parent if current.name == "current" else current),
+            config.describe(),
+            files,
+        )
+
+    def _check_placement(self, config: LedgerConfig, bookie_id: str) -> None:
+        """Refuse a stopped bookie the ledger's placement does not allow: the broker would
+        not place the ledger there (counted as if the bookie were running)."""
+        if not config.placement.isolated:
+            return
+        from pulsarctl_py.stores.live.placement import read_racks
+
+        known = {*writable_bookies(self.place), bookie_id}
+        left, _ = config.placement.candidates(known, config.ensemble, read_racks(self.store))
+        if bookie_id not in left:
+            raise LedgerctlError(
+                f"the stopped bookie {bookie_id} is not among the bookies "
+                f"{config.placement.describe()} allows ({', '.join(left) or 'none'}): the "
+                "broker would not place this ledger there; write it to the running bookies, "
+                "or into the directories of a bookie of the group"
+            )

@@ -12,15 +12,8 @@ The steps and the rules each one follows (apache/bookkeeper, bookkeeper-server, 
    the rack-aware policy (``RackawareEnsemblePlacementPolicyImpl``, which Pulsar's broker
    configures) picks them at random from it: so do we. Each bookie is reached where its
    registration says (:class:`.registry.AddressBook`).
-2. **Ledger id** from BookKeeper's id generator for the cluster's layout
-   (``ZkLedgerIdGenerator`` / ``LongZkLedgerIdGenerator``: an ephemeral sequential node
-   under ``<root>/idgen``; :func:`pulsarctl_py.stores.metadata.allocate_ledger_id`).
-3. **Metadata**, format v3, created with compare-and-set (must not exist) in BookKeeper's
-   metadata store (``AbstractZkLedgerManager.createLedgerMetadata``): state OPEN, the
-   quorums, digest type and password, the custom metadata, a random creator token
-   (``cToken``) and no creation time (``storeSystemtimeAsLedgerCreationTime`` is off by
-   default). An id whose node exists already is given up for a new one, as
-   ``LedgerCreateOp`` does on ``LedgerExistException``.
+2. **Ledger id** and 3. **metadata**, created OPEN, as every new ledger's
+   (:func:`pulsarctl_py.stores.ledger_writer.create_metadata`).
 4. **Entries**: entry ``e`` goes to its write set, ensemble members ``(e + i) mod
    ensemble`` for ``i < write quorum`` (``RoundRobinDistributionSchedule``), as a v3
    ADD_ENTRY with the master key SHA-1("ledger" + password) and the entry packed by the
@@ -30,16 +23,18 @@ The steps and the rules each one follows (apache/bookkeeper, bookkeeper-server, 
    confirmed once ``ack quorum`` bookies of its write set acknowledged it and every entry
    before it is confirmed; that is the LAC the next entries carry. Requests are
    pipelined: at most ``window`` entries (and ``window_bytes`` bytes) are in flight.
-5. **Close** (``LedgerHandle.doAsyncCloseInternal``): once every write of every entry is
-   acknowledged, the metadata becomes CLOSED with the last entry id and the length,
-   written with compare-and-set on the version step 3 created. BookKeeper rebuilds the
-   metadata for that (``LedgerMetadataBuilder.from``), which does not carry the creator
-   token: a closed ledger's cToken is 0, and so is ours.
+5. **Close**: once every write of every entry is acknowledged, the metadata is closed
+   with compare-and-set (:func:`pulsarctl_py.stores.ledger_writer.close_metadata`).
+
+:class:`LedgerHandle` writes one ledger (create, add, close, like BookKeeper's
+``LedgerHandle``); :class:`RunningBookiesWriter` is the running bookies' implementation of
+:class:`~pulsarctl_py.stores.ledger_writer.LedgerWriter`.
 
 Unlike BookKeeper's client this writer does no ensemble change: a bookie that fails a
 write, refuses it, or stays silent longer than the timeout fails the whole ledger. Any
 failure stops the writer, closes its connections and deletes the metadata it created
-(if it still holds what this writer wrote), so nothing references the ledger; bookies
+(if it still holds what this writer wrote: :func:`~pulsarctl_py.stores.ledger_writer
+.delete_ledger`), so nothing references the ledger; bookies
 then garbage-collect what they received, as for any deleted ledger. The error is one
 line naming the bookie and the entry.
 """
@@ -48,19 +43,28 @@ from __future__ import annotations
 
 import contextlib
 import random
-import secrets as _secrets
 import selectors
 import ssl
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import bookie_wire as wire
 from pulsarctl_py.decoders import bookkeeper as bk
-from pulsarctl_py.decoders import ledger_metadata as lm
 from pulsarctl_py.decoders import limits
-from pulsarctl_py.decoders.checksums import DIGESTS, DigestType, master_key
+from pulsarctl_py.decoders.checksums import DIGESTS, master_key
 from pulsarctl_py.errors import LedgerctlError, StoreUnavailable
+from pulsarctl_py.stores.ledger_writer import (
+    Journal,
+    LedgerConfig,
+    LedgerWriter,
+    NewLedger,
+    at_version,
+    close_metadata,
+    create_metadata,
+    delete_ledger,
+    entry_too_large,
+    writable_bookies,
+)
 
 from .client import BookieConnection, BookieUnavailable, ClientOptions, connection_to
 from .placement import NO_ISOLATION, Placement
@@ -73,108 +77,10 @@ if TYPE_CHECKING:
 DEFAULT_WRITE_WINDOW = 1024
 #: and at most this many payload bytes
 DEFAULT_WINDOW_BYTES = 32 * 1024 * 1024
-#: how many ledger ids to try when ids are taken (LedgerCreateOp retries without a bound)
-MAX_CREATE_ATTEMPTS = 100
 
 
 class NotEnoughBookies(StoreUnavailable):
     """Fewer writable bookies are registered than the ensemble needs."""
-
-
-class Journal:
-    """Told about each step before it is taken, so that a crash leaves a record of what
-    may exist (a plan file; see :mod:`pulsarctl_py.repair.written`). The default does
-    nothing."""
-
-    def attach(self, store: Any) -> None:
-        """The writable metadata store (Pulsar's) the writer holds while it writes: a
-        journal that writes records of its own uses it (a RocksDB store admits one
-        writer)."""
-
-    def creating(self, ledger_id: int, path: str, ctoken: int) -> None:
-        """The metadata of ``ledger_id`` is about to be created with creator token
-        ``ctoken`` (the node may already exist: then it is someone else's, and another id
-        is taken)."""
-
-    def closing(self, ledger_id: int, closed: bytes) -> None:
-        """The ledger is about to be closed: its metadata will hold ``closed``."""
-
-    def files(self, ledger_id: int, files: Any) -> None:
-        """A stopped bookie's files are about to be written (an ``OfflineFiles``)."""
-
-
-@dataclass(frozen=True)
-class LedgerConfig:
-    """How a new ledger is written: quorums, digest, password and custom metadata.
-
-    The password is never shown (``repr`` leaves it out).
-    """
-
-    ensemble: int
-    write_quorum: int
-    ack_quorum: int
-    digest: DigestType
-    password: bytes = field(default=b"", repr=False)
-    custom_metadata: dict[str, bytes] = field(default_factory=dict)
-    #: which bookies the broker would place it on (its custom metadata entry, if the
-    #: broker records one, is in ``custom_metadata`` already)
-    placement: Placement = NO_ISOLATION
-
-    def __post_init__(self) -> None:
-        if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
-            raise LedgerctlError(
-                "the quorums must satisfy ensemble >= write quorum >= ack quorum >= 1 "
-                f"(found {self.ensemble}/{self.write_quorum}/{self.ack_quorum})"
-            )
-
-    def describe(self) -> str:
-        """For people: quorums and digest, and whether a password is set (never which)."""
-        text = (
-            f"ensemble {self.ensemble}, write quorum {self.write_quorum}, ack quorum "
-            f"{self.ack_quorum}, {self.digest.name} digest, "
-            + ("a password" if self.password else "an empty password")
-        )
-        if self.placement.isolated:
-            text += f", on the bookies of {self.placement.describe()}"
-        return text
-
-
-@dataclass(slots=True)
-class WrittenLedger:
-    """A ledger this writer created and closed."""
-
-    ledger_id: int
-    entries: int
-    length: int
-    ensemble: list[str]
-    path: str
-    version: int
-    where: str
-
-    @property
-    def last_entry_id(self) -> int:
-        return self.entries - 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ledger_id": self.ledger_id,
-            "entries": self.entries,
-            "length": self.length,
-            "ensemble": list(self.ensemble),
-            "path": self.path,
-            "metadata": self.where,
-        }
-
-
-def writable_bookies(place: BookKeeperMetadata) -> list[str]:
-    """The bookies registered as available and not read-only, by id."""
-    from .registry import list_bookies
-
-    return [
-        r.bookie_id
-        for r in list_bookies(place.store, place.root)
-        if r.available and not r.read_only
-    ]
 
 
 def choose_ensemble(
@@ -217,15 +123,6 @@ def placement_candidates(
     return left, notes + more
 
 
-def _layout(place: BookKeeperMetadata) -> lm.LedgerLayout:
-    from pulsarctl_py.stores.metadata import read_layout
-
-    info = read_layout(place.store, place.root)
-    if info is not None and info.layout is not None:
-        return info.layout
-    return lm.LedgerLayout.HIERARCHICAL
-
-
 class _Bookie:
     """One ensemble member: its connection and what it still owes us."""
 
@@ -242,7 +139,7 @@ class _Bookie:
         self.txn = 0
 
 
-class LedgerWriter:
+class LedgerHandle:
     """Create one ledger on running bookies, add entries, close it (see the module doc).
 
     Use as a context manager: leaving the block with an exception (or without
@@ -529,7 +426,7 @@ class LedgerWriter:
 
     # -- close / abort ------------------------------------------------------------------
 
-    def close(self) -> WrittenLedger:
+    def close(self) -> NewLedger:
         """Wait for every write, then close the ledger in its metadata (compare-and-set)."""
         if self.ledger_id is None:
             self.create()
@@ -546,7 +443,7 @@ class LedgerWriter:
             self.journal,
         )
         self.closed = True
-        return WrittenLedger(
+        return NewLedger(
             self.ledger_id,
             self._next_entry,
             self._length,
@@ -554,6 +451,9 @@ class LedgerWriter:
             self.path,
             self.version,
             self.place.url,
+            "running bookies",
+            self.config.describe(),
+            notes=list(self.notes),
         )
 
     def abort(self) -> bool:
@@ -566,113 +466,17 @@ class LedgerWriter:
         self._disconnect()
         if self.path is None or self.version is None:
             return False
-        return delete_metadata(self.place, self.path, self.version)
+        try:
+            return delete_ledger(self.place, self.path, at_version(self.version)) == "deleted"
+        except LedgerctlError:
+            return False  # the store failed too: the error that stopped the writer stands
 
-    def __enter__(self) -> LedgerWriter:
+    def __enter__(self) -> LedgerHandle:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is not None or not self.closed:
             self.abort()
-
-
-def entry_too_large(ledger_id: int, entry_id: int, size: int) -> LedgerctlError:
-    """An entry whose frame is over the limit every reader applies (the maximum message
-    size plus 10 KiB, ``decoders.limits.max_frame``, Pulsar's ``nettyMaxFrameSizeBytes``):
-    refused before it is sent, since no reader (the broker's nor ledgerctl's) would take
-    it back."""
-    return LedgerctlError(
-        f"entry {ledger_id}:{entry_id} would be a frame of {size} bytes, over the limit of "
-        f"{limits.max_frame()} (the maximum message size plus 10 KiB): a broker could not "
-        "read it back; raise --max-message-size if the cluster's maxMessageSize is larger"
-    )
-
-
-def create_metadata(
-    place: BookKeeperMetadata,
-    config: LedgerConfig,
-    ensemble: list[str],
-    journal: Journal | None = None,
-) -> tuple[int, str, int, lm.LedgerMetadata]:
-    """Take a ledger id and create its metadata, OPEN (steps 2 and 3 of the module doc);
-    return the id, the path, the node's version and the metadata."""
-    from pulsarctl_py.stores.metadata import allocate_ledger_id
-    from pulsarctl_py.stores.metadata.base import MetadataConflict
-
-    layout = _layout(place)
-    store, root = place.store, place.root
-    for _ in range(MAX_CREATE_ATTEMPTS):
-        ledger_id = allocate_ledger_id(store, root, layout)
-        md = lm.LedgerMetadata(
-            ensemble_size=config.ensemble,
-            write_quorum_size=config.write_quorum,
-            ack_quorum_size=config.ack_quorum,
-            state=lm.LedgerState.OPEN,
-            ensembles={0: list(ensemble)},
-            last_entry_id=-1,
-            length=0,
-            digest_type=config.digest,
-            password=config.password,
-            ctime=None,
-            # AbstractZkLedgerManager.createLedgerMetadata: nextLong(Long.MAX_VALUE)
-            ctoken=_secrets.randbelow(2**63 - 1),
-            custom_metadata=dict(config.custom_metadata),
-            ledger_id=ledger_id,
-        )
-        path = lm.ledger_path(ledger_id, layout, root)
-        if journal is not None:
-            journal.creating(ledger_id, path, md.ctoken)
-        try:
-            _, stat = store.put(path, lm.build(md), -1)
-        except MetadataConflict:
-            continue  # LedgerExistException: another id
-        return ledger_id, path, stat.version, md
-    raise LedgerctlError(
-        f"no free ledger id under {place.url} after {MAX_CREATE_ATTEMPTS} attempts"
-    )
-
-
-def close_metadata(
-    place: BookKeeperMetadata,
-    path: str,
-    version: int,
-    md: lm.LedgerMetadata,
-    last_entry_id: int,
-    length: int,
-    journal: Journal | None = None,
-) -> int:
-    """Close a ledger in its metadata with compare-and-set on ``version`` (step 5);
-    return the new version."""
-    from pulsarctl_py.stores.metadata.base import MetadataConflict
-
-    md.state = lm.LedgerState.CLOSED
-    md.last_entry_id = last_entry_id
-    md.length = length
-    md.ctoken = 0  # LedgerMetadataBuilder.from keeps no creator token
-    closed = lm.build(md)
-    if journal is not None and md.ledger_id is not None:
-        journal.closing(md.ledger_id, closed)
-    try:
-        _, stat = place.store.put(path, closed, version)
-    except MetadataConflict as exc:
-        raise MetadataConflict(
-            exc.path,
-            "changed while ledgerctl wrote the ledger (someone opened or deleted it); "
-            "it is left as it is",
-        ) from None
-    return stat.version
-
-
-def delete_metadata(place: BookKeeperMetadata, path: str, version: int) -> bool:
-    """Delete a ledger's metadata if it is still at ``version``; whether it was deleted."""
-    try:
-        node = place.store.get(path)
-        if node is None or node.stat.version != version:
-            return False
-        place.store.delete(path, version)
-    except LedgerctlError:
-        return False
-    return True
 
 
 def write_ledger(
@@ -681,9 +485,32 @@ def write_ledger(
     payloads: Iterable[bytes | memoryview],
     options: ClientOptions | None = None,
     **kwargs: Any,
-) -> WrittenLedger:
+) -> NewLedger:
     """Create, fill and close one ledger; on any failure nothing references it."""
-    with LedgerWriter(place, config, options, **kwargs) as writer:
+    with LedgerHandle(place, config, options, **kwargs) as writer:
         writer.create()
         writer.add_all(payloads)
         return writer.close()
+
+
+class RunningBookiesWriter(LedgerWriter):
+    """The running bookies of ``store``'s cluster (see the module docstring), reached with
+    ``options``; the ledger's placement completed from ``/bookies`` of ``store``."""
+
+    def __init__(self, store: MetadataStore, options: ClientOptions | None = None) -> None:
+        super().__init__(store)
+        self.options = options
+
+    def describe(self) -> str:
+        return f"the running bookies registered in {self.place.url}"
+
+    def _write(
+        self,
+        config: LedgerConfig,
+        payloads: Iterable[bytes | memoryview],
+        journal: Journal | None,
+        fallback_bookie: str | None,
+    ) -> NewLedger:
+        return write_ledger(
+            self.place, config, payloads, self.options, journal=journal, pulsar=self.store
+        )

@@ -19,7 +19,8 @@ whole ``.idx`` file) and their sha256, which apply compares before writing anyth
 
 Writes refuse while the bookie holds its RocksDB lock or is registered as available, like
 ``compact --apply``; the RocksDB databases stay open (locked) from the check to the last
-write, so a bookie cannot start in between.
+write, so a bookie cannot start in between. A repair drafts the deletions with
+:func:`pulsarctl_py.plans.draft.draft_deletion`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import base64
 import contextlib
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,10 +38,7 @@ from pulsarctl_py.decoders.errors import DataError, LedgerctlError
 from pulsarctl_py.stores.metadata.base import MetadataConflict
 
 if TYPE_CHECKING:
-    from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.base import MetadataStore
-
-    from .plan import Draft
 
 #: ``ledgers`` RocksDB value, ``locations`` RocksDB keys of one ledger, a ``.idx`` file
 KINDS = ("ledger-data", "locations", "index-file")
@@ -241,13 +239,7 @@ class BookieChange:
         return cls(kind, current, path, ledger_id, old, list(why))
 
 
-# -- drafting ------------------------------------------------------------------------------
-
-
-def _ledger_dirs(source: LedgerSource | None) -> list[Path]:
-    """The offline bookie's ledger dirs (none for running bookies or no bookie)."""
-    layout = getattr(source.bookie, "layout", None) if source is not None else None
-    return [] if layout is None else [Path(d).resolve() for d in layout.ledger_dirs]
+# -- reading --------------------------------------------------------------------------------
 
 
 def _read_db(path: Path, ledger_ids: list[int], kind: str) -> dict[int, bytes]:
@@ -298,32 +290,6 @@ def find_index_entries(current: Path, ledger_ids: Iterable[int]) -> list[BookieC
     return found
 
 
-def draft_deletion(
-    draft: Draft, source: LedgerSource | None, ledgers: Mapping[int, str]
-) -> list[BookieChange]:
-    """Add to ``draft`` the deletion of every index entry of ``ledgers`` (ledger id -> why)
-    in the offline bookie's ledger dirs of ``source``; return the changes (none without
-    bookie dirs)."""
-    changes = []
-    for current in _ledger_dirs(source):
-        for change in find_index_entries(current, ledgers):
-            change.why.append(ledgers[change.ledger_id])
-            changes.append(change)
-            draft.bookie_dirs.add(current)
-    changes.sort(key=lambda c: c.ledger_id)  # stable: each ledger's own order kept
-    draft.bookie.extend(changes)
-    tail = getattr(source.bookie, "journal_tail_ledgers", None) if source is not None else None
-    replayed = sorted(set(ledgers) & tail()) if tail is not None else []
-    if replayed:
-        draft.warnings.append(
-            f"ledger(s) {', '.join(map(str, replayed))} have records in the bookie's journal "
-            "after its lastMark: a restarting bookie replays them into its index (stop the "
-            "bookie cleanly so that it flushes first; its garbage collection removes them "
-            "later either way)"
-        )
-    return changes
-
-
 # -- apply and undo ------------------------------------------------------------------------
 
 
@@ -332,7 +298,8 @@ def _conflict(change: BookieChange, message: str) -> MetadataConflict:
 
 
 class Writer:
-    """The bookie side of one apply or undo: databases held open (locked) throughout."""
+    """The bookie side of one apply or undo: databases held open (locked) throughout
+    (apply checks each place first: :func:`~.validate.check_bookie_place`)."""
 
     def __init__(self, changes: list[BookieChange], store: MetadataStore) -> None:
         self.changes = changes
@@ -341,12 +308,8 @@ class Writer:
         self._dbs: dict[str, Any] = {}
 
     def __enter__(self) -> Writer:
-        from pulsarctl_py.compaction.apply import check_bookie_free, writable_rocksdb
+        from pulsarctl_py.stores.bookie.newledger import check_bookie_free, writable_rocksdb
 
-        from .validate import check_bookie_place
-
-        for change in self.changes:
-            check_bookie_place(change)
         try:
             for current in sorted({c.current for c in self.changes}):
                 check_bookie_free(Path(current), self.store, DOING)

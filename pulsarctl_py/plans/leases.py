@@ -60,8 +60,8 @@ PARENTS = (ROOT, LEASES, WRITTEN)
 #: how far ahead a RocksDB lease's expiry is set, at its start and at every write step
 ROCKSDB_TTL_MS = 15 * 60 * 1000
 
-#: what :mod:`pulsarctl_py.repair.plan` writes (a plan, its backup and the backup's
-#: statuses once applied or undone); read here without importing the repair layer
+#: what :mod:`.document` and :mod:`.apply` write (a plan, its backup and the backup's
+#: statuses once applied or undone); read here without importing them (they import this)
 PLAN_FORMAT = "ledgerctl-plan"
 BACKUP_FORMAT = PLAN_FORMAT + "-backup"
 BACKUP_SUFFIX = ".backup.json"

@@ -41,7 +41,7 @@ from pulsarctl_py.decoders.managed_ledger import ML_ROOT
 if TYPE_CHECKING:
     from .binding import Binding
     from .bookie_index import BookieChange
-    from .plan import Change
+    from .change import Change
 
 #: the largest value a plan may write or expect (ZooKeeper's own default cap is 1 MiB)
 MAX_VALUE_SIZE = 64 * 1024 * 1024
