@@ -29,18 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: strongly connected component (a module more or less in it is a new cycle).
 #: owned by the write-spine part; removed when it lands
 ALLOWED: tuple[frozenset[str], ...] = (
-    frozenset(
-        {
-            "pulsarctl_py.repair.bookie_index",
-            "pulsarctl_py.repair.plan",
-            "pulsarctl_py.repair.references",
-            "pulsarctl_py.repair.validate",
-            "pulsarctl_py.repair.written",
-        }
-    ),
     frozenset({"pulsarctl_py.repair.recreate", "pulsarctl_py.repair.repairs"}),
 )
-
 #: the CLI: the commands and the Typer app that gathers them; the library never imports it
 COMMANDS = "pulsarctl_py.commands"
 APP = "pulsarctl_py.cli"
