@@ -23,7 +23,7 @@ Layouts (``--layouts``):
 * ``scan``: the ``db`` directory without its ``locations`` index (lost): entries are
   located by scanning the entry logs, and every command reports the lost index (verify
   one finding, exit 1);
-* ``live``: the ``db`` directory served by the self-made test bookie (tests/live_bookie.py,
+* ``live``: the ``db`` directory served by the self-made test bookie (tests/support/live_bookie.py,
   Python, answers preloaded in memory up to 250,000 entries) on loopback, the commands
   reading through the bookie protocol with ``--metadata-url`` alone. Not a real bookie:
   bench/live.py compares with BookKeeper's own client.
@@ -142,7 +142,7 @@ from _machine import machine  # bench/ is on sys.path when a bench script runs
 from _sandbox import ensure_running
 from _sandbox import sandbox as _sandbox
 
-ROOT = Path(__file__).resolve().parent.parent  # tests.live_bookie, the test bookie
+ROOT = Path(__file__).resolve().parent.parent  # tests.support.live_bookie, the test bookie
 SEED = scan.SEED
 LEDGER_ID = scan.LEDGER_ID
 OTHER_LEDGER = 8  # the other ledger of the db-dirs, interleaved and sorted layouts
@@ -946,7 +946,7 @@ def run_all(
 
 def start_test_bookie(bookie_dir: Path, entries: int) -> tuple[subprocess.Popen[str], str]:
     """The test bookie serving a bookie directory on loopback; its process and address."""
-    cmd = [sys.executable, "-m", "tests.live_bookie", str(bookie_dir), "--no-record"]
+    cmd = [sys.executable, "-m", "tests.support.live_bookie", str(bookie_dir), "--no-record"]
     if entries <= LIVE_PRELOAD:
         cmd += ["--preload", str(LEDGER_ID)]
     server = subprocess.Popen(

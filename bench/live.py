@@ -7,7 +7,7 @@ and a RocksDB metadata store whose ledger metadata names one bookie. Then, best 
 
 * offline: ``BookieStore.read_entries`` over the directory, with each entry's digest
   verified (``digest_ok``), as ``LiveBookieStore`` does;
-* live: ``LiveBookieStore.read_entries`` through the test bookie (tests/live_bookie.py,
+* live: ``LiveBookieStore.read_entries`` through the test bookie (tests/support/live_bookie.py,
   run as a separate process serving the same directory), protocol v3, with pipelining
   (64 reads in flight, the default) and without (1 in flight); also v2 pipelined.
 
@@ -62,7 +62,7 @@ from _sandbox import ensure_running
 from _sandbox import sandbox as _sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.live_bookie, the test bookie
+sys.path.insert(0, str(ROOT))  # tests.support.live_bookie, the test bookie
 
 from pulsarctl_py.decoders import bookkeeper  # noqa: E402
 from pulsarctl_py.decoders import ledger_metadata as lm  # noqa: E402
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         bookie_dir, url, total = generate(root, entries)
         generation = round(time.perf_counter() - started, 2)
-        cmd = [sys.executable, "-m", "tests.live_bookie", str(bookie_dir)]
+        cmd = [sys.executable, "-m", "tests.support.live_bookie", str(bookie_dir)]
         if args.preload:
             cmd += ["--preload", str(LEDGER_ID), "--no-record"]
         server = subprocess.Popen(

@@ -2,12 +2,12 @@
 
     python scripts/fuzz_cli.py --cases 100000 --workers 2 --seed 1 [--seconds 3600]
 
-Cases are drawn by tests/cli_fuzz.py from the app's own declared options (huge, negative
+Cases are drawn by tests/support/cli_fuzz.py from the app's own declared options (huge, negative
 and non-integer numbers, unicode, bytes that are not UTF-8, markup, empty values, special
 paths, and ZooKeeper that does not answer), split over ``--workers`` worker processes,
 each running its cases in-process with a memory limit and per-case limits of CPU time
 and wall-clock time (so a busy machine slows the run but calls nothing hung). Every
-outcome is judged (tests/cli_fuzz.py ``judge``); each distinct problem is written to
+outcome is judged (tests/support/cli_fuzz.py ``judge``); each distinct problem is written to
 ``--report-dir`` with one argument list that shows it. Prints one JSON object with the
 figures (cases, exit codes, problems, time), the ones docs/hostile-inputs.md quotes.
 ``--seconds`` ends the run early (between rounds of cases) with the figures so far.
@@ -41,7 +41,7 @@ def _run_share(args: tuple[int, int, int, float, bool, str, float | None]) -> di
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    from tests import cli_fuzz
+    from tests.support import cli_fuzz
 
     index, cases, base_seed, timeout, slow, report_dir, until = args
     root = Path(tempfile.mkdtemp(prefix=f"ledgerctl-clifuzz-{index}-"))

@@ -3,7 +3,7 @@
     python scripts/fuzz_long.py --cases 100000 --seed 1
     python scripts/fuzz_long.py --native --sanitize --calls 10000000 --seed 1
 
-``--native``: the native module against the Python path (tests/fuzz_native.py): every
+``--native``: the native module against the Python path (tests/support/fuzz_native.py): every
 native function called until each has ``--calls`` calls (or ``--seconds`` pass), each
 answer compared with the Python path's; ``--sanitize`` first builds the module with
 AddressSanitizer and UBSan (gcc, libasan), once per state of its C sources, into
@@ -14,7 +14,7 @@ the calls per function and the differences found; exits 1 on any difference.
 
 Seeds are the project's own test data (entries the official clients and BookKeeper wrote,
 ledger metadata, entry logs, journals, shell hex dumps) plus entries with text that is
-not UTF-8. Each case picks a target (tests/fuzz_targets.py), a seed and 1-4 mutations (bit
+not UTF-8. Each case picks a target (tests/support/fuzz_targets.py), a seed and 1-4 mutations (bit
 flips, byte sets, cuts, inserts, splices, length fields set to huge values). A case may
 raise only LedgerctlError; a crash, a case slower than --case-seconds, or MemoryError under
 --memory-mib is written to tests/data/fuzz-crashes/ as ``<target>-<sha256 prefix>.bin``
@@ -62,7 +62,7 @@ def load_module(path: Path) -> None:
 
 if "--module" in sys.argv[:-1]:  # before the imports below load the module it replaces
     load_module(Path(sys.argv[sys.argv.index("--module") + 1]))
-from tests.fuzz_targets import CRASHES, DATA, TARGETS, run_target  # noqa: E402
+from tests.support.fuzz_targets import CRASHES, DATA, TARGETS, run_target  # noqa: E402
 
 BIG = [0x7FFFFFFF, 0xFFFFFFFF, 0x80000000, 1 << 24, 0x10000]
 
@@ -105,7 +105,7 @@ def _xxd(data: bytes) -> bytes:
 
 
 def _not_utf8_entries() -> list[bytes]:
-    from tests.test_render_text import batched_entry, single_entry
+    from tests.decoders.test_text import batched_entry, single_entry
 
     return [
         single_entry(b"k\xff", [(b"p\xfe", b"v")]),
@@ -291,7 +291,7 @@ def run_native(args: argparse.Namespace) -> int:
                 return subprocess.run([*command, "--module", str(module)], env=env).returncode
         module = cached_sanitized(args.cc)
         return subprocess.run([*command, "--module", str(module)], env=env).returncode
-    from tests import fuzz_native
+    from tests.support import fuzz_native
 
     native = fuzz_native.native
     if native is None:

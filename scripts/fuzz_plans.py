@@ -1,11 +1,11 @@
-"""The long run of plan mutations (not in CI): the in-suite fuzz (tests/test_plan_fuzz.py)
+"""The long run of plan mutations (not in CI): the in-suite fuzz (tests/plans/test_fuzz.py)
 for many more cases.
 
     python scripts/fuzz_plans.py --cases 100000 --seed 1 [--index db|idx]
 
 Builds a verify world in a temporary directory (Pulsar's RocksDB metadata store and a
 stopped bookie's directory, plus files outside it that mutations aim at), then for each
-case mutates the world's valid plan (tests/plan_mutations.py), applies it, undoes it when
+case mutates the world's valid plan (tests/support/plan_mutations.py), applies it, undoes it when
 it applied, and checks that nothing outside the plan's store changed, that a refused plan
 left nothing behind, that an applied one was undone to the original state, and that only
 LedgerctlError escaped. A violation is written to ``--out`` (default
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.plan_mutations import Arena, Violation, mutate  # noqa: E402
+from tests.support.plan_mutations import Arena, Violation, mutate  # noqa: E402
 
 
 def main() -> int:

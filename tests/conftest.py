@@ -25,13 +25,23 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # the shared Spark session and the engine-parametrized fixture of the behaviour suite
 # the real Pulsar cluster of scripts/sandbox, and the data the official clients put in it
-from tests.fixtures.sandbox import sandbox  # noqa: E402, F401
-from tests.fixtures.spark import engine, spark  # noqa: E402, F401
+from tests.support.fixtures.sandbox import sandbox  # noqa: E402, F401
+from tests.support.fixtures.spark import engine, spark  # noqa: E402, F401
+
+# one real ZooKeeper per session (and per test where a test disturbs it), for every test
+# that asks for the zk_* fixtures, wherever its module lives
+from tests.support.fixtures.zookeeper_store import (  # noqa: E402, F401
+    private_zk_server,
+    restored_zk,
+    scratch_zk,
+    zk_connect,
+    zk_server,
+)
 
 
 @pytest.fixture(scope="session")
 def sandbox_world(sandbox):  # noqa: F811
-    from tests.sandbox_world import build_world
+    from tests.support.sandbox_world import build_world
 
     return build_world(sandbox)
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pulsarctl_py.decoders.codecs import compress
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
-from tests.cli_helpers import ledgerctl_script
+from tests.support.cli_helpers import ledgerctl_script
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="peak RSS from wait4 on Linux")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pulsarctl_py.demo import create_demo
-from tests.cli_helpers import ledgerctl_script, run, run_on_terminal, run_script
+from tests.support.cli_helpers import ledgerctl_script, run, run_on_terminal, run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.cli_helpers import Result, ledgerctl_script, run, run_on_terminal
-from tests.demo_env import demo, demo_root, isolate
+from tests.support.cli_helpers import Result, ledgerctl_script, run, run_on_terminal
+from tests.support.demo_env import demo, demo_root, isolate
 
 #: the shared demo fixtures this module's tests use
 FIXTURES = (demo, demo_root)
@@ -490,7 +490,7 @@ def _as_nobody(root: Path, commands: list[list[str]]) -> list[dict[str, Any]]:
             "--clear-groups",
             sys.executable,
             "-m",
-            "tests.damage_runner",
+            "tests.support.damage_runner",
         ],
         input=json.dumps(commands),
         capture_output=True,

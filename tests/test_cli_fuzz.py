@@ -1,7 +1,7 @@
 """No traceback, no hang, whatever the option (issue 24 point 5, issue 21 acceptance).
 
 Every command's declared options and arguments get values of their type and of others
-(tests/cli_fuzz.py): huge, negative and non-integer numbers, unicode, bytes that are not
+(tests/support/cli_fuzz.py): huge, negative and non-integer numbers, unicode, bytes that are not
 UTF-8, markup, empty values, special paths (``/``, ``/proc/self/status``, a FIFO and
 device nodes made in a temporary directory, a JSON document nested 100,000 deep). Each
 case runs in-process in a worker with a memory limit, under a per-case timeout, and must
@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import cli_fuzz
-from tests.cli_fuzz import Kind, Outcome, Worker, World, judge
+from tests.support import cli_fuzz
+from tests.support.cli_fuzz import Kind, Outcome, Worker, World, judge
 
 #: a generous bound of CPU time for one case (a hang that waits is caught after two
 #: minutes of wall-clock time: a store that does not answer costs 5 s, a FIFO nobody

@@ -1,6 +1,6 @@
 """Every read command on damaged copies of the demo data (issue 7, point 9).
 
-Each damage of tests/damage.py is applied to a fresh copy of ``ledgerctl demo``; then
+Each damage of tests/support/damage.py is applied to a fresh copy of ``ledgerctl demo``; then
 every read command runs in it and must end without a traceback, with exit 0, 1 (a
 finding) or 3 (one line: the store cannot be read), and with every file's bytes unchanged.
 The commands that read what was damaged must say so (exit 1 or 3); the metadata-only
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import damage
-from tests.damage_runner import run_one
-from tests.demo_env import demo_root, isolate
+from tests.support import damage
+from tests.support.damage_runner import run_one
+from tests.support.demo_env import demo_root, isolate
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the shared fixture the damage copies start from
@@ -138,7 +138,7 @@ def _run_as_nobody(root: Path, commands: list[list[str]] | None = None) -> list[
             "--clear-groups",
             sys.executable,
             "-m",
-            "tests.damage_runner",
+            "tests.support.damage_runner",
         ],
         input=json.dumps(list(COMMANDS.values()) if commands is None else commands),
         capture_output=True,

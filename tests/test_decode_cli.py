@@ -13,7 +13,7 @@ import pytest
 
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
-from tests.cli_helpers import DATA, REAL_CLIENT, ledgerctl_script, run, run_script
+from tests.support.cli_helpers import DATA, REAL_CLIENT, ledgerctl_script, run, run_script
 
 UPSTREAM = DATA / "upstream"
 DIGESTS = DATA / "bookkeeper" / "offline" / "digest"

@@ -16,7 +16,7 @@ from pulsarctl_py.decoders import DecodeOptions, decode_entry
 from pulsarctl_py.decoders.checksums import DigestType
 from pulsarctl_py.inspect_request import Summary
 from pulsarctl_py.render import hexdump
-from tests.cli_helpers import DATA, run
+from tests.support.cli_helpers import DATA, run
 
 OFFLINE = DATA / "bookkeeper" / "offline"
 MANIFEST = json.loads((OFFLINE / "manifest.json").read_text())
@@ -136,7 +136,7 @@ def test_summary_counts_unverified_entries() -> None:
 def test_verify_strict_fails_on_an_unverified_mac_ledger(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from tests.verify_world import PLAIN, build_world
+    from tests.support.verify_world import PLAIN, build_world
 
     world = build_world(tmp_path / "w", "digest-unverified")
     args = [

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import ledgerctl_script, run
-from tests.demo_env import demo, demo_root
+from tests.support.cli_helpers import ledgerctl_script, run
+from tests.support.demo_env import demo, demo_root
 
 #: the shared demo fixtures this module's tests use
 FIXTURES = (demo, demo_root)

@@ -30,7 +30,7 @@ from pulsarctl_py.export import (
     topic_plan,
 )
 from pulsarctl_py.ledgers import LedgerSource
-from tests.cli_helpers import ledgerctl_script, run
+from tests.support.cli_helpers import ledgerctl_script, run
 
 TOPICS = ["batched", "chunked", "tombstones", "with-index"]
 ENTRY_COLUMNS = tuple(c for c in COLUMN_NAMES if c not in MESSAGE_COLUMNS)
@@ -123,7 +123,7 @@ def test_encrypted_rows_keep_what_is_stored_in_plain_text(demo, capsys, tmp_path
     """Without the key: a single message's key and properties are in its metadata, in
     plain text, and exported; with --private-key every value is opened, as inspect opens
     them with the same key."""
-    from tests.cli_helpers import KEYS
+    from tests.support.cli_helpers import KEYS
 
     _summary, root = demo
     out = tmp_path / "sealed.jsonl"

@@ -7,7 +7,7 @@
   chunks waiting to be joined within a budget, messages written one at a time;
 * bookie frames refused from their length, live reads within a byte budget;
 * listings streamed in the order they had;
-* the adversarial corpus (tests/bombs.py): every command on every bomb under 300 MB of
+* the adversarial corpus (tests/support/bombs.py): every command on every bomb under 300 MB of
   peak RSS (the child's own VmHWM), with the error said, not a traceback.
 """
 
@@ -32,9 +32,9 @@ from pulsarctl_py.decoders.entry import ChunkAssembler
 from pulsarctl_py.decoders.payload import batch_fit_error, build_batch
 from pulsarctl_py.decoders.pulsar import build_entry
 from pulsarctl_py.proto import pulsar_api_pb2 as api
-from tests import bombs
-from tests.bombs import LIMIT, PEAK_GOAL, MiB, run_peak
-from tests.cli_helpers import run
+from tests.support import bombs
+from tests.support.bombs import LIMIT, PEAK_GOAL, MiB, run_peak
+from tests.support.cli_helpers import run
 
 #: what a bomb that is refused says, by bomb (inspect's problem on its entry)
 REFUSED = {
@@ -353,8 +353,8 @@ def test_trees_and_tables_show_the_first_thousand_messages() -> None:
 
 def test_a_frame_over_the_cap_is_refused_from_its_length() -> None:
     from pulsarctl_py.stores.live.client import BookieConnection, BookieUnavailable, ClientOptions
-    from tests.live_bookie import HUGE_FRAME, TestBookie
-    from tests.live_world import LIVE_DATA
+    from tests.support.live_bookie import HUGE_FRAME, TestBookie
+    from tests.support.live_world import LIVE_DATA
 
     with TestBookie(LIVE_DATA, mode="huge-frame", record=False) as bookie:
         conn = BookieConnection(bookie.address, ClientOptions(timeout=5))
@@ -383,8 +383,8 @@ def test_live_reads_hold_a_budget_of_answers(
     from pulsarctl_py.stores.live import store as live_store
     from pulsarctl_py.stores.live.client import ClientOptions
     from pulsarctl_py.stores.metadata import open_metadata_store
-    from tests.live_bookie import TestBookie
-    from tests.live_world import LIVE_DATA, replicated_metadata
+    from tests.support.live_bookie import TestBookie
+    from tests.support.live_world import LIVE_DATA, replicated_metadata
 
     monkeypatch.setattr(live_store, "READ_BUDGET", 1 << 20)
     dlimits.set_max_message_size(128 * 1024)  # frames of 138 KiB
@@ -564,7 +564,7 @@ def test_every_command_on_every_bomb_stays_under_300_mb(
 def test_compaction_and_migration_of_a_compacted_ledger_holding_a_bomb(
     bomb: str, tmp_path: Path
 ) -> None:
-    from tests import verify_world
+    from tests.support import verify_world
 
     stores = bombs.bomb_world(tmp_path / "w", bombs.ENTRY_BOMBS[bomb]())
     for args in (
@@ -580,7 +580,7 @@ def test_compaction_and_migration_of_a_compacted_ledger_holding_a_bomb(
 
 @pytest.fixture(scope="module")
 def five_bookies_url(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
-    from tests.live_world import replicated_metadata
+    from tests.support.live_world import replicated_metadata
 
     ids = [f"b{i}:3181" for i in range(1, 6)]
     return replicated_metadata(tmp_path_factory.mktemp("five") / "md", ids, 5, 3), ids
@@ -592,8 +592,8 @@ def test_five_bookies_sending_large_frames(
     kind: str, five_bookies_url: tuple[str, list[str]]
 ) -> None:
     """`ledger replicas` reached 955 MB when five bookies each sent a 64 MiB frame."""
-    from tests.live_bookie import TestBookie
-    from tests.live_world import LIVE_DATA
+    from tests.support.live_bookie import TestBookie
+    from tests.support.live_world import LIVE_DATA
 
     url, ids = five_bookies_url
     options = {"mode": "huge-frame"} if kind == "huge-frame" else {"pad_to": LIMIT}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pulsarctl_py.demo import create_demo
-from tests.cli_helpers import run
+from tests.support.cli_helpers import run
 
 TOPIC = "persistent://public/default/orders-partition-0"
 COMMANDS = [

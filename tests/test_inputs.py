@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.textdump import read_entry
 from pulsarctl_py.stores.bookie.model import LedgerInfo
-from tests.cli_helpers import KEYS, REAL_CLIENT, Result, run
+from tests.support.cli_helpers import KEYS, REAL_CLIENT, Result, run
 
 ENCRYPTED = REAL_CLIENT / "encrypted-nonbatched" / "000000.bin"
 

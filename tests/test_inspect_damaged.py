@@ -10,7 +10,7 @@ import pytest
 
 from pulsarctl_py.demo import create_demo
 from pulsarctl_py.stores.bookie import open_bookie
-from tests.cli_helpers import run
+from tests.support.cli_helpers import run
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ error: on the demo (with its metadata, and as a bare bookie directory whose dige
 must be detected), the verify world and its damaged variants, odd entry shapes (broker
 entry metadata variants, compacted framing, payloads too short for anything, a CRC32
 ledger with no metadata), the BookKeeper-written ledgers of every digest type, every
-byte damage of tests/damage.py, and entry logs with flipped bits.
+byte damage of tests/support/damage.py, and entry logs with flipped bits.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ from pulsarctl_py.proto import pulsar_api_pb2 as api
 from pulsarctl_py.render import OutputFormat
 from pulsarctl_py.stores.bookie import open_bookie, write_db_ledger_dir
 from pulsarctl_py.stores.metadata import open_metadata_store
-from tests import damage
-from tests.layouts import LAYOUTS, write_layout
-from tests.stores.bookie_data import LIVE_DATA
-from tests.stores.test_heads import pulsar_entry
-from tests.verify_world import build_world
+from tests.stores.bookie.test_heads import pulsar_entry
+from tests.support import damage
+from tests.support.bookie_data import LIVE_DATA
+from tests.support.layouts import LAYOUTS, write_layout
+from tests.support.verify_world import build_world
 
 
 @contextlib.contextmanager
@@ -660,7 +660,7 @@ def _with_metadata(root: Path, ledgers: dict[int, DigestType]) -> str:
     the bookie directory under ``root`` holds them: the digest type comes from metadata."""
     from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.stores.metadata import create_metadata_store
-    from tests.verify_world import _write_tree
+    from tests.support.verify_world import _write_tree
 
     nodes: dict[str, bytes] = {}
     with opened(None, [root / "bookie"]) as source:
@@ -849,7 +849,7 @@ def test_live_bookies(
     """The layout world read from a test bookie: heads made natively from the entries read
     (record_heads), the same output as the general path on the same live store."""
     from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
-    from tests.live_bookie import TestBookie
+    from tests.support.live_bookie import TestBookie
 
     made: list[int] = []
     real = native.record_heads

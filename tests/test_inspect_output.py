@@ -36,12 +36,12 @@ from pulsarctl_py.inspect import entry_json, inspect
 from pulsarctl_py.inspect_request import InspectRequest, Summary
 from pulsarctl_py.ledgers import LedgerSource
 from pulsarctl_py.stores.bookie import open_bookie
-from tests.cli_helpers import DATA, KEYS, REAL_CLIENT, run
-from tests.demo_env import demo, demo_root, isolate
-from tests.fuzz_targets import CRASHES
-from tests.strategies import EntrySpec, entry_specs
-from tests.test_fuzz import MUTATIONS, mutate
-from tests.test_render_text import NOT_UTF8, batched_entry, single_entry
+from tests.decoders.test_fuzz import MUTATIONS, mutate
+from tests.decoders.test_text import NOT_UTF8, batched_entry, single_entry
+from tests.support.cli_helpers import DATA, KEYS, REAL_CLIENT, run
+from tests.support.demo_env import demo, demo_root, isolate
+from tests.support.fuzz_targets import CRASHES
+from tests.support.strategies import EntrySpec, entry_specs
 
 DEMO_ENTRIES = Path(__file__).parent.parent / "pulsarctl_py" / "demo" / "entries"
 BOOKKEEPER = DATA / "bookkeeper" / "offline" / "digest"

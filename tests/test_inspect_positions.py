@@ -16,7 +16,7 @@ import pytest
 
 from pulsarctl_py.demo import DemoSummary, create_demo
 from pulsarctl_py.stores.bookie import open_bookie
-from tests.cli_helpers import ledgerctl_script, run, run_on_terminal, run_script
+from tests.support.cli_helpers import ledgerctl_script, run, run_on_terminal, run_script
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import ledgerctl_script, run, run_on_terminal
-from tests.demo_env import demo, demo_root  # noqa: F401 (fixtures)
+from tests.support.cli_helpers import ledgerctl_script, run, run_on_terminal
+from tests.support.demo_env import demo, demo_root  # noqa: F401 (fixtures)
 
 ESC = b"\x1b["
 #: a colour or style (SGR) sequence; cursor movement of a progress display is not colour
@@ -106,7 +106,8 @@ def test_a_keyboard_interrupt_raised_by_another_handler_says_interrupted(
 
 def test_py4j_errors_on_the_root_logger_print_nothing(capfd: pytest.CaptureFixture[str]) -> None:
     """What py4j logs on the root logger when Ctrl-C breaks a call (a traceback) is not
-    printed once a Spark session was started (tests/test_live_spark.py starts real ones)."""
+    printed once a Spark session was started (tests/cluster/spark/test_live_source.py starts
+    real ones)."""
     import logging
 
     from pulsarctl_py.spark.session import hush_root_logging
@@ -204,7 +205,7 @@ def test_the_nearest_config_file_with_paths_relative_to_it(
 def test_config_without_any_setting_says_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.demo_env import isolate
+    from tests.support.demo_env import isolate
 
     isolate(monkeypatch, tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import run
-from tests.demo_world import demo_flags, make_demo
+from tests.support.cli_helpers import run
+from tests.support.demo_world import demo_flags, make_demo
 
 TOPIC = "batched"
 CRASH = "crash on such batches (segmentation fault)"

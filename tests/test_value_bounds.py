@@ -303,7 +303,7 @@ def test_protobuf_cost_counts_nested_and_maps() -> None:
 
 
 def _value_world(root: Path, large: int) -> Any:
-    from tests import bombs
+    from tests.support import bombs
 
     definition = {
         "type": "record",
@@ -339,7 +339,7 @@ def _value_world(root: Path, large: int) -> Any:
     ids=["export-parquet", "export-jsonl", "inspect-jsonl"],
 )
 def test_value_bombs_stay_under_300_mb(command: list[str], tmp_path: Path) -> None:
-    from tests import bombs
+    from tests.support import bombs
 
     large = 30 if command[-1].endswith(".parquet") else 3  # JSON: 15 MB of text a row
     stores = _value_world(tmp_path / "w", large)

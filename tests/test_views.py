@@ -4,7 +4,7 @@
   checked against what ``bookkeeper shell readlog / readlogmetadata / readjournal / lastmark /
   check-db-ledgers-index`` printed for the same files;
 * topic and ledger commands on a small cluster built with our writers: a Pulsar RocksDB
-  metadata store (the ML tree of tests/fixtures/ml_tree.py plus ledgers and one more topic)
+  metadata store (the ML tree of tests/support/fixtures/ml_tree.py plus ledgers and one more topic)
   and a DbLedgerStorage bookie holding the ledgers' entries;
 * JSON shapes, read-only (every file hashed before and after), and bad input.
 """
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from pulsarctl_py.decoders import managed_ledger as mld
-from tests.cli_helpers import Result, run
-from tests.fixtures.views_cluster import (
+from tests.support.cli_helpers import Result, run
+from tests.support.fixtures.views_cluster import (
     ACKS,
     BOOKIE_ID,
     CTIME,
@@ -68,7 +68,8 @@ def tree_digest(*roots: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """(metadata URL, bookie dir) of the small cluster of tests/fixtures/views_cluster.py."""
+    """(metadata URL, bookie dir) of the small cluster of
+    tests/support/fixtures/views_cluster.py."""
     from pulsarctl_py.stores.metadata import create_metadata_store
 
     base = tmp_path_factory.mktemp("cluster")
@@ -502,7 +503,7 @@ def test_bookie_check_matches_check_db_ledgers_index(capsys: pytest.CaptureFixtu
 
 
 def test_bookie_damage_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from tests.stores.bookie_data import writable_copy
+    from tests.support.bookie_data import writable_copy
 
     copy = writable_copy(LIVE_BOOKIE, tmp_path / "copy")
     log = copy / "ledgers" / "current" / "1.log"
@@ -604,7 +605,7 @@ def test_unreachable_zookeeper_fails_fast() -> None:
     """One line and exit 1 within the connect timeout (5 s), for each command at once."""
     import subprocess
 
-    from tests.cli_helpers import ledgerctl_script
+    from tests.support.cli_helpers import ledgerctl_script
 
     commands = (
         ["topic", "list"],

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import Result, run
-from tests.demo_env import demo, demo_root
+from tests.support.cli_helpers import Result, run
+from tests.support.demo_env import demo, demo_root
 
 #: the shared demo fixtures this module's tests use
 FIXTURES = (demo, demo_root)

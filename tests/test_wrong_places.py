@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_helpers import run
-from tests.demo_env import demo, demo_root
+from tests.support.cli_helpers import run
+from tests.support.demo_env import demo, demo_root
 
 #: the shared demo fixtures this module's tests use
 FIXTURES = (demo, demo_root)

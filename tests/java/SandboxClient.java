@@ -1,5 +1,5 @@
 // The official Java client, for what the Python client (pulsar-client on PyPI) cannot do:
-// transactions. Compiled by tests/fixtures/sandbox.py against the sandbox's own jars
+// transactions. Compiled by tests/support/fixtures/sandbox.py against the sandbox's own jars
 // (scripts/sandbox classpath) and run against the sandbox's broker on loopback.
 //
 // Usage: SandboxClient SERVICE_URL COMMAND < SPEC.json, printing one JSON document.

@@ -1,0 +1,247 @@
+"""`ledgerctl compact --apply` on both metadata stores and both bookie index kinds.
+
+The world is the verify tests' data directory (tests/support/verify_world.py): topic
+public/default/orders, compacted up to 11:3 into ledger 30. Each test compacts it again
+(--full), writes the ledger, and reads it back with `inspect` and `compact --status --deep`.
+Failures (a stale compare-and-set, a bookie holding its lock) must leave every store as
+it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pulsarctl_py.compaction import CompactionOptions, compact
+from pulsarctl_py.compaction.ledger import write_compacted_ledger
+from pulsarctl_py.compaction.run import read_spool
+from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
+from tests.support.cli_helpers import run
+from tests.support.demo_world import holding_lock
+from tests.support.verify_world import ORDERS, World, build_world
+
+CURSOR = "/managed-ledgers/public/default/persistent/orders/__compaction"
+
+
+def _to_idx_storage(world: World) -> None:
+    """Rewrite the world's DbLedgerStorage bookie as Interleaved storage (.idx files)."""
+    from pulsarctl_py.decoders.checksums import master_key
+    from pulsarctl_py.stores.bookie import open_bookie
+    from pulsarctl_py.stores.bookie.writers import EntryLogWriter, write_index_file, write_last_id
+
+    current = world.bookie_dir / "current"
+    with open_bookie([current]) as bookie:
+        entries = [
+            (lid, stored.entry_id, stored.data)
+            for lid in bookie.ledgers()
+            for stored in bookie.read_entries(lid, 0, None)
+        ]
+    new = world.root / "bookie-idx" / "current"
+    new.mkdir(parents=True)
+    writer = EntryLogWriter(new / "0.log", 0)
+    locations: dict[int, dict[int, int]] = {}
+    for lid, eid, data in entries:
+        locations.setdefault(lid, {})[eid] = writer.add(data)
+    writer.close(ledgers_map=True)
+    write_last_id(new, 0)
+    for lid, locs in locations.items():
+        write_index_file(new, lid, master_key(b""), locs)
+    world.bookie_dir = new.parent
+
+
+def _world(tmp_path: Path, store_kind: str, index: str, request: pytest.FixtureRequest) -> World:
+    if store_kind == "zookeeper":
+        url = request.getfixturevalue("scratch_zk")
+        store = open_metadata_store(url, read_only=False)
+        try:
+            world = build_world(tmp_path / "w", store=store, metadata_url=url)
+        finally:
+            store.close()
+    else:
+        world = build_world(tmp_path / "w")
+    if index == "idx":
+        _to_idx_storage(world)
+    return world
+
+
+def _args(world: World) -> list[str]:
+    return ["--metadata-url", world.metadata_url, "--bookie-dir", str(world.bookie_dir)]
+
+
+def _bookie_files(world: World) -> dict[str, bytes]:
+    out = {}
+    for path in sorted(world.bookie_dir.rglob("*")):
+        if path.is_file() and "LOG" not in path.name:
+            out[str(path.relative_to(world.bookie_dir))] = path.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("index", ["db", "idx"])
+@pytest.mark.parametrize("store_kind", ["rocksdb", "zookeeper"])
+def test_apply_writes_a_ledger_that_inspect_and_status_read_back(
+    tmp_path, capsys, request, store_kind, index
+):
+    world = _world(tmp_path, store_kind, index, request)
+    dry = run(capsys, "compact", ORDERS, "--full", "-o", "json", *_args(world))
+    assert dry.code == 0, dry.err
+    planned = dry.json()
+    assert planned["applied"] is False and planned["compacted_ledger"] is None
+    assert planned["previous_compacted_ledger"] == 30
+
+    done = run(
+        capsys, "compact", ORDERS, "--full", "--apply", "--plan", world.root / "c.json",
+        "-o", "json", *_args(world),
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    report = done.json()
+    new_id = report["compacted_ledger"]
+    assert report["applied"] is True and new_id not in (None, 30)
+    assert report["to_delete"] == [30]
+    for name in ("keys", "kept", "entries_out", "horizon", "last_message_position"):
+        assert report[name] == planned[name]
+
+    shown = run(capsys, "inspect", str(new_id), "-o", "json", *_args(world))
+    assert shown.code == 0, shown.err
+    view = shown.json()
+    ledger = view["ledgers"][0]
+    assert ledger["kind"] == "compacted" and ledger["state"] == "CLOSED"
+    assert ledger["digest_type"] == "CRC32"
+    pulsar = ledger["metadata"]["pulsar"]
+    assert pulsar["compacted_topic"] == ORDERS
+    assert len(view["entries"]) == report["entries_out"]
+    assert all(e["ok"] for e in view["entries"])
+    kept = sum(len(e["messages"]) for e in view["entries"])
+    assert kept == report["kept"]
+
+    status = run(capsys, "compact", ORDERS, "--status", "--deep", "-o", "json", *_args(world))
+    assert status.code == 0, status.err + status.out
+    st = status.json()
+    assert st["compacted_ledger"] == new_id
+    assert st["horizon"] == report["horizon"]
+    assert st["checks"] == []
+    # and an incremental run over the new compaction finds the same view
+    again = run(capsys, "compact", ORDERS, "-o", "json", *_args(world))
+    assert again.code == 0, again.err
+    assert again.json()["previous_compacted_ledger"] == new_id
+    assert again.json()["kept"] == report["kept"]
+
+
+@pytest.mark.parametrize("store_kind", ["rocksdb", "zookeeper"])
+def test_a_stale_compare_and_set_writes_nothing(tmp_path, request, store_kind):
+    world = _world(tmp_path, store_kind, "db", request)
+    state: dict = {}
+    report = compact(
+        ORDERS,
+        metadata_url=world.metadata_url,
+        bookie_dirs=[str(world.bookie_dir)],
+        options=CompactionOptions(),
+        full=True,
+        spool=True,
+        on_state=lambda s: state.update(s=s),
+    )
+    assert report.spool is not None and report.stats.entries_out > 0
+    store = open_metadata_store(world.metadata_url, read_only=False)
+    try:
+        node = store.get(CURSOR)
+        version = node.stat.version
+        store.put(CURSOR, node.data, version)  # a broker committed in between
+        ledgers_before = sorted(p for p, _ in store.walk("/ledgers") if "/L" in p)
+        cursor_before = store.get(CURSOR)
+    finally:
+        store.close()
+    files_before = _bookie_files(world)
+    with pytest.raises(MetadataConflict):
+        write_compacted_ledger(
+            metadata_url=world.metadata_url,
+            bookie_dirs=[str(world.bookie_dir)],
+            topic=ORDERS,
+            entries=read_spool(report.spool),
+            compacted_to=report.compacted_to,
+            cursor_version=version,
+            data_ledgers=[10, 11, 12],
+            partition=-1,
+        )
+    report.spool.unlink()
+    store = open_metadata_store(world.metadata_url)
+    try:
+        assert sorted(p for p, _ in store.walk("/ledgers") if "/L" in p) == ledgers_before
+        assert store.get(CURSOR) == cursor_before
+    finally:
+        store.close()
+    assert _bookie_files(world) == files_before
+
+
+def test_apply_refuses_while_the_bookie_holds_its_lock(tmp_path, capsys, request):
+    world = _world(tmp_path, "rocksdb", "db", request)
+    lock = world.bookie_dir / "current" / "locations" / "LOCK"
+    with holding_lock(lock):
+        before = _bookie_files(world)
+        result = run(
+            capsys, "compact", ORDERS, "--full", "--apply", "--plan", world.root / "c.json",
+            "-o", "json", *_args(world),
+        )  # fmt: skip
+        assert result.code == 3
+        assert "holds its lock" in result.err
+        assert len(result.err.strip().splitlines()) <= 2
+        assert _bookie_files(world) == before
+
+
+def test_export_writes_the_compacted_view(tmp_path, capsys, request):
+    world = _world(tmp_path, "rocksdb", "db", request)
+    out = tmp_path / "view.jsonl"
+    result = run(capsys, "compact", ORDERS, "--full", "--export", out, "-o", "json", *_args(world))
+    assert result.code == 0, result.err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == result.json()["kept"]
+    assert all({"key", "value", "properties", "position", "publish_time"} <= set(r) for r in rows)
+    assert len({r["key"] for r in rows}) == len(rows)
+    assert os.path.getsize(out) > 0
+
+
+def test_spill_to_disk_reports_the_same_compaction(tmp_path, capsys, request):
+    world = _world(tmp_path, "rocksdb", "db", request)
+    base = run(capsys, "compact", ORDERS, "--full", "-o", "json", *_args(world))
+    spilled = run(
+        capsys,
+        "compact",
+        ORDERS,
+        "--full",
+        "--memory",
+        "1",
+        "--progress",
+        "-o",
+        "json",
+        *_args(world),
+    )
+    assert base.code == spilled.code == 0, spilled.err
+    a, b = base.json(), spilled.json()
+    assert a["spilled"] is False and b["spilled"] is True
+    for name in (
+        "keys",
+        "kept",
+        "tombstoned",
+        "entries_out",
+        "bytes_out",
+        "horizon",
+        "last_message_position",
+        "compacted_to",
+    ):
+        assert a[name] == b[name]
+    assert "ledgerctl compact: phase one:" in spilled.err
+    assert "ledgerctl compact: phase two:" in spilled.err
+    bad = run(capsys, "compact", ORDERS, "--memory", "lots", *_args(world))
+    assert bad.code == 2 and "--memory" in bad.err
+
+
+def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, request):
+    world = _world(tmp_path, "rocksdb", "db", request)
+    missing = run(capsys, "compact", "public/default/nothing", *_args(world))
+    assert missing.code == 1 and "not found" in missing.err
+    assert len(missing.err.strip().splitlines()) == 1
+    usage = run(capsys, "compact", ORDERS, "--deep", *_args(world))
+    assert usage.code == 2
+    partitioned = run(capsys, "compact", "tenant-b/ns/parts", *_args(world))
+    assert partitioned.code == 2 and "partitioned topic" in partitioned.err
