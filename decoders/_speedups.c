@@ -8,7 +8,7 @@
  * text that is not UTF-8, ...) they return None and the caller takes the Python path,
  * which then reports the exact problem. So every error message and every decision about
  * damaged data stays in one place, the Python decoder, and the two paths give equal
- * results for the input this module accepts (tests/test_speedups.py checks that on
+ * results for the input this module accepts (tests/decoders/test_speedups.py checks that on
  * generated and on mutated input).
  *
  * The module is compiled from several units sharing one internal header, _speedups.h,

@@ -110,7 +110,7 @@ text(const uint8_t *s, Py_ssize_t n)
  * The Python path parses with the protobuf library (upb), so these accept exactly the
  * encodings upb accepts and nothing more (protocolbuffers/protobuf:upb/wire/decode.c,
  * _upb_Decoder_DecodeVarint, _upb_Decoder_DecodeTag, upb_Decoder_DecodeSize; checked
- * against the library by tests/test_speedups.py):
+ * against the library by tests/decoders/test_speedups.py):
  *   value  at most 10 bytes; bits past the 64th are dropped (a 10th byte of 0x7f is
  *          taken as 1), so an overlong or a wide encoding still parses;
  *   tag    at most 5 bytes and at most 2^32 - 1, field number not 0;

@@ -11,7 +11,7 @@
  * the API level asked for below (the functions are still there, without the warning).
  *
  * The module has no function of its own: its digest is checked against Python's hmac
- * through the native scans of MAC ledgers (tests/fuzz_native.py).
+ * through the native scans of MAC ledgers (tests/support/fuzz_native.py).
  */
 #define PY_SSIZE_T_CLEAN
 #define OPENSSL_API_COMPAT 0x10100000L

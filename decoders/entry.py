@@ -252,7 +252,7 @@ class Entry:
         writer that makes them one at a time (``render.entry_doc``).
 
         A regular entry's is built by the native module (``entry_doc``, the same dict:
-        tests/test_speedups.py compares the two); anything else here."""
+        tests/decoders/test_speedups.py compares the two); anything else here."""
         if _native_doc is not None and messages and not with_hex:
             doc: dict[str, Any] | None = _native_doc(self)
             if doc is not None:

@@ -6,7 +6,7 @@ length), the digest check, and the 0x0e02 broker entry metadata (``broker_timest
 ``index``). :func:`head_of` takes it from an :class:`~.entry.Entry` decoded at
 ``Depth.ENTRY``; that is the reference. Bookie stores produce the same heads faster
 (``BookieStore.read_heads``, with the native scanner of ``_speedups.c`` for clean
-entries), and tests/test_heads.py checks the two agree entry by entry.
+entries), and tests/stores/bookie/test_heads.py checks the two agree entry by entry.
 """
 
 from __future__ import annotations

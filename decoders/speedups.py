@@ -4,7 +4,7 @@
 None when it was not built (no C compiler at install time) or when
 ``LEDGERCTL_PURE_PYTHON`` is set to a non-empty value. Every caller keeps a pure-Python
 path and takes it when ``native`` is None or when a native function returns None (input
-that is not regular). The results of the two paths are equal; tests/test_speedups.py
+that is not regular). The results of the two paths are equal; tests/decoders/test_speedups.py
 checks that.
 
 To measure one entry point's gain (docs/performance.md, "Native entry points"),

@@ -22,7 +22,7 @@ kept. A batch that cannot be decoded is copied whole, as Pulsar does.
 
 What the compactor's raw reader receives is what the broker dispatches to the
 ``__compaction`` subscription (checked on a Pulsar 4.0.7 broker,
-``tests/test_sandbox_compaction.py``):
+``tests/cluster/sandbox/test_compaction.py``):
 
 * entries of aborted transactions never reach it
   (``AbstractBaseDispatcher.filterEntriesForConsumer`` skips them when
@@ -44,7 +44,7 @@ What the compactor's raw reader receives is what the broker dispatches to the
   the previous compacted ledger.
 
 Chunked messages, as the broker compacts them (Pulsar 4.0.7, checked on the sandbox:
-``tests/test_sandbox_compaction.py``): the compactor's ``RawReader`` gives each chunk as a
+``tests/cluster/sandbox/test_compaction.py``): the compactor's ``RawReader`` gives each chunk as a
 message of its own (nothing in ``AbstractTwoPhaseCompactor``, ``PublishingOrderCompactor``
 or ``RawBatchConverter`` looks at ``chunk_id`` or ``uuid``), so phase one records every chunk
 under the message's key and the key's latest is the last chunk; phase two keeps that chunk

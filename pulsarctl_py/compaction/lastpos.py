@@ -7,7 +7,7 @@ that no delivered message has (a compacted-out record or a tombstone) makes them
 forever (apache/pulsar#13533, #18877, pulsar-client-python#221, PIP-429).
 
 Generations (settled against the released jars, and for ``pre-pip-429`` against a running
-Pulsar 4.0.7 broker, ``tests/test_sandbox_lastpos.py``):
+Pulsar 4.0.7 broker, ``tests/cluster/sandbox/test_lastpos.py``):
 
 * ``pre-pip-429`` (#18877; Pulsar 2.11 to 4.0.x, the default: Pulsar 4.0.7's
   ``ServerCnx.calculateTheLastBatchIndexInBatch``): ``num_messages_in_batch <= 1`` => -1;

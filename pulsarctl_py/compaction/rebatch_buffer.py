@@ -15,7 +15,7 @@ retried. (Pulsar 4.2's LightProto 0.6 grows the buffer first.)
 :mod:`.core` writes are the broker's own, checked byte for byte on a 4.0.7 broker) with the
 growth of Netty 4.1's pooled allocator, the broker's default: a buffer may first grow into
 its size class (``maxFastWritableBytes``), then to the next power of two
-(``calculateNewCapacity``, in 4 MiB steps past 4 MiB). ``tests/test_sandbox_compaction.py``
+(``calculateNewCapacity``, in 4 MiB steps past 4 MiB). ``tests/cluster/sandbox/test_compaction.py``
 compares its answer with the real broker's.
 """
 

@@ -12,7 +12,7 @@ Every finding has a severity (``error``: reads or offsets are or will be wrong;
 could not be checked, or what a healthy cluster does that an operator may want to know),
 a stable ``check`` id, and the topic, ledger and entry it is about. A healthy cluster
 under ordinary use (transactions, batches, topics unloaded while producers send) has no
-error: verify exits 0 (tests/test_sandbox_verify.py).
+error: verify exits 0 (tests/cluster/sandbox/test_verify.py).
 
 The broker's own topics are checked as what they hold: the transaction coordinator's log
 (``pulsar/system/__transaction_log_<N>``) and each subscription's pending-ack store

@@ -34,7 +34,7 @@ type is not in its metadata has it detected once, from its first entry (CRC32C o
 a DUMMY digest cannot be told from damage entry by entry). Everything the fast path
 cannot serve (no native module, MAC digests without their password or without the
 native MAC module, cursor and compacted ledgers, the transaction stores' records) takes
-the general path. tests/test_verify_fastpath.py checks that both give the same findings,
+the general path. tests/verify/test_fastscan.py checks that both give the same findings,
 on healthy and on damaged ledgers, in every storage layout.
 """
 
