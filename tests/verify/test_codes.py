@@ -16,7 +16,7 @@ from pulsarctl_py.verify import CODES, REPAIR_FOR_CHECK, repair_command, verify_
 from pulsarctl_py.verify.codes import REPAIR_COMMANDS
 from tests.support.cli_helpers import run
 from tests.support.verify_world import ORDERS, VARIANTS, build_world
-from tests.verify.test_verify import SEVERITY
+from tests.verify.test_driver import SEVERITY
 
 
 def test_the_table_lists_every_documented_check_with_its_severities() -> None:

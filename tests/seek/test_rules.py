@@ -1,7 +1,7 @@
 """`seek` against linear references, the OpFindNewest model, KoP's quirks and the read budget.
 
 Topics here are generated in memory (:class:`MemoryReader` counts reads like a store); the
-store-backed and CLI tests are in tests/seek/test_seek_stores.py.
+store-backed and CLI tests are in tests/seek/test_driver.py.
 """
 
 from __future__ import annotations
