@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pulsarctl_py.decoders import entrylog, limits
+from pulsarctl_py.decoders import entrylog
 from pulsarctl_py.decoders import journal as journal_format
 from pulsarctl_py.decoders._readat import read_exact
 from pulsarctl_py.decoders.checksums import DigestType
@@ -45,6 +45,7 @@ from .model import (
     Location,
     StoredEntry,
 )
+from .readahead import PassReader
 from .rocks import is_rocksdb_dir
 
 IndexMode = Literal["auto", "scan"]
@@ -363,7 +364,7 @@ class BookieStore:
         read independently (for parallel scans). Entries missing on this bookie (striped
         ensembles) are skipped.
         """
-        reader = _PassReader(self)
+        reader = PassReader(self._files, self.read_at_location, READ_AHEAD)
         read = reader.read
         try:
             for entry_id, loc in self.iter_locations(ledger_id, first, last):
@@ -775,127 +776,6 @@ class BookieStore:
     def __repr__(self) -> str:
         dirs = ", ".join(str(d) for d in self.layout.ledger_dirs + self.layout.journal_dirs)
         return f"BookieStore({dirs})"
-
-
-class _PassReader:
-    """Reads the entries of one pass over a ledger (:meth:`BookieStore.read_entries`).
-
-    Same bytes and checks as :meth:`BookieStore.read_at_location`, cheaper per entry:
-    entry logs stay open for the pass, and where a ledger's entries follow each other in a
-    log (the usual case: offsets ascending with small gaps) the log is read ahead in
-    ``chunk``-byte reads (:data:`READ_AHEAD`) and entries are cut out of the buffer,
-    instead of two preads per entry. Random access and entries larger than half a chunk
-    are read exactly (size, then entry). Journal locations and anything that fails a check
-    take the plain path, so errors are exactly those of ``read_at_location``. At most
-    ``max_files`` logs are held open with a buffer.
-    """
-
-    __slots__ = ("chunk", "last_path", "last_view", "max_files", "store", "views")
-
-    def __init__(self, store: BookieStore, chunk: int | None = None, max_files: int = 8) -> None:
-        self.store = store
-        self.chunk = chunk or READ_AHEAD
-        self.max_files = max_files
-        self.views: dict[Path, _LogView | None] = {}
-        self.last_path: Path | None = None
-        self.last_view: _LogView | None = None
-
-    def _view(self, path: Path) -> _LogView | None:
-        if path in self.views:
-            view = self.views[path]
-        else:
-            if len(self.views) >= self.max_files:
-                oldest = self.views.pop(next(iter(self.views)))
-                if oldest is not None:
-                    oldest.release()
-            # a missing file is left to the plain path, which says so
-            view = _LogView(self.store._files, path) if path.is_file() else None
-            self.views[path] = view
-        self.last_path, self.last_view = path, view
-        return view
-
-    def read(self, ledger_id: int, entry_id: int, location: Location) -> bytes:
-        if location.source != "journal":
-            path = location.path
-            view = self.last_view if path is self.last_path else self._view(path)
-            if view is not None:
-                data = view.entry(location.offset, ledger_id, entry_id, self.chunk)
-                if data is not None:
-                    return data
-        return self.store.read_at_location(ledger_id, entry_id, location)
-
-    def close(self) -> None:
-        views, self.views = self.views, {}
-        self.last_path = self.last_view = None
-        for view in views.values():
-            if view is not None:
-                view.release()
-
-
-class _LogView:
-    """One entry log held open during a pass, with a read-ahead buffer."""
-
-    __slots__ = ("buf", "file", "hold", "next", "start")
-
-    def __init__(self, files: FileCache, path: Path) -> None:
-        self.hold = files.open(path)
-        self.file = self.hold.__enter__()
-        self.buf = b""
-        self.start = 0  # file offset of buf[0]
-        self.next = -1  # file offset just past the last entry read: where a sequel starts
-
-    def entry(self, offset: int, ledger_id: int, entry_id: int, chunk: int) -> bytes | None:
-        """The checked entry at ``offset``; None: let the plain path read (or reject) it."""
-        at = offset - 4
-        rel = at - self.start
-        buf = self.buf
-        if rel < 0 or rel + _HEAD_SIZE > len(buf):
-            if at < 0:
-                return None
-            if not (0 <= self.next <= at < self.next + chunk // 2):
-                return self._exact(offset, ledger_id, entry_id)  # random access
-            buf = self.buf = self.file.read_at(at, chunk)
-            self.start, rel = at, 0
-            if len(buf) < _HEAD_SIZE:
-                return None
-        size, found_ledger, found_entry = _HEAD.unpack_from(buf, rel)
-        if size < _MIN_SIZE or found_ledger != ledger_id or found_entry != entry_id:
-            return None
-        stop = rel + 4 + size
-        if stop > len(buf):
-            if size + 4 > chunk // 2:
-                return self._exact(offset, ledger_id, entry_id)
-            buf = self.buf = self.file.read_at(at, chunk)
-            self.start, rel, stop = at, 0, 4 + size
-            if stop > len(buf):
-                return None
-        self.next = self.start + stop
-        return buf[rel + 4 : stop]
-
-    def _exact(self, offset: int, ledger_id: int, entry_id: int) -> bytes | None:
-        """Read the size and ids, then the entry: two preads, as read_at_location does."""
-        head = self.file.read_at(offset - 4, _HEAD_SIZE)
-        if len(head) < _HEAD_SIZE:
-            return None
-        size, found_ledger, found_entry = _HEAD.unpack(head)
-        if size < _MIN_SIZE or found_ledger != ledger_id or found_entry != entry_id:
-            return None
-        if size > limits.max_frame():
-            return None  # the plain path refuses it, with the reason
-        data = self.file.read_at(offset, size)
-        if len(data) != size:
-            return None
-        self.next = offset + size
-        return data
-
-    def release(self) -> None:
-        self.buf = b""
-        self.hold.__exit__(None, None, None)
-
-
-_HEAD = entrylog.RECORD_HEAD
-_HEAD_SIZE = entrylog.RECORD_HEAD.size
-_MIN_SIZE = entrylog.MIN_SANE_ENTRY_SIZE
 
 
 def open_bookie(
