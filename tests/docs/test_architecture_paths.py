@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOC = ROOT / "docs" / "architecture.md"
 LIBRARY = "pulsarctl_py"
-SOURCES = (LIBRARY, "commands", "decoders")
+SOURCES = (LIBRARY, "commands", "decoders", "tests")
 
 
 def _pattern(folders: list[str]) -> re.Pattern[str]:
