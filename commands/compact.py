@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -282,96 +280,61 @@ def compact(
     if status:
         _status(topic, metadata_url, dirs, as_broker.value, deep, broker, fmt_out)
         return
-    if progress is None:
-        progress = sys.stderr.isatty()
-    opts = CompactionOptions(
-        retain_null_key=broker.retain_null_key,
-        order=broker.order,
-        format=fmt.value,
-        keep_chunks=keep_chunks,
-        keep_entry_metadata=broker.keep_entry_metadata,
-        accept_damage=accept_damage,
-    )
     from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
+    from pulsarctl_py.compaction.request import (
+        CompactRequest,
+        CompactWriteRequest,
+        SparkChoice,
+        compact_topic,
+    )
 
     if fmt is Format.pip_429:  # before the work, and in the report (dry run or not)
         err.print(f"[yellow]warning:[/] {escape(PIP_429_CLIENT_CRASH)}")
-    from pulsarctl_py.compaction import compact as run_compact
-
-    before = None
-    plan_out = None
+    request = CompactRequest(
+        topic,
+        metadata_url,
+        dirs,
+        CompactionOptions(
+            retain_null_key=broker.retain_null_key,
+            order=broker.order,
+            format=fmt.value,
+            keep_chunks=keep_chunks,
+            keep_entry_metadata=broker.keep_entry_metadata,
+            accept_damage=accept_damage,
+        ),
+        broker,
+        SparkChoice(
+            engine_name(engine, spark, spark_master).value,
+            spark_threshold,
+            spark_master,
+            spark_conf or [],
+        ),
+        parse_size(memory),
+        full=full,
+        generation=as_broker.value,
+        progress=sys.stderr.isatty() if progress is None else progress,
+        live=bookie.client(),
+        export=export,
+        force_export=force,
+        values=values.value,
+    )
     if writes:
-        from pulsarctl_py.compaction.planned import read_before
-        from pulsarctl_py.stores.metadata.url import resolve_metadata_url
-
-        # every output checked before the work: the plan (a regular file: it is the only
-        # record of the ledger written), then the --export view
-        plan_out = _plan_output(plan_file)
-        # what the write will be checked against: read BEFORE the compaction is computed,
-        # so that a change made while it computes fails the compare-and-set
-        before = read_before(
-            str(resolve_metadata_url(metadata_url)), topic, force=write.force_owned
+        # the plan (a regular file: it is the only record of the ledger written) is
+        # checked before the work
+        request.write = CompactWriteRequest(
+            _plan_output(plan_file),
+            apply,
+            delete_old,
+            write.settings(),
+            bookie.client(),
+            force_owned=write.force_owned,
         )
-        settings = write.settings()
-        client = bookie.client()
-        for w in before.warnings:
-            err.print(f"[yellow]warning:[/] {escape(w)}")
-    memory_bytes = parse_size(memory)
-    with _view_output(
-        export, force, lambda: _value_options(topic, metadata_url, dirs, bookie, values, export)
-    ) as (view, value_options):
-        chosen = engine_name(engine, spark, spark_master)
-        state: dict[str, Any] = {}
-        report = run_compact(
-            topic,
-            metadata_url=metadata_url,
-            bookie_dirs=dirs,
-            options=opts,
-            full=full,
-            memory=memory_bytes,
-            engine=chosen.value,
-            pick_engine=lambda entries: _start_engine(
-                chosen, entries, spark_threshold, spark_master, spark_conf
-            ),
-            export=view,
-            spool=writes,
-            progress=progress,
-            generation=as_broker.value,
-            on_state=lambda s: state.update(state=s),
-            live=bookie.client(),
-            values=value_options,
-            settings=broker,
-        )
-    for w in report.warnings:
-        err.print(f"[yellow]warning:[/] {escape(w)}")
-    if fmt is Format.pip_429:
-        report.warnings.append(PIP_429_CLIENT_CRASH)
-    try:
-        if report.stats.entries_in and report.keys == 0 and not broker.retain_null_key:
-            from pulsarctl_py.errors import DataError
+    from pulsarctl_py.commands.plans import say
 
-            raise DataError(
-                f"{report.topic} has no keyed messages: compaction would drop everything "
-                "(pass --retain-null-key to keep keyless messages)"
-            )
-        if before is not None:
-            _write(
-                report,
-                state["state"],
-                dirs,
-                delete_old,
-                err,
-                before=before,
-                settings=settings,
-                client=client,
-                force=write.force_owned,
-                full=full,
-                plan_out=plan_out,
-                apply=apply,
-            )
-    finally:
-        if report.spool is not None:
-            report.spool.unlink(missing_ok=True)
+    done = compact_topic(request, say=say)
+    report = done.report
+    if done.written is not None:
+        _print_written(done.written, report.topic)
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(report.to_json())
     else:
@@ -388,135 +351,16 @@ def compact(
         raise typer.Exit(1)
 
 
-def _value_options(
-    topic: str,
-    metadata_url: str | None,
-    dirs: list[str] | None,
-    bookie: Any,
-    values: options.ValuesChoice,
-    export: Path,
-) -> Any:
-    """The topic's schemas for the --export rows (None: values stay bytes)."""
-    if values is options.ValuesChoice.raw:
-        return None
-    from pulsarctl_py.export import ValueOptions, output_format
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.outputs import is_stream_path
-    from pulsarctl_py.values import values_for
-
-    with LedgerSource.open(metadata_url, dirs, need_metadata=True, live=bookie.client()) as source:
-        schemas = values_for(source, topic, required=values is not options.ValuesChoice.auto)
-    if schemas is None:
-        return None
-    column = None
-    if output_format(export, stream=is_stream_path(export)) == "parquet":
-        from pulsarctl_py.value_columns import value_column
-
-        column = value_column(schemas)
-        if column.kind == "split":
-            # one view, one column: versions Avro cannot merge are JSON text here
-            column = None
-    return ValueOptions(schemas, column)
-
-
-@contextlib.contextmanager
-def _view_output(
-    export: Path | None, force: bool, values_of: Callable[[], Any]
-) -> Iterator[tuple[Any, Any]]:
-    """The --export output, checked before the work, and the topic's schemas for its rows
-    (``values_of()``, read once the path is known to be writable): yields the text file
-    the compaction writes its JSON lines to, or for FILE.parquet the Parquet view that
-    takes its rows, and the values ((None, None) without --export). The output is
-    committed when the block ends normally."""
-    if export is None:
-        yield None, None
-        return
-    from pulsarctl_py import outputs
-    from pulsarctl_py.export import CompactedViewParquet
-
-    out = outputs.prepare(export, outputs.COMPACTED_VIEW, force=force)
-    try:
-        values = values_of()
-    except BaseException:
-        out.discard()
-        raise
-    if not export.name.lower().endswith(".parquet"):
-        with out.open_text() as fh:
-            yield fh, values
-        return
-    with out.open_binary() as fh:
-        view = CompactedViewParquet(
-            fh,
-            values is not None,
-            values.column if values is not None else None,
-            values.values if values is not None else None,
-        )
-        try:
-            yield view, values
-        except BaseException:
-            view.abandon()  # before its file closes: the output is discarded
-            raise
-        view.close()
-
-
-def _start_engine(
-    chosen: EngineChoice,
-    entries: int,
-    threshold: int | None,
-    master: str | None,
-    conf: list[str] | None,
-) -> str:
-    """The engine for a plan of ``entries`` entries (auto: Spark from the threshold on,
-    as export picks it); a Spark session starts here."""
-    from pulsarctl_py.engines.select import pick
-
-    name = pick(chosen.value, entries, threshold)
-    if name == "spark":
-        from pulsarctl_py.spark.session import get_session, parse_conf
-
-        get_session(master, parse_conf(conf or []))
-    return name
-
-
-def _write(
-    report: Any,
-    state: Any,
-    dirs: list[str] | None,
-    delete_old: bool,
-    err: Any,
-    *,
-    before: Any,
-    settings: Any,
-    client: Any,
-    force: bool,
-    full: bool,
-    plan_out: Any,
-    apply: bool,
-) -> None:
-    """Write the compacted ledger and its plan; apply the plan with --apply
-    (:func:`pulsarctl_py.compaction.planned.write_compaction`); say what was done."""
+def _print_written(done: Any, topic: str) -> None:
+    """What ``--apply``/``--plan`` wrote: the plan not applied yet, or the apply's outcome,
+    and the leftover compacted ledgers the plan deletes."""
     from rich.markup import escape
 
-    from pulsarctl_py.commands.plans import print_outcome, say
-    from pulsarctl_py.compaction.planned import write_compaction
+    from pulsarctl_py import render
+    from pulsarctl_py.commands.plans import print_outcome
 
-    done = write_compaction(
-        report,
-        state,
-        before=before,
-        bookie_dirs=dirs,
-        delete_old=delete_old,
-        settings=settings,
-        options=client,
-        force=force,
-        full=full,
-        plan_out=plan_out,
-        apply=apply,
-        say=say,
-    )
-    if done is None:
-        return
-    path, topic = escape(str(done.plan_path)), escape(report.topic)
+    err = render.stderr_console()
+    path, topic = escape(str(done.plan_path)), escape(topic)
     gone = ", ".join(map(str, done.leftovers))
     if done.outcome is None:
         if gone:
@@ -604,21 +448,9 @@ def _status(
     fmt_out: Any,
 ) -> None:
     from pulsarctl_py import render
-    from pulsarctl_py.compaction.status import compaction_status
-    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.compaction.request import status_of
 
-    with LedgerSource.open(metadata_url, dirs, need_metadata=True) as source:
-        st = compaction_status(
-            source,
-            topic,
-            generation=generation,
-            deep=deep,
-            metadata_url=metadata_url,
-            bookie_dirs=dirs,
-            retain_null_key=broker.retain_null_key,
-            keep_entry_metadata=broker.keep_entry_metadata,
-            order=broker.order,
-        )
+    st = status_of(topic, metadata_url, dirs, generation=generation, deep=deep, broker=broker)
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(st.to_json())
     else:

@@ -242,28 +242,11 @@ def _values(
         )
     if depth is not Depth.MESSAGES:
         raise UsageError("decoded values need --depth messages")
-    from pulsarctl_py.values import Values
-
     mode = "decoded" if values is ValuesChoice.decoded else "both"
     if schema_files:
-        from pulsarctl_py.schema_files import read_schema_file
+        from pulsarctl_py.schema_files import schema_file_values
 
-        versioned, any_version = [], None
-        for path in schema_files:
-            for version, schema in read_schema_file(path):
-                if version is None:
-                    if any_version is not None:
-                        raise UsageError(
-                            f"{path}: a second schema without a version (one may decode "
-                            "every message; give the others with their versions)"
-                        )
-                    any_version = schema
-                elif any(s.version == version for s in versioned):
-                    raise UsageError(f"{path}: schema version {version} is given twice")
-                else:
-                    versioned.append(schema)
-        latest = max((s.version for s in versioned), default=None)
-        return Values(versioned, latest, any_version), mode
+        return schema_file_values(schema_files), mode
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.values import values_for
 

@@ -120,29 +120,11 @@ def export(
     from rich.markup import escape
 
     from pulsarctl_py import outputs, render
-    from pulsarctl_py.commands.options import MAX_KEY_FILE, password, private_key_passphrase
-    from pulsarctl_py.config import resolve_bookie_dirs
-    from pulsarctl_py.coverage import Gaps
-    from pulsarctl_py.decode import read_capped
-    from pulsarctl_py.engines.select import open_engine, pick
+    from pulsarctl_py.commands.options import MAX_KEY_FILE, private_key_passphrase
     from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.export import (
-        COLUMN_NAMES,
-        EXPORT_SPLIT_ENTRIES,
-        VALUE_COLUMNS,
-        RowFilters,
-        ValueOptions,
-        absolute_url,
-        check_columns,
-        export_output_kind,
-        export_plan,
-        output_format,
-        topic_plan,
-        version_outputs,
-    )
-    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.export import RowFilters, check_columns, output_format
+    from pulsarctl_py.export_topic import ExportRequest, export_topic
     from pulsarctl_py.spark.session import parse_conf
-    from pulsarctl_py.stores.metadata.url import resolve_metadata_url
     from pulsarctl_py.timeparse import check_time_range, parse_time_ms
 
     since_ms = parse_time_ms(since) if since else None
@@ -150,9 +132,6 @@ def export(
     check_time_range(since_ms, until_ms)
     if not outputs.is_stream_path(to):
         output_format(to)  # a bad name fails before anything is created
-    # checked (and its temporary file made) before the work; an output never written is
-    # dropped when it is collected
-    out = outputs.prepare(to, export_output_kind(), force=force)
     chosen = engine_name(engine, spark, spark_master)
     conf = parse_conf(spark_conf or [])
     asked = [c.strip() for c in columns.split(",")] if columns else None
@@ -160,41 +139,9 @@ def export(
         check_columns(asked, values=values is not ValuesChoice.raw)
     if split_entries is not None and split_entries < 1:
         raise LedgerctlError("--split-entries must be at least 1")
-    filters = RowFilters(
-        key=key,
-        since=since_ms,
-        until=until_ms,
-        broker_metadata=None
-        if broker_metadata is BrokerMetadata.any
-        else broker_metadata is BrokerMetadata.with_,
-    )
-    url = absolute_url(resolve_metadata_url(metadata_url))
-    dirs = resolve_bookie_dirs(bookie_dirs)
-    err = render.stderr_console()
-    gaps = Gaps()
-    with LedgerSource.open(
-        url,
-        dirs,
-        password(None, None),
-        need_metadata=True,
-        need_bookie=True,
-        live=bookie.client(),
-    ) as source:
-        plan = topic_plan(
-            source,
-            topic,
-            metadata_url=url,
-            bookie_dirs=[str(d) for d in dirs],
-            split_entries=split_entries or EXPORT_SPLIT_ENTRIES,
-            gaps=gaps,
-        )
-        schemas = None
-        if values is not ValuesChoice.raw:
-            from pulsarctl_py.values import values_for
-
-            schemas = values_for(source, topic, required=values is not ValuesChoice.auto)
     key_pem = passphrase = None
     if private_key is not None:
+        from pulsarctl_py.decode import read_capped
         from pulsarctl_py.decoders.crypto import load_private_key
 
         key_pem = read_capped(private_key, MAX_KEY_FILE, "private key")
@@ -202,36 +149,35 @@ def export(
         load_private_key(key_pem, passphrase)  # a wrong key or passphrase: said before the run
     elif passphrase_env or passphrase_file:
         raise LedgerctlError("a private key passphrase needs --private-key")
-    column = None
-    if schemas is not None and output_format(out.path, stream=out.stream) == "parquet":
-        from pulsarctl_py.value_columns import value_column
-
-        column = value_column(schemas)
-    cols = tuple(asked) if asked else COLUMN_NAMES + (VALUE_COLUMNS if schemas else ())
-    if schemas is None and any(c in VALUE_COLUMNS for c in cols):
-        raise LedgerctlError(f"{topic} has no schema: no decoded value columns")
-    value_options = ValueOptions(schemas, column, key_pem, passphrase)
-    # versions Avro cannot merge: a file per version beside --to, checked before the work
-    versions = version_outputs(out, column, cols, force=force)
-    name = pick(chosen.value, plan.entries, spark_threshold)
-    runner = open_engine(
-        name, master=spark_master, conf=conf, console=err, label=f"exporting {plan.topic}"
+    err = render.stderr_console()
+    result = export_topic(
+        ExportRequest(
+            topic,
+            to,
+            RowFilters(
+                key=key,
+                since=since_ms,
+                until=until_ms,
+                broker_metadata=None
+                if broker_metadata is BrokerMetadata.any
+                else broker_metadata is BrokerMetadata.with_,
+            ),
+            force=force,
+            metadata_url=metadata_url,
+            bookie_dirs=bookie_dirs,
+            live=bookie.client(),
+            values=values.value,
+            columns=asked,
+            key_pem=key_pem,
+            passphrase=passphrase,
+            split_entries=split_entries,
+            engine=chosen.value,
+            spark_master=spark_master,
+            spark_conf=conf,
+            spark_threshold=spark_threshold,
+        ),
+        console=err,
     )
-    try:
-        with render.progress(err, f"exporting {plan.topic}: splits") as advance:
-            result = export_plan(
-                plan,
-                runner,
-                out,
-                columns=cols,
-                filters=filters,
-                progress=lambda _n: advance(),
-                gaps=gaps,
-                values=value_options,
-                versions=versions,
-            )
-    finally:
-        runner.close()
     fmt = render.resolve(output, OutputFormat.TABLE)
     if fmt in (OutputFormat.JSON, OutputFormat.JSONL):
         render.write_document(result.to_json(), fmt)

@@ -169,6 +169,7 @@ def inspect(
     """
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.inspect import read_values
     from pulsarctl_py.inspect_request import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.timeparse import check_time_range, parse_time_ms
@@ -214,16 +215,7 @@ def inspect(
         need_bookie=True,
         live=bookie.client(),
     ) as source:
-        if values is not ValuesChoice.raw and request.depth is Depth.MESSAGES:
-            from pulsarctl_py.values import values_for
-
-            request.values = values_for(
-                source, topic, ledger_id, required=values is not ValuesChoice.auto or bool(wheres)
-            )
-            if request.values is not None:
-                request.value_mode = "decoded" if values is ValuesChoice.decoded else "both"
-        elif wheres:
-            raise LedgerctlError("--where looks at decoded values: it needs --depth messages")
+        read_values(source, request, values.value)
         _show(
             source,
             request,
@@ -319,7 +311,6 @@ def _raw(at: Position | None, metadata_url: str | None, bookie_dirs: list[Path])
     import sys
 
     from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.ledgers import LedgerSource
 
     if at is None or at.batch_index is not None:
         raise LedgerctlError(
@@ -330,15 +321,11 @@ def _raw(at: Position | None, metadata_url: str | None, bookie_dirs: list[Path])
             "--output raw writes binary: redirect it to a file or a pipe "
             f"(ledgerctl inspect {at} -o raw > entry.bin)"
         )
-    with LedgerSource.open(metadata_url, bookie_dirs, need_bookie=True) as source:
-        view = source.ledger(at.ledger_id)
-        data = next(iter(source.raw_entries(view, at.entry_id, at.entry_id)), None)
-        if data is None or data.entry_id != at.entry_id:
-            from pulsarctl_py.errors import NotFoundError
+    from pulsarctl_py.inspect import stored_entry
 
-            raise NotFoundError(f"entry {at} is not in the bookie storage given")
-        sys.stdout.buffer.write(bytes(data.data))
-        sys.stdout.flush()
+    data = stored_entry(metadata_url, bookie_dirs, at)
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
 
 
 def _show(

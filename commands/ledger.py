@@ -252,29 +252,16 @@ def meta_command(
 
 
 def _dump(ledger_id: int, metadata_url: str | None, path: Path, force: bool) -> None:
-    """Write the ledger's stored metadata bytes to ``path`` (through outputs: prepared
-    before the read, so a bad path fails first)."""
+    """Write the ledger's stored metadata bytes to ``path``, and say so."""
     from rich.markup import escape
 
-    from pulsarctl_py import outputs, render
-    from pulsarctl_py.errors import NotFoundError
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.metadata import read_ledger
+    from pulsarctl_py import render
+    from pulsarctl_py.ledger_views import dump_ledger_metadata
 
-    out = outputs.prepare(path, outputs.LEDGER_METADATA, force=force)
-    try:
-        with LedgerSource.open(metadata_url, [], need_metadata=True, metadata_only=True) as src:
-            assert src.metadata is not None
-            record = read_ledger(src.metadata, ledger_id)
-        if record is None:
-            raise NotFoundError(f"ledger {ledger_id} has no metadata: nothing to dump")
-        out.write_bytes(record.raw)
-    except BaseException:
-        out.discard()
-        raise
+    done = dump_ledger_metadata(ledger_id, metadata_url, path, force=force)
     render.stderr_console().print(
-        f"ledger {ledger_id}: {len(record.raw)} bytes of metadata ({escape(record.path)}) "
-        f"written to {escape(str(out))}; it holds the ledger's password"
+        f"ledger {ledger_id}: {done.size} bytes of metadata ({escape(done.path)}) "
+        f"written to {escape(done.to)}; it holds the ledger's password"
     )
 
 

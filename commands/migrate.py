@@ -88,92 +88,41 @@ def compacted(
     --plan/--apply: reads only, and reports the batches it would rewrite. A damaged entry
     stops it before anything is written, unless --accept-damage (then it is copied as the
     compaction copies it, listed in the report and the plan, and the exit status is 1)."""
-    from pulsarctl_py import render
-    from pulsarctl_py.compaction.core import Stats
-    from pulsarctl_py.compaction.ledger import write_compacted_ledger
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.repair import migrate
+    from pulsarctl_py.migrate_topic import migrate_compacted
 
     url, dirs, flags = _stores(flags)
     out = flags.plan_output(file_only=True)
-    client = bookie.client()
-    stats = Stats()
-    warnings: list[str] = []
-    try:
-        with LedgerSource.open(
-            url, dirs, need_metadata=True, need_bookie=True, live=client
-        ) as source:
-            state = migrate.compacted_state(source, topic)
-            if out is not None:
-                assert source.metadata is not None
-                warnings = _not_owned(source.metadata, state.topic, write.force_owned)
-        entries = list(
-            migrate.converted_entries(
-                state, fmt.value, url, dirs, accept_damage=accept_damage, stats=stats
-            )
-        )
-    except BaseException:
-        if out is not None:
-            out.discard()
-        raise
-    from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
-
-    crash = [PIP_429_CLIENT_CRASH] if fmt is CompactedFormat.pip_429 else []
-    report: dict[str, Any] = state.to_json() | {
-        "format": fmt.value,
-        "written_ledger": None,
-        "damaged": list(stats.damaged),
-        "warnings": crash,
-    }
-    err = render.stderr_console()
-    for text in crash:
-        err.print(f"warning: {text}", markup=False, highlight=False)
-    damage_note(report["damaged"], stats.damaged_count)
+    done = migrate_compacted(
+        topic,
+        fmt.value,
+        metadata_url=url,
+        bookie_dirs=dirs,
+        out=out,
+        client=bookie.client(),
+        settings=write.settings,
+        force_owned=write.force_owned,
+        accept_damage=accept_damage,
+        hooks=_Hooks(flags, _found_compacted),
+    )
     if out is None:
-        _show(report, flags, f"migrate compacted {state.topic}")
-        err.print(
-            f"compacted ledger {state.ledger_id}: {len(entries)} entries to rewrite as "
-            f"{fmt.value}; nothing written (give --plan FILE to write the new ledger)"
-        )
-        if stats.damaged_count:
-            raise typer.Exit(1)
-        return
-    from pulsarctl_py.commands.plans import announce_plan_file, print_written
-    from pulsarctl_py.plans.writing import PlanFile
+        from pulsarctl_py import render
 
-    what = "a compacted ledger"
-    with PlanFile.leased(out, url, state.topic, dirs, what, "migrate compacted") as plan_file:
-        announce_plan_file(plan_file, what)
-        ledger = write_compacted_ledger(
-            metadata_url=url,
-            bookie_dirs=dirs,
-            topic=state.topic,
-            entries=entries,
-            compacted_to=state.compacted_to,
-            cursor_version=state.cursor_version,
-            data_ledgers=state.data_ledgers,
-            partition=state.partition,
-            settings=write.settings(),
-            options=client,
-            force=write.force_owned,
-            journal=plan_file.journal,
+        _show(done.report, flags, f"migrate compacted {done.state.topic}")
+        render.stderr_console().print(
+            f"compacted ledger {done.state.ledger_id}: {len(done.entries)} entries to rewrite "
+            f"as {fmt.value}; nothing written (give --plan FILE to write the new ledger)"
         )
-        print_written([ledger], warnings)
-        flags.run(
-            lambda draft, source: migrate.swap_compacted(
-                draft,
-                source,
-                state,
-                ledger.ledger_id,
-                report,
-                plan_file.journal.written,
-                warnings=crash,
-                damaged=stats.damaged_count,
-            ),
-            plan_file.final(),
-        )
-    if stats.damaged_count:
+    if done.stats.damaged_count:
         raise typer.Exit(1)
+
+
+def _found_compacted(done: Any) -> None:
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+    for text in done.crash:
+        err.print(f"warning: {text}", markup=False, highlight=False)
+    damage_note(done.report["damaged"], done.stats.damaged_count)
 
 
 @migrate_app.command("index")
@@ -222,43 +171,43 @@ def index(
     entry (a digest or checksum that does not match, a payload that does not decode) stops
     it before anything is written, unless --accept-damage (then it is copied as stored,
     listed in the report and the plan, and the exit status is 1)."""
-    import json
-
-    from rich.markup import escape
-
-    from pulsarctl_py import outputs, render
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.repair import migrate
+    from pulsarctl_py import render
+    from pulsarctl_py.migrate_topic import migrate_index
 
     url, dirs, flags = _stores(flags)
     # every output checked before the work: the plan, then the mapping (default beside it)
     out = flags.plan_output(file_only=True)
-    client = bookie.client()
-    settings = None
-    warnings: list[str] = []
-    mapping_out = None
-    try:
-        if mapping is None and out is not None:
-            mapping = out.sibling(".mapping.jsonl")
-        if mapping is not None:
-            mapping_out = outputs.prepare(mapping, outputs.MAPPING, force=flags.force)
-        with LedgerSource.open(
-            url, dirs, need_metadata=True, need_bookie=True, live=client
-        ) as source:
-            plan = migrate.plan_index(source, topic, url, dirs, start, accept_damage=accept_damage)
-            if out is not None:
-                assert source.metadata is not None
-                warnings = _not_owned(source.metadata, plan.topic, write.force_owned)
-                settings, notes = migrate.index_settings(
-                    source, plan, write.settings(), offline=bool(dirs)
-                )
-                warnings += notes
-    except BaseException:
-        for prepared in (out, mapping_out):
-            if prepared is not None:
-                prepared.discard()
-        raise
+    done = migrate_index(
+        topic,
+        start,
+        metadata_url=url,
+        bookie_dirs=dirs,
+        out=out,
+        mapping=mapping,
+        force_outputs=flags.force,
+        client=bookie.client(),
+        settings=write.settings,
+        force_owned=write.force_owned,
+        delete_old=delete_old,
+        accept_damage=accept_damage,
+        hooks=_Hooks(flags, _found_index),
+    )
+    plan = done.plan
+    if out is None:
+        _show(plan.to_json() | {"mapping": plan.mapping}, flags, f"migrate index {plan.topic}")
+        render.stderr_console().print(
+            f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
+            "nothing written (give --plan FILE to write the new ledgers)"
+        )
+    if plan.damaged:
+        raise typer.Exit(1)
+
+
+def _found_index(done: Any) -> None:
+    from pulsarctl_py import render
+
     err = render.stderr_console()
+    plan = done.plan
     damage_note(plan.damaged, len(plan.damaged))
     for skipped in plan.past_last:
         err.print(
@@ -267,65 +216,39 @@ def index(
             markup=False,
             highlight=False,
         )
-    if mapping_out is not None:
-        with mapping_out.open_text() as fh:
-            for row in plan.mapping:
-                fh.write(json.dumps(row, sort_keys=True) + "\n")
-        err.print(f"mapping of {len(plan.mapping)} entries saved to {escape(str(mapping))}")
-    summary = plan.to_json()
-    if out is None:
-        _show(summary | {"mapping": plan.mapping}, flags, f"migrate index {plan.topic}")
-        err.print(
-            f"{len(plan.ledgers)} ledgers to copy with index {plan.start}..{plan.last_index}; "
-            "nothing written (give --plan FILE to write the new ledgers)"
-        )
-        if plan.damaged:
-            raise typer.Exit(1)
-        return
-    assert settings is not None
-    from pulsarctl_py.commands.plans import announce_plan_file, print_written
-    from pulsarctl_py.plans.writing import PlanFile
 
-    what = "the migrated ledgers"
-    with PlanFile.leased(out, url, plan.topic, dirs, what, "migrate index") as plan_file:
+
+class _Hooks:
+    """What a migration tells, on stderr, and its plan run by the plan flags
+    (:class:`pulsarctl_py.migrate_topic.MigrateHooks`)."""
+
+    def __init__(self, flags: PlanFlags, found: Any) -> None:
+        self._flags = flags
+        self.found = found
+
+    def announce(self, plan_file: Any, what: str) -> None:
+        from pulsarctl_py.commands.plans import announce_plan_file
+
         announce_plan_file(plan_file, what)
-        written = migrate.write_index_ledgers(
-            url, dirs, plan, settings=settings, options=client, journal=plan_file.journal
-        )
-        print_written(written, warnings)
-        if not dirs:  # one stopped bookie's ledgers have quorums of 1 (LedgerWriter.effective)
-            quorums = {settings.source.get(k) for k in ("ensemble", "write_quorum", "ack_quorum")}
-            err.print(
-                f"quorums of the new ledgers ({settings.ensemble}/{settings.write_quorum}/"
-                f"{settings.ack_quorum}) from {', '.join(sorted(q for q in quorums if q))}",
-                markup=False,
-                highlight=False,
-            )
-        err.print(
-            f"ledgers {', '.join(f'{o} -> {n}' for o, n in plan.new_ids.items())}; "
-            "referenced by nothing until the plan is applied"
-        )
-        saved_mapping = str(mapping) if mapping_out is not None and not mapping_out.stream else None
-        flags.run(
-            lambda draft, source: migrate.swap_index_ledgers(
-                draft,
-                plan,
-                source,
-                delete_old=delete_old,
-                written=plan_file.journal.written,
-                mapping_file=saved_mapping,
-            ),
-            plan_file.final(),
-        )
-    if plan.damaged:
-        raise typer.Exit(1)
 
+    def written(self, ledgers: list[Any], warnings: list[str]) -> None:
+        from pulsarctl_py.commands.plans import print_written
 
-def _not_owned(store: Any, topic: str, force: bool) -> list[str]:
-    """Refuse to write for a topic a live broker owns (fail fast, before any ledger)."""
-    from pulsarctl_py.ownership import check_not_owned
+        print_written(ledgers, warnings)
 
-    return check_not_owned(store, [topic], force=force)
+    def say(self, text: str, kind: str = "") -> None:
+        from rich.markup import escape
+
+        from pulsarctl_py import render
+
+        err = render.stderr_console()
+        if kind == "plain":
+            err.print(text, markup=False, highlight=False)
+        else:
+            err.print(escape(text))
+
+    def run(self, build: Any, out: Any) -> Any:
+        return self._flags.run(build, out)
 
 
 def register(app: typer.Typer) -> None:

@@ -39,18 +39,6 @@ TOPIC = typer.Argument(
 )
 
 
-def _read(
-    topic: str, metadata_url: str | None, bookie_dirs: list[Path], bookie: BookieFlags
-) -> Any:
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.schemas import read_topic_schemas
-
-    with LedgerSource.open(
-        metadata_url, bookie_dirs, need_metadata=True, live=bookie.client()
-    ) as source:
-        return read_topic_schemas(source, topic, required=True)
-
-
 @schema_app.command("list")
 @bookie_flags
 @metadata_options
@@ -66,8 +54,9 @@ def list_command(
     Exit status 1 when the topic has no schema, or a version cannot be read.
     """
     from pulsarctl_py import render
+    from pulsarctl_py.schemas import topic_schemas
 
-    schemas = _read(topic, metadata_url, bookie_dirs, bookie)
+    schemas = topic_schemas(topic, metadata_url, bookie_dirs, live=bookie.client())
     fmt = render.resolve(output, OutputFormat.TABLE)
     if fmt is OutputFormat.JSON:
         render.write_json(schemas.to_json(with_definition=False))
@@ -116,17 +105,9 @@ def show_command(
     read.
     """
     from pulsarctl_py import render
-    from pulsarctl_py.errors import NotFoundError
+    from pulsarctl_py.schemas import topic_schemas
 
-    schemas = _read(topic, metadata_url, bookie_dirs, bookie)
-    if version is not None:
-        chosen = schemas.get(version)
-        if chosen is None:
-            known = ", ".join(str(s.version) for s in schemas.versions) or "none"
-            raise NotFoundError(
-                f"{schemas.topic} has no schema version {version} (versions: {known})"
-            )
-        schemas.versions = [chosen]
+    schemas = topic_schemas(topic, metadata_url, bookie_dirs, live=bookie.client(), version=version)
     fmt = render.resolve(output, OutputFormat.TREE)
     if fmt is OutputFormat.JSON:
         render.write_json(schemas.to_json())

@@ -128,8 +128,7 @@ def seek(
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.positions import parse_position
-    from pulsarctl_py.seek import SeekRequest
-    from pulsarctl_py.seek import seek as run_seek
+    from pulsarctl_py.seek import SeekRequest, seek_topic
     from pulsarctl_py.timeparse import parse_time_ms
 
     if (topic is None) == (ledger is None):
@@ -171,69 +170,52 @@ def seek(
         live=bookie.client(),
     ) as source:
         from pulsarctl_py.engines.select import listed_entries
-        from pulsarctl_py.topics import partitions_of
 
-        partitions = partitions_of(source.metadata, topic) if topic is not None else []
-        if partitions:
-            _seek_partitions(source, request, partitions, output, explain, named)
-            return
-
-        scan = eo.scan_reads(
-            chosen if exact else eo.EngineChoice.local,
-            False,
-            spark_master if exact else None,
-            spark_conf,
-            spark_threshold,
-            metadata_url=metadata_url,
-            bookie_dirs=bookie_dirs,
-            password=secret,
-            source=source,
-            entries=lambda limit: listed_entries(source, None if topic is None else [topic], limit),
-            label="seek --exact on Spark",
+        answer = seek_topic(
+            source,
+            request,
+            lambda: eo.scan_reads(
+                chosen if exact else eo.EngineChoice.local,
+                False,
+                spark_master if exact else None,
+                spark_conf,
+                spark_threshold,
+                metadata_url=metadata_url,
+                bookie_dirs=bookie_dirs,
+                password=secret,
+                source=source,
+                entries=lambda limit: listed_entries(
+                    source, None if topic is None else [topic], limit
+                ),
+                label="seek --exact on Spark",
+            ),
         )
-        with scan as reads:
-            result = run_seek(source, request, reads)
-    _show(result, output, explain, named)
-    if not result.answered:
+    if answer.partitioned:
+        _show_partitions(answer, output, explain, named)
+    else:
+        _show(answer.results[0], output, explain, named)
+    if not answer.answered:
         raise typer.Exit(1)
 
 
-def _seek_partitions(
-    source, request, partitions: list[str], output: OutputFormat, explain: bool, named
-) -> None:
-    """A partitioned topic by its base name: the same question to every partition, one
-    answer each, in partition order (a subscription of a partitioned topic is reset per
-    partition too). Exit 1 when some partition's answer cannot be given."""
-    import dataclasses
-
+def _show_partitions(answer, output: OutputFormat, explain: bool, named) -> None:
+    """A partitioned topic's answers, one per partition, in partition order."""
     from pulsarctl_py import render
-    from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.seek import seek as run_seek
-    from pulsarctl_py.stores.metadata import resolve_topic
 
-    if request.kind() == "position" or request.exact:
-        raise LedgerctlError(
-            f"{resolve_topic(request.topic).full_name} is a partitioned topic: --position and "
-            f"--exact need one of its partitions ({', '.join(partitions[:3])}"
-            + (", ...)" if len(partitions) > 3 else ")")
-        )
-    results = [run_seek(source, dataclasses.replace(request, topic=p)) for p in partitions]
     fmt = render.resolve(output, OutputFormat.TABLE)
     docs = []
-    for result in results:
+    for result in answer.results:
         doc = result.to_json(explain)
         if named is not None:
             doc["target"]["value"] = named
         docs.append(doc)
     if fmt is OutputFormat.JSON:
-        render.write_json({"topic": resolve_topic(request.topic).full_name, "partitions": docs})
+        render.write_json({"topic": answer.topic, "partitions": docs})
     elif fmt is OutputFormat.JSONL:
         render.write_jsonl(docs)
     else:
-        for result in results:
+        for result in answer.results:
             _show(result, output, explain, named)
-    if not all(r.answered for r in results):
-        raise typer.Exit(1)
 
 
 #: --time earliest|latest as times every rule answers the way a reset to

@@ -169,14 +169,13 @@ def info_command(
     property). Times are ISO-8601 here and epoch milliseconds in JSON.
     """
     from pulsarctl_py import render
+    from pulsarctl_py.compaction.status import topic_with_compaction
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.topics import topic_info
 
     with LedgerSource.open(
         metadata_url, bookie_dirs, need_metadata=True, live=bookie.client()
     ) as source:
-        info = topic_info(source, topic)
-        compaction = _compaction_status(source, info)
+        info, compaction = topic_with_compaction(source, topic)
     fmt = render.resolve(output, OutputFormat.TREE)
     doc = info.to_json()
     if compaction is not None:
@@ -201,15 +200,6 @@ def info_command(
         err.print(f"compaction: last message position {last}, {len(compaction.checks)} finding(s)")
         for check in compaction.checks:
             err.print(f"  {check['severity']} {check['check']}: {_esc(check['message'])}")
-
-
-def _compaction_status(source: Any, info: Any) -> Any:
-    """`compact --status` for a compacted topic (its checks without --deep), else None."""
-    if info.compacted_ledger is None:
-        return None
-    from pulsarctl_py.compaction.status import compaction_status
-
-    return compaction_status(source, info.topic)
 
 
 def _esc(text: str) -> str:

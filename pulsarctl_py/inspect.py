@@ -503,3 +503,32 @@ def _add_value(out: dict[str, Any], got: Any, mode: str) -> dict[str, Any]:
     if mode == "decoded" and got.decoded:
         out.pop("value", None)
     return out
+
+
+def read_values(source: LedgerSource, request: InspectRequest, values: str) -> None:
+    """``--values`` (raw, auto, decoded or both): at ``--depth messages`` the schemas of
+    the request's topic or ledger, by which its values are decoded (required unless auto,
+    or when ``--where`` looks at decoded values), set on ``request``."""
+    if values != "raw" and request.depth is Depth.MESSAGES:
+        from pulsarctl_py.values import values_for
+
+        request.values = values_for(
+            source,
+            request.topic,
+            request.ledger_id,
+            required=values != "auto" or bool(request.where),
+        )
+        if request.values is not None:
+            request.value_mode = "decoded" if values == "decoded" else "both"
+    elif request.where:
+        raise LedgerctlError("--where looks at decoded values: it needs --depth messages")
+
+
+def stored_entry(metadata_url: str | None, bookie_dirs: list[Any], at: Position) -> bytes:
+    """One entry's stored bytes (bookie header and digest included), for ``-o raw``."""
+    with LedgerSource.open(metadata_url, bookie_dirs, need_bookie=True) as source:
+        view = source.ledger(at.ledger_id)
+        data = next(iter(source.raw_entries(view, at.entry_id, at.entry_id)), None)
+        if data is None or data.entry_id != at.entry_id:
+            raise NotFoundError(f"entry {at} is not in the bookie storage given")
+        return bytes(data.data)

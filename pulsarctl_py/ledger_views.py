@@ -4,13 +4,15 @@ The list walks BookKeeper's ledgers (formats.md §9) with Pulsar's custom metada
 (owning topic, cursor, compacted topic, schema), the entries of an open ledger counted from
 storage as topic views count them (:mod:`pulsarctl_py.topics`); ``ledger meta`` shows one
 ledger's metadata next to the bookie's view of it and what the storage reported about
-itself. A password is never shown: only whether one is set. Everything here only reads.
+itself; ``ledger meta --dump`` copies a ledger's stored metadata bytes to a file. A password
+is never shown: only whether one is set. Everything here only reads the stores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import managed_ledger as mld
@@ -269,3 +271,39 @@ def ledger_meta(source: LedgerSource, ledger_id: int) -> LedgerMeta:
     if record is None:
         return LedgerMeta(view, None, storage_problems=problems)
     return LedgerMeta(view, record.path, record.stat, len(record.raw), problems)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataDump:
+    """What ``ledger meta --dump`` wrote: ``size`` bytes of the ledger's metadata, read
+    from the znode (or key) ``path``, to the file ``to``."""
+
+    ledger_id: int
+    size: int
+    path: str
+    to: str
+
+
+def dump_ledger_metadata(
+    ledger_id: int, metadata_url: str | None, to: Path, *, force: bool = False
+) -> MetadataDump:
+    """Write the ledger's stored metadata bytes (as BookKeeper stores them, the password
+    included) to ``to``: an output of :mod:`pulsarctl_py.outputs` prepared before the read,
+    so a bad path fails first; refused over a file that is not an earlier dump unless
+    ``force``."""
+    from pulsarctl_py import outputs
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.stores.metadata import read_ledger
+
+    out = outputs.prepare(to, outputs.LEDGER_METADATA, force=force)
+    try:
+        with LedgerSource.open(metadata_url, [], need_metadata=True, metadata_only=True) as src:
+            assert src.metadata is not None
+            record = read_ledger(src.metadata, ledger_id)
+        if record is None:
+            raise NotFoundError(f"ledger {ledger_id} has no metadata: nothing to dump")
+        out.write_bytes(record.raw)
+    except BaseException:
+        out.discard()
+        raise
+    return MetadataDump(ledger_id, len(record.raw), record.path, str(out))

@@ -211,3 +211,28 @@ def _from_rest(item: dict[str, Any], version: int | None, where: str) -> StoredS
     else:
         definition = (data or "").encode("utf-8")
     return _schema(kind, definition, props, version, item)
+
+
+def schema_file_values(paths: list[Any]) -> Any:
+    """``decode --schema FILE...``: the schemas of the files as one
+    :class:`pulsarctl_py.values.Values`; one of them may be without a version (it decodes
+    every message whose version none of the others has)."""
+    from pulsarctl_py.values import Values
+
+    versioned: list[StoredSchema] = []
+    any_version = None
+    for path in paths:
+        for version, schema in read_schema_file(path):
+            if version is None:
+                if any_version is not None:
+                    raise LedgerctlError(
+                        f"{path}: a second schema without a version (one may decode "
+                        "every message; give the others with their versions)"
+                    )
+                any_version = schema
+            elif any(s.version == version for s in versioned):
+                raise LedgerctlError(f"{path}: schema version {version} is given twice")
+            else:
+                versioned.append(schema)
+    latest = max((s.version for s in versioned), default=None)
+    return Values(versioned, latest, any_version)

@@ -191,3 +191,28 @@ def _read_entry(source: LedgerSource, ledger_id: int, entry_id: int) -> tuple[An
             return None, problems or [entry.unreadable or "no BookKeeper entry"]
         return memoryview(entry.data)[bk.offset + bk.length :], problems
     raise NotFoundError(f"entry {ledger_id}:{entry_id} is not in the bookie storage")
+
+
+def topic_schemas(
+    topic: str,
+    metadata_url: str | None,
+    bookie_dirs: list[Any],
+    *,
+    live: Any = None,
+    version: int | None = None,
+) -> TopicSchemas:
+    """``schema list|show``: the topic's schema versions from the stores (its schema is
+    required), or only ``version`` (NotFoundError naming the versions there are)."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True, live=live) as source:
+        schemas = read_topic_schemas(source, topic, required=True)
+    if version is not None:
+        chosen = schemas.get(version)
+        if chosen is None:
+            known = ", ".join(str(s.version) for s in schemas.versions) or "none"
+            raise NotFoundError(
+                f"{schemas.topic} has no schema version {version} (versions: {known})"
+            )
+        schemas.versions = [chosen]
+    return schemas

@@ -471,3 +471,15 @@ def _deep(
 def _pos(row: tuple) -> str:
     lid, eid, index = row
     return format_position(lid, eid, None if index < 0 else index)
+
+
+def topic_with_compaction(source: Any, topic: str) -> tuple[Any, CompactionStatus | None]:
+    """``topic info``: the topic (:func:`pulsarctl_py.topics.topic_info`) and, when it has
+    a compacted ledger, its compaction's status (the checks of ``compact --status``
+    without ``--deep``)."""
+    from pulsarctl_py.topics import topic_info
+
+    info = topic_info(source, topic)
+    if info.compacted_ledger is None:
+        return info, None
+    return info, compaction_status(source, info.topic)

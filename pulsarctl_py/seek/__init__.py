@@ -72,7 +72,7 @@ the compacted ledger, at a position), :mod:`.legacy` (pre-2.8 KoP offsets),
 :mod:`.exact` (the linear scan) and :mod:`.driver` (:func:`seek` on stores).
 """
 
-from .driver import SeekRequest, seek
+from .driver import SeekRequest, TopicSeek, seek, seek_topic
 from .probe import SeekResult
 
-__all__ = ["SeekRequest", "SeekResult", "seek"]
+__all__ = ["SeekRequest", "SeekResult", "TopicSeek", "seek", "seek_topic"]

@@ -5,8 +5,9 @@ the answer for ``--position`` and ``--legacy-offset``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.errors import DataError, LedgerctlError
@@ -154,6 +155,53 @@ def seek(source: LedgerSource, request: SeekRequest, reads: Any = None) -> SeekR
     if result.head is not None and kind in ("position", "legacy-offset"):
         result.extra["messages"] = _messages(source, store_reader, result.head, result.batch_index)
     return result
+
+
+@dataclass(slots=True)
+class TopicSeek:
+    """The answers of ``ledgerctl seek``: one, or for a partitioned topic named by its base
+    name one per partition, in partition order (``topic``: its full name)."""
+
+    results: list[SeekResult] = field(default_factory=list)
+    topic: str | None = None
+
+    @property
+    def partitioned(self) -> bool:
+        return self.topic is not None
+
+    @property
+    def answered(self) -> bool:
+        return all(r.answered for r in self.results)
+
+
+def seek_topic(
+    source: LedgerSource,
+    request: SeekRequest,
+    scan: Callable[[], AbstractContextManager[Any]],
+) -> TopicSeek:
+    """Answer ``request`` on ``source``: a partitioned topic by its base name gets the same
+    question to every partition (a subscription of a partitioned topic is reset per
+    partition too); otherwise :func:`seek` answers it with the --exact scan's engine
+    ``scan()`` opens (a context manager giving its ``reads``)."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+    from pulsarctl_py.topics import partitions_of
+
+    topic = request.topic
+    partitions = partitions_of(source.metadata, topic) if topic is not None else []
+    if partitions:
+        assert topic is not None
+        if request.kind() == "position" or request.exact:
+            raise LedgerctlError(
+                f"{resolve_topic(topic).full_name} is a partitioned topic: --position and "
+                f"--exact need one of its partitions ({', '.join(partitions[:3])}"
+                + (", ...)" if len(partitions) > 3 else ")")
+            )
+        return TopicSeek(
+            [seek(source, replace(request, topic=p)) for p in partitions],
+            resolve_topic(topic).full_name,
+        )
+    with scan() as reads:
+        return TopicSeek([seek(source, request, reads)])
 
 
 def _exact(
