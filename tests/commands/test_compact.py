@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import run
-from tests.demo_world import demo_flags, make_demo
+from tests.support.cli_helpers import run
+from tests.support.demo_world import demo_flags, make_demo
 
 TOPIC = "batched"
 COMMANDS = Path(__file__).resolve().parents[2] / "commands"
