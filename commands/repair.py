@@ -76,8 +76,8 @@ def repair_root(
             ctx.fail(f"give a repair ({commands}) or --from-verify FILE")
         typer.echo(ctx.get_help())
         raise typer.Exit(2)
-    from pulsarctl_py.repair.repairs import from_verify as plan_from_verify
-    from pulsarctl_py.repair.repairs import load_verify_report
+    from pulsarctl_py.repair.from_verify import from_verify as plan_from_verify
+    from pulsarctl_py.repair.from_verify import load_verify_report
 
     out = flags.plan_output()
     try:
@@ -137,11 +137,11 @@ def missing_ledgers(
     bookies holding it, last entry and length from the data, the digest type that
     verifies, the password whose master key is the bookie's), read back through it
     before the plan is made, and it stays in the topic."""
-    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.missing_ledgers import missing_ledgers as drop_missing
 
     secret = options.password(password_env, password_file)
     flags.run(
-        lambda d, s: repairs.missing_ledgers(
+        lambda d, s: drop_missing(
             d,
             topic,
             s,
@@ -181,7 +181,7 @@ def cursor(
     acks and the mark-delete properties are cleared (the __compaction cursor's kept),
     the cursor (subscription) properties kept."""
     from pulsarctl_py.positions import parse_position
-    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.cursors import reset_cursor
 
     if sum((to is not None, at_time is not None, earliest, latest)) != 1:
         raise typer.BadParameter("give exactly one of --to L:E, --time T, --earliest, --latest")
@@ -196,7 +196,7 @@ def cursor(
         target = (pos.ledger_id, pos.entry_id)
 
     def build(draft: Draft, source: LedgerSource) -> None:
-        repairs.reset_cursor(
+        reset_cursor(
             draft,
             topic,
             subscription,
@@ -220,11 +220,9 @@ def clamp_cursors(
 ) -> None:
     """Move cursors that are past their ledger's last entry back to it, and cursors in a
     ledger the topic does not list to the next listed ledger's start (or the topic's end)."""
-    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.cursors import clamp_cursors as clamp
 
-    flags.run(
-        lambda d, s: repairs.clamp_cursors(d, topic, s),
-    )
+    flags.run(lambda d, s: clamp(d, topic, s))
 
 
 @repair_app.command("compaction")
@@ -252,14 +250,14 @@ def compaction(
     """Repair the compaction pointer of a topic (the __compaction cursor's
     CompactedTopicLedger): --clear a pointer to a lost ledger, or --to LEDGER. A ledger
     whose custom metadata names another topic is refused."""
-    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.compaction_pointer import clear_compaction, point_compaction
 
     if clear == (to is not None):
         raise typer.BadParameter("say what to do: --clear or --to LEDGER", param_hint="--clear")
     flags.run(
-        (lambda d, s: repairs.clear_compaction(d, topic, s))
+        (lambda d, s: clear_compaction(d, topic, s))
         if clear
-        else (lambda d, s: repairs.point_compaction(d, topic, to, s)),
+        else (lambda d, s: point_compaction(d, topic, to, s)),
     )
 
 
@@ -282,10 +280,10 @@ def ledger_meta(
     puts it when the ledger has none. A dump that would make a closed ledger shorter (or
     open again) is named in a warning."""
     from pulsarctl_py.positions import parse_ledger_id
-    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.restore_metadata import restore_ledger_metadata
 
     ledger_id = parse_ledger_id(ledger)
-    flags.run(lambda d, s: repairs.restore_ledger_metadata(d, ledger_id, restore))
+    flags.run(lambda d, s: restore_ledger_metadata(d, ledger_id, restore))
 
 
 @repair_app.command("shadow")
@@ -298,11 +296,9 @@ def shadow(
     and offload contexts; its own properties kept, and no terminated position (a broker
     never writes the source's into a shadow). Shadow cursors in ledgers the source no
     longer lists move to the next ledger's start."""
-    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.shadow import shadow as resync
 
-    flags.run(
-        lambda d, s: repairs.shadow(d, shadow_topic, s),
-    )
+    flags.run(lambda d, s: resync(d, shadow_topic, s))
 
 
 @plan_options
@@ -341,9 +337,7 @@ def orphans(
     from rich.markup import escape
 
     from pulsarctl_py import render
-    from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.plans import Draft
-    from pulsarctl_py.repair import repairs
+    from pulsarctl_py.repair.orphans import delete_orphans, list_orphans
     from pulsarctl_py.timeparse import parse_duration_ms
 
     age = 0 if min_age.strip() == "0" else parse_duration_ms(min_age)
@@ -354,24 +348,13 @@ def orphans(
             "--plan needs --delete (a listing makes no plan)", param_hint="--plan"
         )
     if delete:
-        flags.run(lambda d, s: repairs.delete_orphans(d, s, min_age_ms=age))
+        flags.run(lambda d, s: delete_orphans(d, s, min_age_ms=age))
         return
-    with LedgerSource.open(
-        flags.metadata_url, flags.bookie_dirs or None, need_metadata=True
-    ) as source:
-        assert source.metadata is not None
-        judged = list(repairs.judge_orphans(Draft(source.metadata), source, min_age_ms=age))
-    found = [o for o in judged if o.kept is None]
-    kept = [o for o in judged if o.kept is not None]
+    listing = list_orphans(flags.metadata_url, flags.bookie_dirs, min_age_ms=age)
+    found, kept = listing.orphans, listing.kept
     fmt = render.resolve(render.OutputFormat(flags.output.value), render.OutputFormat.TABLE)
     if fmt is render.OutputFormat.JSON:
-        render.write_json(
-            {
-                "orphans": [o.to_json() for o in found],
-                "kept": [o.to_json() for o in kept],
-                "min_age_ms": age,
-            }
-        )
+        render.write_json(listing.to_json())
     elif found:
         from rich.table import Table
 
@@ -480,23 +463,13 @@ def undo(
             not_owned(store, plan.topics, force_owned)
         run_outcome(lambda: undo_plan(plan_file, store), as_json, plan, store)
     from pulsarctl_py import render
+    from pulsarctl_py.repair.migrate import ledgers_undo_keeps
 
-    ours = {w.ledger_id for w in plan.written}
-    written = [
-        ledger
-        for r in plan.repairs
-        for ledger in (
-            [
-                *(r.get("new_ledgers") or {}).values(),
-                (r.get("migration") or {}).get("written_ledger"),
-            ]
-        )
-        if isinstance(ledger, int) and ledger not in ours
-    ]
+    written = ledgers_undo_keeps(plan)
     if written:
         render.stderr_console().print(
             f"ledgers the migration wrote stay, referenced by nothing: "
-            f"{', '.join(map(str, sorted(written)))} (`ledgerctl orphans --delete` removes them)"
+            f"{', '.join(map(str, written))} (`ledgerctl orphans --delete` removes them)"
         )
 
 

@@ -3,8 +3,8 @@
 ``migrate compacted``: the topic's compacted ledger rewritten in the other batch format
 (PIP-429 ``compacted_batch_indexes``, field 31, or the classic ``compacted_out``
 placeholders) by the compaction package's phase two and writer; the ``__compaction``
-cursor is re-pointed to it by a plan (:func:`pulsarctl_py.repair.repairs.point_compaction`,
-the horizon kept).
+cursor is re-pointed to it by a plan
+(:func:`pulsarctl_py.repair.compaction_pointer.point_compaction`, the horizon kept).
 
 The new ledger is written (bookie side, refused while the bookie holds its lock, and its
 BookKeeper metadata) only when a plan file is asked for: until the plan is applied nothing
@@ -21,17 +21,22 @@ from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError, NotFoundError
 from pulsarctl_py.plans import Draft
 
-from .repairs import (
+from .compaction_pointer import point_compaction
+from .topic_state import (
     COMPACTED_TOPIC_LEDGER,
-    _ledger_metadata,
+    last_entry,
+    ledger_metadata,
+    ledger_metadata_path,
     load_cursors,
     load_topic,
-    point_compaction,
+    set_topic,
+    write_cursor,
 )
 
 if TYPE_CHECKING:
     from pulsarctl_py.compaction.core import CompactedEntry, Stats
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.plans import Plan
     from pulsarctl_py.plans.written import Written
     from pulsarctl_py.stores.ledger_writer import NewLedger
     from pulsarctl_py.writesettings import WriteSettings
@@ -81,7 +86,7 @@ def compacted_state(source: LedgerSource, topic_name: str) -> CompactedState:
         raise NotFoundError(
             f"{topic.name.full_name} has no compacted ledger (CompactedTopicLedger)"
         )
-    md = _ledger_metadata(draft, ledger)
+    md = ledger_metadata(draft, ledger)
     if md is None:
         raise DataError(
             f"compacted ledger {ledger} has no BookKeeper metadata: "
@@ -166,10 +171,10 @@ def swap_compacted(
     damaged: int = 0,
 ) -> None:
     """Draft the swap of a rewritten compacted ledger: the ``__compaction`` cursor
-    re-pointed to ``ledger_id`` with the horizon kept (:func:`~.repairs.point_compaction`),
-    the migration's ``report`` recorded with the plan's repair, the ledger ``written``
-    recorded for undo; ``damaged`` entries copied (``--accept-damage``) are named in a
-    warning."""
+    re-pointed to ``ledger_id`` with the horizon kept
+    (:func:`~.compaction_pointer.point_compaction`), the migration's ``report`` recorded
+    with the plan's repair, the ledger ``written`` recorded for undo; ``damaged`` entries
+    copied (``--accept-damage``) are named in a warning."""
     point_compaction(draft, state.topic, ledger_id, source, horizon=state.horizon)
     draft.repairs[-1]["migration"] = report | {"written_ledger": ledger_id}
     draft.written.extend(written)
@@ -362,8 +367,6 @@ def plan_index(
                 continue
             last = li.entries - 1
             if li is infos[-1] and li.entries == 0:
-                from .repairs import last_entry
-
                 found = last_entry(topic, li.ledgerId, source)
                 last = -1 if found is None else found
             plan.last_entry[li.ledgerId] = last
@@ -463,7 +466,7 @@ def index_settings(
     draft = Draft(source.metadata)
     topic = load_topic(draft, plan.topic, changes=False)
     for ledger_id in reversed(topic.ids):
-        md = _ledger_metadata(draft, ledger_id)
+        md = ledger_metadata(draft, ledger_id)
         if md is not None:
             notes += check_against_ledger(settings, md, ledger_id)
             break
@@ -572,8 +575,6 @@ def swap_index_ledgers(
     mapping's file, when it was saved to one, with the repair."""
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
-    from .repairs import _ledger_path, _set_topic
-
     topic = load_topic(draft, plan.topic)
     missing = [lid for lid in plan.ledgers if lid not in topic.ids]
     if missing:
@@ -613,7 +614,7 @@ def swap_index_ledgers(
         t = msg.terminatedPosition
         t.ledgerId, t.entryId = moved(t.ledgerId, t.entryId)
     cursors = load_cursors(draft, topic, source)
-    _set_topic(
+    set_topic(
         draft,
         topic,
         msg,
@@ -624,7 +625,7 @@ def swap_index_ledgers(
         _move_cursor(draft, topic, cursor, moved, plan)
     if delete_old:
         for lid in plan.ledgers:
-            path = _ledger_path(draft, lid)
+            path = ledger_metadata_path(draft, lid)
             if path is not None:
                 draft.delete(path, "ledger", f"old ledger {lid}, copied into {ids[lid]}")
     record = {"repair": "migrate-index"} | plan.to_json()
@@ -662,8 +663,6 @@ def swap_index_ledgers(
 
 def _move_cursor(draft: Draft, topic: Any, cursor: Any, moved: Any, plan: IndexPlan) -> None:
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
-
-    from .repairs import write_cursor
 
     if cursor.position is None:
         return
@@ -716,3 +715,23 @@ def _move_cursor(draft: Draft, topic: Any, cursor: Any, moved: Any, plan: IndexP
         mld2.rebuild(cursor.decoded, msg),
         "positions in the old ledgers move to the same entries of the new ledgers",
     )
+
+
+def ledgers_undo_keeps(plan: Plan) -> list[int]:
+    """The ledgers a migration in ``plan`` wrote that undoing it leaves (sorted): those its
+    repairs name (``new_ledgers`` of ``migrate index``, ``written_ledger`` of ``migrate
+    compacted``) but the plan's records of written ledgers, which the undo deletes, do not.
+    They stay, referenced by nothing."""
+    ours = {w.ledger_id for w in plan.written}
+    written = [
+        ledger
+        for r in plan.repairs
+        for ledger in (
+            [
+                *(r.get("new_ledgers") or {}).values(),
+                (r.get("migration") or {}).get("written_ledger"),
+            ]
+        )
+        if isinstance(ledger, int) and ledger not in ours
+    ]
+    return sorted(written)

@@ -52,6 +52,8 @@ from pulsarctl_py.decoders.checksums import DigestType, master_key
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError
 from pulsarctl_py.stores.copies import NO_REGISTRY, UNKNOWN_BOOKIE, Copy, DataFinder, Found
 
+from .topic_state import ledger_metadata
+
 __all__ = ["UNKNOWN_BOOKIE", "Copy", "DataFinder", "Found"]
 
 if TYPE_CHECKING:
@@ -247,11 +249,9 @@ class Neighbour:
 
 def neighbour(draft: Draft, ids: list[int], ledger_id: int) -> Neighbour | None:
     """The nearest ledger of the topic that still has metadata."""
-    from .repairs import _ledger_metadata
-
     for other in sorted((i for i in ids if i != ledger_id), key=lambda i: abs(i - ledger_id)):
         try:
-            md = _ledger_metadata(draft, other)
+            md = ledger_metadata(draft, other)
         except LedgerctlError:
             continue
         if md is not None and md.ensembles:

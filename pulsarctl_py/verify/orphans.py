@@ -2,7 +2,7 @@
 
 :func:`unreferenced_ledgers` is the one rule of what an orphan is, shared by
 ``verify --all`` (``orphan-ledger`` findings) and ``ledgerctl orphans``
-(:func:`pulsarctl_py.repair.repairs.find_orphans`): a BookKeeper ledger whose metadata
+(:func:`pulsarctl_py.repair.orphans.find_orphans`): a BookKeeper ledger whose metadata
 decodes, whose custom metadata says ``application=pulsar`` and is no schema ledger
 (schema references live under /schemas, not read here), that no reference holds, and
 whose owner topic's references are all known. Each caller collects the references its

@@ -28,7 +28,12 @@ from pulsarctl_py.plans import (
     document_digest,
     undo_plan,
 )
-from pulsarctl_py.repair import repairs
+from pulsarctl_py.repair.compaction_pointer import clear_compaction
+from pulsarctl_py.repair.cursors import clamp_cursors, cursor_snapshots, reset_cursor
+from pulsarctl_py.repair.from_verify import from_verify
+from pulsarctl_py.repair.missing_ledgers import missing_ledgers
+from pulsarctl_py.repair.orphans import delete_orphans, find_orphans
+from pulsarctl_py.repair.shadow import shadow
 from pulsarctl_py.stores.metadata import open_metadata_store
 from pulsarctl_py.verify import verify_topics
 from tests.support.cli_helpers import run
@@ -42,7 +47,7 @@ Build = Callable[[Draft, LedgerSource], Any]
 def _lost_ledger(d: Draft, s: LedgerSource) -> None:
     """Drop the lost ledger from the topic (its shadow, which listed it too, is resynced
     in the same plan)."""
-    assert repairs.missing_ledgers(d, ORDERS, s) == [11]
+    assert missing_ledgers(d, ORDERS, s) == [11]
     assert [r["topic"] for r in d.repairs if r["repair"] == "shadow"] == [SHADOW]
 
 
@@ -54,7 +59,7 @@ LOST_11 = {"index-gap", "compacted-horizon-mismatch"}
 def _recreated_ledger(d: Draft, s: LedgerSource) -> None:
     """Ledger 11 lost its metadata, not its entries: its metadata is recreated from them
     (dropping it would lose the data)."""
-    assert repairs.missing_ledgers(d, ORDERS, s, recreate=True) == []
+    assert missing_ledgers(d, ORDERS, s, recreate=True) == []
     (done,) = [r for r in d.repairs if r["repair"] == "missing-ledgers"]
     assert [r["ledger_id"] for r in done["recreated"]] == [11]
 
@@ -65,16 +70,16 @@ CASES: dict[str, tuple[Build, set[str]]] = {
     "ledger-lost": (_lost_ledger, LOST_11),
     # (its metadata stays, referenced by nothing now: an orphan for `orphans --delete`)
     "ledger-missing-storage": (_lost_ledger, LOST_11),
-    "cursor-beyond-lac": (lambda d, s: repairs.clamp_cursors(d, ORDERS, s), set()),
-    "cursor-unknown-ledger": (lambda d, s: repairs.clamp_cursors(d, ORDERS, s), set()),
-    "cursor-trimmed-ledger": (lambda d, s: repairs.clamp_cursors(d, ORDERS, s), set()),
-    "compacted-ledger-missing": (lambda d, s: repairs.clear_compaction(d, ORDERS, s), set()),
-    "shadow-ledger-not-in-source": (lambda d, s: repairs.shadow(d, SHADOW, s), set()),
-    "shadow-ledger-differs": (lambda d, s: repairs.shadow(d, SHADOW, s), set()),
-    "orphan-ledger": (lambda d, s: repairs.delete_orphans(d, s), set()),
+    "cursor-beyond-lac": (lambda d, s: clamp_cursors(d, ORDERS, s), set()),
+    "cursor-unknown-ledger": (lambda d, s: clamp_cursors(d, ORDERS, s), set()),
+    "cursor-trimmed-ledger": (lambda d, s: clamp_cursors(d, ORDERS, s), set()),
+    "compacted-ledger-missing": (lambda d, s: clear_compaction(d, ORDERS, s), set()),
+    "shadow-ledger-not-in-source": (lambda d, s: shadow(d, SHADOW, s), set()),
+    "shadow-ledger-differs": (lambda d, s: shadow(d, SHADOW, s), set()),
+    "orphan-ledger": (lambda d, s: delete_orphans(d, s), set()),
     # the broker rolls back to the znode's position, without properties or acks: that
     # becomes the cursor's state
-    "cursor-ledger-missing": (lambda d, s: repairs.cursor_snapshots(d, ORDERS, s), set()),
+    "cursor-ledger-missing": (lambda d, s: cursor_snapshots(d, ORDERS, s), set()),
 }
 
 
@@ -190,7 +195,7 @@ def test_reset_cursor_with_a_cursor_ledger_moves_the_state_into_the_znode(
     before = snapshot(world.metadata_url)
     plan = make_plan(
         world,
-        lambda d, s: repairs.reset_cursor(d, ORDERS, "durable-sub", s, to=(11, 1)),
+        lambda d, s: reset_cursor(d, ORDERS, "durable-sub", s, to=(11, 1)),
         tmp_path / "p.json",
     )
     (cursor_move,) = plan.unreachable.cursors
@@ -219,9 +224,7 @@ def test_reset_cursor_targets(
     world = build_world(tmp_path / "w")
     with world.source() as source:
         assert source.metadata is not None
-        assert (
-            repairs.reset_cursor(Draft(source.metadata), ORDERS, "sub", source, **how) == expected
-        )
+        assert reset_cursor(Draft(source.metadata), ORDERS, "sub", source, **how) == expected
 
 
 def test_reset_cursor_refuses_what_is_not_there(tmp_path: Path) -> None:
@@ -230,15 +233,15 @@ def test_reset_cursor_refuses_what_is_not_there(tmp_path: Path) -> None:
         assert source.metadata is not None
         draft = Draft(source.metadata)
         with pytest.raises(LedgerctlError, match="not in"):
-            repairs.reset_cursor(draft, ORDERS, "sub", source, to=(99, 0))
+            reset_cursor(draft, ORDERS, "sub", source, to=(99, 0))
         with pytest.raises(LedgerctlError, match="outside"):
-            repairs.reset_cursor(draft, ORDERS, "sub", source, to=(10, 9))
+            reset_cursor(draft, ORDERS, "sub", source, to=(10, 9))
         with pytest.raises(LedgerctlError, match="no cursor"):
-            repairs.reset_cursor(draft, ORDERS, "nope", source, earliest=True)
+            reset_cursor(draft, ORDERS, "nope", source, earliest=True)
     with world.source(bookie=False) as source:  # the open ledger's end is unknown
         assert source.metadata is not None
         with pytest.raises(DataError, match="bookie-dir"):
-            repairs.reset_cursor(Draft(source.metadata), ORDERS, "sub", source, latest=True)
+            reset_cursor(Draft(source.metadata), ORDERS, "sub", source, latest=True)
 
 
 def test_shadow_without_its_source_is_refused(tmp_path: Path) -> None:
@@ -246,9 +249,9 @@ def test_shadow_without_its_source_is_refused(tmp_path: Path) -> None:
     with world.source() as source:
         assert source.metadata is not None
         with pytest.raises(DataError, match="nothing to resync"):
-            repairs.shadow(Draft(source.metadata), SHADOW, source)
+            shadow(Draft(source.metadata), SHADOW, source)
         with pytest.raises(DataError, match="not a shadow"):
-            repairs.shadow(Draft(source.metadata), PLAIN, source)
+            shadow(Draft(source.metadata), PLAIN, source)
 
 
 def test_healthy_world_needs_no_repair(tmp_path: Path) -> None:
@@ -257,11 +260,11 @@ def test_healthy_world_needs_no_repair(tmp_path: Path) -> None:
         assert source.metadata is not None
         draft = Draft(source.metadata)
         for topic in (ORDERS, PLAIN):
-            repairs.missing_ledgers(draft, topic, source)
-            repairs.clamp_cursors(draft, topic, source)
-            repairs.clear_compaction(draft, topic, source)
-        repairs.shadow(draft, SHADOW, source)
-        repairs.delete_orphans(draft, source)
+            missing_ledgers(draft, topic, source)
+            clamp_cursors(draft, topic, source)
+            clear_compaction(draft, topic, source)
+        shadow(draft, SHADOW, source)
+        delete_orphans(draft, source)
         assert draft.plan().empty
 
 
@@ -293,7 +296,7 @@ def test_a_change_during_apply_aborts_the_transaction(
     """The preflight check passed, then a key changed: the transaction's CAS refuses."""
     world = make_world("ledger-lost")
     plan_path = tmp_path / "p.json"
-    plan = make_plan(world, lambda d, s: repairs.missing_ledgers(d, ORDERS, s), plan_path)
+    plan = make_plan(world, lambda d, s: missing_ledgers(d, ORDERS, s), plan_path)
     assert len(plan.changes) == 4  # the ML, two cursors, the shadow: one transaction
     last = plan.changes[-1].key
     with writable(world) as store:
@@ -387,17 +390,17 @@ def test_orphans_keep_what_cannot_be_judged(tmp_path: Path) -> None:
     world = build_world(tmp_path / "w", "orphan-ledger")
     with world.source() as source:
         assert source.metadata is not None
-        found = [o.ledger_id for o in repairs.find_orphans(Draft(source.metadata), source)]
+        found = [o.ledger_id for o in find_orphans(Draft(source.metadata), source)]
         assert found == [70]
         # too young: kept
-        young = repairs.find_orphans(
+        young = find_orphans(
             Draft(source.metadata), source, min_age_ms=3_600_000, now_ms=T0 + 60_000
         )
         assert list(young) == []
     # without bookie storage the cursor ledger of orders cannot be read: orders keeps 70
     with world.source(bookie=False) as source:
         assert source.metadata is not None
-        assert list(repairs.find_orphans(Draft(source.metadata), None)) == []
+        assert list(find_orphans(Draft(source.metadata), None)) == []
 
 
 # -- the CLI ---------------------------------------------------------------------------------
@@ -528,7 +531,7 @@ def test_reset_cursor_by_time_uses_the_broker_rule(
     with world.source() as source:
         assert source.metadata is not None
         draft = Draft(source.metadata)
-        got = repairs.reset_cursor(draft, ORDERS, "durable-sub", source, time_ms=T0 + offset_ms)
+        got = reset_cursor(draft, ORDERS, "durable-sub", source, time_ms=T0 + offset_ms)
         assert got == expected
         assert "broker rule" in draft.repairs[-1]["target"]
 
@@ -545,7 +548,7 @@ def test_from_verify_repairs_what_verify_reported(tmp_path: Path, variant: str) 
     with world.source() as source:
         assert source.metadata is not None
         draft = Draft(source.metadata)
-        unhandled = repairs.from_verify(draft, report, source)
+        unhandled = from_verify(draft, report, source)
         draft.plan().save(tmp_path / "p.json")
     assert unhandled == []
     with writable(world) as store:
@@ -614,7 +617,7 @@ def test_a_resynced_shadow_never_gets_the_sources_terminated_position(tmp_path: 
     with world.source() as source:
         assert source.metadata is not None
         draft = Draft(source.metadata)
-        assert repairs.shadow(draft, SHADOW, source)
+        assert shadow(draft, SHADOW, source)
         plan = draft.plan()
     (change,) = [c for c in plan.changes if c.key.endswith("orders-shadow")]
     resynced = mlpb.ManagedLedgerInfo.FromString(change.new)
@@ -646,7 +649,7 @@ def test_a_lost_cursor_ledger_rolls_back_as_the_broker_does(tmp_path: Path) -> N
     with world.source() as source:
         assert source.metadata is not None
         draft = Draft(source.metadata)
-        assert repairs.cursor_snapshots(draft, ORDERS, source) == ["durable-sub"]
+        assert cursor_snapshots(draft, ORDERS, source) == ["durable-sub"]
         plan = draft.plan()
     (change,) = [c for c in plan.changes if c.key.endswith("/durable-sub")]
     state = mlpb.ManagedCursorInfo.FromString(change.new)

@@ -35,7 +35,8 @@ from typing import Any
 
 from pulsarctl_py.errors import LedgerctlError
 from pulsarctl_py.plans import Draft, Plan, apply_plan, document_digest, undo_plan
-from pulsarctl_py.repair import repairs
+from pulsarctl_py.repair.cursors import reset_cursor
+from pulsarctl_py.repair.orphans import delete_orphans
 from pulsarctl_py.stores.metadata import open_metadata_store
 from tests.support.verify_world import ORDERS, World, build_world
 
@@ -131,8 +132,8 @@ class Arena:
         with self.world.source() as source:
             assert source.metadata is not None
             draft = Draft(source.metadata)
-            repairs.delete_orphans(draft, source)
-            repairs.reset_cursor(draft, ORDERS, "sub", source, earliest=True)
+            delete_orphans(draft, source)
+            reset_cursor(draft, ORDERS, "sub", source, earliest=True)
             plan = draft.plan()
         assert plan.bookie and len(plan.changes) >= 2
         self.plan_doc = plan.to_json()

@@ -11,7 +11,8 @@ import pytest
 
 import pulsarctl_py.verify as verify
 from pulsarctl_py.plans import Draft
-from pulsarctl_py.repair import repairs
+from pulsarctl_py.repair import from_verify
+from pulsarctl_py.repair.orphans import find_orphans
 from pulsarctl_py.verify import CODES, REPAIR_FOR_CHECK, repair_command, verify_topics
 from pulsarctl_py.verify.codes import REPAIR_COMMANDS
 from tests.support.cli_helpers import run
@@ -31,7 +32,7 @@ def test_the_table_lists_every_documented_check_with_its_severities() -> None:
 
 
 def test_repair_from_verify_uses_the_table() -> None:
-    assert repairs.REPAIR_FOR_CHECK is REPAIR_FOR_CHECK
+    assert from_verify.REPAIR_FOR_CHECK is REPAIR_FOR_CHECK
     assert set(REPAIR_FOR_CHECK.values()) == set(REPAIR_COMMANDS)
     assert repair_command("ledger-missing-metadata", ORDERS) == (
         f"ledgerctl repair missing-ledgers {ORDERS}"
@@ -64,5 +65,5 @@ def test_verify_and_orphans_agree_on_what_an_orphan_is(tmp_path: Path) -> None:
     with world.source() as source:
         found = [f.ledger_id for f in verify_topics(source, None) if f.check == "orphan-ledger"]
         assert source.metadata is not None
-        listed = [o.ledger_id for o in repairs.find_orphans(Draft(source.metadata), source)]
+        listed = [o.ledger_id for o in find_orphans(Draft(source.metadata), source)]
     assert found == listed == [70]
