@@ -62,7 +62,7 @@ def test_a_path_that_is_gone_is_reported() -> None:
     text = (
         "`pulsarctl_py/plans/apply.py` applies; `pulsarctl_py/seek.py` was split; the\n"
         "commands live in `commands/`, the decoders in decoders/entry.py; plans/draft.py,\n"
-        "repair/repairs, stores/live/ and seek/nowhere.py; `decoders/nowhere/` and\n"
+        "repair/topic_state, stores/live/ and seek/nowhere.py; `decoders/nowhere/` and\n"
         "`plans/undo` are gone. Not paths: pulsarctl_py.commands, live/, verify.\n"
     )
     assert named_paths(text) == [
@@ -71,7 +71,7 @@ def test_a_path_that_is_gone_is_reported() -> None:
         "commands/",
         "decoders/entry.py",
         "pulsarctl_py/plans/draft.py",
-        "pulsarctl_py/repair/repairs",
+        "pulsarctl_py/repair/topic_state",
         "pulsarctl_py/stores/live/",
         "pulsarctl_py/seek/nowhere.py",
         "decoders/nowhere/",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pulsarctl_py.repair.orphans import list_orphans
-from tests.verify_world import build_world
+from tests.support.verify_world import build_world
 
 
 def test_list_orphans_opens_the_stores_and_splits_orphans_from_kept(tmp_path: Path) -> None:
