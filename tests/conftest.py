@@ -49,5 +49,15 @@ def sandbox_world(sandbox):  # noqa: F811
 def pytest_collection_modifyitems(items):
     # every test that uses the sandbox carries the marker, so `-m sandbox` selects them
     for item in items:
-        if "sandbox" in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        if "sandbox" in names:
             item.add_marker(pytest.mark.sandbox)
+        # the suite runs on two pytest-xdist workers (pyproject's addopts, --dist loadgroup):
+        # the tests of one costly session fixture share a worker, so that the cluster, the
+        # Spark session or the ZooKeeper server is started once
+        # (any other test goes with its module, so that a module fixture is built once)
+        group = next(
+            (g for g in ("sandbox", "spark", "engine", "zk_server") if g in names),
+            item.nodeid.split("::")[0],
+        )
+        item.add_marker(pytest.mark.xdist_group(group))
