@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pulsarctl_py.decoders.speedups import STAND_INS
-from tests.cli_helpers import run_bench
+from tests.support.cli_helpers import run_bench
 
 #: a few cells, to keep the test short: one row's verify and entry lines (one data
 #: directory to write), and the compaction (bench/compact.py's input)
