@@ -58,6 +58,9 @@ PROPERTY_TOPIC_EPOCH = "pulsar.topic.epoch"
 
 #: special cursor names (formats.md §8.3)
 COMPACTION_CURSOR = "__compaction"
+#: the ``__compaction`` cursor's mark-delete property naming the compacted ledger
+#: (Pulsar ``Compactor.COMPACTED_TOPIC_LEDGER_PROPERTY``)
+COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
 DEDUP_CURSOR = "pulsar.dedup"
 REPLICATOR_PREFIX = "pulsar.repl"
 

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     )
 
 #: the cursor property naming the compacted ledger (formats.md §6.1)
-COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
 
 Position = tuple[int, int]
 Advance = Callable[[], None]
@@ -254,7 +253,7 @@ class TopicInfo:
     @property
     def compacted_ledger(self) -> int | None:
         cursor = self.compaction_cursor
-        return None if cursor is None else cursor.properties.get(COMPACTED_LEDGER_PROPERTY)
+        return None if cursor is None else cursor.properties.get(mld.COMPACTED_TOPIC_LEDGER)
 
     def to_json(self) -> dict[str, Any]:
         notes: list[dict[str, Any]] = []

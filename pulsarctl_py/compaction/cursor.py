@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pulsarctl_py.plans import Draft
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+COMPACTED_TOPIC_LEDGER = mld.COMPACTED_TOPIC_LEDGER
 
 
 def compaction_cursor_path(ml_path: str) -> str:

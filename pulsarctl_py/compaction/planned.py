@@ -124,7 +124,7 @@ def _references(cursor_data: bytes | None) -> set[int] | None:
         info = mld.parse_cursor_info(cursor_data).message
     except LedgerctlError:
         return None
-    out = {p.value for p in info.properties if p.name == "CompactedTopicLedger"}
+    out = {p.value for p in info.properties if p.name == mld.COMPACTED_TOPIC_LEDGER}
     if info.HasField("cursorsLedgerId") and info.cursorsLedgerId != -1:
         out.add(info.cursorsLedgerId)
     return out

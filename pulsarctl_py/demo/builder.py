@@ -57,7 +57,6 @@ from .model import (
     CLUSTER,
     CLUSTER_LEAD_MS,
     COMPACTED_TOPIC,
-    COMPACTED_TOPIC_LEDGER,
     COMPACTION_DELAY_MS,
     CONFIG_FILE,
     CURSOR,
@@ -388,7 +387,7 @@ def _add_compaction(topics: list[DemoTopic], drafts: list[Draft], draft: Draft) 
         "mark_delete": list(horizon),
         "acked": [],
         "last_active": ledger.closed_ms,
-        "properties": {COMPACTED_TOPIC_LEDGER: ledger.ledger_id},
+        "properties": {mld.COMPACTED_TOPIC_LEDGER: ledger.ledger_id},
     }
 
 

@@ -46,7 +46,6 @@ ACK_DELAY_MS = 250
 #: entry logs roll over at this size (BookKeeper's default is 1 GiB; small to show two logs)
 ENTRY_LOG_LIMIT = 64 * 1024
 
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
 #: /ledgers/LAYOUT: layout version 2, the hierarchical ledger manager, manager version 1
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
 

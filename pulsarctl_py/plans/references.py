@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
     from .bookie_index import BookieChange
 
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+COMPACTED_TOPIC_LEDGER = mld.COMPACTED_TOPIC_LEDGER
 
 #: what a reference can be wrong by
 MISSING, UNREADABLE, FOREIGN, REFERENCED, KEPT = (

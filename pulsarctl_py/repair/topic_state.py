@@ -32,7 +32,7 @@ from pulsarctl_py.stores.metadata.base import join
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
 
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+COMPACTED_TOPIC_LEDGER = mld.COMPACTED_TOPIC_LEDGER
 Position = tuple[int, int]
 
 

@@ -204,9 +204,9 @@ repair --from-verify`` dispatches on it).
 
 from __future__ import annotations
 
+from pulsarctl_py.decoders.managed_ledger import COMPACTED_TOPIC_LEDGER
 from pulsarctl_py.verify.codes import CODES, REPAIR_FOR_CHECK, repair_command
 from pulsarctl_py.verify.core import (
-    COMPACTED_TOPIC_LEDGER,
     ERROR,
     INFO,
     MAX_LISTED,

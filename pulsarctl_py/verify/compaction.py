@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pulsarctl_py.decoders.errors import LedgerctlError
-from pulsarctl_py.verify.core import COMPACTED_TOPIC_LEDGER, ERROR, WARNING, Finding, Run
+from pulsarctl_py.decoders.managed_ledger import COMPACTED_TOPIC_LEDGER
+from pulsarctl_py.verify.core import ERROR, WARNING, Finding, Run
 from pulsarctl_py.verify.ledgers import metadata_findings, scan
 
 

@@ -26,7 +26,6 @@ MAX_LISTED = 20
 #: progress is reported every this many entries
 PROGRESS_EVERY = 500
 
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
 
 #: how deep verify decodes each entry it reads: every layer, payloads included (each entry
 #: on its own: chunks are not joined)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.verify.compaction import compacted_findings
 from pulsarctl_py.verify.core import (
-    COMPACTED_TOPIC_LEDGER,
     ERROR,
     WARNING,
     Finding,
@@ -62,7 +61,7 @@ def cursor_findings(
     if position is not None:
         yield from _position(run, topic, name, position, origin, ids, facts)
     if name == mld.COMPACTION_CURSOR:
-        compacted = properties.get(COMPACTED_TOPIC_LEDGER)
+        compacted = properties.get(mld.COMPACTED_TOPIC_LEDGER)
         if compacted is not None:
             yield from compacted_findings(run, topic, compacted, position)
 
