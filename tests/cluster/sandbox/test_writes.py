@@ -467,7 +467,7 @@ def _prepare_stale(box: Any, ns: str) -> dict[str, Any]:
 def _race(box: Any, s: dict[str, Any], tmp: Path) -> dict[str, Any]:
     """Run B reads and computes; run A's whole compact --apply lands then; B goes on to
     write, judge leftovers and apply."""
-    import pulsarctl_py.compaction as compaction
+    import pulsarctl_py.compaction.run as compaction  # compact_topic calls run.compact
 
     real = compaction.compact
     seen: dict[str, Any] = {}
