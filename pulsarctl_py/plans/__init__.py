@@ -16,30 +16,77 @@ package; it imports none of them.
 
 from __future__ import annotations
 
-from .apply import (
-    APPLIED,
-    APPLYING,
-    BACKUP_FORMAT,
-    BACKUP_SUFFIX,
-    STEPS,
-    UNCHANGED,
-    UNDONE,
-    NeverApplied,
-    Outcome,
-    apply_plan,
-    backup_path,
-    undo_plan,
-)
-from .change import KINDS, Change, Unreachable
-from .document import (
-    PLAN_FORMAT,
-    PLAN_VERSION,
-    UNLOAD_WARNING,
-    Plan,
-    PlanEdited,
-    document_digest,
-)
-from .draft import Draft
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .apply import (
+        APPLIED,
+        APPLYING,
+        BACKUP_FORMAT,
+        BACKUP_SUFFIX,
+        STEPS,
+        UNCHANGED,
+        UNDONE,
+        NeverApplied,
+        Outcome,
+        apply_plan,
+        backup_path,
+        undo_plan,
+    )
+    from .change import (
+        KINDS,
+        Change,
+        Unreachable,
+    )
+    from .document import (
+        PLAN_FORMAT,
+        PLAN_VERSION,
+        UNLOAD_WARNING,
+        Plan,
+        PlanEdited,
+        document_digest,
+    )
+    from .draft import (
+        Draft,
+    )
+
+#: what the package exports, and the module that defines it: imported on first use, so
+#: that a reader of one module (``verify`` takes :mod:`.leases`) does not load the apply
+_EXPORTS = {
+    "APPLIED": ".apply",
+    "APPLYING": ".apply",
+    "BACKUP_FORMAT": ".apply",
+    "BACKUP_SUFFIX": ".apply",
+    "STEPS": ".apply",
+    "UNCHANGED": ".apply",
+    "UNDONE": ".apply",
+    "NeverApplied": ".apply",
+    "Outcome": ".apply",
+    "apply_plan": ".apply",
+    "backup_path": ".apply",
+    "undo_plan": ".apply",
+    "KINDS": ".change",
+    "Change": ".change",
+    "Unreachable": ".change",
+    "PLAN_FORMAT": ".document",
+    "PLAN_VERSION": ".document",
+    "UNLOAD_WARNING": ".document",
+    "Plan": ".document",
+    "PlanEdited": ".document",
+    "document_digest": ".document",
+    "Draft": ".draft",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "APPLIED",
