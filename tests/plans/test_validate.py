@@ -558,7 +558,7 @@ def test_a_zookeeper_rebuilt_at_the_same_address_is_another_store(
     orphan_plan(capsys, world, plan)
     connect, chroot = scratch_zk[len("zk:") :].split("/", 1)
     client = KazooClient(hosts=connect, timeout=10.0)
-    client.start(timeout=10)
+    client.start(timeout=30)
     try:
         client.delete("/" + chroot, recursive=True)
         client.ensure_path("/" + chroot)

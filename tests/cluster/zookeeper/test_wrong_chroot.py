@@ -24,7 +24,7 @@ def cluster_under_pulsar(scratch_zk: str) -> str:
 
     connect, _, chroot = scratch_zk[len("zk:") :].partition("/")
     client = KazooClient(hosts=connect, timeout=10.0)
-    client.start(timeout=10)
+    client.start(timeout=30)
     try:
         client.ensure_path(f"/{chroot}/pulsar/managed-ledgers")
         client.ensure_path(f"/{chroot}/pulsar/ledgers")

@@ -23,7 +23,7 @@ def _tree(url: str, nodes: dict[str, bytes]) -> None:
 
     connect, _, chroot = url[len("zk:") :].partition("/")
     client = KazooClient(hosts=connect, timeout=10.0)
-    client.start(timeout=10)
+    client.start(timeout=30)
     try:
         for path, data in nodes.items():
             client.ensure_path(f"/{chroot}{path}")

@@ -293,7 +293,7 @@ def test_digest_credentials_come_from_the_environment(
 
     hosts_and_chroot = scratch_zk[len("zk:") :]
     client = KazooClient(hosts=hosts_and_chroot, auth_data=[("digest", "ops:hunter2")])
-    client.start(timeout=10)
+    client.start(timeout=30)
     try:
         client.create("/secret", b"s", acl=[make_digest_acl("ops", "hunter2", all=True)])
     finally:
