@@ -69,8 +69,10 @@ if TYPE_CHECKING:
 #: at most this many managed ledgers are compared, and this many ledgers of each
 MANAGED_LEDGERS = 8
 LEDGERS_PER_MANAGED_LEDGER = 2
-#: at most this many of BookKeeper's newest ledgers are compared
-BOOKKEEPER_LEDGERS = 4
+#: at most this many of BookKeeper's newest ledgers are read, newest first, until one names
+#: its topic (ledgers written without Pulsar's tags, or deleted meanwhile, name none; with 4 a
+#: run of them among the newest left nothing to compare and the pair was taken)
+BOOKKEEPER_LEDGERS = 16
 #: at most this many children listings per walk
 LISTINGS = 24
 
