@@ -537,3 +537,14 @@ class TopicName:
 
     def __str__(self) -> str:
         return self.full_name
+
+
+def names_managed_ledger(tag: str, expected: str) -> bool:
+    """Whether a ledger's ``pulsar/managed-ledger`` tag names the managed ledger ``expected``
+    (a persistence name), written encoded as the broker writes it, or not."""
+    if tag == expected:
+        return True
+    try:
+        return TopicName.from_persistence_name(tag).persistence_name == expected
+    except LedgerctlError:
+        return False

@@ -173,16 +173,8 @@ def _decoded(data: bytes, ledger_id: int) -> tuple[str, LedgerMetadata | None, s
 
 
 def _same_ml(name: str | None, expected: str) -> bool:
-    """Whether a ``pulsar/managed-ledger`` tag names the managed ledger ``expected``
-    (written encoded, as the broker does, or not)."""
-    if name is None:
-        return False
-    if name == expected:
-        return True
-    try:
-        return mld.TopicName.from_persistence_name(name).persistence_name == expected
-    except LedgerctlError:
-        return False
+    """Whether a ``pulsar/managed-ledger`` tag is there and names ``expected``."""
+    return name is not None and mld.names_managed_ledger(name, expected)
 
 
 def _same_topic(name: str | None, expected: str) -> bool:
@@ -197,22 +189,22 @@ def _same_topic(name: str | None, expected: str) -> bool:
         return False
 
 
-def _ml_info(data: bytes | None) -> Any:
+def _parsed(parse: Any, data: bytes | None) -> Any:
+    """``parse(data)``'s message, None for no value or one that does not parse."""
     if data is None:
         return None
     try:
-        return mld.parse_ml_info(data).message
+        return parse(data).message
     except LedgerctlError:
         return None
+
+
+def _ml_info(data: bytes | None) -> Any:
+    return _parsed(mld.parse_ml_info, data)
 
 
 def _cursor_info(data: bytes | None) -> Any:
-    if data is None:
-        return None
-    try:
-        return mld.parse_cursor_info(data).message
-    except LedgerctlError:
-        return None
+    return _parsed(mld.parse_cursor_info, data)
 
 
 def _data_refs(info: Any) -> dict[int, bool]:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import managed_ledger as mld
-from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.verify.core import (
     ERROR,
     WARNING,
@@ -34,17 +33,6 @@ def offloaded(li: mlpb.ManagedLedgerInfo.LedgerInfo) -> bool:
         return False
     ctx = li.offloadContext
     return ctx.complete and ctx.bookkeeperDeleted
-
-
-def _same_ml(name: str | None, expected: str) -> bool:
-    if name is None:
-        return True
-    if name == expected:
-        return True
-    try:
-        return mld.TopicName.from_persistence_name(name).persistence_name == expected
-    except LedgerctlError:
-        return False
 
 
 def metadata_findings(topic: str, led: LedgerFacts, what: str, run: Run) -> Iterator[Finding]:
@@ -109,7 +97,9 @@ def owner_findings(topic: str, led: LedgerFacts, owner_ml: str) -> Iterator[Find
         wrong = f"application={tags.application}"
     elif tags.kind in ("cursor", "compacted", "schema"):
         wrong = f"a {tags.kind} ledger"
-    elif not _same_ml(tags.managed_ledger, owner_ml):
+    elif tags.managed_ledger is not None and not mld.names_managed_ledger(
+        tags.managed_ledger, owner_ml
+    ):
         wrong = f"managed ledger {tags.managed_ledger}"
     if wrong is not None:
         yield Finding(

@@ -102,15 +102,6 @@ class Comparison:
         return self.agreed == 0 and bool(self.disagreements)
 
 
-def _same_ml(name: str, expected: str) -> bool:
-    if name == expected:
-        return True
-    try:
-        return mld.TopicName.from_persistence_name(name).persistence_name == expected
-    except LedgerctlError:
-        return False
-
-
 def _managed_ledgers(store: MetadataStore) -> list[str]:
     """The names of the first managed ledgers in name order (v2 and v1 names), found with
     at most :data:`LISTINGS` listings."""
@@ -170,7 +161,7 @@ def _forward(pulsar: MetadataStore, place: BookKeeperMetadata, result: Compariso
                 continue
             tags = md.pulsar()
             if tags.managed_ledger is not None and tags.kind in ("data", "cursor"):
-                if _same_ml(tags.managed_ledger, name):
+                if mld.names_managed_ledger(tags.managed_ledger, name):
                     result.agree()
                     return
                 result.disagree(
