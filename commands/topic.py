@@ -9,6 +9,7 @@ import typer
 
 from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.options import (
+    ADMIN_URL,
     BOOKIE,
     BOOKIE_DIRS,
     METADATA_URL,
@@ -157,6 +158,7 @@ def info_command(
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     bookie: BookieFlags = BOOKIE,
     output: OutputFormat = OUTPUT,
+    admin_url: str = ADMIN_URL,
 ) -> None:
     """Show a topic: ledgers, cursors with mark-delete and backlog, properties, compaction.
 
@@ -167,8 +169,16 @@ def info_command(
     PULSAR.SHADOW_SOURCE, ...), the terminated position, the compaction horizon (the
     __compaction cursor's mark-delete) and the compacted ledger (its CompactedTopicLedger
     property). Times are ISO-8601 here and epoch milliseconds in JSON.
+
+    When a broker has the topic loaded (asked through its admin API, never loading it:
+    --admin-url, else the brokers registered in the metadata store), its in-memory view
+    is shown beside the stored one: its ledgers, cursors, compacted ledger,
+    lastConfirmedEntry and state, its compaction status and lastError, and how they
+    differ from storage (verify's broker-* findings). Without a broker to ask, the
+    topic is shown from storage and a line says the broker was not asked.
     """
     from pulsarctl_py import render
+    from pulsarctl_py.broker_view import BrokerLookup, topic_view
     from pulsarctl_py.compaction.status import topic_with_compaction
     from pulsarctl_py.ledgers import LedgerSource
 
@@ -176,10 +186,12 @@ def info_command(
         metadata_url, bookie_dirs, need_metadata=True, live=bookie.client()
     ) as source:
         info, compaction = topic_with_compaction(source, topic)
+        view = topic_view(source, info, BrokerLookup(source.metadata, admin_url))
     fmt = render.resolve(output, OutputFormat.TREE)
     doc = info.to_json()
     if compaction is not None:
         doc["compaction_status"] = compaction.to_json()
+    doc["broker"] = view.to_json()
     if fmt is OutputFormat.JSON:
         render.write_json(doc)
         return
@@ -190,16 +202,82 @@ def info_command(
     if fmt is OutputFormat.TABLE:
         for table in _info_tables(info):
             out.print(table)
+        if view.stats is not None:
+            out.print(_broker_table(view))
     else:
-        out.print(_info_tree(info))
+        tree = _info_tree(info)
+        if view.stats is not None:
+            _broker_tree(tree, view)
+        out.print(tree)
     err = render.stderr_console()
     for problem in info.problems + [p for c in info.cursors for p in c.problems]:
         err.print(f"[yellow]warning[/]: {_esc(problem)}")
+    err.print(_esc(view.line()))
+    for d in view.findings:
+        err.print(
+            f"  [{_COLOURS.get(d.severity or '', 'white')}]{d.severity}[/] {d.check}: "
+            f"{_esc(d.message)}"
+        )
     if compaction is not None:
         last = compaction.to_json()["last_message_position"] or "-"
         err.print(f"compaction: last message position {last}, {len(compaction.checks)} finding(s)")
         for check in compaction.checks:
             err.print(f"  {check['severity']} {check['check']}: {_esc(check['message'])}")
+
+
+_COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _broker_tree(tree: Any, view: Any) -> None:
+    stats = view.stats
+    node = tree.add(
+        f"[bold]broker[/] {_esc(view.url or '')}  state {_esc(str(stats.get('state')))}  "
+        f"lastConfirmedEntry {_esc(str(stats.get('lastConfirmedEntry')))}"
+    )
+    ledgers = node.add(f"ledgers ({len(stats['ledgers'])})")
+    for li in stats["ledgers"]:
+        ledgers.add(f"{li['ledgerId']}  entries {li['entries']}  size {li['size']}")
+    cursors = node.add(f"cursors ({len(stats['cursors'])})")
+    for name, c in stats["cursors"].items():
+        cursors.add(f"[magenta]{_esc(name)}[/]  mark-delete {_esc(str(c['markDeletePosition']))}")
+    compacted = stats.get("compactedLedger") or {}
+    node.add(f"compacted ledger {compacted.get('ledgerId', '-')}")
+    if view.compaction is not None:
+        comp = view.compaction
+        node.add(
+            f"compaction {_esc(str(comp.get('status')))}"
+            + (f"  lastError {_esc(comp['lastError'])}" if comp.get("lastError") else "")
+            + (f"  ({_esc(comp['error'])})" if comp.get("error") else "")
+        )
+    if view.differences:
+        diffs = node.add(f"differences from storage ({len(view.differences)})")
+        for d in view.differences:
+            what = "expected" if d.severity is None else d.severity
+            diffs.add(f"{what} {d.check}: {_esc(d.message)}")
+
+
+def _broker_table(view: Any) -> Any:
+    from rich.table import Table
+
+    stats = view.stats
+    table = Table(title=f"broker {view.url}", show_header=False)
+    table.add_column("name")
+    table.add_column("value", overflow="fold")
+    table.add_row("state", str(stats.get("state")))
+    table.add_row("lastConfirmedEntry", str(stats.get("lastConfirmedEntry")))
+    table.add_row("ledgers", " ".join(str(li["ledgerId"]) for li in stats["ledgers"]))
+    for name, c in stats["cursors"].items():
+        table.add_row(_esc(f"cursor {name}"), str(c["markDeletePosition"]))
+    compacted = stats.get("compactedLedger") or {}
+    table.add_row("compacted ledger", str(compacted.get("ledgerId", "-")))
+    if view.compaction is not None:
+        table.add_row(
+            "compaction",
+            f"{view.compaction.get('status')} {view.compaction.get('lastError') or ''}".strip(),
+        )
+    for d in view.differences:
+        table.add_row(d.check, _esc(d.message))
+    return table
 
 
 def _esc(text: str) -> str:

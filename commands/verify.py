@@ -69,6 +69,7 @@ def verify(
     spark_master: str = eo.SPARK_MASTER,
     spark_conf: list[str] = eo.SPARK_CONF,
     spark_threshold: int = eo.SPARK_THRESHOLD,
+    admin_url: str = options.ADMIN_URL,
 ) -> None:
     """Check that topic metadata and the stored ledgers agree; list what does not.
 
@@ -80,7 +81,10 @@ def verify(
     and names the topic; broker entry metadata indexes are continuous and the "index"
     property is not behind; timestamps are monotone (non-monotonic regions listed);
     shadow topics list only their source's ledgers; with --all, no Pulsar ledger is
-    orphaned. Each finding has a severity (error, warning, info) and a check id; see
+    orphaned; a topic a broker has loaded is served as stored (its ledger list, compacted
+    ledger and cursors, from its admin API, asked without loading any topic: --admin-url,
+    else the brokers registered in the metadata store; without one, a line says the
+    broker was not asked). Each finding has a severity (error, warning, info) and a check id; see
     the guide for the rule behind each.
 
     The entry scans run in-process or on Spark (--engine), with the same findings.
@@ -88,6 +92,7 @@ def verify(
     Exit status 1 when any finding is an error, else 0 (warnings and info included).
     """
     from pulsarctl_py import render
+    from pulsarctl_py.broker_view import BrokerLookup
     from pulsarctl_py.engines.select import listed_entries
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.verify import VerifyStats, verify_topics
@@ -123,8 +128,16 @@ def verify(
         ) as reads,
         _progress(not (quiet or no_progress)) as progress,
     ):
+        assert source.metadata is not None
+        lookup = BrokerLookup(source.metadata, admin_url)
         findings = verify_topics(
-            source, topics, progress=progress, stats=stats, reads=reads, max_uncompressed=None
+            source,
+            topics,
+            progress=progress,
+            stats=stats,
+            reads=reads,
+            max_uncompressed=None,
+            brokers=lookup,
         )
         if fmt is render.OutputFormat.JSONL:
             render.write_jsonl(f.to_json() for f in findings)
@@ -133,11 +146,16 @@ def verify(
             collected = list(findings)
     if fmt is render.OutputFormat.JSON:
         render.write_json(
-            {"findings": [f.to_json() for f in collected], "summary": stats.to_json()}
+            {
+                "findings": [f.to_json() for f in collected],
+                "summary": stats.to_json(),
+                "broker": lookup.to_json(),
+            }
         )
     elif fmt is not render.OutputFormat.JSONL and collected:
         render.print_table(render.stdout_console(), _table(collected))
     if not quiet:
+        render.stderr_console().print(lookup.line(), markup=False)
         _summary(stats)
     if not stats.ok or (strict and stats.unverified):
         raise typer.Exit(1)

@@ -18,7 +18,8 @@ internal stats (the admin API's JSON). Its rules, so that a healthy live topic i
   list before it forgets them (``ManagedLedgerImpl.updateLedgersListAfterRollover``,
   ``internalTrimLedgers``): a ledger only one side lists is a stale list
   (``broker-ledger-not-stored``: the broker lists it, storage does not;
-  ``broker-ledger-not-listed``: the reverse), and a ledger the broker lists whose
+  ``broker-ledger-not-listed``: the reverse; the broker keeps serving its own list until
+  the topic is unloaded), and a ledger the broker lists whose
   BookKeeper metadata is gone is ``broker-ledger-gone`` (reads of it fail). Entries and
   sizes are compared only for ledgers closed on both sides (not the last of either list:
   the broker's current ledger is open, recorded with ``entries=0`` until it rolls);
@@ -226,7 +227,7 @@ def compare(
                     ERROR,
                     f"the broker lists ledger {lid}, which the stored ledger list does not: "
                     "its list is stale (the stored one was rewritten while it had the topic "
-                    "loaded), and it writes its own back at the next ledger roll",
+                    "loaded); readers get the broker's until the topic is unloaded",
                     lid,
                 )
             )
@@ -236,8 +237,7 @@ def compare(
                 "broker-ledger-not-listed",
                 ERROR,
                 f"storage lists ledger {lid}, which the broker serving the topic does not: "
-                "its list is stale; readers do not get the ledger, and the broker drops it "
-                "from the stored list when it writes its own",
+                "its list is stale; readers do not get the ledger until the topic is unloaded",
                 lid,
             )
         )
@@ -370,15 +370,19 @@ class BrokerLookup:
         self.reason: str | None = None
         self._admins: list[Any] | None = None
         self._loaded: dict[str, Any] | None = None
+        #: the views of loaded topics compared so far (``verify``)
+        self.views: list[BrokerView] = []
 
     def admins(self) -> list[Any]:
         if self._admins is None:
-            from pulsarctl_py.errors import LedgerctlError
+            from pulsarctl_py.errors import StoreUnavailable
             from pulsarctl_py.stores.broker import brokers
 
+            # a malformed URL or TLS setting is bad input (exit 2); an unreachable
+            # metadata answer leaves the brokers unasked
             try:
                 self._admins = brokers(self.store, self.admin_url)
-            except LedgerctlError as exc:
+            except StoreUnavailable as exc:
                 self.reason = exc.one_line()
                 self._admins = []
             if not self._admins and self.reason is None:
@@ -412,6 +416,28 @@ class BrokerLookup:
                 self.reason = "; ".join(problems)
         return self._loaded
 
+    def to_json(self) -> dict[str, Any]:
+        """What ``verify -o json`` carries as ``broker``: whether the brokers were asked,
+        and the views of the loaded topics compared."""
+        admins = self.admins()
+        return {
+            "asked": bool(admins),
+            "urls": [a.url for a in admins],
+            "reason": self.reason,
+            "loaded": [dict(v.to_json(), topic=v.topic) for v in self.views],
+        }
+
+    def line(self) -> str:
+        """One line for people (stderr)."""
+        if not self.admins():
+            return f"broker: not asked ({self.reason or 'no broker'})"
+        found = sum(len(v.findings) for v in self.views)
+        return (
+            f"broker: {len(self.views)} loaded topic(s) compared with what "
+            f"{', '.join(a.url for a in self.admins())} serve(s): {found} difference(s)"
+            + (f" ({self.reason})" if self.reason else "")
+        )
+
     def view(
         self,
         topic: str,
@@ -444,3 +470,17 @@ def ledger_exists_in(store: MetadataStore) -> Callable[[int], bool | None]:
             return None
 
     return exists
+
+
+def topic_view(source: Any, info: TopicInfo, lookup: BrokerLookup) -> BrokerView:
+    """The broker's view of the topic ``info`` describes (read from ``source``), compared
+    with ``info`` and, to rule out a race, with the topic read again."""
+    from pulsarctl_py.topics import topic_info
+
+    reads = [info]
+
+    def stored() -> dict[str, Any]:
+        current = reads.pop() if reads else topic_info(source, info.topic)
+        return stored_document(current)
+
+    return lookup.view(info.topic, stored, ledger_exists_in(source.metadata))

@@ -172,6 +172,31 @@ The checks, with the rule each applies and where it comes from:
     the source's. §14.
 ``shadow-ledger-differs`` (warning)
     A ledger recorded in both lists with different entries or size. §14.
+``broker-ledger-not-stored`` (error)
+    The broker that has the topic loaded lists a ledger the stored list does not: its
+    in-memory list is stale (the stored one was rewritten while it had the topic loaded).
+``broker-ledger-not-listed`` (error)
+    The reverse: storage lists a ledger the broker serving the topic does not.
+``broker-ledger-gone`` (error)
+    The broker serving the topic lists a ledger, not in the stored list, whose BookKeeper
+    metadata is gone: reads of it fail.
+``broker-ledger-differs`` (warning)
+    A ledger closed on both sides (not the last of either list) with other entries or
+    size in the broker's list than in the stored one.
+``broker-compaction-stale`` (error)
+    The broker serves another compacted ledger than the stored ``CompactedTopicLedger``
+    (which it reads when it loads the topic): it has not picked up the stored compaction.
+``broker-cursor-differs`` (info)
+    A stored cursor's mark-delete ahead of the broker's, or a stored cursor it does not
+    have: written behind its back, overwritten when the broker persists its own.
+
+The broker-* checks ask the broker that has a topic loaded, through its admin API and
+never loading a topic to look (``--admin-url``, else the brokers registered in the
+metadata store). What moves on a live topic is no finding: its current ledger (open,
+recorded without counts), ``lastConfirmedEntry``, its cursors ahead of the stored ones; a
+difference seen in only one of two comparisons (both sides read again) is a race and not
+reported (:mod:`pulsarctl_py.broker_view`). Without a broker to ask, nothing is compared
+and a line says so.
 ``storage-not-checked`` (info)
     No bookie storage was given: only the metadata checks ran.
 ``storage-not-covered`` (info)
@@ -197,8 +222,8 @@ listed up to :data:`MAX_LISTED` per topic and check, then summed up in one more 
 The package: :mod:`.core` (findings, statistics, progress, the limiter, the run),
 :mod:`.driver` (the walk over the topics),
 one module per check family (:mod:`.ledgers`, :mod:`.order`, :mod:`.cursors`,
-:mod:`.compaction`, :mod:`.shadow`, :mod:`.orphans`), and :mod:`.codes`, the table of
-every check id with the repair that fixes it (each finding's ``repair``; ``ledgerctl
+:mod:`.compaction`, :mod:`.shadow`, :mod:`.orphans`, :mod:`.broker`), and :mod:`.codes`,
+the table of every check id with the repair that fixes it (each finding's ``repair``; ``ledgerctl
 repair --from-verify`` dispatches on it).
 """
 

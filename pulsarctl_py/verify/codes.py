@@ -181,6 +181,60 @@ CODES: dict[str, Code] = {
             "a ledger recorded differently in the shadow and its source",
             "shadow",
         ),
+        Code(
+            "broker-ledger-not-stored",
+            "broker",
+            _E,
+            "the broker serving the topic lists a ledger the stored list does not: its "
+            "ledger list is stale",
+            hint="the stored list was rewritten while a broker had the topic loaded (a "
+            "write with --force-owned): unload the topic (pulsar-admin topics unload T) so "
+            "that the broker reads the stored list; then verify again",
+        ),
+        Code(
+            "broker-ledger-not-listed",
+            "broker",
+            _E,
+            "storage lists a ledger the broker serving the topic does not: its ledger list "
+            "is stale",
+            hint="unload the topic (pulsar-admin topics unload T) so that the broker reads "
+            "the stored list; until then readers do not get the ledger",
+        ),
+        Code(
+            "broker-ledger-gone",
+            "broker",
+            _E,
+            "the broker serving the topic lists a ledger BookKeeper no longer has: reads "
+            "of it fail",
+            hint="unload the topic (pulsar-admin topics unload T) so that the broker reads "
+            "the stored list",
+        ),
+        Code(
+            "broker-ledger-differs",
+            "broker",
+            _W,
+            "a closed ledger's entries or size differ between the broker and storage",
+            hint="unload the topic so that the broker reads the stored counts",
+        ),
+        Code(
+            "broker-compaction-stale",
+            "broker",
+            _E,
+            "the broker serves another compacted ledger than CompactedTopicLedger names: "
+            "it has not picked up the stored compaction",
+            hint="unload the topic (pulsar-admin topics unload T): the broker reads "
+            "CompactedTopicLedger when it loads the topic",
+        ),
+        Code(
+            "broker-cursor-differs",
+            "broker",
+            _I,
+            "a stored cursor is ahead of the broker's, or unknown to it: written behind its "
+            "back, and overwritten when the broker persists its own",
+            hint="the broker's position ahead of the stored one is normal (it persists "
+            "acknowledgements lazily) and no finding; a stored one ahead was written while "
+            "the topic was loaded: unload the topic before writing a cursor",
+        ),
         Code("storage-not-checked", "core", _I, "no bookie storage given: metadata checks only"),
         Code(
             "storage-not-covered",

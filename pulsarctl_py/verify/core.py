@@ -199,6 +199,10 @@ class Run:
         #: the most a payload may decompress to (None: the decoders' default)
         self.max_uncompressed: int | None = None
         self._finder: Any = None
+        #: who to ask for the broker's view (:class:`pulsarctl_py.broker_view.BrokerLookup`;
+        #: None: not asked) and the views of the loaded topics compared
+        self.brokers: Any = None
+        self.broker_views: list[Any] = []
 
     def copies_of(self, ledger_id: int) -> Any:
         """Every copy of a ledger's entries the bookies hold, looked for without its

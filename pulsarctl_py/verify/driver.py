@@ -38,6 +38,7 @@ def verify_topics(
     fast: bool = True,
     reads: Any = None,
     max_uncompressed: int | None = None,
+    brokers: Any = None,
 ) -> Iterator[Finding]:
     """Verify the named topics (None: every topic, plus the orphan-ledger check).
 
@@ -50,12 +51,18 @@ def verify_topics(
     instead of in this process (the fast path is in-process, so it is not taken then); the
     findings are the same. ``max_uncompressed``: the most a payload may decompress to
     (``--max-message-size``; None: the decoders' default); past it, entry-undecodable.
+    ``brokers`` (a :class:`pulsarctl_py.broker_view.BrokerLookup`): compare each topic a
+    broker has loaded with what it serves (:mod:`.broker`); the views compared are
+    appended to ``brokers.views``.
     """
     if source.metadata is None:
         raise LedgerctlError("verify needs the metadata store (pass --metadata-url)")
     run = Run(source, progress, stats if stats is not None else VerifyStats(), reads)
     run.fast = fast and reads is None
     run.max_uncompressed = max_uncompressed
+    run.brokers = brokers
+    if brokers is not None:
+        run.broker_views = brokers.views
     if reads is not None:
         reads.max_uncompressed = max_uncompressed
     try:
@@ -152,6 +159,7 @@ def _resolve(run: Run, names: list[str]) -> list[ManagedLedgerRef]:
 
 def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
     from pulsarctl_py.stores.metadata import read_managed_ledger
+    from pulsarctl_py.verify.broker import broker_findings
     from pulsarctl_py.verify.cursors import cursor_findings
     from pulsarctl_py.verify.ledgers import data_ledgers
     from pulsarctl_py.verify.shadow import shadow_findings
@@ -199,3 +207,4 @@ def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
     yield from limiter.summary(topic)
     for cursor in record.cursors:
         yield from cursor_findings(run, record, cursor, ids, facts)
+    yield from broker_findings(run, topic)

@@ -27,7 +27,7 @@ def test_the_table_lists_every_documented_check_with_its_severities() -> None:
     }
     assert set(CODES) == documented
     assert {c: set(code.severities) for c, code in CODES.items()} == SEVERITY
-    families = {"core", "ledgers", "order", "cursors", "compaction", "shadow", "orphans"}
+    families = {"core", "ledgers", "order", "cursors", "compaction", "shadow", "orphans", "broker"}
     assert {code.family for code in CODES.values()} == families
 
 

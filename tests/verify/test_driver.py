@@ -57,9 +57,19 @@ SEVERITY = {
     "storage-not-covered": {"info"},
     "storage-index-unusable": {"error"},
     "storage-damaged": {"error"},
+    "broker-ledger-not-stored": {"error"},
+    "broker-ledger-not-listed": {"error"},
+    "broker-ledger-gone": {"error"},
+    "broker-ledger-differs": {"warning"},
+    "broker-compaction-stale": {"error"},
+    "broker-cursor-differs": {"info"},
 }
 #: checks about the bookie storage itself, tested on damaged demo data in test_damaged_stores
 STORAGE_CHECKS = {"storage-not-checked", "storage-index-unusable", "storage-damaged"}
+#: checks of the broker's view beside the stored one: tested on documents in
+#: tests/test_broker_view.py and against the live broker in
+#: tests/cluster/sandbox/test_broker_view.py
+BROKER_CHECKS = {c for c in SEVERITY if c.startswith("broker-")}
 
 #: variants whose severity is the less usual one
 EXPECTED_SEVERITY = {
@@ -89,7 +99,8 @@ def test_every_check_of_the_module_docstring_is_tested() -> None:
     documented = {
         m.group(1) for line in (verify.__doc__ or "").splitlines() if (m := rule.match(line))
     }
-    seen = {check for checks in VARIANTS.values() for check in checks} | STORAGE_CHECKS
+    seen = {check for checks in VARIANTS.values() for check in checks}
+    seen |= STORAGE_CHECKS | BROKER_CHECKS
     assert documented == set(SEVERITY)
     assert documented <= seen
 
