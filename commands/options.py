@@ -493,6 +493,17 @@ ML_PASSWORD_FILE = typer.Option(
     "managed_ledger_password_file in ledgerctl.toml names, the broker configuration's, else "
     "none.",
 )
+ADMIN_URL = typer.Option(
+    None,
+    "--admin-url",
+    metavar="URL",
+    help="A broker's admin (web service) URL, http://host:8080 or https://host:8443, to ask "
+    "whether it has the topic loaded; repeat it (or separate URLs with commas) for every "
+    "broker. Default: $LEDGERCTL_ADMIN_URL, admin_url in the nearest ledgerctl.toml, else "
+    "every broker registered in the metadata store. TLS CA, client certificate and token "
+    "only from $LEDGERCTL_ADMIN_TLS_CA_FILE, $LEDGERCTL_ADMIN_TLS_CERT_FILE / _KEY_FILE, "
+    "$LEDGERCTL_ADMIN_TOKEN or $LEDGERCTL_ADMIN_TOKEN_FILE.",
+)
 FORCE_OWNED = typer.Option(
     False,
     "--force-owned",
