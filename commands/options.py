@@ -67,18 +67,6 @@ ACCEPT_DAMAGE = typer.Option(
 )
 
 
-ADMIN_URL = typer.Option(
-    None,
-    "--admin-url",
-    metavar="URL",
-    help="A broker's admin (web service) URL, http(s)://host:port; comma-separated for "
-    "several. Default: $LEDGERCTL_ADMIN_URL, admin_url in the nearest ledgerctl.toml, "
-    "else every broker registered in the metadata store. TLS and authentication from "
-    "$LEDGERCTL_ADMIN_TLS_CA_FILE, $LEDGERCTL_ADMIN_TLS_CERT_FILE / _KEY_FILE, "
-    "$LEDGERCTL_ADMIN_TOKEN or $LEDGERCTL_ADMIN_TOKEN_FILE.",
-)
-
-
 def damage_note(damaged: list[dict[str, str]], count: int) -> None:
     """Damaged entries gone on past (--accept-damage), one line each on stderr (the first
     ten; the report and the plan list them all)."""

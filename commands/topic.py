@@ -158,7 +158,7 @@ def info_command(
     bookie_dirs: list[Path] = BOOKIE_DIRS,
     bookie: BookieFlags = BOOKIE,
     output: OutputFormat = OUTPUT,
-    admin_url: str = ADMIN_URL,
+    admin_url: list[str] = ADMIN_URL,
 ) -> None:
     """Show a topic: ledgers, cursors with mark-delete and backlog, properties, compaction.
 
@@ -186,7 +186,7 @@ def info_command(
         metadata_url, bookie_dirs, need_metadata=True, live=bookie.client()
     ) as source:
         info, compaction = topic_with_compaction(source, topic)
-        view = topic_view(source, info, BrokerLookup(source.metadata, admin_url))
+        view = topic_view(source, info, BrokerLookup(source.metadata, admin_url or None))
     fmt = render.resolve(output, OutputFormat.TREE)
     doc = info.to_json()
     if compaction is not None:

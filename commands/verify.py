@@ -69,7 +69,7 @@ def verify(
     spark_master: str = eo.SPARK_MASTER,
     spark_conf: list[str] = eo.SPARK_CONF,
     spark_threshold: int = eo.SPARK_THRESHOLD,
-    admin_url: str = options.ADMIN_URL,
+    admin_url: list[str] = options.ADMIN_URL,
 ) -> None:
     """Check that topic metadata and the stored ledgers agree; list what does not.
 
@@ -129,7 +129,7 @@ def verify(
         _progress(not (quiet or no_progress)) as progress,
     ):
         assert source.metadata is not None
-        lookup = BrokerLookup(source.metadata, admin_url)
+        lookup = BrokerLookup(source.metadata, admin_url or None)
         findings = verify_topics(
             source,
             topics,

@@ -364,7 +364,7 @@ class BrokerLookup:
     """Which broker has which topic loaded, asked once per run (``verify --all``), or per
     topic; never loading a topic to find out."""
 
-    def __init__(self, store: MetadataStore, admin_url: str | None) -> None:
+    def __init__(self, store: MetadataStore, admin_url: str | list[str] | None) -> None:
         self.store = store
         self.admin_url = admin_url
         self.reason: str | None = None
