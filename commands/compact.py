@@ -103,6 +103,7 @@ def compact(
         "--status",
         help="Report and check the existing compaction instead of computing a new one.",
     ),
+    admin_url: list[str] = options.ADMIN_URL,
     deep: bool = typer.Option(
         False,
         "--deep",
@@ -278,7 +279,7 @@ def compact(
     for note in broker.notes:
         err.print(f"[yellow]warning:[/] {escape(note)}")
     if status:
-        _status(topic, metadata_url, dirs, as_broker.value, deep, broker, fmt_out)
+        _status(topic, metadata_url, dirs, as_broker.value, deep, broker, fmt_out, admin_url)
         return
     from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
     from pulsarctl_py.compaction.request import (
@@ -446,11 +447,20 @@ def _status(
     deep: bool,
     broker: Any,
     fmt_out: Any,
+    admin_url: list[str] | None = None,
 ) -> None:
     from pulsarctl_py import render
     from pulsarctl_py.compaction.request import status_of
 
-    st = status_of(topic, metadata_url, dirs, generation=generation, deep=deep, broker=broker)
+    st = status_of(
+        topic,
+        metadata_url,
+        dirs,
+        generation=generation,
+        deep=deep,
+        broker=broker,
+        admin_url=admin_url or None,
+    )
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(st.to_json())
     else:
@@ -482,8 +492,31 @@ def print_status(st: Any) -> None:
             f"[{colours.get(c['severity'], 'white')}]{c['severity']}[/] {c['check']}: "
             f"{escape(c['message'])}"
         )
+    err.print(escape(_broker_line(st.broker)))
     if not st.checks:
         err.print("[green]ok[/]: no findings")
+
+
+def _broker_line(view: dict[str, Any] | None) -> str:
+    """compact --status's line about the broker's answers."""
+    if not view or not view.get("asked"):
+        return f"broker: not asked ({(view or {}).get('reason') or 'no broker'})"
+    if not view.get("loaded"):
+        return f"broker: {view.get('reason')}"
+    comp = view.get("compaction") or {}
+    line = f"broker {view['url']}: compaction {comp.get('status')}"
+    if comp.get("lastError"):
+        line += f" (lastError {comp['lastError']})"
+    last = view.get("get_last_message_id") or {}
+    if "error" in last:
+        return line + f"; GetLastMessageId not asked: {last['error']}"
+    got = last.get("read_compacted") or {}
+    if got:
+        line += f"; GetLastMessageId (read compacted) {got.get('answer')}"
+        if got.get("errors"):
+            line += f" after {len(got['errors'])} error answer(s), retried"
+        line += ", as predicted" if last.get("agrees") else f", predicted {last.get('predicted')}"
+    return line
 
 
 def register(app: typer.Typer) -> None:

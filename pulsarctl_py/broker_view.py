@@ -484,3 +484,109 @@ def topic_view(source: Any, info: TopicInfo, lookup: BrokerLookup) -> BrokerView
         return stored_document(current)
 
     return lookup.view(info.topic, stored, ledger_exists_in(source.metadata))
+
+
+# -- compact --status ------------------------------------------------------------------------
+
+
+def _lookup_path(topic: str) -> str:
+    """The lookup API's path of a topic (``/lookup/v2/topic/persistent/t/ns/x``)."""
+    from pulsarctl_py.stores.broker import topic_path
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    path = topic_path(resolve_topic(topic))
+    rest = path.split("/admin/v2/", 1)[1] if "/admin/v2/" in path else path.split("/admin/", 1)[1]
+    return "/lookup/v2/topic/" + rest
+
+
+def compaction_view(source: Any, status: Any, admin_url: str | list[str] | None) -> dict[str, Any]:
+    """``compact --status``'s ``broker``: the broker that has the topic loaded, asked for its
+    compaction status and ``lastError``, the compacted ledger it serves, and the
+    GetLastMessageId a reader that reads compacted gets from it (over the binary protocol,
+    error answers retried: :mod:`pulsarctl_py.stores.broker_protocol`), beside the stored
+    compaction and the predicted answer. Findings go into ``status``'s checks. A topic no
+    broker has loaded is not asked about (that would load it)."""
+    from pulsarctl_py.errors import StoreUnavailable
+    from pulsarctl_py.stores.broker_protocol import last_message_id
+
+    topic = status.topic
+    lookup = BrokerLookup(source.metadata, admin_url)
+    if not lookup.admins():
+        return {"asked": False, "reason": lookup.reason}
+    admin = lookup.loaded().get(topic)
+    if admin is None:
+        return {
+            "asked": True,
+            "loaded": False,
+            "url": ", ".join(a.url for a in lookup.admins()),
+            "reason": lookup.reason
+            or "no broker has the topic loaded (asking it would load the topic)",
+        }
+    out: dict[str, Any] = {"asked": True, "loaded": True, "url": admin.url}
+    try:
+        answer = admin.compaction_status(topic)
+        out["compaction"] = {"status": answer.get("status"), "lastError": answer.get("lastError")}
+        stats = admin.internal_stats(topic)
+    except StoreUnavailable as exc:
+        out["reason"] = exc.one_line()
+        return out
+    served = (stats.get("compactedLedger") or {}).get("ledgerId")
+    served = None if served == NO_LEDGER else served
+    cursor = (stats.get("cursors") or {}).get("__compaction") or {}
+    out["compacted_ledger"] = served
+    out["horizon"] = cursor.get("markDeletePosition")
+    if out["compaction"]["status"] == "ERROR":
+        status.add(
+            "warning",
+            "broker-compaction-error",
+            f"the broker's last compaction of {topic} failed: {out['compaction']['lastError']}",
+        )
+    if served != status.compacted_ledger:
+        status.add(
+            "error",
+            "broker-compaction-stale",
+            f"the stored CompactedTopicLedger is {_or_none(status.compacted_ledger)}, the broker "
+            f"serves compacted ledger {_or_none(served)}: it has not picked up the stored "
+            "compaction (unload the topic so that it reads the stored one)",
+            stored=status.compacted_ledger,
+            broker=served,
+        )
+    predicted = (status.last_message_id or {}).get("read_compacted")
+    try:
+        found = admin.get_json(_lookup_path(topic)) or {}
+        tls = admin.auth.wants_tls and found.get("brokerUrlTls")
+        service = found.get("brokerUrlTls") if tls else found.get("brokerUrl")
+        if not service:
+            raise StoreUnavailable(f"broker {admin.url} named no service URL for {topic}")
+        got = last_message_id(str(service), topic, read_compacted=True, auth=admin.auth)
+    except StoreUnavailable as exc:
+        out["get_last_message_id"] = {"predicted": predicted, "error": exc.one_line()}
+        return out
+    agrees = got.answer == predicted or (
+        got.answer is None and isinstance(predicted, str) and predicted.startswith("error")
+    )
+    out["get_last_message_id"] = {
+        "service_url": service,
+        "read_compacted": got.to_json(),
+        "predicted": predicted,
+        "agrees": agrees,
+    }
+    if got.errors and got.answer is not None:
+        status.add(
+            "info",
+            "broker-last-message-id-retried",
+            f"the broker answered GetLastMessageId with {len(got.errors)} error(s) before "
+            f"{got.answer} (retried, as the Java client retries): {got.errors[0]}",
+            errors=got.errors,
+        )
+    if not agrees:
+        status.add(
+            "warning",
+            "broker-last-message-id-differs",
+            f"the broker answers a compacted reader's GetLastMessageId with "
+            f"{got.answer or 'errors: ' + '; '.join(got.errors)}, predicted {predicted} "
+            "(the topic may have moved on since it was read)",
+            broker=got.answer,
+            predicted=predicted,
+        )
+    return out

@@ -175,15 +175,19 @@ def status_of(
     generation: str,
     deep: bool,
     broker: Any,
+    admin_url: str | list[str] | None = None,
 ) -> Any:
     """``compact --status``: the topic's compaction as stored, with its checks
-    (:func:`.status.compaction_status`), under the broker settings ``broker``."""
+    (:func:`.status.compaction_status`), under the broker settings ``broker``, and the
+    answers of the broker that has the topic loaded (``admin_url``, else the registered
+    brokers: :func:`pulsarctl_py.broker_view.compaction_view`)."""
+    from pulsarctl_py.broker_view import compaction_view
     from pulsarctl_py.ledgers import LedgerSource
 
     from .status import compaction_status
 
     with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source:
-        return compaction_status(
+        status = compaction_status(
             source,
             topic,
             generation=generation,
@@ -194,6 +198,8 @@ def status_of(
             keep_entry_metadata=broker.keep_entry_metadata,
             order=broker.order,
         )
+        status.broker = compaction_view(source, status, admin_url)
+        return status
 
 
 def _quiet(text: str, kind: str) -> None:

@@ -28,6 +28,17 @@ Checks (findings shaped like ``verify``'s; the check ids are stable):
     chunked messages (``compact --keep-chunks --apply`` writes one, so that they reassemble)
     is accepted, with ``compacted-view-keeps-chunks`` (info).
 
+``broker-compaction-stale`` (error), ``broker-compaction-error`` (warning),
+``broker-last-message-id-differs`` (warning), ``broker-last-message-id-retried`` (info)
+    What the broker that has the topic loaded answers (``broker`` in the JSON; asked only
+    of a broker that already has it loaded, never loading it:
+    :func:`pulsarctl_py.broker_view.compaction_view`): it serves another compacted ledger
+    than the stored ``CompactedTopicLedger``; its last compaction failed (its
+    ``lastError``); a compacted reader's GetLastMessageId (asked over the binary protocol)
+    differs from the predicted one below; or it answered errors before the id (the 4.0.7
+    broker's ``BrokerMetadataError ... refCnt: 0`` on an LZ4 compacted ledger), retried
+    as the Java client retries.
+
 GetLastMessageId (``get_last_message_id`` in the JSON): what the broker answers a
 readCompacted reader and a plain one, as Pulsar 4.0.7's ``ServerCnx.handleGetLastMessageId``
 decides it: the topic's last dispatchable entry (``PersistentTopic.getLastDispatchablePosition``:
@@ -64,6 +75,9 @@ class CompactionStatus:
     deep: bool = False
     #: GetLastMessageId as the broker answers it: {"read_compacted": ..., "reader": ...}
     last_message_id: dict[str, Any] | None = None
+    #: what the broker that has the topic loaded answers (:func:`pulsarctl_py.broker_view
+    #: .compaction_view`); None: not asked
+    broker: dict[str, Any] | None = None
 
     @property
     def age_ms(self) -> int | None:
@@ -101,6 +115,7 @@ class CompactionStatus:
             "last_message_position": None if self.last is None else self.last.position,
             "last_message": None if self.last is None else self.last.to_json(),
             "get_last_message_id": self.last_message_id,
+            "broker": self.broker,
             "deep": self.deep,
             "checks": list(self.checks),
         }
