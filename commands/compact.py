@@ -515,7 +515,8 @@ def _broker_line(view: dict[str, Any] | None) -> str:
         line += f"; GetLastMessageId (read compacted) {got.get('answer')}"
         if got.get("errors"):
             line += f" after {len(got['errors'])} error answer(s), retried"
-        line += ", as predicted" if last.get("agrees") else f", predicted {last.get('predicted')}"
+        if last.get("agrees") is not None:
+            line += ", as predicted" if last["agrees"] else f", predicted {last.get('predicted')}"
     return line
 
 
