@@ -243,7 +243,8 @@ def last_message_id(
                 if answer.type != B.ERROR:
                     raise _refused(service_url, "GetLastMessageId", answer)
                 out.errors.append(f"{_error_name(answer.error.error)}: {answer.error.message}")
-                time.sleep(backoff * (attempt + 1))
+                if attempt + 1 < attempts:
+                    time.sleep(backoff * (attempt + 1))
         finally:
             close = pb.CommandCloseConsumer(consumer_id=consumer_id, request_id=conn.next_request())
             try:
