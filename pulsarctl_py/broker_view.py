@@ -33,8 +33,11 @@ internal stats (the admin API's JSON). Its rules, so that a healthy live topic i
   when the broker persists its own (``broker-cursor-differs``, info);
 * ``lastConfirmedEntry`` and ``state`` are shown, never compared (they move).
 
-Reads race with the broker: :func:`broker_view` compares twice (storage and the broker
-read again) and keeps only what both comparisons found.
+Reads race with the broker: :func:`view_of` compares twice (storage and the broker
+read again) and keeps only what both comparisons found. Only a broker that has the topic
+loaded is asked for its state (``BrokerAdmin.loaded_topics``, which loads nothing, asked
+just before); the internal stats request would load a topic unloaded in that moment, and
+the admin API has no way to ask that does not.
 
 Nothing here is required: without an admin URL, or when no broker answers, the view says
 it was not asked and why, and commands work from storage alone.
