@@ -585,13 +585,22 @@ def compaction_view(source: Any, status: Any, admin_url: str | list[str] | None)
             f"{got.answer} (retried, as the Java client retries): {got.errors[0]}",
             errors=got.errors,
         )
-    if agrees is False:
+    if agrees is False and got.answer is None:
         status.add(
             "warning",
             "broker-last-message-id-differs",
-            f"the broker answers a compacted reader's GetLastMessageId with "
-            f"{got.answer or 'errors: ' + '; '.join(got.errors)}, predicted {predicted} "
-            "(the topic may have moved on since it was read)",
+            f"the broker answered a compacted reader's GetLastMessageId with an error "
+            f"{got.attempts} time(s), predicted {predicted}: {got.errors[-1]}",
+            broker=None,
+            predicted=predicted,
+            errors=got.errors,
+        )
+    elif agrees is False:
+        status.add(
+            "warning",
+            "broker-last-message-id-differs",
+            f"the broker answers a compacted reader's GetLastMessageId with {got.answer}, "
+            f"predicted {predicted} (the topic may have moved on since it was read)",
             broker=got.answer,
             predicted=predicted,
         )

@@ -36,8 +36,9 @@ COMPACTED = f"{NAMESPACE}/compacted"
 
 #: what a bookie's files tell and a running bookie's read protocol does not
 FILE_ONLY = {"fenced", "has_master_key", "source", "limbo"}
-#: what differs between two runs whatever they read
-RUN_ONLY = {"seconds", "to"}
+#: what differs between two runs whatever they read (``broker``: what the running broker
+#: serves at that moment, beside what is stored: tests/cluster/sandbox/test_broker_view.py)
+RUN_ONLY = {"seconds", "to", "broker"}
 
 
 def cli(*args: str | Path) -> Result:
@@ -404,7 +405,18 @@ def test_seek_live_equals_offline(reads: Reads, name: str) -> None:
 def test_compact_live_equals_offline(reads: Reads, name: str) -> None:
     # the status of the broker's own compaction is compared with the broker elsewhere;
     # here: the same answer from the running bookies and from their files
-    assert_same(reads, name, codes=(0, 1) if "status" in name else (0,))
+    assert_same(
+        reads, name, codes=(0, 1) if "status" in name else (0,), select=_without_broker_checks
+    )
+
+
+def _without_broker_checks(doc: Any) -> Any:
+    """compact --status's checks of what the running broker answers (with its bookies
+    stopped it cannot read the compacted ledger): not what storage holds."""
+    if isinstance(doc, dict) and isinstance(doc.get("checks"), list):
+        checks = [c for c in doc["checks"] if not c["check"].startswith("broker-")]
+        return {**doc, "checks": checks}
+    return doc
 
 
 def test_bookie_list_and_info_name_the_running_bookies(sandbox) -> None:
