@@ -156,9 +156,20 @@ def missing_ledgers(
 @plan_options
 def cursor(
     topic: str = typer.Argument(
-        ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic."
+        ...,
+        metavar="TOPIC",
+        autocompletion=complete_topic,
+        help="The topic, or a partitioned topic's base name (every partition).",
     ),
-    subscription: str = typer.Argument(..., metavar="SUB", help="The subscription (cursor)."),
+    subscription: str = typer.Argument(
+        None, metavar="[SUB]", help="The subscription (cursor); or --all-subscriptions."
+    ),
+    all_subscriptions: bool = typer.Option(
+        False,
+        "--all-subscriptions",
+        help="Every subscription of the topic (of each partition); the broker's own "
+        "cursors (__compaction, deduplication, replicators) are left and named.",
+    ),
     to: str = typer.Option(
         None,
         "--to",
@@ -174,17 +185,44 @@ def cursor(
     ),
     earliest: bool = typer.Option(False, "--earliest", help="Back to the topic's first entry."),
     latest: bool = typer.Option(False, "--latest", help="To the topic's end (nothing backlogged)."),
+    skip: int = typer.Option(
+        None,
+        "--skip",
+        metavar="N",
+        min=1,
+        help="Skip N entries, as pulsar-admin topics skip (entries acknowledged one by one "
+        "are passed over; a batch is one entry).",
+    ),
+    clear_backlog: bool = typer.Option(
+        False,
+        "--clear-backlog",
+        help="Mark everything delivered, as pulsar-admin topics clear-backlog.",
+    ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
-    """Reset a cursor offline, as the broker's reset-cursor writes it: the whole state
-    moves into the znode (cursorsLedgerId = -1), which the broker then reads; individual
-    acks and the mark-delete properties are cleared (the __compaction cursor's kept),
-    the cursor (subscription) properties kept."""
+    """Move subscriptions offline, as the broker writes them, in one plan with one change
+    per cursor: a reset (--to, --time, --earliest, --latest, as reset-cursor), --skip N
+    or --clear-backlog; for SUB or --all-subscriptions; on TOPIC, or on every partition
+    of a partitioned topic given by its base name (its partitioned-topic metadata says
+    how many; a declared partition without a managed ledger is refused). The whole state
+    moves into the znode (cursorsLedgerId = -1), which the broker then reads; the
+    mark-delete properties are cleared (a reset keeps the __compaction cursor's), the
+    cursor (subscription) properties kept. A reset forgets the individual acks; a skip
+    keeps those after the new position; clear-backlog leaves none."""
     from pulsarctl_py.positions import parse_position
-    from pulsarctl_py.repair.cursors import reset_cursor
+    from pulsarctl_py.repair.cursors import cursor_operation
 
-    if sum((to is not None, at_time is not None, earliest, latest)) != 1:
-        raise typer.BadParameter("give exactly one of --to L:E, --time T, --earliest, --latest")
+    modes = (to is not None, at_time is not None, earliest, latest, skip is not None)
+    if sum(modes) + clear_backlog != 1:
+        raise typer.BadParameter(
+            "give exactly one of --to L:E, --time T, --earliest, --latest, --skip N, "
+            "--clear-backlog"
+        )
+    if (subscription is None) == (not all_subscriptions):
+        raise typer.BadParameter(
+            "give a subscription SUB or --all-subscriptions (not both)",
+            param_hint="SUB",
+        )
     time_ms = None
     if at_time is not None:
         from pulsarctl_py.timeparse import parse_time_ms
@@ -196,7 +234,7 @@ def cursor(
         target = (pos.ledger_id, pos.entry_id)
 
     def build(draft: Draft, source: LedgerSource) -> None:
-        reset_cursor(
+        cursor_operation(
             draft,
             topic,
             subscription,
@@ -205,6 +243,8 @@ def cursor(
             earliest=earliest,
             latest=latest,
             time_ms=time_ms,
+            skip=skip,
+            clear_backlog=clear_backlog,
         )
 
     flags.run(build)

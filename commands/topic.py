@@ -162,6 +162,11 @@ def info_command(
 ) -> None:
     """Show a topic: ledgers, cursors with mark-delete and backlog, properties, compaction.
 
+    A partitioned topic's base name shows every partition its partitioned-topic metadata
+    declares: a row each and the total (ledgers, entries, size, each subscription's
+    backlog summed); -o json gives {partitions: [...], total: {...}}. A declared partition
+    without a managed ledger is a finding (exit 1).
+
     Ledgers show entries, size and close time; the open last ledger is counted from bookie
     storage (LAC + 1) when given. Each cursor shows its mark-delete position, where its
     state lives (the znode, or a cursor ledger whose last entry is read when storage is
@@ -181,13 +186,19 @@ def info_command(
     from pulsarctl_py.broker_view import BrokerLookup, topic_view
     from pulsarctl_py.compaction.status import topic_with_compaction
     from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.topics import partitioned_topic_info
 
     with LedgerSource.open(
         metadata_url, bookie_dirs, need_metadata=True, live=bookie.client()
     ) as source:
-        info, compaction = topic_with_compaction(source, topic)
-        view = topic_view(source, info, BrokerLookup(source.metadata, admin_url or None))
+        partitioned = partitioned_topic_info(source, topic)
+        if partitioned is None:
+            info, compaction = topic_with_compaction(source, topic)
+            view = topic_view(source, info, BrokerLookup(source.metadata, admin_url or None))
     fmt = render.resolve(output, OutputFormat.TREE)
+    if partitioned is not None:
+        _show_partitioned(partitioned, fmt)
+        return
     doc = info.to_json()
     if compaction is not None:
         doc["compaction_status"] = compaction.to_json()
@@ -278,6 +289,73 @@ def _broker_table(view: Any) -> Any:
     for d in view.differences:
         table.add_row(d.check, _esc(d.message))
     return table
+
+
+def _show_partitioned(info: Any, fmt: OutputFormat) -> None:
+    """A partitioned topic: JSON, or one table (a row per partition, then the total)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from pulsarctl_py import render
+
+    doc = info.to_json()
+    if fmt is OutputFormat.JSON:
+        render.write_json(doc)
+    elif fmt is OutputFormat.JSONL:
+        render.write_jsonl([doc])
+    else:
+        subs = [s.name for s in info.subscriptions()]
+        table = Table(title=f"{info.topic} ({len(info.partitions)} partitions)")
+        table.add_column("partition", no_wrap=True)
+        for col in ("ledgers", "entries", "size"):
+            table.add_column(col, justify="right")
+        for sub in subs:
+            table.add_column(Text(f"backlog {sub}"), justify="right", overflow="fold")
+        rows = {p.topic: p for p in info.partitions}
+        names = [p.topic for p in info.partitions] + list(info.missing)
+        names.sort(key=lambda n: int(n.rsplit("-partition-", 1)[-1]))
+        for name in names:
+            part = rows.get(name)
+            local = Text(name.rsplit("/", 1)[-1])
+            if part is None:
+                table.add_row(local, *(["[red]missing[/]"] + [""] * (2 + len(subs))))
+                continue
+            by_name = {c.name: c for c in part.cursors}
+            cells = []
+            for sub in subs:
+                c = by_name.get(sub)
+                cells.append(
+                    "-"
+                    if c is None
+                    else "?"
+                    if c.backlog is None
+                    else f"{c.backlog}{'' if c.backlog_exact else '+'}"
+                )
+            table.add_row(
+                local,
+                str(len(part.ledgers)),
+                _count(part.entries, part.exact),
+                _count(part.size, part.exact),
+                *cells,
+            )
+        exact = info.exact and not info.missing
+        table.add_row(
+            Text("total", style="bold"),
+            str(info.ledgers),
+            _count(info.entries, exact),
+            _count(info.size, exact),
+            *(f"{s.backlog}{'' if s.backlog_exact else '+'}" for s in info.subscriptions()),
+            style="bold",
+        )
+        render.print_table(render.stdout_console(), table)
+    err = render.stderr_console()
+    for part in info.partitions:
+        for problem in part.problems + [p for c in part.cursors for p in c.problems]:
+            err.print(f"[yellow]warning[/]: {_esc(part.topic)}: {_esc(problem)}")
+    for finding in info.findings:
+        err.print(f"[red]finding[/]: {_esc(finding)}")
+    if info.findings:
+        raise typer.Exit(1)
 
 
 def _esc(text: str) -> str:

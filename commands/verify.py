@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import enum
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -26,6 +27,7 @@ class VerifyOutput(enum.StrEnum):
     table = "table"
     json = "json"
     jsonl = "jsonl"
+    openmetrics = "openmetrics"
 
 
 _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -58,7 +60,9 @@ def verify(
         "--output",
         "-o",
         help="table for people, json (findings and a summary) or jsonl (one finding per "
-        "line) for machines; auto is table on a terminal and json when piped.",
+        "line) for machines, openmetrics for node exporter's textfile collector (gauges "
+        "per topic and for the run; written also when the run stops on an error, with "
+        "success 0); auto is table on a terminal and json when piped.",
     ),
     quiet: bool = options.QUIET,
     no_progress: bool = options.NO_PROGRESS,
@@ -94,57 +98,76 @@ def verify(
     from pulsarctl_py import render
     from pulsarctl_py.broker_view import BrokerLookup
     from pulsarctl_py.engines.select import listed_entries
+    from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.verify import VerifyStats, verify_topics
+    from pulsarctl_py.verify.metrics import FindingTally
 
     if (topic is None) == (not all_topics):
         raise typer.BadParameter("give a TOPIC or --all (one of them)", param_hint="TOPIC")
     eo.engine_name(engine, spark, spark_master)
     password = options.password(password_env, password_file)
     topics = None if all_topics else [topic]
-    fmt = render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
+    metrics = output is VerifyOutput.openmetrics
+    fmt = (
+        render.OutputFormat.JSONL
+        if metrics
+        else render.resolve(render.OutputFormat(output.value), render.OutputFormat.TABLE)
+    )
     stats = VerifyStats()
-    with (
-        LedgerSource.open(
-            metadata_url,
-            bookie_dirs or None,
-            password,
-            need_metadata=True,
-            live=bookie.client(),
-        ) as source,
-        eo.scan_reads(
-            engine,
-            spark,
-            spark_master,
-            spark_conf,
-            spark_threshold,
-            metadata_url=metadata_url,
-            bookie_dirs=bookie_dirs,
-            password=password,
-            source=source,
-            entries=lambda count: listed_entries(source, topics, count),
-            label="verifying on Spark",
-            progress=False,
-        ) as reads,
-        _progress(not (quiet or no_progress)) as progress,
-    ):
-        assert source.metadata is not None
-        lookup = BrokerLookup(source.metadata, admin_url or None)
-        findings = verify_topics(
-            source,
-            topics,
-            progress=progress,
-            stats=stats,
-            reads=reads,
-            max_uncompressed=None,
-            brokers=lookup,
-        )
-        if fmt is render.OutputFormat.JSONL:
-            render.write_jsonl(f.to_json() for f in findings)
+    started = time.monotonic()
+    tally = FindingTally()
+    try:
+        with (
+            LedgerSource.open(
+                metadata_url,
+                bookie_dirs or None,
+                password,
+                need_metadata=True,
+                live=bookie.client(),
+            ) as source,
+            eo.scan_reads(
+                engine,
+                spark,
+                spark_master,
+                spark_conf,
+                spark_threshold,
+                metadata_url=metadata_url,
+                bookie_dirs=bookie_dirs,
+                password=password,
+                source=source,
+                entries=lambda count: listed_entries(source, topics, count),
+                label="verifying on Spark",
+                progress=False,
+            ) as reads,
+            _progress(not (quiet or no_progress)) as progress,
+        ):
+            assert source.metadata is not None
+            lookup = BrokerLookup(source.metadata, admin_url or None)
+            findings = verify_topics(
+                source,
+                topics,
+                progress=progress,
+                stats=stats,
+                reads=reads,
+                max_uncompressed=None,
+                brokers=lookup,
+            )
             collected: list[Finding] = []
-        else:
-            collected = list(findings)
-    if fmt is render.OutputFormat.JSON:
+            if metrics:
+                for _finding in tally.take(findings):
+                    pass
+            elif fmt is render.OutputFormat.JSONL:
+                render.write_jsonl(f.to_json() for f in findings)
+            else:
+                collected = list(findings)
+    except LedgerctlError:
+        if metrics:  # the scrape shows the failed run, not the last good one
+            _write_metrics(stats, tally, False, started)
+        raise
+    if metrics:
+        _write_metrics(stats, tally, True, started)
+    elif fmt is render.OutputFormat.JSON:
         render.write_json(
             {
                 "findings": [f.to_json() for f in collected],
@@ -210,6 +233,21 @@ def _progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
 
     with bar:
         yield update
+
+
+def _write_metrics(stats: VerifyStats, tally: Any, success: bool, started: float) -> None:
+    """The run as OpenMetrics text on stdout (:mod:`pulsarctl_py.verify.metrics`)."""
+    from pulsarctl_py.verify.metrics import openmetrics
+
+    text = openmetrics(
+        stats,
+        tally,
+        success=success,
+        duration_s=time.monotonic() - started,
+        timestamp_s=time.time(),
+    )
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _table(findings: list[Finding]) -> Table:

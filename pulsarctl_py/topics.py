@@ -892,3 +892,170 @@ def _row_of(
 def _finish(group: TopicRow) -> TopicRow:
     group.partitions.sort(key=lambda p: p.partition)
     return group
+
+
+# -- a partitioned topic by its base name ----------------------------------------------------
+
+
+def partitioned_metadata_path(name: TopicName) -> str:
+    """Where a broker keeps a partitioned topic's metadata (``{"partitions": N}``: Pulsar's
+    ``PartitionedTopicMetadata``, ``NamespaceResources.PartitionedTopicResources``)."""
+    return (
+        f"/admin/partitioned-topics/{name.namespace_name}/{name.domain}/{name.encoded_local_name}"
+    )
+
+
+@dataclass(slots=True)
+class SubscriptionTotal:
+    """One subscription summed over the partitions that have it."""
+
+    name: str
+    backlog: int = 0
+    backlog_exact: bool = True
+    partitions: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "backlog": self.backlog,
+            "backlog_exact": self.backlog_exact,
+            "partitions": self.partitions,
+        }
+
+
+@dataclass(slots=True)
+class PartitionedTopicInfo:
+    """A partitioned topic: each partition's :class:`TopicInfo`, and their sum.
+
+    ``declared`` is the partition count of the partitioned-topic metadata (None when that
+    node is absent or does not decode); ``missing`` the partitions it declares that have
+    no managed ledger: findings, as are ``problems`` (metadata absent or unreadable,
+    partitions beyond the declared count)."""
+
+    topic: str
+    metadata_path: str
+    declared: int | None
+    partitions: list[TopicInfo] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ledgers(self) -> int:
+        return sum(len(p.ledgers) for p in self.partitions)
+
+    @property
+    def entries(self) -> int:
+        return sum(p.entries for p in self.partitions)
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.partitions)
+
+    @property
+    def exact(self) -> bool:
+        return all(p.exact for p in self.partitions)
+
+    @property
+    def findings(self) -> list[str]:
+        """What is wrong with the topic as a whole (a missing partition first)."""
+        out = [
+            f"partition {m} is declared in {self.metadata_path} but has no managed ledger"
+            for m in self.missing
+        ]
+        return out + list(self.problems)
+
+    def subscriptions(self) -> list[SubscriptionTotal]:
+        """Each subscription's backlog summed over the partitions (in name order); a
+        partition's unknown backlog makes the sum inexact, as does a missing partition."""
+        totals: dict[str, SubscriptionTotal] = {}
+        for part in self.partitions:
+            for cursor in part.cursors:
+                total = totals.setdefault(cursor.name, SubscriptionTotal(cursor.name))
+                total.partitions += 1
+                if cursor.backlog is None:
+                    total.backlog_exact = False
+                else:
+                    total.backlog += cursor.backlog
+                    total.backlog_exact = total.backlog_exact and cursor.backlog_exact
+        for total in totals.values():
+            if self.missing:
+                total.backlog_exact = False
+        return [totals[k] for k in sorted(totals)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partitioned": True,
+            "metadata_path": self.metadata_path,
+            "partitions_declared": self.declared,
+            "partitions": [p.to_json() for p in self.partitions],
+            "missing_partitions": list(self.missing),
+            "total": {
+                "partitions": len(self.partitions),
+                "ledgers": self.ledgers,
+                "entries": self.entries,
+                "size": self.size,
+                "entries_exact": self.exact and not self.missing,
+                "subscriptions": [s.to_json() for s in self.subscriptions()],
+            },
+            "findings": self.findings,
+        }
+
+
+def partitioned_topic_info(source: LedgerSource, topic: str) -> PartitionedTopicInfo | None:
+    """A partitioned topic named by its base name: every partition the partitioned-topic
+    metadata declares (``/admin/partitioned-topics/...``), read as :func:`topic_info` reads
+    one, and the sum. None when ``topic`` names a partition, a topic with a managed ledger
+    of its own, or nothing partitioned (neither the metadata nor any partition's managed
+    ledger). Without the metadata node the partitions present are shown, and its absence
+    is a finding."""
+    import json
+
+    from pulsarctl_py.stores.metadata import read_managed_ledger, resolve_topic
+    from pulsarctl_py.stores.metadata.base import join
+
+    store = require_metadata(source)
+    name = resolve_topic(topic)
+    if name.partition_index >= 0 or store.get(name.ml_path) is not None:
+        return None
+    path = partitioned_metadata_path(name)
+    node = store.get(path)
+    declared: int | None = None
+    problems: list[str] = []
+    if node is not None:
+        try:
+            declared = int(json.loads(bytes(node.data))["partitions"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            problems.append(f"{path} does not decode as partitioned-topic metadata")
+    folder = name.ml_path.rsplit("/", 1)[0]
+    present: dict[int, TopicName] = {}
+    for child in store.children(folder):
+        try:
+            found = mld.TopicName.from_ml_path(join(folder, child))
+        except (LedgerctlError, ValueError):
+            continue
+        if found.partition_index >= 0 and found.partitioned_topic == name:
+            present[found.partition_index] = found
+    if node is None:
+        if not present:
+            return None
+        problems.append(
+            f"no partitioned-topic metadata ({path}): the partitions found are shown, "
+            "the broker does not know the topic as partitioned"
+        )
+    wanted = range(declared) if declared is not None else sorted(present)
+    beyond = sorted(i for i in present if declared is not None and i >= declared)
+    if beyond:
+        problems.append(
+            f"managed ledgers of partitions {', '.join(map(str, beyond))} beyond the "
+            f"{declared} partitions {path} declares"
+        )
+    out = PartitionedTopicInfo(name.full_name, path, declared, problems=problems)
+    for index in wanted:
+        part = present.get(index, name.partition(index))
+        record = read_managed_ledger(store, part) if index in present else None
+        if record is None:
+            out.missing.append(part.full_name)
+            continue
+        out.partitions.append(_topic_info(source, record))
+    return out

@@ -139,6 +139,15 @@ def cursor_ledger_state(
 ) -> tuple[Position, list[tuple[str, int]]] | None:
     """The last PositionInfo of a cursor ledger, or None when it cannot be read (the broker
     then rolls back to the znode's position, see :func:`cursor_snapshots`)."""
+    info = cursor_ledger_info(source, ledger_id)
+    if info is None:
+        return None
+    return (info.ledgerId, info.entryId), [(p.name, p.value) for p in info.properties]
+
+
+def cursor_ledger_info(source: LedgerSource | None, ledger_id: int) -> mlpb.PositionInfo | None:
+    """The last PositionInfo of a cursor ledger, whole (with its individual acks), or None
+    when it cannot be read."""
     if source is None or source.bookie is None:
         return None
     try:
@@ -162,7 +171,7 @@ def cursor_ledger_state(
         info, missing = mld.parse_position_info(layer.raw)
         if missing:
             return None
-        return (info.ledgerId, info.entryId), [(p.name, p.value) for p in info.properties]
+        return info
     return None
 
 

@@ -75,6 +75,8 @@ class VerifyStats:
     checks: dict[str, int] = field(default_factory=dict)
     #: entries whose digest could not be verified (a MAC digest without the password)
     unverified: int = 0
+    #: per topic checked: [ledgers, entries, payload bytes] that its checks read
+    per_topic: dict[str, list[int]] = field(default_factory=dict)
 
     def count(self, finding: Finding) -> None:
         self.findings[finding.severity] = self.findings.get(finding.severity, 0) + 1

@@ -114,8 +114,15 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
         )
     for ref in refs:
         run.report("topic", ref.topic.full_name)
+        stats = run.stats
+        before = (stats.ledgers, stats.entries, stats.payload_bytes)
         for finding in _topic(run, ref.topic):
             yield run.emit(finding)
+        stats.per_topic[ref.topic.full_name] = [
+            stats.ledgers - before[0],
+            stats.entries - before[1],
+            stats.payload_bytes - before[2],
+        ]
         run.topics_done += 1
         run.stats.topics += 1
     if topics is None:
