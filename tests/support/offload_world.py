@@ -117,15 +117,22 @@ def read_all(box: Sandbox, topic: str) -> list[ReadMessage]:
 
 
 def build(box: Sandbox, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, OffloadedTopic]:
-    """The offloaded topics of ``kinds``: produced, offloaded (bookkeeperDeleted), read back."""
+    """The offloaded topics of ``kinds``: produced, offloaded (bookkeeperDeleted), read back.
+    The offloads run at once (one per topic), and are waited for together."""
     box.offload_info  # noqa: B018 (fails plainly on a sandbox without offloaders)
-    topics: dict[str, OffloadedTopic] = {}
+    names = {}
     for n, kind in enumerate(kinds):
-        namespace, driver, compression = KINDS[kind]
-        topic = f"persistent://{namespace}/offloaded-{kind}-{RUN}"
-        produce(box, topic, seed=n)
-        ledgers = box.offload(topic)
-        topics[kind] = OffloadedTopic(topic, driver, compression, ledgers, read_all(box, topic))
+        namespace, _driver, _compression = KINDS[kind]
+        names[kind] = f"persistent://{namespace}/offloaded-{kind}-{RUN}"
+        produce(box, names[kind], seed=n)
+    started = {kind: box.start_offload(topic) for kind, topic in names.items()}
+    topics: dict[str, OffloadedTopic] = {}
+    for kind, topic in names.items():
+        _namespace, driver, compression = KINDS[kind]
+        box.wait_offloaded(topic, started[kind])
+        topics[kind] = OffloadedTopic(
+            topic, driver, compression, started[kind], read_all(box, topic)
+        )
     return topics
 
 

@@ -24,6 +24,7 @@ read from a copy (``hdfs dfs -get``) given as ``file://``.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -176,9 +177,13 @@ class _File:
             self.crc.check(self.data, start, end)
 
     def close(self) -> None:
-        self.data.release()
+        self.data = memoryview(b"")
         if self.map is not None:
-            self.map.close()
+            # a reader's generator not run to its end still holds slices of the map: it is
+            # then unmapped when they are collected
+            with contextlib.suppress(BufferError):
+                self.map.close()
+            self.map = None
 
 
 class MapFileLedger:
@@ -316,7 +321,9 @@ class MapFileLedger:
         A damaged record or block raises; with ``keep_going`` the entries it makes
         unreadable come out as :class:`TieredEntry` with ``error`` set, up to the next
         position the index gives (or ``last``, or the embedded metadata's lastEntryId),
-        and the read goes on from there. An id the data skips comes out the same way."""
+        and the read goes on from there. An id the data skips comes out the same way.
+        Callers pass ``last`` from the managed ledger's LedgerInfo (``entries - 1``): the
+        embedded metadata may be in the damaged block."""
         first = max(first, 0)
         if last is None and keep_going:
             try:
@@ -327,8 +334,14 @@ class MapFileLedger:
         next_id = first
         while last is None or next_id <= last:
             _key, offset = self.start_offset(next_id)
+            previous: int | None = None
             try:
                 for key, rec in self._records(offset):
+                    if previous is not None and key <= previous:
+                        raise CorruptEntryError(
+                            LAYER, rec.offset, f"a key above {previous} (keys ascend)", str(key)
+                        )
+                    previous = key
                     if key < next_id:
                         continue
                     if last is not None and key > last:
@@ -344,6 +357,16 @@ class MapFileLedger:
                         next_id += 1
                     yield TieredEntry(self.ledger_id, key, value, rec.offset)
                     next_id = key + 1
+                # the file ended before ``last``: the entries after its last record
+                while last is not None and next_id <= last:
+                    message = (
+                        f"ledger {self.ledger_id}: entry {next_id} is not in the offloaded "
+                        f"data (it ends at entry {next_id - 1})"
+                    )
+                    if not keep_going:
+                        raise NotFoundError(message)
+                    yield TieredEntry(self.ledger_id, next_id, b"", self.seq.size, message)
+                    next_id += 1
                 return
             except LedgerctlError as exc:
                 if not keep_going:

@@ -242,19 +242,28 @@ class _Inflater:
         return _vlong_rest(self.take(1)[0], self.take)
 
     def finish(self) -> None:
-        """Whatever the buffer holds past the records read is damage."""
-        if self.buf or self.z.unconsumed_tail:
+        """The buffer must end where its records do, its zlib stream whole (its Adler-32
+        checked): anything else is damage."""
+        if self.buf:
             raise CorruptEntryError(
                 LAYER, self.offset, f"the end of {self.what}", "more bytes than its records"
             )
-        if self.pending:
+        while not self.z.eof:
+            src = self.z.unconsumed_tail or self.pending
+            self.pending = memoryview(b"")
             try:
-                extra = self.z.decompress(self.pending, 1)
-            except zlib.error:
-                extra = b"?"
+                extra = self.z.decompress(src, 1)
+            except zlib.error as exc:
+                raise CorruptEntryError(
+                    LAYER, self.offset, f"zlib data ({self.what})", f"damaged ({exc})"
+                ) from None
             if extra:
                 raise CorruptEntryError(
                     LAYER, self.offset, f"the end of {self.what}", "more bytes than its records"
+                )
+            if not self.z.unconsumed_tail and not self.z.eof:
+                raise CorruptEntryError(
+                    LAYER, self.offset, f"a whole zlib stream ({self.what})", "a truncated one"
                 )
 
 
@@ -286,9 +295,9 @@ class SequenceFile:
         self.data = memoryview(data)
         self.name = name
         self.check = check
-        if check is not None:
-            check(0, min(len(self.data), 4096))
         self.header = parse_header(self.data, name)
+        if check is not None:
+            check(0, self.header.length)
 
     @property
     def size(self) -> int:

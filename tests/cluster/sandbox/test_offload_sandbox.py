@@ -91,3 +91,70 @@ def test_status_names_the_s3_server(offload_sandbox) -> None:
         ).stdout
     )
     assert status["s3"] is True
+
+
+def test_filesystem_offloads_read_as_the_broker_reads_them(offload_sandbox, offload_world):
+    """Every message ledgerctl reads from the filesystem offloader's files (the BookKeeper
+    copies deleted) is the one a broker reader returned, in order, with its id."""
+    from pulsarctl_py.decoders import decode_entry
+    from pulsarctl_py.stores.tiered.filesystem import (
+        MapFileLedger,
+        decode_options,
+        ledger_directory,
+        local_path,
+        offload_uuid,
+    )
+
+    for kind in ("fs-block", "fs-record"):
+        world = offload_world[kind]
+        info = {i.ledgerId: i for i in offload_sandbox.ml_info(world.topic).ledgerInfo}
+        tenant, ns, local = world.short.split("/", 2)
+        got = []
+        for ledger in world.ledgers:
+            ctx = info[ledger].offloadContext
+            props = {p.key: p.value for p in ctx.driverMetadata.properties}
+            directory = ledger_directory(
+                local_path(props["storageBasePath"]),
+                f"{tenant}/{ns}/persistent/{local}",
+                ledger,
+                offload_uuid(ctx.uidMsb, ctx.uidLsb),
+            )
+            with MapFileLedger(directory, ledger) as m:
+                md = m.metadata()
+                assert md.last_entry_id == info[ledger].entries - 1
+                assert md.length == info[ledger].size
+                entries = list(m.read_entries(0, info[ledger].entries - 1))
+                assert len(entries) == info[ledger].entries
+                for e in entries:
+                    decoded = decode_entry(e.data, decode_options(), (ledger, e.entry_id))
+                    assert decoded.ok, decoded.problems
+                    # the broker's entry metadata (the index interceptor) is in the bytes
+                    assert decoded.broker_entry_metadata is not None
+                    got += [
+                        (
+                            m.ledger_id,
+                            e.entry_id,
+                            msg.batch_index,
+                            msg.key,
+                            bytes(msg.value),
+                            msg.properties,
+                            msg.publish_time,
+                            msg.event_time or 0,
+                        )
+                        for msg in decoded.messages
+                    ]
+        want = [
+            (
+                r.ledger_id,
+                r.entry_id,
+                r.batch_index,
+                r.key,
+                r.value,
+                r.properties,
+                r.publish_time,
+                r.event_time,
+            )
+            for r in world.messages
+        ]
+        assert len(want) == 1600
+        assert got == want, kind
