@@ -158,3 +158,68 @@ def test_filesystem_offloads_read_as_the_broker_reads_them(offload_sandbox, offl
         ]
         assert len(want) == 1600
         assert got == want, kind
+
+
+def test_inspect_reads_an_offloaded_ledger_by_id(
+    offload_sandbox, offload_world, tmp_path, capsys, monkeypatch
+):
+    """`inspect <ledger>` of a ledger whose BookKeeper copy is gone: found through its
+    managed ledger's offloadContext, read from the filesystem offloader's files (or from a
+    copy with --offload-url), with the messages a broker reader returned."""
+    import base64
+    import shutil
+
+    from tests.support.cli_helpers import run
+
+    world = offload_world["fs-record"]
+    monkeypatch.setenv("LEDGERCTL_METADATA_URL", offload_sandbox.metadata_url)
+    monkeypatch.setenv("LEDGERCTL_BOOKKEEPER_METADATA_URL", offload_sandbox.bookkeeper_metadata_url)
+    monkeypatch.delenv("LEDGERCTL_OFFLOAD_URL", raising=False)
+
+    def cli(*args):
+        return run(capsys, *args)
+
+    ledger = world.ledgers[1]  # the keyed LZ4 batches
+
+    def messages(result) -> list[tuple]:
+        assert result.code == 0, result.err
+        return [
+            (m["message_id"], m["key"], base64.b64decode(m["value"]))
+            for line in result.out.splitlines()
+            for m in json.loads(line)["messages"]
+        ]
+
+    want = [
+        (f"{m.ledger_id}:{m.entry_id}:{m.batch_index}", m.key, m.value)
+        for m in world.messages
+        if m.ledger_id == ledger
+    ]
+    assert len(want) == 400
+    assert messages(cli("inspect", ledger, "-o", "jsonl")) == want
+    # a copy of the offload root, elsewhere
+    root = Path(offload_sandbox.offload_info["filesystem"]["root"])
+    tenant, ns, local = world.short.split("/", 2)
+    copy = tmp_path / "copy"
+    shutil.copytree(
+        root / tenant / ns / "persistent" / local, copy / tenant / ns / "persistent" / local
+    )
+    copied = cli("inspect", ledger, "-o", "jsonl", "--offload-url", copy.as_uri())
+    assert messages(copied) == want
+    # the whole topic: its offloaded ledgers, then its current (empty) one on the bookies
+    whole = messages(cli("inspect", "--topic", world.short, "-o", "jsonl"))
+    assert [(mid.split(":")[:2], value) for mid, _key, value in whole] == [
+        ([str(m.ledger_id), str(m.entry_id)], m.value) for m in world.messages
+    ]
+    # one entry, read from the nearest indexed key
+    one = cli("inspect", f"{ledger}:17", "-o", "jsonl")
+    assert [m[0].rsplit(":", 1)[0] for m in messages(one)] == [f"{ledger}:17"] * 10
+    # a copy without the ledger: the data is gone, said plainly (exit 1)
+    empty = cli("inspect", ledger, "--offload-url", (tmp_path / "empty").as_uri())
+    assert empty.code == 1
+    assert "bookkeeperDeleted" in empty.err and "gone" in empty.err
+    assert "Traceback" not in empty.err
+    # the S3 driver's data is not read here yet: one line, exit 2
+    s3 = offload_world["s3"]
+    refused = cli("inspect", s3.ledgers[0])
+    assert refused.code == 2 and "S3 driver" in refused.err
+    assert len(refused.err.strip().splitlines()) == 1
