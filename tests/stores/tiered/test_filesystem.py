@@ -362,3 +362,73 @@ def test_mutated_real_files_never_crash(tmp_path_factory, kind, member, flips, c
                     assert "\n" not in entry.error
     except LedgerctlError as exc:
         assert "\n" not in exc.one_line()
+
+
+def test_a_block_buffer_must_end_with_its_records() -> None:
+    """A block's values buffer holding more than its value lengths say, or a zlib stream
+    whose Adler-32 is wrong, is damage: each buffer is read to its end."""
+    sync = bytes(range(16))
+
+    def block(values: bytes, damage_adler: bool = False) -> bytes:
+        out = seqfile_writer.header(seqfile_writer.LONG, seqfile_writer.BYTES, "BLOCK", sync)
+        out += struct.pack(">i", -1) + sync + write_vlong(1)
+        for i, part in enumerate((b"\x08", b"k" * 8, b"\x05", values)):
+            packed = zlib.compress(part)
+            if i == 3 and damage_adler:
+                packed = packed[:-1] + bytes([packed[-1] ^ 1])
+            out += write_vlong(len(packed)) + packed
+        return out
+
+    value = b"\x00\x00\x00\x01v"
+    assert [r.value for r in SequenceFile(block(value), "t").records()] == [value]
+    with pytest.raises(CorruptEntryError, match="more bytes than its records"):
+        list(SequenceFile(block(value + b"extra" * 1000), "t").records())
+    with pytest.raises(CorruptEntryError, match="values"):
+        list(SequenceFile(block(value, damage_adler=True), "t").records())
+
+
+def test_keys_out_of_order_and_a_short_file_are_findings(tmp_path) -> None:
+    directory = tmp_path / "1-x"
+    directory.mkdir()
+    records = [
+        (seqfile_writer.long_key(k), seqfile_writer.bytes_value(b"e%d" % k))
+        for k in (-1, 0, 1, 5, 3)
+    ]
+    data, _ = seqfile_writer.write(records, "RECORD")
+    index, _ = seqfile_writer.write(
+        [
+            (
+                seqfile_writer.long_key(-1),
+                seqfile_writer.long_key(
+                    len(
+                        seqfile_writer.header(
+                            seqfile_writer.LONG, seqfile_writer.BYTES, "RECORD", bytes(range(16))
+                        )
+                    )
+                ),
+            )
+        ],
+        "BLOCK",
+        value_class=seqfile_writer.LONG,
+    )
+    (directory / "data").write_bytes(data)
+    (directory / "index").write_bytes(index)
+    with MapFileLedger(directory, 1) as m:
+        with pytest.raises(CorruptEntryError, match="keys ascend"):
+            list(m.read_entries(5, 9))
+        out = list(m.read_entries(0, 9, keep_going=True))
+        assert [e.entry_id for e in out if e.error is None] == [0, 1, 5]
+        assert [e.entry_id for e in out] == list(range(10))
+    # a file that ends before the ledger's last entry: the rest is missing, not "done"
+    (directory / "data").write_bytes(seqfile_writer.write(records[:3], "RECORD")[0])
+    with MapFileLedger(directory, 1) as m:
+        with pytest.raises(NotFoundError, match="entry 2 is not in the offloaded data"):
+            list(m.read_entries(0, 4))
+        out = list(m.read_entries(0, 4, keep_going=True))
+        assert [(e.entry_id, e.error is None) for e in out] == [
+            (0, True),
+            (1, True),
+            (2, False),
+            (3, False),
+            (4, False),
+        ]
