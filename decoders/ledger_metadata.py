@@ -225,6 +225,17 @@ def _parse_v3(data: bytes, at: int) -> LedgerMetadata:
     return _from_format(msg, FORMAT_V3, missing)
 
 
+def parse_format_bytes(data: bytes) -> LedgerMetadata:
+    """A bare serialized ``LedgerMetadataFormat`` (no version header), as tiered storage
+    embeds it (Pulsar's ``OffloadUtils.buildLedgerMetadataFormat``). The offloader stores
+    no password, so the digest type is taken from the field itself."""
+    msg, missing = parse_proto(bkpb.LedgerMetadataFormat, data, LAYER, 0)
+    md = _from_format(msg, FORMAT_V3, missing)
+    if md.digest_type is None and msg.HasField("digestType"):
+        md.digest_type = DigestType(msg.digestType)
+    return md
+
+
 def _parse_v2(data: bytes, at: int) -> LedgerMetadata:
     msg = bkpb.LedgerMetadataFormat()
     try:

@@ -91,6 +91,7 @@ def serves(source: LedgerSource, view: LedgerView, request: InspectRequest) -> b
     mac = digest is DigestType.HMAC and view.password is not None and request.depth is Depth.ENTRY
     return (
         request.verify
+        and view.tiered is None  # read from tiered storage: the general path
         and view.kind != "cursor"  # decoded as PositionInfo: the general path
         and view.entry_format is None  # a transaction store's records: the general path
         and (digest in _HEAD_DIGESTS or mac)

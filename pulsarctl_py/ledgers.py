@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.bookie import BookieStore, LedgerInfo, StoredEntry
     from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
     from pulsarctl_py.stores.metadata import MetadataStore
+    from pulsarctl_py.stores.tiered.filesystem import MapFileLedger
+    from pulsarctl_py.stores.tiered.locate import TieredLedger
 
 
 @dataclass(slots=True)
@@ -65,6 +67,9 @@ class LedgerView:
     entry_format: str | None = None
     digest_type: DigestType | None = None
     password: bytes | None = field(default=None, repr=False)
+    #: the ledger's offload, read from tiered storage (its BookKeeper metadata gone; its
+    #: metadata is then the one the offloader embedded): None when read from bookies
+    tiered: TieredLedger | None = None
 
     @property
     def lac(self) -> int | None:
@@ -155,6 +160,7 @@ class LedgerView:
             "metadata": self.metadata.to_json() if self.metadata is not None else None,
             "metadata_error": self.metadata_error,
             "bookie": self.bookie_json(),
+            "tiered": self.tiered.to_json() if self.tiered is not None else None,
         }
 
 
@@ -180,12 +186,21 @@ class LedgerSource:
         metadata: MetadataStore | None,
         bookie: BookieStore | LiveBookieStore | None,
         password: bytes | None = None,
+        *,
+        tiered: bool = False,
+        offload_url: str | None = None,
     ) -> None:
         self.metadata = metadata
         self.bookie = bookie
         self.password = password  # an override for every ledger (from env or file)
         self._reach: Reach | None = None
         self._cluster: list[str] | None = None
+        #: look for ledgers without BookKeeper metadata in tiered storage (their managed
+        #: ledger's offloadContext), reading a copy at ``offload_url`` when given
+        self.tiered = tiered
+        self.offload_url = offload_url
+        self._offloaded: dict[int, TieredLedger] | None = None
+        self._tiered_readers: dict[int, MapFileLedger] = {}
 
     @classmethod
     @contextlib.contextmanager
@@ -199,6 +214,8 @@ class LedgerSource:
         need_bookie: bool = False,
         live: ClientOptions | None = None,
         metadata_only: bool = False,
+        tiered: bool = False,
+        offload_url: str | None = None,
     ) -> Iterator[LedgerSource]:
         """Open the stores named by flags or by the env/config defaults, and close them.
 
@@ -229,7 +246,11 @@ class LedgerSource:
                 from pulsarctl_py.stores.live.config import resolve_client_options
 
                 bookie = LiveBookieStore(store, live or resolve_client_options(), password)
-            yield cls(store, bookie, password)
+            source = cls(store, bookie, password, tiered=tiered, offload_url=offload_url)
+            try:
+                yield source
+            finally:
+                source.close_tiered()
         finally:
             if bookie is not None:
                 bookie.close()
@@ -348,7 +369,16 @@ class LedgerSource:
                     if len(data) >= BK_HEADER.size:
                         view.last_stored_lac = BK_HEADER.unpack_from(data, 0)[2]
         if (
+            self.tiered
+            and view.metadata is None
+            and view.metadata_error is None
+            and view.bookie is None
+            and view.last_stored is None
+        ):
+            self._attach_tiered(view)
+        if (
             view.metadata is None
+            and view.tiered is None
             and view.bookie is None
             and view.last_stored is None
             and view.storage_error is None
@@ -369,6 +399,70 @@ class LedgerSource:
         if self.password is not None:
             view.password = self.password
         return view
+
+    # -- tiered storage ------------------------------------------------------------------
+
+    def offloaded(self) -> dict[int, TieredLedger]:
+        """Every offloaded ledger the managed ledgers name (read once per source)."""
+        if self._offloaded is None:
+            from pulsarctl_py.stores.tiered.locate import offloaded_ledgers
+
+            self._offloaded = offloaded_ledgers(self.metadata) if self.metadata else {}
+        return self._offloaded
+
+    def _attach_tiered(self, view: LedgerView) -> None:
+        """A ledger without BookKeeper metadata that its managed ledger says is offloaded:
+        read from tiered storage, with the metadata the offloader embedded."""
+        loc = self.offloaded().get(view.ledger_id)
+        if loc is None:
+            return
+        view.tiered = loc
+        # what tiered storage holds, as its managed ledger records it
+        view.last_stored = loc.last_entry_id
+        try:
+            view.metadata = self._tiered_reader(view).metadata()
+        except LedgerctlError as exc:
+            view.metadata_error = exc.one_line()
+
+    def _tiered_reader(self, view: LedgerView) -> MapFileLedger:
+        from pulsarctl_py.stores.tiered.locate import open_tiered
+
+        assert view.tiered is not None
+        reader = self._tiered_readers.get(view.ledger_id)
+        if reader is None:
+            reader = open_tiered(view.tiered, self.offload_url)
+            self._tiered_readers[view.ledger_id] = reader
+        return reader
+
+    def close_tiered(self) -> None:
+        for reader in self._tiered_readers.values():
+            reader.close()
+        self._tiered_readers.clear()
+
+    def _tiered_entries(
+        self,
+        view: LedgerView,
+        first: int,
+        last: int | None,
+        options: DecodeOptions,
+        keep_going: bool,
+    ) -> Iterator[tuple[int, Entry]]:
+        """(entry id, decoded entry) of an offloaded ledger; a damaged record is an
+        :func:`unreadable_entry` with ``keep_going``."""
+        from pulsarctl_py.errors import DataError
+
+        assert view.tiered is not None
+        end = view.tiered.last_entry_id if last is None else min(last, view.tiered.last_entry_id)
+        reader = self._tiered_reader(view)
+        for stored in reader.read_entries(first, end, keep_going=keep_going):
+            position = (view.ledger_id, stored.entry_id)
+            if stored.error is not None:
+                yield (
+                    stored.entry_id,
+                    unreadable_entry(view.ledger_id, stored.entry_id, DataError(stored.error)),
+                )
+            else:
+                yield stored.entry_id, decode_entry(stored.data, options, position)
 
     def _ask_live(self, view: LedgerView, unreachable_ok: bool) -> None:
         """The running bookies' view of a ledger (READ_LAC to its last ensemble)."""
@@ -406,6 +500,11 @@ class LedgerSource:
         self, view: LedgerView, first: int = 0, last: int | None = None
     ) -> Iterator[StoredEntry]:
         """The stored entries in [first, last], in order (nothing without bookie storage)."""
+        if view.tiered is not None:
+            raise LedgerctlError(
+                f"ledger {view.ledger_id} is read from tiered storage: its entries have no "
+                "bookie framing to show raw"
+            )
         if self.bookie is None:
             raise LedgerctlError(
                 f"ledger {view.ledger_id}: no bookie storage to read entries from "
@@ -442,6 +541,12 @@ class LedgerSource:
         options = self.entry_options(view, depth, verify, private_key, max_uncompressed)
         if assembler is None:
             assembler = ChunkAssembler(options)
+        if view.tiered is not None:
+            for _entry_id, entry in self._tiered_entries(view, first, last, options, keep_going):
+                if entry.chunk is not None and depth is Depth.MESSAGES and join_chunks:
+                    assembler.add(entry)
+                yield entry
+            return
         decode = _Detecting(options) if options.digest_type is None and verify else None
         next_id = first
         while last is None or next_id <= last:
@@ -478,7 +583,8 @@ class LedgerSource:
     ) -> DecodeOptions:
         """How :meth:`entries` decodes this ledger's entries."""
         options = DecodeOptions(
-            outer=Outer.BOOKIE_ENTRY,
+            # an offloaded entry is the broker's bytes, without the bookie's framing
+            outer=Outer.PULSAR_ENTRY if view.tiered is not None else Outer.BOOKIE_ENTRY,
             digest_type=view.digest_type,
             password=view.password,
             private_key=private_key,
