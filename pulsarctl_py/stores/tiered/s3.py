@@ -144,8 +144,13 @@ class S3Objects:
             error = exc.response.get("Error", {})
             code = str(error.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("NoSuchKey", "404", "NotFound") and key is not None:
-                return OffloadObjectMissing(f"{key}: no such object in {self.name}")
+            if code in ("NoSuchBucket",) or (code in ("404", "NotFound") and key is None):
+                return OffloadUnreachable(
+                    f"S3 endpoint {self.endpoint_name} refused: no bucket "
+                    f"{self.location.bucket} there ({status} {code})"
+                )
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return OffloadObjectMissing("no such object")
             if code == "InvalidRange":
                 return OffloadFormatError(f"{what}: a range past the object's end was asked")
             message = str(error.get("Message", "") or "").replace("\n", " ")
@@ -179,7 +184,12 @@ class S3Objects:
     # -- ObjectSource ---------------------------------------------------------------------
 
     def head(self, key: str) -> ObjectHead:
-        answer = self._ask(key, self.client.head_object, Bucket=self.location.bucket, Key=key)
+        try:
+            answer = self._ask(key, self.client.head_object, Bucket=self.location.bucket, Key=key)
+        except OffloadObjectMissing:
+            # a HEAD answers a bare 404 whether the key or the whole bucket is missing
+            self._ask(None, self.client.head_bucket, Bucket=self.location.bucket)
+            raise
         metadata = {str(k).lower(): str(v) for k, v in (answer.get("Metadata") or {}).items()}
         return ObjectHead(int(answer["ContentLength"]), metadata)
 
