@@ -49,9 +49,10 @@ def metadata_bytes(entries: list[bytes], *, ctime: int = 1_767_225_600_000) -> b
 
 
 def write_ledger(
-    entries: list[bytes], max_block_size: int = 64 << 20
+    entries: list[bytes], max_block_size: int = 64 << 20, metadata: bytes | None = None
 ) -> tuple[bytes, bytes, list[IndexEntry]]:
-    """``(data object, index object, blocks)`` for a closed ledger holding ``entries``."""
+    """``(data object, index object, blocks)`` for a closed ledger holding ``entries``;
+    ``metadata``: the embedded LedgerMetadataFormat bytes (default: made up)."""
     data = bytearray()
     blocks: list[IndexEntry] = []
     remaining = sum(len(e) for e in entries)
@@ -71,7 +72,8 @@ def write_ledger(
         pad = size - len(block)
         block += (BLOCK_PADDING * (pad // 4 + 1))[:pad]
         data += block
-    index = encode_index(metadata_bytes(entries), blocks, len(data))
+    md = metadata_bytes(entries) if metadata is None else metadata
+    index = encode_index(md, blocks, len(data))
     return bytes(data), index, blocks
 
 
