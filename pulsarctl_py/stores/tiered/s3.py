@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,22 @@ class S3Location:
         )
 
 
+_SESSION: Any = None
+_SESSION_LOCK = threading.Lock()
+
+
+def _new_client(**kwargs: Any) -> Any:
+    """An S3 client from the process's one boto3 session (a new session loads botocore's
+    service models again; a session makes clients one at a time)."""
+    global _SESSION
+    with _SESSION_LOCK:
+        if _SESSION is None:
+            import boto3
+
+            _SESSION = boto3.session.Session()
+        return _SESSION.client("s3", **kwargs)
+
+
 def _credentials() -> dict[str, str]:
     """Pulsar's ACCESS_KEY_ID/ACCESS_KEY_SECRET when AWS's variables name no key; empty
     otherwise (boto3 then follows AWS's chain)."""
@@ -108,7 +125,7 @@ class S3Objects:
     def client(self) -> Any:
         if self._client is None:
             try:
-                import boto3
+                import boto3  # noqa: F401
                 from botocore.config import Config
             except ImportError:
                 from pulsarctl_py.decoders.errors import LedgerctlError
@@ -124,8 +141,7 @@ class S3Objects:
                 # addresses; AWS itself serves both
                 s3={"addressing_style": "path" if self.location.endpoint else "auto"},
             )
-            self._client = boto3.session.Session().client(
-                "s3",
+            self._client = _new_client(
                 endpoint_url=self.location.endpoint,
                 region_name=self.location.region or os.environ.get("AWS_REGION") or DEFAULT_REGION,
                 config=config,
