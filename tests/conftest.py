@@ -25,7 +25,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # the shared Spark session and the engine-parametrized fixture of the behaviour suite
 # the real Pulsar cluster of scripts/sandbox, and the data the official clients put in it
-from tests.support.fixtures.sandbox import sandbox  # noqa: E402, F401
+from tests.support.fixtures.sandbox import offload_sandbox, sandbox  # noqa: E402, F401
 from tests.support.fixtures.spark import engine, spark  # noqa: E402, F401
 
 # one real ZooKeeper per session (and per test where a test disturbs it), for every test
@@ -44,6 +44,15 @@ def sandbox_world(sandbox):  # noqa: F811
     from tests.support.sandbox_world import build_world
 
     return build_world(sandbox)
+
+
+@pytest.fixture(scope="session")
+def offload_world(offload_sandbox):  # noqa: F811
+    """Topics offloaded by the sandbox's real offloaders (filesystem BLOCK and RECORD, S3),
+    their BookKeeper copies deleted, with what a broker reader returned for each."""
+    from tests.support.offload_world import build
+
+    return build(offload_sandbox)
 
 
 def pytest_collection_modifyitems(items):

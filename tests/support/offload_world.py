@@ -1,0 +1,134 @@
+"""Offloaded topics on the sandbox (``scripts/sandbox up --offload``): produced with the
+official Python client, offloaded through the broker's admin API, the BookKeeper copy
+deleted, and what a broker reader then returns (the broker reads them from tiered storage).
+
+One topic per way the sandbox offloads: the filesystem offloader with Pulsar's shipped
+profile (BLOCK compression, the broker's default), with RECORD compression (namespace
+``public/offload-record``) and the jcloud ``S3`` driver (namespace ``public/offload-s3``).
+Each has two ledgers: the first past the BLOCK profile's 1 MB block size and Hadoop's
+100 KB RECORD sync interval (random 1 KiB values), the second with LZ4 batches of keyed
+messages; both past the MapFile index interval (128 keys).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tests.support.fixtures.sandbox import Sandbox
+
+#: a suffix for this run's topic names: a sandbox reused across runs gets new topics
+RUN = uuid.uuid4().hex[:6]
+
+KINDS = {
+    "fs-block": ("public/default", "filesystem", "BLOCK"),
+    "fs-record": ("public/offload-record", "filesystem", "RECORD"),
+    "s3": ("public/offload-s3", "S3", None),
+}
+
+
+@dataclass(frozen=True)
+class ReadMessage:
+    """One message as a broker reader returned it."""
+
+    ledger_id: int
+    entry_id: int
+    batch_index: int
+    key: str | None
+    value: bytes
+    properties: dict[str, str]
+    publish_time: int
+    event_time: int
+
+
+@dataclass
+class OffloadedTopic:
+    topic: str  # persistent://tenant/ns/name
+    driver: str
+    compression: str | None
+    ledgers: list[int]
+    messages: list[ReadMessage]
+
+    @property
+    def short(self) -> str:
+        return self.topic.split("://", 1)[1]
+
+
+def produce(box: Sandbox, topic: str, seed: int) -> None:
+    """Two ledgers: 1200 unbatched random 1 KiB values, then 400 keyed LZ4 batches."""
+    import pulsar
+
+    rnd = random.Random(seed)
+    client = box.client()
+    try:
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        for i in range(1200):
+            producer.send_async(
+                rnd.randbytes(1024), None, properties={"i": str(i)}, event_timestamp=1000 + i
+            )
+        producer.flush()
+        producer.close()
+        box.unload(topic)
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            block_if_queue_full=True,
+            batching_max_messages=10,
+            batching_max_publish_delay_ms=50,
+            compression_type=pulsar.CompressionType.LZ4,
+        )
+        for i in range(400):
+            producer.send_async(f"value-{i}-".encode() * 8, None, partition_key=f"key-{i % 13}")
+        producer.flush()
+        producer.close()
+    finally:
+        client.close()
+
+
+def read_all(box: Sandbox, topic: str) -> list[ReadMessage]:
+    """Every message from the start, through a broker reader."""
+    import pulsar
+
+    client = box.client()
+    out: list[ReadMessage] = []
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        while reader.has_message_available():
+            msg = reader.read_next(timeout_millis=30000)
+            mid = msg.message_id()
+            out.append(
+                ReadMessage(
+                    ledger_id=mid.ledger_id(),
+                    entry_id=mid.entry_id(),
+                    batch_index=mid.batch_index(),
+                    key=msg.partition_key() or None,
+                    value=msg.data(),
+                    properties=dict(msg.properties()),
+                    publish_time=msg.publish_timestamp(),
+                    event_time=msg.event_timestamp(),
+                )
+            )
+        reader.close()
+    finally:
+        client.close()
+    return out
+
+
+def build(box: Sandbox, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, OffloadedTopic]:
+    """The offloaded topics of ``kinds``: produced, offloaded (bookkeeperDeleted), read back."""
+    box.offload_info  # noqa: B018 (fails plainly on a sandbox without offloaders)
+    topics: dict[str, OffloadedTopic] = {}
+    for n, kind in enumerate(kinds):
+        namespace, driver, compression = KINDS[kind]
+        topic = f"persistent://{namespace}/offloaded-{kind}-{RUN}"
+        produce(box, topic, seed=n)
+        ledgers = box.offload(topic)
+        topics[kind] = OffloadedTopic(topic, driver, compression, ledgers, read_all(box, topic))
+    return topics
+
+
+def offload_context(box: Sandbox, topic: str) -> dict[int, Any]:
+    """ledger id -> its OffloadContext, from the managed ledger's metadata."""
+    return {i.ledgerId: i.offloadContext for i in box.ml_info(topic).ledgerInfo}
