@@ -25,7 +25,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .jcloud import ObjectHead, OffloadFormatError, OffloadObjectMissing, OffloadUnreachable
+from .jcloud import (
+    JcloudLedger,
+    ObjectHead,
+    OffloadFormatError,
+    OffloadObjectMissing,
+    OffloadUnreachable,
+    uuid_of,
+)
 
 #: driver names (``offloadContext.driverMetadata.name`` / managedLedgerOffloadDriver)
 #: whose objects this module reads
@@ -393,3 +400,22 @@ def list_offload_objects(source: S3Objects, prefix: str = "") -> OffloadListing:
             continue
         hit[0].uploads.append(upload)
     return OffloadListing(source.name, groups, other)
+
+
+def open_ledger(
+    ledger_id: int,
+    offload_context: Any,
+    *,
+    endpoint: str | None = None,
+    bucket: str | None = None,
+) -> JcloudLedger:
+    """The offloaded ledger an ``MLDataFormats.OffloadContext`` names (uuid halves and
+    driver metadata), read from S3; ``endpoint``/``bucket`` override the context's (a copy
+    of the bucket, an endpoint reached another way). Nothing is asked of the store yet."""
+    driver = offload_context.driverMetadata
+    properties = {p.key: p.value for p in driver.properties}
+    location = S3Location.from_driver_metadata(
+        driver.name, properties, endpoint=endpoint, bucket=bucket
+    )
+    uuid = uuid_of(offload_context.uidMsb, offload_context.uidLsb)
+    return JcloudLedger(S3Objects(location), ledger_id, uuid)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from pulsarctl_py.decoders.entry import DecodeOptions, Outer, decode_entry
-from pulsarctl_py.stores.tiered.jcloud import JcloudLedger, OffloadedEntry, uuid_of
-from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects, list_offload_objects
+from pulsarctl_py.stores.tiered.jcloud import OffloadedEntry, uuid_of
+from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects, list_offload_objects, open_ledger
 from tests.support.offload_world import ReadMessage, offload_context
 
 
@@ -40,9 +40,7 @@ def s3_env(offload_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _read(ledger_id: int, ctx: Any) -> list[ReadMessage]:
     """Every message of one offloaded ledger, read from S3 where its offload context says."""
-    props = {p.key: p.value for p in ctx.driverMetadata.properties}
-    location = S3Location.from_driver_metadata(ctx.driverMetadata.name, props)
-    ledger = JcloudLedger(S3Objects(location), ledger_id, uuid_of(ctx.uidMsb, ctx.uidLsb))
+    ledger = open_ledger(ledger_id, ctx)
     options = DecodeOptions(outer=Outer.PULSAR_ENTRY)
     out = []
     for item in ledger.read_entries():

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import json_format
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pulsarctl_py.decoders.entry import DecodeOptions, Outer, decode_entry
+from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 from pulsarctl_py.stores.tiered.jcloud import (
     JcloudLedger,
     OffloadedEntry,
@@ -23,7 +25,12 @@ from pulsarctl_py.stores.tiered.jcloud import (
     parse_index,
     uuid_of,
 )
-from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects, list_offload_objects
+from pulsarctl_py.stores.tiered.s3 import (
+    S3Location,
+    S3Objects,
+    list_offload_objects,
+    open_ledger,
+)
 from tests.stores.tiered.test_jcloud import fuzz_read
 from tests.support.jcloud_writer import MemoryObjects, write_ledger
 
@@ -114,10 +121,11 @@ def golden_bucket(s3_endpoint: str) -> str:
 def test_every_message_matches_the_broker_reader(name: str, golden_bucket: str) -> None:
     golden = GOLDENS[name]
     assert golden.info["offloadContext"]["bookkeeperDeleted"]  # read only from S3 by the broker
-    location = S3Location.from_driver_metadata(
-        golden.driver, golden.properties, endpoint=golden_bucket, bucket="golden"
+    info = json_format.ParseDict(golden.info, mlpb.ManagedLedgerInfo.LedgerInfo())
+    ledger = open_ledger(
+        info.ledgerId, info.offloadContext, endpoint=golden_bucket, bucket="golden"
     )
-    ledger = JcloudLedger(S3Objects(location), golden.ledger_id, golden.uuid)
+    assert (ledger.uuid, ledger.ledger_id) == (golden.uuid, golden.ledger_id)
     assert messages_read(ledger) == golden.messages
     md = ledger.metadata
     assert md.last_entry_id == int(golden.info["entries"]) - 1
