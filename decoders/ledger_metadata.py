@@ -225,14 +225,19 @@ def _parse_v3(data: bytes, at: int) -> LedgerMetadata:
     return _from_format(msg, FORMAT_V3, missing)
 
 
-def parse_format_bytes(data: bytes) -> LedgerMetadata:
-    """A bare serialized ``LedgerMetadataFormat`` (no version header), as tiered storage
-    embeds it (Pulsar's ``OffloadUtils.buildLedgerMetadataFormat``). The offloader stores
-    no password, so the digest type is taken from the field itself."""
-    msg, missing = parse_proto(bkpb.LedgerMetadataFormat, data, LAYER, 0)
+def parse_format(data: bytes | memoryview, offset: int = 0) -> LedgerMetadata:
+    """A bare LedgerMetadataFormat protobuf (no header, no size prefix), as Pulsar's
+    offloaders embed it (``OffloadUtils.buildLedgerMetadataFormat``): it stores a digest
+    type but no password, so the digest type is kept as stored. ``offset`` is where the
+    bytes start in their container, for error messages.
+    """
+    msg, missing = parse_proto(bkpb.LedgerMetadataFormat, bytes(data), LAYER, offset)
     md = _from_format(msg, FORMAT_V3, missing)
     if md.digest_type is None and msg.HasField("digestType"):
-        md.digest_type = DigestType(msg.digestType)
+        try:
+            md.digest_type = DigestType(msg.digestType)
+        except ValueError:
+            md.missing.append(f"digestType (unknown value {msg.digestType})")
     return md
 
 

@@ -311,3 +311,45 @@ def test_to_json_is_plain() -> None:
     json.dumps(out)
     assert out["digest_type"] == "HMAC" and out["state"] == "CLOSED"
     assert out["pulsar"]["managed_ledger"] == "public/default/persistent/my-topic"
+
+
+@given(
+    last=st.integers(-1, 2**40),
+    length=st.integers(0, 2**40),
+    digest=st.sampled_from(list(DigestType)),
+    ctime=st.integers(0, 2**45),
+    custom=st.dictionaries(st.text(max_size=8), st.binary(max_size=8), max_size=3),
+)
+def test_bare_format_as_offloaders_embed_it(
+    last: int, length: int, digest: DigestType, ctime: int, custom: dict[str, bytes]
+) -> None:
+    """OffloadUtils.buildLedgerMetadataFormat: no header, no size prefix, no password; the
+    digest type is kept as stored."""
+    md = lm.LedgerMetadata(
+        ensemble_size=3,
+        write_quorum_size=2,
+        ack_quorum_size=2,
+        state=LedgerState.CLOSED,
+        ensembles={0: ["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"]},
+        last_entry_id=last,
+        length=length,
+        digest_type=digest,
+        ctime=ctime,
+        custom_metadata=custom,
+    )
+    msg = lm.to_format(md, include_ctoken=False)
+    msg.ClearField("password")
+    back = lm.parse_format(msg.SerializeToString())
+    assert (back.last_entry_id, back.length, back.digest_type, back.ctime) == (
+        last,
+        length,
+        digest,
+        ctime,
+    )
+    assert back.password is None and back.custom_metadata == custom
+    assert back.ensembles == md.ensembles and back.is_closed
+
+
+def test_bare_format_garbage_is_corrupt() -> None:
+    with pytest.raises(CorruptEntryError):
+        lm.parse_format(b"\xff\xff\xff", 32)

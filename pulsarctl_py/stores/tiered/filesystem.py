@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pulsarctl_py.decoders import DecodeOptions, Depth, Outer
-from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata, parse_format_bytes
+from pulsarctl_py.decoders.ledger_metadata import LedgerMetadata, parse_format
 from pulsarctl_py.errors import (
     ChecksumMismatch,
     CorruptEntryError,
@@ -288,7 +288,7 @@ class MapFileLedger:
                     raise CorruptEntryError(
                         LAYER, rec.offset, "the ledger metadata (key -1)", f"key {key}"
                     )
-                self._metadata = parse_format_bytes(bytes_value(rec.value, rec.offset))
+                self._metadata = parse_format(bytes_value(rec.value, rec.offset), rec.offset)
                 self._metadata.ledger_id = self.ledger_id
                 break
         assert self._metadata is not None
