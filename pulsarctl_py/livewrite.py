@@ -256,16 +256,30 @@ def _position(data: bytes | None) -> str | None:
     return None
 
 
+class _Reloaded(Exception):
+    """A broker has loaded the topic again since the unload (a ledger it writes to is open,
+    a cursor's position is in its cursor ledger again): unload again, then judge."""
+
+
 def _holds_nothing(store: MetadataStore, ledger_id: int) -> bool:
     """Whether a ledger holds no entry: gone (a broker deletes the empty last ledger it
-    recovers), or closed with no entry."""
+    recovers), or closed with no entry. Open: :class:`_Reloaded` (a broker writes it)."""
+    from pulsarctl_py.decoders.ledger_metadata import LedgerState
     from pulsarctl_py.stores.metadata.ledgers import read_ledger
 
     record = read_ledger(store, ledger_id)
     if record is None:
         return True
     md = record.metadata
+    if md is not None and md.state is not LedgerState.CLOSED:
+        raise _Reloaded(f"ledger {ledger_id} is {md.state.name.lower()}")
     return md is not None and md.is_closed and md.last_entry_id == -1
+
+
+def _terminated(info: Any) -> tuple[int, int] | None:
+    if not info.HasField("terminatedPosition"):
+        return None
+    return (info.terminatedPosition.ledgerId, info.terminatedPosition.entryId)
 
 
 def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes, str] | str:
@@ -284,7 +298,7 @@ def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes,
         (p.key, p.value) for p in cur.properties
     ):
         return "its properties changed"
-    if old.terminatedPosition.SerializeToString() != cur.terminatedPosition.SerializeToString():
+    if _terminated(old) != _terminated(cur):
         return "its terminated position changed"
     ol, cl = list(old.ledgerInfo), list(cur.ledgerInfo)
     i = 0
@@ -344,6 +358,8 @@ def _meaning_now(
         if isinstance(was, str):
             return f"the plan read it when {was}: make the plan after the unload (--unload)"
         if isinstance(is_now, str):
+            if "cursor ledger" in is_now:
+                raise _Reloaded(f"the cursor's position is in a cursor ledger again: {is_now}")
             return f"now {is_now}"
         if was != is_now:
             return (
@@ -548,7 +564,17 @@ def apply(
     for attempt in range(1, MAX_ROUNDS + 1):
         for done in _unload_loaded(store, topics, live, say):
             say(f"unloaded {done}")
-        rebase(plan_path, store, say, undo=undo)
+        try:
+            rebase(plan_path, store, say, undo=undo)
+        except _Reloaded as exc:
+            if attempt == MAX_ROUNDS:
+                raise TopicLoaded(
+                    f"a client loaded {', '.join(topics)} again after each of {MAX_ROUNDS} "
+                    f"unloads, before the write ({exc}); nothing written: try again, or stop "
+                    "the clients for the write"
+                ) from None
+            say(f"a client loaded the topic again before the write ({exc}): unloading again")
+            continue
         try:
             outcome = run()
         except MetadataConflict as exc:
