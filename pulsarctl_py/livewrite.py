@@ -501,12 +501,22 @@ def check_after(store: MetadataStore, plan: Plan, live: LiveFlags, say: Say, und
     (its ledgers, a cursor's mark-delete position, the compacted ledger) is made to read
     it again by unloading it (up to :data:`MAX_ROUNDS` times), and said; still stale after
     that: :class:`TopicLoaded`."""
+    from pulsarctl_py.stores.broker import BrokerRefused, BrokerUnreachable, where_loaded
+
     for topic in _names(plan.topics):
         for attempt in range(MAX_ROUNDS + 1):
-            broker, _ = _ask(store, topic, live, say)
-            if broker is None:
+            try:
+                broker = where_loaded(store, topic, _admin_url(live))
+                if broker is None:
+                    break
+                stats = broker.internal_stats(topic)
+            except (BrokerUnreachable, BrokerRefused) as exc:
+                say(
+                    f"the write is done, but whether a broker serves it could not be checked "
+                    f"({exc.one_line()}): check {topic} with pulsar-admin topics stats-internal"
+                )
                 break
-            stale = _stale(plan, topic, broker.internal_stats(topic), undo)
+            stale = _stale(plan, topic, stats, undo)
             if not stale:
                 if attempt:
                     say(f"{topic}: the broker {broker.url} now serves what was written")
