@@ -288,3 +288,49 @@ def test_missing_ledgers_repair_with_a_consumer_connected(
     finally:
         client.close()
         box.admin("DELETE", box.topic_path(topic) + "?force=true")
+
+
+def test_a_broker_that_loaded_the_old_state_is_unloaded_again(
+    sandbox: Any, ns: str, work: Path
+) -> None:
+    """The race --unload guards against, made to happen: the consumer's broker has the
+    topic loaded (the cursor at L:3 in its memory) when the plan's cursor is written. The
+    check after the write sees the broker serve the old position, unloads it again, and the
+    broker then serves the written one to the connected consumer."""
+    from pulsarctl_py import livewrite
+    from pulsarctl_py.plans import apply_plan
+    from pulsarctl_py.plans.document import Plan
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    box = sandbox
+    topic = f"persistent://{ns}/stale"
+    client = box.client()
+    try:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic)
+        ids = [producer.send(f"m{i}".encode()) for i in range(6)]
+        ledger = ids[0].ledger_id()
+        for _ in range(4):
+            consumer.acknowledge(consumer.receive(60_000))
+        _wait(lambda: _mark_delete(box, topic, "sub") == f"{ledger}:3", "the acks")
+        planned = _run(box, work, "repair", "cursor", topic, "sub", "--to", f"{ledger}:0",
+                       "--unload", "--plan", "stale.json")  # fmt: skip
+        assert planned.returncode == 0, planned.stderr
+        _wait(lambda: "sub" in box.internal_stats(topic)["cursors"], "the consumer's reload")
+        assert _mark_delete(box, topic, "sub") == f"{ledger}:3"
+        said: list[str] = []
+        url = f"{box.metadata_url} bookkeeper={box.bookkeeper_metadata_url}"
+        with open_metadata_store(url, read_only=False) as store:
+            apply_plan(work / "stale.json", store)  # behind the loaded broker's back
+            assert _mark_delete(box, topic, "sub") == f"{ledger}:3"  # it serves the old
+            livewrite.check_after(
+                store, Plan.load(work / "stale.json"), livewrite.LiveFlags(True), said.append, False
+            )
+        assert any("serves the old mark-delete position of sub" in s for s in said), said
+        _wait(lambda: _mark_delete(box, topic, "sub") == f"{ledger}:-1", "the written position")
+        # m0..m3 were acknowledged: the broker delivers them again only from the written
+        # position (m4 and m5 may come first: they were in the consumer's queue)
+        got = [consumer.receive(60_000).data() for _ in range(6)]
+        assert {f"m{i}".encode() for i in range(4)} <= set(got), got
+    finally:
+        client.close()
