@@ -348,7 +348,7 @@ def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes,
 
 
 def _meaning_now(
-    store: MetadataStore, change: Change, expected: bytes | None, now: bytes
+    store: MetadataStore, change: Change, expected: bytes | None, now: bytes, undo: bool = False
 ) -> tuple[bytes | None, str] | str:
     """For a key that moved: (the value to write instead of the plan's, what moved), or
     why it means something else for the plan. ``expected``: the value the plan expects."""
@@ -367,8 +367,12 @@ def _meaning_now(
                 f"(the plan read {_position(expected)}, now {_position(now)})"
             )
         return None, "the same position and properties"
-    if change.kind == "managed-ledger":
+    if change.kind == "managed-ledger" and not undo:
         return _ml_rebase(store, change, now)
+    if change.kind == "managed-ledger":
+        # the broker rolled ledgers into the list the apply wrote: restoring the old list
+        # over it would drop them
+        return "the broker has rewritten the ledger list the apply wrote"
     return "the plan cannot tell what the change means"
 
 
@@ -398,7 +402,7 @@ def rebase(plan_path: Path, store: MetadataStore, say: Say, *, undo: bool = Fals
                 continue
         elif node.data == change.old and node.stat.version == change.version:
             continue
-        found = _meaning_now(store, change, expected, node.data)
+        found = _meaning_now(store, change, expected, node.data, undo)
         if isinstance(found, str):
             raise PlanConflict(
                 f"{change.key} changed since the plan was "
