@@ -368,31 +368,38 @@ def where_loaded(
     """The broker that has ``topic`` loaded now, or None when none has. Never loads it.
 
     With the ZooKeeper-based load managers only the owner of the topic's bundle can have it
-    loaded: an unowned bundle answers None without asking anyone; the owner (its
-    ``httpUrl`` from the ownership node) is asked first, then the other brokers. With the
-    extensible load manager every broker is asked. Raises :class:`BrokerUnreachable` when
-    no broker asked has it loaded but one that might could not be asked."""
+    loaded: an unowned bundle answers None without asking anyone, and the owner (its
+    ``httpUrl`` from the ownership node; the admin URLs given when it cannot be reached
+    there) answers. With the extensible load manager every broker is asked. Raises
+    :class:`BrokerUnreachable` when no broker asked has it loaded but one that might could
+    not be asked."""
     from pulsarctl_py.ownership import TopicOwned, owner_of
 
     name = _name(topic)
     auth = AdminAuth.from_env() if auth is None else auth
     candidates = brokers(store, admin_url, auth=auth)
+    unreachable: list[BrokerUnreachable] = []
     if store is not None and store.location.scheme == "zk":
         try:
             owner = owner_of(store, name)
         except TopicOwned:
-            owner = None  # extensible load manager: ask every broker
+            owner = None  # extensible load manager: ownership is not here, ask every broker
         else:
             if owner is None:
-                return None
+                return None  # no broker owns its bundle: none can have it loaded
             http = owner.broker if owner.broker.startswith(("http://", "https://")) else None
             if http is not None:
+                # only the owner can have it loaded (BrokerService checks the ownership
+                # before it loads a topic): its answer is the answer
                 first = [b for b in candidates if _same_broker(b.url, http)]
-                rest = [b for b in candidates if not _same_broker(b.url, http)]
-                if not first:
-                    first = [BrokerAdmin(http, auth)]
-                candidates = first + rest
-    unreachable: list[BrokerUnreachable] = []
+                ask = first[0] if first else BrokerAdmin(http, auth)
+                try:
+                    return ask if ask.is_loaded(name) else None
+                except BrokerUnreachable as exc:
+                    # the owner's URL may not be reachable from here; an admin URL given
+                    # for it may be
+                    unreachable.append(exc)
+                    candidates = [b for b in candidates if not _same_broker(b.url, http)]
     for broker in candidates:
         try:
             if broker.is_loaded(name):
