@@ -104,7 +104,6 @@ def compact(
         "--status",
         help="Report and check the existing compaction instead of computing a new one.",
     ),
-    admin_url: list[str] = options.ADMIN_URL,
     deep: bool = typer.Option(
         False,
         "--deep",
@@ -280,7 +279,7 @@ def compact(
     for note in broker.notes:
         err.print(f"[yellow]warning:[/] {escape(note)}")
     if status:
-        _status(topic, metadata_url, dirs, as_broker.value, deep, broker, fmt_out, admin_url)
+        _status(topic, metadata_url, dirs, as_broker.value, deep, broker, fmt_out)
         return
     from pulsarctl_py.compaction.core import PIP_429_CLIENT_CRASH
     from pulsarctl_py.compaction.request import (
@@ -448,7 +447,6 @@ def _status(
     deep: bool,
     broker: Any,
     fmt_out: Any,
-    admin_url: list[str] | None = None,
 ) -> None:
     from pulsarctl_py import render
     from pulsarctl_py.compaction.request import status_of
@@ -460,7 +458,7 @@ def _status(
         generation=generation,
         deep=deep,
         broker=broker,
-        admin_url=admin_url or None,
+        admin_url=None,  # --admin-url: options.live_options puts it in precedence
     )
     if fmt_out is render.OutputFormat.JSON:
         render.write_json(st.to_json())
