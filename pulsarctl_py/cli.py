@@ -1,8 +1,9 @@
 """The ``ledgerctl`` command: one Typer app, one small module per verb in commands/.
 
 Exit codes: 0 ok, 1 findings in the data, 2 usage or bad input, 3 a store could not be
-reached or opened, 141 the output pipe was closed early, 130 interrupted (Ctrl-C: one line,
-"ledgerctl: interrupted"). A usage error (pulsarctl_py.usage) and a LedgerctlError end as
+reached or opened, 5 a write refused because the store changed since the plan, 141 the
+output pipe was closed early, 130 interrupted (Ctrl-C: one line, "ledgerctl:
+interrupted"). A usage error (pulsarctl_py.usage) and a LedgerctlError end as
 one line on stderr and their exit code; so does an OS error on a named file (exit 3 when
 the OS refuses it, 2 for a wrong path); anything else is a bug and keeps its traceback.
 Heavy libraries are imported only inside the commands that need them, so ``ledgerctl
@@ -45,7 +46,8 @@ EXIT_BROKEN_PIPE = 141
 EXIT_CODES_HELP = (
     "Exit status: 0 ok; 1 findings in the data (a check failed, damaged data, a name that "
     "does not exist); 2 usage or bad input; 3 a store could not be reached, opened or read "
-    "(permission denied included); 141 the output pipe was closed early "
+    "(permission denied included); 5 a write refused because the store changed since the "
+    "plan was made (compare-and-set; nothing written); 141 the output pipe was closed early "
     "(ledgerctl ... | head); 130 interrupted (Ctrl-C)."
 )
 

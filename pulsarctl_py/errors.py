@@ -4,7 +4,9 @@ The roots are defined in the decoders (the lowest layer) and re-exported here wi
 errors of the metadata stores, defined here, so that every command catches one class and
 no store module is needed to name them. Exit codes: 0 ok, 1 findings in the data
 (:class:`DataError`), 2 usage or bad input (:class:`LedgerctlError`, the default), 3 a
-store could not be reached or opened (:class:`StoreUnavailable`).
+store could not be reached or opened (:class:`StoreUnavailable`), 5 a write refused
+because the store changed since the plan was made (:class:`PlanConflict`; its
+compare-and-set form :class:`MetadataConflict`).
 """
 
 from pulsarctl_py.decoders.errors import (
@@ -28,13 +30,19 @@ class MetadataStoreError(StoreUnavailable):
     """A metadata store that cannot be reached, opened or read (exit code 3)."""
 
 
-class MetadataConflict(LedgerctlError):
+class PlanConflict(LedgerctlError):
+    """Refused: the store changed since the plan was made (a compare-and-set or version
+    check failed); nothing was written (exit code 5)."""
+
+    exit_code = 5
+
+
+class MetadataConflict(PlanConflict):
     """A compare-and-set write whose precondition does not hold (version or existence).
 
-    Exit code 1: the store changed under the plan; nothing was written.
+    Exit code 5 (:class:`PlanConflict`): the store changed under the plan; nothing was
+    written.
     """
-
-    exit_code = 1
 
     def __init__(self, path: str, message: str) -> None:
         self.path = path
@@ -59,6 +67,7 @@ __all__ = [
     "MetadataConflict",
     "MetadataStoreError",
     "NotFoundError",
+    "PlanConflict",
     "ReadOnlyStoreError",
     "StoreUnavailable",
     "UnsupportedCodec",
