@@ -389,6 +389,9 @@ def rebase_undo(
     drifts = [merge(c, store.get(c.key)) for c in drifted]
     moved = {d.change.key for d in drifts}
     new_plan = None
+    changes: list[Change] | None = None
+    unreachable = Unreachable()
+    warnings: list[str] = []
     if plan.bookie:
         for d in drifts:
             d.refused = d.refused or (
@@ -396,8 +399,7 @@ def rebase_undo(
                 "bookie stopped) writes back"
             )
     if not any(d.refused for d in drifts):
-        changes: list[Change] = []
-        unreachable = Unreachable()
+        changes = []
         why = f"undo of {plan_path} after the store moved on since its apply"
         for c in plan.changes:
             node = store.get(c.key)
@@ -424,13 +426,20 @@ def rebase_undo(
                 )
             )
             unreachable.ledgers.extend(_dropped(c.kind, now, new))
-        warnings = [UNLOAD_WARNING] if changes and plan.topics else []
+        found = _references(plan, store, changes)
+        for d in drifts:  # the new plan would be refused by apply: say so now
+            mine = [text for key, text in found if key == d.change.key or key not in moved]
+            if mine:
+                d.refused = "; ".join(mine) + " (apply would refuse the plan that puts it back)"
+        if changes and plan.topics:
+            warnings.append(UNLOAD_WARNING)
         if plan.written:
             ids = ", ".join(str(w.ledger_id) for w in plan.written)
             warnings.append(
                 f"ledger(s) {ids}, which {plan_path} wrote, are referenced by nothing once "
                 "this plan is applied (`ledgerctl orphans --delete` removes them)"
             )
+    if changes is not None and not any(d.refused for d in drifts):
         new_plan = PlanDoc(
             metadata_url=plan.metadata_url,
             changes=changes,
@@ -462,6 +471,17 @@ def rebase_undo(
             "back over what holds now, keeping what was added since"
         )
     return UndoMovedOn(text, rebase)
+
+
+def _references(plan: Plan, store: MetadataStore, changes: list[Change]) -> list[tuple[str, str]]:
+    """What the new plan's values would point at that does not hold (a ledger put back
+    that is gone now, or not the topic's): apply would refuse it (:mod:`.references`)."""
+    from .binding import DEFAULT_ROOTS
+    from .references import Step, problems
+
+    root = (plan.binding.roots if plan.binding is not None else DEFAULT_ROOTS)["ledgers"]
+    steps = [Step(c.key, c.kind, c.old, c.new) for c in changes]
+    return [(p.key, p.text) for p in problems(store, steps, root)]
 
 
 def _dropped(kind: str, old: bytes | None, new: bytes | None) -> list[int]:

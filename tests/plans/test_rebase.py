@@ -32,18 +32,21 @@ ML = mld.TopicName.parse(ORDERS).ml_path
 SUB = mld.TopicName.parse(ORDERS).cursor_path("sub")
 
 
-@pytest.fixture
-def applied(scratch_zk: str, tmp_path: Path) -> Iterator[tuple[World, Path]]:
-    """The world in ZooKeeper with the plan dropping ledger 11 applied."""
-    with open_metadata_store(scratch_zk, read_only=False) as store:
-        world = build_world(
-            tmp_path / "w", "ledger-missing-storage", store=store, metadata_url=scratch_zk
-        )
+def _applied(url: str, tmp_path: Path, variant: str) -> tuple[World, Path]:
+    """The world ``variant`` in ZooKeeper with the plan dropping ledger 11 applied."""
+    with open_metadata_store(url, read_only=False) as store:
+        world = build_world(tmp_path / "w", variant, store=store, metadata_url=url)
     plan_path = tmp_path / "p.json"
-    make_plan(world, CASES["ledger-missing-storage"][0], plan_path)
+    make_plan(world, CASES[variant][0], plan_path)
     with writable(world) as store:
         apply_plan(plan_path, store)
-    yield world, plan_path
+    return world, plan_path
+
+
+@pytest.fixture
+def applied(scratch_zk: str, tmp_path: Path) -> Iterator[tuple[World, Path]]:
+    """Ledger 11 (its metadata kept, its data gone) dropped by the applied plan."""
+    yield _applied(scratch_zk, tmp_path, "ledger-missing-storage")
 
 
 def _ledgers(world: World) -> list[int]:
@@ -194,3 +197,16 @@ def test_cli_undo_saves_the_new_plan_and_apply_says_what_happened(
     r = run(capsys, "undo", plan_path, "-o", "json")
     assert r.code == 0 and r.json()["note"] == "put back already", r.err
     assert r.json()["written"] == [] and "nothing restored" in r.err
+
+
+def test_a_ledger_without_metadata_is_not_put_back(scratch_zk: str, tmp_path: Path) -> None:
+    """Ledger 11 has no BookKeeper metadata (lost whole): the plan that put it back would
+    be refused by apply, so the undo says so instead of offering it."""
+    world, plan_path = _applied(scratch_zk, tmp_path, "ledger-lost")
+    _broker_writes(world, ML, _roll)
+    with writable(world) as store, pytest.raises(UndoMovedOn) as exc:
+        undo_plan(plan_path, store)
+    assert exc.value.rebase.plan is None
+    (drift,) = exc.value.rebase.refused
+    assert "ledger 11, which has no BookKeeper metadata" in (drift.refused or ""), drift.refused
+    assert "apply would refuse the plan that puts it back" in (drift.refused or "")
