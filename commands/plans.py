@@ -543,8 +543,14 @@ def run_plan(
         assert out is not None and not out.stream
         confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with open_writable(plan.metadata_url) as store:
-            not_owned(store, plan.topics, False)
-            run_outcome(lambda: apply_plan(out.path, store), as_json, plan, store)
+            run_outcome(
+                lambda: apply_plan(out.path, store),
+                as_json,
+                plan,
+                store,
+                plan_path=out.path,
+                gate=lambda: not_owned(store, plan.topics, False),
+            )
     return plan
 
 
@@ -587,6 +593,9 @@ def run_outcome(
     plan: Plan,
     store: Any,
     *,
+    action: str = "apply",
+    plan_path: Path | None = None,
+    gate: Callable[[], None] | None = None,
     new_plan: Output | None = None,
     left: list[int] | None = None,
 ) -> Outcome:
@@ -595,11 +604,20 @@ def run_outcome(
     error), and for people on stderr. An undo refused because keys moved on since the
     apply shows what changed, and saves the new plan that puts the backup back to
     ``new_plan`` (undo --plan FILE) when there is one. ``left``: the ledgers an undo leaves
-    referenced by nothing (a migration's)."""
+    referenced by nothing (a migration's). ``gate``: the check before the write (no live
+    broker has the topics); its refusal is an outcome of ``action`` on ``plan_path`` too."""
     from pulsarctl_py import render
     from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.plans.apply import refused_outcome
 
     try:
+        if gate is not None:
+            try:
+                gate()
+            except LedgerctlError as exc:
+                if getattr(exc, "outcome", None) is None:
+                    exc.outcome = refused_outcome(action, plan_path or Path(""), exc)  # type: ignore[attr-defined]
+                raise
         outcome = run()
     except LedgerctlError as exc:
         refused = getattr(exc, "outcome", None)

@@ -430,8 +430,14 @@ def apply(
         return
     confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with open_writable(metadata_url or plan.metadata_url) as store:
-        not_owned(store, plan.topics, force_owned)
-        run_outcome(lambda: apply_plan(plan_file, store), as_json, plan, store)
+        run_outcome(
+            lambda: apply_plan(plan_file, store),
+            as_json,
+            plan,
+            store,
+            plan_path=plan_file,
+            gate=lambda: not_owned(store, plan.topics, force_owned),
+        )
 
 
 @options.metadata_options
@@ -484,13 +490,14 @@ def undo(
 
     out = PlanFlags(plan_file=new_plan, force=force).plan_output(file_only=True)
     with open_writable(metadata_url or plan.metadata_url) as store:
-        if plan.changes:
-            not_owned(store, plan.topics, force_owned)
         run_outcome(
             lambda: undo_plan(plan_file, store),
             as_json,
             plan,
             store,
+            action="undo",
+            plan_path=plan_file,
+            gate=(lambda: not_owned(store, plan.topics, force_owned)) if plan.changes else None,
             new_plan=out,
             left=ledgers_undo_keeps(plan),
         )

@@ -251,6 +251,15 @@ def _refuse(outcome: Outcome, exc: LedgerctlError) -> None:
     exc.outcome = outcome  # type: ignore[attr-defined]
 
 
+def refused_outcome(action: str, plan_path: Path, exc: LedgerctlError) -> Outcome:
+    """The outcome of a write refused before apply or undo ran (the check that no live
+    broker has the topic, say): nothing written, the refusal with why (and the broker,
+    when the error names one); the error carries it as ``outcome``."""
+    outcome = Outcome(action, str(plan_path), None)
+    _refuse(outcome, exc)
+    return outcome
+
+
 def _ledgers_done(outcome: Outcome, done: list[dict[str, Any]]) -> None:
     """What deleting the ledgers a plan wrote did (:func:`delete_written`), each where it
     belongs: deleted (written), gone already (unchanged), not ours any more (refused)."""

@@ -210,3 +210,36 @@ def test_a_ledger_without_metadata_is_not_put_back(scratch_zk: str, tmp_path: Pa
     (drift,) = exc.value.rebase.refused
     assert "ledger 11, which has no BookKeeper metadata" in (drift.refused or ""), drift.refused
     assert "apply would refuse the plan that puts it back" in (drift.refused or "")
+
+
+def test_a_refusal_by_the_live_owner_is_an_outcome_too(
+    capsys: pytest.CaptureFixture[str], scratch_zk: str, tmp_path: Path
+) -> None:
+    """A live broker owns the topic's bundle: apply -o json says so in the outcome (the
+    refusal with why, its exit code), nothing written."""
+    from pulsarctl_py.ownership import topic_bundle
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    with open_metadata_store(scratch_zk, read_only=False) as store:
+        world = build_world(
+            tmp_path / "w", "ledger-missing-storage", store=store, metadata_url=scratch_zk
+        )
+    plan_path = tmp_path / "p.json"
+    make_plan(world, CASES["ledger-missing-storage"][0], plan_path)
+    before = _topics(world)
+    owner = {"nativeUrl": "pulsar://b1:6650", "httpUrl": "http://b1:8080", "disabled": False}
+    with writable(world) as store:  # the ephemeral node lives as long as this session
+        bundle = topic_bundle(store, resolve_topic(ORDERS))
+        store.put(bundle.path, json.dumps(owner).encode(), -1, ephemeral=True)
+        r = run(capsys, "apply", plan_path, "-o", "json")
+    assert r.code == 3, r.err
+    doc = r.json()
+    assert doc["action"] == "apply" and doc["written"] == [] and doc["backup"] is None
+    (refused,) = doc["refused"]
+    assert "owned by the live broker http://b1:8080" in refused["reason"]
+    assert refused["exit_code"] == 3
+    assert _topics(world) == before
+
+
+def _topics(world: World) -> dict[str, str]:
+    return {k: v for k, v in snapshot(world.metadata_url).items() if k.startswith("/managed")}
