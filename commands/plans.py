@@ -543,14 +543,12 @@ def run_plan(
         assert out is not None and not out.stream
         confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with open_writable(plan.metadata_url) as store:
-            run_outcome(
-                lambda: apply_plan(out.path, store),
-                as_json,
-                plan,
-                store,
-                plan_path=out.path,
-                gate=lambda: not_owned(store, plan.topics, False),
-            )
+
+            def apply() -> Outcome:
+                not_owned(store, plan.topics, False)
+                return apply_plan(out.path, store)
+
+            run_outcome(apply, as_json, plan, store, plan_path=out.path)
     return plan
 
 
@@ -595,7 +593,6 @@ def run_outcome(
     *,
     action: str = "apply",
     plan_path: Path | None = None,
-    gate: Callable[[], None] | None = None,
     new_plan: Output | None = None,
     left: list[int] | None = None,
 ) -> Outcome:
@@ -604,23 +601,19 @@ def run_outcome(
     error), and for people on stderr. An undo refused because keys moved on since the
     apply shows what changed, and saves the new plan that puts the backup back to
     ``new_plan`` (undo --plan FILE) when there is one. ``left``: the ledgers an undo leaves
-    referenced by nothing (a migration's). ``gate``: the check before the write (no live
-    broker has the topics); its refusal is an outcome of ``action`` on ``plan_path`` too."""
+    referenced by nothing (a migration's). A refusal before the write began (the check
+    that no live broker has the topics, inside ``run``) is an outcome of ``action`` on
+    ``plan_path`` too."""
     from pulsarctl_py import render
     from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.plans.apply import refused_outcome
 
     try:
-        if gate is not None:
-            try:
-                gate()
-            except LedgerctlError as exc:
-                if getattr(exc, "outcome", None) is None:
-                    exc.outcome = refused_outcome(action, plan_path or Path(""), exc)  # type: ignore[attr-defined]
-                raise
         outcome = run()
     except LedgerctlError as exc:
         refused = getattr(exc, "outcome", None)
+        if refused is None and plan_path is not None:
+            refused = refused_outcome(action, plan_path, exc)
         rebase = getattr(exc, "rebase", None)
         if rebase is not None:
             if new_plan is not None and rebase.plan is not None and rebase.plan.changes:

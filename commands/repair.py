@@ -36,7 +36,7 @@ from pulsarctl_py.commands.plans import (
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.plans import Draft
+    from pulsarctl_py.plans import Draft, Outcome
 
 repair_app = typer.Typer(
     help="Repair topic metadata: each repair prints a plan, and writes only with --apply.",
@@ -430,14 +430,12 @@ def apply(
         return
     confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with open_writable(metadata_url or plan.metadata_url) as store:
-        run_outcome(
-            lambda: apply_plan(plan_file, store),
-            as_json,
-            plan,
-            store,
-            plan_path=plan_file,
-            gate=lambda: not_owned(store, plan.topics, force_owned),
-        )
+
+        def run() -> Outcome:
+            not_owned(store, plan.topics, force_owned)
+            return apply_plan(plan_file, store)
+
+        run_outcome(run, as_json, plan, store, plan_path=plan_file)
 
 
 @options.metadata_options
@@ -490,14 +488,19 @@ def undo(
 
     out = PlanFlags(plan_file=new_plan, force=force).plan_output(file_only=True)
     with open_writable(metadata_url or plan.metadata_url) as store:
+
+        def run() -> Outcome:
+            if plan.changes:
+                not_owned(store, plan.topics, force_owned)
+            return undo_plan(plan_file, store)
+
         run_outcome(
-            lambda: undo_plan(plan_file, store),
+            run,
             as_json,
             plan,
             store,
             action="undo",
             plan_path=plan_file,
-            gate=(lambda: not_owned(store, plan.topics, force_owned)) if plan.changes else None,
             new_plan=out,
             left=ledgers_undo_keeps(plan),
         )
