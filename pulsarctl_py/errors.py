@@ -4,7 +4,8 @@ The roots are defined in the decoders (the lowest layer) and re-exported here wi
 errors of the metadata stores, defined here, so that every command catches one class and
 no store module is needed to name them. Exit codes: 0 ok, 1 findings in the data
 (:class:`DataError`), 2 usage or bad input (:class:`LedgerctlError`, the default), 3 a
-store could not be reached or opened (:class:`StoreUnavailable`), 5 a write refused
+store could not be reached or opened (:class:`StoreUnavailable`), 4 a write refused
+because a live broker has the topic loaded (:class:`TopicLoaded`), 5 a write refused
 because the store changed since the plan was made (:class:`PlanConflict`; its
 compare-and-set form :class:`MetadataConflict`).
 """
@@ -53,6 +54,14 @@ class ReadOnlyStoreError(LedgerctlError):
     """A write attempted on a store opened read-only."""
 
 
+class TopicLoaded(LedgerctlError):
+    """Refused: a live broker has the topic loaded (it caches and rewrites its metadata),
+    or the brokers cannot be asked and --force-owned was not given; nothing was written
+    (exit code 4)."""
+
+    exit_code = 4
+
+
 __all__ = [
     "EXIT_FINDINGS",
     "EXIT_OK",
@@ -70,5 +79,6 @@ __all__ = [
     "PlanConflict",
     "ReadOnlyStoreError",
     "StoreUnavailable",
+    "TopicLoaded",
     "UnsupportedCodec",
 ]

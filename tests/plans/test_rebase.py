@@ -215,8 +215,9 @@ def test_a_ledger_without_metadata_is_not_put_back(scratch_zk: str, tmp_path: Pa
 def test_a_refusal_by_the_live_owner_is_an_outcome_too(
     capsys: pytest.CaptureFixture[str], scratch_zk: str, tmp_path: Path
 ) -> None:
-    """A live broker owns the topic's bundle: apply -o json says so in the outcome (the
-    refusal with why, its exit code), nothing written."""
+    """A live broker owns the topic's bundle and cannot be asked whether it has the topic
+    loaded: apply -o json says so in the outcome (the refusal with why, its exit code 4),
+    nothing written."""
     from pulsarctl_py.ownership import topic_bundle
     from pulsarctl_py.stores.metadata import resolve_topic
 
@@ -232,12 +233,12 @@ def test_a_refusal_by_the_live_owner_is_an_outcome_too(
         bundle = topic_bundle(store, resolve_topic(ORDERS))
         store.put(bundle.path, json.dumps(owner).encode(), -1, ephemeral=True)
         r = run(capsys, "apply", plan_path, "-o", "json")
-    assert r.code == 3, r.err
+    assert r.code == 4, r.err
     doc = r.json()
     assert doc["action"] == "apply" and doc["written"] == [] and doc["backup"] is None
     (refused,) = doc["refused"]
-    assert "owned by the live broker http://b1:8080" in refused["reason"]
-    assert refused["exit_code"] == 3
+    assert "cannot ask the brokers whether" in refused["reason"]
+    assert "http://b1:8080" in refused["reason"] and refused["exit_code"] == 4
     assert _topics(world) == before
 
 
