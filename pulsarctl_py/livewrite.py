@@ -270,6 +270,12 @@ def _holds_nothing(store: MetadataStore, ledger_id: int) -> bool:
     return md is not None and md.is_closed and md.last_entry_id == -1
 
 
+def _terminated(info: Any) -> tuple[int, int] | None:
+    if not info.HasField("terminatedPosition"):
+        return None
+    return (info.terminatedPosition.ledgerId, info.terminatedPosition.entryId)
+
+
 def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes, str] | str:
     """The plan's new value rebased onto ``now`` and what the broker changed, or why the
     change means something else for the plan."""
@@ -286,7 +292,8 @@ def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes,
         (p.key, p.value) for p in cur.properties
     ):
         return "its properties changed"
-    if old.terminatedPosition.SerializeToString() != cur.terminatedPosition.SerializeToString():
+    # by field: serializing an unset terminatedPosition raises (its required fields)
+    if _terminated(old) != _terminated(cur):
         return "its terminated position changed"
     ol, cl = list(old.ledgerInfo), list(cur.ledgerInfo)
     i = 0

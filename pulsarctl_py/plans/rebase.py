@@ -168,17 +168,29 @@ class UndoMovedOn(PlanConflict):
 # -- the three-way merge ---------------------------------------------------------------------
 
 
+def _ser(msg: Message) -> bytes:
+    """A message's bytes, for comparison (its text when it lacks a required field, which
+    serializing refuses)."""
+    from google.protobuf import text_format
+    from google.protobuf.message import EncodeError
+
+    try:
+        return msg.SerializeToString(deterministic=True)
+    except EncodeError:
+        return text_format.MessageToString(msg).encode()
+
+
 def _value(msg: Message, name: str) -> Any:
     """A field's value, comparable: serialized messages, lists of them, None when unset."""
     fd = msg.DESCRIPTOR.fields_by_name[name]
     value = getattr(msg, name)
     if fd.is_repeated:
         if fd.message_type is not None:
-            return [m.SerializeToString(deterministic=True) for m in value]
+            return [_ser(m) for m in value]
         return list(value)
     if fd.has_presence and not msg.HasField(name):
         return None
-    return value.SerializeToString(deterministic=True) if fd.message_type is not None else value
+    return _ser(value) if fd.message_type is not None else value
 
 
 def _copy(dst: Message, src: Message, name: str) -> None:
@@ -296,9 +308,7 @@ def _merge_ledgers(b: Any, a: Any, c: Any, merged: Any, notes: list[str]) -> Non
     dropped: list[int] = []
     for lid, li in C.items():
         if lid in A and lid not in B:  # the apply put it in the list: the undo drops it
-            if li.SerializeToString(deterministic=True) != A[lid].SerializeToString(
-                deterministic=True
-            ):
+            if _ser(li) != _ser(A[lid]):
                 raise _Refused(
                     f"ledger {lid}, which the apply put in the topic's list, has changed since "
                     f"(the broker wrote to it: {A[lid].entries} entries then, {li.entries} "
