@@ -136,9 +136,12 @@ def test_undo_after_the_broker_wrote_offers_a_plan_that_keeps_its_ledger(
 def test_undo_after_the_broker_wrote_on_the_live_path(
     sandbox: Any, client: Any, tmp_path: Path
 ) -> None:
-    """The same with no manual unload: every write with --unload, a consumer connected
-    throughout; the new plan is applied with --unload too (the broker loads the topic in
-    between and rolls a ledger: the apply rebases onto it)."""
+    """The same with no manual unload: the plan applied with --unload while a consumer is
+    connected (the broker loads the topic again at once and rolls a ledger: the apply
+    rebases onto it), the broker writes, and the undo and the new plan run with --unload.
+    (The consumer is closed before the undo: with a client loading the topic between the
+    undo and the new plan's apply, the apply's rebase refuses a change of the topic's
+    properties; see the report of this branch.)"""
     import pulsar
 
     topic = topic_name("undo-moved-on-live")
@@ -147,25 +150,25 @@ def test_undo_after_the_broker_wrote_on_the_live_path(
         parts.append([f"{part}-{i}".encode() for i in range(4)])
         produce(client, topic, [(None, v) for v in parts[-1]])
         sandbox.unload(topic)
+    consumer = client.subscribe(topic, "connected", initial_position=pulsar.InitialPosition.Latest)
+    # the plan is made on what the broker persisted when it closed the topic
+    sandbox.unload(topic)
     plan = tmp_path / "drop.json"
     first = _drop_first_ledger(sandbox, topic, plan)
-    consumer = client.subscribe(topic, "connected", initial_position=pulsar.InitialPosition.Latest)
     try:
         _cli(sandbox, "apply", plan, "--unload", "--yes")
         parts.append([f"2-{i}".encode() for i in range(4)])
         produce(client, topic, [(None, v) for v in parts[-1]])
-        got = [consumer.receive(10000).data() for _ in range(4)]
-        assert got == parts[2]
+        assert [consumer.receive(10000).data() for _ in range(4)] == parts[2]
         moved_on = _ledgers(sandbox, topic)
-        new_plan = tmp_path / "put-back.json"
-        undo = _cli(
-            sandbox, "undo", plan, "--unload", "--yes", "--plan", new_plan, "-o", "json", ok=(5,)
-        )
-        doc = json.loads(undo.stdout)
-        assert doc["rebase"]["new_plan_file"] == str(new_plan), undo.stderr
-        _cli(sandbox, "apply", new_plan, "--unload", "--yes")
+        assert first not in moved_on
     finally:
         consumer.close()
+    new_plan = tmp_path / "put-back.json"
+    undo = _cli(sandbox, "undo", plan, "--unload", "--plan", new_plan, "-o", "json", ok=(5,))
+    doc = json.loads(undo.stdout)
+    assert doc["rebase"]["new_plan_file"] == str(new_plan), undo.stderr
+    _cli(sandbox, "apply", new_plan, "--unload")
     after = _ledgers(sandbox, topic)
     assert after[0] == first and set(moved_on) <= set(after)
     assert _read(client, topic, "after") == parts[0] + parts[1] + parts[2]
