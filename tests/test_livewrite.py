@@ -145,3 +145,90 @@ def test_with_the_extensible_load_manager_every_broker_is_asked(cluster: Any, br
     with open_metadata_store(cluster.url) as store:
         with pytest.raises(TopicLoaded, match="is loaded by the broker"):
             livewrite.prepare(store, [TOPIC])
+
+
+# -- what the unload and a reload rewrite: rebased or refused --------------------------------
+
+
+def _ml(ledgers: list[tuple[int, int | None]], prop: str | None = None) -> bytes:
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
+
+    info = mlpb.ManagedLedgerInfo()
+    for lid, entries in ledgers:
+        lg = info.ledgerInfo.add(ledgerId=lid)
+        if entries is not None:
+            lg.entries, lg.size = entries, entries * 10
+    if prop is not None:
+        info.properties.add(key="p", value=prop)
+    return mld.build_info(info)
+
+
+def _ledger(store: Any, lid: int, state: str, last: int = -1) -> None:
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    md = lm.LedgerMetadata(
+        1, 1, 1, lm.LedgerState[state], {0: ["127.0.0.1:3181"]}, last_entry_id=last
+    )
+    store.put(lm.ledger_path(lid, lm.LedgerLayout.HIERARCHICAL, "/ledgers"), lm.build(md))
+
+
+def _plan_for(tmp: Any, store: Any, url: str, old: bytes, new: bytes) -> Any:
+    from pulsarctl_py.plans.binding import Binding
+    from pulsarctl_py.plans.change import Change
+    from pulsarctl_py.plans.document import Plan
+
+    node = store.get(ML)
+    change = Change(ML, "managed-ledger", old, new, node.stat.version, ["t"], node.stat.creation)
+    path = tmp / "plan.json"
+    if path.exists():
+        path.unlink()
+    binding = Binding.of(store)
+    Plan(binding.metadata_url, [change], topics=[TOPIC], binding=binding).save(path)
+    return path
+
+
+ML = "/managed-ledgers/public/default/persistent/orders"
+
+
+def test_a_reloads_ledgers_are_rebased_and_anything_else_refused(
+    scratch_zk: str, tmp_path: Any
+) -> None:
+    """The plan read [10 (5 entries), 20 (the broker's open ledger)] and sets a property;
+    the unload and a client's reload made it [10, 30]: 20 held nothing and is gone, 30 is
+    closed and empty. Rebased: the property set on [10, 30], said. A 30 that holds entries,
+    is still open (loaded again), or a first ledger that changed: refused or unloaded again."""
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.errors import PlanConflict
+    from pulsarctl_py.livewrite import _Reloaded, rebase
+    from pulsarctl_py.plans.document import Plan
+
+    old, new = _ml([(10, 5), (20, None)]), _ml([(10, 5), (20, None)], prop="x")
+    with open_metadata_store(scratch_zk, read_only=False) as store:
+        store.put("/ledgers/INSTANCEID", b"test-instance")
+        store.put(
+            "/ledgers/LAYOUT", b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1\n"
+        )
+        store.put(ML, old)
+        plan = _plan_for(tmp_path, store, scratch_zk, old, new)
+        store.put(ML, _ml([(10, 5), (30, None)]), expected_version=store.get(ML).stat.version)
+        _ledger(store, 10, "CLOSED", 4)
+        _ledger(store, 30, "CLOSED")
+        said: list[str] = []
+        assert rebase(plan, store, said.append)
+        (change,) = Plan.load(plan).changes
+        assert change.version == store.get(ML).stat.version
+        info = mld.parse_ml_info(change.new).message
+        assert [lg.ledgerId for lg in info.ledgerInfo] == [10, 30]
+        assert mld.ml_properties(info) == {"p": "x"}
+        assert "empty ledger 20 dropped" in said[0] and "empty ledger 30 added" in said[0]
+
+        for state, last, error in (("CLOSED", 2, PlanConflict), ("OPEN", -1, _Reloaded)):
+            plan = _plan_for(tmp_path, store, scratch_zk, old, new)
+            _ledger(store, 30, state, last)
+            with pytest.raises(error):
+                rebase(plan, store, said.append)
+        _ledger(store, 30, "CLOSED")
+        plan = _plan_for(tmp_path, store, scratch_zk, _ml([(10, 4), (20, None)]), new)
+        with pytest.raises(PlanConflict, match="ledger 10"):
+            rebase(plan, store, said.append)
