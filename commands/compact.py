@@ -233,7 +233,9 @@ def compact(
     (--plan FILE) that commits the __compaction cursor with compare-and-set on the
     version read before the compaction was computed; `ledgerctl undo FILE` puts the
     cursor back and deletes the ledger. It is refused while a live broker owns the
-    topic's namespace bundle (--force-owned overrides). A topic with nothing new since the
+    topic's namespace bundle (--force-owned overrides); what the apply did is said on
+    stderr, and with -o json is the report's "outcome" (the shape of `apply -o json`). A
+    compare-and-set that fails exits 5. A topic with nothing new since the
     compaction horizon is not written again; a compaction that deletes every key writes
     an empty compacted ledger, as the broker does.
     A damaged entry (a digest or checksum that does not match, metadata or a payload that
@@ -331,13 +333,23 @@ def compact(
             force_owned=write.force_owned,
         )
     from pulsarctl_py.commands.plans import say
+    from pulsarctl_py.errors import LedgerctlError
 
-    done = compact_topic(request, say=say)
+    try:
+        done = compact_topic(request, say=say)
+    except LedgerctlError as exc:
+        refused = getattr(exc, "outcome", None)
+        if refused is not None and fmt_out is render.OutputFormat.JSON:
+            render.write_json({"outcome": refused.to_json()})  # what was refused, and why
+        raise
     report = done.report
     if done.written is not None:
         _print_written(done.written, report.topic)
     if fmt_out is render.OutputFormat.JSON:
-        render.write_json(report.to_json())
+        doc = report.to_json()
+        if done.written is not None and done.written.outcome is not None:
+            doc["outcome"] = done.written.outcome.to_json()  # what the apply did
+        render.write_json(doc)
     else:
         _print_report(report)
     if export is not None:

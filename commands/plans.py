@@ -354,6 +354,8 @@ _NOTES = {
     "committed); nothing written",
     "apply changed nothing": "nothing restored: its apply changed nothing (every change "
     "held already when it ran); nothing written",
+    "put back already": "nothing restored: every key holds its backed-up state, with what "
+    "the broker added since (a new plan of `undo` was applied); nothing written",
     "never applied: the ledgers it wrote are deleted": "nothing restored: the plan was never "
     "applied",
     "the command stopped while it wrote: what it wrote is deleted": "nothing restored: the "
@@ -399,10 +401,82 @@ def print_outcome(outcome: Outcome, plan: Plan | None = None, store: Any | None 
         if "written_ledger" in item:
             done = item["action"] if item["action"] != "left" else f"left ({item['reason']})"
             err.print(f"ledger {item['written_ledger']} the plan wrote: {escape(done)}")
-    if outcome.backup:
+    _print_ledgers(err, outcome)
+    if outcome.backup and not outcome.refused:
         err.print(f"backup: {escape(outcome.backup)}")
     if outcome.action == "apply" and keys:
         err.print(f"undo with: ledgerctl undo {escape(outcome.plan)}")
+
+
+def _ids(ledgers: list[int]) -> str:
+    return ", ".join(map(str, sorted(set(ledgers))))
+
+
+def _print_ledgers(err: Any, outcome: Outcome) -> None:
+    """What the write did to whole ledgers (:class:`~pulsarctl_py.plans.Outcome`)."""
+    if outcome.action == "apply":
+        if outcome.ledgers_written:
+            err.print(
+                f"ledgers swapped in (written by the command): {_ids(outcome.ledgers_written)}"
+            )
+        if outcome.ledgers_deleted:
+            err.print(f"ledgers deleted: {_ids(outcome.ledgers_deleted)}")
+        if outcome.ledgers_left:
+            err.print(
+                f"ledgers left for `undo` (referenced by nothing now, kept): "
+                f"{_ids(outcome.ledgers_left)}"
+            )
+        return
+    if outcome.ledgers_left:
+        err.print(
+            f"ledgers the migration wrote stay, referenced by nothing: "
+            f"{_ids(outcome.ledgers_left)} (`ledgerctl orphans --delete` removes them)"
+        )
+
+
+def print_rebase(rebase: Any) -> None:
+    """An undo refused because keys moved on since the apply (:mod:`pulsarctl_py.plans.rebase`),
+    for people: per key what changed since the apply and what the new plan does (or why
+    it cannot be put back), and where the new plan is."""
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+
+    err = render.stderr_console()
+
+    def diff(lines: list[str]) -> None:
+        for line in lines[2:]:
+            colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+            err.print(f"    [{colour}]{escape(line)}[/]" if colour else f"    {escape(line)}")
+
+    for drift in rebase.drifts:
+        err.print(
+            f"[bold]changed since the apply[/]: {escape(drift.change.key)} (applied value -> now)"
+        )
+        diff(drift.to_json()["changed_since_apply"])
+        if drift.refused is not None:
+            err.print(f"  cannot be put back: {escape(drift.refused)}")
+            continue
+        err.print("  the new plan (now -> backed-up state, what the broker added kept):")
+        diff(drift.to_json()["new_plan_diff"])
+        for note in drift.notes:
+            err.print(f"  {escape(note)}")
+    if rebase.plan is None:
+        return
+    if not rebase.plan.changes:
+        err.print("nothing to put back: the store holds the backed-up state already")
+    elif rebase.saved is not None:
+        err.print(
+            f"new plan saved to {escape(rebase.saved)}: review it, then `ledgerctl apply "
+            f"{escape(rebase.saved)}` (compare-and-set against the current versions; its own "
+            "backup and undo)"
+        )
+    else:
+        err.print(
+            "a new plan puts the backed-up state back: `ledgerctl undo "
+            f"{escape(rebase.plan_path)} --plan FILE` saves it for review and `ledgerctl apply "
+            "FILE`"
+        )
 
 
 def _default_plan_path() -> Path:
@@ -452,18 +526,39 @@ def run_plan(
         else:
             plan.write(out)
             where = "discarded (" + str(out) + ")" if out.stream else f"saved to {out}"
+    # with --apply and JSON, stdout is the outcome's (what happened), not the plan's (saved)
+    as_json = apply and outcome_json(output)
     try:
-        print_plan(plan, output)
+        if as_json:
+            for w in plan.warnings:
+                warn(w)
+        else:
+            print_plan(plan, output)
     finally:
         if where is not None:
             render.stderr_console().print(f"plan {escape(where)}")
-    if apply and not plan.empty:
+    if apply and plan.empty:
+        if as_json:
+            from pulsarctl_py.plans import Outcome
+
+            render.write_json(Outcome("apply", "", None, note=NOTHING_TO_APPLY).to_json())
+        return plan
+    if apply:
         assert out is not None and not out.stream
         confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with open_writable(plan.metadata_url) as store:
-            outcome = live_apply(store, out.path, lambda: apply_plan(out.path, store))
-            print_outcome(outcome, plan, store)
+            run_outcome(
+                lambda: live_apply(store, out.path, lambda: apply_plan(out.path, store)),
+                as_json,
+                plan,
+                store,
+                plan_path=out.path,
+            )
     return plan
+
+
+#: the note of an apply whose plan changes nothing
+NOTHING_TO_APPLY = "nothing to apply"
 
 
 def confirmed(action: str, plan: Plan, yes: bool, again: str) -> None:
@@ -495,20 +590,54 @@ def outcome_json(output: PlanOutput) -> bool:
     return fmt is render.OutputFormat.JSON
 
 
-def run_outcome(run: Callable[[], Outcome], as_json: bool, plan: Plan, store: Any) -> Outcome:
+def run_outcome(
+    run: Callable[[], Outcome],
+    as_json: bool,
+    plan: Plan,
+    store: Any,
+    *,
+    action: str = "apply",
+    plan_path: Path | None = None,
+    new_plan: Output | None = None,
+    left: list[int] | None = None,
+) -> Outcome:
     """Apply or undo, and say what happened: the outcome as JSON on stdout when asked
     (also when the plan was refused: with the key refused and why, before the one-line
-    error), and for people on stderr."""
+    error), and for people on stderr. An undo refused because keys moved on since the
+    apply shows what changed, and saves the new plan that puts the backup back to
+    ``new_plan`` (undo --plan FILE) when there is one. ``left``: the ledgers an undo leaves
+    referenced by nothing (a migration's). A refusal before the write began (the check
+    that no live broker has the topics, inside ``run``) is an outcome of ``action`` on
+    ``plan_path`` too."""
     from pulsarctl_py import render
     from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.plans.apply import refused_outcome
 
     try:
         outcome = run()
     except LedgerctlError as exc:
         refused = getattr(exc, "outcome", None)
+        if refused is None and plan_path is not None:
+            refused = refused_outcome(action, plan_path, exc)
+        rebase = getattr(exc, "rebase", None)
+        if rebase is not None:
+            if new_plan is not None and rebase.plan is not None and rebase.plan.changes:
+                rebase.plan.write(new_plan)
+                rebase.saved = str(new_plan.path)
+                if refused is not None:
+                    refused.rebase = rebase.to_json()
+            elif new_plan is not None:
+                new_plan.discard()
+            print_rebase(rebase)
+        elif new_plan is not None:
+            new_plan.discard()
         if as_json and refused is not None:
             render.write_json(refused.to_json())
         raise
+    if new_plan is not None:
+        new_plan.discard()  # undone: no new plan needed
+    if left:
+        outcome.ledgers_left.extend(left)
     if as_json:
         render.write_json(outcome.to_json())
     print_outcome(outcome, plan, store)

@@ -17,6 +17,8 @@ import typer
 from pulsarctl_py.commands import options
 from pulsarctl_py.commands.completion import complete_topic
 from pulsarctl_py.commands.plans import (
+    FORCE,
+    NOTHING_TO_APPLY,
     OUTCOME_OUTPUT,
     PLAN_STORE,
     YES,
@@ -34,7 +36,7 @@ from pulsarctl_py.commands.plans import (
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.plans import Draft
+    from pulsarctl_py.plans import Draft, Outcome
 
 repair_app = typer.Typer(
     help="Repair topic metadata: each repair prints a plan, and writes only with --apply.",
@@ -439,14 +441,16 @@ def apply(
     force_owned: bool = options.FORCE_OWNED,
 ) -> None:
     """Execute a saved plan exactly: every key must still hold the value the plan read
-    (compare-and-set), else nothing is written (exit 1); every ledger the plan's values add
+    (compare-and-set), else nothing is written (exit 5); every ledger the plan's values add
     must exist and be the topic's (a topic's ledger list: its data ledgers, or its shadow
     source's; a cursor's CompactedTopicLedger: a compacted ledger of that topic; its
     cursorsLedgerId: that cursor's ledger), else nothing is written (exit 2). The old
     values are written to FILE.backup.json first; `ledgerctl undo FILE` restores them. On a
     terminal the plan is shown and the write asked for (--yes: without asking); the store
-    written is printed, and what was done: the keys written, unchanged, refused. Refused
-    while a live broker owns one of the plan's topics (--force-owned overrides)."""
+    written is printed, and what was done (-o json: on stdout): the keys written,
+    unchanged, already applied, refused and why, the ledgers swapped in, deleted and left
+    for undo. Refused while a live broker owns one of the plan's topics (--force-owned
+    overrides)."""
     from pulsarctl_py.plans import Plan, apply_plan
 
     plan = Plan.load(plan_file)
@@ -461,7 +465,9 @@ def apply(
             from pulsarctl_py import render
             from pulsarctl_py.plans import Outcome
 
-            render.write_json(Outcome("apply", str(plan_file), None).to_json())
+            render.write_json(
+                Outcome("apply", str(plan_file), None, note=NOTHING_TO_APPLY).to_json()
+            )
         return
     confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with open_writable(metadata_url or plan.metadata_url) as store:
@@ -470,6 +476,7 @@ def apply(
             as_json,
             plan,
             store,
+            plan_path=plan_file,
         )
 
 
@@ -481,10 +488,26 @@ def undo(
     output: PlanOutput = OUTCOME_OUTPUT,
     yes: bool = YES,
     force_owned: bool = options.FORCE_OWNED,
+    new_plan: Path = typer.Option(
+        None,
+        "--plan",
+        metavar="NEW",
+        help="When keys the apply wrote were rewritten since (a broker loaded the topic): "
+        "save the new plan that puts the backed-up state back over them to NEW, for review "
+        "and `apply`.",
+    ),
+    force: bool = FORCE,
 ) -> None:
     """Restore what `apply FILE` replaced, from FILE.backup.json (or the plan's old values):
     every key still holding the applied value is set back with compare-and-set; keys
-    already at their old value are left; a key changed since aborts with nothing written.
+    already at their old value are left. A key rewritten since the apply (a broker loaded
+    the topic: a new ledger in its list, cursor positions persisted) refuses the undo
+    (exit 5, nothing written): per key the value the apply wrote, the value now and the
+    backed-up one are shown, and a new plan that puts the backed-up state back over the
+    current versions, keeping what the broker added (ledgers it rolled to, cursors it
+    moved that the plan did not touch), is offered: saved with --plan NEW, then `ledgerctl
+    apply NEW`. A key both the plan and the broker changed (a cursor the plan moved and
+    consumers moved since) cannot be put back, and the refusal says why.
     What the old values point at is checked as apply checks it: a ledger gone or not the
     topic's is refused (exit 2), unless it was so when the plan was applied. An apply that
     changed nothing (every change held already) is undone by restoring nothing. On a
@@ -504,26 +527,25 @@ def undo(
     if not plan.empty or plan.written:
         confirmed("Undo: restore", plan, yes, f"ledgerctl undo {plan_file}")
     as_json = outcome_json(output)
-    with open_writable(metadata_url or plan.metadata_url) as store:
-        if plan.changes:
-            run_outcome(
-                lambda: live_apply(
-                    store, plan_file, lambda: undo_plan(plan_file, store), undo=True
-                ),
-                as_json,
-                plan,
-                store,
-            )
-        else:
-            run_outcome(lambda: undo_plan(plan_file, store), as_json, plan, store)
-    from pulsarctl_py import render
     from pulsarctl_py.repair.migrate import ledgers_undo_keeps
 
-    written = ledgers_undo_keeps(plan)
-    if written:
-        render.stderr_console().print(
-            f"ledgers the migration wrote stay, referenced by nothing: "
-            f"{', '.join(map(str, written))} (`ledgerctl orphans --delete` removes them)"
+    out = PlanFlags(plan_file=new_plan, force=force).plan_output(file_only=True)
+    with open_writable(metadata_url or plan.metadata_url) as store:
+
+        def run() -> Outcome:
+            if plan.changes:
+                return live_apply(store, plan_file, lambda: undo_plan(plan_file, store), undo=True)
+            return undo_plan(plan_file, store)
+
+        run_outcome(
+            run,
+            as_json,
+            plan,
+            store,
+            action="undo",
+            plan_path=plan_file,
+            new_plan=out,
+            left=ledgers_undo_keeps(plan),
         )
 
 

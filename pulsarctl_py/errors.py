@@ -6,7 +6,8 @@ no store module is needed to name them. Exit codes: 0 ok, 1 findings in the data
 (:class:`DataError`), 2 usage or bad input (:class:`LedgerctlError`, the default), 3 a
 store could not be reached or opened (:class:`StoreUnavailable`), 4 a write refused
 because a live broker has the topic loaded (:class:`TopicLoaded`), 5 a write refused
-because the store changed since the plan was made (:class:`PlanConflict`).
+because the store changed since the plan was made (:class:`PlanConflict`; its
+compare-and-set form :class:`MetadataConflict`).
 """
 
 from pulsarctl_py.decoders.errors import (
@@ -37,13 +38,12 @@ class PlanConflict(LedgerctlError):
     exit_code = 5
 
 
-class MetadataConflict(LedgerctlError):
+class MetadataConflict(PlanConflict):
     """A compare-and-set write whose precondition does not hold (version or existence).
 
-    Exit code 1: the store changed under the plan; nothing was written.
+    Exit code 5 (:class:`PlanConflict`): the store changed under the plan; nothing was
+    written.
     """
-
-    exit_code = 1
 
     def __init__(self, path: str, message: str) -> None:
         self.path = path

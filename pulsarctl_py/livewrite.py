@@ -210,10 +210,12 @@ def _unload_loaded(store: MetadataStore, topics: list[str], live: LiveFlags, say
         if broker is None:
             continue
         if not live.unload:
-            raise TopicLoaded(
+            refused = TopicLoaded(
                 f"{topic} is loaded by the broker {broker.url}: nothing written; pass "
                 "--unload to unload it through the broker's admin API for the write"
             )
+            refused.broker = broker.url  # type: ignore[attr-defined]  # the outcome's
+            raise refused
         broker.unload(topic)
         done.append(f"{topic} (from {broker.url})")
     return done
@@ -403,6 +405,10 @@ def rebase(plan_path: Path, store: MetadataStore, say: Say, *, undo: bool = Fals
         elif node.data == change.old and node.stat.version == change.version:
             continue
         found = _meaning_now(store, change, expected, node.data, undo)
+        if isinstance(found, str) and undo:
+            # the undo says what changed and offers the plan that puts the backup back
+            # over it (plans/rebase.py)
+            continue
         if isinstance(found, str):
             raise PlanConflict(
                 f"{change.key} changed since the plan was "

@@ -107,6 +107,7 @@ def test_a_loaded_topic_is_refused_naming_the_broker_and_unload(cluster: Any, br
         assert err.value.exit_code == 4
         line = err.value.one_line()
         assert broker in line and "--unload" in line and TOPIC in line
+        assert err.value.broker == broker  # the outcome's refused.broker
         # --force-owned does not skip a broker that answers
         with pytest.raises(TopicLoaded):
             livewrite.prepare(store, [TOPIC], force=True)

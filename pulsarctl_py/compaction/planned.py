@@ -345,11 +345,16 @@ def apply_written_plan(
         except MetadataConflict as exc:
             delete_written(plan.written, store)
             leftovers = " and no leftover" if any(c.new is None for c in plan.changes) else ""
-            raise MetadataConflict(
+            refused = MetadataConflict(
                 exc.path,
                 f"{str(exc).split(': ', 1)[-1]} (the compacted ledger this plan wrote is "
                 f"deleted{leftovers})",
-            ) from None
+            )
+            outcome = getattr(exc, "outcome", None)
+            if outcome is not None:  # what was refused, for `compact --apply -o json`
+                outcome.ledgers_deleted.extend(w.ledger_id for w in plan.written)
+                refused.outcome = outcome  # type: ignore[attr-defined]
+            raise refused from None
 
 
 # -- compact --apply / --plan as one call ------------------------------------------------------

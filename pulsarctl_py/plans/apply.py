@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pulsarctl_py.decoders.errors import DataError, LedgerctlError
+from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.stores.metadata.base import MetadataConflict, MetadataStore, Node
 
 from .binding import DEFAULT_ROOTS, check_binding
@@ -162,7 +162,13 @@ def _now_text() -> str:
 class Outcome:
     """What apply or undo did, per key: what it wrote, what already held the value it
     wanted (unchanged, not written), and what it refused and why (then nothing is written,
-    and the error carries this outcome as ``outcome``)."""
+    and the error carries this outcome as ``outcome``); and what became of whole ledgers.
+
+    One shape for every verb that writes (``apply``, ``undo``, every ``--apply``), as
+    JSON (:meth:`to_json`, documented in docs/guide.md): ``refused`` entries carry
+    ``key``, ``reason`` and ``exit_code`` (5: the store changed since the plan was made),
+    and ``broker`` when a live broker that has the topic loaded refused it.
+    """
 
     action: str  # "apply" or "undo"
     plan: str
@@ -176,6 +182,18 @@ class Outcome:
     refused: list[dict[str, Any]] = field(default_factory=list)
     #: "already applied", "resumed", "nothing to restore" ... (None: a plain run)
     note: str | None = None
+    #: ledgers the command wrote that this apply swapped in (referenced from now on)
+    ledgers_written: list[int] = field(default_factory=list)
+    #: ledgers whose metadata (or stopped bookie's index entries) this write deleted;
+    #: for undo, the ledgers the plan wrote, deleted again
+    ledgers_deleted: list[int] = field(default_factory=list)
+    #: ledgers referenced by nothing after this write but kept: after apply, what the
+    #: plan made unreachable and `undo` brings back; after undo, what a migration wrote
+    #: that stays (`orphans --delete` removes it)
+    ledgers_left: list[int] = field(default_factory=list)
+    #: undo after the store moved on (:mod:`.rebase`): per key what changed, and the
+    #: new plan that puts the backed-up state back (None: not needed)
+    rebase: dict[str, Any] | None = None
 
     @property
     def keys_written(self) -> list[dict[str, Any]]:
@@ -187,15 +205,37 @@ class Outcome:
             "action": self.action,
             "plan": self.plan,
             "backup": self.backup,
+            "note": self.note,
+            "already_applied": self.note == "already applied",
             "written": self.written,
             "unchanged": self.unchanged,
             "refused": self.refused,
-            "note": self.note,
+            "ledgers": {
+                "written": sorted(set(self.ledgers_written)),
+                "deleted": sorted(set(self.ledgers_deleted)),
+                "left": sorted(set(self.ledgers_left)),
+            },
+            "rebase": self.rebase,
         }
 
 
 def _refuse(outcome: Outcome, exc: LedgerctlError) -> None:
-    """Record the refusal ``exc`` in ``outcome`` and give the error the outcome."""
+    """Record the refusal ``exc`` in ``outcome`` and give the error the outcome (an undo
+    refused because keys moved on since the apply: one entry per key, with why)."""
+    rebase = getattr(exc, "rebase", None)
+    for drift in getattr(rebase, "drifts", []):
+        outcome.refused.append(
+            {
+                "key": drift.change.key,
+                "reason": drift.refused
+                or "changed since the apply (holds neither the applied nor the backed-up "
+                "value): a new plan puts the backup back over it",
+                "exit_code": exc.exit_code,
+            }
+        )
+    if rebase is not None:
+        exc.outcome = outcome  # type: ignore[attr-defined]
+        return
     key = getattr(exc, "key", None) or getattr(exc, "path", None)
     entry: dict[str, Any] = {"key": key if isinstance(key, str) else None}
     problem = getattr(exc, "problem", None)
@@ -203,8 +243,21 @@ def _refuse(outcome: Outcome, exc: LedgerctlError) -> None:
         entry["ledger_id"] = problem.ledger_id
         entry["problem"] = problem.code
     entry["reason"] = exc.one_line()
+    entry["exit_code"] = exc.exit_code
+    broker = getattr(exc, "broker", None)  # a live broker that has the topic loaded
+    if broker is not None:
+        entry["broker"] = str(getattr(broker, "url", broker))
     outcome.refused.append(entry)
     exc.outcome = outcome  # type: ignore[attr-defined]
+
+
+def refused_outcome(action: str, plan_path: Path, exc: LedgerctlError) -> Outcome:
+    """The outcome of a write refused before apply or undo ran (the check that no live
+    broker has the topic, say): nothing written, the refusal with why (and the broker,
+    when the error names one); the error carries it as ``outcome``."""
+    outcome = Outcome(action, str(plan_path), None)
+    _refuse(outcome, exc)
+    return outcome
 
 
 def _ledgers_done(outcome: Outcome, done: list[dict[str, Any]]) -> None:
@@ -219,6 +272,8 @@ def _ledgers_done(outcome: Outcome, done: list[dict[str, Any]]) -> None:
             outcome.unchanged.append(item | {"reason": "deleted already"})
         else:
             outcome.written.append(item)
+            if isinstance(item.get("ledger_id"), int):
+                outcome.ledgers_deleted.append(item["ledger_id"])
 
 
 def _nothing(_: str) -> None:
@@ -370,6 +425,7 @@ def _apply(
                     for c in [*plan.changes, *(c for c in plan.bookie if c not in pending)]
                 ]
                 outcome.written.extend(bookie.delete(after_step, pending))
+                _applied_ledgers(plan, outcome)
                 _write_record(bpath, plan, APPLIED, _now_text(), record.broken)
                 after_step("record")
                 return
@@ -418,8 +474,29 @@ def _apply(
             )
         if bookie is not None:
             outcome.written.extend(bookie.delete(after_step))
+    _applied_ledgers(plan, outcome)
     _write_record(bpath, plan, APPLIED, _now_text(), broken)
     after_step("record")
+
+
+def _ledger_id(key: str, plan: Plan) -> int | None:
+    from pulsarctl_py.decoders import ledger_metadata as lm
+
+    return lm.ledger_id_from_path(key, _ledgers_root(plan))
+
+
+def _applied_ledgers(plan: Plan, outcome: Outcome) -> None:
+    """What the apply did to whole ledgers: those the command wrote are swapped in, those
+    whose metadata or bookie index entries it deleted are gone, and the rest of what it
+    made unreachable is left for `undo` to bring back."""
+    deleted = {
+        _ledger_id(c.key, plan) for c in plan.changes if c.kind == "ledger" and c.new is None
+    }
+    deleted |= {c.ledger_id for c in plan.bookie}
+    deleted.discard(None)
+    outcome.ledgers_written = [w.ledger_id for w in plan.written]
+    outcome.ledgers_deleted = sorted(i for i in deleted if i is not None)
+    outcome.ledgers_left = [i for i in plan.unreachable.ledgers if i not in deleted]
 
 
 def _forget_written(plan: Plan, plan_path: Path, store: MetadataStore) -> None:
@@ -432,6 +509,10 @@ def _forget_written(plan: Plan, plan_path: Path, store: MetadataStore) -> None:
 def _holds_any_planned(plan: Plan, store: MetadataStore) -> bool:
     """Whether some key the plan writes (checks aside) holds the value it plans."""
     return any(c.action != "check" and _holds_new(c, store.get(c.key)) for c in plan.changes)
+
+
+#: the note of an undo whose keys hold the backed-up state merged with what was added since
+PUT_BACK = "put back already"
 
 
 class NeverApplied(LedgerctlError):
@@ -521,6 +602,7 @@ def _undo(
     txn = store.transaction()
     restores: list[dict[str, Any]] = []
     steps: list[Step] = []
+    drifted: list[Change] = []
     for change in plan.changes:
         old = change.old
         node = store.get(change.key)
@@ -529,10 +611,10 @@ def _undo(
             outcome.unchanged.append({"key": change.key, "reason": "already holds its old value"})
             continue
         if now != change.new:
-            raise DataError(
-                f"{change.key} changed after the plan was applied (it holds neither the "
-                "planned nor the old value); nothing was restored"
-            )
+            # rewritten since the apply (a broker loaded the topic): nothing restored;
+            # what changed, and a new plan that puts the backup back over it (.rebase)
+            drifted.append(change)
+            continue
         if old is None:
             assert node is not None
             txn.delete(change.key, node.stat.version)
@@ -542,6 +624,28 @@ def _undo(
             txn.set(change.key, old, node.stat.version)
         restores.append({"key": change.key, "action": "restore", "sha256": sha256(old)})
         steps.append(Step(change.key, change.kind, change.new, change.old))
+        if change.kind == "ledger" and old is None:
+            ledger_id = _ledger_id(change.key, plan)
+            if ledger_id is not None:
+                outcome.ledgers_deleted.append(ledger_id)
+    if drifted:
+        from .rebase import rebase_undo
+
+        outcome.unchanged.clear()
+        moved = rebase_undo(plan, plan_path, store, drifted)
+        if moved.rebase.plan is not None and not moved.rebase.plan.changes:
+            # the backed-up state holds already, with what the store gained since (the
+            # new plan of an earlier undo was applied): nothing to restore
+            outcome.note = PUT_BACK
+            outcome.unchanged = [
+                {"key": c.key, "reason": "holds its backed-up state, with what was added since"}
+                for c in plan.changes
+            ]
+            if record is not None and record.status != UNDONE:
+                _write_record(bpath, plan, UNDONE, record.applied, record.broken)
+            return
+        outcome.rebase = moved.rebase.to_json()
+        raise moved
     with _bookie_writer(plan, store) as bookie:
         todo: list[tuple[BookieChange, bytes]] = []
         if bookie is not None:

@@ -222,6 +222,11 @@ def test_a_rerun_deletes_what_a_stopped_run_left(tmp_path, capsys, request) -> N
     assert f"the ledger {left} its earlier run wrote: deleted" in again.err
     new = again.json()["compacted_ledger"]
     assert left not in _metadata_ledgers(world) and new != left
+    # what the apply did, in the report: the __compaction cursor set, the new ledger in
+    outcome = again.json()["outcome"]
+    assert outcome["action"] == "apply" and outcome["refused"] == [], outcome
+    assert [w["key"].rsplit("/", 1)[-1] for w in outcome["written"]] == ["__compaction"]
+    assert outcome["ledgers"]["written"] == [new]
     assert new in _metadata_ledgers(world)
     # a plan that may have been applied is not written over
     refused = run(capsys, "compact", ORDERS, "--full", "--apply", "--plan", plan, *_args(world))

@@ -193,7 +193,7 @@ def test_a_change_between_plan_and_apply_aborts_with_nothing_written(
     assert (snapshot(world.metadata_url), index_dump(world)) == (md, idx)
     assert not backup_path(plan_path).exists()
     r = run(capsys, "apply", plan_path)
-    assert r.code == 1 and "nothing was written" in r.err and "Traceback" not in r.err
+    assert r.code == 5 and "nothing was written" in r.err and "Traceback" not in r.err
 
 
 def test_apply_refuses_while_the_bookie_holds_its_lock(

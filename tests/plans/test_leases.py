@@ -82,7 +82,7 @@ def test_a_leftover_is_deleted_only_in_the_plans_transaction_and_never_while_a_p
         node = store.get(ML)
         store.put(ML, node.data, node.stat.version)
     refused = run(capsys, "apply", tmp_path / "third.json")
-    assert refused.code == 1 and "changed since the plan was made" in refused.err
+    assert refused.code == 5 and "changed since the plan was made" in refused.err
     assert review in _ledgers(world)
 
     applied = _compact(capsys, world, tmp_path / "fourth.json", "--apply")

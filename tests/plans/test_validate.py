@@ -218,7 +218,7 @@ def test_a_key_deleted_and_created_again_with_the_same_bytes_is_a_conflict(
         assert again is not None and (again.data, again.stat.version) == (node.data, 0)
     before = (snapshot(world.metadata_url), index_dump(world))
     r = run(capsys, "apply", plan)
-    one_line(r, 1)
+    one_line(r, 5)
     assert "deleted and created again" in r.err and "nothing was written" in r.err
     assert (snapshot(world.metadata_url), index_dump(world)) == before
     assert ORPHAN in stored(world)
@@ -595,7 +595,7 @@ def test_apply_twice_says_already_applied_and_undo_needs_an_apply(
     r = run(capsys, "undo", "p.json")
     assert r.code == 0 and "already undone" in r.err
     # an applied plan's file is not overwritten (its undo needs it), an undone one may be
-    assert run(capsys, "apply", "p.json").code == 1  # the versions moved on: make it again
+    assert run(capsys, "apply", "p.json").code == 5  # the versions moved on: make it again
     r = run(capsys, "repair", "cursor", PLAIN, "sub-1", "--to", "5:0", "--plan", "p.json")
     assert r.code == 0, r.err
     assert not Path("p.json.backup.json").exists()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pulsarctl_py.errors import DataError, LedgerctlError, MetadataConflict
+from pulsarctl_py.errors import DataError, LedgerctlError, MetadataConflict, PlanConflict
 from pulsarctl_py.ledgers import LedgerSource
 from pulsarctl_py.plans import (
     STEPS,
@@ -353,9 +353,16 @@ def test_undo_refuses_a_key_changed_after_apply(tmp_path: Path) -> None:
         node = store.get(sub)
         store.put(sub, node.data + b"\x30\x01", node.stat.version)  # lastActive=1
     changed = snapshot(world.metadata_url)
-    with writable(world) as store, pytest.raises(DataError, match="nothing was restored"):
+    with writable(world) as store, pytest.raises(PlanConflict, match="nothing restored") as exc:
         undo_plan(plan_path, store)
+    assert exc.value.exit_code == 5
     assert snapshot(world.metadata_url) == changed
+    # the refusal says which key and why, and offers a new plan: the cursor's lastActive
+    # is the broker's, its position goes back
+    (refused,) = exc.value.outcome.to_json()["refused"]
+    assert refused["key"] == sub and refused["exit_code"] == 5
+    (drift,) = exc.value.rebase.drifts
+    assert drift.refused is None and [c.key for c in exc.value.rebase.plan.changes] == [sub]
 
 
 def test_a_tampered_plan_is_refused(tmp_path: Path) -> None:
@@ -457,7 +464,13 @@ def test_cli_orphans(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     plan_path = tmp_path / "plan.json"
     r = run(capsys, "orphans", "--delete", *url, "--plan", plan_path, "--apply", "-o", "json")
     assert r.code == 0, r.err
-    assert r.json()["changes"][0]["action"] == "delete"
+    # stdout is what happened (the plan is in its file): the ledger's metadata deleted
+    done = r.json()
+    assert done["action"] == "apply" and done["plan"] == str(plan_path)
+    # its metadata and its entries in the stopped bookie's index
+    assert {w["action"] for w in done["written"]} == {"delete"} and len(done["written"]) == 3
+    assert done["ledgers"] == {"written": [], "deleted": [70], "left": []}
+    assert json.loads(plan_path.read_text())["changes"][0]["action"] == "delete"
     r = run(capsys, "orphans", *url, "-o", "json")
     assert r.code == 0 and r.json()["orphans"] == []
 
