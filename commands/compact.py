@@ -64,6 +64,7 @@ def parse_size(text: str) -> int:
 
 @options.bookie_flags
 @options.metadata_options
+@options.live_options
 @options.compacted_write_flags
 def compact(
     topic: str = typer.Argument(

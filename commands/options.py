@@ -481,12 +481,82 @@ ML_PASSWORD_FILE = typer.Option(
     "managed_ledger_password_file in ledgerctl.toml names, the broker configuration's, else "
     "none.",
 )
+ADMIN_URL = typer.Option(
+    None,
+    "--admin-url",
+    metavar="URL",
+    help="A broker's admin (web service) URL, http://host:8080 or https://host:8443, to ask "
+    "whether it has the topic loaded; repeat it (or separate URLs with commas) for every "
+    "broker. Default: $LEDGERCTL_ADMIN_URL, admin_url in the nearest ledgerctl.toml, else "
+    "every broker registered in the metadata store. TLS CA, client certificate and token "
+    "only from $LEDGERCTL_ADMIN_TLS_CA_FILE, $LEDGERCTL_ADMIN_TLS_CERT_FILE / _KEY_FILE, "
+    "$LEDGERCTL_ADMIN_TOKEN or $LEDGERCTL_ADMIN_TOKEN_FILE.",
+)
 FORCE_OWNED = typer.Option(
     False,
     "--force-owned",
-    help="Write the topic's metadata even while a live broker owns its namespace bundle "
-    "(the broker may overwrite the change; unload the bundle instead).",
+    help="Write even when the brokers cannot be asked whether they have the topic loaded "
+    "(registered, but none answers: said as a warning). A broker that has it loaded may "
+    "overwrite the change or keep serving the old state. A topic a broker says it has "
+    "loaded is refused all the same: --unload.",
 )
+UNLOAD = typer.Option(
+    False,
+    "--unload",
+    help="Unload the topics through the broker's admin API (a shadow topic's source too) "
+    "and write in that window, with compare-and-set; keys the unload rewrote without "
+    "changing what they mean for the plan are rebased and said; afterwards a broker that "
+    "loaded the old state meanwhile is made to read it again. Without it a write to a topic "
+    "a broker has loaded is refused (exit 4).",
+)
+
+
+def live_options(command: F) -> F:
+    """Give ``command`` --unload and --admin-url (and --force-owned unless it has one),
+    and run it with them in effect (:func:`pulsarctl_py.livewrite.flags`, the admin URL
+    as a flag of :mod:`pulsarctl_py.precedence`)."""
+    sig = inspect.signature(command)
+    hints = typing.get_type_hints(command)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
+    ]
+    own_force = "force_owned" in sig.parameters
+    added = [
+        inspect.Parameter(
+            "unload", inspect.Parameter.KEYWORD_ONLY, default=UNLOAD, annotation=bool
+        ),
+        inspect.Parameter(
+            "admin_url",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=ADMIN_URL,
+            annotation=typing.Optional[list[str]],  # noqa: UP045 (typer reads it)
+        ),
+    ]
+    if not own_force:
+        added.append(
+            inspect.Parameter(
+                "force_owned", inspect.Parameter.KEYWORD_ONLY, default=FORCE_OWNED, annotation=bool
+            )
+        )
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pulsarctl_py import livewrite, precedence
+
+        unload = bool(kwargs.pop("unload", False))
+        admin = kwargs.pop("admin_url", None) or None
+        force = bool(kwargs.get("force_owned") if own_force else kwargs.pop("force_owned", False))
+        with (
+            precedence.flags(admin_url=admin),
+            livewrite.flags(unload=unload, force_owned=force),
+        ):
+            return command(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=[*params, *added])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*params, *added]}
+    if "return" in hints:
+        wrapper.__annotations__["return"] = hints["return"]
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -166,8 +166,8 @@ _plan_flags = options.option_set(
 
 def plan_options(command: options.Command) -> options.Command:
     """The options of a command that makes a plan, with the metadata flags after
-    --metadata-url."""
-    return options.metadata_options(_plan_flags(command))
+    --metadata-url, and --unload, --admin-url, --force-owned (:func:`options.live_options`)."""
+    return options.metadata_options(_plan_flags(options.live_options(command)))
 
 
 def _replaced_plan_backup(out: Output) -> Path | None:
@@ -435,6 +435,10 @@ def run_plan(
 
     try:
         plan = make_plan(metadata_url, bookie_dirs, build)
+        if plan.topics and unload_first(plan.metadata_url, plan.topics):
+            # planned again after the unload: the plan reads what the broker persisted
+            # when it closed the topic (cursor positions), not what it had cached
+            plan = make_plan(metadata_url, bookie_dirs, build)
     except BaseException:
         if out is not None:
             out.discard()
@@ -457,8 +461,8 @@ def run_plan(
         assert out is not None and not out.stream
         confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with open_writable(plan.metadata_url) as store:
-            not_owned(store, plan.topics, False)
-            print_outcome(apply_plan(out.path, store), plan, store)
+            outcome = live_apply(store, out.path, lambda: apply_plan(out.path, store))
+            print_outcome(outcome, plan, store)
     return plan
 
 
@@ -511,12 +515,30 @@ def run_outcome(run: Callable[[], Outcome], as_json: bool, plan: Plan, store: An
     return outcome
 
 
-def not_owned(store: Any, topics: list[str], force: bool) -> None:
-    """Refuse to write the metadata of topics a live broker owns (pulsarctl_py.ownership)."""
-    from pulsarctl_py.ownership import check_not_owned
+def unload_first(metadata_url: str, topics: list[str]) -> bool:
+    """With --unload: unload those of ``topics`` a broker has loaded (before a plan is
+    made), and say so; whether one was. Without it: nothing (the apply refuses)."""
+    from pulsarctl_py import livewrite
+    from pulsarctl_py.stores.metadata import open_metadata_store
 
-    for w in check_not_owned(store, topics, force=force):
-        warn(w)
+    if not livewrite.current().unload:
+        return False
+    with open_metadata_store(metadata_url) as store:
+        done = livewrite.unload_loaded(store, topics, say=warn)
+    for topic in done:
+        say(f"unloaded {topic} before planning", "note")
+    return bool(done)
+
+
+def live_apply(
+    store: Any, plan_path: Path, run: Callable[[], Outcome], *, undo: bool = False
+) -> Outcome:
+    """Apply or undo through the live-broker gate (:func:`pulsarctl_py.livewrite.apply`):
+    refused while a broker has a topic of the plan loaded, unless --unload; what it did
+    said on stderr."""
+    from pulsarctl_py import livewrite
+
+    return livewrite.apply(store, plan_path, run, undo=undo, say=lambda t: say(t, "note"))
 
 
 # -- the commands that write ledgers before their plan (compact, migrate) ----------------------

@@ -23,7 +23,7 @@ from pulsarctl_py.commands.plans import (
     PlanFlags,
     PlanOutput,
     confirmed,
-    not_owned,
+    live_apply,
     open_writable,
     outcome_json,
     plan_options,
@@ -390,6 +390,7 @@ def orphans(
 
 
 @options.metadata_options
+@options.live_options
 def apply(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan saved with --plan."),
     metadata_url: str = PLAN_STORE,
@@ -424,11 +425,16 @@ def apply(
         return
     confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with open_writable(metadata_url or plan.metadata_url) as store:
-        not_owned(store, plan.topics, force_owned)
-        run_outcome(lambda: apply_plan(plan_file, store), as_json, plan, store)
+        run_outcome(
+            lambda: live_apply(store, plan_file, lambda: apply_plan(plan_file, store)),
+            as_json,
+            plan,
+            store,
+        )
 
 
 @options.metadata_options
+@options.live_options
 def undo(
     plan_file: Path = typer.Argument(..., metavar="FILE", help="A plan given to `apply`."),
     metadata_url: str = PLAN_STORE,
@@ -452,16 +458,24 @@ def undo(
     if plan.topics and UNLOAD_WARNING in plan.warnings:
         # the one warning that holds for the undo as well; the others were the apply's
         warn(
-            "the topics this plan changed must be unloaded before the undo too (no broker "
-            f"may own them): {', '.join(plan.topics)}"
+            "the topics this plan changed must not be loaded by a broker for the undo either "
+            f"(--unload unloads them): {', '.join(plan.topics)}"
         )
     if not plan.empty or plan.written:
         confirmed("Undo: restore", plan, yes, f"ledgerctl undo {plan_file}")
     as_json = outcome_json(output)
     with open_writable(metadata_url or plan.metadata_url) as store:
         if plan.changes:
-            not_owned(store, plan.topics, force_owned)
-        run_outcome(lambda: undo_plan(plan_file, store), as_json, plan, store)
+            run_outcome(
+                lambda: live_apply(
+                    store, plan_file, lambda: undo_plan(plan_file, store), undo=True
+                ),
+                as_json,
+                plan,
+                store,
+            )
+        else:
+            run_outcome(lambda: undo_plan(plan_file, store), as_json, plan, store)
     from pulsarctl_py import render
     from pulsarctl_py.repair.migrate import ledgers_undo_keeps
 

@@ -4,7 +4,9 @@ The roots are defined in the decoders (the lowest layer) and re-exported here wi
 errors of the metadata stores, defined here, so that every command catches one class and
 no store module is needed to name them. Exit codes: 0 ok, 1 findings in the data
 (:class:`DataError`), 2 usage or bad input (:class:`LedgerctlError`, the default), 3 a
-store could not be reached or opened (:class:`StoreUnavailable`).
+store could not be reached or opened (:class:`StoreUnavailable`), 4 a write refused
+because a live broker has the topic loaded (:class:`TopicLoaded`), 5 a write refused
+because the store changed since the plan was made (:class:`PlanConflict`).
 """
 
 from pulsarctl_py.decoders.errors import (
@@ -28,6 +30,13 @@ class MetadataStoreError(StoreUnavailable):
     """A metadata store that cannot be reached, opened or read (exit code 3)."""
 
 
+class PlanConflict(LedgerctlError):
+    """Refused: the store changed since the plan was made (a compare-and-set or version
+    check failed); nothing was written (exit code 5)."""
+
+    exit_code = 5
+
+
 class MetadataConflict(LedgerctlError):
     """A compare-and-set write whose precondition does not hold (version or existence).
 
@@ -45,6 +54,14 @@ class ReadOnlyStoreError(LedgerctlError):
     """A write attempted on a store opened read-only."""
 
 
+class TopicLoaded(LedgerctlError):
+    """Refused: a live broker has the topic loaded (it caches and rewrites its metadata),
+    or the brokers cannot be asked and --force-owned was not given; nothing was written
+    (exit code 4)."""
+
+    exit_code = 4
+
+
 __all__ = [
     "EXIT_FINDINGS",
     "EXIT_OK",
@@ -59,7 +76,9 @@ __all__ = [
     "MetadataConflict",
     "MetadataStoreError",
     "NotFoundError",
+    "PlanConflict",
     "ReadOnlyStoreError",
     "StoreUnavailable",
+    "TopicLoaded",
     "UnsupportedCodec",
 ]

@@ -250,7 +250,8 @@ def migrate_index(
 
 
 def _not_owned(store: Any, topic: str, force: bool) -> list[str]:
-    """Refuse to write for a topic a live broker owns (fail fast, before any ledger)."""
-    from pulsarctl_py.ownership import check_not_owned
+    """Refuse to write for a topic a live broker has loaded (fail fast, before any
+    ledger); with --unload, unload it now, so that the plan reads what it persisted."""
+    from pulsarctl_py import livewrite
 
-    return check_not_owned(store, [topic], force=force)
+    return livewrite.prepare(store, [topic], force=force)

@@ -600,6 +600,34 @@ MAX_PLAN_SIZE = _setting(
     default=256 * 1024 * 1024,
     default_text="default: 256 MiB",
 )
+# the brokers' admin REST API (pulsarctl_py.stores.broker): where, and how to authenticate
+# (the TLS files and the token only from the environment)
+ADMIN_URL = _setting(
+    "admin_url",
+    Items(),
+    "--admin-url",
+    "LEDGERCTL_ADMIN_URL",
+    default=[],
+    default_text="not set: the brokers registered in the metadata store",
+)
+ADMIN_TLS_CA_FILE = _setting(
+    "admin_tls_ca_file",
+    PathKind(),
+    None,
+    "LEDGERCTL_ADMIN_TLS_CA_FILE",
+    key=None,
+    default_text="default: the system CAs",
+)
+ADMIN_TLS_CERT_FILE = _setting(
+    "admin_tls_cert_file", PathKind(), None, "LEDGERCTL_ADMIN_TLS_CERT_FILE", key=None
+)
+ADMIN_TLS_KEY_FILE = _setting(
+    "admin_tls_key_file", PathKind(), None, "LEDGERCTL_ADMIN_TLS_KEY_FILE", key=None
+)
+ADMIN_TOKEN = _setting("admin_token", EnvSecret(), None, "LEDGERCTL_ADMIN_TOKEN", key=None)
+ADMIN_TOKEN_FILE = _setting(
+    "admin_token_file", PathKind(), None, "LEDGERCTL_ADMIN_TOKEN_FILE", key=None
+)
 ZK_AUTH = _setting("zk_auth", EnvSecret(), None, "LEDGERCTL_ZK_AUTH", key=None)
 ZK_AUTH_FILE = _setting("zk_auth_file", PathKind(), None, "LEDGERCTL_ZK_AUTH_FILE", key=None)
 NO_COLOR = _setting("no_color", EnvSecret(), "--no-color", "NO_COLOR", key=None)
@@ -631,6 +659,12 @@ SETTINGS: tuple[Setting, ...] = (
     LEDGER_PASSWORD,
     SPARK_THRESHOLD,
     MAX_PLAN_SIZE,
+    ADMIN_URL,
+    ADMIN_TLS_CA_FILE,
+    ADMIN_TLS_CERT_FILE,
+    ADMIN_TLS_KEY_FILE,
+    ADMIN_TOKEN,
+    ADMIN_TOKEN_FILE,
     ZK_AUTH,
     ZK_AUTH_FILE,
     NO_COLOR,

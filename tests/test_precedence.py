@@ -108,6 +108,13 @@ def _dirs_read(w: World) -> tuple[Any, str | None]:
     return [str(d) for d in resolve_bookie_dirs(env=w.env)], None
 
 
+def _admin_read(w: World) -> tuple[Any, str | None]:
+    from pulsarctl_py.stores.broker import admin_urls
+
+    with _env(w):
+        return admin_urls(), None
+
+
 def _client_read(attr: str) -> Callable[[World], tuple[Any, str | None]]:
     def read(w: World) -> tuple[Any, str | None]:
         from pulsarctl_py.stores.live.config import resolve_client_options
@@ -241,6 +248,16 @@ CASES = [
         {"flag": (["/f"], ["/f"]), "env": ("/e", ["/e"]), "config": (["t"], ["TOML/t"])},
         [],
         _dirs_read,
+    ),
+    Case(
+        precedence.ADMIN_URL,
+        {
+            "flag": (["http://f:1"], ["http://f:1"]),
+            "env": ("http://e:1,http://e:2", ["http://e:1", "http://e:2"]),
+            "config": (["http://t:1"], ["http://t:1"]),
+        },
+        [],
+        _admin_read,
     ),
     Case(
         precedence.BOOKIE_TIMEOUT,

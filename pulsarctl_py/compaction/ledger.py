@@ -94,16 +94,18 @@ def write_compacted_ledger(
     journal: Any = None,
 ) -> NewLedger:
     """Write a computed compaction's ledger, which a plan then swaps in (nothing
-    references it until then). Refused, with nothing written, while a live broker owns
-    the topic's namespace bundle (:mod:`pulsarctl_py.ownership`; ``force`` overrides) and
-    when the ``__compaction`` cursor is no longer at ``cursor_version``, the version the
-    compaction was computed from.
+    references it until then). Refused, with nothing written, while a live broker has the
+    topic loaded (:mod:`pulsarctl_py.livewrite`; with --unload the apply unloads it) or
+    cannot be asked (``force`` overrides), and when the ``__compaction`` cursor is no
+    longer at ``cursor_version``, the version the compaction was computed from (with
+    --unload: the broker's unload rewrites the cursor, and the plan's apply judges that
+    change by what it means, :func:`pulsarctl_py.livewrite.rebase`).
 
     ``bookie_dirs`` empty: the running bookies. The ``journal``
     (:class:`pulsarctl_py.stores.ledger_writer.Journal`) is told about each step of the
     writing before it is taken; a failure takes back what was written.
     """
-    from pulsarctl_py.ownership import check_not_owned
+    from pulsarctl_py import livewrite
     from pulsarctl_py.plans.writing import LedgerTarget
     from pulsarctl_py.stores.metadata import MetadataConflict, read_cursor, resolve_topic
 
@@ -120,11 +122,13 @@ def write_compacted_ledger(
         topic_ledgers=data_ledgers,
     ) as target:
         store = target.store
-        check_not_owned(store, [name], force=force)
+        unload = livewrite.current().unload
+        if not unload:  # with --unload the apply unloads it (an unload now rewrites it)
+            livewrite.prepare(store, [name], force=force)
         cursor_path = compaction_cursor_path(name.ml_path)
         cursor = read_cursor(store, name.ml_path, cursor_path.rsplit("/", 1)[1])
         now_version = None if cursor is None else cursor.stat.version
-        if now_version != cursor_version:
+        if now_version != cursor_version and not (unload and cursor_version is not None):
             raise MetadataConflict(
                 cursor_path,
                 f"the __compaction cursor changed since the compaction was computed "

@@ -78,15 +78,16 @@ class Before:
 
 
 def read_before(metadata_url: str, topic: str, *, force: bool = False) -> Before:
-    """Step 1: the ownership check and the ``__compaction`` cursor as it is now."""
-    from pulsarctl_py.ownership import check_not_owned
+    """Step 1: the live-broker check (with --unload: the unload, so that the cursor is
+    read as the broker persisted it) and the ``__compaction`` cursor as it is now."""
+    from pulsarctl_py import livewrite
     from pulsarctl_py.stores.metadata import open_metadata_store, read_cursor, resolve_topic
 
     from .cursor import compaction_cursor_path
 
     name = resolve_topic(topic)
     with open_metadata_store(metadata_url) as store:
-        warnings = check_not_owned(store, [name], force=force)
+        warnings = livewrite.prepare(store, [name], force=force)
         path = compaction_cursor_path(name.ml_path)
         node = store.get(path)
         cursor = (
@@ -320,18 +321,27 @@ def write_plan(
         return plan, ledger
 
 
-def apply_written_plan(plan: Plan, plan_path: Path, *, force: bool) -> Outcome:
-    """Step 5: apply the plan; a conflict (it can never apply) deletes the new ledger."""
-    from pulsarctl_py.ownership import check_not_owned
+def apply_written_plan(
+    plan: Plan, plan_path: Path, *, force: bool, say: Say | None = None
+) -> Outcome:
+    """Step 5: apply the plan (through :func:`pulsarctl_py.livewrite.apply`: refused while
+    a broker has the topic loaded, unloaded with --unload); a conflict (it can never
+    apply) deletes the new ledger."""
+    from pulsarctl_py import livewrite
     from pulsarctl_py.plans import apply_plan
     from pulsarctl_py.plans.written import delete_written
     from pulsarctl_py.stores.metadata import MetadataConflict, open_metadata_store
 
     with open_metadata_store(plan.metadata_url, read_only=False) as store:
-        # an owner may have come back while the compaction was computed and written
-        check_not_owned(store, plan.topics, force=force)
+        # a broker may have loaded the topic while the compaction was computed and written
         try:
-            return apply_plan(plan_path, store)
+            return livewrite.apply(
+                store,
+                plan_path,
+                lambda: apply_plan(plan_path, store),
+                force=force,
+                say=lambda text: (say or _silent)(text, "note"),
+            )
         except MetadataConflict as exc:
             delete_written(plan.written, store)
             leftovers = " and no leftover" if any(c.new is None for c in plan.changes) else ""
@@ -479,7 +489,7 @@ def _written(
     if not apply:
         report.to_delete = [previous] if previous is not None and not deleting else []
         return done
-    done.outcome = apply_written_plan(plan, path, force=force)
+    done.outcome = apply_written_plan(plan, path, force=force, say=say)
     report.applied = True
     report.deleted = [previous] if deleting else []
     report.to_delete = [previous] if previous is not None and not deleting else []

@@ -44,8 +44,9 @@ PLAN_FORMAT = "ledgerctl-plan"
 #: 3: bound to its store, a digest, creation ids (1 and 2 had none of these: refused)
 PLAN_VERSION = 3
 UNLOAD_WARNING = (
-    "the topics this plan changes must be unloaded first (no broker may own them): the "
-    "owning broker caches their metadata and rewrites it on every ledger roll and cursor close"
+    "the topics this plan changes must not be loaded by a broker when it is applied (apply "
+    "refuses while one has, --unload unloads them): a broker that has a topic loaded caches "
+    "its metadata and rewrites it on every ledger roll and cursor close"
 )
 
 

@@ -88,8 +88,8 @@ def test_undo_repeats_the_unload_warning_for_the_topics_it_changes(
     assert r.code == 0, r.err
     (warning,) = [line for line in r.err.splitlines() if line.startswith("warning")]
     assert warning == (
-        "warning: the topics this plan changed must be unloaded before the undo too (no "
-        "broker may own them): persistent://public/default/orders"
+        "warning: the topics this plan changed must not be loaded by a broker for the undo "
+        "either (--unload unloads them): persistent://public/default/orders"
     )
 
 

@@ -1,0 +1,219 @@
+"""Write verbs on the running sandbox, no broker stopped, a consumer connected: refused while
+the broker has the topic loaded (exit 4, naming the broker and --unload), and with
+--unload applied in the window after the unload; the real broker then serves exactly the
+expected result (what a consumer receives, a readCompacted reader reads, and the broker's
+internal stats).
+
+The sandbox runs with transactions and topic policies on; the connected consumer loads the
+topic again within milliseconds of each unload (ledgerctl rebases what the unload rewrote,
+writes with compare-and-set, and unloads again a broker that loaded the old state).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LEDGERCTL = [sys.executable, "-m", "pulsarctl_py.cli"]
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _run(box: Any, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    environment = box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"])
+    environment["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [*LEDGERCTL, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
+
+
+def _wait(cond: Any, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _mark_delete(box: Any, topic: str, sub: str) -> str:
+    return box.internal_stats(topic)["cursors"][sub]["markDeletePosition"]
+
+
+def _version(box: Any, path: str) -> int:
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    with open_metadata_store(box.metadata_url) as store:
+        node = store.get(path)
+        assert node is not None, path
+        return node.stat.version
+
+
+def _refused(done: subprocess.CompletedProcess, box: Any) -> None:
+    """Exit 4, one error line naming the broker and --unload."""
+    assert done.returncode == 4, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("ledgerctl: error:")]
+    assert len(errors) == 1, done.stderr
+    assert box.web_url in errors[0] and "--unload" in errors[0], errors[0]
+    assert "Traceback" not in done.stderr
+
+
+def _receive(consumer: Any, count: int) -> list[bytes]:
+    out = []
+    for _ in range(count):
+        out.append(consumer.receive(60_000).data())
+    return out
+
+
+@pytest.fixture(scope="module")
+def ns(sandbox: Any) -> str:
+    name = f"public/live-{uuid.uuid4().hex[:8]}"
+    sandbox.admin("PUT", f"/namespaces/{name}", ok=(204, 409))
+    return name
+
+
+@pytest.fixture
+def work() -> Path:
+    return Path(tempfile.mkdtemp(prefix="ledgerctl-live-writes-"))
+
+
+def test_cursor_repair_apply_and_undo_with_a_consumer_connected(
+    sandbox: Any, ns: str, work: Path
+) -> None:
+    """repair cursor --apply: refused while loaded; with --unload the consumer receives
+    everything again from the reset position. A plan saved with --unload and applied later
+    (the unload rewrites the cursor: rebased), then undone (rebased again), each with the
+    consumer connected: the broker serves each position."""
+    from pulsarctl_py.stores.metadata import resolve_topic
+
+    box = sandbox
+    topic = f"persistent://{ns}/cursor"
+    cursor_path = resolve_topic(topic).cursor_path("sub")
+    client = box.client()
+    try:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic)
+        ids = [producer.send(f"m{i}".encode()) for i in range(10)]
+        ledger = ids[0].ledger_id()
+        assert {m.ledger_id() for m in ids} == {ledger}
+        for _ in range(4):
+            consumer.acknowledge(consumer.receive(60_000))
+        _wait(lambda: _mark_delete(box, topic, "sub") == f"{ledger}:3", "the acks")
+        before = _version(box, cursor_path)
+
+        refused = _run(box, work, "repair", "cursor", topic, "sub", "--to", f"{ledger}:0",
+                       "--apply", "--yes", "--plan", "p0.json")  # fmt: skip
+        _refused(refused, box)
+        assert _version(box, cursor_path) == before  # nothing written
+        assert _mark_delete(box, topic, "sub") == f"{ledger}:3"
+
+        done = _run(box, work, "repair", "cursor", topic, "sub", "--to", f"{ledger}:0",
+                    "--apply", "--yes", "--unload", "--plan", "p1.json")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "unloaded " + topic in done.stderr
+        # the broker delivers everything from the reset position to the connected consumer
+        got = _receive(consumer, 10)
+        assert got[-10:] == [f"m{i}".encode() for i in range(10)], got
+        for m in ids:
+            consumer.acknowledge(m)
+        _wait(lambda: _mark_delete(box, topic, "sub") == f"{ledger}:9", "the acks")
+
+        # a plan saved now (--unload: made after the unload), applied later
+        planned = _run(box, work, "repair", "cursor", topic, "sub", "--to", f"{ledger}:5",
+                       "--unload", "--plan", "p2.json")  # fmt: skip
+        assert planned.returncode == 0, planned.stderr
+        _wait(lambda: box.internal_stats(topic)["cursors"].get("sub"), "the consumer's reload")
+        refused = _run(box, work, "apply", "p2.json", "--yes")
+        _refused(refused, box)
+        applied = _run(box, work, "apply", "p2.json", "--yes", "--unload")
+        assert applied.returncode == 0, applied.stderr
+        assert "rebased onto what the broker rewrote" in applied.stderr
+        assert _receive(consumer, 5)[-5:] == [f"m{i}".encode() for i in range(5, 10)]
+        assert _mark_delete(box, topic, "sub") == f"{ledger}:4"
+
+        undone = _run(box, work, "undo", "p2.json", "--yes", "--unload")
+        assert undone.returncode == 0, undone.stderr
+        _wait(lambda: _mark_delete(box, topic, "sub") == f"{ledger}:9", "the undo served")
+    finally:
+        client.close()
+
+
+def _keyed(n: int, keys: int) -> list[tuple[str, bytes]]:
+    return [(f"k{i % keys}", f"v{i}".encode()) for i in range(n)]
+
+
+def _read_compacted(box: Any, topic: str) -> dict[str, bytes]:
+    import pulsar
+
+    client = box.client()
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+        out: list[tuple[str, bytes]] = []
+        while reader.has_message_available():
+            m = reader.read_next(30_000)
+            out.append((m.partition_key(), m.data()))
+        reader.close()
+    finally:
+        client.close()
+    keys = [k for k, _ in out]
+    assert len(keys) == len(set(keys)), out  # compacted: one message per key
+    return dict(out)
+
+
+def test_compact_and_migrate_compacted_with_a_consumer_connected(
+    sandbox: Any, ns: str, work: Path
+) -> None:
+    """compact --apply and migrate compacted --apply: refused while loaded, applied with
+    --unload while a consumer is connected; the broker serves the new compacted ledger
+    and a readCompacted reader reads the last value of each key."""
+    box = sandbox
+    topic = f"persistent://{ns}/compacted"
+    messages = _keyed(40, 6)
+    expected = dict(messages)
+    client = box.client()
+    try:
+        consumer = client.subscribe(topic, "live")
+        producer = client.create_producer(topic)
+        for key, value in messages:
+            producer.send(value, partition_key=key)
+
+        _refused(_run(box, work, "compact", topic, "--apply"), box)
+        done = _run(box, work, "compact", topic, "--apply", "--unload", "-o", "json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["applied"] is True
+        _wait(lambda: box.internal_stats(topic).get("compactedLedger"), "a reload")
+        served = box.internal_stats(topic)["compactedLedger"]["ledgerId"]
+        assert served == report["compacted_ledger"]
+        assert _read_compacted(box, topic) == expected
+
+        refused = _run(box, work, "migrate", "compacted", topic, "--format", "pip-429",
+                       "--apply", "--yes", "--plan", "m0.json")  # fmt: skip
+        _refused(refused, box)
+        migrated = _run(box, work, "migrate", "compacted", topic, "--format", "pip-429",
+                        "--apply", "--yes", "--unload", "--plan", "m1.json")  # fmt: skip
+        assert migrated.returncode == 0, migrated.stderr
+        new = json.loads((work / "m1.json").read_text())["written"][0]["ledger_id"]
+        _wait(
+            lambda: (box.internal_stats(topic).get("compactedLedger") or {}).get("ledgerId") == new,
+            "the broker serving the migrated compacted ledger",
+        )
+        assert _read_compacted(box, topic) == expected
+        # the consumer stayed connected throughout and still receives new messages
+        producer.send(b"after", partition_key="k-after")
+        got = [consumer.receive(60_000).data() for _ in range(len(messages) + 1)]
+        assert got[-1] == b"after"
+    finally:
+        client.close()
