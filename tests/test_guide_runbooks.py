@@ -145,6 +145,7 @@ def run_steps(
     state_dir: Path,
     env: dict[str, str] | None = None,
     stop_at_failure: bool = False,
+    timeout: float = LINE_TIMEOUT_S,
 ) -> list[str]:
     """Run every step (with ``env`` added to the environment; up to the first failure
     with ``stop_at_failure``); a list of failures (empty when all ended as stated)."""
@@ -173,7 +174,7 @@ def run_steps(
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            timeout=LINE_TIMEOUT_S,
+            timeout=timeout,
         )
         if proc.returncode != step.expect:
             failures.append(

@@ -32,6 +32,9 @@ from tests.test_guide_runbooks import parse_steps, run_steps
 ROOT = Path(__file__).resolve().parents[3]
 RUNBOOKS = sorted((ROOT / "docs" / "runbooks").glob("*.md"))
 REHEARSE = "sh rehearse"
+#: a line's time limit: `without-index` restarts the broker twice, and on two busy cores
+#: a broker start alone has taken a minute
+LINE_S = 300
 #: this run's suffix of the rehearsals' topic names
 RUN = uuid.uuid4().hex[:6]
 
@@ -84,7 +87,7 @@ def test_runbook_rehearses_on_the_sandbox(
     page: Path, sandbox, rehearsal: dict, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     steps = parse_steps(page.read_text(encoding="utf-8"), REHEARSE)
-    assert steps, f"{page.name} has no ```{REHEARSE} block (its \"Rehearse it\" section)"
+    assert steps, f'{page.name} has no ```{REHEARSE} block (its "Rehearse it" section)'
     if not rehearsal["unload"] and any("--unload" in s.command for s in steps):
         request.node.add_marker(
             pytest.mark.xfail(
@@ -100,7 +103,7 @@ def test_runbook_rehearses_on_the_sandbox(
     suffix = f"{RUN}{RUNBOOKS.index(page)}"
     env = {**rehearsal["env"], "RUN": suffix}
     try:
-        failures = run_steps(steps, work, state, env, stop_at_failure=True)
+        failures = run_steps(steps, work, state, env, stop_at_failure=True, timeout=LINE_S)
     finally:
         _delete_topics(sandbox, suffix)
     assert not failures, "\n".join(failures)
