@@ -1,7 +1,9 @@
 """The ``ledgerctl`` command: one Typer app, one small module per verb in commands/.
 
 Exit codes: 0 ok, 1 findings in the data, 2 usage or bad input, 3 a store could not be
-reached or opened, 141 the output pipe was closed early, 130 interrupted (Ctrl-C: one line,
+reached or opened, 4 a write refused because a broker has the topic loaded (or cannot be
+asked), 5 a write refused because the store changed since the plan was made, 141 the
+output pipe was closed early, 130 interrupted (Ctrl-C: one line,
 "ledgerctl: interrupted"). A usage error (pulsarctl_py.usage) and a LedgerctlError end as
 one line on stderr and their exit code; so does an OS error on a named file (exit 3 when
 the OS refuses it, 2 for a wrong path); anything else is a bug and keeps its traceback.
@@ -45,7 +47,9 @@ EXIT_BROKEN_PIPE = 141
 EXIT_CODES_HELP = (
     "Exit status: 0 ok; 1 findings in the data (a check failed, damaged data, a name that "
     "does not exist); 2 usage or bad input; 3 a store could not be reached, opened or read "
-    "(permission denied included); 141 the output pipe was closed early "
+    "(permission denied included); 4 a write refused: a broker has the topic loaded (pass "
+    "--unload), or cannot be asked; 5 a write refused: the store changed since the plan was "
+    "made (nothing written); 141 the output pipe was closed early "
     "(ledgerctl ... | head); 130 interrupted (Ctrl-C)."
 )
 

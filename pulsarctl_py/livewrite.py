@@ -256,16 +256,30 @@ def _position(data: bytes | None) -> str | None:
     return None
 
 
+class _Reloaded(Exception):
+    """A broker has loaded the topic again since the unload (a ledger it writes to is open,
+    a cursor's position is in its cursor ledger again): unload again, then judge."""
+
+
 def _holds_nothing(store: MetadataStore, ledger_id: int) -> bool:
     """Whether a ledger holds no entry: gone (a broker deletes the empty last ledger it
-    recovers), or closed with no entry."""
+    recovers), or closed with no entry. Open: :class:`_Reloaded` (a broker writes it)."""
+    from pulsarctl_py.decoders.ledger_metadata import LedgerState
     from pulsarctl_py.stores.metadata.ledgers import read_ledger
 
     record = read_ledger(store, ledger_id)
     if record is None:
         return True
     md = record.metadata
+    if md is not None and md.state is not LedgerState.CLOSED:
+        raise _Reloaded(f"ledger {ledger_id} is {md.state.name.lower()}")
     return md is not None and md.is_closed and md.last_entry_id == -1
+
+
+def _terminated(info: Any) -> tuple[int, int] | None:
+    if not info.HasField("terminatedPosition"):
+        return None
+    return (info.terminatedPosition.ledgerId, info.terminatedPosition.entryId)
 
 
 def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes, str] | str:
@@ -284,7 +298,7 @@ def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes,
         (p.key, p.value) for p in cur.properties
     ):
         return "its properties changed"
-    if old.terminatedPosition.SerializeToString() != cur.terminatedPosition.SerializeToString():
+    if _terminated(old) != _terminated(cur):
         return "its terminated position changed"
     ol, cl = list(old.ledgerInfo), list(cur.ledgerInfo)
     i = 0
@@ -334,7 +348,7 @@ def _ml_rebase(store: MetadataStore, change: Change, now: bytes) -> tuple[bytes,
 
 
 def _meaning_now(
-    store: MetadataStore, change: Change, expected: bytes | None, now: bytes
+    store: MetadataStore, change: Change, expected: bytes | None, now: bytes, undo: bool = False
 ) -> tuple[bytes | None, str] | str:
     """For a key that moved: (the value to write instead of the plan's, what moved), or
     why it means something else for the plan. ``expected``: the value the plan expects."""
@@ -344,6 +358,8 @@ def _meaning_now(
         if isinstance(was, str):
             return f"the plan read it when {was}: make the plan after the unload (--unload)"
         if isinstance(is_now, str):
+            if "cursor ledger" in is_now:
+                raise _Reloaded(f"the cursor's position is in a cursor ledger again: {is_now}")
             return f"now {is_now}"
         if was != is_now:
             return (
@@ -351,8 +367,12 @@ def _meaning_now(
                 f"(the plan read {_position(expected)}, now {_position(now)})"
             )
         return None, "the same position and properties"
-    if change.kind == "managed-ledger":
+    if change.kind == "managed-ledger" and not undo:
         return _ml_rebase(store, change, now)
+    if change.kind == "managed-ledger":
+        # the broker rolled ledgers into the list the apply wrote: restoring the old list
+        # over it would drop them
+        return "the broker has rewritten the ledger list the apply wrote"
     return "the plan cannot tell what the change means"
 
 
@@ -382,7 +402,7 @@ def rebase(plan_path: Path, store: MetadataStore, say: Say, *, undo: bool = Fals
                 continue
         elif node.data == change.old and node.stat.version == change.version:
             continue
-        found = _meaning_now(store, change, expected, node.data)
+        found = _meaning_now(store, change, expected, node.data, undo)
         if isinstance(found, str):
             raise PlanConflict(
                 f"{change.key} changed since the plan was "
@@ -485,12 +505,22 @@ def check_after(store: MetadataStore, plan: Plan, live: LiveFlags, say: Say, und
     (its ledgers, a cursor's mark-delete position, the compacted ledger) is made to read
     it again by unloading it (up to :data:`MAX_ROUNDS` times), and said; still stale after
     that: :class:`TopicLoaded`."""
+    from pulsarctl_py.stores.broker import BrokerRefused, BrokerUnreachable, where_loaded
+
     for topic in _names(plan.topics):
         for attempt in range(MAX_ROUNDS + 1):
-            broker, _ = _ask(store, topic, live, say)
-            if broker is None:
+            try:
+                broker = where_loaded(store, topic, _admin_url(live))
+                if broker is None:
+                    break
+                stats = broker.internal_stats(topic)
+            except (BrokerUnreachable, BrokerRefused) as exc:
+                say(
+                    f"the write is done, but whether a broker serves it could not be checked "
+                    f"({exc.one_line()}): check {topic} with pulsar-admin topics stats-internal"
+                )
                 break
-            stale = _stale(plan, topic, broker.internal_stats(topic), undo)
+            stale = _stale(plan, topic, stats, undo)
             if not stale:
                 if attempt:
                     say(f"{topic}: the broker {broker.url} now serves what was written")
@@ -548,7 +578,17 @@ def apply(
     for attempt in range(1, MAX_ROUNDS + 1):
         for done in _unload_loaded(store, topics, live, say):
             say(f"unloaded {done}")
-        rebase(plan_path, store, say, undo=undo)
+        try:
+            rebase(plan_path, store, say, undo=undo)
+        except _Reloaded as exc:
+            if attempt == MAX_ROUNDS:
+                raise TopicLoaded(
+                    f"a client loaded {', '.join(topics)} again after each of {MAX_ROUNDS} "
+                    f"unloads, before the write ({exc}); nothing written: try again, or stop "
+                    "the clients for the write"
+                ) from None
+            say(f"a client loaded the topic again before the write ({exc}): unloading again")
+            continue
         try:
             outcome = run()
         except MetadataConflict as exc:

@@ -28,6 +28,8 @@ def test_root_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> N
         "1 findings in the data",
         "2 usage or bad input",
         "3 a store could not be reached, opened or read",
+        "4 a write refused: a broker has the topic loaded",
+        "5 a write refused: the store changed since the plan was made",
         "141 the output pipe was closed early",
     ):
         assert phrase in text
@@ -38,7 +40,7 @@ def test_the_guide_documents_them_near_the_top() -> None:
     heading = lines.index("## Exit codes")
     assert heading < 15, "the exit codes come before the runbooks"
     section = "\n".join(lines[heading : heading + 20])
-    for code in ("0", "1", "2", "3", "141"):
+    for code in ("0", "1", "2", "3", "4", "5", "141"):
         assert re.search(rf"^\| {code} \| \S", section, re.M), code
 
 

@@ -193,7 +193,7 @@ def test_a_ledger_without_metadata_is_judged_alike_and_recreated_whole(
     (rec,) = doc["repairs"][0]["recreated"]
     assert rec["ensemble"] == ensemble and rec["write_quorum_size"] == 2
     assert rec["verified_entries"] == 5
-    done = _run(sandbox, "apply", plan, "--yes", "--force-owned")
+    done = _run(sandbox, "apply", plan, "--yes", "--unload")  # the topic stays loaded
     assert done.returncode == 0, done.stderr
 
     after = _bk_read(sandbox, lost)  # BookKeeper's client, through the new metadata

@@ -217,3 +217,120 @@ def test_compact_and_migrate_compacted_with_a_consumer_connected(
         assert got[-1] == b"after"
     finally:
         client.close()
+
+
+def test_missing_ledgers_repair_with_a_consumer_connected(
+    sandbox: Any, ns: str, work: Path
+) -> None:
+    """repair missing-ledgers --apply --unload: the topic lists ledger X between its two
+    data ledgers, an id BookKeeper gave out but that holds nothing and has no metadata;
+    the consumer reads the first ledger and stops at X. With the consumer connected, the
+    repair unloads the topic, plans, and applies (each reload the consumer makes adds a
+    ledger to the list: rebased when it holds nothing); the broker then serves the list
+    without X and the consumer receives the second ledger."""
+    import pulsar
+
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.stores.metadata import open_metadata_store, resolve_topic
+    from pulsarctl_py.stores.metadata.ledgers import allocate_ledger_id
+
+    box = sandbox
+    topic = f"persistent://{ns}/lost"
+    ml_path = resolve_topic(topic).ml_path
+    url = f"{box.metadata_url} bookkeeper={box.bookkeeper_metadata_url}"
+    client = box.client()
+    try:
+        first = client.create_producer(topic)
+        a = [first.send(f"a{i}".encode()) for i in range(5)]
+        first.close()
+        box.unload(topic)
+        with open_metadata_store(url, read_only=False) as store:
+            lost = allocate_ledger_id(store)  # given out, never created: nothing holds it
+        second = client.create_producer(topic)
+        b = [second.send(f"b{i}".encode()) for i in range(5)]
+        second.close()
+        box.unload(topic)
+        assert a[0].ledger_id() < lost < b[0].ledger_id()
+        with open_metadata_store(url, read_only=False) as store:
+            node = store.get(ml_path)
+            assert node is not None
+            decoded = mld.parse_ml_info(node.data)
+            ledgers = list(decoded.message.ledgerInfo)
+            del decoded.message.ledgerInfo[:]
+            for lg in ledgers:
+                decoded.message.ledgerInfo.add().CopyFrom(lg)
+                if lg.ledgerId == a[0].ledger_id():
+                    decoded.message.ledgerInfo.add(ledgerId=lost, entries=5, size=250, timestamp=1)
+            txn = store.transaction()
+            txn.set(ml_path, mld.rebuild(decoded, decoded.message), node.stat.version)
+            txn.commit()
+
+        consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+        got = [consumer.receive(60_000) for _ in range(5)]
+        assert [m.data() for m in got] == [f"a{i}".encode() for i in range(5)]
+        for m in got:
+            consumer.acknowledge(m)
+
+        _refused(_run(box, work, "repair", "missing-ledgers", topic, "--apply", "--yes"), box)
+        done = _run(box, work, "repair", "missing-ledgers", topic, "--apply", "--yes",
+                    "--unload", "--plan", "lost.json")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        plan = json.loads((work / "lost.json").read_text())
+        # X; and, when the consumer's reload raced the plan's reads, the empty ledger that
+        # reload dropped (gone from BookKeeper already): never a ledger with data
+        dropped = plan["unreachable"]["ledgers"]
+        assert lost in dropped and not {a[0].ledger_id(), b[0].ledger_id()} & set(dropped)
+        # the consumer, connected throughout, goes on with the second ledger
+        rest = [consumer.receive(60_000).data() for _ in range(5)]
+        assert rest == [f"b{i}".encode() for i in range(5)]
+        served = [lg["ledgerId"] for lg in box.internal_stats(topic)["ledgers"]]
+        assert lost not in served and a[0].ledger_id() in served and b[0].ledger_id() in served
+    finally:
+        client.close()
+        box.admin("DELETE", box.topic_path(topic) + "?force=true")
+
+
+def test_a_broker_that_loaded_the_old_state_is_unloaded_again(
+    sandbox: Any, ns: str, work: Path
+) -> None:
+    """The race --unload guards against, made to happen: the consumer's broker has the
+    topic loaded (the cursor at L:3 in its memory) when the plan's cursor is written. The
+    check after the write sees the broker serve the old position, unloads it again, and the
+    broker then serves the written one to the connected consumer."""
+    from pulsarctl_py import livewrite
+    from pulsarctl_py.plans import apply_plan
+    from pulsarctl_py.plans.document import Plan
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    box = sandbox
+    topic = f"persistent://{ns}/stale"
+    client = box.client()
+    try:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic)
+        ids = [producer.send(f"m{i}".encode()) for i in range(6)]
+        ledger = ids[0].ledger_id()
+        for _ in range(4):
+            consumer.acknowledge(consumer.receive(60_000))
+        _wait(lambda: _mark_delete(box, topic, "sub") == f"{ledger}:3", "the acks")
+        planned = _run(box, work, "repair", "cursor", topic, "sub", "--to", f"{ledger}:0",
+                       "--unload", "--plan", "stale.json")  # fmt: skip
+        assert planned.returncode == 0, planned.stderr
+        _wait(lambda: "sub" in box.internal_stats(topic)["cursors"], "the consumer's reload")
+        assert _mark_delete(box, topic, "sub") == f"{ledger}:3"
+        said: list[str] = []
+        url = f"{box.metadata_url} bookkeeper={box.bookkeeper_metadata_url}"
+        with open_metadata_store(url, read_only=False) as store:
+            apply_plan(work / "stale.json", store)  # behind the loaded broker's back
+            assert _mark_delete(box, topic, "sub") == f"{ledger}:3"  # it serves the old
+            livewrite.check_after(
+                store, Plan.load(work / "stale.json"), livewrite.LiveFlags(True), said.append, False
+            )
+        assert any("serves the old mark-delete position of sub" in s for s in said), said
+        _wait(lambda: _mark_delete(box, topic, "sub") == f"{ledger}:-1", "the written position")
+        # m0..m3 were acknowledged: the broker delivers them again only from the written
+        # position (m4 and m5 may come first: they were in the consumer's queue)
+        got = [consumer.receive(60_000).data() for _ in range(6)]
+        assert {f"m{i}".encode() for i in range(4)} <= set(got), got
+    finally:
+        client.close()
