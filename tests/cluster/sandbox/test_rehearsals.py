@@ -9,14 +9,10 @@ repository's. No broker is stopped: the live path. A runbook stops at its first 
 line (the next lines build on it). Afterwards the topics the rehearsal made are deleted
 through the broker, so that the session's cluster stays healthy for the tests after it
 (``verify --all`` in test_verify.py).
-
-Rehearsals that write with ``--unload`` (branch live-writes) are expected to fail, strictly,
-while this ledgerctl has no such flag.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -40,9 +36,8 @@ RUN = uuid.uuid4().hex[:6]
 
 
 @pytest.fixture(scope="module")
-def rehearsal(sandbox) -> dict:
-    """What every rehearsal shares: the environment `scripts/sandbox env` prints, and
-    whether this ledgerctl writes with --unload."""
+def rehearsal(sandbox) -> dict[str, str]:
+    """What every rehearsal shares: the environment `scripts/sandbox env` prints."""
     printed = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "sandbox"), "env", str(sandbox.dir)],
         capture_output=True,
@@ -58,14 +53,7 @@ def rehearsal(sandbox) -> dict:
     env["SANDBOX"] = str(sandbox.dir)
     # the runner gives each runbook a HOME of its own: the jars stay where they were fetched
     env["LEDGERCTL_SANDBOX_CACHE"] = str(sandbox_script().cache_root())
-    helped = subprocess.run(
-        [sys.executable, "-m", "pulsarctl_py.cli", "apply", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    return {"env": env, "unload": "--unload" in helped.stdout}
+    return env
 
 
 def _delete_topics(sandbox, suffix: str) -> None:
@@ -84,24 +72,17 @@ def _delete_topics(sandbox, suffix: str) -> None:
 
 @pytest.mark.parametrize("page", RUNBOOKS, ids=lambda p: p.stem)
 def test_runbook_rehearses_on_the_sandbox(
-    page: Path, sandbox, rehearsal: dict, tmp_path: Path, request: pytest.FixtureRequest
+    page: Path, sandbox, rehearsal: dict[str, str], tmp_path: Path
 ) -> None:
     steps = parse_steps(page.read_text(encoding="utf-8"), REHEARSE)
     assert steps, f'{page.name} has no ```{REHEARSE} block (its "Rehearse it" section)'
-    if not rehearsal["unload"] and any("--unload" in s.command for s in steps):
-        request.node.add_marker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="the rehearsal applies with --unload, which branch live-writes adds",
-            )
-        )
     work = tmp_path / "work"
     work.mkdir()
     (work / "scripts").symlink_to(ROOT / "scripts")
     state = tmp_path / "state"
     state.mkdir()
     suffix = f"{RUN}{RUNBOOKS.index(page)}"
-    env = {**rehearsal["env"], "RUN": suffix}
+    env = {**rehearsal, "RUN": suffix}
     try:
         failures = run_steps(steps, work, state, env, stop_at_failure=True, timeout=LINE_S)
     finally:
