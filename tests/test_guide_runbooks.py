@@ -9,7 +9,9 @@ the ``ledgerctl`` of this test's interpreter first on PATH. The convention:
 * a line ending with ``\\`` continues on the next; blank lines and ``#`` comments are skipped;
 * lines of one file share the working directory and exported variables, as in one shell;
   pipelines fail when any part fails (``set -o pipefail``);
-* ```text blocks (and any other fence than ```sh) are never run;
+* ```text blocks (and any other fence than ```sh) are never run; nor are the rehearsals,
+  ```sh rehearse blocks, which need a running sandbox: tests/cluster/sandbox/
+  test_rehearsals.py runs those, with this parser and runner;
 * a line calling an optional tool that is not installed (``jq``, ``xxd``) is skipped;
 * a file that claims to be a runbook (it lives in ``docs/runbooks/`` or has a heading
   starting with "Runbook") but has no runnable block fails: its examples would go
@@ -34,7 +36,9 @@ DOCS = ROOT / "docs"
 OPTIONAL_TOOLS = ("jq", "xxd")
 LINE_TIMEOUT_S = 120
 
-_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<info>[^\s`]*)")
+_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<info>[^`]*?)\s*$")
+#: the info string of the blocks run here; ```sh rehearse blocks run on the sandbox
+RUNNABLE = "sh"
 _EXPECT = re.compile(r"\s#\s*exit\s+(?P<code>\d+)\s*$")
 _RUNBOOK_HEADING = re.compile(r"^#{1,6}\s+runbook\b", re.IGNORECASE | re.MULTILINE)
 
@@ -57,8 +61,9 @@ def claims_runbook(path: Path, text: str) -> bool:
     return path.parent.name == "runbooks" or bool(_RUNBOOK_HEADING.search(text))
 
 
-def parse_steps(text: str) -> list[Step]:
-    """The command lines of every ```sh block, in order (see the module docstring)."""
+def parse_steps(text: str, info: str = RUNNABLE) -> list[Step]:
+    """The command lines of every block whose info string is ``info`` (```sh), in order
+    (see the module docstring)."""
     steps: list[Step] = []
     fence: str | None = None
     runnable = False
@@ -70,7 +75,7 @@ def parse_steps(text: str) -> list[Step]:
         if fence is None:
             if match:
                 fence = match.group("fence")
-                runnable = match.group("info") == "sh"
+                runnable = " ".join(match.group("info").split()) == info
                 indent = len(match.group("indent"))
             continue
         if match and match.group("fence").startswith(fence) and not match.group("info"):
@@ -123,8 +128,9 @@ def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def _environment(home: Path) -> dict[str, str]:
+def _environment(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGERCTL_")}
+    env.update(extra or {})
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     env["HOME"] = str(home)  # no user config file can leak into the run
@@ -133,13 +139,21 @@ def _environment(home: Path) -> dict[str, str]:
     return env
 
 
-def run_steps(steps: list[Step], workdir: Path, state_dir: Path) -> list[str]:
-    """Run every step; a list of failures (empty when all ended as stated)."""
+def run_steps(
+    steps: list[Step],
+    workdir: Path,
+    state_dir: Path,
+    env: dict[str, str] | None = None,
+    stop_at_failure: bool = False,
+    timeout: float = LINE_TIMEOUT_S,
+) -> list[str]:
+    """Run every step (with ``env`` added to the environment; up to the first failure
+    with ``stop_at_failure``); a list of failures (empty when all ended as stated)."""
     cwd_file = state_dir / "cwd"
     env_file = state_dir / "env"
     cwd_file.write_text(str(workdir))
     env_file.write_text("")
-    env = _environment(state_dir)
+    env = _environment(state_dir, env)
     failures = []
     for step in steps:
         tool = _missing_tool(step.command)
@@ -160,7 +174,7 @@ def run_steps(steps: list[Step], workdir: Path, state_dir: Path) -> list[str]:
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            timeout=LINE_TIMEOUT_S,
+            timeout=timeout,
         )
         if proc.returncode != step.expect:
             failures.append(
@@ -168,6 +182,8 @@ def run_steps(steps: list[Step], workdir: Path, state_dir: Path) -> list[str]:
                 f"{step.expect}\n  stdout: {proc.stdout.decode(errors='replace')[-1500:]}"
                 f"\n  stderr: {proc.stderr.decode(errors='replace')[-1500:]}"
             )
+            if stop_at_failure:
+                break
     return failures
 
 
@@ -216,6 +232,9 @@ def test_parser_reads_the_convention() -> None:
             "```toml",
             'a = "b"',
             "```",
+            "```sh rehearse",
+            "scripts/sandbox produce x",
+            "```",
         ]
     )
     assert parse_steps(text) == [
@@ -224,6 +243,7 @@ def test_parser_reads_the_convention() -> None:
         Step(7, "echo a    b", 0),
         Step(16, "exit 3", 3),
     ]
+    assert parse_steps(text, "sh rehearse") == [Step(22, "scripts/sandbox produce x", 0)]
 
 
 def test_runner_reports_a_wrong_exit_code_and_keeps_state(tmp_path: Path) -> None:

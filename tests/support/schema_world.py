@@ -1,7 +1,7 @@
 """Topics with schemas in the sandbox, produced once per session by the official clients,
 and what the official consumers receive from them.
 
-The Java client (tests/java/SchemaClient.java) produces AVRO with two versions (the second
+The Java client (scripts/java/SchemaClient.java) produces AVRO with two versions (the second
 adds fields with defaults: schema evolution), JSON, PROTOBUF and PROTOBUF_NATIVE (of a
 generated class on the sandbox's class path), KeyValue INLINE and SEPARATED, and every
 primitive and time type; it consumes each topic with AUTO_CONSUME (the writer's schema of

@@ -3,7 +3,7 @@
     python -m tests.support.harness.demo_schema_capture SANDBOX_DIR OUT_DIR
 
 ``SANDBOX_DIR`` is a running ``scripts/sandbox`` cluster (Pulsar 4.0.7). The official Java
-client (tests/java/SchemaClient.java) produces :data:`TOPIC` with an Avro schema in two
+client (scripts/java/SchemaClient.java) produces :data:`TOPIC` with an Avro schema in two
 versions (version 1 adds fields with defaults), the topic is unloaded (its ledger closed),
 and what the broker and the bookies stored is copied, byte for byte:
 

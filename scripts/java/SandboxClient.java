@@ -1,9 +1,25 @@
 // The official Java client, for what the Python client (pulsar-client on PyPI) cannot do:
-// transactions. Compiled by tests/support/fixtures/sandbox.py against the sandbox's own jars
-// (scripts/sandbox classpath) and run against the sandbox's broker on loopback.
+// transactions, chunking with message ids, encryption with keys in files. Compiled by
+// scripts/sandbox (`scripts/sandbox client`, and the test fixture through the same code)
+// against the sandbox's own jars and run against the sandbox's broker on loopback.
 //
 // Usage: SandboxClient SERVICE_URL COMMAND < SPEC.json, printing one JSON document.
 //
+//   produce       spec {"topic": T, "messages": [{"key": K | null, "value": BASE64}],
+//                 "batching": bool, "chunk_max_bytes": N (chunking on: a message larger
+//                 than N bytes goes in chunks of N; batching must be off),
+//                 "encryption_key": {"name": NAME, "public_key": PEM_FILE}}: one producer
+//                 sends the messages in order. Prints {"topic": T, "message_ids":
+//                 ["L:E:B:P", ...] (a chunked message: its last chunk's id, as the client
+//                 gives it), "first_chunk_ids": ["L:E:B:P" | null, ...], "keys": [...]}.
+//   gen-keys      spec {"public_key": FILE, "private_key": FILE}: an RSA key pair for
+//                 message encryption (PEM: X.509 public, PKCS#8 private, owner-only),
+//                 written to the files and never printed. Prints {"public_key": FILE,
+//                 "private_key": FILE}. No Pulsar client is made.
+//   consume       spec {"topic": T, "subscription": S, "count": N, "private_key": FILE
+//                 (optional: decrypts with it)}: a consumer of S from the earliest message
+//                 receives N messages. Prints {"messages": [{"message_id", "key",
+//                 "value": BASE64}]}.
 //   txn-produce   spec {"topic": T, "batching": bool, "batch_delay_ms": N (batching: the
 //                 messages of a transaction, sent at once, go in one batch when N is longer
 //                 than sending them takes; flush() does not cut a transaction's batch short),
@@ -65,6 +81,10 @@ public final class SandboxClient {
             System.out.println(JSON.writeValueAsString(bkRead(spec)));
             return;
         }
+        if (args[1].equals("gen-keys")) {
+            System.out.println(JSON.writeValueAsString(genKeys(spec)));
+            return;
+        }
         try (PulsarClient client = PulsarClient.builder()
                 .serviceUrl(args[0])
                 .enableTransaction(true)
@@ -85,6 +105,8 @@ public final class SandboxClient {
 
     static ObjectNode run(PulsarClient client, String command, JsonNode spec) throws Exception {
         return switch (command) {
+            case "produce" -> produce(client, spec);
+            case "consume" -> consume(client, spec);
             case "txn-produce" -> txnProduce(client, spec);
             case "txn-ack" -> txnAck(client, spec);
             case "last-message-id" -> lastMessageId(client, spec);
@@ -99,6 +121,114 @@ public final class SandboxClient {
         MessageIdImpl m = (MessageIdImpl) messageId;
         int batch = m instanceof BatchMessageIdImpl b ? b.getBatchIndex() : -1;
         return m.getLedgerId() + ":" + m.getEntryId() + ":" + batch + ":" + m.getPartitionIndex();
+    }
+
+    static ObjectNode produce(PulsarClient client, JsonNode spec) throws Exception {
+        ObjectNode out = JSON.createObjectNode();
+        String topic = spec.get("topic").asText();
+        out.put("topic", topic);
+        var builder = client.newProducer()
+                .topic(topic)
+                .enableBatching(spec.path("batching").asBoolean(false))
+                .sendTimeout(0, TimeUnit.SECONDS);
+        if (spec.hasNonNull("chunk_max_bytes")) {
+            builder.enableBatching(false)
+                    .enableChunking(true)
+                    .chunkMaxMessageSize(spec.get("chunk_max_bytes").asInt());
+        }
+        JsonNode key = spec.path("encryption_key");
+        if (!key.isMissingNode() && !key.isNull()) {
+            builder.addEncryptionKey(key.get("name").asText())
+                    .cryptoKeyReader(org.apache.pulsar.client.impl.DefaultCryptoKeyReader.builder()
+                            .publicKey(key.get("name").asText(),
+                                    "file://" + key.get("public_key").asText())
+                            .build());
+        }
+        ArrayNode ids = out.putArray("message_ids");
+        ArrayNode firsts = out.putArray("first_chunk_ids");
+        ArrayNode keys = out.putArray("keys");
+        try (Producer<byte[]> producer = builder.create()) {
+            java.util.List<java.util.concurrent.CompletableFuture<MessageId>> sent =
+                    new java.util.ArrayList<>();
+            for (JsonNode m : spec.get("messages")) {
+                TypedMessageBuilder<byte[]> b = producer.newMessage();
+                if (m.hasNonNull("key")) {
+                    b.key(m.get("key").asText());
+                    keys.add(m.get("key").asText());
+                } else {
+                    keys.addNull();
+                }
+                b.value(Base64.getDecoder().decode(m.get("value").asText()));
+                sent.add(b.sendAsync());
+            }
+            producer.flush();
+            for (var f : sent) {
+                MessageId got = f.get(60, TimeUnit.SECONDS);
+                if (got instanceof org.apache.pulsar.client.impl.ChunkMessageIdImpl c) {
+                    ids.add(id(c.getLastChunkMessageId()));
+                    firsts.add(id(c.getFirstChunkMessageId()));
+                } else {
+                    ids.add(id(got));
+                    firsts.addNull();
+                }
+            }
+        }
+        return out;
+    }
+
+    static ObjectNode consume(PulsarClient client, JsonNode spec) throws Exception {
+        ObjectNode out = JSON.createObjectNode();
+        var builder = client.newConsumer()
+                .topic(spec.get("topic").asText())
+                .subscriptionName(spec.get("subscription").asText())
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest);
+        if (spec.hasNonNull("private_key")) {
+            builder.cryptoKeyReader(org.apache.pulsar.client.impl.DefaultCryptoKeyReader.builder()
+                    .defaultPrivateKey("file://" + spec.get("private_key").asText())
+                    .build());
+        }
+        ArrayNode messages = out.putArray("messages");
+        try (Consumer<byte[]> consumer = builder.subscribe()) {
+            for (int i = 0; i < spec.get("count").asInt(); i++) {
+                org.apache.pulsar.client.api.Message<byte[]> m = consumer.receive(60, TimeUnit.SECONDS);
+                if (m == null) {
+                    throw new IllegalStateException("no message within 60 s");
+                }
+                ObjectNode record = messages.addObject();
+                record.put("message_id", id(m.getMessageId()));
+                if (m.hasKey()) {
+                    record.put("key", m.getKey());
+                } else {
+                    record.putNull("key");
+                }
+                record.put("value", Base64.getEncoder().encodeToString(m.getValue()));
+                consumer.acknowledge(m);
+            }
+        }
+        return out;
+    }
+
+    static ObjectNode genKeys(JsonNode spec) throws Exception {
+        java.security.KeyPairGenerator gen = java.security.KeyPairGenerator.getInstance("RSA");
+        gen.initialize(2048);
+        java.security.KeyPair pair = gen.generateKeyPair();
+        java.nio.file.Path pub = java.nio.file.Path.of(spec.get("public_key").asText());
+        java.nio.file.Path priv = java.nio.file.Path.of(spec.get("private_key").asText());
+        writePem(priv, "PRIVATE KEY", pair.getPrivate().getEncoded());
+        writePem(pub, "PUBLIC KEY", pair.getPublic().getEncoded());
+        ObjectNode out = JSON.createObjectNode();
+        out.put("public_key", pub.toString());
+        out.put("private_key", priv.toString());
+        return out;
+    }
+
+    static void writePem(java.nio.file.Path path, String type, byte[] der) throws Exception {
+        String body = Base64.getMimeEncoder(64, "\n".getBytes()).encodeToString(der);
+        String text = "-----BEGIN " + type + "-----\n" + body + "\n-----END " + type + "-----\n";
+        java.nio.file.Files.deleteIfExists(path);
+        java.nio.file.Files.createFile(path, java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                java.nio.file.attribute.PosixFilePermissions.fromString("rw-------")));
+        java.nio.file.Files.writeString(path, text);
     }
 
     static ObjectNode txnProduce(PulsarClient client, JsonNode spec) throws Exception {
