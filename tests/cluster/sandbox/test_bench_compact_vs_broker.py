@@ -66,9 +66,7 @@ def test_the_bench_compares_ledgerctl_with_the_brokers_compaction(report) -> Non
     assert lz4["compared"] == []  # one engine, no broker view: nothing to compare with
 
 
-def test_the_view_comparison_catches_a_changed_value_and_a_missing_message(
-    report, sandbox
-) -> None:
+def test_the_view_comparison_catches_a_changed_value_and_a_missing_message(report, sandbox) -> None:
     bench = _bench_module()
     cluster = bench.Cluster(sandbox.dir)
     ledger = report["topics"][0]["broker"]["compacted_ledger"]
