@@ -66,7 +66,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,12 +134,20 @@ def _proc(pid: int) -> tuple[float, int] | None:
 
 class TreeSampler:
     """CPU time and summed RSS of a process and its descendants, sampled every ``every`` s
-    in a thread (the peak RSS is the largest sum seen; each process's CPU its last value)."""
+    in a thread (the peak RSS is the largest sum seen; each process's CPU its last value).
+    ``others``: processes that ran before (Spark's standalone workers, whose executors are
+    their children): their trees are counted too, CPU from what they had used at the start.
+    """
 
-    def __init__(self, root: int, every: float = 0.2) -> None:
-        self.root, self.every = root, every
+    def __init__(self, root: int, others: Sequence[int] = (), every: float = 0.2) -> None:
+        self.roots, self.every = [root, *others], every
         self.cpu: dict[int, float] = {}
+        self.before: dict[int, float] = {}
         self.peak_rss = 0
+        if others:
+            saved, self.roots = self.roots, list(others)
+            self.sample()
+            self.before, self.cpu, self.peak_rss, self.roots = dict(self.cpu), {}, 0, saved
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -151,7 +159,7 @@ class TreeSampler:
 
     def sample(self) -> None:
         tree = _children()
-        todo, rss = [self.root], 0
+        todo, rss = list(self.roots), 0
         while todo:
             pid = todo.pop()
             got = _proc(pid)
@@ -160,6 +168,10 @@ class TreeSampler:
                 rss += got[1]
             todo.extend(tree.get(pid, []))
         self.peak_rss = max(self.peak_rss, rss)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(cpu - self.before.get(pid, 0.0) for pid, cpu in self.cpu.items())
 
     def stop(self) -> None:
         self._stop.set()
@@ -255,7 +267,9 @@ def ledgerctl(cluster: Cluster, topic: str, engine: str, plan: Path, args: Any) 
         proc = subprocess.Popen(
             command, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        sampler = TreeSampler(proc.pid)
+        sampler = TreeSampler(
+            proc.pid, args.standalone_pids if engine == "spark-standalone" else []
+        )
         stdout, stderr = proc.communicate(timeout=7200)
         wall = time.perf_counter() - started
         sampler.stop()
@@ -270,7 +284,7 @@ def ledgerctl(cluster: Cluster, topic: str, engine: str, plan: Path, args: Any) 
         "seconds": round(wall, 3),
         "cpu_seconds": round(inside["cpu_seconds"], 3),
         "peak_rss_mib": _mib(inside["vmhwm"]),
-        "tree_cpu_seconds": round(sum(sampler.cpu.values()), 3),
+        "tree_cpu_seconds": round(sampler.cpu_seconds, 3),
         "tree_peak_rss_mib": _mib(sampler.peak_rss),
         "keys": report["keys"],
         "kept": report["kept"],
@@ -530,8 +544,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def standalone(workers: int = 2) -> Iterator[str]:
-    """pyspark's standalone master and ``workers`` one-core workers on loopback."""
+def standalone(workers: int = 2) -> Iterator[tuple[str, list[int]]]:
+    """pyspark's standalone master and ``workers`` one-core workers on loopback: its URL
+    and the workers' pids."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -564,7 +579,7 @@ def standalone(workers: int = 2) -> Iterator[str]:
                     f"the Spark workers did not register: {_read(logs / 'master.log')[-1500:]}"
                 )
             time.sleep(0.5)
-        yield url
+        yield url, [p.pid for p in procs[1:]]
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -686,7 +701,7 @@ def main() -> None:
         topics = []
         with contextlib.ExitStack() as stack:
             if "spark-standalone" in args.engine:
-                args.standalone_url = stack.enter_context(standalone())
+                args.standalone_url, args.standalone_pids = stack.enter_context(standalone())
             for messages in sizes:
                 for keys in key_counts:
                     for codec in codecs:
