@@ -11,8 +11,8 @@ Each topic (``--messages`` x ``--keys`` x ``--compression``) is produced with th
 Java client (bench/java/CompactProducer.java, compiled against the sandbox's jars): batches
 of ``--batch`` messages cut by count, ``--value-size``-byte values (``--values text``
 compresses well, ``random`` does not), ``--tombstones`` percent empty values, keys drawn
-uniformly from ``--keys``. The topic is unloaded (its ledger closed: both compactors see
-the same entries). Then, in this order, on that topic:
+uniformly from ``--keys``; every topic in one JVM first, each unloaded after (its ledger
+closed: both compactors see the same entries). Then, in this order, on each topic:
 
 * ``ledgerctl compact TOPIC --full --plan FILE --force-owned`` for each ``--engine`` (local;
   spark: ``--spark-master local[2]``; spark-standalone: a standalone master and two
@@ -41,6 +41,10 @@ the same entries). Then, in this order, on that topic:
   other. Entries byte for byte are counted too (LZ4 and ZSTD differ there by design: the
   broker's encoder is aircompressor's).
 
+``interpreter`` is what every ledgerctl run pays before its work (the CLI imported, ``compact
+--help``: peak RSS and CPU), and ``rss_above_interpreter_bytes_per_key`` a run's peak RSS
+above it per distinct key (the goal: at most 64 at 10^6 keys and more). ledgerctl's modules
+are compiled into their bytecode cache first, as pip does when it installs them.
 Every compacted ledger ledgerctl wrote is deleted afterwards (``ledgerctl undo PLAN``).
 ``ratio_broker_over_ledgerctl`` is the broker's wall time over ledgerctl's. The machine's
 load average is reported before and after each topic: on a shared machine every figure
@@ -189,7 +193,9 @@ class Cluster:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self.state: dict[str, Any] = json.loads((directory / "cluster.json").read_text())
-        self.env = dict(os.environ)
+        # the children use the bytecode cache (warm_bytecode), as an installed ledgerctl
+        # does: compiling every module at each start would be measured as the command's
+        self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         self.env["LEDGERCTL_METADATA_URL"] = self.state["metadata_url"]
         self.env["LEDGERCTL_BOOKKEEPER_METADATA_URL"] = self.state["bookkeeper_metadata_url"]
         self.env["LEDGERCTL_BROKER_CONF"] = self.state["broker"]["conf"]
@@ -234,18 +240,33 @@ def java_classes(classpath: str) -> Path:
     return out
 
 
-def produce(cluster: Cluster, classes: Path, classpath: str, topic: str, args: Any, **t: Any):
+def produce(
+    cluster: Cluster, classes: Path, classpath: str, args: Any, topics: list[dict[str, Any]]
+) -> None:
+    """Produce every topic of ``topics`` (dicts with topic, messages, keys, compression) in
+    one JVM; each gets its producer's answer under "produced"."""
     log4j = cluster.dir / "conf" / "log4j2.xml"
     command = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-cp", f"{classes}{os.pathsep}{classpath}"]
     command += [f"-Dlog4j2.configurationFile={log4j}", "CompactProducer"]
-    command += [cluster.state["service_url"], topic, str(t["messages"]), str(t["keys"])]
-    command += [str(args.value_size), str(args.batch), str(args.tombstones), t["compression"]]
-    command += [args.values, str(args.key_size), str(args.seed)]
+    command += [cluster.state["service_url"], str(args.value_size), str(args.batch)]
+    command += [str(args.tombstones), args.values, str(args.key_size), str(args.seed)]
+    for t in topics:
+        command += [t["topic"], str(t["messages"]), str(t["keys"]), t["compression"]]
     done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
-    answer = [ln for ln in done.stdout.splitlines() if ln.startswith("COMPACTPRODUCER ")]
-    if done.returncode != 0 or not answer:
+    answers = {
+        a["topic"]: a
+        for a in (
+            json.loads(ln.split(" ", 1)[1])
+            for ln in done.stdout.splitlines()
+            if ln.startswith("COMPACTPRODUCER ")
+        )
+    }
+    if done.returncode != 0 or len(answers) != len(topics):
         raise SystemExit(f"CompactProducer: {(done.stdout + done.stderr).strip()[-2000:]}")
-    return json.loads(answer[-1].split(" ", 1)[1])
+    for t in topics:
+        t["produced"] = answers[t["topic"]]
+        # its ledger closed: both compactions see the same entries
+        cluster.admin("PUT", Cluster.path(t["topic"]) + "/unload")
 
 
 # -- ledgerctl ------------------------------------------------------------------------------
@@ -286,6 +307,10 @@ def ledgerctl(cluster: Cluster, topic: str, engine: str, plan: Path, args: Any) 
         "peak_rss_mib": _mib(inside["vmhwm"]),
         "tree_cpu_seconds": round(sampler.cpu_seconds, 3),
         "tree_peak_rss_mib": _mib(sampler.peak_rss),
+        # the goal: <= 64 bytes per distinct key above the interpreter, at 10^6 keys and more
+        "rss_above_interpreter_bytes_per_key": round(
+            (inside["vmhwm"] - args.interpreter["peak_rss_mib"] * 2**20) / max(report["keys"], 1)
+        ),
         "keys": report["keys"],
         "kept": report["kept"],
         "tombstoned": report["tombstoned"],
@@ -310,15 +335,41 @@ def undo(cluster: Cluster, plan: Path) -> None:
         print(f"warning: ledgerctl undo {plan}: {done.stderr.strip()[-500:]}", file=sys.stderr)
 
 
-def interpreter_rss() -> float:
-    """Peak RSS of the child interpreter with ledgerctl's CLI imported, doing nothing."""
+def warm_bytecode() -> None:
+    """ledgerctl's modules compiled into their bytecode cache once (pip does it when it
+    installs a package; an editable checkout run with PYTHONDONTWRITEBYTECODE never is)."""
+    import pulsarctl_py
+    import pulsarctl_py.commands
+    import pulsarctl_py.decoders
+    import pulsarctl_py.proto
+
+    dirs = [
+        p
+        for m in (pulsarctl_py, pulsarctl_py.commands, pulsarctl_py.decoders, pulsarctl_py.proto)
+        for p in m.__path__
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *sorted(set(dirs))],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def interpreter() -> dict[str, float]:
+    """Peak RSS and CPU time of the child interpreter that imports ledgerctl's CLI and
+    prints ``compact --help``: what every run pays before its work."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run(
-            [sys.executable, __file__, "--child", out.name, "--", "--help"],
+            [sys.executable, __file__, "--child", out.name, "--", "compact", "--help"],
             capture_output=True,
             check=True,
+            env=env,
         )
-        return _mib(json.loads(Path(out.name).read_text())["vmhwm"])
+        inside = json.loads(Path(out.name).read_text())
+    return {"peak_rss_mib": _mib(inside["vmhwm"]), "cpu_seconds": round(inside["cpu_seconds"], 3)}
 
 
 # -- the broker -----------------------------------------------------------------------------
@@ -606,12 +657,10 @@ def _read(path: Path) -> str:
 # -- the run --------------------------------------------------------------------------------
 
 
-def one_topic(cluster: Cluster, classes: Path, classpath: str, args: Any, **t: Any) -> dict:
-    name = f"m{t['messages']}-k{t['keys']}-{t['compression'].lower()}-{os.urandom(3).hex()}"
-    topic = f"persistent://{NAMESPACE}/{name}"
-    row: dict[str, Any] = {"topic": topic, **t, "load_before": _load()}
-    row["produced"] = produce(cluster, classes, classpath, topic, args, **t)
-    cluster.admin("PUT", Cluster.path(topic) + "/unload")
+def one_topic(cluster: Cluster, args: Any, row: dict[str, Any]) -> dict:
+    """Both compactions of one produced topic, measured and compared (into ``row``)."""
+    topic = row["topic"]
+    row["load_before"] = _load()
     plans: list[Path] = []
     runs: list[dict[str, Any]] = []
     try:
@@ -688,7 +737,8 @@ def main() -> None:
         cluster.admin("PUT", f"/namespaces/{NAMESPACE}", ok=(204, 409))
         classpath = sandbox("classpath").strip()
         classes = java_classes(classpath)
-        report["interpreter_rss_mib"] = interpreter_rss()
+        warm_bytecode()
+        report["interpreter"] = args.interpreter = interpreter()
         report["settings"] = {
             "batch": args.batch,
             "value_size": args.value_size,
@@ -699,23 +749,24 @@ def main() -> None:
             "versions": {k: cluster.state.get(k) for k in ("pulsar_version", "bookkeeper_version")},
         }
         topics = []
+        for messages in sizes:
+            for keys in key_counts:
+                for codec in codecs:
+                    name = f"m{messages}-k{keys}-{codec.lower()}-{os.urandom(3).hex()}"
+                    topics.append(
+                        {
+                            "topic": f"persistent://{NAMESPACE}/{name}",
+                            "messages": messages,
+                            "keys": keys,
+                            "compression": codec,
+                        }
+                    )
+        produce(cluster, classes, classpath, args, topics)
         with contextlib.ExitStack() as stack:
             if "spark-standalone" in args.engine:
                 args.standalone_url, args.standalone_pids = stack.enter_context(standalone())
-            for messages in sizes:
-                for keys in key_counts:
-                    for codec in codecs:
-                        topics.append(
-                            one_topic(
-                                cluster,
-                                classes,
-                                classpath,
-                                args,
-                                messages=messages,
-                                keys=keys,
-                                compression=codec,
-                            )
-                        )
+            for row in topics:
+                one_topic(cluster, args, row)
         report["topics"] = topics
     finally:
         if own:

@@ -2,20 +2,22 @@
 // compact (the Python client is too slow for 10^6-10^7 messages). Compiled by the bench
 // against the sandbox's jars (scripts/sandbox classpath).
 //
-// Usage: CompactProducer SERVICE_URL TOPIC MESSAGES KEYS VALUE_SIZE BATCH TOMBSTONE_PERCENT
-//                        COMPRESSION VALUES KEY_SIZE SEED
-// printing one JSON document on stdout, on a line of its own after "COMPACTPRODUCER ".
+// Usage: CompactProducer SERVICE_URL VALUE_SIZE BATCH TOMBSTONE_PERCENT VALUES KEY_SIZE SEED
+//                        (TOPIC MESSAGES KEYS COMPRESSION)...
+// producing each topic in turn with one client (a JVM start costs seconds) and printing one
+// JSON document per topic on stdout, on a line of its own after "COMPACTPRODUCER ".
 //
 //   Message i has the key "k" + a key number drawn uniformly from [0, KEYS) (java.util.Random
-//   seeded with SEED), left-padded with zeros to KEY_SIZE characters when KEY_SIZE is larger;
-//   TOMBSTONE_PERCENT of the messages (drawn from the same generator) are tombstones (an
-//   empty value), the others VALUE_SIZE bytes: VALUES "random" (random bytes: batches do
-//   not compress) or "text" (the message number and the key in readable text, repeated:
-//   batches compress well, which is what makes the 4.0.7 broker's compaction of LZ4 batches
-//   fail, apache/pulsar#26290). Batches are cut at BATCH messages (a publish delay of a
-//   second and 4 MiB: only the count cuts them, except the last), compressed with
-//   COMPRESSION (NONE, LZ4, ZLIB, ZSTD, SNAPPY). Sends are asynchronous with at most
-//   50,000 messages pending. Prints {"messages", "tombstones", "seconds", "last_message_id"}.
+//   seeded with SEED for each topic), left-padded with zeros to KEY_SIZE characters when
+//   KEY_SIZE is larger; TOMBSTONE_PERCENT of the messages (drawn from the same generator)
+//   are tombstones (an empty value), the others VALUE_SIZE bytes: VALUES "random" (random
+//   bytes: batches do not compress) or "text" (the message number and the key in readable
+//   text, repeated: batches compress well, which is what makes the 4.0.7 broker's
+//   compaction of compressed batches fail, apache/pulsar#26290). Batches are cut at BATCH
+//   messages (a publish delay of a second and 4 MiB: only the count cuts them, except the
+//   last), compressed with COMPRESSION (NONE, LZ4, ZLIB, ZSTD, SNAPPY). Sends are
+//   asynchronous with at most 50,000 messages pending. Prints {"topic", "messages",
+//   "tombstones", "seconds", "last_message_id"} per topic.
 
 import java.nio.charset.StandardCharsets;
 import java.util.Random;
@@ -29,31 +31,37 @@ import org.apache.pulsar.client.api.PulsarClient;
 
 public final class CompactProducer {
     public static void main(String[] args) throws Exception {
-        if (args.length != 11) {
-            System.err.println("usage: CompactProducer SERVICE_URL TOPIC MESSAGES KEYS VALUE_SIZE"
-                    + " BATCH TOMBSTONE_PERCENT COMPRESSION VALUES KEY_SIZE SEED");
+        if (args.length < 11 || (args.length - 7) % 4 != 0) {
+            System.err.println("usage: CompactProducer SERVICE_URL VALUE_SIZE BATCH"
+                    + " TOMBSTONE_PERCENT VALUES KEY_SIZE SEED (TOPIC MESSAGES KEYS COMPRESSION)...");
             System.exit(2);
         }
-        String url = args[0];
-        String topic = args[1];
-        long messages = Long.parseLong(args[2]);
-        int keys = Integer.parseInt(args[3]);
-        int valueSize = Integer.parseInt(args[4]);
-        int batch = Integer.parseInt(args[5]);
-        double tombstones = Double.parseDouble(args[6]) / 100.0;
-        CompressionType compression = CompressionType.valueOf(args[7]);
-        boolean text = args[8].equals("text");
-        int keySize = Integer.parseInt(args[9]);
-        Random rnd = new Random(Long.parseLong(args[10]));
+        int valueSize = Integer.parseInt(args[1]);
+        int batch = Integer.parseInt(args[2]);
+        double tombstones = Double.parseDouble(args[3]) / 100.0;
+        boolean text = args[4].equals("text");
+        int keySize = Integer.parseInt(args[5]);
+        long seed = Long.parseLong(args[6]);
+        try (PulsarClient client = PulsarClient.builder()
+                .serviceUrl(args[0])
+                .operationTimeout(120, TimeUnit.SECONDS)
+                .build()) {
+            for (int at = 7; at < args.length; at += 4) {
+                produce(client, args[at], Long.parseLong(args[at + 1]), Integer.parseInt(args[at + 2]),
+                        CompressionType.valueOf(args[at + 3]), valueSize, batch, tombstones, text,
+                        keySize, new Random(seed));
+            }
+        }
+    }
+
+    static void produce(PulsarClient client, String topic, long messages, int keys,
+            CompressionType compression, int valueSize, int batch, double tombstones,
+            boolean text, int keySize, Random rnd) throws Exception {
         long start = System.nanoTime();
         long tombs = 0;
         AtomicReference<Throwable> failed = new AtomicReference<>(null);
         CompletableFuture<MessageId> last = null;
-        try (PulsarClient client = PulsarClient.builder()
-                .serviceUrl(url)
-                .operationTimeout(120, TimeUnit.SECONDS)
-                .build();
-             Producer<byte[]> producer = client.newProducer()
+        try (Producer<byte[]> producer = client.newProducer()
                 .topic(topic)
                 .enableBatching(true)
                 .batchingMaxMessages(batch)
@@ -98,13 +106,13 @@ public final class CompactProducer {
             }
             producer.flush();
             if (failed.get() != null) {
-                throw new RuntimeException("a send failed", failed.get());
+                throw new RuntimeException("a send to " + topic + " failed", failed.get());
             }
             MessageId id = last == null ? null : last.get(120, TimeUnit.SECONDS);
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.println("COMPACTPRODUCER {\"messages\": " + messages + ", \"tombstones\": "
-                    + tombs + ", \"seconds\": " + seconds + ", \"last_message_id\": \""
-                    + id + "\"}");
+            System.out.println("COMPACTPRODUCER {\"topic\": \"" + topic + "\", \"messages\": "
+                    + messages + ", \"tombstones\": " + tombs + ", \"seconds\": " + seconds
+                    + ", \"last_message_id\": \"" + id + "\"}");
         }
     }
 }
