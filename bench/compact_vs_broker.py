@@ -250,6 +250,7 @@ def produce(
     command += [f"-Dlog4j2.configurationFile={log4j}", "CompactProducer"]
     command += [cluster.state["service_url"], str(args.value_size), str(args.batch)]
     command += [str(args.tombstones), args.values, str(args.key_size), str(args.seed)]
+    command += [args.key_draw]
     for t in topics:
         command += [t["topic"], str(t["messages"]), str(t["keys"]), t["compression"]]
     done = subprocess.run(command, capture_output=True, text=True, timeout=7200)
@@ -673,6 +674,10 @@ def one_topic(cluster: Cluster, args: Any, row: dict[str, Any]) -> dict:
             row["broker"] = broker = broker_compaction(cluster, topic, args.broker_timeout)
             if broker["status"] == "BROKER_DIED":
                 sandbox("start", str(cluster.dir), "--broker")
+            elif broker["status"] == "STALLED" or broker["out_of_memory_lines"]:
+                # a broker whose heap gave out is no base for the next measurement
+                sandbox("stop", str(cluster.dir), "--broker")
+                sandbox("start", str(cluster.dir), "--broker")
         else:
             broker = {"status": None}
         compared = []
@@ -714,6 +719,24 @@ def main() -> None:
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--values", choices=("text", "random"), default="text")
     parser.add_argument("--key-size", type=int, default=0, help="keys padded to this length")
+    parser.add_argument(
+        "--key-draw",
+        choices=("uniform", "cycle"),
+        default="uniform",
+        help="keys drawn uniformly, or message i's key i mod --keys (every key distinct "
+        "until --keys messages)",
+    )
+    parser.add_argument(
+        "--messages-per-key",
+        type=float,
+        help="each topic's messages: this many times its --keys (instead of --messages)",
+    )
+    parser.add_argument(
+        "--stop-at-broker-failure",
+        action="store_true",
+        help="no further topic once the broker's compaction fails (the search for the key "
+        "count its heap gives out at: --keys in ascending order)",
+    )
     parser.add_argument("--tombstones", type=float, default=2.0, help="percent")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--memory", help="ledgerctl compact --memory")
@@ -749,25 +772,35 @@ def main() -> None:
             "versions": {k: cluster.state.get(k) for k in ("pulsar_version", "bookkeeper_version")},
         }
         topics = []
-        for messages in sizes:
-            for keys in key_counts:
-                for codec in codecs:
-                    name = f"m{messages}-k{keys}-{codec.lower()}-{os.urandom(3).hex()}"
-                    topics.append(
-                        {
-                            "topic": f"persistent://{NAMESPACE}/{name}",
-                            "messages": messages,
-                            "keys": keys,
-                            "compression": codec,
-                        }
-                    )
-        produce(cluster, classes, classpath, args, topics)
+        pairs = [(m, k) for m in sizes for k in key_counts]
+        if args.messages_per_key:
+            pairs = [(round(k * args.messages_per_key), k) for k in key_counts]
+        for messages, keys in pairs:
+            for codec in codecs:
+                name = f"m{messages}-k{keys}-{codec.lower()}-{os.urandom(3).hex()}"
+                topics.append(
+                    {
+                        "topic": f"persistent://{NAMESPACE}/{name}",
+                        "messages": messages,
+                        "keys": keys,
+                        "compression": codec,
+                    }
+                )
+        # a search produces each topic when it comes to it: it may stop before the largest
+        search = args.stop_at_broker_failure
+        if not search:
+            produce(cluster, classes, classpath, args, topics)
+        done = []
         with contextlib.ExitStack() as stack:
             if "spark-standalone" in args.engine:
                 args.standalone_url, args.standalone_pids = stack.enter_context(standalone())
             for row in topics:
-                one_topic(cluster, args, row)
-        report["topics"] = topics
+                if search:
+                    produce(cluster, classes, classpath, args, [row])
+                done.append(one_topic(cluster, args, row))
+                if search and (row.get("broker") or {}).get("status") != "SUCCESS":
+                    break
+        report["topics"] = done
     finally:
         if own:
             sandbox("down", str(directory))

@@ -3,12 +3,13 @@
 // against the sandbox's jars (scripts/sandbox classpath).
 //
 // Usage: CompactProducer SERVICE_URL VALUE_SIZE BATCH TOMBSTONE_PERCENT VALUES KEY_SIZE SEED
-//                        (TOPIC MESSAGES KEYS COMPRESSION)...
+//                        KEY_DRAW (TOPIC MESSAGES KEYS COMPRESSION)...
 // producing each topic in turn with one client (a JVM start costs seconds) and printing one
 // JSON document per topic on stdout, on a line of its own after "COMPACTPRODUCER ".
 //
-//   Message i has the key "k" + a key number drawn uniformly from [0, KEYS) (java.util.Random
-//   seeded with SEED for each topic), left-padded with zeros to KEY_SIZE characters when
+//   Message i has the key "k" + a key number: KEY_DRAW "uniform" draws it uniformly from
+//   [0, KEYS) (java.util.Random seeded with SEED for each topic), "cycle" is i mod KEYS
+//   (every key once before any repeats: MESSAGES >= KEYS gives KEYS distinct keys), left-padded with zeros to KEY_SIZE characters when
 //   KEY_SIZE is larger; TOMBSTONE_PERCENT of the messages (drawn from the same generator)
 //   are tombstones (an empty value), the others VALUE_SIZE bytes: VALUES "random" (random
 //   bytes: batches do not compress) or "text" (the message number and the key in readable
@@ -31,9 +32,10 @@ import org.apache.pulsar.client.api.PulsarClient;
 
 public final class CompactProducer {
     public static void main(String[] args) throws Exception {
-        if (args.length < 11 || (args.length - 7) % 4 != 0) {
+        if (args.length < 12 || (args.length - 8) % 4 != 0) {
             System.err.println("usage: CompactProducer SERVICE_URL VALUE_SIZE BATCH"
-                    + " TOMBSTONE_PERCENT VALUES KEY_SIZE SEED (TOPIC MESSAGES KEYS COMPRESSION)...");
+                    + " TOMBSTONE_PERCENT VALUES KEY_SIZE SEED KEY_DRAW"
+                    + " (TOPIC MESSAGES KEYS COMPRESSION)...");
             System.exit(2);
         }
         int valueSize = Integer.parseInt(args[1]);
@@ -42,21 +44,22 @@ public final class CompactProducer {
         boolean text = args[4].equals("text");
         int keySize = Integer.parseInt(args[5]);
         long seed = Long.parseLong(args[6]);
+        boolean cycle = args[7].equals("cycle");
         try (PulsarClient client = PulsarClient.builder()
                 .serviceUrl(args[0])
                 .operationTimeout(120, TimeUnit.SECONDS)
                 .build()) {
-            for (int at = 7; at < args.length; at += 4) {
+            for (int at = 8; at < args.length; at += 4) {
                 produce(client, args[at], Long.parseLong(args[at + 1]), Integer.parseInt(args[at + 2]),
                         CompressionType.valueOf(args[at + 3]), valueSize, batch, tombstones, text,
-                        keySize, new Random(seed));
+                        keySize, cycle, new Random(seed));
             }
         }
     }
 
     static void produce(PulsarClient client, String topic, long messages, int keys,
             CompressionType compression, int valueSize, int batch, double tombstones,
-            boolean text, int keySize, Random rnd) throws Exception {
+            boolean text, int keySize, boolean cycle, Random rnd) throws Exception {
         long start = System.nanoTime();
         long tombs = 0;
         AtomicReference<Throwable> failed = new AtomicReference<>(null);
@@ -78,7 +81,7 @@ public final class CompactProducer {
                 if (failed.get() != null) {
                     break;
                 }
-                String key = Integer.toString(rnd.nextInt(keys));
+                String key = Long.toString(cycle ? i % keys : rnd.nextInt(keys));
                 if (key.length() + 1 < keySize) {
                     key = "0".repeat(keySize - 1 - key.length()) + key;
                 }
