@@ -376,6 +376,17 @@ def interpreter() -> dict[str, float]:
 # -- the broker -----------------------------------------------------------------------------
 
 
+def broker_heap(pid: int) -> str | None:
+    """The broker JVM's -Xmx (the last one given wins, as in the JVM: scripts/sandbox puts
+    $LEDGERCTL_SANDBOX_JVM_OPTS after its own)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    found = [a.decode() for a in args if a.startswith(b"-Xmx")]
+    return found[-1] if found else None
+
+
 def _jstat(lines: list[str]) -> dict[str, Any]:
     """jstat -gc samples: heap in use (S0U+S1U+EU+OU), its max and the old space's, the
     collections counted over the run."""
@@ -768,7 +779,7 @@ def main() -> None:
             "values": args.values,
             "tombstones_percent": args.tombstones,
             "key_size": args.key_size,
-            "broker_heap": "-Xmx768m (scripts/sandbox)",
+            "broker_heap": broker_heap(cluster.broker_pid),
             "versions": {k: cluster.state.get(k) for k in ("pulsar_version", "bookkeeper_version")},
         }
         topics = []
