@@ -241,6 +241,39 @@ def _prepare_compact(box: Any, ns: str) -> dict[str, Any]:
     return out
 
 
+def _prepare_broker_fails(box: Any, ns: str) -> dict[str, Any]:
+    """An LZ4 topic whose batches compress well: the 4.0.7 broker's own compaction of it
+    fails (apache/pulsar#26290, IndexOutOfBoundsException in RawBatchConverter.rebatchMessage).
+    Its expected compacted view: each key's latest value, tombstoned keys gone."""
+    import pulsar
+
+    topic = f"persistent://{ns}/broker-fails"
+    messages = _keyed("f", 200, 13, tombstone_every=11)
+    _produce(
+        box,
+        topic,
+        messages,
+        batching_enabled=True,
+        batching_max_messages=10,
+        batching_max_publish_delay_ms=1000,
+        compression_type=pulsar.CompressionType.LZ4,
+    )
+    box.unload(topic)
+    path = box.topic_path(topic) + "/compaction"
+    box.admin("PUT", path)
+    deadline = time.monotonic() + 120
+    status = box.admin("GET", path)
+    while status["status"] == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = box.admin("GET", path)
+    latest = dict(messages)
+    return {
+        "topic": topic,
+        "broker_status": status,
+        "expected": sorted((k, v) for k, v in latest.items() if v),
+    }
+
+
 def _kept(view: list[tuple[str, bytes, Any]]) -> list[tuple[str, bytes]]:
     """The messages of a compacted view without the placeholders of removed ones (the
     Python client shows those as messages with no key and no value)."""
@@ -577,6 +610,7 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     record["index"] = _prepare_index(box, ns)
     record["index_policies"] = _prepare_index_policies(box, ns, tmp)
     record["txn"] = _prepare_txn(box, ns)
+    record["broker_fails"] = _prepare_broker_fails(box, ns)
     record["edges"] = {"topic": f"persistent://{ns}/edges"}
     _produce(box, record["edges"]["topic"], [("a", b"1"), ("b", b"2")])
     # every key deleted after the broker's own compaction: the incremental run keeps nothing
@@ -617,6 +651,9 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
 
         d = record["deleted"]
         d["apply"] = _run(box, "compact", d["topic"], "--apply", "-o", "json")
+
+        f = record["broker_fails"]
+        f["apply"] = _run(box, "compact", f["topic"], "--full", "--apply", "-o", "json")
 
         m = record["mcompacted"]
         m["to_429"] = _run(
@@ -756,6 +793,24 @@ def test_compact_apply_to_the_running_cluster_reads_as_the_brokers_own(sandbox, 
         shown = _run(box, "inspect", str(new_id), "-o", "jsonl")
         assert shown.returncode == 0, shown.stderr
         assert len(shown.stdout.splitlines()) == report["entries_out"]
+
+
+def test_a_topic_the_broker_cannot_compact_is_compacted_by_ledgerctl_and_served(
+    sandbox, writes
+) -> None:
+    """apache/pulsar#26290: the broker's own compaction of the LZ4 topic fails; ledgerctl's
+    (written while the broker was stopped) is the one the broker serves once started."""
+    box, f = sandbox, writes["broker_fails"]
+    status = f["broker_status"]
+    assert status["status"] == "ERROR", status
+    assert "IndexOutOfBoundsException" in status["lastError"]
+    assert f["apply"].returncode == 0, f["apply"].stderr
+    report = json.loads(f["apply"].stdout)
+    assert report["applied"] is True and report["broker_compaction_fails_at"] is not None
+    stats = _internal(box, f["topic"])
+    assert stats["compactedLedger"]["ledgerId"] == report["compacted_ledger"]
+    assert stats["cursors"]["__compaction"]["markDeletePosition"] == report["horizon"]
+    assert sorted(_kept(_read_compacted(box, f["topic"]))) == f["expected"]
 
 
 def test_a_transactional_topic_compacts_on_the_running_cluster_as_the_broker_does(
