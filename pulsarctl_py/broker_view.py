@@ -170,6 +170,15 @@ def stored_document(info: TopicInfo) -> dict[str, Any]:
     }
 
 
+def follow_source(doc: dict[str, Any], source_ledgers: list[int]) -> dict[str, Any]:
+    """A shadow topic's stored document with its source's stored ledger ids: the broker's
+    shadow managed ledger (``ShadowManagedLedgerImpl``, PIP-180) follows the source's ledger
+    list as the source writes it, before the shadow's own node is resynced, so a ledger the
+    source stores is no stale list of the broker's (the shadow's lag behind its source is
+    verify's shadow check, not the broker's view)."""
+    return {**doc, "source_ledgers": sorted(source_ledgers)}
+
+
 def stats_summary(stats: dict[str, Any]) -> dict[str, Any]:
     """What of the internal stats the view shows (and JSON carries)."""
     compacted = stats.get("compactedLedger") or {}
@@ -211,7 +220,8 @@ def compare(
     b_ledgers = {li["ledgerId"]: li for li in b_list}
     s_last = max(s_ledgers) if s_ledgers else None
     b_last = max(b_ledgers) if b_ledgers else None
-    for lid in sorted(set(b_ledgers) - set(s_ledgers)):
+    following = set(stored.get("source_ledgers") or ())
+    for lid in sorted(set(b_ledgers) - set(s_ledgers) - following):
         gone = ledger_exists(lid) is False if ledger_exists is not None else False
         if gone:
             out.append(
@@ -478,13 +488,21 @@ def ledger_exists_in(store: MetadataStore) -> Callable[[int], bool | None]:
 def topic_view(source: Any, info: TopicInfo, lookup: BrokerLookup) -> BrokerView:
     """The broker's view of the topic ``info`` describes (read from ``source``), compared
     with ``info`` and, to rule out a race, with the topic read again."""
+    from pulsarctl_py.errors import LedgerctlError
     from pulsarctl_py.topics import topic_info
 
     reads = [info]
 
     def stored() -> dict[str, Any]:
         current = reads.pop() if reads else topic_info(source, info.topic)
-        return stored_document(current)
+        doc = stored_document(current)
+        if current.shadow_source:
+            try:
+                src = topic_info(source, current.shadow_source)
+            except LedgerctlError:
+                return doc  # no source to follow: the shadow's own list is all there is
+            doc = follow_source(doc, [li.ledger_id for li in src.ledgers])
+        return doc
 
     return lookup.view(info.topic, stored, ledger_exists_in(source.metadata))
 

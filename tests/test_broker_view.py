@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from pulsarctl_py.broker_view import BrokerLookup, BrokerView, compare, stats_summary
+from pulsarctl_py.broker_view import (
+    BrokerLookup,
+    BrokerView,
+    compare,
+    follow_source,
+    stats_summary,
+)
 
 #: what the sandbox's broker answered (trimmed of counters the comparison does not read)
 STATS: dict[str, Any] = {
@@ -90,6 +96,17 @@ def test_a_ledger_the_broker_lists_and_storage_does_not() -> None:
     assert _findings(stored, STATS, lambda lid: lid != 4) == ["broker-ledger-gone"]
     # cannot tell: no claim that it is gone
     assert _findings(stored, STATS, lambda lid: None) == ["broker-ledger-not-stored"]
+
+
+def test_a_shadow_topics_broker_follows_its_source() -> None:
+    """A shadow's broker lists the source's new ledger before the shadow's own node is
+    resynced (ShadowManagedLedgerImpl follows the source): no stale list; a ledger neither
+    the shadow nor its source stores still is one."""
+    stored = copy.deepcopy(STORED)
+    stored["ledgers"] = [stored["ledgers"][0]]  # the shadow's node lags: ledger 8 not yet
+    assert _findings(stored, STATS) == ["broker-ledger-not-stored"]
+    assert _findings(follow_source(stored, [4, 8]), STATS) == []
+    assert _findings(follow_source(stored, [4]), STATS) == ["broker-ledger-not-stored"]
 
 
 def test_a_ledger_storage_lists_and_the_broker_does_not() -> None:
