@@ -14,13 +14,17 @@ compresses well, ``random`` does not), ``--tombstones`` percent empty values, ke
 uniformly from ``--keys``; every topic in one JVM first, each unloaded after (its ledger
 closed: both compactors see the same entries). Then, in this order, on each topic:
 
-* ``ledgerctl compact TOPIC --full --plan FILE --force-owned`` for each ``--engine`` (local;
+* ``ledgerctl compact TOPIC --full --plan FILE --unload`` for each ``--engine`` (local;
   spark: ``--spark-master local[2]``; spark-standalone: a standalone master and two
   one-core workers on loopback, the executors reading the bookies themselves): the work
   the broker does (read the topic from the bookies, both phases, write the compacted ledger
   to the running bookies with the broker's quorums from its broker.conf), without
   committing it: ``--plan`` writes the ledger and saves the plan, which is never applied,
-  so the topic's metadata (its ``__compaction`` cursor) stays the broker's. The command
+  so the topic's metadata (its ``__compaction`` cursor) stays the broker's. The topic is
+  not loaded then (unloaded after it was produced, and before the broker's compaction
+  loads it): the write gate asks the broker, as on any live cluster, and ``--unload``
+  would unload a topic a broker had loaded meanwhile (``--force-owned`` no longer passes
+  a loaded topic: it is only for brokers that cannot be asked). The command
   runs in a child interpreter; reported: wall time (interpreter start included, as an
   operator runs it), the interpreter's own CPU time and peak RSS (``VmHWM``), and for the
   whole process tree (Spark's JVMs and Python workers) CPU and the peak of the summed RSS,
@@ -45,7 +49,8 @@ closed: both compactors see the same entries). Then, in this order, on each topi
 --help``: peak RSS and CPU), and ``rss_above_interpreter_bytes_per_key`` a run's peak RSS
 above it per distinct key (the goal: at most 64 at 10^6 keys and more). ledgerctl's modules
 are compiled into their bytecode cache first, as pip does when it installs them.
-Every compacted ledger ledgerctl wrote is deleted afterwards (``ledgerctl undo PLAN``).
+Every compacted ledger ledgerctl wrote is deleted afterwards (``ledgerctl undo PLAN
+--unload``: the broker's compaction loaded the topic); each run says whether (``undone``).
 ``ratio_broker_over_ledgerctl`` is the broker's wall time over ledgerctl's. The machine's
 load average is reported before and after each topic: on a shared machine every figure
 measures the other jobs too.
@@ -275,7 +280,7 @@ def produce(
 
 def ledgerctl(cluster: Cluster, topic: str, engine: str, plan: Path, args: Any) -> dict[str, Any]:
     """``ledgerctl compact --full --plan`` on one engine, measured; its report."""
-    argv = ["compact", topic, "--full", "--plan", str(plan), "--force-owned", "-o", "json"]
+    argv = ["compact", topic, "--full", "--plan", str(plan), "--unload", "-o", "json"]
     argv += ["--engine", "local" if engine == "local" else "spark"]
     if engine == "spark":
         argv += ["--spark-master", "local[2]"]
@@ -325,15 +330,18 @@ def ledgerctl(cluster: Cluster, topic: str, engine: str, plan: Path, args: Any) 
     }
 
 
-def undo(cluster: Cluster, plan: Path) -> None:
+def undo(cluster: Cluster, plan: Path) -> bool:
+    """``ledgerctl undo PLAN --unload``: the ledger the plan wrote deleted (the broker's
+    compaction has loaded the topic meanwhile: the gate refuses without --unload)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pulsarctl_py.cli", "undo", str(plan), "--force-owned", "--yes"],
+        [sys.executable, "-m", "pulsarctl_py.cli", "undo", str(plan), "--unload", "--yes"],
         env=cluster.env,
         capture_output=True,
         text=True,
     )
     if done.returncode != 0:
         print(f"warning: ledgerctl undo {plan}: {done.stderr.strip()[-500:]}", file=sys.stderr)
+    return done.returncode == 0
 
 
 def warm_bytecode() -> None:
@@ -706,9 +714,8 @@ def one_topic(cluster: Cluster, args: Any, row: dict[str, Any]) -> dict:
             for run in runs:
                 run["ratio_broker_over_ledgerctl"] = round(broker["seconds"] / run["seconds"], 3)
     finally:
-        for plan in plans:
-            if plan.exists():
-                undo(cluster, plan)
+        for run, plan in zip(runs + [{}] * (len(plans) - len(runs)), plans, strict=True):
+            run["undone"] = plan.exists() and undo(cluster, plan)
             shutil.rmtree(plan.parent, ignore_errors=True)
     row["load_after"] = _load()
     return row

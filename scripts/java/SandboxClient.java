@@ -8,8 +8,10 @@
 //   produce       spec {"topic": T, "messages": [{"key": K | null, "value": BASE64}],
 //                 "batching": bool, "chunk_max_bytes": N (chunking on: a message larger
 //                 than N bytes goes in chunks of N; batching must be off),
-//                 "encryption_key": {"name": NAME, "public_key": PEM_FILE}}: one producer
-//                 sends the messages in order. Prints {"topic": T, "message_ids":
+//                 "encryption_key": {"name": NAME, "public_key": PEM_FILE},
+//                 "compression": NONE | LZ4 | ZLIB | ZSTD | SNAPPY, "batch_max_messages": N
+//                 (batching on, batches cut at N messages: a publish delay of a second)}:
+//                 one producer sends the messages in order. Prints {"topic": T, "message_ids":
 //                 ["L:E:B:P", ...] (a chunked message: its last chunk's id, as the client
 //                 gives it), "first_chunk_ids": ["L:E:B:P" | null, ...], "keys": [...]}.
 //   gen-keys      spec {"public_key": FILE, "private_key": FILE}: an RSA key pair for
@@ -17,9 +19,12 @@
 //                 written to the files and never printed. Prints {"public_key": FILE,
 //                 "private_key": FILE}. No Pulsar client is made.
 //   consume       spec {"topic": T, "subscription": S, "count": N, "private_key": FILE
-//                 (optional: decrypts with it)}: a consumer of S from the earliest message
-//                 receives N messages. Prints {"messages": [{"message_id", "key",
-//                 "value": BASE64}]}.
+//                 (optional: decrypts with it), "read_compacted": bool, "all": bool}: a
+//                 consumer of S from the earliest message receives N messages (with "all":
+//                 a reader named S reads from the earliest message until the broker has no
+//                 more for it, hasMessageAvailable; "read_compacted": the compacted view, in
+//                 which the Java client skips the compacted-out placeholders of a batch).
+//                 Prints {"messages": [{"message_id", "key", "value": BASE64}]}.
 //   txn-produce   spec {"topic": T, "batching": bool, "batch_delay_ms": N (batching: the
 //                 messages of a transaction, sent at once, go in one batch when N is longer
 //                 than sending them takes; flush() does not cut a transaction's batch short),
@@ -131,6 +136,16 @@ public final class SandboxClient {
                 .topic(topic)
                 .enableBatching(spec.path("batching").asBoolean(false))
                 .sendTimeout(0, TimeUnit.SECONDS);
+        if (spec.hasNonNull("compression")) {
+            builder.compressionType(
+                    org.apache.pulsar.client.api.CompressionType.valueOf(spec.get("compression").asText()));
+        }
+        if (spec.hasNonNull("batch_max_messages")) {  // only the count cuts the batches
+            builder.enableBatching(true)
+                    .batchingMaxMessages(spec.get("batch_max_messages").asInt())
+                    .batchingMaxBytes(4 * 1024 * 1024)
+                    .batchingMaxPublishDelay(1, TimeUnit.SECONDS);
+        }
         if (spec.hasNonNull("chunk_max_bytes")) {
             builder.enableBatching(false)
                     .enableChunking(true)
@@ -177,8 +192,12 @@ public final class SandboxClient {
     }
 
     static ObjectNode consume(PulsarClient client, JsonNode spec) throws Exception {
+        if (spec.path("all").asBoolean(false)) {
+            return readAll(client, spec);
+        }
         ObjectNode out = JSON.createObjectNode();
         var builder = client.newConsumer()
+                .readCompacted(spec.path("read_compacted").asBoolean(false))
                 .topic(spec.get("topic").asText())
                 .subscriptionName(spec.get("subscription").asText())
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest);
@@ -203,6 +222,38 @@ public final class SandboxClient {
                 }
                 record.put("value", Base64.getEncoder().encodeToString(m.getValue()));
                 consumer.acknowledge(m);
+            }
+        }
+        return out;
+    }
+
+    static ObjectNode readAll(PulsarClient client, JsonNode spec) throws Exception {
+        ObjectNode out = JSON.createObjectNode();
+        var builder = client.newReader()
+                .topic(spec.get("topic").asText())
+                .subscriptionName(spec.get("subscription").asText())
+                .startMessageId(MessageId.earliest)
+                .readCompacted(spec.path("read_compacted").asBoolean(false));
+        if (spec.hasNonNull("private_key")) {
+            builder.cryptoKeyReader(org.apache.pulsar.client.impl.DefaultCryptoKeyReader.builder()
+                    .defaultPrivateKey("file://" + spec.get("private_key").asText())
+                    .build());
+        }
+        ArrayNode messages = out.putArray("messages");
+        try (org.apache.pulsar.client.api.Reader<byte[]> reader = builder.create()) {
+            while (reader.hasMessageAvailable()) {
+                org.apache.pulsar.client.api.Message<byte[]> m = reader.readNext(60, TimeUnit.SECONDS);
+                if (m == null) {
+                    throw new IllegalStateException("a message was available, none came within 60 s");
+                }
+                ObjectNode record = messages.addObject();
+                record.put("message_id", id(m.getMessageId()));
+                if (m.hasKey()) {
+                    record.put("key", m.getKey());
+                } else {
+                    record.putNull("key");
+                }
+                record.put("value", Base64.getEncoder().encodeToString(m.getValue()));
             }
         }
         return out;

@@ -1,8 +1,10 @@
 """bench/compact_vs_broker.py against the session's sandbox at a tiny size (a smoke test: no
 speed is checked): two topics (NONE, which the 4.0.7 broker compacts, and LZ4 with text
 values, on which it fails, apache/pulsar#26290), ledgerctl's local engine and the broker's
-compaction on each, the views compared. The comparison itself is shown to catch a view
-that differs in one value or one message, on the broker's own compacted ledger."""
+compaction on each, the views compared, and every ledger ledgerctl wrote deleted again
+(through the live-writes gate: the broker's compaction has the topic loaded by then). The
+comparison itself is shown to catch a view that differs in one value or one message, on
+the broker's own compacted ledger."""
 
 from __future__ import annotations
 
@@ -64,6 +66,16 @@ def test_the_bench_compares_ledgerctl_with_the_brokers_compaction(report) -> Non
     assert "IndexOutOfBoundsException" in broker["last_error"]
     assert lz4["ledgerctl"][0]["broker_compaction_fails_at"] is not None
     assert lz4["compared"] == []  # one engine, no broker view: nothing to compare with
+
+
+def test_the_bench_deletes_every_ledger_ledgerctl_wrote(report, sandbox) -> None:
+    from tests.cluster.sandbox.test_writes import _ledgers
+
+    runs = [run for topic in report["topics"] for run in topic["ledgerctl"]]
+    assert len(runs) == 2 and all("--unload" in run["command"] for run in runs)
+    assert all(run["undone"] for run in runs), runs
+    written = {run["compacted_ledger"] for run in runs}
+    assert None not in written and not written & _ledgers(sandbox)
 
 
 def test_the_view_comparison_catches_a_changed_value_and_a_missing_message(report, sandbox) -> None:

@@ -66,12 +66,18 @@ def _pos(message_id: str) -> str:
 @pytest.fixture(scope="module")
 def made(sandbox) -> dict[str, Any]:
     """The four commands at once (each starts a JVM: side by side they take half the time)."""
-    names = {k: f"traffic-{k}-{RUN}" for k in ("keyed", "chunked", "encrypted", "txn")}
+    kinds = ("keyed", "chunked", "encrypted", "txn", "compressed")
+    names = {k: f"traffic-{k}-{RUN}" for k in kinds}
     commands = {
         "keyed": ["produce", names["keyed"], "--count", "4", "--keys", "2"],
         "chunked": ["produce", names["chunked"], "--count", "2", "--chunked"],
         "encrypted": ["produce", names["encrypted"], "--count", "2", "--keys", "1", "--encrypted"],
         "txn": ["txn", names["txn"], "--commit", "1", "--abort", "1", "--open", "1"],
+        # as bench/java/CompactProducer.java makes a topic (the #26290 runbook's rehearsal)
+        "compressed": [
+            *("produce", names["compressed"], "--count", "20", "--keys", "3", "--seed", "7"),
+            *("--tombstones", "20", "--values", "text", "--batch", "5", "--compression", "LZ4"),
+        ],
     }
     running = {
         kind: subprocess.Popen(
@@ -90,6 +96,33 @@ def made(sandbox) -> dict[str, Any]:
         out[kind] = json.loads(stdout)
         out[kind + "-stdout"] = stdout
     return out
+
+
+def test_compressed_batches_are_cut_by_count_with_the_benchs_keys_and_read_back(
+    sandbox, made, tmp_path
+):
+    got, topic = made["compressed"], made["names"]["compressed"]
+    stored = _stored(sandbox, topic)
+    assert len(stored) == 4, stored
+    for layers in stored.values():
+        fields = layers["message-metadata"]
+        assert fields["compression"] == "LZ4" and fields["num_messages_in_batch"] == 5
+    # the keys java.util.Random(7) draws, as the bench's producer draws them
+    java = tmp_path / "Draw.java"
+    java.write_text(
+        "public class Draw { public static void main(String[] a) {"
+        " java.util.Random r = new java.util.Random(7);"
+        " for (int i = 0; i < 20; i++) { int k = r.nextInt(3); boolean t = r.nextDouble() < 0.2;"
+        ' System.out.println("k" + k + (t ? " tombstone" : "")); } } }'
+    )
+    drawn = subprocess.run(
+        ["java", str(java)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split("\n")[:20]
+    assert got["keys"] == [d.split()[0] for d in drawn]
+    read = json.loads(_script(sandbox, "consume", topic, "reader", "--all").stdout)
+    assert read["count"] == 20 and read["keys"] == got["keys"] and read["distinct_keys"] == 3
+    tombstones = sum(d.endswith("tombstone") for d in drawn)
+    assert tombstones > 0 and read["empty_values"] == tombstones
 
 
 def test_keyed_messages_are_stored_with_their_keys(sandbox, made):
