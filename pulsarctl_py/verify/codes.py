@@ -241,7 +241,7 @@ CODES: dict[str, Code] = {
             _EW,
             "an interrupted offload: an offloadContext without complete",
             hint="the broker offloads the ledger again; `ledgerctl orphans --offloaded` "
-            "lists what the interrupted offload left in the store and deletes it by a plan",
+            "lists what the interrupted offload left in the store",
         ),
         Code(
             "offload-missing",

@@ -120,3 +120,82 @@ def test_an_interrupted_offload_is_reported(
     # its BookKeeper copy is read as usual: nothing else is wrong
     assert result.code == 0, findings
     assert not [f for f in findings if f["severity"] == "error"], findings
+
+
+def test_orphans_offloaded_lists_leftovers_never_a_referenced_offload(
+    offload_sandbox: Any,
+    offload_world: Any,
+    stuck: tuple[str, int],
+    offload_env: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``orphans --offloaded`` on the sandbox's S3 bucket and filesystem root: what an
+    interrupted offload left (the broker's interrupted offload writes no object here, so
+    its objects are the broker's own objects of another ledger copied under the stuck
+    context's uid, and an unfinished multipart upload under it), and a MapFile directory
+    under a uid no context names, are listed; the referenced offloads never are."""
+    import shutil
+    import uuid as uuidlib
+
+    from pulsarctl_py.stores.tiered.filesystem import offload_uuid
+    from pulsarctl_py.stores.tiered.jcloud import data_key, index_key
+    from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects
+    from tests.support.offload_world import offload_context
+
+    info = offload_sandbox.offload_info
+    topic, ledger = stuck
+    ctx = offload_context(offload_sandbox, topic)[ledger]
+    stuck_uid = offload_uuid(ctx.uidMsb, ctx.uidLsb)
+    s3_world = offload_world["s3"]
+    real = offload_context(offload_sandbox, s3_world.topic)[s3_world.ledgers[0]]
+    real_uid = offload_uuid(real.uidMsb, real.uidLsb)
+    client = S3Objects(S3Location(info["s3"]["bucket"], info["s3"]["endpoint"])).client
+    bucket = info["s3"]["bucket"]
+    for key_of in (data_key, index_key):
+        client.copy_object(
+            Bucket=bucket,
+            Key=key_of(stuck_uid, ledger),
+            CopySource={"Bucket": bucket, "Key": key_of(real_uid, s3_world.ledgers[0])},
+        )
+    upload = client.create_multipart_upload(Bucket=bucket, Key=data_key(stuck_uid, ledger))
+    # a filesystem offload directory no context names (a copy of a real one)
+    fs_world = offload_world["fs-block"]
+    fs_ctx = offload_context(offload_sandbox, fs_world.topic)[fs_world.ledgers[0]]
+    fs_uid = offload_uuid(fs_ctx.uidMsb, fs_ctx.uidLsb)
+    root = Path(info["filesystem"]["root"])
+    tenant, ns, local = fs_world.short.split("/", 2)
+    topic_dir = root / tenant / ns / "persistent" / local
+    stray_uid = str(uuidlib.uuid4())
+    stray = topic_dir / f"{fs_world.ledgers[0]}-{stray_uid}"
+    shutil.copytree(topic_dir / f"{fs_world.ledgers[0]}-{fs_uid}", stray)
+    try:
+        result = run(capsys, "orphans", "--offloaded", "--min-age", "0", "-o", "json")
+        assert result.code == 1, result.err
+        listed = result.json()["offload_orphans"]
+        by_uid = {(o["uuid"], o["ledger_id"]): o for o in listed}
+        mine = by_uid[(stuck_uid, ledger)]
+        assert "interrupted offload" in mine["why"]
+        assert sorted(mine["paths"]) == sorted(
+            [data_key(stuck_uid, ledger), index_key(stuck_uid, ledger)]
+        )
+        assert [u["upload_id"] for u in mine["unfinished_uploads"]] == [upload["UploadId"]]
+        assert by_uid[(stray_uid, fs_world.ledgers[0])]["paths"] == [str(stray)]
+        # the offloads the managed ledgers reference are never listed, nor kept
+        everything = listed + result.json()["kept"]
+        for world in offload_world.values():
+            for lid, c in offload_context(offload_sandbox, world.topic).items():
+                if c.HasField("uidMsb"):
+                    assert (offload_uuid(c.uidMsb, c.uidLsb), lid) not in {
+                        (o["uuid"], o["ledger_id"]) for o in everything
+                    }
+        # fresh leftovers are kept under the default --min-age (an offload may be running)
+        fresh = run(capsys, "orphans", "--offloaded", "-o", "json")
+        kept = {(o["uuid"], o["ledger_id"]) for o in fresh.json()["kept"]}
+        assert {(stuck_uid, ledger), (stray_uid, fs_world.ledgers[0])} <= kept
+    finally:
+        shutil.rmtree(stray, ignore_errors=True)
+        client.abort_multipart_upload(
+            Bucket=bucket, Key=data_key(stuck_uid, ledger), UploadId=upload["UploadId"]
+        )
+        for key_of in (data_key, index_key):
+            client.delete_object(Bucket=bucket, Key=key_of(stuck_uid, ledger))
