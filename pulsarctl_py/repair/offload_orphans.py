@@ -166,6 +166,13 @@ def judge_offload_orphans(
             {(b, s3_endpoint or e, r, d) for b, e, r, d in refs.buckets},
             key=lambda t: (t[0], t[1] or ""),
         )
+    if not roots and not buckets:
+        # nothing to list is no "no orphans"
+        raise LedgerctlError(
+            "no offload location to list: no managed ledger's offload context names one "
+            "(no topic was offloaded, or only to a driver not read here); give one with "
+            "LEDGERCTL_OFFLOAD_URL (file:///dir or s3://bucket)"
+        )
     for root in roots:
         found.extend(_filesystem(root))
     for bucket, endpoint, region, driver in buckets:

@@ -133,3 +133,13 @@ def test_delete_is_refused_until_it_is_a_plan(
     url = _store(tmp_path, {TOPIC: [_fs_info(tmp_path)]})
     result = _listing(capsys, url, "--delete")
     assert result.code == 2 and "not built yet" in result.err
+
+
+def test_no_offload_location_is_said_not_called_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = mlpb.ManagedLedgerInfo.LedgerInfo(ledgerId=3, entries=1, size=10)
+    url = _store(tmp_path, {TOPIC: [plain]})
+    result = _listing(capsys, url, "--min-age", "0")
+    assert result.code == 2 and not result.out
+    assert "no offload location to list" in result.err
