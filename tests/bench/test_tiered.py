@@ -14,14 +14,14 @@ def test_tiered_bench_prints_the_report(offload_sandbox: Any) -> None:
         "--sandbox",
         str(offload_sandbox.dir),
         "--entries",
-        "150",
+        "50",
         "--runs",
         "1",
         timeout=300,
     )
-    assert report["benchmark"] == "tiered" and report["entries"] == 150
+    assert report["benchmark"] == "tiered" and report["entries"] == 50
     assert set(report["results"]) == {"filesystem", "s3"}
     for kind, result in report["results"].items():
-        assert result["bookies"]["entries"] == result["tiered"]["entries"] == 150, kind
+        assert result["bookies"]["entries"] == result["tiered"]["entries"] == 50, kind
         assert result["tiered"]["entries_per_s"]["median"] > 0
         assert result["tiered_over_bookies"] > 0
