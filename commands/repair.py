@@ -362,6 +362,15 @@ def orphans(
         "(60 s), but references the ledger of a compaction only when the compaction ends, "
         "which can take hours on a large topic.",
     ),
+    offloaded: bool = typer.Option(
+        False,
+        "--offloaded",
+        help="List instead what the offloaders left in tiered storage that no managed "
+        "ledger references: jcloud objects and unfinished multipart uploads, filesystem "
+        "offloader directories, in every location the offload contexts name (or "
+        "$LEDGERCTL_OFFLOAD_URL; $LEDGERCTL_S3_ENDPOINT for the endpoint). Judged only "
+        "when every managed ledger decodes and every listing is whole.",
+    ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
     """List BookKeeper ledgers tagged application=pulsar that no topic, cursor or
@@ -389,6 +398,15 @@ def orphans(
         raise typer.BadParameter(
             "--plan needs --delete (a listing makes no plan)", param_hint="--plan"
         )
+    if offloaded:
+        if delete:
+            raise typer.BadParameter(
+                "deleting offload objects through a plan is not built yet: review the "
+                "listing and delete them with the store's own tools",
+                param_hint="--delete",
+            )
+        _offload_orphans(flags, age)
+        return
     if delete:
         flags.run(lambda d, s: delete_orphans(d, s, min_age_ms=age))
         return
@@ -425,6 +443,63 @@ def orphans(
         )
     err.print(
         f"{len(found)} orphan ledger{'s' if len(found) != 1 else ''}"
+        + (f"; {len(kept)} unreferenced but kept" if kept else "")
+    )
+    if found:
+        raise typer.Exit(1)
+
+
+def _offload_orphans(flags: PlanFlags, min_age_ms: int) -> None:
+    """``orphans --offloaded``: the listing (exit 1 when orphans are listed)."""
+    from rich.markup import escape
+
+    from pulsarctl_py import render
+    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.repair.offload_orphans import judge_offload_orphans, s3_endpoint_from_env
+    from pulsarctl_py.stores.tiered.locate import resolve_offload_url
+
+    with LedgerSource.open(flags.metadata_url, None, need_metadata=True, metadata_only=True) as src:
+        assert src.metadata is not None
+        judged = judge_offload_orphans(
+            src.metadata,
+            offload_url=resolve_offload_url(None),
+            s3_endpoint=s3_endpoint_from_env(),
+            min_age_ms=min_age_ms,
+        )
+    found = [o for o in judged if o.kept is None]
+    kept = [o for o in judged if o.kept is not None]
+    fmt = render.resolve(render.OutputFormat(flags.output.value), render.OutputFormat.TABLE)
+    if fmt is render.OutputFormat.JSON:
+        render.write_json(
+            {
+                "offload_orphans": [o.to_json() for o in found],
+                "kept": [o.to_json() for o in kept],
+                "min_age_ms": min_age_ms,
+            }
+        )
+    elif found:
+        from rich.table import Table
+
+        table = Table()
+        for col in ("location", "ledger", "uuid", "what", "bytes", "age", "why"):
+            table.add_column(col, overflow="fold")
+        for o in found:
+            what = ", ".join(o.paths + [f"upload {k}" for k, _u in o.uploads])
+            table.add_row(
+                o.location,
+                str(o.ledger_id),
+                o.uuid,
+                what,
+                str(o.size),
+                render.human_duration(o.age_ms),
+                o.why,
+            )
+        render.stdout_console().print(table)
+    err = render.stderr_console()
+    for o in kept:
+        err.print(f"kept: offload {o.uuid} of ledger {o.ledger_id}, {escape(o.kept or '')}")
+    err.print(
+        f"{len(found)} orphan offload{'s' if len(found) != 1 else ''}"
         + (f"; {len(kept)} unreferenced but kept" if kept else "")
     )
     if found:

@@ -67,6 +67,9 @@ def pytest_collection_modifyitems(items):
 #: once, and go first, as the longest unit of work; any other module goes whole to a worker,
 #: so that a module fixture is built once
 SHARED_WORKER = ("tests/cluster/sandbox/", "tests/cluster/spark/", "tests/cluster/zookeeper/")
+#: modules outside tests/cluster/sandbox/ that use the session sandbox: in its unit of work,
+#: so that no second cluster starts on the other worker
+WITH_SANDBOX = ("tests/bench/test_tiered.py",)
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -93,6 +96,8 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]
+            if path.startswith(WITH_SANDBOX):
+                return SHARED_WORKER[0]
             return next((f for f in SHARED_WORKER if path.startswith(f)), path)
 
     return ByComponent(config, log)

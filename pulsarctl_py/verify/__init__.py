@@ -212,6 +212,46 @@ and a line says so.
     entry log whose header or ledgers map is damaged, a journal that cannot be read or is
     shorter than its lastMark.
 
+The offload-* checks read each offloaded ledger's tiered copy (:mod:`.tiered`; a ledger
+whose ``LedgerInfo.offloadContext`` has a uid), where its offload context says (the
+filesystem offloader's directory, the jcloud S3 objects; ``--offload-url`` /
+``LEDGERCTL_OFFLOAD_URL`` and ``LEDGERCTL_S3_ENDPOINT`` point at a copy). A ``complete``
+ledger is read from tiered storage first by the broker (tiered-storage-first), so what its
+copy lacks breaks reads even while the BookKeeper copy exists. A store that cannot be
+reached stops the run (exit 3): nothing is judged on a store not read. §18.
+``offload-incomplete`` (warning / error)
+    An offload context without ``complete``: an interrupted offload (the broker offloads
+    the ledger again; what it wrote is left in the store). Error when the context also
+    says ``bookkeeperDeleted``: the data is gone.
+``offload-missing`` (error)
+    A complete offload whose objects (data, index) or MapFile directory are not there,
+    the BookKeeper copy still existing.
+``offload-unreadable`` (error)
+    A complete offload whose objects are not a readable offload (truncated, wrong magic,
+    an index pointing outside the data, unreadable embedded metadata).
+``offload-format-version`` (error)
+    jcloud objects whose ``s3managedledgeroffloaderformatversion`` is not 1
+    (``DataBlockUtils.VERSION_CHECK``: the broker refuses them too).
+``offload-data-lost`` (error)
+    A ledger deleted from BookKeeper (``bookkeeperDeleted``) whose tiered copy is missing
+    or cannot be read: its data is gone unless a copy of the offload exists.
+``offload-index-mismatch`` (error)
+    The jcloud index ends at another entry than the managed ledger's ``entries - 1``.
+``offload-metadata-mismatch`` (error / warning)
+    The ledger metadata the offloader embedded (``OffloadUtils.buildLedgerMetadataFormat``)
+    is not closed, has another ``lastEntryId + 1`` than ``entries``, or names another
+    managed ledger (error); its ``length`` differs from the recorded ``size`` (warning).
+``offload-data-mismatch`` (error / warning)
+    The data holds fewer entries than ``entries``, or entries past it (error); every entry
+    read, their bytes differ from the recorded ``size`` (warning).
+``offload-entry-corrupt`` (error)
+    An offloaded entry that cannot be read (a damaged block, record or SequenceFile block)
+    or whose layers do not verify (the 0x0e01 CRC32C, metadata, payload); said lost when
+    the BookKeeper copy is gone.
+``offload-not-checked`` (info)
+    A tiered copy not read here: a driver whose store ledgerctl does not read (``hdfs://``,
+    GCS, Azure) or a context naming no location.
+
 A shadow topic's entries are its source's: its ledgers are checked against BookKeeper
 metadata and the source's list, never scanned; verify the source to scan them. Ledgers a
 shadow shares with a source verified in the same run are checked once, under the source.
@@ -222,9 +262,9 @@ listed up to :data:`MAX_LISTED` per topic and check, then summed up in one more 
 The package: :mod:`.core` (findings, statistics, progress, the limiter, the run),
 :mod:`.driver` (the walk over the topics),
 one module per check family (:mod:`.ledgers`, :mod:`.order`, :mod:`.cursors`,
-:mod:`.compaction`, :mod:`.shadow`, :mod:`.orphans`, :mod:`.broker`), and :mod:`.codes`,
-the table of every check id with the repair that fixes it (each finding's ``repair``; ``ledgerctl
-repair --from-verify`` dispatches on it).
+:mod:`.compaction`, :mod:`.shadow`, :mod:`.orphans`, :mod:`.broker`, :mod:`.tiered`), and
+:mod:`.codes`, the table of every check id with the repair that fixes it (each finding's
+``repair``; ``ledgerctl repair --from-verify`` dispatches on it).
 """
 
 from __future__ import annotations

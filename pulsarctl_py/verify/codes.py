@@ -235,6 +235,75 @@ CODES: dict[str, Code] = {
             "acknowledgements lazily) and no finding; a stored one ahead was written while "
             "the topic was loaded: unload the topic before writing a cursor",
         ),
+        Code(
+            "offload-incomplete",
+            "tiered",
+            _EW,
+            "an interrupted offload: an offloadContext without complete",
+            hint="the broker offloads the ledger again; `ledgerctl orphans --offloaded` "
+            "lists what the interrupted offload left in the store",
+        ),
+        Code(
+            "offload-missing",
+            "tiered",
+            _E,
+            "a complete offload's objects or directory are not in tiered storage",
+            hint="the broker reads tiered storage first: restore the objects from a copy, "
+            "or (while the BookKeeper copy exists) read with the offload policies removed",
+        ),
+        Code(
+            "offload-unreadable",
+            "tiered",
+            _E,
+            "a complete offload's objects are not a readable offload",
+            hint="restore the objects from a copy; while the BookKeeper copy exists the "
+            "ledger can be read from it (--prefer bookkeeper)",
+        ),
+        Code(
+            "offload-format-version",
+            "tiered",
+            _E,
+            "an offload's objects carry a format version other than 1",
+        ),
+        Code(
+            "offload-data-lost",
+            "tiered",
+            _E,
+            "a ledger deleted from BookKeeper whose tiered copy cannot be read: its data is gone",
+            hint="look for a copy of the offloaded objects (a bucket replica, a backup of "
+            "the offload directory) and read it with --offload-url; without one the "
+            "ledger's messages are lost",
+        ),
+        Code(
+            "offload-index-mismatch",
+            "tiered",
+            _E,
+            "an offload index ends at another entry than the managed ledger records",
+        ),
+        Code(
+            "offload-metadata-mismatch",
+            "tiered",
+            _EW,
+            "the ledger metadata embedded in an offload differs from the managed ledger's",
+        ),
+        Code(
+            "offload-data-mismatch",
+            "tiered",
+            _EW,
+            "an offload's data holds other entries or bytes than the managed ledger records",
+        ),
+        Code(
+            "offload-entry-corrupt",
+            "tiered",
+            _E,
+            "an offloaded entry cannot be read or does not verify",
+        ),
+        Code(
+            "offload-not-checked",
+            "tiered",
+            _I,
+            "an offloaded ledger's tiered copy was not checked (a driver not read here)",
+        ),
         Code("storage-not-checked", "core", _I, "no bookie storage given: metadata checks only"),
         Code(
             "storage-not-covered",
@@ -259,6 +328,7 @@ ENTRY_LEVEL = frozenset(
     {
         "entry-corrupt",
         "entry-undecodable",
+        "offload-entry-corrupt",
         "index-gap",
         "index-missing",
         "index-per-entry",

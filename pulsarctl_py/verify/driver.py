@@ -1,6 +1,7 @@
 """The driver of ``verify``: :func:`verify_topics` walks the topics and hands each part of
 a topic to its check family: :mod:`.ledgers` (the ledger list, metadata, owners, storage,
-entry scans, counts and sizes), :mod:`.order` (index continuity, the ``index`` property,
+entry scans, counts and sizes), :mod:`.tiered` (offloaded ledgers' tiered copies),
+:mod:`.order` (index continuity, the ``index`` property,
 timestamps), :mod:`.cursors`, :mod:`.compaction`, :mod:`.shadow` and :mod:`.orphans`;
 then it turns what the storage reported about itself into findings.
 """
@@ -170,6 +171,7 @@ def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
     from pulsarctl_py.verify.cursors import cursor_findings
     from pulsarctl_py.verify.ledgers import data_ledgers
     from pulsarctl_py.verify.shadow import shadow_findings
+    from pulsarctl_py.verify.tiered import tiered_findings
 
     record = read_managed_ledger(run.store, name)
     topic = name.full_name
@@ -207,7 +209,10 @@ def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
     if source_name is not None:
         gen = shadow_findings(run, record, source_name, facts)
     else:
-        gen = data_ledgers(run, record, infos, facts)
+        # the offloaded ledgers' tiered copies (a shadow's are checked under its source)
+        gen = itertools.chain(
+            data_ledgers(run, record, infos, facts), tiered_findings(run, record, infos)
+        )
     for finding in gen:
         if limiter.allow(finding):
             yield finding

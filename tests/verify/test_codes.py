@@ -28,6 +28,7 @@ def test_the_table_lists_every_documented_check_with_its_severities() -> None:
     assert set(CODES) == documented
     assert {c: set(code.severities) for c, code in CODES.items()} == SEVERITY
     families = {"core", "ledgers", "order", "cursors", "compaction", "shadow", "orphans", "broker"}
+    families.add("tiered")
     assert {code.family for code in CODES.values()} == families
 
 

@@ -63,6 +63,16 @@ SEVERITY = {
     "broker-ledger-differs": {"warning"},
     "broker-compaction-stale": {"error"},
     "broker-cursor-differs": {"info"},
+    "offload-incomplete": {"error", "warning"},
+    "offload-missing": {"error"},
+    "offload-unreadable": {"error"},
+    "offload-format-version": {"error"},
+    "offload-data-lost": {"error"},
+    "offload-index-mismatch": {"error"},
+    "offload-metadata-mismatch": {"error", "warning"},
+    "offload-data-mismatch": {"error", "warning"},
+    "offload-entry-corrupt": {"error"},
+    "offload-not-checked": {"info"},
 }
 #: checks about the bookie storage itself, tested on damaged demo data in test_damaged_stores
 STORAGE_CHECKS = {"storage-not-checked", "storage-index-unusable", "storage-damaged"}
@@ -70,6 +80,10 @@ STORAGE_CHECKS = {"storage-not-checked", "storage-index-unusable", "storage-dama
 #: tests/test_broker_view.py and against the live broker in
 #: tests/cluster/sandbox/test_broker_view.py
 BROKER_CHECKS = {c for c in SEVERITY if c.startswith("broker-")}
+#: checks of offloaded ledgers' tiered copies: tested on damaged copies of real offloads in
+#: tests/verify/test_tiered.py and on the sandbox's offloads in
+#: tests/cluster/sandbox/test_verify_offloaded.py
+TIERED_CHECKS = {c for c in SEVERITY if c.startswith("offload-")}
 
 #: variants whose severity is the less usual one
 EXPECTED_SEVERITY = {
@@ -100,7 +114,7 @@ def test_every_check_of_the_module_docstring_is_tested() -> None:
         m.group(1) for line in (verify.__doc__ or "").splitlines() if (m := rule.match(line))
     }
     seen = {check for checks in VARIANTS.values() for check in checks}
-    seen |= STORAGE_CHECKS | BROKER_CHECKS
+    seen |= STORAGE_CHECKS | BROKER_CHECKS | TIERED_CHECKS
     assert documented == set(SEVERITY)
     assert documented <= seen
 
