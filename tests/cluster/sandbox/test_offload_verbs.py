@@ -1,0 +1,205 @@
+"""The read verbs over offloaded ledgers (issue 33), compared with what a broker reader
+returns for the same topics.
+
+Two kinds of topics: the session's ``offload_world`` (tests/support/offload_world.py: two
+ledgers offloaded and ``bookkeeperDeleted`` per driver, the broker reading them from tiered
+storage only), and this module's ``mixed`` topic in a namespace whose offload policies keep
+the BookKeeper copy (``managedLedgerOffloadDeletionLagInMillis`` of an hour): two ledgers
+offloaded to the S3 server with their BookKeeper copies still there (both copies, read
+tiered first as the broker does, or from the bookies with ``--prefer bookkeeper``), then a
+ledger on the bookies only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli_helpers import run
+from tests.support.offload_world import RUN, ReadMessage, read_all
+
+BOTH_NS = "public/offload-both"
+#: an endpoint nothing listens on (port 1 on loopback refuses at once)
+DEAD_ENDPOINT = "http://127.0.0.1:1"
+
+
+class Mixed:
+    def __init__(self, topic: str, offloaded: list[int], messages: list[ReadMessage]) -> None:
+        self.topic = topic
+        self.offloaded = offloaded
+        self.messages = messages
+
+    @property
+    def short(self) -> str:
+        return self.topic.split("://", 1)[1]
+
+
+def _wait_complete(box: Any, topic: str, closed: list[int], timeout: float = 120) -> None:
+    """Poll until the offload succeeded and the ``closed`` ledgers' contexts are complete
+    (their BookKeeper copies kept: the namespace's deletion lag is an hour)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = box.admin("GET", box.topic_path(topic) + "/offload")
+        assert status["status"] != "ERROR", status
+        if status["status"] == "SUCCESS":
+            ctx = {i.ledgerId: i.offloadContext for i in box.ml_info(topic).ledgerInfo}
+            if all(ctx[lid].complete for lid in closed):
+                assert not any(ctx[lid].bookkeeperDeleted for lid in closed)
+                return
+        assert time.monotonic() < deadline, f"offload of {topic} not complete: {status}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def mixed(offload_sandbox: Any) -> Mixed:
+    box = offload_sandbox
+    s3 = box.admin("GET", "/namespaces/public/offload-s3/offloadPolicies")
+    box.admin("PUT", f"/namespaces/{BOTH_NS}", {}, ok=(200, 204, 409))
+    box.admin(
+        "POST",
+        f"/namespaces/{BOTH_NS}/offloadPolicies",
+        {**s3, "managedLedgerOffloadDeletionLagInMillis": 3_600_000},
+    )
+    topic = f"persistent://{BOTH_NS}/mixed-{RUN}"
+    client = box.client()
+    try:
+        for part in range(3):
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(150):
+                producer.send_async(
+                    f"m{part}-{i}".encode() * 4,
+                    None,
+                    partition_key=f"k{i % 17}",
+                    event_timestamp=10_000 * part + i,
+                )
+            producer.flush()
+            producer.close()
+            if part < 2:
+                box.unload(topic)  # a new ledger per part
+            if part == 1:
+                closed = box.start_offload(topic)
+                _wait_complete(box, topic, closed)
+    finally:
+        client.close()
+    return Mixed(topic, closed, read_all(box, topic))
+
+
+@pytest.fixture
+def env(offload_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox's stores, and its S3 credentials as the broker gets them (Pulsar's
+    ACCESS_KEY_ID / ACCESS_KEY_SECRET); no AWS configuration of this machine."""
+    box = offload_sandbox
+    monkeypatch.setenv("LEDGERCTL_METADATA_URL", box.metadata_url)
+    monkeypatch.setenv("LEDGERCTL_BOOKKEEPER_METADATA_URL", box.bookkeeper_metadata_url)
+    for name in (
+        "LEDGERCTL_OFFLOAD_URL",
+        "LEDGERCTL_S3_ENDPOINT",
+        "LEDGERCTL_PREFER",
+        "LEDGERCTL_BOOKIE_DIRS",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    path = Path(box.offload_info["s3"]["credentials_file"])
+    for line in path.read_text().splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            monkeypatch.setenv(key, value)
+
+
+def _want(messages: list[ReadMessage]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            f"{m.ledger_id}:{m.entry_id}" + (f":{m.batch_index}" if m.batch_index >= 0 else ""),
+            m.key,
+            m.value,
+            m.publish_time,
+        )
+        for m in messages
+    ]
+
+
+def _inspected(result: Any) -> list[tuple[Any, ...]]:
+    assert result.code == 0, result.err
+    return [
+        (m["message_id"], m["key"], base64.b64decode(m["value"]), m["publish_time"])
+        for line in result.out.splitlines()
+        for m in json.loads(line)["messages"]
+    ]
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    for line in path.read_text().splitlines():
+        yield json.loads(line)
+
+
+def test_inspect_topic_reads_offloaded_and_bookie_ledgers(
+    offload_world: Any, mixed: Mixed, env: None, capsys: Any
+) -> None:
+    """`inspect --topic` over the S3 topic whose ledgers are only in S3, and over a topic
+    mixing offloaded ledgers (both copies) with a ledger on the bookies only: every
+    message the broker reader returned, in order."""
+    s3 = offload_world["s3"]
+    got = _inspected(run(capsys, "inspect", "--topic", s3.short, "-o", "jsonl"))
+    assert len(got) == 1600
+    assert got == _want(s3.messages)
+    assert {m.ledger_id for m in mixed.messages} > set(mixed.offloaded)
+    got = _inspected(run(capsys, "inspect", "--topic", mixed.short, "-o", "jsonl"))
+    assert len(got) == 450
+    assert got == _want(mixed.messages)
+
+
+def test_prefer_and_s3_endpoint(
+    offload_sandbox: Any, mixed: Mixed, env: None, capsys: Any, monkeypatch: Any
+) -> None:
+    """A ledger with both copies is read from tiered storage first (the broker's default):
+    an unreachable S3 endpoint given with --s3-endpoint is one line naming it and the
+    ledger, exit 3; --prefer bookkeeper (or LEDGERCTL_PREFER) reads the bookies' copy."""
+    ledger = mixed.offloaded[0]
+    dead = run(capsys, "inspect", ledger, "-o", "jsonl", "--s3-endpoint", DEAD_ENDPOINT)
+    assert dead.code == 3, dead.err
+    assert DEAD_ENDPOINT in dead.err and f"ledger {ledger}" in dead.err
+    assert len(dead.err.strip().splitlines()) == 1 and "Traceback" not in dead.err
+    want = _want([m for m in mixed.messages if m.ledger_id == ledger])
+    bookies = run(
+        capsys,
+        "inspect",
+        ledger,
+        "-o",
+        "jsonl",
+        "--s3-endpoint",
+        DEAD_ENDPOINT,
+        "--prefer",
+        "bookkeeper",
+    )
+    assert _inspected(bookies) == want
+    monkeypatch.setenv("LEDGERCTL_S3_ENDPOINT", DEAD_ENDPOINT)
+    assert run(capsys, "inspect", ledger, "-o", "jsonl").code == 3
+    monkeypatch.setenv("LEDGERCTL_PREFER", "bookkeeper")
+    assert _inspected(run(capsys, "inspect", ledger, "-o", "jsonl")) == want
+    monkeypatch.setenv("LEDGERCTL_PREFER", "bookies")
+    bad = run(capsys, "inspect", ledger)
+    assert bad.code == 2 and "LEDGERCTL_PREFER" in bad.err and "tiered" in bad.err
+    monkeypatch.delenv("LEDGERCTL_PREFER")
+    monkeypatch.delenv("LEDGERCTL_S3_ENDPOINT")
+    # the configured endpoint itself, given as an override, reads the same messages
+    endpoint = run(
+        capsys,
+        "inspect",
+        ledger,
+        "-o",
+        "jsonl",
+        "--s3-endpoint",
+        offload_sandbox.offload_info["s3"]["endpoint"],
+    )
+    assert _inspected(endpoint) == want
