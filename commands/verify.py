@@ -35,6 +35,7 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 @options.bookie_flags
 @options.metadata_options
+@options.tiered_options
 def verify(
     topic: str = typer.Argument(
         None,
