@@ -45,6 +45,15 @@ class TieredLedger:
     def last_entry_id(self) -> int:
         return self.entries - 1
 
+    def where(self) -> str:
+        """Where the offload context says the data is (the filesystem offloader's ledger
+        directory, or the S3 drivers' data object), as a URL."""
+        if self.driver.lower() in S3_DRIVERS:
+            bucket = self.properties.get("bucket", "?")
+            return f"s3://{bucket}/{self.uid}-ledger-{self.ledger_id}"
+        base = self.properties.get("storageBasePath", "?").rstrip("/")
+        return f"{base}/{self.managed_ledger}/{self.ledger_id}-{self.uid}"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "managed_ledger": self.managed_ledger,

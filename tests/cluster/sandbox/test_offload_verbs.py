@@ -220,8 +220,7 @@ def _rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 def _broker_rows(messages: list[ReadMessage]) -> list[tuple[Any, ...]]:
     return [
-        (m.ledger_id, m.entry_id, m.batch_index, m.key, m.value, m.publish_time)
-        for m in messages
+        (m.ledger_id, m.entry_id, m.batch_index, m.key, m.value, m.publish_time) for m in messages
     ]
 
 
@@ -292,3 +291,40 @@ def test_seek_over_offloaded_ledgers(
             assert tiered[field] == bookies[field], (t, field, tiered, bookies)
         landed.add(tiered["ledger_id"])
     assert set(mixed.offloaded) < landed
+
+
+def test_topic_info_and_ledger_list_say_where_ledgers_are(
+    offload_sandbox: Any, offload_world: Any, mixed: Mixed, env: None, capsys: Any
+) -> None:
+    """`topic info` and `ledger list` say where each ledger's entries are: tiered (the
+    BookKeeper ledger deleted: ledger list lists it from its managed ledger, with the
+    object it is in), both (offloaded, BookKeeper copy kept) or bookies."""
+    s3 = offload_world["s3"]
+    for topic, where in (
+        (s3, {lid: "tiered" for lid in s3.ledgers}),
+        (mixed, {lid: "both" for lid in mixed.offloaded}),
+    ):
+        info = run(capsys, "topic", "info", topic.short, "-o", "json")
+        assert info.code == 0, info.err
+        stored = {li["ledger_id"]: li["stored"] for li in json.loads(info.out)["ledgers"]}
+        listed = run(capsys, "ledger", "list", "--topic", topic.short, "-o", "jsonl")
+        assert listed.code == 0, listed.err
+        rows = [json.loads(line) for line in listed.out.splitlines()]
+        assert [r["ledger_id"] for r in rows] == sorted(stored)
+        want = {lid: where.get(lid, "bookies") for lid in stored}
+        assert stored == want
+        assert {r["ledger_id"]: r["stored"] for r in rows} == want
+        assert "bookies" in want.values()  # the current ledger
+    rows = {
+        r["ledger_id"]: r
+        for r in map(
+            json.loads,
+            run(capsys, "ledger", "list", "--topic", s3.short, "-o", "jsonl").out.splitlines(),
+        )
+    }
+    bucket = offload_sandbox.offload_info["s3"]["bucket"]
+    for lid in s3.ledgers:
+        assert rows[lid]["path"].startswith(f"s3://{bucket}/") and rows[lid]["kind"] == "data"
+        assert rows[lid]["entries"] == len({m.entry_id for m in s3.messages if m.ledger_id == lid})
+    table = run(capsys, "ledger", "list", "--topic", s3.short, "-o", "table")
+    assert table.code == 0 and "damaged" not in table.out and "offloaded" in table.out
