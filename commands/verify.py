@@ -35,7 +35,6 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 @options.bookie_flags
 @options.metadata_options
-@options.tiered_options
 def verify(
     topic: str = typer.Argument(
         None,
