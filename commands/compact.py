@@ -66,6 +66,7 @@ def parse_size(text: str) -> int:
 @options.metadata_options
 @options.live_options
 @options.compacted_write_flags
+@options.tiered_options
 def compact(
     topic: str = typer.Argument(
         ...,

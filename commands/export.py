@@ -28,12 +28,14 @@ from pulsarctl_py.commands.options import (
     ValuesChoice,
     bookie_flags,
     metadata_options,
+    tiered_options,
 )
 from pulsarctl_py.render import OutputFormat
 
 
 @bookie_flags
 @metadata_options
+@tiered_options
 def export(
     topic: str = typer.Argument(
         ..., metavar="TOPIC", autocompletion=complete_topic, help="The topic to export."

@@ -30,6 +30,7 @@ from pulsarctl_py.commands.options import (
     metadata_options,
     password,
     progress_wanted,
+    tiered_options,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -56,6 +57,7 @@ class InspectOutput(enum.StrEnum):
 
 @bookie_flags
 @metadata_options
+@tiered_options
 def inspect(
     target: str = typer.Argument(
         None,
@@ -156,15 +158,6 @@ def inspect(
         help="Add payload_sha256 to each entry's JSON: the SHA-256 of the entry's payload "
         "(after the bookie header and digest), to compare copies of an entry.",
     ),
-    offload_url: str = typer.Option(
-        None,
-        "--offload-url",
-        metavar="URL",
-        help="Read offloaded ledgers (their BookKeeper copy deleted) from this copy of the "
-        "filesystem offloader's root, file:///dir (the directory holding "
-        "<tenant>/<ns>/persistent/<topic>/), instead of the storageBasePath their "
-        "offloadContext names; or LEDGERCTL_OFFLOAD_URL.",
-    ),
     max_message_size: str = MAX_MESSAGE_SIZE,
     quiet: bool = QUIET,
     no_progress: bool = NO_PROGRESS,
@@ -173,8 +166,8 @@ def inspect(
     """Decode the stored entries of a ledger, or of every ledger of a topic.
 
     Reads the metadata store and the bookie's storage directly; no broker is needed. A
-    ledger whose BookKeeper copy was deleted after an offload is read from the filesystem
-    offloader's files, found through its managed ledger's offloadContext.
+    ledger offloaded to tiered storage (the filesystem offloader's files, the S3 drivers'
+    objects) is read from there, found through its managed ledger's offloadContext.
     Exit status 1 when a digest or checksum does not match or an entry cannot be decoded,
     2 on bad input, 3 when a store cannot be opened.
     """
@@ -183,7 +176,6 @@ def inspect(
     from pulsarctl_py.inspect import read_values
     from pulsarctl_py.inspect_request import InspectRequest, Summary
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.tiered.locate import resolve_offload_url
     from pulsarctl_py.timeparse import check_time_range, parse_time_ms
     from pulsarctl_py.values import Where
 
@@ -227,7 +219,6 @@ def inspect(
         need_bookie=True,
         live=bookie.client(),
         tiered=True,
-        offload_url=resolve_offload_url(offload_url),
     ) as source:
         read_values(source, request, values.value)
         _show(

@@ -150,7 +150,17 @@ def _table(rows: list[Any]) -> Any:
     from pulsarctl_py.render import iso_ms
 
     table = Table()
-    for col in ("ledger", "state", "entries", "length", "digest", "kind", "owner", "created"):
+    for col in (
+        "ledger",
+        "state",
+        "entries",
+        "length",
+        "digest",
+        "kind",
+        "owner",
+        "created",
+        "stored",
+    ):
         table.add_column(
             col,
             overflow="fold",
@@ -160,15 +170,23 @@ def _table(rows: list[Any]) -> Any:
     for row in rows:
         table.add_row(
             str(row.ledger_id),
-            row.state or "[red]damaged[/]",
+            _state(row),
             _unknown(row.entries),
             _unknown(row.length),
             row.digest_type or "-",
             row.kind,
             _owner(row),
             iso_ms(row.ctime),
+            row.stored,
         )
     return table
+
+
+def _state(row: Any) -> str:
+    if row.state:
+        return str(row.state)
+    # a ledger only tiered storage holds has no BookKeeper metadata (nothing damaged)
+    return "offloaded" if row.stored == "tiered" else "[red]damaged[/]"
 
 
 def _tree(rows: list[Any]) -> Any:
@@ -179,8 +197,8 @@ def _tree(rows: list[Any]) -> Any:
     tree = Tree("[bold]ledgers[/]")
     for row in rows:
         node = tree.add(
-            f"[bold]{row.ledger_id}[/] {row.state or 'damaged'}  entries {_unknown(row.entries)}"
-            f"  length {_unknown(row.length)}  {row.digest_type or '-'}"
+            f"[bold]{row.ledger_id}[/] {_state(row)}  entries {_unknown(row.entries)}"
+            f"  length {_unknown(row.length)}  {row.digest_type or '-'}  stored {row.stored}"
         )
         node.add(f"{row.kind}: {_esc(_owner(row))}")
         node.add(f"path {_esc(row.path)}  created {iso_ms(row.ctime)}")

@@ -602,3 +602,73 @@ compacted_write_flags = option_set(
 data_write_flags = option_set(
     "write", WriteFlags, {**_QUORUM_FLAGS, **_DATA_FLAGS, "force_owned": (bool, FORCE_OWNED)}
 )
+
+
+# -- offloaded ledgers (pulsarctl_py.stores.tiered) -----------------------------------------
+
+OFFLOAD_URL = typer.Option(
+    None,
+    "--offload-url",
+    metavar="URL",
+    help="Read offloaded ledgers from this copy instead of where their offloadContext "
+    "says: file:///dir (a copy of the filesystem offloader's root, the directory holding "
+    "<tenant>/<ns>/persistent/<topic>/) or s3://bucket (the S3 drivers' objects). "
+    "Default: $LEDGERCTL_OFFLOAD_URL or offload_url in ledgerctl.toml.",
+)
+S3_ENDPOINT = typer.Option(
+    None,
+    "--s3-endpoint",
+    metavar="URL",
+    help="The S3 endpoint to read offloaded ledgers from instead of the serviceEndpoint of "
+    "their offloadContext (credentials: AWS's usual variables and chain, or "
+    "ACCESS_KEY_ID/ACCESS_KEY_SECRET). Default: $LEDGERCTL_S3_ENDPOINT or s3_endpoint in "
+    "ledgerctl.toml.",
+)
+PREFER = typer.Option(
+    None,
+    "--prefer",
+    metavar="tiered|bookkeeper",
+    help="Which copy of an offloaded ledger whose BookKeeper copy still exists is read: "
+    "tiered (the broker's default, managedLedgerDataReadPriority=tiered-storage-first) or "
+    "bookkeeper. Default: $LEDGERCTL_PREFER, prefer in ledgerctl.toml, else tiered.",
+)
+
+_TIERED_FLAGS: dict[str, Any] = {
+    "offload_url": OFFLOAD_URL,
+    "s3_endpoint": S3_ENDPOINT,
+    "prefer": PREFER,
+}
+
+
+def tiered_options(command: F) -> F:
+    """Give ``command`` --offload-url, --s3-endpoint and --prefer, and run it with them in
+    effect as flags of :mod:`pulsarctl_py.precedence` (``LedgerSource.open(tiered=True)``
+    resolves them)."""
+    sig = inspect.signature(command)
+    hints = typing.get_type_hints(command)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
+    ]
+    added = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=typing.Optional[str],  # noqa: UP045 (typer reads it)
+        )
+        for name, default in _TIERED_FLAGS.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pulsarctl_py import precedence
+
+        values = {name: kwargs.pop(name, None) or None for name in _TIERED_FLAGS}
+        with precedence.flags(**values):
+            return command(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=[*params, *added])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*params, *added]}
+    if "return" in hints:
+        wrapper.__annotations__["return"] = hints["return"]
+    return wrapper  # type: ignore[return-value]

@@ -19,6 +19,7 @@ from pulsarctl_py.commands.options import (
     bookie_flags,
     metadata_options,
     password,
+    tiered_options,
 )
 from pulsarctl_py.render import OutputFormat
 
@@ -37,6 +38,7 @@ class Era(enum.StrEnum):
 
 @bookie_flags
 @metadata_options
+@tiered_options
 def seek(
     topic: str = typer.Argument(
         None, metavar="TOPIC", autocompletion=complete_topic, help="The topic to search."
@@ -168,6 +170,7 @@ def seek(
         need_metadata=ledger is None,
         need_bookie=True,
         live=bookie.client(),
+        tiered=True,
     ) as source:
         from pulsarctl_py.engines.select import listed_entries
 

@@ -378,8 +378,8 @@ def _ledger_line(li: Any) -> str:
     if li.open:
         extra = f" (entries from {li.source}"
         extra += f", {li.beyond_lac} past the LAC)" if li.beyond_lac else ")"
-    if li.offloaded:
-        extra += " offloaded"
+    if li.stored != "bookies":
+        extra += " offloaded" + (", BookKeeper copy kept" if li.stored == "both" else "")
     if li.problem:
         extra += f" [yellow]{_esc(li.problem)}[/]"
     return f"{li.ledger_id}  entries {entries}  size {size}  {when}{extra}"
@@ -448,7 +448,7 @@ def _info_tables(info: Any) -> list[Any]:
     from pulsarctl_py.render import iso_ms
 
     ledgers = Table(title=f"{info.topic} ledgers")
-    for col in ("ledger", "entries", "size", "closed", "entries from"):
+    for col in ("ledger", "entries", "size", "closed", "entries from", "stored"):
         ledgers.add_column(col, justify="right" if col in ("entries", "size") else "left")
     for li in info.ledgers:
         ledgers.add_row(
@@ -457,6 +457,7 @@ def _info_tables(info: Any) -> list[Any]:
             "?" if li.size is None else str(li.size),
             "open" if li.open else iso_ms(li.timestamp),
             li.source,
+            li.stored,
         )
     cursors = Table(title=f"{info.topic} cursors")
     for col in ("cursor", "mark-delete", "from", "state in", "backlog", "last active"):

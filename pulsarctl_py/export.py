@@ -261,6 +261,7 @@ def split_rows(
         resolve_ledger_password(),
         need_bookie=True,
         live=split.live,
+        **split.source_options(),
     ) as source:
         rows = _rows(source, split, filters, full, gaps if gaps is not None else Gaps(), values)
         for row in rows:

@@ -82,6 +82,7 @@ def export_topic(request: ExportRequest, *, console: Any = None) -> ExportResult
         need_metadata=True,
         need_bookie=True,
         live=request.live,
+        tiered=True,
     ) as source:
         plan = topic_plan(
             source,

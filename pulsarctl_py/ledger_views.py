@@ -61,8 +61,11 @@ class LedgerRow:
     compacted_topic: str | None = None
     schema_id: str | None = None
     ctime: int | None = None
-    entries_source: str | None = None  # metadata, lac, or None when unknown
+    entries_source: str | None = None  # metadata, lac, ml-info, or None when unknown
     error: str | None = None
+    #: where its entries are: "bookies", "tiered" (offloaded, no BookKeeper ledger left)
+    #: or "both" (offloaded, its BookKeeper ledger kept)
+    stored: str = "bookies"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,7 @@ class LedgerRow:
             "ctime": self.ctime,
             "entries_source": self.entries_source,
             "error": self.error,
+            "stored": self.stored,
         }
 
 
@@ -186,24 +190,70 @@ def iter_ledger_rows(
     wanted = resolve_topic(topic).full_name if topic else None
     found = False
     named = False  # some ledger's ensemble names ``bookie``
+    # offloaded ledgers (their managed ledgers' offloadContext): "both" when BookKeeper
+    # still lists them, else rows of their own, in ledger id order among the others
+    if topic:
+        from pulsarctl_py.stores.tiered.locate import managed_ledger_offloads
+
+        every = managed_ledger_offloads(store, resolve_topic(topic).persistence_name)
+    else:
+        every = source.offloaded()  # one pass over the managed ledgers
+    offloads = {lid: loc for lid, loc in every.items() if loc.complete}
+    tiered_only = sorted(offloads) if bookie is None else []
+
+    def wanted_row(row: LedgerRow) -> bool:
+        return (kind is None or row.kind == kind) and (wanted is None or row.topic == wanted)
+
     for record in iter_ledgers(store):
         advance()
+        while tiered_only and tiered_only[0] < record.ledger_id:
+            row = _tiered_row(offloads[tiered_only.pop(0)])
+            if wanted_row(row):
+                found = True
+                yield row
+        if tiered_only and tiered_only[0] == record.ledger_id:
+            tiered_only.pop(0)
         if bookie is not None:
             md = record.metadata
             if md is None or not any(bookie in b for b in md.ensembles.values()):
                 continue
             named = True
         row = _ledger_row(source, record)
-        if kind is not None and row.kind != kind:
-            continue
-        if wanted is not None and row.topic != wanted:
+        if record.ledger_id in offloads:
+            row.stored = "both"
+        if not wanted_row(row):
             continue
         found = True
         yield row
+    for lid in tiered_only:
+        row = _tiered_row(offloads[lid])
+        if wanted_row(row):
+            found = True
+            yield row
     if topic and not found:  # no ledger names it: is it a topic at all?
         _require_topic(source, resolve_topic(topic))
     if bookie is not None and not named:
         _require_bookie(store, bookie)
+
+
+def _tiered_row(loc: Any) -> LedgerRow:
+    """A ledger only tiered storage holds (``bookkeeperDeleted``): what its managed
+    ledger's LedgerInfo records (nothing is read from the object store to list it)."""
+    entries = loc.entries
+    return LedgerRow(
+        ledger_id=loc.ledger_id,
+        path=loc.where(),
+        state=None,
+        entries=entries,
+        lac=entries - 1,
+        length=loc.size,
+        digest_type=None,
+        kind="data",
+        topic=_owner_topic(loc.managed_ledger),
+        managed_ledger=loc.managed_ledger,
+        entries_source="ml-info",
+        stored="tiered",
+    )
 
 
 def _require_bookie(store: Any, bookie: str) -> None:

@@ -42,8 +42,7 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.bookie import BookieStore, LedgerInfo, StoredEntry
     from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
     from pulsarctl_py.stores.metadata import MetadataStore
-    from pulsarctl_py.stores.tiered.filesystem import MapFileLedger
-    from pulsarctl_py.stores.tiered.locate import TieredLedger
+    from pulsarctl_py.stores.tiered.locate import TieredLedger, TieredReader
 
 
 @dataclass(slots=True)
@@ -189,18 +188,26 @@ class LedgerSource:
         *,
         tiered: bool = False,
         offload_url: str | None = None,
+        s3_endpoint: str | None = None,
+        prefer: str = "tiered",
     ) -> None:
         self.metadata = metadata
         self.bookie = bookie
         self.password = password  # an override for every ledger (from env or file)
         self._reach: Reach | None = None
         self._cluster: list[str] | None = None
-        #: look for ledgers without BookKeeper metadata in tiered storage (their managed
-        #: ledger's offloadContext), reading a copy at ``offload_url`` when given
+        #: read offloaded ledgers from tiered storage (their managed ledger's
+        #: offloadContext says where), from a copy at ``offload_url`` when given
+        #: (``file:///dir`` or ``s3://bucket``) and through ``s3_endpoint`` when given
         self.tiered = tiered
         self.offload_url = offload_url
+        self.s3_endpoint = s3_endpoint
+        #: which copy of a ledger that has both is read: "tiered" (the broker's default,
+        #: ``managedLedgerDataReadPriority=tiered-storage-first``) or "bookkeeper"
+        self.prefer = prefer
         self._offloaded: dict[int, TieredLedger] | None = None
-        self._tiered_readers: dict[int, MapFileLedger] = {}
+        self._by_ml: dict[str, dict[int, TieredLedger]] = {}
+        self._tiered_readers: dict[int, TieredReader] = {}
 
     @classmethod
     @contextlib.contextmanager
@@ -216,6 +223,8 @@ class LedgerSource:
         metadata_only: bool = False,
         tiered: bool = False,
         offload_url: str | None = None,
+        s3_endpoint: str | None = None,
+        prefer: str | None = None,
     ) -> Iterator[LedgerSource]:
         """Open the stores named by flags or by the env/config defaults, and close them.
 
@@ -224,8 +233,17 @@ class LedgerSource:
         (:mod:`pulsarctl_py.stores.live`, ``live`` client options or the environment's).
         A bookie directory, when given, always wins. ``metadata_only`` commands (listings)
         open no bookie store at all, so they never connect to a bookie.
+
+        ``tiered``: offloaded ledgers are read from tiered storage; ``offload_url``,
+        ``s3_endpoint`` and ``prefer`` are resolved like every setting (flag, variable,
+        ledgerctl.toml) when not given.
         """
         from pulsarctl_py.config import resolve_bookie_dirs
+
+        if tiered:
+            tiered_settings = resolve_tiered(offload_url, s3_endpoint, prefer)
+        else:
+            tiered_settings = {"offload_url": offload_url, "s3_endpoint": s3_endpoint}
 
         dirs = resolve_bookie_dirs(bookie_dirs)
         use_live = not dirs and not metadata_only
@@ -246,7 +264,7 @@ class LedgerSource:
                 from pulsarctl_py.stores.live.config import resolve_client_options
 
                 bookie = LiveBookieStore(store, live or resolve_client_options(), password)
-            source = cls(store, bookie, password, tiered=tiered, offload_url=offload_url)
+            source = cls(store, bookie, password, tiered=tiered, **tiered_settings)
             try:
                 yield source
             finally:
@@ -376,6 +394,13 @@ class LedgerSource:
             and view.last_stored is None
         ):
             self._attach_tiered(view)
+        elif self.tiered and view.metadata is not None and self.prefer == "tiered":
+            # both copies: read where the broker reads (ManagedLedgerImpl.getLedgerHandle
+            # opens a complete offload first under tiered-storage-first)
+            managed_ledger = view.metadata.pulsar().managed_ledger
+            loc = self.locate(ledger_id, managed_ledger) if managed_ledger else None
+            if loc is not None and loc.complete:
+                view.tiered = loc
         if (
             view.metadata is None
             and view.tiered is None
@@ -410,6 +435,23 @@ class LedgerSource:
             self._offloaded = offloaded_ledgers(self.metadata) if self.metadata else {}
         return self._offloaded
 
+    def locate(self, ledger_id: int, managed_ledger: str | None = None) -> TieredLedger | None:
+        """The ledger's offload as its managed ledger records it, or None: from that one
+        managed ledger when its name is known (a topic's verbs, BookKeeper's custom
+        metadata), else from one pass over every managed ledger."""
+        if self.metadata is None:
+            return None
+        if managed_ledger is None:
+            return self.offloaded().get(ledger_id)
+        found = self._by_ml.get(managed_ledger)
+        if found is None:
+            from pulsarctl_py.stores.tiered.locate import managed_ledger_offloads
+
+            found = self._by_ml[managed_ledger] = managed_ledger_offloads(
+                self.metadata, managed_ledger
+            )
+        return found.get(ledger_id)
+
     def _attach_tiered(self, view: LedgerView) -> None:
         """A ledger without BookKeeper metadata that its managed ledger says is offloaded:
         read from tiered storage, with the metadata the offloader embedded."""
@@ -424,13 +466,13 @@ class LedgerSource:
         except LedgerctlError as exc:
             view.metadata_error = exc.one_line()
 
-    def _tiered_reader(self, view: LedgerView) -> MapFileLedger:
+    def _tiered_reader(self, view: LedgerView) -> TieredReader:
         from pulsarctl_py.stores.tiered.locate import open_tiered
 
         assert view.tiered is not None
         reader = self._tiered_readers.get(view.ledger_id)
         if reader is None:
-            reader = open_tiered(view.tiered, self.offload_url)
+            reader = open_tiered(view.tiered, self.offload_url, self.s3_endpoint)
             self._tiered_readers[view.ledger_id] = reader
         return reader
 
@@ -677,6 +719,28 @@ def _decode_position_info(entry: Entry) -> None:
             Problem("error", "position-info", start, "PositionInfo lacks " + ", ".join(missing))
         )
     entry.layers.append(Layer("position-info", start, len(raw), raw, fields))
+
+
+def resolve_tiered(
+    offload_url: str | None = None, s3_endpoint: str | None = None, prefer: str | None = None
+) -> dict[str, Any]:
+    """``offload_url``, ``s3_endpoint`` and ``prefer`` for :class:`LedgerSource`: each
+    given value, else its variable or ledgerctl.toml key (:mod:`pulsarctl_py.precedence`);
+    a ``prefer`` other than tiered or bookkeeper is refused in one line."""
+    from pulsarctl_py.precedence import resolve
+    from pulsarctl_py.stores.tiered.locate import PREFER
+
+    chosen = resolve("prefer", prefer)
+    value = str(chosen.value).strip().lower()
+    if value not in PREFER:
+        raise LedgerctlError(
+            f"{chosen.source}: prefer {chosen.value!r} is not one of {', '.join(PREFER)}"
+        )
+    return {
+        "offload_url": resolve("offload_url", offload_url).value or None,
+        "s3_endpoint": resolve("s3_endpoint", s3_endpoint).value or None,
+        "prefer": value,
+    }
 
 
 def _open_metadata(url: str | None, *, required: bool) -> MetadataStore | None:

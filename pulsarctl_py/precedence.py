@@ -600,6 +600,30 @@ MAX_PLAN_SIZE = _setting(
     default=256 * 1024 * 1024,
     default_text="default: 256 MiB",
 )
+# offloaded ledgers (pulsarctl_py.stores.tiered.locate): where their data is when not where
+# their offloadContext says, and which copy of a ledger that has both is read
+OFFLOAD_URL = _setting(
+    "offload_url",
+    Text(),
+    "--offload-url",
+    "LEDGERCTL_OFFLOAD_URL",
+    default_text="not set: where each ledger's offloadContext says",
+)
+S3_ENDPOINT = _setting(
+    "s3_endpoint",
+    Text(),
+    "--s3-endpoint",
+    "LEDGERCTL_S3_ENDPOINT",
+    default_text="not set: the serviceEndpoint of each ledger's offloadContext",
+)
+PREFER = _setting(
+    "prefer",
+    Text(),
+    "--prefer",
+    "LEDGERCTL_PREFER",
+    default="tiered",
+    default_text="the broker's default: tiered storage first",
+)
 # the brokers' admin REST API (pulsarctl_py.stores.broker): where, and how to authenticate
 # (the TLS files and the token only from the environment)
 ADMIN_URL = _setting(
@@ -659,6 +683,9 @@ SETTINGS: tuple[Setting, ...] = (
     LEDGER_PASSWORD,
     SPARK_THRESHOLD,
     MAX_PLAN_SIZE,
+    OFFLOAD_URL,
+    S3_ENDPOINT,
+    PREFER,
     ADMIN_URL,
     ADMIN_TLS_CA_FILE,
     ADMIN_TLS_CERT_FILE,

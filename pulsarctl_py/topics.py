@@ -117,6 +117,9 @@ class TopicLedger:
     #: where entries/size come from: ml-info, ledger-metadata (closed later), lac, unknown
     source: str = "ml-info"
     offloaded: bool = False
+    #: where the ledger's entries are: "bookies", "tiered" (offloaded, its BookKeeper copy
+    #: deleted) or "both" (offloaded, the BookKeeper copy kept)
+    stored: str = "bookies"
     state: str | None = None  # BookKeeper's state, when the ledger metadata was read
     problem: str | None = None
     #: entries the storage holds past the LAC (counted in ``entries``: source "storage")
@@ -131,6 +134,7 @@ class TopicLedger:
             "open": self.open,
             "entries_source": self.source,
             "offloaded": self.offloaded,
+            "stored": self.stored,
         }
         if self.state is not None:
             out["state"] = self.state
@@ -379,6 +383,17 @@ def _topic_ledgers(
     ]
 
 
+def stored_where(li: mlpb.ManagedLedgerInfo.LedgerInfo) -> str:
+    """Where a topic's ledger is stored, by its offloadContext: "tiered" once a complete
+    offload's BookKeeper copy is deleted (``bookkeeperDeleted``), "both" while it is kept
+    (``managedLedgerOffloadDeletionLagMs``), else "bookies" (an offload that never
+    completed holds no readable copy)."""
+    ctx = li.offloadContext if li.HasField("offloadContext") else None
+    if ctx is None or not ctx.complete:
+        return "bookies"
+    return "tiered" if ctx.bookkeeperDeleted else "both"
+
+
 def _topic_ledger(
     source: LedgerSource, li: mlpb.ManagedLedgerInfo.LedgerInfo, not_last: bool, resolve_open: bool
 ) -> TopicLedger:
@@ -391,6 +406,7 @@ def _topic_ledger(
         timestamp=li.timestamp or None,
         open=not closed,
         offloaded=li.HasField("offloadContext") and li.offloadContext.complete,
+        stored=stored_where(li),
     )
     if row.open:
         row.entries = row.size = None

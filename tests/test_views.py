@@ -166,6 +166,7 @@ def test_topic_info_accepts_pulsar_names(
             "open": False,
             "entries_source": "ml-info",
             "offloaded": False,
+            "stored": "bookies",
         },
         {
             "ledger_id": 7,
@@ -175,6 +176,7 @@ def test_topic_info_accepts_pulsar_names(
             "open": True,
             "entries_source": "storage",
             "offloaded": False,
+            "stored": "bookies",
             "state": "OPEN",
             "beyond_lac": 1,
         },
@@ -297,7 +299,9 @@ def test_ledger_list(capsys: pytest.CaptureFixture[str], cluster: Any) -> None:
         "ctime",
         "entries_source",
         "error",
+        "stored",
     }
+    assert {r["stored"] for r in rows} == {"bookies"}
     assert by_id[3]["path"] == "/ledgers/00/0000/L0003"
     assert (by_id[3]["state"], by_id[3]["entries"], by_id[3]["length"]) == ("CLOSED", 10, 1000)
     assert (by_id[3]["kind"], by_id[3]["topic"], by_id[3]["ctime"]) == ("data", ORDERS_0, CTIME)

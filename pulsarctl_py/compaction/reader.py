@@ -26,7 +26,7 @@ from .core import (
     refuse,
 )
 
-_SOURCES: dict[tuple[str | None, tuple[str, ...], Any], Any] = {}
+_SOURCES: dict[tuple[str | None, tuple[str, ...], Any, Any], Any] = {}
 _STACK = contextlib.ExitStack()
 _PARTITIONS: dict[str, int] = {}
 
@@ -36,7 +36,7 @@ def source_for(split: Split) -> Any:
     from pulsarctl_py.limits import apply_split
 
     apply_split(split)
-    key = (split.metadata_url, split.bookie_dirs, split.live)
+    key = (split.metadata_url, split.bookie_dirs, split.live, split.tiered)
     source = _SOURCES.get(key)
     if source is None:
         from pulsarctl_py.ledgers import LedgerSource
@@ -47,6 +47,7 @@ def source_for(split: Split) -> Any:
                 list(split.bookie_dirs) or None,
                 need_bookie=True,
                 live=split.live,
+                **split.source_options(),
             )
         )
         _SOURCES[key] = source
@@ -118,6 +119,14 @@ def read_split(split: Split, accept_damage: bool = False) -> Iterator[RawEntry]:
         verify=True,
     )
     partition = _partition(split.topic)
+    if view.tiered is not None:
+        # an offloaded ledger: the broker's entry bytes, read by entry id through the
+        # offload's index; an entry the offload lacks or cannot give raises
+        for entry in source.entries(
+            view, split.first_entry, split.last_entry, depth=Depth.METADATA, join_chunks=False
+        ):
+            yield raw_entry(entry, partition, accept_damage)
+        return
     expected = split.first_entry
     for stored in source.raw_entries(view, split.first_entry, split.last_entry):
         if stored.entry_id != expected:

@@ -379,18 +379,23 @@ def last_dispatchable(
         view = views.get(ledger_id)
         if view is None:
             view = views[ledger_id] = source.ledger(ledger_id)
-        data = source.bookie.read_entry(ledger_id, entry_id)
         read += 1
-        entry = decode_entry(
-            data,
-            DecodeOptions(
-                outer=Outer.BOOKIE_ENTRY,
-                digest_type=view.digest_type,
-                password=view.password,
-                depth=Depth.METADATA,
-            ),
-            position,
-        )
+        if view.tiered is not None:  # offloaded: one entry by id through its index
+            entry = next(iter(source.entries(view, entry_id, entry_id, depth=Depth.METADATA)), None)
+            if entry is None:
+                raise DataError(f"entry {format_position(*position)} is not offloaded")
+        else:
+            data = source.bookie.read_entry(ledger_id, entry_id)
+            entry = decode_entry(
+                data,
+                DecodeOptions(
+                    outer=Outer.BOOKIE_ENTRY,
+                    digest_type=view.digest_type,
+                    password=view.password,
+                    depth=Depth.METADATA,
+                ),
+                position,
+            )
         md = entry.metadata
         if md is None:
             raise DataError(
@@ -487,7 +492,12 @@ def run_phase_one(
             )
         if horizon is None:
             with LedgerSource.open(
-                metadata_url, bookie_dirs, need_metadata=True, need_bookie=True, live=live
+                metadata_url,
+                bookie_dirs,
+                need_metadata=True,
+                need_bookie=True,
+                live=live,
+                tiered=True,
             ) as source:
                 horizon, _read = last_dispatchable(source, state.ledgers, max_read, txns.aborted)
         elif max_read is not None and horizon > max_read:
@@ -603,7 +613,9 @@ def compact(
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
     # without a bookie directory the entries come from the running bookies
     gaps = Gaps()
-    with LedgerSource.open(url, dirs, need_metadata=True, need_bookie=True, live=live) as source:
+    with LedgerSource.open(
+        url, dirs, need_metadata=True, need_bookie=True, live=live, tiered=True
+    ) as source:
         state = topic_state(source, topic)
         if settings is not None:
             from .settings import topic_entry_filters

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -62,6 +62,22 @@ class Split:
     live: Any = None
     #: the driver's maximum message size, which executors apply (``limits.apply_split``)
     max_message_size: int = field(default_factory=_max_message_size, compare=False)
+    #: how executors read offloaded ledgers (``(offload URL, S3 endpoint, prefer)`` as the
+    #: driver resolved them; the offload location itself is each ledger's offloadContext):
+    #: None reads BookKeeper only
+    tiered: tuple[str | None, str | None, str] | None = None
+
+    def source_options(self) -> dict[str, Any]:
+        """The tiered arguments of ``LedgerSource.open`` for this split."""
+        if self.tiered is None:
+            return {"tiered": False}
+        offload_url, s3_endpoint, prefer = self.tiered
+        return {
+            "tiered": True,
+            "offload_url": offload_url,
+            "s3_endpoint": s3_endpoint,
+            "prefer": prefer,
+        }
 
     @property
     def entries(self) -> int:
@@ -122,6 +138,7 @@ def build_scan_plan(
     compacted: tuple[int, int, int | None] | None = None,
     split_entries: int = DEFAULT_SPLIT_ENTRIES,
     live: Any = None,
+    tiered: bool = True,
 ) -> ScanPlan:
     """A plan over ``ledgers`` (``(ledger id, entries, bytes)`` in topic order).
 
@@ -131,7 +148,8 @@ def build_scan_plan(
     compacted ledger, read first. Ledgers with an unknown entry count are left out and
     make the plan inexact (with a note). Without ``bookie_dirs`` the splits carry ``live``
     (else the client options of the flags' environment), so that executors read the
-    running bookies the way the driver would.
+    running bookies the way the driver would. ``tiered``: the splits read offloaded
+    ledgers from tiered storage, with the driver's offload settings.
     """
     if split_entries < 1:
         raise ValueError("split_entries must be positive")
@@ -148,6 +166,12 @@ def build_scan_plan(
         from pulsarctl_py.stores.live.config import resolve_client_options
 
         live = resolve_client_options()
+    tiered_settings = None
+    if tiered:
+        from pulsarctl_py.ledgers import resolve_tiered
+
+        found = resolve_tiered()
+        tiered_settings = (found["offload_url"], found["s3_endpoint"], found["prefer"])
     splits: list[Split] = []
     notes: list[str] = []
     total_entries = total_bytes = 0
@@ -160,9 +184,10 @@ def build_scan_plan(
         for lo, hi in _ranges(first, last, split_entries):
             count = hi - lo + 1
             hint = None if size is None or entries <= 0 else size * count // entries
-            splits.append(
-                Split(topic, ledger_id, lo, hi, dirs, metadata_url, len(splits), kind, hint, live)
+            split = Split(
+                topic, ledger_id, lo, hi, dirs, metadata_url, len(splits), kind, hint, live
             )
+            splits.append(replace(split, tiered=tiered_settings))
             total_entries += count
             total_bytes += hint or 0
 

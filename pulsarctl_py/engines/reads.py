@@ -110,6 +110,7 @@ def _split_entries(
         password,
         need_bookie=True,
         live=split.live,
+        **split.source_options(),
     ) as source:
         bookie = source.bookie
         view = source.ledger(split.ledger_id)

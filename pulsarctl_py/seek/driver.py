@@ -82,7 +82,9 @@ def topic_ledgers(
     rows = []
     for li in info.ledgers:
         row = SeekLedger(li.ledger_id, li.entries or 0, li.timestamp)
-        if li.offloaded:
+        if li.offloaded and source.tiered:
+            pass  # read from tiered storage (LedgerSource.ledger finds its offload)
+        elif li.offloaded:
             row.missing = "offloaded to tiered storage"
         elif source.bookie is not None:
             # a bookie that cannot be reached raises here (exit 3): no answer at all

@@ -168,6 +168,8 @@ class StoreReader:
         except LedgerctlError as exc:
             return Head(ledger_id, entry_id, error=exc.one_line())
         self.reads += 1
+        if view.tiered is not None:
+            return self._tiered_head(view, entry_id)
         try:
             data = self.source.bookie.read_entry(ledger_id, entry_id)
         except StoreUnavailable:
@@ -175,6 +177,27 @@ class StoreReader:
         except LedgerctlError as exc:
             return Head(ledger_id, entry_id, error=exc.one_line())
         entry = decode_entry(data, self._options(view), (ledger_id, entry_id))
+        return head_of_entry(entry, ledger_id, entry_id)
+
+    def _tiered_head(self, view: LedgerView, entry_id: int) -> Head:
+        """One entry of an offloaded ledger, read by entry id through the offload's index
+        (one entry, as from a bookie)."""
+        from pulsarctl_py.decoders import Depth
+
+        ledger_id = view.ledger_id
+        try:
+            entries = self.source.entries(
+                view, entry_id, entry_id, depth=Depth.METADATA, keep_going=True
+            )
+            entry = next(iter(entries), None)
+        except StoreUnavailable:
+            raise
+        except LedgerctlError as exc:
+            return Head(ledger_id, entry_id, error=exc.one_line())
+        if entry is None:
+            return Head(ledger_id, entry_id, error=f"entry {entry_id} is not offloaded")
+        if entry.unreadable is not None:
+            return Head(ledger_id, entry_id, error=entry.unreadable)
         return head_of_entry(entry, ledger_id, entry_id)
 
     def stream(self, ledger_id: int, first: int, last: int) -> Iterator[Head]:

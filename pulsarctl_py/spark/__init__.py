@@ -379,7 +379,7 @@ def _opened(reader: LedgerctlReader) -> Iterator[tuple[Any, str | None, list[str
             timeout=reader.bookie_timeout,
             protocol=reader.bookie_protocol,
         )
-    with LedgerSource.open(url, dirs, need_bookie=True, live=live) as source:
+    with LedgerSource.open(url, dirs, need_bookie=True, live=live, tiered=True) as source:
         yield source, url, dirs
 
 

@@ -10,16 +10,21 @@ region, endpoint); ``--offload-url`` / ``LEDGERCTL_OFFLOAD_URL`` overrides it fo
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pulsarctl_py.errors import DataError, LedgerctlError, NotFoundError
 
-from .filesystem import MapFileLedger, ledger_directory, local_path, offload_uuid
+from .filesystem import MapFileLedger, TieredEntry, ledger_directory, local_path, offload_uuid
 
 OFFLOAD_URL_ENV = "LEDGERCTL_OFFLOAD_URL"
 FILESYSTEM_DRIVERS = ("filesystem",)
+#: the jcloud drivers read from an S3 API (``JCloudBlobStoreProvider``: S3, aws-s3)
+S3_DRIVERS = ("s3", "aws-s3")
+#: where the broker reads a ledger that has both copies
+#: (``managedLedgerDataReadPriority``: tiered-storage-first, its default, or bookkeeper-first)
+PREFER = ("tiered", "bookkeeper")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,15 @@ class TieredLedger:
     def last_entry_id(self) -> int:
         return self.entries - 1
 
+    def where(self) -> str:
+        """Where the offload context says the data is (the filesystem offloader's ledger
+        directory, or the S3 drivers' data object), as a URL."""
+        if self.driver.lower() in S3_DRIVERS:
+            bucket = self.properties.get("bucket", "?")
+            return f"s3://{bucket}/{self.uid}-ledger-{self.ledger_id}"
+        base = self.properties.get("storageBasePath", "?").rstrip("/")
+        return f"{base}/{self.managed_ledger}/{self.ledger_id}-{self.uid}"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "managed_ledger": self.managed_ledger,
@@ -51,6 +65,23 @@ class TieredLedger:
             "entries": self.entries,
             "size": self.size,
         }
+
+
+def managed_ledger_offloads(store: Any, managed_ledger: str) -> dict[int, TieredLedger]:
+    """The ledgers with an offload context in one managed ledger (its persistence name)."""
+    from pulsarctl_py.stores.metadata.managed_ledgers import read_managed_ledger
+
+    try:
+        record = read_managed_ledger(store, managed_ledger, with_cursors=False)
+    except LedgerctlError:
+        return {}
+    if record is None or record.info is None:
+        return {}
+    return {
+        li.ledgerId: from_ledger_info(record.ref.name, li)
+        for li in record.info.message.ledgerInfo
+        if li.HasField("offloadContext") and li.offloadContext.HasField("uidMsb")
+    }
 
 
 def offloaded_ledgers(store: Any) -> dict[int, TieredLedger]:
@@ -89,24 +120,94 @@ def from_ledger_info(managed_ledger: str, li: Any) -> TieredLedger:
 
 
 def resolve_offload_url(flag: str | None) -> str | None:
-    """``--offload-url``, else ``LEDGERCTL_OFFLOAD_URL``, else None (the context's)."""
-    return flag or os.environ.get(OFFLOAD_URL_ENV) or None
+    """``--offload-url``, else ``LEDGERCTL_OFFLOAD_URL``, else ``offload_url`` in
+    ledgerctl.toml, else None (the context's)."""
+    from pulsarctl_py.precedence import resolve
+
+    return resolve("offload_url", flag).value or None
 
 
-def open_tiered(loc: TieredLedger, offload_url: str | None = None) -> MapFileLedger:
-    """A reader of the ledger's offloaded data; one line when it cannot be read here."""
+class TieredReader(Protocol):
+    """What :class:`~pulsarctl_py.ledgers.LedgerSource` reads an offloaded ledger through,
+    whichever offloader wrote it."""
+
+    def metadata(self) -> Any: ...
+
+    def read_entries(
+        self, first: int = 0, last: int | None = None, *, keep_going: bool = False
+    ) -> Iterator[TieredEntry]: ...
+
+    def close(self) -> None: ...
+
+
+class JcloudReader:
+    """The jcloud reader (:class:`~.jcloud.JcloudLedger`) in the filesystem reader's
+    shape: ``metadata()``, and :class:`TieredEntry` items with ``error`` set for the
+    entries of a damaged block."""
+
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
+
+    def metadata(self) -> Any:
+        return self.ledger.metadata
+
+    def read_entries(
+        self, first: int = 0, last: int | None = None, *, keep_going: bool = False
+    ) -> Iterator[TieredEntry]:
+        from .jcloud import OffloadFormatError, UnreadableOffloadedEntry
+
+        for item in self.ledger.read_entries(first, last):
+            if isinstance(item, UnreadableOffloadedEntry):
+                message = f"ledger {item.ledger_id}: {item.reason}"
+                if not keep_going:
+                    raise OffloadFormatError(message)
+                yield TieredEntry(item.ledger_id, item.entry_id, b"", 0, message)
+            else:
+                offset = item.location.offset
+                yield TieredEntry(item.ledger_id, item.entry_id, item.data, offset)
+
+    @property
+    def requests(self) -> int:
+        return int(self.ledger.requests)
+
+    def close(self) -> None:
+        pass
+
+
+def open_tiered(
+    loc: TieredLedger, offload_url: str | None = None, s3_endpoint: str | None = None
+) -> TieredReader:
+    """A reader of the ledger's offloaded data; one line when it cannot be read here.
+
+    The driver its offload context names chooses the format (the filesystem offloader's
+    MapFile, or the jcloud objects of the S3 drivers); ``offload_url`` (``file:///dir``
+    or ``s3://bucket``) and ``s3_endpoint`` override where the context says they are."""
     if not loc.complete:
         raise DataError(
             f"ledger {loc.ledger_id}: its offload (uid {loc.uid}) never completed (an "
             "interrupted offload: no complete flag in its offloadContext)"
             + ("; its BookKeeper copy is gone" if loc.bookkeeper_deleted else "")
         )
-    if loc.driver.lower() not in FILESYSTEM_DRIVERS:
+    scheme = offload_url.split("://", 1)[0].lower() if offload_url and "://" in offload_url else ""
+    driver = loc.driver.lower()
+    if driver in S3_DRIVERS:
+        if offload_url and scheme != "s3":
+            raise LedgerctlError(
+                f"ledger {loc.ledger_id} is offloaded with the {loc.driver} driver: its "
+                f"objects are read from s3://bucket, not {offload_url}"
+            )
+        return _open_s3(loc, offload_url, s3_endpoint)
+    if driver not in FILESYSTEM_DRIVERS:
         bucket = loc.properties.get("bucket")
         where = f" (bucket {bucket})" if bucket else ""
         raise LedgerctlError(
             f"ledger {loc.ledger_id} is offloaded with the {loc.driver} driver{where}: only "
-            "the filesystem offloader's data is read so far"
+            "the filesystem offloader's and the S3 drivers' data are read so far"
+        )
+    if offload_url and scheme == "s3":
+        raise LedgerctlError(
+            f"ledger {loc.ledger_id} is offloaded with the filesystem offloader: its files "
+            f"are read from file:///dir, not {offload_url}"
         )
     base = offload_url or loc.properties.get("storageBasePath")
     if not base:
@@ -118,10 +219,35 @@ def open_tiered(loc: TieredLedger, offload_url: str | None = None) -> MapFileLed
     try:
         return MapFileLedger(directory, loc.ledger_id)
     except NotFoundError as exc:
-        if not loc.bookkeeper_deleted:
-            raise
-        raise NotFoundError(
-            f"{exc.one_line()}; its BookKeeper copy was deleted after the offload "
-            "(bookkeeperDeleted): the ledger's data is gone unless a copy exists "
-            "(--offload-url file:///copy)"
-        ) from None
+        raise _gone(loc, exc, "file:///copy") from None
+
+
+def _gone(loc: TieredLedger, exc: LedgerctlError, copy: str) -> LedgerctlError:
+    if not loc.bookkeeper_deleted:
+        return exc
+    return type(exc)(
+        f"{exc.one_line()}; its BookKeeper copy was deleted after the offload "
+        "(bookkeeperDeleted): the ledger's data is gone unless a copy exists "
+        f"(--offload-url {copy})"
+    )
+
+
+def _open_s3(loc: TieredLedger, offload_url: str | None, s3_endpoint: str | None) -> TieredReader:
+    """The jcloud objects of an S3-driver offload (``BlobStoreManagedLedgerOffloader``):
+    bucket and endpoint from the context's driver metadata unless overridden. The index
+    object is read here, so a missing or unreachable object is said at once."""
+    from .jcloud import JcloudLedger, OffloadObjectMissing
+    from .s3 import S3Location, S3Objects
+
+    bucket = None
+    if offload_url:
+        bucket = offload_url.split("://", 1)[1].strip("/").split("/", 1)[0] or None
+    location = S3Location.from_driver_metadata(
+        loc.driver, loc.properties, endpoint=s3_endpoint, bucket=bucket
+    )
+    ledger = JcloudLedger(S3Objects(location), loc.ledger_id, loc.uid)
+    try:
+        ledger.index  # noqa: B018 (HEAD both objects, read the index)
+    except OffloadObjectMissing as exc:
+        raise _gone(loc, exc, "s3://bucket") from None
+    return JcloudReader(ledger)

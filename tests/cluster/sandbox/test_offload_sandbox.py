@@ -218,8 +218,7 @@ def test_inspect_reads_an_offloaded_ledger_by_id(
     assert empty.code == 1
     assert "bookkeeperDeleted" in empty.err and "gone" in empty.err
     assert "Traceback" not in empty.err
-    # the S3 driver's data is not read here yet: one line, exit 2
-    s3 = offload_world["s3"]
-    refused = cli("inspect", s3.ledgers[0])
-    assert refused.code == 2 and "S3 driver" in refused.err
-    assert len(refused.err.strip().splitlines()) == 1
+    # a copy of the wrong kind for the ledger's driver: one line, exit 2
+    wrong = cli("inspect", ledger, "--offload-url", "s3://a-bucket")
+    assert wrong.code == 2 and "filesystem offloader" in wrong.err
+    assert len(wrong.err.strip().splitlines()) == 1

@@ -146,3 +146,25 @@ def test_the_data_source_reads_the_running_bookies(spark: Any, sandbox_world: An
         Exception, match=r"BookKeeper.s metadata is not at /ledgers .*--bookkeeper-metadata-url"
     ):
         reader().load().collect()
+
+
+def test_export_of_offloaded_ledgers_on_a_standalone_cluster(
+    offload_world: Any,
+    offload_sandbox: Any,
+    spark_cluster: SparkCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The executors read the offloaded ledgers themselves (each split names its ledger;
+    the executor finds the offload through the ledger's managed ledger and reads the
+    filesystem offloader's files): one row per message the broker reader returned."""
+    import base64
+
+    world = offload_world["fs-block"]
+    out = tmp_path / "spark.jsonl"
+    args = ["export", world.short, *_urls(offload_sandbox), "--split-entries", "300"]
+    report = ledgerctl(spark_cluster, *args, "-o", "json", "--to", out, *_on(spark_cluster))
+    assert report["engine"] == "spark" and report["rows"] == len(world.messages) == 1600
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(not r["problems"] for r in rows)
+    got = [(r["ledger_id"], r["entry_id"], base64.b64decode(r["value"])) for r in rows]
+    assert got == [(m.ledger_id, m.entry_id, m.value) for m in world.messages]
