@@ -60,6 +60,14 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "sandbox" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sandbox)
+    # the runbooks' rehearsals act on the whole shared cluster as an operator would (a
+    # broker restarted without its interceptors, `orphans --delete --min-age 0` of every
+    # orphan, offloads): they run last, after the modules that expect the cluster as set up
+    items.sort(key=lambda item: item.nodeid.startswith(LAST))
+
+
+#: runs after every other test (see pytest_collection_modifyitems)
+LAST = "tests/cluster/sandbox/test_rehearsals.py"
 
 
 #: the suite runs on two pytest-xdist workers (pyproject's addopts): the tests of one real
