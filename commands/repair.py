@@ -344,6 +344,7 @@ def shadow(
 
 
 @plan_options
+@options.tiered_options
 def orphans(
     delete: bool = typer.Option(
         False,
@@ -368,7 +369,7 @@ def orphans(
         help="List instead what the offloaders left in tiered storage that no managed "
         "ledger references: jcloud objects and unfinished multipart uploads, filesystem "
         "offloader directories, in every location the offload contexts name (or "
-        "$LEDGERCTL_OFFLOAD_URL; $LEDGERCTL_S3_ENDPOINT for the endpoint). Judged only "
+        "--offload-url; --s3-endpoint for the endpoint). Judged only "
         "when every managed ledger decodes and every listing is whole.",
     ),
     flags: PlanFlags = PlanFlags(),

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
     from pulsarctl_py.stores.metadata import MetadataStore
     from pulsarctl_py.stores.tiered.locate import TieredLedger, TieredReader
+    from pulsarctl_py.stores.tiered.where import Location, Locator
 
 
 @dataclass(slots=True)
@@ -208,6 +209,7 @@ class LedgerSource:
         self._offloaded: dict[int, TieredLedger] | None = None
         self._by_ml: dict[str, dict[int, TieredLedger]] = {}
         self._tiered_readers: dict[int, TieredReader] = {}
+        self._locator: Locator | None = None
 
     @classmethod
     @contextlib.contextmanager
@@ -466,13 +468,46 @@ class LedgerSource:
         except LedgerctlError as exc:
             view.metadata_error = exc.one_line()
 
+    def locator(self) -> Locator:
+        """Where offloaded ledgers are read (:mod:`pulsarctl_py.stores.tiered.where`, the
+        broker's resolution): ledgerctl's overrides, the broker configuration the settings
+        name (``--broker-conf``), each namespace's and topic's offload policies."""
+        if self._locator is None:
+            from pulsarctl_py.precedence import Sources
+            from pulsarctl_py.stores.tiered.where import Locator, Overrides
+
+            conf = Sources.of().broker_conf()
+            policies = None
+            if self.metadata is not None and self.bookie is not None:
+                from pulsarctl_py.topicpolicies import read_topic_policies
+
+                def policies(topic: str) -> Any:
+                    return read_topic_policies(self, topic, conf)
+
+            self._locator = Locator(
+                self.metadata,
+                Overrides.of(self.offload_url, self.s3_endpoint),
+                conf,
+                topic_policies=policies,
+            )
+        return self._locator
+
+    def tiered_location(self, loc: TieredLedger) -> Location:
+        """Where one offloaded ledger is read, and where each part of that came from."""
+        return self.locator().locate(loc)
+
     def _tiered_reader(self, view: LedgerView) -> TieredReader:
         from pulsarctl_py.stores.tiered.locate import open_tiered
 
         assert view.tiered is not None
         reader = self._tiered_readers.get(view.ledger_id)
         if reader is None:
-            reader = open_tiered(view.tiered, self.offload_url, self.s3_endpoint)
+            reader = open_tiered(
+                view.tiered,
+                self.offload_url,
+                self.s3_endpoint,
+                location=self.tiered_location(view.tiered),
+            )
             self._tiered_readers[view.ledger_id] = reader
         return reader
 
