@@ -477,12 +477,13 @@ class LedgerSource:
             from pulsarctl_py.stores.tiered.where import Locator, Overrides
 
             conf = Sources.of().broker_conf()
-            policies = None
-            if self.metadata is not None and self.bookie is not None:
+
+            def policies(topic: str) -> Any:
+                if self.bookie is None:
+                    raise LedgerctlError("this command reads no bookie")
                 from pulsarctl_py.topicpolicies import read_topic_policies
 
-                def policies(topic: str) -> Any:
-                    return read_topic_policies(self, topic, conf)
+                return read_topic_policies(self, topic, conf)
 
             self._locator = Locator(
                 self.metadata,
