@@ -274,6 +274,17 @@ def locate_ledger(
         )
     props = loc.properties
     sources: dict[str, str] = {}
+    url = over.offload_url
+    if url and kind in ("s3", "filesystem") and url.lower().startswith("s3://") != (kind == "s3"):
+        wanted = (
+            "objects are read from s3://bucket"
+            if kind == "s3"
+            else "files are read from file:///dir"
+        )
+        raise LedgerctlError(
+            f"ledger {loc.ledger_id} is offloaded with the {loc.driver} driver: its {wanted}, "
+            f"not {url} ({over.offload_url_source})"
+        )
     if kind == "s3":
         bucket, b_src = None, ""
         if over.offload_url and over.offload_url.lower().startswith("s3://"):

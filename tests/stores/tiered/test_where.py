@@ -333,3 +333,12 @@ def test_unreadable_policies_are_noted_not_guessed() -> None:
     assert where.endpoint == "http://ctx:9000"
     assert any("topic policies of persistent://t/ns/x were not read" in n for n in where.notes)
     assert any("are not JSON" in n for n in where.notes)
+
+
+def test_an_override_of_the_other_kind_is_refused() -> None:
+    with pytest.raises(LedgerctlError) as exc:
+        locate_ledger(_loc(), Overrides("file:///copy", "LEDGERCTL_OFFLOAD_URL"))
+    assert "s3://bucket" in str(exc.value) and "LEDGERCTL_OFFLOAD_URL" in str(exc.value)
+    with pytest.raises(LedgerctlError) as exc:
+        locate_ledger(_loc("filesystem"), Overrides("s3://copy", "--offload-url"))
+    assert "file:///dir" in str(exc.value)
