@@ -369,7 +369,7 @@ def orphans(
         help="List instead what the offloaders left in tiered storage that no managed "
         "ledger references: jcloud objects and unfinished multipart uploads, filesystem "
         "offloader directories, in every location the offload contexts name (or "
-        "--offload-url; --s3-endpoint for the endpoint). Judged only "
+        "$LEDGERCTL_OFFLOAD_URL; $LEDGERCTL_S3_ENDPOINT for the endpoint). Judged only "
         "when every managed ledger decodes and every listing is whole.",
     ),
     flags: PlanFlags = PlanFlags(),
