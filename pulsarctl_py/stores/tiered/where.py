@@ -276,14 +276,13 @@ def locate_ledger(
     sources: dict[str, str] = {}
     url = over.offload_url
     if url and kind in ("s3", "filesystem") and url.lower().startswith("s3://") != (kind == "s3"):
-        wanted = (
-            "objects are read from s3://bucket"
+        how = (
+            f"the {loc.driver} driver: its objects are read from s3://bucket"
             if kind == "s3"
-            else "files are read from file:///dir"
+            else "the filesystem offloader: its files are read from file:///dir"
         )
         raise LedgerctlError(
-            f"ledger {loc.ledger_id} is offloaded with the {loc.driver} driver: its {wanted}, "
-            f"not {url} ({over.offload_url_source})"
+            f"ledger {loc.ledger_id} is offloaded with {how}, not {url} ({over.offload_url_source})"
         )
     if kind == "s3":
         bucket, b_src = None, ""
