@@ -191,6 +191,7 @@ class LedgerSource:
         offload_url: str | None = None,
         s3_endpoint: str | None = None,
         prefer: str = "tiered",
+        broker_conf: str | None = None,
     ) -> None:
         self.metadata = metadata
         self.bookie = bookie
@@ -206,6 +207,9 @@ class LedgerSource:
         #: which copy of a ledger that has both is read: "tiered" (the broker's default,
         #: ``managedLedgerDataReadPriority=tiered-storage-first``) or "bookkeeper"
         self.prefer = prefer
+        #: the broker configuration for the offload settings (None: the one the settings
+        #: name, ``--broker-conf``); given to Spark executors, which do not see the flag
+        self.broker_conf = broker_conf
         self._offloaded: dict[int, TieredLedger] | None = None
         self._by_ml: dict[str, dict[int, TieredLedger]] = {}
         self._tiered_readers: dict[int, TieredReader] = {}
@@ -227,6 +231,7 @@ class LedgerSource:
         offload_url: str | None = None,
         s3_endpoint: str | None = None,
         prefer: str | None = None,
+        broker_conf: str | None = None,
     ) -> Iterator[LedgerSource]:
         """Open the stores named by flags or by the env/config defaults, and close them.
 
@@ -266,7 +271,9 @@ class LedgerSource:
                 from pulsarctl_py.stores.live.config import resolve_client_options
 
                 bookie = LiveBookieStore(store, live or resolve_client_options(), password)
-            source = cls(store, bookie, password, tiered=tiered, **tiered_settings)
+            source = cls(
+                store, bookie, password, tiered=tiered, broker_conf=broker_conf, **tiered_settings
+            )
             try:
                 yield source
             finally:
@@ -476,7 +483,12 @@ class LedgerSource:
             from pulsarctl_py.precedence import Sources
             from pulsarctl_py.stores.tiered.where import Locator, Overrides
 
-            conf = Sources.of().broker_conf()
+            if self.broker_conf is not None:
+                from pulsarctl_py.brokerconf import load_broker_conf
+
+                conf = load_broker_conf(self.broker_conf)
+            else:
+                conf = Sources.of().broker_conf()
 
             def policies(topic: str) -> Any:
                 if self.bookie is None:

@@ -342,3 +342,31 @@ def test_an_override_of_the_other_kind_is_refused() -> None:
     with pytest.raises(LedgerctlError) as exc:
         locate_ledger(_loc("filesystem"), Overrides("s3://copy", "--offload-url"))
     assert "file:///dir" in str(exc.value)
+
+
+def test_spark_splits_carry_the_drivers_broker_conf(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Executors read the offload policies themselves but do not see the driver's
+    --broker-conf: the split carries its absolute path, and the executor's source reads
+    the offload settings from it."""
+    import pickle
+
+    from pulsarctl_py.engines.base import build_scan_plan
+    from pulsarctl_py.ledgers import LedgerSource
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("LEDGERCTL_OFFLOAD_URL", "LEDGERCTL_S3_ENDPOINT", "LEDGERCTL_BROKER_CONF"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "broker.conf").write_text(
+        "managedLedgerOffloadDriver=S3\nmanagedLedgerOffloadServiceEndpoint=http://conf:1\n"
+    )
+    with precedence.flags(broker_conf="broker.conf"):
+        (split,) = build_scan_plan("t", [(1, 3, 30)], bookie_dirs=["bk"]).splits
+    options = pickle.loads(pickle.dumps(split)).source_options()
+    assert options["broker_conf"] == str(tmp_path / "broker.conf")
+    monkeypatch.chdir("/")  # an executor's working directory
+    source = LedgerSource(_Store({}), None, broker_conf=options["broker_conf"])
+    assert source.tiered_location(_loc()).endpoint == "http://conf:1"
+    (plain,) = build_scan_plan("t", [(1, 3, 30)], bookie_dirs=["bk"]).splits
+    assert "broker_conf" not in plain.source_options()
