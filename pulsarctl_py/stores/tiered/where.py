@@ -18,7 +18,10 @@ namespace level over the broker's configuration (``BrokerService.getManagedLedge
   ``managedLedgerOffload{Bucket,Region,ServiceEndpoint}``; for ``S3`` the generic ones only;
 * the filesystem offloader (``FileSystemManagedLedgerOffloader``): the **root** is the
   current ``fs.defaultFS``, from the Hadoop profile(s) of ``fileSystemProfilePath`` with
-  ``fileSystemURI`` over it; the context's ``storageBasePath`` is not used to read.
+  ``fileSystemURI`` over it; the context's ``storageBasePath`` is not used to read. An
+  ``hdfs://`` root is resolved and named but not read: that needs an HDFS client (NameNode
+  RPC or WebHDFS, Kerberos where the cluster has it), which ledgerctl does not have; a copy
+  (``hdfs dfs -get``) is read with ``--offload-url file:///copy``.
 
 ledgerctl resolves the same, per ledger, then puts its own overrides on top (each by
 :mod:`pulsarctl_py.precedence`: flag > ``LEDGERCTL_*`` variable > ledgerctl.toml):
