@@ -216,3 +216,34 @@ def test_only_broker_conf_names_the_endpoint(
             f"/namespaces/{NS}/offloadPolicies",
             _policies(box, box.offload_info["s3"]["endpoint"]),
         )
+
+
+def test_the_topic_policy_names_the_endpoint(
+    offload_sandbox: Any, moved: Moved, env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A topic-level offload policy (read from the namespace's __change_events, as the
+    broker reads it) over a namespace policy that names no endpoint: the broker reads
+    through it, and so does ledgerctl."""
+    box = offload_sandbox
+    endpoint = box.offload_info["s3"]["endpoint"]
+    path = box.topic_path(moved.topic) + "/offloadPolicies"
+    box.admin("POST", f"/namespaces/{NS}/offloadPolicies", _policies(box, None))
+    box.admin("POST", path, _policies(box, endpoint))
+    try:
+        box.unload(moved.topic)
+        assert read_all(box, moved.topic) == moved.messages  # the broker reads through it
+        got = _inspected(run(capsys, "inspect", "--topic", moved.short, "-o", "jsonl"))
+        assert got == _want(moved.messages)
+        info = run(capsys, "topic", "info", moved.short, "-o", "json")
+        assert info.code == 0, info.err
+        sources = {
+            r["location"]["source"]["endpoint"]
+            for r in info.json()["ledgers"]
+            if r["ledger_id"] in moved.ledgers
+        }
+        assert sources == {
+            f"topic policy {moved.topic} (local) (managedLedgerOffloadServiceEndpoint)"
+        }, sources
+    finally:
+        box.admin("DELETE", path)
+        box.admin("POST", f"/namespaces/{NS}/offloadPolicies", _policies(box, endpoint))
