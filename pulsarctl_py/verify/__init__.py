@@ -36,6 +36,11 @@ and journal directory its cookie lists) of a stopped bookie. An absence the book
 cannot prove is *not covered* (``storage-not-covered``, info), never missing. A ledger
 without BookKeeper metadata is looked for on every bookie the BookKeeper root registers.
 Without BookKeeper's metadata root nothing is judged: verify stops with exit 3.
+On a running cluster the broker changes a topic while verify reads it, one node after
+another: a finding that compares reads made at different times (a listed ledger without
+metadata or storage, LedgerInfo counts against BookKeeper's, a cursor against the topic's
+ledgers or its cursor ledger, the compacted ledger) is reported only if fresh reads find it
+again (:mod:`.confirm`); the summary counts the others as ``unconfirmed``.
 
 The checks, with the rule each applies and where it comes from:
 

@@ -87,6 +87,7 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
         require_bookkeeper_root,
         require_topic_metadata,
     )
+    from pulsarctl_py.verify.confirm import confirmed
     from pulsarctl_py.verify.orphans import orphan_findings
 
     if topics is None:
@@ -117,7 +118,7 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
         run.report("topic", ref.topic.full_name)
         stats = run.stats
         before = (stats.ledgers, stats.entries, stats.payload_bytes)
-        for finding in _topic(run, ref.topic):
+        for finding in confirmed(run, ref.topic, _topic(run, ref.topic)):
             yield run.emit(finding)
         stats.per_topic[ref.topic.full_name] = [
             stats.ledgers - before[0],
