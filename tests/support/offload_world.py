@@ -136,6 +136,19 @@ def build(box: Sandbox, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, Offl
     return topics
 
 
+def keeping_copies(box: Sandbox, namespace: str, like: str) -> None:
+    """Create ``namespace`` (if new) with the offload policies of namespace ``like``, but
+    keeping the BookKeeper copies of offloaded ledgers for an hour
+    (``managedLedgerOffloadDeletionLagInMillis``)."""
+    policies = box.admin("GET", f"/namespaces/{like}/offloadPolicies")
+    box.admin("PUT", f"/namespaces/{namespace}", {}, ok=(200, 204, 409))
+    box.admin(
+        "POST",
+        f"/namespaces/{namespace}/offloadPolicies",
+        {**policies, "managedLedgerOffloadDeletionLagInMillis": 3_600_000},
+    )
+
+
 def offload_context(box: Sandbox, topic: str) -> dict[int, Any]:
     """ledger id -> its OffloadContext, from the managed ledger's metadata."""
     return {i.ledgerId: i.offloadContext for i in box.ml_info(topic).ledgerInfo}

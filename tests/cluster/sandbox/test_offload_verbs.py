@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli_helpers import run
-from tests.support.offload_world import RUN, ReadMessage, read_all
+from tests.support.offload_world import RUN, ReadMessage, keeping_copies, read_all
 
 BOTH_NS = "public/offload-both"
 #: an endpoint nothing listens on (port 1 on loopback refuses at once)
@@ -59,13 +59,7 @@ def _wait_complete(box: Any, topic: str, closed: list[int], timeout: float = 120
 @pytest.fixture(scope="module")
 def mixed(offload_sandbox: Any) -> Mixed:
     box = offload_sandbox
-    s3 = box.admin("GET", "/namespaces/public/offload-s3/offloadPolicies")
-    box.admin("PUT", f"/namespaces/{BOTH_NS}", {}, ok=(200, 204, 409))
-    box.admin(
-        "POST",
-        f"/namespaces/{BOTH_NS}/offloadPolicies",
-        {**s3, "managedLedgerOffloadDeletionLagInMillis": 3_600_000},
-    )
+    keeping_copies(box, BOTH_NS, like="public/offload-s3")
     topic = f"persistent://{BOTH_NS}/mixed-{RUN}"
     client = box.client()
     try:
