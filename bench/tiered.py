@@ -20,7 +20,9 @@ first entry's, the middle one's, the last one's and after the last: once with th
 the bookies, again once they are offloaded and their BookKeeper copies deleted. Each seek's
 entries read (the verb's ``entries_read``: entry heads decoded; a tiered read may pass over
 other records of the same block or index interval to reach one), its answer and its wall
-time (median of ``--runs``, after one untimed seek that loads the verb's code);
+time (median of ``--runs``, after one untimed seek that loads the verb's code), and the
+ranged GETs of S3 objects it made with their bytes (``s3_gets``, ``s3_bytes``: the
+jcloud reader's reads, counted around ``S3Objects.read``; 0 for bookies and files);
 ``reads_not_more`` is true when no tiered seek read more entries than the same seek on the
 bookies, ``same_answers`` when every tiered seek answered the same position. JSON on stdout.
 
@@ -124,19 +126,39 @@ def seek_targets(box: Any, ledgers: list[int], lasts: dict[int, int]) -> dict[st
     }
 
 
-def seek(topic: str, at: int) -> tuple[dict[str, Any], float]:
-    """``ledgerctl seek TOPIC --time AT -o json`` in this process: its answer, and the wall
-    seconds it took."""
+#: ranged GETs of S3 objects and their bytes, counted by :func:`_count_s3_reads`
+S3_READS = {"requests": 0, "bytes": 0}
+
+
+def _count_s3_reads() -> None:
+    """Count every ranged GET the jcloud reader makes (S3Objects.read) in S3_READS."""
+    from pulsarctl_py.stores.tiered.s3 import S3Objects
+
+    read = S3Objects.read
+
+    def counted(self: S3Objects, key: str, start: int, length: int) -> bytes:
+        data = read(self, key, start, length)
+        S3_READS["requests"] += 1
+        S3_READS["bytes"] += len(data)
+        return data
+
+    S3Objects.read = counted  # type: ignore[method-assign]
+
+
+def seek(topic: str, at: int) -> tuple[dict[str, Any], float, dict[str, int]]:
+    """``ledgerctl seek TOPIC --time AT -o json`` in this process: its answer, the wall
+    seconds it took and the S3 GETs it made."""
     from pulsarctl_py.cli import main as ledgerctl
 
     out = io.StringIO()
+    S3_READS.update(requests=0, bytes=0)
     start = time.perf_counter()
     with contextlib.redirect_stdout(out):
         code = ledgerctl(["seek", topic.split("://", 1)[1], "--time", str(at), "-o", "json"])
     wall = time.perf_counter() - start
     if code != 0:
         raise SystemExit(f"seek {topic} --time {at}: exit {code}")
-    return json.loads(out.getvalue()), wall
+    return json.loads(out.getvalue()), wall, dict(S3_READS)
 
 
 def seeks(topic: str, targets: dict[str, int], runs: int) -> dict[str, dict[str, Any]]:
@@ -144,7 +166,7 @@ def seeks(topic: str, targets: dict[str, int], runs: int) -> dict[str, dict[str,
     out = {}
     for name, at in targets.items():
         answers = [seek(topic, at) for _ in range(runs)]
-        first = answers[0][0]
+        first, _wall, gets = answers[0]
         if first["findings"] or first["warnings"]:
             raise SystemExit(f"seek {topic} --time {at}: {first['findings'] or first['warnings']}")
         out[name] = {
@@ -152,7 +174,9 @@ def seeks(topic: str, targets: dict[str, int], runs: int) -> dict[str, dict[str,
             "position": first["position"],
             "end": first["end"],
             "entries_read": first["entries_read"],
-            "wall_ms_median": round(1000 * statistics.median(w for _a, w in answers), 1),
+            "s3_gets": gets["requests"],
+            "s3_bytes": gets["bytes"],
+            "wall_ms_median": round(1000 * statistics.median(w for _a, w, _g in answers), 1),
         }
     return out
 
@@ -248,6 +272,7 @@ def run(directory: Path, entries: int, runs: int) -> dict[str, Any]:
     try:
         box = Sandbox(directory)
         _environment(box)
+        _count_s3_reads()
         results: dict[str, Any] = {}
         for kind, namespace in KINDS.items():
             topic = f"persistent://{namespace}/bench-tiered-{kind}-{uuid.uuid4().hex[:6]}"

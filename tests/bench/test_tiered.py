@@ -34,6 +34,9 @@ def test_tiered_bench_prints_the_report(offload_sandbox: Any) -> None:
         for name, target in seek["targets"].items():
             for side in ("bookies", "tiered"):
                 assert target[side]["entries_read"] > 0, (kind, name, side)
+            # the S3 objects' GETs are counted: on S3 only, after the offload
+            assert target["bookies"]["s3_gets"] == 0, (kind, name)
+            assert (target["tiered"]["s3_gets"] > 0) == (kind == "s3"), (kind, name, target)
             assert target["tiered"]["entries_read"] <= target["bookies"]["entries_read"], (
                 kind,
                 name,
