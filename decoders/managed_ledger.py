@@ -27,6 +27,7 @@ becomes ``+``, every other byte becomes ``%XX``. Partitions are the local names
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 import struct
 from collections.abc import Iterable
@@ -89,6 +90,9 @@ class DecodedInfo(Generic[M]):
     missing: list[str] = field(default_factory=list)
     #: things that went wrong but did not stop the decode (e.g. an envelope fallback)
     problems: list[str] = field(default_factory=list)
+    #: a topic value's ledger ids as stored, when that is not the order the broker reads
+    #: them in (``message`` then holds them as the broker does, see ``broker_order``)
+    stored_ledger_ids: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         notes: list[dict[str, Any]] = []
@@ -105,6 +109,8 @@ class DecodedInfo(Generic[M]):
             out["missing"] = list(self.missing)
         if self.problems:
             out["problems"] = list(self.problems)
+        if self.stored_ledger_ids is not None:
+            out["stored_ledger_ids"] = list(self.stored_ledger_ids)
         return out
 
 
@@ -239,14 +245,51 @@ def build_info(
 
 
 def rebuild(decoded: DecodedInfo[M], message: M | None = None) -> bytes:
-    """Encode ``message`` (default: the decoded one) in the encoding it was read in."""
+    """Encode ``message`` (default: the decoded one) in the encoding it was read in; a
+    topic's ledger list as the broker writes it (``broker_order``)."""
     target = decoded.message if message is None else message
+    if isinstance(target, mlpb.ManagedLedgerInfo):
+        ordered = mlpb.ManagedLedgerInfo()
+        ordered.CopyFrom(target)
+        broker_order(ordered)
+        target = ordered  # type: ignore[assignment]
     return build_info(target, decoded.encoding, decoded.compression)
 
 
+def broker_order(info: mlpb.ManagedLedgerInfo) -> list[int] | None:
+    """Put a topic's ledger list in the order the broker reads it, in place; return the
+    ledger ids as they were, or None when they already were in that order.
+
+    The broker keeps a topic's ledgers in a map sorted by ledger id
+    (``ManagedLedgerImpl.ledgers``, a ConcurrentSkipListMap): loading a topic it puts
+    every stored LedgerInfo in it in stored order (``ManagedLedgerImpl.initialize``), so a
+    ledger id stored twice keeps its last LedgerInfo, and it writes the list from that map
+    in id order (``updateLedgersListAfterRollover`` through ``getManagedLedgerInfo``).
+    The stored list can still be out of id order: an offload writes each ledger's new
+    offload context from a copy of the map in a ``java.util.HashMap``
+    (``tryTransformLedgerInfo`` -> ``buildManagedLedgerInfo(Map)``), whose order is by
+    hash bucket (ledger id modulo the table size), until the next write from the sorted
+    map (a rollover, or the deletion of the BookKeeper copies) puts it back in order.
+    """
+    ids = [li.ledgerId for li in info.ledgerInfo]
+    if all(a < b for a, b in itertools.pairwise(ids)):
+        return None
+    last = {li.ledgerId: li for li in info.ledgerInfo}  # the last of a repeated id wins
+    ordered = [last[lid] for lid in sorted(last)]
+    kept = [mlpb.ManagedLedgerInfo.LedgerInfo() for _ in ordered]
+    for dst, src in zip(kept, ordered, strict=True):
+        dst.CopyFrom(src)
+    del info.ledgerInfo[:]
+    info.ledgerInfo.extend(kept)
+    return ids
+
+
 def parse_ml_info(data: bytes | memoryview) -> DecodedInfo[mlpb.ManagedLedgerInfo]:
-    """Decode a topic znode value."""
-    return parse_info(mlpb.ManagedLedgerInfo, data)
+    """Decode a topic znode value, its ledger list in the broker's order (``broker_order``;
+    ``stored_ledger_ids`` then says how it is stored)."""
+    decoded = parse_info(mlpb.ManagedLedgerInfo, data)
+    decoded.stored_ledger_ids = broker_order(decoded.message)
+    return decoded
 
 
 def parse_cursor_info(data: bytes | memoryview) -> DecodedInfo[mlpb.ManagedCursorInfo]:

@@ -20,8 +20,8 @@ broker's own (formats.md §8.3). Brokers own topics by namespace bundle:
 
 The extensible load manager (``ExtensibleLoadManagerImpl``) keeps ownership in a system
 topic instead; its brokers register ``loadManagerClassName`` in ``/loadbalance/brokers``.
-Then ownership cannot be told from the metadata store, and a write is refused unless
-forced.
+Then ownership cannot be told from the metadata store (:func:`owner_of` raises
+:class:`TopicOwned`); :mod:`pulsarctl_py.stores.broker` then asks every broker.
 
 Unloading a bundle releases it, but any lookup takes it again: a client's, and on a
 cluster with transactions or topic-level policies the broker's own system readers
@@ -156,42 +156,3 @@ def owner_of(store: MetadataStore, topic: TopicName) -> Owner | None:
             f"{bundle.namespace} --bundle {bundle.range}) and pass --force-owned"
         )
     return None
-
-
-def unload_hint(owner: Owner) -> str:
-    b = owner.bundle
-    return (
-        f"{owner.topic} is owned by the live broker {owner.broker} (bundle {b}): unload it "
-        f"first (pulsar-admin namespaces unload {b.namespace} --bundle {b.range}; when the "
-        "broker's own transaction or topic-policy readers take the bundle back at once, stop "
-        "that broker), or pass --force-owned"
-    )
-
-
-def check_not_owned(
-    store: MetadataStore, topics: list[str] | list[TopicName], *, force: bool = False
-) -> list[str]:
-    """Refuse (:class:`TopicOwned`, one line with the unload command) when a live broker
-    owns one of ``topics``; with ``force`` (``--force-owned``), return a warning per owned
-    topic instead."""
-    from pulsarctl_py.stores.metadata import resolve_topic
-
-    warnings: list[str] = []
-    for topic in topics:
-        name = resolve_topic(topic) if isinstance(topic, str) else topic
-        try:
-            owner = owner_of(store, name)
-        except TopicOwned as exc:
-            if not force:
-                raise
-            warnings.append(f"--force-owned: {exc.one_line()}")
-            continue
-        if owner is None:
-            continue
-        if not force:
-            raise TopicOwned(unload_hint(owner))
-        warnings.append(
-            f"--force-owned: writing {owner.topic}'s metadata although the live broker "
-            f"{owner.broker} owns it (bundle {owner.bundle}): it may overwrite the change"
-        )
-    return warnings

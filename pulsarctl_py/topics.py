@@ -225,6 +225,9 @@ class TopicInfo:
     properties: dict[str, str] = field(default_factory=dict)
     terminated_at: Position | None = None
     problems: list[str] = field(default_factory=list)
+    #: the ledger ids as stored, when not in the order the broker reads them (``ledgers``
+    #: are in the broker's order: mld.broker_order)
+    stored_ledger_ids: list[int] | None = None
 
     @property
     def entries(self) -> int:
@@ -293,6 +296,8 @@ class TopicInfo:
             },
             "problems": list(self.problems),
         }
+        if self.stored_ledger_ids is not None:
+            out["stored_ledger_ids"] = list(self.stored_ledger_ids)
         if notes:
             out["not_utf8"] = notes
         return out
@@ -580,6 +585,7 @@ def _topic_info(
         info.problems.append(record.error)
     if record.info is not None:
         info.problems.extend(record.info.problems)
+        info.stored_ledger_ids = record.info.stored_ledger_ids
         info.ledgers = _topic_ledgers(source, record.info.message, resolve_open, record.ref.name)
     counts = [(li.ledger_id, li.entries) for li in info.ledgers]
     info.cursors = [_cursor_view(source, c, counts, read_cursor_ledgers) for c in record.cursors]

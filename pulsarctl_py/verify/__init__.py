@@ -36,14 +36,26 @@ and journal directory its cookie lists) of a stopped bookie. An absence the book
 cannot prove is *not covered* (``storage-not-covered``, info), never missing. A ledger
 without BookKeeper metadata is looked for on every bookie the BookKeeper root registers.
 Without BookKeeper's metadata root nothing is judged: verify stops with exit 3.
+On a running cluster the broker changes a topic while verify reads it, one node after
+another: a finding that compares reads made at different times (a listed ledger without
+metadata or storage, LedgerInfo counts against BookKeeper's, a cursor against the topic's
+ledgers or its cursor ledger, the compacted ledger) is reported only if fresh reads find it
+again (:mod:`.confirm`); the summary counts the others as ``unconfirmed``.
 
 The checks, with the rule each applies and where it comes from:
 
 ``ml-unreadable`` (error)
     The topic's ManagedLedgerInfo znode does not decode, or lacks required fields (a broker
     cannot load the topic). §8.1, §8.3.
-``ledger-list-unordered`` (error)
-    The ML ledger ids are not strictly ascending (Pulsar keeps them in a sorted map). §8.1.
+``ledger-list-unordered`` (info)
+    The ML ledger ids are stored out of id order. Every command reads them as the broker
+    does, sorted by id (``ManagedLedgerImpl`` keeps them in a sorted map): the order a
+    ``tryTransformLedgerInfo`` leaves after an offload (it writes the list from a HashMap
+    copy), put back by the broker's next write of the list. Nothing to repair. §8.1.
+``ledger-list-duplicate`` (error)
+    The ML list has a ledger id more than once: a broker loading the topic keeps the last
+    LedgerInfo stored for it and drops the others (``ManagedLedgerImpl.initialize``), as
+    every command reads it. §8.1.
 ``ledger-missing-metadata`` (error)
     A ledger of the ML list has no BookKeeper metadata znode (reads fail with "No such
     ledger exists"; operators.md §3 #1, #3). §9.1.

@@ -43,7 +43,21 @@ CODES: dict[str, Code] = {
     c.check: c
     for c in (
         Code("ml-unreadable", "core", _E, "the managed-ledger znode does not decode"),
-        Code("ledger-list-unordered", "core", _E, "the topic's ledger ids are not ascending"),
+        Code(
+            "ledger-list-unordered",
+            "core",
+            _I,
+            "the topic's ledger ids are stored out of id order (the broker sorts them)",
+        ),
+        Code(
+            "ledger-list-duplicate",
+            "core",
+            _E,
+            "the topic lists a ledger id more than once (the broker keeps the last)",
+            hint="check that the LedgerInfo the broker keeps (the last one listed) is the "
+            "right one: the next write of the list (a rollover, or any repair plan of the "
+            "topic) keeps only it",
+        ),
         Code(
             "ledger-missing-metadata",
             "ledgers",

@@ -75,6 +75,9 @@ class VerifyStats:
     checks: dict[str, int] = field(default_factory=dict)
     #: entries whose digest could not be verified (a MAC digest without the password)
     unverified: int = 0
+    #: findings a second read did not confirm: the broker changed what they compared while
+    #: verify read it (:mod:`.confirm`)
+    unconfirmed: int = 0
     #: per topic checked: [ledgers, entries, payload bytes] that its checks read
     per_topic: dict[str, list[int]] = field(default_factory=dict)
 
@@ -97,6 +100,7 @@ class VerifyStats:
             "info": self.findings.get(INFO, 0),
             "checks": dict(sorted(self.checks.items())),
             "unverified": self.unverified,
+            "unconfirmed": self.unconfirmed,
             "ok": self.ok,
         }
 

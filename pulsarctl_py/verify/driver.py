@@ -8,6 +8,7 @@ then it turns what the storage reported about itself into findings.
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from pulsarctl_py.verify.core import (
 
 if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
-    from pulsarctl_py.stores.metadata import ManagedLedgerRef
+    from pulsarctl_py.stores.metadata import ManagedLedgerRecord, ManagedLedgerRef
 
 
 def verify_topics(
@@ -87,6 +88,7 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
         require_bookkeeper_root,
         require_topic_metadata,
     )
+    from pulsarctl_py.verify.confirm import confirmed
     from pulsarctl_py.verify.orphans import orphan_findings
 
     if topics is None:
@@ -117,7 +119,7 @@ def _drive(run: Run, topics: list[str] | None) -> Iterator[Finding]:
         run.report("topic", ref.topic.full_name)
         stats = run.stats
         before = (stats.ledgers, stats.entries, stats.payload_bytes)
-        for finding in _topic(run, ref.topic):
+        for finding in confirmed(run, ref.topic, _topic(run, ref.topic)):
             yield run.emit(finding)
         stats.per_topic[ref.topic.full_name] = [
             stats.ledgers - before[0],
@@ -190,19 +192,12 @@ def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
         if record.info is None:
             run.unreadable.add(record.ref.name)
             return
+    # the ledgers as the broker reads them: sorted by id, a repeated id's last LedgerInfo
+    # (mld.broker_order); how they are stored is judged here
     infos = list(record.info.message.ledgerInfo)
     ids = [li.ledgerId for li in infos]
     run.referenced.update(ids)
-    if any(b <= a for a, b in itertools.pairwise(ids)):
-        yield Finding(
-            ERROR,
-            "ledger-list-unordered",
-            topic,
-            None,
-            None,
-            f"the ledger ids of {record.ref.name} are not strictly ascending: {ids[:50]}",
-            {"ledger_ids": ids[:1000]},
-        )
+    yield from _stored_order(record, topic)
     source_name = record.properties.get(mld.PROPERTY_SHADOW_SOURCE)
     limiter = Limiter()
     facts: dict[int, LedgerFacts] = {}
@@ -220,3 +215,43 @@ def _topic(run: Run, name: mld.TopicName) -> Iterator[Finding]:
     for cursor in record.cursors:
         yield from cursor_findings(run, record, cursor, ids, facts)
     yield from broker_findings(run, topic)
+
+
+def _stored_order(record: ManagedLedgerRecord, topic: str) -> Iterator[Finding]:
+    """How a topic's ledger list is stored, against the order the broker reads it in.
+
+    Unique ids out of order are what an offload leaves (``ManagedLedgerImpl``
+    ``tryTransformLedgerInfo`` writes the list from a HashMap copy of its ledger map):
+    the broker sorts them when it loads the topic, so that is information, not damage.
+    A repeated id is damage: the broker's map keeps the last LedgerInfo stored for it and
+    drops the others (``ManagedLedgerImpl.initialize``), with whatever they said.
+    """
+    assert record.info is not None
+    stored = record.info.stored_ledger_ids
+    if stored is None:
+        return
+    counts = collections.Counter(stored)
+    for lid in sorted(lid for lid, n in counts.items() if n > 1):
+        yield Finding(
+            ERROR,
+            "ledger-list-duplicate",
+            topic,
+            lid,
+            None,
+            f"{record.ref.name} lists ledger {lid} {counts[lid]} times; a broker loading "
+            "the topic keeps only the last of its LedgerInfos (as ledgerctl reads it) and "
+            "drops the others",
+            {"times": counts[lid], "stored_ledger_ids": stored[:1000]},
+        )
+    if any(b < a for a, b in itertools.pairwise(stored)):
+        yield Finding(
+            INFO,
+            "ledger-list-unordered",
+            topic,
+            None,
+            None,
+            f"{record.ref.name} stores its ledger ids out of id order: {stored[:50]}; the "
+            "broker sorts them by id when it loads the topic (as ledgerctl reads them) and "
+            "writes them sorted at its next update of the list",
+            {"stored_ledger_ids": stored[:1000]},
+        )

@@ -295,15 +295,9 @@ public final class SandboxClient {
         }
         try (Producer<byte[]> producer = builder.create()) {
             for (JsonNode t : spec.get("transactions")) {
-                Transaction txn = client.newTransaction()
-                        .withTransactionTimeout(timeout, TimeUnit.MILLISECONDS)
-                        .build()
-                        .get();
-                ObjectNode record = txns.addObject();
-                record.put("id", txn.getTxnID().getMostSigBits() + ":" + txn.getTxnID().getLeastSigBits());
                 String end = t.get("end").asText();
-                record.put("end", end);
-                ArrayNode ids = record.putArray("message_ids");
+                Transaction txn = begin(client, timeout);
+                ArrayNode ids = recorded(txns, txn, end);
                 java.util.List<java.util.concurrent.CompletableFuture<MessageId>> sent =
                         new java.util.ArrayList<>();
                 for (JsonNode m : t.get("messages")) {
@@ -319,15 +313,38 @@ public final class SandboxClient {
                 for (var f : sent) {
                     ids.add(id(f.get(60, TimeUnit.SECONDS)));
                 }
-                switch (end) {
-                    case "commit" -> txn.commit().get();
-                    case "abort" -> txn.abort().get();
-                    case "open" -> { }
-                    default -> throw new IllegalArgumentException("unknown end " + end);
-                }
+                end(txn, end);
             }
         }
         return out;
+    }
+
+    /** A new transaction of txn-produce and txn-ack, timing out after timeoutMs. */
+    static Transaction begin(PulsarClient client, long timeoutMs) throws Exception {
+        return client.newTransaction()
+                .withTransactionTimeout(timeoutMs, TimeUnit.MILLISECONDS)
+                .build()
+                .get();
+    }
+
+    /** The transaction's record in the output (its id and how it ends); its message ids go
+     *  in the array returned. */
+    static ArrayNode recorded(ArrayNode txns, Transaction txn, String end) {
+        ObjectNode record = txns.addObject();
+        record.put("id", txn.getTxnID().getMostSigBits() + ":" + txn.getTxnID().getLeastSigBits());
+        record.put("end", end);
+        return record.putArray("message_ids");
+    }
+
+    /** Ends a transaction as its spec says: commit, abort, or open (left for the
+     *  coordinator's timeout). */
+    static void end(Transaction txn, String end) throws Exception {
+        switch (end) {
+            case "commit" -> txn.commit().get();
+            case "abort" -> txn.abort().get();
+            case "open" -> { }
+            default -> throw new IllegalArgumentException("unknown end " + end);
+        }
     }
 
     static ObjectNode txnAck(PulsarClient client, JsonNode spec) throws Exception {
@@ -340,15 +357,9 @@ public final class SandboxClient {
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
                 .subscribe()) {
             for (JsonNode t : spec.get("transactions")) {
-                Transaction txn = client.newTransaction()
-                        .withTransactionTimeout(timeout, TimeUnit.MILLISECONDS)
-                        .build()
-                        .get();
-                ObjectNode record = txns.addObject();
-                record.put("id", txn.getTxnID().getMostSigBits() + ":" + txn.getTxnID().getLeastSigBits());
                 String end = t.get("end").asText();
-                record.put("end", end);
-                ArrayNode ids = record.putArray("message_ids");
+                Transaction txn = begin(client, timeout);
+                ArrayNode ids = recorded(txns, txn, end);
                 for (int i = 0; i < t.get("count").asInt(); i++) {
                     org.apache.pulsar.client.api.Message<byte[]> m = consumer.receive(60, TimeUnit.SECONDS);
                     if (m == null) {
@@ -357,12 +368,7 @@ public final class SandboxClient {
                     consumer.acknowledgeAsync(m.getMessageId(), txn).get(60, TimeUnit.SECONDS);
                     ids.add(id(m.getMessageId()));
                 }
-                switch (end) {
-                    case "commit" -> txn.commit().get();
-                    case "abort" -> txn.abort().get();
-                    case "open" -> { }
-                    default -> throw new IllegalArgumentException("unknown end " + end);
-                }
+                end(txn, end);
             }
         }
         return out;

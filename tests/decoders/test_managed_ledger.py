@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 
@@ -110,6 +111,46 @@ def test_empty_znode_is_an_empty_ml_info() -> None:
     grown = mlpb.ManagedLedgerInfo()
     grown.ledgerInfo.add(ledgerId=1, timestamp=0)
     assert mld.rebuild(decoded, grown) == grown.SerializeToString()  # Pulsar's first update
+
+
+def test_a_ledger_list_is_read_in_the_brokers_order() -> None:
+    """Stored as a 4.0 broker's offload leaves it (the current ledger first: the HashMap
+    order of ManagedLedgerImpl.tryTransformLedgerInfo), read and written sorted by id as
+    the broker's sorted map holds it; the stored order is kept to report."""
+    info = mlpb.ManagedLedgerInfo()
+    for lid, entries in ((17, 0), (4, 5), (8, 5), (15, 5)):
+        info.ledgerInfo.add(ledgerId=lid, entries=entries, timestamp=lid if entries else 0)
+    raw = mld.build_info(info, InfoEncoding.COMPRESSED, "LZ4")
+    decoded = mld.parse_ml_info(raw)
+    assert [li.ledgerId for li in decoded.message.ledgerInfo] == [4, 8, 15, 17]
+    assert decoded.stored_ledger_ids == [17, 4, 8, 15]
+    assert decoded.to_json()["stored_ledger_ids"] == [17, 4, 8, 15]
+    assert decoded.raw == raw  # the bytes a compare-and-set compares, untouched
+    again = mld.parse_ml_info(mld.rebuild(decoded))
+    assert again.message == decoded.message and again.stored_ledger_ids is None
+    assert again.encoding is InfoEncoding.COMPRESSED
+    in_order = mld.parse_ml_info(mld.build_info(again.message))
+    assert in_order.stored_ledger_ids is None and "stored_ledger_ids" not in in_order.to_json()
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 1000)), min_size=0, max_size=30))
+def test_broker_order_is_the_brokers_sorted_map(stored: list[tuple[int, int]]) -> None:
+    """Whatever the stored list, the ledgers read are the broker's map after it put each
+    stored LedgerInfo in stored order (ManagedLedgerImpl.initialize): sorted by id, the
+    last LedgerInfo of a repeated id; writing it again changes nothing."""
+    info = mlpb.ManagedLedgerInfo()
+    for lid, entries in stored:
+        info.ledgerInfo.add(ledgerId=lid, entries=entries)
+    broker: dict[int, int] = {}
+    for lid, entries in stored:
+        broker[lid] = entries
+    decoded = mld.parse_ml_info(info.SerializeToString())
+    got = [(li.ledgerId, li.entries) for li in decoded.message.ledgerInfo]
+    assert got == sorted(broker.items())
+    ids = [lid for lid, _ in stored]
+    in_order = all(a < b for a, b in itertools.pairwise(ids))
+    assert decoded.stored_ledger_ids == (None if in_order else ids)
+    assert mld.parse_ml_info(mld.rebuild(decoded)).stored_ledger_ids is None
 
 
 def test_empty_cursor_znode_lacks_the_required_ledger_id() -> None:

@@ -670,3 +670,32 @@ def test_a_lost_cursor_ledger_rolls_back_as_the_broker_does(tmp_path: Path) -> N
     assert (state.markDeleteLedgerId, state.markDeleteEntryId) == (11, 0)
     assert list(state.properties) == [] and list(state.individualDeletedMessages) == []
     assert [(p.name, p.value) for p in state.cursorProperties] == [("c", "kept")]
+
+
+def test_a_plan_writes_a_ledger_list_as_the_broker_would(tmp_path: Path) -> None:
+    """A topic whose ledger list is stored out of id order (as a 4.0 broker's offload
+    leaves it): repairs find nothing to do, and a plan that rewrites the list writes it
+    sorted, as the broker does, while its compare-and-set expects the stored bytes."""
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.repair.topic_state import load_topic, set_topic
+
+    world = build_world(tmp_path / "w", "ledger-list-unordered")
+    path = mld.TopicName.parse(PLAIN).ml_path
+    with world.source() as source:
+        assert source.metadata is not None
+        node = source.metadata.get(path)
+        assert node is not None
+        assert mld.parse_ml_info(node.data).stored_ledger_ids == [41, 40]
+        draft = Draft(source.metadata)
+        missing_ledgers(draft, PLAIN, source)
+        clamp_cursors(draft, PLAIN, source)
+        assert draft.plan().empty
+        topic = load_topic(draft, PLAIN)
+        assert topic.ids == [40, 41]
+        set_topic(draft, topic, topic.info, "the list as read")
+        (change,) = draft.plan().changes
+    assert (change.key, change.old, change.version) == (path, node.data, node.stat.version)
+    assert change.new is not None
+    written = mld.parse_ml_info(change.new)
+    assert written.stored_ledger_ids is None
+    assert written.message == mld.parse_ml_info(node.data).message

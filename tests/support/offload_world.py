@@ -15,7 +15,10 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.support.fixtures.sandbox import Sandbox
 
@@ -27,6 +30,55 @@ KINDS = {
     "fs-record": ("public/offload-record", "filesystem", "RECORD"),
     "s3": ("public/offload-s3", "S3", None),
 }
+
+
+#: what points ledgerctl elsewhere than where each ledger's offload context says, or at
+#: bookie directories instead of the running bookies
+OVERRIDES = (
+    "LEDGERCTL_OFFLOAD_URL",
+    "LEDGERCTL_S3_ENDPOINT",
+    "LEDGERCTL_PREFER",
+    "LEDGERCTL_BOOKIE_DIRS",
+)
+
+
+def s3_environment(box: Sandbox) -> dict[str, str | None]:
+    """The sandbox broker's S3 credentials as the broker's S3 driver gets them (Pulsar's
+    ACCESS_KEY_ID / ACCESS_KEY_SECRET) and no AWS configuration of this machine: variable ->
+    value, None for a variable to unset."""
+    env: dict[str, str | None] = dict.fromkeys(
+        ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+    )
+    env.update(
+        AWS_CONFIG_FILE="/dev/null",
+        AWS_SHARED_CREDENTIALS_FILE="/dev/null",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
+    path = Path(box.offload_info["s3"]["credentials_file"])
+    for line in path.read_text().splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            env[key] = value
+    return env
+
+
+def use_s3_environment(monkeypatch: pytest.MonkeyPatch, box: Sandbox) -> None:
+    """:func:`s3_environment` in this test's environment."""
+    for key, value in s3_environment(box).items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+
+
+def use_offload_stores(monkeypatch: pytest.MonkeyPatch, box: Sandbox) -> None:
+    """The sandbox's stores in this test's environment, no override of where offloaded
+    ledgers are (:data:`OVERRIDES`), and the S3 credentials (:func:`use_s3_environment`)."""
+    monkeypatch.setenv("LEDGERCTL_METADATA_URL", box.metadata_url)
+    monkeypatch.setenv("LEDGERCTL_BOOKKEEPER_METADATA_URL", box.bookkeeper_metadata_url)
+    for name in OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
+    use_s3_environment(monkeypatch, box)
 
 
 @dataclass(frozen=True)
@@ -134,6 +186,19 @@ def build(box: Sandbox, kinds: tuple[str, ...] = tuple(KINDS)) -> dict[str, Offl
             topic, driver, compression, started[kind], read_all(box, topic)
         )
     return topics
+
+
+def keeping_copies(box: Sandbox, namespace: str, like: str) -> None:
+    """Create ``namespace`` (if new) with the offload policies of namespace ``like``, but
+    keeping the BookKeeper copies of offloaded ledgers for an hour
+    (``managedLedgerOffloadDeletionLagInMillis``)."""
+    policies = box.admin("GET", f"/namespaces/{like}/offloadPolicies")
+    box.admin("PUT", f"/namespaces/{namespace}", {}, ok=(200, 204, 409))
+    box.admin(
+        "POST",
+        f"/namespaces/{namespace}/offloadPolicies",
+        {**policies, "managedLedgerOffloadDeletionLagInMillis": 3_600_000},
+    )
 
 
 def offload_context(box: Sandbox, topic: str) -> dict[int, Any]:

@@ -80,7 +80,8 @@ VARIANTS: dict[str, list[str]] = {
     "size-mismatch-no-bk-metadata": ["ledger-missing-metadata", "size-mismatch"],
     "ledger-wrong-owner": ["ledger-wrong-owner"],
     "ledger-not-closed": ["ledger-not-closed"],
-    "ledger-list-unordered": ["ledger-list-unordered", "ledger-not-closed"],
+    "ledger-list-unordered": ["ledger-list-unordered"],
+    "ledger-list-duplicate": ["ledger-list-duplicate"],
     "ml-unreadable": ["ml-unreadable"],
     "cursor-unreadable": ["cursor-unreadable"],
     "cursor-ledger-missing": ["cursor-ledger-missing"],
@@ -518,7 +519,9 @@ def build_world(
     elif v == "ledger-not-closed":
         l10.closed = False
     elif v == "ledger-list-unordered":
-        plain_list = [(l41, True), (l40, True)]
+        # as a 4.0 broker's offload leaves it: the current ledger listed first (the list
+        # written from a HashMap, ManagedLedgerImpl.tryTransformLedgerInfo); read sorted
+        plain_list = [(l41, False), (l40, True)]
     elif v == "cursor-beyond-lac":
         sub_position = (11, 9)
     elif v == "cursor-unknown-ledger":
@@ -575,7 +578,15 @@ def build_world(
     shadow_props = {mld.PROPERTY_SHADOW_SOURCE: shadow_source}
     ml(SHADOW, _ml_info(shadow_ledgers, shadow_props), shadow_overrides)
     cursor(SHADOW, "shadow-sub", _cursor((12, 0)))
-    ml(PLAIN, _ml_info(plain_list, {}))
+    plain = _ml_info(plain_list, {})
+    if v == "ledger-list-duplicate":
+        # a stale LedgerInfo of ledger 40 listed before its right one: the broker keeps the
+        # last (ManagedLedgerImpl.initialize), so no entries-mismatch for the stale one
+        stale = mlpb.ManagedLedgerInfo.LedgerInfo()
+        stale.CopyFrom(plain.ledgerInfo[0])
+        stale.entries += 5
+        plain.ledgerInfo.insert(0, stale)
+    ml(PLAIN, plain)
     cursor(PLAIN, "c", _cursor((40, 2)))
     ml(PARTS + "-partition-0", _ml_info([(l80, True)], {}))
     ml(PARTS + "-partition-1", _ml_info([(l81, False)], {}))

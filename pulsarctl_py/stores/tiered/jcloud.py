@@ -64,6 +64,12 @@ INDEX_ENTRY = struct.Struct(">qiq")
 #: bytes fetched at a time while records are read forward (the broker's
 #: ``managedLedgerOffloadReadBufferSizeInBytes`` default is 1 MiB)
 DEFAULT_WINDOW = 1 << 20
+#: a record's place in its block is remembered every MARK_EVERY records read, so that
+#: reading one entry again (a seek's probes) starts from the nearest remembered record
+#: before it instead of the block's start, where the broker's reader starts
+MARK_EVERY = 16
+#: bytes fetched for a read that starts at most MARK_EVERY records before its entry
+POINT_WINDOW = 64 << 10
 #: the largest index object read (20 bytes per block: 64 MiB holds millions of blocks)
 MAX_INDEX_BYTES = 64 << 20
 
@@ -412,11 +418,11 @@ class _Window:
         self.requests = 0
         self.fetched = 0
 
-    def read(self, offset: int, length: int, limit: int) -> bytes:
+    def read(self, offset: int, length: int, limit: int, window: int | None = None) -> bytes:
         end = offset + length
         if self.start <= offset and end <= self.start + len(self.buffer):
             return self.buffer[offset - self.start : end - self.start]
-        want = min(max(length, self.window), limit - offset)
+        want = min(max(length, window or self.window), limit - offset)
         data = self.source.read(self.key, offset, want)
         self.requests += 1
         self.fetched += len(data)
@@ -465,6 +471,9 @@ class JcloudLedger:
         self.window = window
         self._index: OffloadIndex | None = None
         self._reader = _Window(source, self.data_key, window)
+        #: per block read: (entry id, record offset) of every MARK_EVERY-th record read,
+        #: in order, the first being the block's first record (its header checked)
+        self._marks: dict[int, list[tuple[int, int]]] = {}
 
     def _where(self, key: str) -> str:
         return f"ledger {self.ledger_id}: {key} in {self.source.name}"
@@ -553,24 +562,21 @@ class JcloudLedger:
         index = self.index
         block = index.entries[at]
         start, end = index.block_extent(at)
-        read = self._read
-        header = BlockHeader.parse(read(start, BLOCK_HEADER.size, end))
-        expected = (BLOCK_MAGIC, index.data_header_length, end - start, block.first_entry_id)
-        found = (header.magic, header.header_length, header.block_length, header.first_entry_id)
-        if found != expected:
-            names = ("magic", "header length", "block length", "first entry id")
-            diffs = ", ".join(
-                f"{n} {_show(f, n)} (expected {_show(e, n)})"
-                for n, f, e in zip(names, found, expected, strict=True)
-                if f != e
-            )
-            raise _BlockDamage(
-                block.first_entry_id,
-                f"data block {block.part_id} at offset {start}: damaged header: {diffs}",
-            )
-        pos = start + index.data_header_length
-        entry_id = block.first_entry_id
+        marks = self._marks.get(at)
+        if marks is None:
+            self._check_header(at, start, end)
+            marks = self._marks[at] = [(block.first_entry_id, start + index.data_header_length)]
+        # from the nearest record before ``first`` whose place is known: its records were
+        # read (and checked) when it was marked
+        entry_id, pos = marks[bisect.bisect_right(marks, (first, end)) - 1]
+        window = min(POINT_WINDOW, self.window) if last - entry_id < MARK_EVERY else None
+
+        def read(offset: int, length: int, limit: int) -> bytes:
+            return self._read(offset, length, limit, window)
+
         while entry_id <= last:
+            if (entry_id - block.first_entry_id) % MARK_EVERY == 0 and entry_id > marks[-1][0]:
+                marks.append((entry_id, pos))
             if pos + RECORD_HEADER.size > end:
                 raise _BlockDamage(
                     entry_id,
@@ -603,8 +609,27 @@ class JcloudLedger:
             pos = body + length
             entry_id += 1
 
-    def _read(self, offset: int, length: int, limit: int) -> bytes:
-        return self._call(self.data_key, self._reader.read, offset, length, limit)
+    def _check_header(self, at: int, start: int, end: int) -> None:
+        """Block ``at``'s header against the index (DataBlockHeaderImpl)."""
+        index = self.index
+        block = index.entries[at]
+        header = BlockHeader.parse(self._read(start, BLOCK_HEADER.size, end))
+        expected = (BLOCK_MAGIC, index.data_header_length, end - start, block.first_entry_id)
+        found = (header.magic, header.header_length, header.block_length, header.first_entry_id)
+        if found != expected:
+            names = ("magic", "header length", "block length", "first entry id")
+            diffs = ", ".join(
+                f"{n} {_show(f, n)} (expected {_show(e, n)})"
+                for n, f, e in zip(names, found, expected, strict=True)
+                if f != e
+            )
+            raise _BlockDamage(
+                block.first_entry_id,
+                f"data block {block.part_id} at offset {start}: damaged header: {diffs}",
+            )
+
+    def _read(self, offset: int, length: int, limit: int, window: int | None = None) -> bytes:
+        return self._call(self.data_key, self._reader.read, offset, length, limit, window)
 
 
 def _show(value: int, name: str) -> str:

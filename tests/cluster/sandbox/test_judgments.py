@@ -26,21 +26,17 @@ from typing import Any
 import pytest
 
 from tests.cluster.sandbox.test_repairs import (
-    LEDGERCTL,
     _bookkeeper_path,
     _ledgers,
     _ml_ledgers,
     _read,
 )
-from tests.support.sandbox_oracle import namespace, short, topic_name
+from tests.support.sandbox_oracle import LEDGERCTL, oracle_client, short, topic_name
 
 
 @pytest.fixture(scope="module")
 def pulsar_client(sandbox) -> Iterator[Any]:
-    namespace(sandbox)
-    c = sandbox.client()
-    yield c
-    c.close()
+    yield from oracle_client(sandbox)
 
 
 def _run(sandbox, *args: Any, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

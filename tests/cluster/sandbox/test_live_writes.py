@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -22,22 +21,7 @@ from typing import Any
 
 import pytest
 
-LEDGERCTL = [sys.executable, "-m", "pulsarctl_py.cli"]
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _run(box: Any, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    environment = box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"])
-    environment["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [*LEDGERCTL, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
+from tests.support.sandbox_oracle import run_ledgerctl as _run
 
 
 def _wait(cond: Any, what: str, timeout: float = 60) -> None:

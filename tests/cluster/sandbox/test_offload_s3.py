@@ -11,7 +11,6 @@ got them from S3. ledgerctl finds the objects from each ledger's offload context
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,23 +18,14 @@ import pytest
 from pulsarctl_py.decoders.entry import DecodeOptions, Outer, decode_entry
 from pulsarctl_py.stores.tiered.jcloud import OffloadedEntry, uuid_of
 from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects, list_offload_objects, open_ledger
-from tests.support.offload_world import ReadMessage, offload_context
+from tests.support.offload_world import ReadMessage, offload_context, use_s3_environment
 
 
 @pytest.fixture
 def s3_env(offload_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The broker's S3 credentials in the environment, as the broker's S3 driver gets them
     (Pulsar's ACCESS_KEY_ID / ACCESS_KEY_SECRET); no AWS configuration of this machine."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    path = Path(offload_sandbox.offload_info["s3"]["credentials_file"])
-    for line in path.read_text().splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            monkeypatch.setenv(key, value)
+    use_s3_environment(monkeypatch, offload_sandbox)
 
 
 def _read(ledger_id: int, ctx: Any) -> list[ReadMessage]:

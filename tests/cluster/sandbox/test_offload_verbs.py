@@ -22,7 +22,13 @@ from typing import Any
 import pytest
 
 from tests.support.cli_helpers import run
-from tests.support.offload_world import RUN, ReadMessage, read_all
+from tests.support.offload_world import (
+    RUN,
+    ReadMessage,
+    keeping_copies,
+    read_all,
+    use_offload_stores,
+)
 
 BOTH_NS = "public/offload-both"
 #: an endpoint nothing listens on (port 1 on loopback refuses at once)
@@ -59,13 +65,7 @@ def _wait_complete(box: Any, topic: str, closed: list[int], timeout: float = 120
 @pytest.fixture(scope="module")
 def mixed(offload_sandbox: Any) -> Mixed:
     box = offload_sandbox
-    s3 = box.admin("GET", "/namespaces/public/offload-s3/offloadPolicies")
-    box.admin("PUT", f"/namespaces/{BOTH_NS}", {}, ok=(200, 204, 409))
-    box.admin(
-        "POST",
-        f"/namespaces/{BOTH_NS}/offloadPolicies",
-        {**s3, "managedLedgerOffloadDeletionLagInMillis": 3_600_000},
-    )
+    keeping_copies(box, BOTH_NS, like="public/offload-s3")
     topic = f"persistent://{BOTH_NS}/mixed-{RUN}"
     client = box.client()
     try:
@@ -100,27 +100,7 @@ def mixed(offload_sandbox: Any) -> Mixed:
 def env(offload_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sandbox's stores, and its S3 credentials as the broker gets them (Pulsar's
     ACCESS_KEY_ID / ACCESS_KEY_SECRET); no AWS configuration of this machine."""
-    box = offload_sandbox
-    monkeypatch.setenv("LEDGERCTL_METADATA_URL", box.metadata_url)
-    monkeypatch.setenv("LEDGERCTL_BOOKKEEPER_METADATA_URL", box.bookkeeper_metadata_url)
-    for name in (
-        "LEDGERCTL_OFFLOAD_URL",
-        "LEDGERCTL_S3_ENDPOINT",
-        "LEDGERCTL_PREFER",
-        "LEDGERCTL_BOOKIE_DIRS",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    path = Path(box.offload_info["s3"]["credentials_file"])
-    for line in path.read_text().splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            monkeypatch.setenv(key, value)
+    use_offload_stores(monkeypatch, offload_sandbox)
 
 
 def _want(messages: list[ReadMessage]) -> list[tuple[Any, ...]]:

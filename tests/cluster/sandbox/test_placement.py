@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 import warnings
@@ -38,24 +35,11 @@ from typing import Any
 
 import pytest
 
-LEDGERCTL = [sys.executable, "-m", "pulsarctl_py.cli"]
+from tests.support.sandbox_oracle import run_ledgerctl
+
 #: the fourth bookie's bookieId: a name, not host:port
 NAMED = "placement-bookie"
 MESSAGES = [(f"k{i}", f"placed-{i}".encode()) for i in range(40)]
-
-
-def _run(box: Any, *args: str) -> subprocess.CompletedProcess:
-    environment = box.env(LEDGERCTL_BROKER_CONF=box.state["broker"]["conf"])
-    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[3])
-    return subprocess.run(
-        [*LEDGERCTL, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        cwd=tempfile.mkdtemp(prefix="ledgerctl-sandbox-placement-"),
-    )
 
 
 def _url(box: Any) -> str:
@@ -197,8 +181,9 @@ def placed(sandbox, tmp_path_factory) -> Any:
         _produce(box, topic, MESSAGES)
         record["broker_ledger"] = box.internal_stats(topic)["ledgers"][0]["ledgerId"]
         legacy = record["legacy"] = _legacy(box, ns, topic, originals[1:3])
-        record["migrate"] = _run(
+        record["migrate"] = run_ledgerctl(
             box,
+            None,
             "migrate",
             "index",
             legacy["topic"],
@@ -327,20 +312,21 @@ def test_a_bookie_registered_under_a_name_is_read_live(sandbox, placed) -> None:
     reads all 40, inspect reads one of them; --bookie-address still wins."""
     box = sandbox
     short = placed["broker_topic"].removeprefix("persistent://")
-    verified = _run(box, "verify", short, "-o", "json")
+    verified = run_ledgerctl(box, None, "verify", short, "-o", "json")
     assert verified.returncode == 0, verified.stderr
     summary = json.loads(verified.stdout)["summary"]
     assert (summary["entries"], summary["errors"], summary["unverified"]) == (40, 0, 0)
 
     ledger = placed["broker_ledger"]
     entry = _metadata(box, ledger).ensembles[0].index(NAMED)  # entry e on member e % 2
-    shown = _run(box, "inspect", f"{ledger}:{entry}", "-o", "json")
+    shown = run_ledgerctl(box, None, "inspect", f"{ledger}:{entry}", "-o", "json")
     assert shown.returncode == 0, shown.stderr
     message = json.loads(shown.stdout)["entries"][0]["messages"][0]
     assert base64.b64decode(message["value"]) == MESSAGES[entry][1]
 
-    elsewhere = _run(
+    elsewhere = run_ledgerctl(
         box,
+        None,
         "inspect",
         f"{ledger}:{entry}",
         "--bookie-address",

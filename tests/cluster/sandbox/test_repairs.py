@@ -12,47 +12,27 @@ repair of a lost cursor ledger with the broker's own rollback.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.sandbox_oracle import broker_compact, namespace, produce, short, topic_name
-
-LEDGERCTL = [sys.executable, "-m", "pulsarctl_py.cli"]
-
-
-def _cli(sandbox, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [*LEDGERCTL, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=sandbox.env(),
-    )
-    assert done.returncode in ok, f"ledgerctl {' '.join(map(str, args))}: {done.stderr}"
-    return done
-
-
-def _plan_and_apply(sandbox, tmp_path, *args: str) -> dict[str, Any]:
-    plan = tmp_path / f"plan-{time.monotonic_ns()}.json"
-    _cli(sandbox, *args, "--plan", plan)
-    # the topic is unloaded, as the runbooks say, but its namespace bundle stays owned (and
-    # this broker's transaction and topic-policy readers take an unloaded bundle back at
-    # once): apply refuses any owned bundle unless told the topic is off the broker
-    _cli(sandbox, "apply", plan, "--force-owned")
-    return json.loads(plan.read_text())
+from tests.support.sandbox_oracle import (
+    broker_compact,
+    cli,
+    oracle_client,
+    plan_and_apply,
+    produce,
+    receive_all,
+    short,
+    topic_name,
+)
 
 
 @pytest.fixture(scope="module")
 def client(sandbox) -> Iterator[Any]:
-    namespace(sandbox)
-    c = sandbox.client()
-    yield c
-    c.close()
+    yield from oracle_client(sandbox)
 
 
 @pytest.fixture(scope="module")
@@ -65,20 +45,6 @@ def zk(sandbox) -> Iterator[Any]:
     z.stop()
 
 
-def _values(consumer: Any, first_ms: int = 5000, then_ms: int = 1500) -> list[bytes]:
-    """Everything the consumer receives until nothing more comes for a while."""
-    import pulsar
-
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(then_ms if out else first_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(msg.data())
-        consumer.acknowledge(msg)
-
-
 def _read(
     client: Any, name: str, subscription: str, *, earliest: bool = True, first_ms: int = 5000
 ) -> list[bytes]:
@@ -87,7 +53,7 @@ def _read(
     position = pulsar.InitialPosition.Earliest if earliest else pulsar.InitialPosition.Latest
     consumer = client.subscribe(topic_name(name), subscription, initial_position=position)
     try:
-        return _values(consumer, first_ms)
+        return receive_all(consumer, first_ms, then_ms=1500)
     finally:
         consumer.close()
 
@@ -155,9 +121,7 @@ def test_stuck_cursor_moved_by_a_plan_is_where_the_broker_reads(sandbox, client,
     _subscribe_and_ack(client, name, "sub", 3)
     second = _ml_ledgers(sandbox, name)[1]
     sandbox.unload(topic_name(name))
-    _plan_and_apply(
-        sandbox, tmp_path, "repair", "cursor", short(name), "sub", "--to", f"{second}:0"
-    )
+    plan_and_apply(sandbox, tmp_path, "repair", "cursor", short(name), "sub", "--to", f"{second}:0")
     # the broker loads the topic: the subscription delivers the second ledger, exactly
     assert _read(client, name, "sub") == parts[1]
 
@@ -190,7 +154,7 @@ def test_repair_cursor_time_writes_what_the_brokers_reset_writes(sandbox, client
         consumer.close()
     stats = sandbox.internal_stats(topic_name(name))
     assert stats["cursors"]["by-ledgerctl"]["individuallyDeletedMessages"] != "[]"
-    heads = _cli(sandbox, "inspect", "--topic", short(name), "-o", "jsonl").stdout.splitlines()
+    heads = cli(sandbox, "inspect", "--topic", short(name), "-o", "jsonl").stdout.splitlines()
     times = []
     for line in heads:
         entry = json.loads(line)
@@ -201,7 +165,7 @@ def test_repair_cursor_time_writes_what_the_brokers_reset_writes(sandbox, client
     path = sandbox.topic_path(topic_name(name))
     sandbox.admin("POST", f"{path}/subscription/by-broker/resetcursor/{target}")
     sandbox.unload(topic_name(name))
-    _plan_and_apply(
+    plan_and_apply(
         sandbox, tmp_path, "repair", "cursor", short(name), "by-ledgerctl", "--time", target
     )
     broker = _cursor_znode(zk, name, "by-broker")
@@ -228,7 +192,7 @@ def test_repair_cursor_time_writes_what_the_brokers_reset_writes(sandbox, client
 
 
 def _bookkeeper_path(sandbox, ledger_id: int) -> str:
-    meta = json.loads(_cli(sandbox, "ledger", "meta", ledger_id, "-o", "json").stdout)
+    meta = json.loads(cli(sandbox, "ledger", "meta", ledger_id, "-o", "json").stdout)
     return meta["path"]
 
 
@@ -252,11 +216,11 @@ def test_a_topic_without_its_lost_ledger_loads_and_reads_the_rest(sandbox, clien
     decoded.message.ledgerInfo.add(ledgerId=lost, entries=5, size=250, timestamp=1)
     zk.set(path, mld.rebuild(decoded, decoded.message), version=stat.version)
     try:
-        verify = _cli(sandbox, "verify", short(name), "-o", "json", ok=(1,))
+        verify = cli(sandbox, "verify", short(name), "-o", "json", ok=(1,))
         (finding,) = [f for f in json.loads(verify.stdout)["findings"] if f["ledger_id"] == lost]
         assert finding["check"] == "ledger-missing-metadata"
         assert "no bookie holds any of its entries: its data is gone" in finding["message"]
-        plan = _plan_and_apply(sandbox, tmp_path, "repair", "missing-ledgers", short(name))
+        plan = plan_and_apply(sandbox, tmp_path, "repair", "missing-ledgers", short(name))
         # only the lost one: the others' metadata is under BookKeeper's root, not /ledgers
         assert plan["unreachable"]["ledgers"] == [lost]
         # the broker loads the topic without ledger `lost`; the subscription goes on where
@@ -284,7 +248,7 @@ def test_a_cleared_compaction_pointer_reads_the_topic_and_compacts_again(
     assert _read_compacted(client, name) == messages[-3:]
     sandbox.unload(topic_name(name))
     zk.delete(_bookkeeper_path(sandbox, compacted))  # the compacted ledger is lost
-    _plan_and_apply(sandbox, tmp_path, "repair", "compaction", short(name), "--clear")
+    plan_and_apply(sandbox, tmp_path, "repair", "compaction", short(name), "--clear")
     # readCompacted readers read the topic itself, every message
     assert _read_compacted(client, name) == messages
     # and the broker's next compaction reads every key again
@@ -335,13 +299,13 @@ def test_a_compaction_cursor_edited_to_a_wrong_ledger_is_refused_and_the_topic_s
     path = TopicName.parse(topic_name(name)).cursor_path("__compaction")
     before, _ = zk.get(path)
     plan = tmp_path / "compaction.json"
-    _cli(sandbox, "repair", "cursor", short(name), "__compaction", "--earliest", "--plan", plan)
+    cli(sandbox, "repair", "cursor", short(name), "__compaction", "--earliest", "--plan", plan)
     for ledger, why in (
         (987_654_321, "which has no BookKeeper metadata"),
         (others, f"which is a compacted ledger of {topic_name(other)}, not a compacted"),
     ):
         _point_compaction_cursor(plan, ledger)
-        done = _cli(sandbox, "apply", plan, "--force-owned", ok=(2,))
+        done = cli(sandbox, "apply", plan, "--force-owned", ok=(2,))
         assert f"CompactedTopicLedger becomes {ledger}, {why}" in done.stderr, done.stderr
         assert "apply refused, nothing written" in done.stderr
         assert zk.get(path)[0] == before
@@ -386,10 +350,10 @@ def test_a_lost_cursor_ledger_is_repaired_to_the_brokers_own_rollback(
         position = _lose_cursor_ledger(zk, name, "sub")
         if name.endswith("repaired"):
             report = tmp_path / "verify.json"
-            verify = _cli(sandbox, "verify", short(name), "-o", "json", ok=(0, 1))
+            verify = cli(sandbox, "verify", short(name), "-o", "json", ok=(0, 1))
             report.write_text(verify.stdout)
             assert "cursor-ledger-missing" in verify.stdout
-            _plan_and_apply(sandbox, tmp_path, "repair", "--from-verify", report)
+            plan_and_apply(sandbox, tmp_path, "repair", "--from-verify", report)
         else:
             sandbox.internal_stats(topic_name(name))  # the broker loads it: its rollback
             sandbox.unload(topic_name(name))
@@ -418,12 +382,12 @@ def test_orphan_cleanup_deletes_only_what_no_topic_reads(sandbox, client, zk, tm
     sandbox.unload(topic_name(gone))
     # the topic's metadata deleted behind the broker's back: its ledgers are orphans
     zk.delete(TopicName.parse(topic_name(gone)).ml_path, recursive=True)
-    doc = json.loads(_cli(sandbox, "orphans", "--min-age", "0", "-o", "json", ok=(1,)).stdout)
+    doc = json.loads(cli(sandbox, "orphans", "--min-age", "0", "-o", "json", ok=(1,)).stdout)
     listed = doc["orphans"]
     ids = {o["ledger_id"] for o in listed}
     assert set(orphaned) - {max(orphaned)} <= ids  # the closed ones (the current is empty)
     assert not ids & set(_ml_ledgers(sandbox, kept))
-    _plan_and_apply(sandbox, tmp_path, "orphans", "--delete", "--min-age", "0")
+    plan_and_apply(sandbox, tmp_path, "orphans", "--delete", "--min-age", "0")
     for o in listed:
         assert zk.exists(o["path"]) is None
     # every topic still loads and reads: the bystander, and the world's topics
@@ -459,9 +423,9 @@ def test_a_resynced_shadow_topic_reads_its_sources_messages(sandbox, client, zk,
         stray = info.ledgerInfo.add()
         stray.ledgerId, stray.entries, stray.size, stray.timestamp = 987_654_320, 1, 100, 1
         zk.set(path, rebuild(decoded, info), version=stat.version)
-        verify = _cli(sandbox, "verify", short(shadow), "-o", "json", ok=(1,))
+        verify = cli(sandbox, "verify", short(shadow), "-o", "json", ok=(1,))
         assert "shadow-ledger-not-in-source" in verify.stdout
-        plan = _plan_and_apply(sandbox, tmp_path, "repair", "shadow", short(shadow))
+        plan = plan_and_apply(sandbox, tmp_path, "repair", "shadow", short(shadow))
         assert 987_654_320 in plan["unreachable"]["ledgers"]
     # the broker loads the shadow: a new subscription reads exactly the source's messages.
     # Just after the broker's restart, in a full session (many topics of the namespace load

@@ -11,46 +11,29 @@ topic again: its internal stats and what its consumers receive must be the same 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.sandbox_oracle import namespace, produce, short, topic_name
-
-LEDGERCTL = [sys.executable, "-m", "pulsarctl_py.cli"]
-
-
-def _cli(sandbox, *args: Any, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [*LEDGERCTL, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=sandbox.env(),
-    )
-    assert done.returncode in ok, f"ledgerctl {' '.join(map(str, args))}: {done.stderr}"
-    return done
+from tests.support.sandbox_oracle import (
+    oracle_client,
+    plan_and_apply,
+    produce,
+    receive_all,
+    short,
+    topic_name,
+)
 
 
 def _plan_and_apply(sandbox, tmp_path, *args: Any) -> dict[str, Any]:
-    plan = tmp_path / f"plan-{time.monotonic_ns()}.json"
-    _cli(sandbox, "repair", "cursor", *args, "--plan", plan)
-    # the topic is unloaded, but its bundle stays owned (see test_repairs._plan_and_apply)
-    _cli(sandbox, "apply", plan, "--force-owned")
-    return json.loads(plan.read_text())
+    return plan_and_apply(sandbox, tmp_path, "repair", "cursor", *args)
 
 
 @pytest.fixture(scope="module")
 def client(sandbox) -> Iterator[Any]:
-    namespace(sandbox)
-    c = sandbox.client()
-    yield c
-    c.close()
+    yield from oracle_client(sandbox)
 
 
 def _poll(what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
@@ -64,23 +47,10 @@ def _poll(what: str, check: Callable[[], Any], timeout: float = 20) -> Any:
         time.sleep(0.1)
 
 
-def _receive_all(consumer: Any, first_ms: int = 5000, then_ms: int = 1000) -> list[bytes]:
-    import pulsar
-
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(then_ms if out else first_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(msg.data())
-        consumer.acknowledge(msg)
-
-
 def _read(client: Any, topic: str, subscription: str) -> list[bytes]:
     consumer = client.subscribe(topic, subscription)
     try:
-        return sorted(_receive_all(consumer))
+        return sorted(receive_all(consumer))
     finally:
         consumer.close()
 

@@ -11,37 +11,18 @@ ledger the broker wrote since: a new subscription reads every message, the old a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.sandbox_oracle import ledgerctl_env, namespace, produce, topic_name
-
-LEDGERCTL = [sys.executable, "-m", "pulsarctl_py.cli"]
-
-
-def _cli(sandbox: Any, *args: Any, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [*LEDGERCTL, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=sandbox.env(),
-    )
-    assert done.returncode in ok, f"ledgerctl {' '.join(map(str, args))}: {done.stderr}"
-    return done
+from tests.support.sandbox_oracle import cli, ledgerctl_env, oracle_client, produce, topic_name
 
 
 @pytest.fixture(scope="module")
 def client(sandbox: Any) -> Iterator[Any]:
-    namespace(sandbox)
-    c = sandbox.client()
-    yield c
-    c.close()
+    yield from oracle_client(sandbox)
 
 
 def _read(client: Any, topic: str, subscription: str) -> list[bytes]:
@@ -102,7 +83,7 @@ def test_undo_after_the_broker_wrote_offers_a_plan_that_keeps_its_ledger(
     plan = tmp_path / "drop.json"
     first = _drop_first_ledger(sandbox, topic, plan)
     # the topic is unloaded; its bundle stays owned (the broker's system readers)
-    _cli(sandbox, "apply", plan, "--force-owned")
+    cli(sandbox, "apply", plan, "--force-owned")
     # the broker loads the topic without its first ledger, and writes into a new one
     assert _read(client, topic, "between") == parts[1]
     parts.append([f"2-{i}".encode() for i in range(4)])
@@ -113,7 +94,7 @@ def test_undo_after_the_broker_wrote_offers_a_plan_that_keeps_its_ledger(
     # undo: refused (the list changed since the apply), nothing written, a new plan saved
     ml_path = TopicName.parse(topic).ml_path
     new_plan = tmp_path / "put-back.json"
-    undo = _cli(sandbox, "undo", plan, "--force-owned", "--plan", new_plan, "-o", "json", ok=(5,))
+    undo = cli(sandbox, "undo", plan, "--force-owned", "--plan", new_plan, "-o", "json", ok=(5,))
     doc = json.loads(undo.stdout)
     assert [r["key"] for r in doc["refused"]] == [ml_path], undo.stderr
     (key,) = doc["rebase"]["keys"]
@@ -125,7 +106,7 @@ def test_undo_after_the_broker_wrote_offers_a_plan_that_keeps_its_ledger(
     assert "ledgerctl: error: undo refused, nothing restored" in undo.stderr
     assert new_plan.exists()
     # applied with the topic still unloaded (the broker rolls a new ledger when it loads it)
-    applied = json.loads(_cli(sandbox, "apply", new_plan, "--force-owned", "-o", "json").stdout)
+    applied = json.loads(cli(sandbox, "apply", new_plan, "--force-owned", "-o", "json").stdout)
     assert [w["key"] for w in applied["written"]] == [ml_path] and applied["refused"] == []
     # the broker serves the first ledger again and keeps the one it wrote since
     after = _ledgers(sandbox, topic)
@@ -156,7 +137,7 @@ def test_undo_after_the_broker_wrote_on_the_live_path(
     plan = tmp_path / "drop.json"
     first = _drop_first_ledger(sandbox, topic, plan)
     try:
-        _cli(sandbox, "apply", plan, "--unload", "--yes")
+        cli(sandbox, "apply", plan, "--unload", "--yes")
         parts.append([f"2-{i}".encode() for i in range(4)])
         produce(client, topic, [(None, v) for v in parts[-1]])
         assert [consumer.receive(10000).data() for _ in range(4)] == parts[2]
@@ -165,10 +146,10 @@ def test_undo_after_the_broker_wrote_on_the_live_path(
     finally:
         consumer.close()
     new_plan = tmp_path / "put-back.json"
-    undo = _cli(sandbox, "undo", plan, "--unload", "--plan", new_plan, "-o", "json", ok=(5,))
+    undo = cli(sandbox, "undo", plan, "--unload", "--plan", new_plan, "-o", "json", ok=(5,))
     doc = json.loads(undo.stdout)
     assert doc["rebase"]["new_plan_file"] == str(new_plan), undo.stderr
-    _cli(sandbox, "apply", new_plan, "--unload")
+    cli(sandbox, "apply", new_plan, "--unload")
     after = _ledgers(sandbox, topic)
     assert after[0] == first and set(moved_on) <= set(after)
     assert _read(client, topic, "after") == parts[0] + parts[1] + parts[2]

@@ -18,27 +18,14 @@ from typing import Any
 import pytest
 
 from tests.support.cli_helpers import run
-from tests.support.offload_world import RUN
+from tests.support.offload_world import RUN, use_offload_stores
 
 
 @pytest.fixture
 def offload_env(offload_sandbox: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sandbox's stores in the environment, with the broker's S3 credentials as the
     broker's S3 driver gets them (Pulsar's ACCESS_KEY_ID / ACCESS_KEY_SECRET)."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("LEDGERCTL_OFFLOAD_URL", raising=False)
-    monkeypatch.delenv("LEDGERCTL_S3_ENDPOINT", raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    path = Path(offload_sandbox.offload_info["s3"]["credentials_file"])
-    for line in path.read_text().splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            monkeypatch.setenv(key, value)
-    monkeypatch.setenv("LEDGERCTL_METADATA_URL", offload_sandbox.metadata_url)
-    monkeypatch.setenv("LEDGERCTL_BOOKKEEPER_METADATA_URL", offload_sandbox.bookkeeper_metadata_url)
+    use_offload_stores(monkeypatch, offload_sandbox)
 
 
 def interrupted_offload(box: Any, timeout: float = 120) -> tuple[str, int]:
@@ -118,8 +105,8 @@ def test_an_interrupted_offload_is_reported(
     incomplete = [f for f in findings if f["check"] == "offload-incomplete"]
     assert [(f["ledger_id"], f["severity"]) for f in incomplete] == [(ledger, "warning")]
     # its BookKeeper copy is read as usual: nothing is wrong with the offload but that.
-    # (Once in several runs the broker's stored ledger list of this topic was read
-    # unordered, ledger-list-unordered: the broker's, not the offload's; not judged here.)
+    # (The broker's offload can leave this topic's stored ledger list out of id order:
+    # ledger-list-unordered, information, tested in test_ledger_order.py.)
     others = [f for f in findings if f["check"].startswith("offload-") and f not in incomplete]
     assert not others, findings
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from pulsarctl_py.ownership import (
     Bundle,
     TopicOwned,
-    check_not_owned,
     owner_of,
     topic_bundle,
     topic_hash,
@@ -85,13 +84,6 @@ def test_an_ephemeral_ownership_node_is_a_live_owner(zk_store) -> None:
     zk_store.put(bundle.path, json.dumps(OWNER).encode(), -1, ephemeral=True)
     owner = owner_of(zk_store, topic)
     assert owner is not None and owner.broker == "http://b1:8080" and owner.bundle == bundle
-    with pytest.raises(TopicOwned) as caught:
-        check_not_owned(zk_store, ["persistent://t/ns/x"])
-    text = str(caught.value)
-    assert "\n" not in text and "owned by the live broker http://b1:8080" in text
-    assert f"pulsar-admin namespaces unload t/ns --bundle {bundle.range}" in text
-    warnings = check_not_owned(zk_store, ["persistent://t/ns/x"], force=True)
-    assert len(warnings) == 1 and warnings[0].startswith("--force-owned")
     # another bundle of the namespace owned: not this topic's owner
     zk_store.delete(bundle.path)
     zk_store.put(
@@ -113,7 +105,7 @@ def test_a_persistent_leftover_is_no_owner(zk_store) -> None:
     assert owner_of(zk_store, topic) is None
 
 
-def test_the_extensible_load_manager_cannot_be_checked_without_force(zk_store) -> None:
+def test_the_extensible_load_manager_cannot_be_told(zk_store) -> None:
     data = {
         "webServiceUrl": "http://b1:8080",
         "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions."
@@ -121,8 +113,7 @@ def test_the_extensible_load_manager_cannot_be_checked_without_force(zk_store) -
     }
     zk_store.put("/loadbalance/brokers/b1:8080", json.dumps(data).encode(), -1, ephemeral=True)
     with pytest.raises(TopicOwned, match="extensible load manager"):
-        check_not_owned(zk_store, ["persistent://t/ns/x"])
-    assert check_not_owned(zk_store, ["persistent://t/ns/x"], force=True)
+        owner_of(zk_store, resolve_topic("persistent://t/ns/x"))
 
 
 def test_a_rocksdb_store_has_no_live_owner(tmp_path) -> None:

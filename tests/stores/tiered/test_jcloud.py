@@ -23,6 +23,7 @@ from pulsarctl_py.stores.tiered.jcloud import (
     HEADER_LENGTH,
     INDEX_ENTRY,
     INDEX_HEADER,
+    POINT_WINDOW,
     RECORD_HEADER,
     JcloudLedger,
     OffloadedEntry,
@@ -129,6 +130,37 @@ def test_one_entry_is_read_by_bounded_ranges_not_the_whole_object() -> None:
     fetched = sum(length for _, _, length in data_reads)
     assert fetched <= (64 << 10) + 4096 and fetched < len(raw) // 4
     assert all(length <= 4096 for _, _, length in data_reads)
+
+
+@given(order=st.lists(st.integers(0, 299), min_size=1, max_size=40))
+def test_entries_read_one_at_a_time_in_any_order(order: list[int]) -> None:
+    """One entry at a time in any order (a seek's probes), each read starting from the
+    nearest record whose place an earlier read learned: each comes back as written."""
+    entries = [bytes([i % 256]) * (1 + (i * 37) % 900) for i in range(300)]
+    ledger, _, _, _ = ledger_of(entries, 32 << 10, window=4096)
+    for i in order:
+        assert ledger.read_entry(i).data == entries[i], i
+
+
+def test_a_seeks_probes_do_not_walk_the_block_from_its_start_each_time() -> None:
+    """The probes of a binary search into one block (the broker's 64 MiB blocks hold
+    thousands of entries) fetch the block once up to the farthest probe, then a small
+    range per probe; walking from the block's start for every probe (as the broker's
+    BlobStoreBackedReadHandleImpl does for one read) fetched about half the block each."""
+    entries = [bytes([i % 256]) * 1000 for i in range(2000)]  # ~2 MB, one block
+    ledger, objects, raw, _ = ledger_of(entries)
+    assert len(ledger.index.entries) == 1
+    probes, lo, hi = [], 0, len(entries) - 1
+    while lo < hi:  # the probes of a search for entry 1337
+        mid = (lo + hi) // 2
+        probes.append(mid)
+        lo, hi = (mid + 1, hi) if mid < 1337 else (lo, mid)
+    objects.reads.clear()
+    for p in probes:
+        assert ledger.read_entry(p).data == entries[p]
+    fetched = sum(n for key, _, n in objects.reads if key == data_key(UUID, LEDGER))
+    assert len(probes) == 11
+    assert fetched <= len(raw) + len(probes) * POINT_WINDOW, fetched
 
 
 def test_index_is_one_entry_per_block() -> None:
