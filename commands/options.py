@@ -610,8 +610,9 @@ OFFLOAD_URL = typer.Option(
     None,
     "--offload-url",
     metavar="URL",
-    help="Read offloaded ledgers from this copy instead of where their offloadContext "
-    "says: file:///dir (a copy of the filesystem offloader's root, the directory holding "
+    help="Read offloaded ledgers from this copy instead of where the broker would (the "
+    "offload policies, the broker configuration, their offloadContext): file:///dir (a "
+    "copy of the filesystem offloader's root, the directory holding "
     "<tenant>/<ns>/persistent/<topic>/) or s3://bucket (the S3 drivers' objects). "
     "Default: $LEDGERCTL_OFFLOAD_URL or offload_url in ledgerctl.toml.",
 )
@@ -619,8 +620,9 @@ S3_ENDPOINT = typer.Option(
     None,
     "--s3-endpoint",
     metavar="URL",
-    help="The S3 endpoint to read offloaded ledgers from instead of the serviceEndpoint of "
-    "their offloadContext (credentials: AWS's usual variables and chain, or "
+    help="The S3 endpoint to read offloaded ledgers from instead of the one their topic's "
+    "or namespace's offload policy, the broker configuration or their offloadContext names "
+    "(credentials: AWS's usual variables and chain, or "
     "ACCESS_KEY_ID/ACCESS_KEY_SECRET). Default: $LEDGERCTL_S3_ENDPOINT or s3_endpoint in "
     "ledgerctl.toml.",
 )

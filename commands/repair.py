@@ -344,6 +344,7 @@ def shadow(
 
 
 @plan_options
+@options.tiered_options
 def orphans(
     delete: bool = typer.Option(
         False,

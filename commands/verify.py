@@ -35,6 +35,7 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 @options.bookie_flags
 @options.metadata_options
+@options.tiered_options
 def verify(
     topic: str = typer.Argument(
         None,
@@ -99,13 +100,14 @@ def verify(
     from pulsarctl_py.broker_view import BrokerLookup
     from pulsarctl_py.engines.select import listed_entries
     from pulsarctl_py.errors import LedgerctlError
-    from pulsarctl_py.ledgers import LedgerSource
+    from pulsarctl_py.ledgers import LedgerSource, resolve_tiered
     from pulsarctl_py.verify import VerifyStats, verify_topics
     from pulsarctl_py.verify.metrics import FindingTally
 
     if (topic is None) == (not all_topics):
         raise typer.BadParameter("give a TOPIC or --all (one of them)", param_hint="TOPIC")
     eo.engine_name(engine, spark, spark_master)
+    resolve_tiered()  # a bad --prefer is refused before anything is read
     password = options.password(password_env, password_file)
     topics = None if all_topics else [topic]
     metrics = output is VerifyOutput.openmetrics

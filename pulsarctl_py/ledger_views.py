@@ -20,6 +20,7 @@ from pulsarctl_py.errors import LedgerctlError, NotFoundError
 from pulsarctl_py.topics import (
     Advance,
     length_at,
+    location_json,
     no_advance,
     read_ledger_view,
     require_metadata,
@@ -66,9 +67,12 @@ class LedgerRow:
     #: where its entries are: "bookies", "tiered" (offloaded, no BookKeeper ledger left)
     #: or "both" (offloaded, its BookKeeper ledger kept)
     stored: str = "bookies"
+    #: an offloaded ledger's location and where each part came from
+    #: (:meth:`pulsarctl_py.stores.tiered.where.Location.to_json`)
+    location: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "ledger_id": self.ledger_id,
             "path": self.path,
             "state": self.state,
@@ -87,6 +91,9 @@ class LedgerRow:
             "error": self.error,
             "stored": self.stored,
         }
+        if self.location is not None:
+            out["location"] = self.location
+        return out
 
 
 def _ledger_row(source: LedgerSource, record: LedgerRecord) -> LedgerRow:
@@ -207,7 +214,7 @@ def iter_ledger_rows(
     for record in iter_ledgers(store):
         advance()
         while tiered_only and tiered_only[0] < record.ledger_id:
-            row = _tiered_row(offloads[tiered_only.pop(0)])
+            row = _tiered_row(source, offloads[tiered_only.pop(0)])
             if wanted_row(row):
                 found = True
                 yield row
@@ -221,12 +228,13 @@ def iter_ledger_rows(
         row = _ledger_row(source, record)
         if record.ledger_id in offloads:
             row.stored = "both"
+            row.location = location_json(source, offloads[record.ledger_id])
         if not wanted_row(row):
             continue
         found = True
         yield row
     for lid in tiered_only:
-        row = _tiered_row(offloads[lid])
+        row = _tiered_row(source, offloads[lid])
         if wanted_row(row):
             found = True
             yield row
@@ -236,13 +244,15 @@ def iter_ledger_rows(
         _require_bookie(store, bookie)
 
 
-def _tiered_row(loc: Any) -> LedgerRow:
+def _tiered_row(source: LedgerSource, loc: Any) -> LedgerRow:
     """A ledger only tiered storage holds (``bookkeeperDeleted``): what its managed
     ledger's LedgerInfo records (nothing is read from the object store to list it)."""
     entries = loc.entries
+    location = location_json(source, loc)
     return LedgerRow(
         ledger_id=loc.ledger_id,
-        path=loc.where(),
+        path=location.get("url") or loc.where(),
+        location=location,
         state=None,
         entries=entries,
         lac=entries - 1,

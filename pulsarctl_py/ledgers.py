@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.live import ClientOptions, LiveBookieStore
     from pulsarctl_py.stores.metadata import MetadataStore
     from pulsarctl_py.stores.tiered.locate import TieredLedger, TieredReader
+    from pulsarctl_py.stores.tiered.where import Location, Locator
 
 
 @dataclass(slots=True)
@@ -190,6 +191,7 @@ class LedgerSource:
         offload_url: str | None = None,
         s3_endpoint: str | None = None,
         prefer: str = "tiered",
+        broker_conf: str | None = None,
     ) -> None:
         self.metadata = metadata
         self.bookie = bookie
@@ -205,9 +207,13 @@ class LedgerSource:
         #: which copy of a ledger that has both is read: "tiered" (the broker's default,
         #: ``managedLedgerDataReadPriority=tiered-storage-first``) or "bookkeeper"
         self.prefer = prefer
+        #: the broker configuration for the offload settings (None: the one the settings
+        #: name, ``--broker-conf``); given to Spark executors, which do not see the flag
+        self.broker_conf = broker_conf
         self._offloaded: dict[int, TieredLedger] | None = None
         self._by_ml: dict[str, dict[int, TieredLedger]] = {}
         self._tiered_readers: dict[int, TieredReader] = {}
+        self._locator: Locator | None = None
 
     @classmethod
     @contextlib.contextmanager
@@ -225,6 +231,7 @@ class LedgerSource:
         offload_url: str | None = None,
         s3_endpoint: str | None = None,
         prefer: str | None = None,
+        broker_conf: str | None = None,
     ) -> Iterator[LedgerSource]:
         """Open the stores named by flags or by the env/config defaults, and close them.
 
@@ -264,7 +271,9 @@ class LedgerSource:
                 from pulsarctl_py.stores.live.config import resolve_client_options
 
                 bookie = LiveBookieStore(store, live or resolve_client_options(), password)
-            source = cls(store, bookie, password, tiered=tiered, **tiered_settings)
+            source = cls(
+                store, bookie, password, tiered=tiered, broker_conf=broker_conf, **tiered_settings
+            )
             try:
                 yield source
             finally:
@@ -466,13 +475,52 @@ class LedgerSource:
         except LedgerctlError as exc:
             view.metadata_error = exc.one_line()
 
+    def locator(self) -> Locator:
+        """Where offloaded ledgers are read (:mod:`pulsarctl_py.stores.tiered.where`, the
+        broker's resolution): ledgerctl's overrides, the broker configuration the settings
+        name (``--broker-conf``), each namespace's and topic's offload policies."""
+        if self._locator is None:
+            from pulsarctl_py.precedence import Sources
+            from pulsarctl_py.stores.tiered.where import Locator, Overrides
+
+            if self.broker_conf is not None:
+                from pulsarctl_py.brokerconf import load_broker_conf
+
+                conf = load_broker_conf(self.broker_conf)
+            else:
+                conf = Sources.of().broker_conf()
+
+            def policies(topic: str) -> Any:
+                if self.bookie is None:
+                    raise LedgerctlError("this command reads no bookie")
+                from pulsarctl_py.topicpolicies import read_topic_policies
+
+                return read_topic_policies(self, topic, conf)
+
+            self._locator = Locator(
+                self.metadata,
+                Overrides.of(self.offload_url, self.s3_endpoint),
+                conf,
+                topic_policies=policies,
+            )
+        return self._locator
+
+    def tiered_location(self, loc: TieredLedger) -> Location:
+        """Where one offloaded ledger is read, and where each part of that came from."""
+        return self.locator().locate(loc)
+
     def _tiered_reader(self, view: LedgerView) -> TieredReader:
         from pulsarctl_py.stores.tiered.locate import open_tiered
 
         assert view.tiered is not None
         reader = self._tiered_readers.get(view.ledger_id)
         if reader is None:
-            reader = open_tiered(view.tiered, self.offload_url, self.s3_endpoint)
+            reader = open_tiered(
+                view.tiered,
+                self.offload_url,
+                self.s3_endpoint,
+                location=self.tiered_location(view.tiered),
+            )
             self._tiered_readers[view.ledger_id] = reader
         return reader
 

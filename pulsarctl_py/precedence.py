@@ -607,14 +607,14 @@ OFFLOAD_URL = _setting(
     Text(),
     "--offload-url",
     "LEDGERCTL_OFFLOAD_URL",
-    default_text="not set: where each ledger's offloadContext says",
+    default_text="not set: where the broker reads each ledger (stores/tiered/where.py)",
 )
 S3_ENDPOINT = _setting(
     "s3_endpoint",
     Text(),
     "--s3-endpoint",
     "LEDGERCTL_S3_ENDPOINT",
-    default_text="not set: the serviceEndpoint of each ledger's offloadContext",
+    default_text="not set: the offload policies', broker.conf's or offloadContext's",
 )
 PREFER = _setting(
     "prefer",

@@ -124,6 +124,9 @@ class TopicLedger:
     problem: str | None = None
     #: entries the storage holds past the LAC (counted in ``entries``: source "storage")
     beyond_lac: int = 0
+    #: an offloaded ledger's location and where each part came from
+    #: (:meth:`pulsarctl_py.stores.tiered.where.Location.to_json`)
+    location: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -142,6 +145,8 @@ class TopicLedger:
             out["problem"] = self.problem
         if self.beyond_lac:
             out["beyond_lac"] = self.beyond_lac
+        if self.location is not None:
+            out["location"] = self.location
         return out
 
 
@@ -379,13 +384,42 @@ def _complete_open(source: LedgerSource, row: TopicLedger) -> None:
 
 
 def _topic_ledgers(
-    source: LedgerSource, info: mlpb.ManagedLedgerInfo, resolve_open: bool
+    source: LedgerSource,
+    info: mlpb.ManagedLedgerInfo,
+    resolve_open: bool,
+    managed_ledger: str | None = None,
 ) -> list[TopicLedger]:
     count = len(info.ledgerInfo)
-    return [
+    rows = [
         _topic_ledger(source, li, i < count - 1, resolve_open)
         for i, li in enumerate(info.ledgerInfo)
     ]
+    if managed_ledger is not None:
+        for row, li in zip(rows, info.ledgerInfo, strict=True):
+            if row.offloaded:
+                row.location = offload_location(source, managed_ledger, li)
+    return rows
+
+
+def offload_location(
+    source: LedgerSource, managed_ledger: str, li: mlpb.ManagedLedgerInfo.LedgerInfo
+) -> dict[str, Any]:
+    """Where an offloaded ledger is read (its LedgerInfo), see :func:`location_json`."""
+    from pulsarctl_py.stores.tiered.locate import from_ledger_info
+
+    return location_json(source, from_ledger_info(managed_ledger, li))
+
+
+def location_json(source: LedgerSource, loc: Any) -> dict[str, Any]:
+    """Where an offloaded ledger is read, with the source of each part (nothing is read
+    from the object store); an error in one line when that cannot be resolved."""
+    try:
+        where = source.tiered_location(loc)
+    except LedgerctlError as exc:
+        if exc.exit_code == 3:
+            raise
+        return {"error": exc.one_line()}
+    return {"url": where.url(loc), **where.to_json()}
 
 
 def stored_where(li: mlpb.ManagedLedgerInfo.LedgerInfo) -> str:
@@ -552,7 +586,7 @@ def _topic_info(
     if record.info is not None:
         info.problems.extend(record.info.problems)
         info.stored_ledger_ids = record.info.stored_ledger_ids
-        info.ledgers = _topic_ledgers(source, record.info.message, resolve_open)
+        info.ledgers = _topic_ledgers(source, record.info.message, resolve_open, record.ref.name)
     counts = [(li.ledger_id, li.entries) for li in info.ledgers]
     info.cursors = [_cursor_view(source, c, counts, read_cursor_ledgers) for c in record.cursors]
     return info

@@ -62,22 +62,26 @@ class Split:
     live: Any = None
     #: the driver's maximum message size, which executors apply (``limits.apply_split``)
     max_message_size: int = field(default_factory=_max_message_size, compare=False)
-    #: how executors read offloaded ledgers (``(offload URL, S3 endpoint, prefer)`` as the
-    #: driver resolved them; the offload location itself is each ledger's offloadContext):
+    #: how executors read offloaded ledgers (``(offload URL, S3 endpoint, prefer, broker
+    #: configuration)`` as the driver resolved them; executors read the offload policies
+    #: and each ledger's offloadContext themselves, pulsarctl_py.stores.tiered.where):
     #: None reads BookKeeper only
-    tiered: tuple[str | None, str | None, str] | None = None
+    tiered: tuple[str | None, str | None, str, str | None] | None = None
 
     def source_options(self) -> dict[str, Any]:
         """The tiered arguments of ``LedgerSource.open`` for this split."""
         if self.tiered is None:
             return {"tiered": False}
-        offload_url, s3_endpoint, prefer = self.tiered
-        return {
+        offload_url, s3_endpoint, prefer, broker_conf = self.tiered
+        out: dict[str, Any] = {
             "tiered": True,
             "offload_url": offload_url,
             "s3_endpoint": s3_endpoint,
             "prefer": prefer,
         }
+        if broker_conf is not None:
+            out["broker_conf"] = broker_conf
+        return out
 
     @property
     def entries(self) -> int:
@@ -169,9 +173,17 @@ def build_scan_plan(
     tiered_settings = None
     if tiered:
         from pulsarctl_py.ledgers import resolve_tiered
+        from pulsarctl_py.precedence import resolve
 
         found = resolve_tiered()
-        tiered_settings = (found["offload_url"], found["s3_endpoint"], found["prefer"])
+        # the driver's --broker-conf (a flag executors do not see), for the offload settings
+        conf = resolve("broker_conf").value
+        tiered_settings = (
+            found["offload_url"],
+            found["s3_endpoint"],
+            found["prefer"],
+            os.path.abspath(conf) if conf else None,
+        )
     splits: list[Split] = []
     notes: list[str] = []
     total_entries = total_bytes = 0

@@ -28,7 +28,6 @@ Streaming offloader segments (``<uuid>``, ``<uuid>-index``) are not judged.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -308,4 +307,8 @@ def _bucket(
 
 
 def s3_endpoint_from_env() -> str | None:
-    return os.environ.get("LEDGERCTL_S3_ENDPOINT") or None
+    """``--s3-endpoint`` > ``LEDGERCTL_S3_ENDPOINT`` > ``s3_endpoint`` in ledgerctl.toml
+    (:mod:`pulsarctl_py.precedence`)."""
+    from pulsarctl_py.precedence import resolve
+
+    return resolve("s3_endpoint").value or None

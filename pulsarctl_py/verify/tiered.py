@@ -33,7 +33,6 @@ plainly: its data is gone (``offload-data-lost``). A store that cannot be reache
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,8 +49,7 @@ if TYPE_CHECKING:
     from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
     from pulsarctl_py.stores.metadata import ManagedLedgerRecord
     from pulsarctl_py.stores.tiered.locate import TieredLedger
-
-S3_ENDPOINT_ENV = "LEDGERCTL_S3_ENDPOINT"
+    from pulsarctl_py.stores.tiered.where import Location
 
 
 class _FormatVersion(DataError):
@@ -150,14 +148,13 @@ class _JcloudCopy(_Copy):
         return last + 1 if index_last > last else None
 
 
-def _open(run: Run, loc: TieredLedger) -> _Copy:
-    """The ledger's tiered copy, where its context says (``--offload-url`` /
-    ``LEDGERCTL_OFFLOAD_URL`` and ``LEDGERCTL_S3_ENDPOINT`` override it). Raises
+def _open(run: Run, loc: TieredLedger, location: Location) -> _Copy:
+    """The ledger's tiered copy, where ``location`` says (:mod:`pulsarctl_py.stores.tiered.
+    where`: the broker's resolution, ``--offload-url`` / ``--s3-endpoint`` over it). Raises
     NotFoundError (objects missing), _FormatVersion, DataError (not a readable offload),
     StoreUnavailable (the store did not answer), or LedgerctlError (a driver not read)."""
-    from pulsarctl_py.stores.tiered.locate import FILESYSTEM_DRIVERS, resolve_offload_url
+    from pulsarctl_py.stores.tiered.locate import FILESYSTEM_DRIVERS
 
-    url = resolve_offload_url(getattr(run.source, "offload_url", None))
     driver = loc.driver.lower()
     if driver in FILESYSTEM_DRIVERS:
         from pulsarctl_py.stores.tiered.filesystem import (
@@ -166,12 +163,16 @@ def _open(run: Run, loc: TieredLedger) -> _Copy:
             local_path,
         )
 
-        base = url or loc.properties.get("storageBasePath")
-        if not base:
+        if location.root is not None and location.root.lower().startswith("s3://"):
+            raise LedgerctlError(f"a filesystem offload is not read from {location.root}")
+        if not location.root:
             raise LedgerctlError(
-                "its offloadContext names no storageBasePath (pass --offload-url file:///dir)"
+                "neither its offloadContext (storageBasePath) nor the offload policies or "
+                "broker configuration name the offloader's root (pass --offload-url file:///dir)"
             )
-        directory = ledger_directory(local_path(base), loc.managed_ledger, loc.ledger_id, loc.uid)
+        directory = ledger_directory(
+            local_path(location.root), loc.managed_ledger, loc.ledger_id, loc.uid
+        )
         return _MapFileCopy(MapFileLedger(directory, loc.ledger_id))
     from pulsarctl_py.stores.tiered import s3
     from pulsarctl_py.stores.tiered.jcloud import (
@@ -179,12 +180,9 @@ def _open(run: Run, loc: TieredLedger) -> _Copy:
         OffloadFormatError,
         check_format_version,
     )
+    from pulsarctl_py.stores.tiered.locate import s3_location
 
-    bucket = url[len("s3://") :].strip("/") if url and url.startswith("s3://") else None
-    location = s3.S3Location.from_driver_metadata(
-        loc.driver, loc.properties, endpoint=os.environ.get(S3_ENDPOINT_ENV) or None, bucket=bucket
-    )
-    ledger = JcloudLedger(s3.S3Objects(location), loc.ledger_id, loc.uid)
+    ledger = JcloudLedger(s3.S3Objects(s3_location(loc, location)), loc.ledger_id, loc.uid)
     for key, what in ((ledger.index_key, "index object"), (ledger.data_key, "data object")):
         head = ledger._call(key, ledger.source.head, key)
         try:
@@ -215,6 +213,10 @@ def tiered_findings(
 def _ledger(run: Run, topic: str, loc: TieredLedger) -> Iterator[Finding]:
     lid = loc.ledger_id
     details: dict[str, Any] = {"offload": loc.to_json()}
+    location = None
+    if loc.complete:
+        location = run.source.tiered_location(loc)
+        details["location"] = {"url": location.url(loc), **location.to_json()}
     if not loc.complete:
         yield Finding(
             ERROR if loc.bookkeeper_deleted else WARNING,
@@ -234,8 +236,9 @@ def _ledger(run: Run, topic: str, loc: TieredLedger) -> Iterator[Finding]:
             details,
         )
         return
+    assert location is not None
     try:
-        copy = _open(run, loc)
+        copy = _open(run, loc, location)
     except StoreUnavailable:
         raise
     except (NotFoundError, DataError) as exc:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pulsarctl_py.errors import DataError, LedgerctlError, NotFoundError
 
 from .filesystem import MapFileLedger, TieredEntry, ledger_directory, local_path, offload_uuid
+
+if TYPE_CHECKING:
+    from .where import Location
 
 OFFLOAD_URL_ENV = "LEDGERCTL_OFFLOAD_URL"
 FILESYSTEM_DRIVERS = ("filesystem",)
@@ -175,13 +178,23 @@ class JcloudReader:
 
 
 def open_tiered(
-    loc: TieredLedger, offload_url: str | None = None, s3_endpoint: str | None = None
+    loc: TieredLedger,
+    offload_url: str | None = None,
+    s3_endpoint: str | None = None,
+    *,
+    location: Location | None = None,
 ) -> TieredReader:
     """A reader of the ledger's offloaded data; one line when it cannot be read here.
 
     The driver its offload context names chooses the format (the filesystem offloader's
-    MapFile, or the jcloud objects of the S3 drivers); ``offload_url`` (``file:///dir``
-    or ``s3://bucket``) and ``s3_endpoint`` override where the context says they are."""
+    MapFile, or the jcloud objects of the S3 drivers); ``location`` says where
+    (:mod:`.where`: the broker's resolution with ledgerctl's overrides on top); without it,
+    the context's, with ``offload_url`` (``file:///dir`` or ``s3://bucket``) and
+    ``s3_endpoint`` over it."""
+    from .where import Overrides, locate_ledger
+
+    if location is None:
+        location = locate_ledger(loc, Overrides(offload_url, s3_endpoint=s3_endpoint))
     if not loc.complete:
         raise DataError(
             f"ledger {loc.ledger_id}: its offload (uid {loc.uid}) never completed (an "
@@ -196,7 +209,7 @@ def open_tiered(
                 f"ledger {loc.ledger_id} is offloaded with the {loc.driver} driver: its "
                 f"objects are read from s3://bucket, not {offload_url}"
             )
-        return _open_s3(loc, offload_url, s3_endpoint)
+        return _open_s3(loc, location)
     if driver not in FILESYSTEM_DRIVERS:
         bucket = loc.properties.get("bucket")
         where = f" (bucket {bucket})" if bucket else ""
@@ -209,11 +222,12 @@ def open_tiered(
             f"ledger {loc.ledger_id} is offloaded with the filesystem offloader: its files "
             f"are read from file:///dir, not {offload_url}"
         )
-    base = offload_url or loc.properties.get("storageBasePath")
+    base = location.root
     if not base:
         raise DataError(
-            f"ledger {loc.ledger_id}: its offloadContext names no storageBasePath; pass "
-            "--offload-url file:///dir"
+            f"ledger {loc.ledger_id}: neither its offloadContext (storageBasePath) nor the "
+            "offload policies or broker configuration name the filesystem offloader's root; "
+            "pass --offload-url file:///dir"
         )
     directory = ledger_directory(local_path(base), loc.managed_ledger, loc.ledger_id, loc.uid)
     try:
@@ -232,20 +246,26 @@ def _gone(loc: TieredLedger, exc: LedgerctlError, copy: str) -> LedgerctlError:
     )
 
 
-def _open_s3(loc: TieredLedger, offload_url: str | None, s3_endpoint: str | None) -> TieredReader:
-    """The jcloud objects of an S3-driver offload (``BlobStoreManagedLedgerOffloader``):
-    bucket and endpoint from the context's driver metadata unless overridden. The index
-    object is read here, so a missing or unreachable object is said at once."""
-    from .jcloud import JcloudLedger, OffloadObjectMissing
-    from .s3 import S3Location, S3Objects
+def s3_location(loc: TieredLedger, location: Location) -> Any:
+    """The :class:`~.s3.S3Location` of a resolved location (one line without a bucket)."""
+    from .s3 import S3Location
 
-    bucket = None
-    if offload_url:
-        bucket = offload_url.split("://", 1)[1].strip("/").split("/", 1)[0] or None
-    location = S3Location.from_driver_metadata(
-        loc.driver, loc.properties, endpoint=s3_endpoint, bucket=bucket
+    return S3Location.from_driver_metadata(
+        loc.driver,
+        {"region": location.region or ""},
+        endpoint=location.endpoint,
+        bucket=location.bucket,
     )
-    ledger = JcloudLedger(S3Objects(location), loc.ledger_id, loc.uid)
+
+
+def _open_s3(loc: TieredLedger, location: Location) -> TieredReader:
+    """The jcloud objects of an S3-driver offload (``BlobStoreManagedLedgerOffloader``),
+    where ``location`` says. The index object is read here, so a missing or unreachable
+    object is said at once."""
+    from .jcloud import JcloudLedger, OffloadObjectMissing
+    from .s3 import S3Objects
+
+    ledger = JcloudLedger(S3Objects(s3_location(loc, location)), loc.ledger_id, loc.uid)
     try:
         ledger.index  # noqa: B018 (HEAD both objects, read the index)
     except OffloadObjectMissing as exc:

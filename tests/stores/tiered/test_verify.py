@@ -205,6 +205,10 @@ def test_filesystem_offload_findings(
     if case.startswith("lost"):
         (lost,) = [f for f in result.json()["findings"] if f["check"] == "offload-data-lost"]
         assert "its data is gone" in lost["message"]
+        # where it was looked for, and why there (pulsarctl_py.stores.tiered.where)
+        where = lost["details"]["location"]
+        assert where["root"] == (tmp_path / "offload").as_uri()
+        assert where["source"] == {"root": "offloadContext (storageBasePath)"}
     if case == "damaged-block":
         corrupt = [f for f in result.json()["findings"] if f["check"] == "offload-entry-corrupt"]
         listed = [f for f in corrupt if f["entry_id"] is not None]
