@@ -31,6 +31,7 @@ from pulsarctl_py.commands.plans import (
     plan_options,
     print_plan,
     run_outcome,
+    say_warning,
     warn,
 )
 
@@ -400,11 +401,22 @@ def orphans(
         )
     if offloaded:
         if delete:
-            raise typer.BadParameter(
-                "deleting offload objects through a plan is not built yet: review the "
-                "listing and delete them with the store's own tools",
-                param_hint="--delete",
+            from pulsarctl_py.repair.offload_orphans import (
+                delete_offload_orphans,
+                s3_endpoint_from_env,
             )
+            from pulsarctl_py.stores.tiered.locate import resolve_offload_url
+
+            flags.run(
+                lambda d, s: delete_offload_orphans(
+                    d,
+                    offload_url=resolve_offload_url(None),
+                    s3_endpoint=s3_endpoint_from_env(),
+                    min_age_ms=age,
+                ),
+                metadata_only=True,
+            )
+            return
         _offload_orphans(flags, age)
         return
     if delete:
@@ -547,7 +559,9 @@ def apply(
     confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with open_writable(metadata_url or plan.metadata_url) as store:
         run_outcome(
-            lambda: live_apply(store, plan_file, lambda: apply_plan(plan_file, store)),
+            lambda: live_apply(
+                store, plan_file, lambda: apply_plan(plan_file, store, say=say_warning)
+            ),
             as_json,
             plan,
             store,

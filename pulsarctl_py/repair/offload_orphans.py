@@ -73,6 +73,8 @@ class OffloadOrphan:
     age_ms: int | None
     why: str
     kept: str | None = None
+    #: for an S3 location: (endpoint, region, driver) it was listed with
+    s3: tuple[str | None, str | None, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -304,7 +306,62 @@ def _bucket(
             max(known) if known else None,
             None,
             "",
+            s3=(endpoint, region, driver),
         )
+
+
+def delete_offload_orphans(
+    draft: Any,
+    *,
+    offload_url: str | None = None,
+    s3_endpoint: str | None = None,
+    min_age_ms: int = 0,
+) -> list[OffloadOrphan]:
+    """Draft the deletion of every offload orphan (:func:`judge_offload_orphans`) on
+    ``draft`` (:mod:`pulsarctl_py.plans.offload`): its objects, directory and unfinished
+    uploads. Kept besides what the judgment keeps: an orphan whose topic a broker runs an
+    offload of now, and one whose topic is unknown (the broker cannot be asked)."""
+    from pulsarctl_py.plans.offload import (
+        UPLOAD_WARNING,
+        draft_offload_deletion,
+        running_offloads,
+        topic_of,
+    )
+
+    judged = judge_offload_orphans(
+        draft.store, offload_url=offload_url, s3_endpoint=s3_endpoint, min_age_ms=min_age_ms
+    )
+    topics = sorted({t for o in judged if o.kept is None and (t := topic_of(o.managed_ledger))})
+    running = running_offloads(draft.store, topics, draft.warnings.append)
+    for o in judged:
+        if o.kept is not None:
+            continue
+        topic = topic_of(o.managed_ledger)
+        if topic is None:
+            o.kept = (
+                "the topic it belongs to is unknown (its objects name no managed ledger): "
+                "the broker cannot be asked whether its offload is running"
+            )
+        elif topic in running:
+            o.kept = f"{running[topic]}: a running offload's objects are never deleted"
+    for o in judged:
+        if o.kept is not None:
+            draft.warnings.append(
+                f"offload {o.uuid} of ledger {o.ledger_id} is not deleted: {o.kept}"
+            )
+    orphans = [o for o in judged if o.kept is None]
+    draft.offload.extend(draft_offload_deletion(orphans))
+    uploads = sum(len(o.uploads) for o in orphans)
+    if uploads:
+        draft.warnings.append(UPLOAD_WARNING.format(n=uploads))
+    draft.repairs.append(
+        {
+            "repair": "offload-orphans",
+            "deleted": [o.to_json() for o in orphans],
+            "min_age_ms": min_age_ms,
+        }
+    )
+    return orphans
 
 
 def s3_endpoint_from_env() -> str | None:
