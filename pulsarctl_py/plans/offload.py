@@ -540,7 +540,7 @@ def _copy_name(index: int, change: OffloadChange) -> str:
     return f"{index:04d}-{change.kind}"
 
 
-def recheck_references(plan: Plan, store: MetadataStore) -> None:
+def recheck_references(plan: Plan, store: MetadataStore) -> OffloadRefs:
     """Every managed ledger again: refuse (exit 5) when one now references an offload the
     plan deletes, when its managed ledger is gone, or when its context now says the
     BookKeeper copy was deleted; one that does not decode refuses (a partial view)."""
@@ -566,17 +566,29 @@ def recheck_references(plan: Plan, store: MetadataStore) -> None:
                 f"{c.key}: its managed ledger {c.managed_ledger} is no longer in the metadata "
                 "store (the judgment no longer holds); nothing deleted, make a new plan"
             )
+    return refs
 
 
-def _check_running(plan: Plan, store: MetadataStore, say: Callable[[str], None]) -> None:
-    topics = sorted({t for t in (topic_of(c.managed_ledger) for c in plan.offload) if t})
-    unknown = [c.key for c in plan.offload if topic_of(c.managed_ledger) is None]
+def _check_running(
+    plan: Plan, store: MetadataStore, refs: OffloadRefs, say: Callable[[str], None]
+) -> None:
+    """Refuse when a broker runs an offload of a topic a change belongs to: the one its
+    path or object metadata names, and the one whose offload context names its uid."""
+    topics: set[str] = set()
+    unknown = []
+    for c in plan.offload:
+        incomplete = refs.incomplete.get((c.uuid, c.ledger_id))
+        names = {c.managed_ledger, incomplete[0] if incomplete else None}
+        found = {t for t in map(topic_of, names) if t}
+        if not found:
+            unknown.append(c.key)
+        topics |= found
     if unknown:
         raise TopicLoaded(
             f"{unknown[0]}: the topic it belongs to is unknown, so the broker cannot be "
             "asked whether its offload runs; nothing deleted"
         )
-    running = running_offloads(store, topics, say)
+    running = running_offloads(store, sorted(topics), say)
     if running:
         why = next(iter(running.values()))
         raise PlanConflict(
@@ -698,8 +710,8 @@ def apply_offload(
             if record.status == APPLYING:
                 _write_record(bpath, plan, APPLIED, _now_text(), record.broken, record.offload)
             return
-        recheck_references(plan, store)
-        _check_running(plan, store, say)
+        refs = recheck_references(plan, store)
+        _check_running(plan, store, refs, say)
         outcome.note = "resumed"
         for c in pending:
             _delete(c)
@@ -716,8 +728,8 @@ def apply_offload(
                 f"{c.key}: changed since the plan was made (size, ETag or modification time); "
                 "nothing deleted: make a new plan"
             )
-    recheck_references(plan, store)
-    _check_running(plan, store, say)
+    refs = recheck_references(plan, store)
+    _check_running(plan, store, refs, say)
     copies = backup_dir(bpath)
     if os.path.lexists(copies):
         shutil.rmtree(copies)  # a copy begun by an apply that never recorded it

@@ -75,6 +75,8 @@ class OffloadOrphan:
     kept: str | None = None
     #: for an S3 location: (endpoint, region, driver) it was listed with
     s3: tuple[str | None, str | None, str] | None = None
+    #: the managed ledger whose incomplete offload context names this uid (if one does)
+    context_ml: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -189,6 +191,7 @@ def judge_offload_orphans(
         if incomplete is not None:
             ml, deleted = incomplete
             o.managed_ledger = o.managed_ledger or ml
+            o.context_ml = ml
             o.why = f"an interrupted offload of ledger {o.ledger_id} (its context is not complete)"
             if deleted:
                 o.kept = (
@@ -331,19 +334,26 @@ def delete_offload_orphans(
     judged = judge_offload_orphans(
         draft.store, offload_url=offload_url, s3_endpoint=s3_endpoint, min_age_ms=min_age_ms
     )
-    topics = sorted({t for o in judged if o.kept is None and (t := topic_of(o.managed_ledger))})
+    # the topic its path or objects name, and the one whose offload context names it
+    topics_of = {
+        id(o): sorted({t for t in map(topic_of, (o.managed_ledger, o.context_ml)) if t})
+        for o in judged
+        if o.kept is None
+    }
+    topics = sorted({t for names in topics_of.values() for t in names})
     running = running_offloads(draft.store, topics, draft.warnings.append)
     for o in judged:
         if o.kept is not None:
             continue
-        topic = topic_of(o.managed_ledger)
-        if topic is None:
+        names = topics_of[id(o)]
+        busy = [running[t] for t in names if t in running]
+        if not names:
             o.kept = (
                 "the topic it belongs to is unknown (its objects name no managed ledger): "
                 "the broker cannot be asked whether its offload is running"
             )
-        elif topic in running:
-            o.kept = f"{running[topic]}: a running offload's objects are never deleted"
+        elif busy:
+            o.kept = f"{busy[0]}: a running offload's objects are never deleted"
     for o in judged:
         if o.kept is not None:
             draft.warnings.append(

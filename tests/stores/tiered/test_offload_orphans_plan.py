@@ -191,6 +191,15 @@ def test_an_edited_plan_deletes_nothing_else(
 # -- S3 (moto) -------------------------------------------------------------------------------
 
 
+def _s3_store(tmp_path: Path, bucket: str, endpoint: str) -> str:
+    """A metadata store whose topic references the golden S3 offload in ``bucket``."""
+    li = json_format.ParseDict(S3_INFO, mlpb.ManagedLedgerInfo.LedgerInfo())
+    props = {p.key: p for p in li.offloadContext.driverMetadata.properties}
+    props["bucket"].value = bucket
+    props["serviceEndpoint"].value = endpoint
+    return _store(tmp_path, {S3_TOPIC: [li]})
+
+
 def test_s3_orphans_planned_applied_undone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], s3_endpoint: str
 ) -> None:
@@ -207,19 +216,9 @@ def test_s3_orphans_planned_applied_undone(
             ContentType="application/octet-stream",
         )  # fmt: skip
     upload = client.create_multipart_upload(Bucket=bucket, Key=data_key(stray, S3_LEDGER))
-    li = json_format.ParseDict(S3_INFO, mlpb.ManagedLedgerInfo.LedgerInfo())
-    props = {p.key: p for p in li.offloadContext.driverMetadata.properties}
-    props["bucket"].value = bucket
-    props["serviceEndpoint"].value = s3_endpoint
-    url = _store(tmp_path, {S3_TOPIC: [li]})
+    url = _s3_store(tmp_path, bucket, s3_endpoint)
     plan_path = tmp_path / "plan.json"
-    result = _cli(
-        capsys,
-        "orphans", "--offloaded", "--delete", "--min-age", "0", "--metadata-url", url,
-        "--plan", str(plan_path), "-o", "json",
-    )  # fmt: skip
-    assert result.code == 0, result.err
-    doc = json.loads(plan_path.read_text())
+    doc = _plan(capsys, url, plan_path)
     keys = [data_key(stray, S3_LEDGER), index_key(stray, S3_LEDGER)]
     assert sorted((c["kind"], c["path"]) for c in doc["offload"]) == sorted(
         [("object", keys[0]), ("object", keys[1]), ("upload", keys[0])]
@@ -260,11 +259,7 @@ def test_s3_plan_is_bound_to_its_endpoint(
     stray = str(uuidlib.uuid4())
     for key, (body, meta) in _s3_objects().items():
         client.put_object(Bucket=bucket, Key=stray + key[36:], Body=body, Metadata=meta)
-    li = json_format.ParseDict(S3_INFO, mlpb.ManagedLedgerInfo.LedgerInfo())
-    props = {p.key: p for p in li.offloadContext.driverMetadata.properties}
-    props["bucket"].value = bucket
-    props["serviceEndpoint"].value = s3_endpoint
-    url = _store(tmp_path, {S3_TOPIC: [li]})
+    url = _s3_store(tmp_path, bucket, s3_endpoint)
     plan_path = tmp_path / "plan.json"
     _plan(capsys, url, plan_path)
     monkeypatch.setenv("LEDGERCTL_S3_ENDPOINT", "http://127.0.0.1:9")
