@@ -370,7 +370,12 @@ def orphans(
         "ledger references: jcloud objects and unfinished multipart uploads, filesystem "
         "offloader directories, in every location the offload contexts name (or "
         "$LEDGERCTL_OFFLOAD_URL; $LEDGERCTL_S3_ENDPOINT for the endpoint). Judged only "
-        "when every managed ledger decodes and every listing is whole.",
+        "when every managed ledger decodes and every listing is whole. With --delete: a "
+        "plan deleting them, bound to those locations (an orphan of a topic whose broker "
+        "runs an offload now is kept); apply checks every managed ledger, object and the "
+        "broker again (exit 5 when one changed), copies each object and directory into "
+        "the plan's backup, then deletes; undo puts them back (aborted multipart uploads "
+        "cannot be).",
     ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
