@@ -239,19 +239,22 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
         out.print("nothing to repair: the plan changes no key")
         return
     js = plan.to_json()
-    out.print(
-        f"[bold]plan[/]: {len(plan.changes)} key{'s' if len(plan.changes) != 1 else ''} in "
-        f"{escape(plan.metadata_url)}; topics to unload: {escape(', '.join(plan.topics) or '-')}"
-    )
+    if plan.offload:  # planned alone: no key, no topic
+        out.print(
+            f"[bold]plan[/]: {len(plan.offload)} offload object(s)/directories in "
+            f"{escape(', '.join(sorted({oc.location for oc in plan.offload})))} (metadata "
+            f"store {escape(plan.metadata_url)}, read only)"
+        )
+    else:
+        topics = escape(", ".join(plan.topics) or "-")
+        out.print(
+            f"[bold]plan[/]: {len(plan.changes)} key{'s' if len(plan.changes) != 1 else ''} in "
+            f"{escape(plan.metadata_url)}; topics to unload: {topics}"
+        )
     if plan.bookie:
         out.print(
             f"and {len(plan.bookie)} bookie index entr{'ies' if len(plan.bookie) != 1 else 'y'} "
             "(the bookie must be stopped)"
-        )
-    if plan.offload:
-        out.print(
-            f"and {len(plan.offload)} offload object(s)/directories in "
-            f"{escape(', '.join(sorted({oc.location for oc in plan.offload})))}"
         )
     for change in js["changes"]:
         version = "absent" if change["version"] is None else f"version {change['version']}"
@@ -539,7 +542,6 @@ def run_plan(
     from rich.markup import escape
 
     from pulsarctl_py import render
-    from pulsarctl_py.plans import apply_plan
     from pulsarctl_py.plans.draft import make_plan
 
     try:
@@ -583,9 +585,7 @@ def run_plan(
         confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with open_writable(plan.metadata_url) as store:
             run_outcome(
-                lambda: live_apply(
-                    store, out.path, lambda: apply_plan(out.path, store, say=say_warning)
-                ),
+                lambda: live_apply(store, out.path, lambda: apply_now(out.path, store)),
                 as_json,
                 plan,
                 store,
@@ -696,8 +696,39 @@ def unload_first(metadata_url: str, topics: list[str]) -> bool:
     return bool(done)
 
 
-def say_warning(text: str) -> None:
-    say(text, "warning")
+def apply_now(plan_path: Path, store: Any) -> Outcome:
+    """:func:`~pulsarctl_py.plans.apply_plan` with what the command was given: the admin
+    URL and --force-owned (a plan deleting offload objects asks the brokers whether an
+    offload runs), warnings on stderr; a plan deleting offload objects is refused when the
+    offload URL or S3 endpoint in effect names another location (:func:`check_offload_env`)."""
+    from pulsarctl_py import livewrite
+    from pulsarctl_py.plans import apply_plan
+
+    check_offload_env(plan_path)
+    live = livewrite.current()
+    return apply_plan(
+        plan_path,
+        store,
+        say=lambda text: say(text, "warning"),
+        admin_url=list(live.admin_url) or None,
+        force_owned=live.force_owned,
+    )
+
+
+def check_offload_env(plan_path: Path) -> None:
+    """Refuse a plan deleting offload objects when ``LEDGERCTL_OFFLOAD_URL`` (or
+    ledgerctl.toml's) or ``LEDGERCTL_S3_ENDPOINT`` names another location than the plan's
+    (:func:`pulsarctl_py.plans.offload.check_overrides`)."""
+    from pulsarctl_py.plans import Plan
+
+    plan = Plan.load(plan_path)
+    if not plan.offload:
+        return
+    from pulsarctl_py.plans.offload import check_overrides
+    from pulsarctl_py.repair.offload_orphans import s3_endpoint_from_env
+    from pulsarctl_py.stores.tiered.locate import resolve_offload_url
+
+    check_overrides(plan, resolve_offload_url(None), s3_endpoint_from_env())
 
 
 def live_apply(

@@ -24,6 +24,8 @@ from pulsarctl_py.commands.plans import (
     YES,
     PlanFlags,
     PlanOutput,
+    apply_now,
+    check_offload_env,
     confirmed,
     live_apply,
     open_writable,
@@ -31,7 +33,6 @@ from pulsarctl_py.commands.plans import (
     plan_options,
     print_plan,
     run_outcome,
-    say_warning,
     warn,
 )
 
@@ -543,7 +544,7 @@ def apply(
     unchanged, already applied, refused and why, the ledgers swapped in, deleted and left
     for undo. Refused while a live broker owns one of the plan's topics (--force-owned
     overrides)."""
-    from pulsarctl_py.plans import Plan, apply_plan
+    from pulsarctl_py.plans import Plan
 
     plan = Plan.load(plan_file)
     as_json = outcome_json(output)
@@ -564,9 +565,7 @@ def apply(
     confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with open_writable(metadata_url or plan.metadata_url) as store:
         run_outcome(
-            lambda: live_apply(
-                store, plan_file, lambda: apply_plan(plan_file, store, say=say_warning)
-            ),
+            lambda: live_apply(store, plan_file, lambda: apply_now(plan_file, store)),
             as_json,
             plan,
             store,
@@ -627,6 +626,7 @@ def undo(
     with open_writable(metadata_url or plan.metadata_url) as store:
 
         def run() -> Outcome:
+            check_offload_env(plan_file)
             if plan.changes:
                 return live_apply(store, plan_file, lambda: undo_plan(plan_file, store), undo=True)
             return undo_plan(plan_file, store)

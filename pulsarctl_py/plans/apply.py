@@ -131,6 +131,20 @@ class Record:
         )
 
 
+def _earlier(record: Record | None) -> Any:
+    """What the backup says of an earlier apply, for the tiered side (:mod:`.offload`)."""
+    from .offload import Earlier
+
+    if record is None:
+        return Earlier()
+    return Earlier(
+        record.status in (APPLYING, APPLIED),
+        record.status == APPLYING,
+        record.applied,
+        list(record.offload),
+    )
+
+
 def _write_record(
     bpath: Path,
     plan: Plan,
@@ -377,6 +391,8 @@ def apply_plan(
     *,
     after_step: AfterStep = _nothing,
     say: Callable[[str], None] = _nothing,
+    admin_url: list[str] | None = None,
+    force_owned: bool = False,
 ) -> Outcome:
     """Execute the plan saved at ``plan_path`` on ``store`` (open read-write), the store
     it was made for.
@@ -392,6 +408,10 @@ def apply_plan(
     is "already applied" (nothing written: recorded so, so that its undo restores nothing
     either); one whose metadata committed but whose bookie side was cut short is finished
     ("resumed"). A refusal carries the outcome (``exc.outcome``) with the key refused.
+
+    A plan deleting offload objects (``offload``; :mod:`.offload`) is applied by
+    :func:`~.offload.apply_offload`: ``admin_url`` and ``force_owned`` say how the brokers
+    are asked whether an offload runs, ``say`` what was not asked.
     """
     plan = _load_bound(plan_path, store)
     bpath = backup_path(plan_path)
@@ -401,7 +421,22 @@ def apply_plan(
         if plan.offload:  # the tiered side: a plan of its own (:mod:`.offload`)
             from .offload import apply_offload
 
-            apply_offload(plan, store, bpath, record, outcome, after_step, say)
+            def save(stage: str, items: list[dict[str, Any]]) -> None:
+                status, when = (APPLYING, None) if stage == "applying" else (APPLIED, _now_text())
+                _write_record(bpath, plan, status, when, [], items)
+
+            apply_offload(
+                plan,
+                store,
+                bpath,
+                _earlier(record),
+                outcome,
+                after_step,
+                say,
+                save,
+                admin_url=admin_url,
+                force_owned=force_owned,
+            )
         else:
             _apply(plan, store, bpath, record, outcome, after_step)
     except LedgerctlError as exc:
@@ -571,7 +606,25 @@ def undo_plan(
         if plan.offload:  # the tiered side: a plan of its own (:mod:`.offload`)
             from .offload import undo_offload
 
-            undo_offload(plan, plan_path, bpath, record, outcome, after_step)
+            if record is None or not record.offload:
+                raise NeverApplied(
+                    f"the plan {plan_path} was never applied (there is no backup "
+                    f"{bpath.name} with its copies beside it): nothing to undo"
+                )
+            done = record
+
+            def save() -> None:
+                _write_record(bpath, plan, UNDONE, done.applied, done.broken, done.offload)
+
+            undo_offload(
+                plan,
+                bpath,
+                _earlier(record),
+                record.status == UNDONE,
+                outcome,
+                after_step,
+                save,
+            )
         else:
             _undo(plan, plan_path, store, bpath, record, outcome, after_step)
     except LedgerctlError as exc:

@@ -43,17 +43,16 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pulsarctl_py.decoders.errors import DataError, LedgerctlError
 from pulsarctl_py.errors import PlanConflict, TopicLoaded
 
 if TYPE_CHECKING:
-    from pulsarctl_py.repair.offload_orphans import OffloadOrphan, OffloadRefs
     from pulsarctl_py.stores.metadata.base import MetadataStore
+    from pulsarctl_py.stores.tiered.references import OffloadRefs
 
-    from .apply import Outcome, Record
-    from .document import Plan
+    from .binding import Binding
 
 KINDS = ("directory", "object", "upload")
 #: the hook's step after each deletion or restore
@@ -227,10 +226,17 @@ def _root_of(location: str) -> Path:
     return root
 
 
+class Plan(Protocol):
+    """What this module reads of a plan (:class:`~.document.Plan`)."""
+
+    offload: list[OffloadChange]
+    binding: Binding | None
+
+
 # -- where: one filesystem root or one bucket ----------------------------------------------
 
 
-def _s3(change: OffloadChange) -> Any:
+def s3_objects(change: OffloadChange) -> Any:
     from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects
 
     bucket = change.location[5:]
@@ -267,47 +273,58 @@ def location_binding(changes: list[OffloadChange]) -> list[dict[str, Any]]:
 
 def check_location_binding(plan: Plan) -> None:
     """Refuse (:class:`~.binding.PlanBindingError`) a plan whose locations are not the
-    ones it was made for, or which the environment now points elsewhere."""
-    from pulsarctl_py.repair.offload_orphans import s3_endpoint_from_env
-    from pulsarctl_py.stores.tiered.filesystem import local_path
-    from pulsarctl_py.stores.tiered.locate import resolve_offload_url
-
+    ones it was made for (a root gone or made again at the same path; a change outside
+    the locations the plan is bound to)."""
     from .binding import PlanBindingError
 
     bound = {b["location"]: b for b in (plan.binding.offload if plan.binding else [])}
-    wanted = resolve_offload_url(None)
-    endpoint = s3_endpoint_from_env()
     for c in plan.offload:
         b = bound.get(c.location)
         if b is None:
             raise PlanBindingError(f"plan: {c.location} is not a location the plan is bound to")
         if c.kind == "directory":
             root = _root_of(c.location)
-            if wanted and not wanted.startswith("s3://"):
-                if os.path.realpath(local_path(wanted)) != os.path.realpath(root):
-                    raise PlanBindingError(
-                        f"the plan deletes in {c.location}, not in {wanted} (the offload "
-                        "URL given now): a plan is applied only to the root it was made for"
-                    )
             if not root.is_dir() or _root_identity(root) != b.get("identity"):
                 raise PlanBindingError(
                     f"{c.location} is not the offload root the plan was made for (gone, or "
                     "another directory at the same path): make the plan again"
                 )
-        else:
-            if wanted and wanted.startswith("s3://") and wanted[5:].strip("/") != c.location[5:]:
+        elif (b.get("endpoint"), b.get("region")) != (c.endpoint, c.region):
+            raise PlanBindingError(f"plan: {c.key} is not in the location it is bound to")
+
+
+def check_overrides(plan: Plan, offload_url: str | None, s3_endpoint: str | None) -> None:
+    """Refuse (:class:`~.binding.PlanBindingError`) a plan when the offload URL or S3
+    endpoint in effect now (``LEDGERCTL_OFFLOAD_URL``, ``LEDGERCTL_S3_ENDPOINT``) names
+    another location than the plan's: it deletes only where it was made for, and says so
+    rather than going elsewhere than the operator points."""
+    from pulsarctl_py.stores.tiered.filesystem import local_path
+
+    from .binding import PlanBindingError
+
+    for c in plan.offload:
+        if c.kind == "directory":
+            if offload_url and not offload_url.startswith("s3://"):
+                if os.path.realpath(local_path(offload_url)) != os.path.realpath(
+                    _root_of(c.location)
+                ):
+                    raise PlanBindingError(
+                        f"the plan deletes in {c.location}, not in {offload_url} (the offload "
+                        "URL given now): a plan is applied only to the root it was made for"
+                    )
+            continue
+        if offload_url and offload_url.startswith("s3://"):
+            if offload_url[5:].strip("/") != c.location[5:]:
                 raise PlanBindingError(
-                    f"the plan deletes in {c.location}, not in {wanted} (the offload URL "
+                    f"the plan deletes in {c.location}, not in {offload_url} (the offload URL "
                     "given now): a plan is applied only to the bucket it was made for"
                 )
-            if (b.get("endpoint"), b.get("region")) != (c.endpoint, c.region):
-                raise PlanBindingError(f"plan: {c.key} is not in the location it is bound to")
-            if endpoint and endpoint != c.endpoint:
-                raise PlanBindingError(
-                    f"the plan deletes in {c.location} at {c.endpoint or 'AWS S3'}, not at "
-                    f"{endpoint} (LEDGERCTL_S3_ENDPOINT now): a plan is applied only to the "
-                    "store it was made for"
-                )
+        if s3_endpoint and s3_endpoint != c.endpoint:
+            raise PlanBindingError(
+                f"the plan deletes in {c.location} at {c.endpoint or 'AWS S3'}, not at "
+                f"{s3_endpoint} (LEDGERCTL_S3_ENDPOINT now): a plan is applied only to the "
+                "store it was made for"
+            )
 
 
 # -- fingerprints: what is there now --------------------------------------------------------
@@ -339,7 +356,7 @@ def dir_fingerprint(path: Path) -> dict[str, Any] | None:
     return {"files": out}
 
 
-def _head(source: Any, key: str) -> dict[str, Any] | None:
+def head_object(source: Any, key: str) -> dict[str, Any] | None:
     """An object's size, ETag, last-modified time, user metadata and content type (None:
     no such object)."""
     from pulsarctl_py.stores.tiered.s3 import OffloadObjectMissing
@@ -370,11 +387,11 @@ def fingerprint_now(change: OffloadChange) -> dict[str, Any] | None:
     """The change's fingerprint as the location holds it now (None: gone)."""
     if change.kind == "directory":
         return dir_fingerprint(Path(change.path))
-    source = _s3(change)
+    source = s3_objects(change)
     if change.kind == "upload":
         held = change.upload_id in _uploads(source, change.path)
         return dict(change.fingerprint) if held else None
-    head = _head(source, change.path)
+    head = head_object(source, change.path)
     return None if head is None else object_fingerprint(head)
 
 
@@ -394,15 +411,20 @@ def topic_of(managed_ledger: str | None) -> str | None:
 
 
 def running_offloads(
-    store: MetadataStore, topics: list[str], say: Callable[[str], None]
+    store: MetadataStore,
+    topics: list[str],
+    say: Callable[[str], None],
+    *,
+    admin_url: list[str] | None = None,
+    force_owned: bool = False,
 ) -> dict[str, str]:
     """Of ``topics``, those for which a broker runs an offload now: topic -> why. Asked of
     the broker that has the topic loaded only (``GET .../offload``, Pulsar's
     ``PersistentTopicsBase.internalOffloadStatus``; asking any other would load it); a
     topic no broker has loaded runs no offload (``ManagedLedgerImpl.offloadLoop`` runs in
     the broker that has it loaded). Brokers that cannot be asked refuse (exit 4) unless
-    --force-owned (then said, and nothing is known to run)."""
-    from pulsarctl_py import livewrite
+    ``force_owned`` (then said, and nothing is known to run); ``admin_url``: the brokers'
+    admin URLs (--admin-url; none: those registered in the metadata store)."""
     from pulsarctl_py.stores.broker import (
         BrokerRefused,
         BrokerUnreachable,
@@ -413,16 +435,15 @@ def running_offloads(
 
     if store.location.scheme != "zk":
         return {}  # Pulsar's RocksDB store: no broker runs beside it
-    live = livewrite.current()
     running: dict[str, str] = {}
     for topic in topics:
         try:
-            broker = where_loaded(store, topic, list(live.admin_url) or None)
+            broker = where_loaded(store, topic, admin_url)
             if broker is None:
                 continue
             status = broker.get_json(topic_path(resolve_topic(topic)) + "/offload")
         except (BrokerUnreachable, BrokerRefused) as exc:
-            if not live.force_owned:
+            if not force_owned:
                 raise TopicLoaded(
                     f"cannot ask the brokers whether an offload of {topic} is running "
                     f"({exc.one_line()}); nothing deleted: give a reachable admin URL "
@@ -438,94 +459,6 @@ def running_offloads(
         if state == "RUNNING":
             running[topic] = f"the broker {broker.url} runs an offload of {topic} now"
     return running
-
-
-def draft_offload_deletion(orphans: list[OffloadOrphan]) -> list[OffloadChange]:
-    """The changes that delete the judged orphans (kept ones left out), each with its
-    fingerprint now."""
-    changes: list[OffloadChange] = []
-    for o in orphans:
-        why = f"{o.why} (offload {o.uuid} of ledger {o.ledger_id})"
-        if o.location.startswith("s3://"):
-            loc = o.location.split(" at ", 1)[0]
-            endpoint, region, driver = o.s3 if o.s3 is not None else (None, None, "S3")
-            source = _s3(
-                OffloadChange(
-                    "object",
-                    loc,
-                    "",
-                    o.uuid,
-                    o.ledger_id,
-                    None,
-                    0,
-                    {},
-                    None,
-                    endpoint,
-                    region,
-                    driver,
-                )
-            )
-            for key in o.paths:
-                head = _head(source, key)
-                if head is None:
-                    raise PlanConflict(
-                        f"{loc}/{key} went away while the plan was made: make it again"
-                    )
-                changes.append(
-                    OffloadChange(
-                        "object",
-                        loc,
-                        key,
-                        o.uuid,
-                        o.ledger_id,
-                        o.managed_ledger,
-                        head["size"],
-                        object_fingerprint(head),
-                        None,
-                        endpoint,
-                        region,
-                        driver,
-                        [why],
-                    )
-                )
-            for key, upload_id in o.uploads:
-                changes.append(
-                    OffloadChange(
-                        "upload",
-                        loc,
-                        key,
-                        o.uuid,
-                        o.ledger_id,
-                        o.managed_ledger,
-                        0,
-                        {"upload_id": upload_id},
-                        upload_id,
-                        endpoint,
-                        region,
-                        driver,
-                        [why],
-                    )
-                )
-        else:
-            for path in o.paths:
-                fp = dir_fingerprint(Path(path))
-                if fp is None:
-                    raise PlanConflict(f"{path} went away while the plan was made: make it again")
-                size = sum(f[1] for f in fp["files"])
-                changes.append(
-                    OffloadChange(
-                        "directory",
-                        o.location,
-                        path,
-                        o.uuid,
-                        o.ledger_id,
-                        o.managed_ledger,
-                        size,
-                        fp,
-                        why=[why],
-                    )
-                )
-    return changes
 
 
 # -- apply -----------------------------------------------------------------------------------
@@ -544,7 +477,7 @@ def recheck_references(plan: Plan, store: MetadataStore) -> OffloadRefs:
     """Every managed ledger again: refuse (exit 5) when one now references an offload the
     plan deletes, when its managed ledger is gone, or when its context now says the
     BookKeeper copy was deleted; one that does not decode refuses (a partial view)."""
-    from pulsarctl_py.repair.offload_orphans import offload_references
+    from pulsarctl_py.stores.tiered.references import offload_references
 
     refs: OffloadRefs = offload_references(store)
     for c in plan.offload:
@@ -570,7 +503,12 @@ def recheck_references(plan: Plan, store: MetadataStore) -> OffloadRefs:
 
 
 def _check_running(
-    plan: Plan, store: MetadataStore, refs: OffloadRefs, say: Callable[[str], None]
+    plan: Plan,
+    store: MetadataStore,
+    refs: OffloadRefs,
+    say: Callable[[str], None],
+    admin_url: list[str] | None,
+    force_owned: bool,
 ) -> None:
     """Refuse when a broker runs an offload of a topic a change belongs to: the one its
     path or object metadata names, and the one whose offload context names its uid."""
@@ -588,7 +526,9 @@ def _check_running(
             f"{unknown[0]}: the topic it belongs to is unknown, so the broker cannot be "
             "asked whether its offload runs; nothing deleted"
         )
-    running = running_offloads(store, sorted(topics), say)
+    running = running_offloads(
+        store, sorted(topics), say, admin_url=admin_url, force_owned=force_owned
+    )
     if running:
         why = next(iter(running.values()))
         raise PlanConflict(
@@ -622,8 +562,8 @@ def _copy_out(change: OffloadChange, target: Path) -> dict[str, Any]:
                 }
             )
         return {"files": files}
-    source = _s3(change)
-    head = _head(source, change.path)
+    source = s3_objects(change)
+    head = head_object(source, change.path)
     if head is None or object_fingerprint(head) != change.fingerprint:
         raise PlanConflict(
             f"{change.key} changed since the plan was made; nothing deleted: make a new plan"
@@ -662,7 +602,7 @@ def _delete(change: OffloadChange) -> None:
     if change.kind == "directory":
         shutil.rmtree(change.path)
         return
-    source = _s3(change)
+    source = s3_objects(change)
     bucket = source.location.bucket
     if change.kind == "upload":
         source._ask(
@@ -676,48 +616,67 @@ def _delete(change: OffloadChange) -> None:
         source._ask(change.path, source.client.delete_object, Bucket=bucket, Key=change.path)
 
 
+#: what :func:`apply_offload` asks its caller to record in the backup, with the items
+Save = Callable[[str, list[dict[str, Any]]], None]
+
+
+@dataclass(slots=True)
+class Earlier:
+    """What the backup says of an earlier apply of the same plan (:mod:`.apply` reads it)."""
+
+    #: an apply began (copies recorded, deletion maybe cut short) or finished
+    began: bool = False
+    #: it began and did not finish
+    cut_short: bool = False
+    applied: str | None = None
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+
 def apply_offload(
     plan: Plan,
     store: MetadataStore,
     bpath: Path,
-    record: Record | None,
-    outcome: Outcome,
+    earlier: Earlier,
+    outcome: Any,
     after_step: Callable[[str], None],
     say: Callable[[str], None],
+    save: Save,
+    *,
+    admin_url: list[str] | None = None,
+    force_owned: bool = False,
 ) -> None:
     """Delete what the plan's offload changes name (the module docstring): checks, copies
-    into the backup, deletes; a run cut short is finished by applying again."""
-    from .apply import APPLIED, APPLYING, _now_text, _write_record
-
+    into the backup, deletes; a run cut short is finished by applying again. ``save``
+    records the backup: ``save("applying", items)`` once the copies are made, ``save(
+    "applied", items)`` when done; ``outcome`` is the apply's
+    :class:`~pulsarctl_py.plans.Outcome`."""
     check_location_binding(plan)
-    resuming = record is not None and record.status in (APPLYING, APPLIED)
     nows = [fingerprint_now(c) for c in plan.offload]
-    if resuming:
-        assert record is not None
+    if earlier.began:
         pending = []
         for c, now in zip(plan.offload, nows, strict=True):
             if now is None:
                 outcome.unchanged.append({"key": c.key, "reason": "deleted already"})
             elif now != c.fingerprint:
                 raise PlanConflict(
-                    f"{c.key}: changed since the plan was applied ({record.applied}); "
+                    f"{c.key}: changed since the plan was applied ({earlier.applied}); "
                     "nothing deleted"
                 )
             else:
                 pending.append(c)
         if not pending:
             outcome.note = "already applied"
-            if record.status == APPLYING:
-                _write_record(bpath, plan, APPLIED, _now_text(), record.broken, record.offload)
+            if earlier.cut_short:
+                save("applied", earlier.items)
             return
         refs = recheck_references(plan, store)
-        _check_running(plan, store, refs, say)
+        _check_running(plan, store, refs, say, admin_url, force_owned)
         outcome.note = "resumed"
         for c in pending:
             _delete(c)
             outcome.written.append({"key": c.key, "action": _action(c), "sha256": None})
             after_step(STEP)
-        _write_record(bpath, plan, APPLIED, _now_text(), record.broken, record.offload)
+        save("applied", earlier.items)
         after_step("record")
         return
     for c, now in zip(plan.offload, nows, strict=True):
@@ -729,7 +688,7 @@ def apply_offload(
                 "nothing deleted: make a new plan"
             )
     refs = recheck_references(plan, store)
-    _check_running(plan, store, refs, say)
+    _check_running(plan, store, refs, say, admin_url, force_owned)
     copies = backup_dir(bpath)
     if os.path.lexists(copies):
         shutil.rmtree(copies)  # a copy begun by an apply that never recorded it
@@ -741,13 +700,13 @@ def apply_offload(
             item["copy"] = _copy_name(i, c)
             item |= _copy_out(c, copies / item["copy"])
         saved.append(item)
-    _write_record(bpath, plan, APPLYING, None, [], saved)
+    save("applying", saved)
     after_step("backup")
     for c in plan.offload:
         _delete(c)
         outcome.written.append({"key": c.key, "action": _action(c), "sha256": None})
         after_step(STEP)
-    _write_record(bpath, plan, APPLIED, _now_text(), [], saved)
+    save("applied", saved)
     after_step("record")
 
 
@@ -787,8 +746,8 @@ def _holds_backup(change: OffloadChange, item: dict[str, Any], copies: Path) -> 
         files = {name: full for name, full in _dir_files(path)} if path.is_dir() else {}
         want = {f["name"]: f["sha256"] for f in item["files"]}
         return set(files) == set(want) and all(_file_sha256(files[n]) == s for n, s in want.items())
-    source = _s3(change)
-    head = _head(source, change.path)
+    source = s3_objects(change)
+    head = head_object(source, change.path)
     if head is None:
         return None
     return head["size"] == item["size"] and _object_sha256(source, change.path) == item["sha256"]
@@ -835,7 +794,7 @@ def _restore(change: OffloadChange, item: dict[str, Any], copies: Path) -> None:
 
     from pulsarctl_py.stores.tiered.s3 import OffloadUnreachable
 
-    source = _s3(change)
+    source = s3_objects(change)
     extra: dict[str, Any] = {"Metadata": dict(item.get("metadata") or {})}
     if item.get("content_type"):
         extra["ContentType"] = item["content_type"]
@@ -859,24 +818,19 @@ def _restore(change: OffloadChange, item: dict[str, Any], copies: Path) -> None:
 
 def undo_offload(
     plan: Plan,
-    plan_path: Path,
     bpath: Path,
-    record: Record | None,
-    outcome: Outcome,
+    earlier: Earlier,
+    undone_before: bool,
+    outcome: Any,
     after_step: Callable[[str], None],
+    save: Callable[[], None],
 ) -> None:
-    """Put back every directory and object the apply deleted, from the copies; uploads
-    stay aborted (said per upload). A place holding anything else refuses the undo."""
-    from .apply import UNDONE, NeverApplied, _write_record
-
+    """Put back every directory and object the apply deleted, from the copies (the
+    backup's ``earlier.items``); uploads stay aborted (said per upload). A place holding
+    anything else refuses the undo. ``save`` records the undo in the backup."""
     check_location_binding(plan)
-    if record is None or not record.offload:
-        raise NeverApplied(
-            f"the plan {plan_path} was never applied (there is no backup {bpath.name} with "
-            "its copies beside it): nothing to undo"
-        )
     copies = backup_dir(bpath)
-    items = {item.get("key"): item for item in record.offload}
+    items = {item.get("key"): item for item in earlier.items}
     todo = []
     for c in plan.offload:
         if c.kind == "upload":
@@ -897,12 +851,12 @@ def undo_offload(
                 "than the backup): nothing restored"
             )
     if not todo:
-        outcome.note = "already undone" if record.status == UNDONE else "nothing to restore"
+        outcome.note = "already undone" if undone_before else "nothing to restore"
     for c, item in todo:
         _restore(c, item, copies)
         outcome.written.append({"key": c.key, "action": "restore", "sha256": item.get("sha256")})
         after_step(STEP)
-    _write_record(bpath, plan, UNDONE, record.applied, record.broken, record.offload)
+    save()
 
 
 def iter_keys(changes: list[OffloadChange]) -> Iterator[str]:

@@ -32,28 +32,15 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pulsarctl_py.decoders.errors import DataError, LedgerctlError
+from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.stores.tiered.references import OffloadRefs, offload_references
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _FS_DIR = re.compile(rf"(\d+)-({_UUID})")
-
-
-@dataclass(slots=True)
-class OffloadRefs:
-    """What the managed ledgers say about offloads: the whole view."""
-
-    #: (uuid, ledger id) of every complete offload
-    complete: set[tuple[str, int]] = field(default_factory=set)
-    #: (uuid, ledger id) of an incomplete context -> (managed ledger, bookkeeperDeleted)
-    incomplete: dict[tuple[str, int], tuple[str, bool]] = field(default_factory=dict)
-    managed_ledgers: set[str] = field(default_factory=set)
-    #: filesystem roots and (bucket, endpoint, region, driver) the contexts name
-    roots: set[str] = field(default_factory=set)
-    buckets: set[tuple[str, str | None, str | None, str]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -94,53 +81,6 @@ class OffloadOrphan:
         if self.kept is not None:
             out["kept"] = self.kept
         return out
-
-
-def offload_references(store: Any) -> OffloadRefs:
-    """Every offload context of every managed ledger; raises when one does not decode
-    (its references are unknown: no offload can be judged)."""
-    from pulsarctl_py.stores.metadata import require_topic_metadata
-    from pulsarctl_py.stores.metadata.managed_ledgers import decode_ml_info, iter_managed_ledgers
-    from pulsarctl_py.stores.tiered.filesystem import offload_uuid
-
-    require_topic_metadata(store)
-    refs = OffloadRefs()
-    for folder in iter_managed_ledgers(store):
-        for ref in folder:
-            node = store.get(ref.path)
-            if node is None:  # deleted while listed: it references nothing any more
-                continue
-            info, error = decode_ml_info(node.data)
-            if info is None:
-                raise DataError(
-                    f"managed ledger {ref.name} does not decode ({error}): the offloads it "
-                    "references are unknown, so no offload is judged an orphan"
-                )
-            refs.managed_ledgers.add(ref.name)
-            for li in info.message.ledgerInfo:
-                if not (li.HasField("offloadContext") and li.offloadContext.HasField("uidMsb")):
-                    continue
-                ctx = li.offloadContext
-                uid = offload_uuid(ctx.uidMsb, ctx.uidLsb)
-                if ctx.complete:
-                    refs.complete.add((uid, li.ledgerId))
-                else:
-                    refs.incomplete[(uid, li.ledgerId)] = (ref.name, ctx.bookkeeperDeleted)
-                props = {p.key: p.value for p in ctx.driverMetadata.properties}
-                driver = ctx.driverMetadata.name
-                if driver.lower() == "filesystem":
-                    if props.get("storageBasePath"):
-                        refs.roots.add(props["storageBasePath"])
-                elif props.get("bucket"):
-                    refs.buckets.add(
-                        (
-                            props["bucket"],
-                            props.get("serviceEndpoint") or None,
-                            props.get("region") or None,
-                            driver,
-                        )
-                    )
-    return refs
 
 
 def judge_offload_orphans(
@@ -324,12 +264,8 @@ def delete_offload_orphans(
     ``draft`` (:mod:`pulsarctl_py.plans.offload`): its objects, directory and unfinished
     uploads. Kept besides what the judgment keeps: an orphan whose topic a broker runs an
     offload of now, and one whose topic is unknown (the broker cannot be asked)."""
-    from pulsarctl_py.plans.offload import (
-        UPLOAD_WARNING,
-        draft_offload_deletion,
-        running_offloads,
-        topic_of,
-    )
+    from pulsarctl_py import livewrite
+    from pulsarctl_py.plans.offload import UPLOAD_WARNING, running_offloads, topic_of
 
     judged = judge_offload_orphans(
         draft.store, offload_url=offload_url, s3_endpoint=s3_endpoint, min_age_ms=min_age_ms
@@ -341,7 +277,14 @@ def delete_offload_orphans(
         if o.kept is None
     }
     topics = sorted({t for names in topics_of.values() for t in names})
-    running = running_offloads(draft.store, topics, draft.warnings.append)
+    live = livewrite.current()
+    running = running_offloads(
+        draft.store,
+        topics,
+        draft.warnings.append,
+        admin_url=list(live.admin_url) or None,
+        force_owned=live.force_owned,
+    )
     for o in judged:
         if o.kept is not None:
             continue
@@ -372,6 +315,103 @@ def delete_offload_orphans(
         }
     )
     return orphans
+
+
+def draft_offload_deletion(orphans: list[OffloadOrphan]) -> list[Any]:
+    """The changes that delete the judged orphans (kept ones left out), each with its
+    fingerprint now."""
+    from pulsarctl_py.errors import PlanConflict
+    from pulsarctl_py.plans.offload import (
+        OffloadChange,
+        dir_fingerprint,
+        head_object,
+        object_fingerprint,
+        s3_objects,
+    )
+
+    changes: list[OffloadChange] = []
+    for o in orphans:
+        why = o.why
+        if o.location.startswith("s3://"):
+            loc = o.location.split(" at ", 1)[0]
+            endpoint, region, driver = o.s3 if o.s3 is not None else (None, None, "S3")
+            source = s3_objects(
+                OffloadChange(
+                    "object",
+                    loc,
+                    "",
+                    o.uuid,
+                    o.ledger_id,
+                    None,
+                    0,
+                    {},
+                    None,
+                    endpoint,
+                    region,
+                    driver,
+                )
+            )
+            for key in o.paths:
+                head = head_object(source, key)
+                if head is None:
+                    raise PlanConflict(
+                        f"{loc}/{key} went away while the plan was made: make it again"
+                    )
+                changes.append(
+                    OffloadChange(
+                        "object",
+                        loc,
+                        key,
+                        o.uuid,
+                        o.ledger_id,
+                        o.managed_ledger,
+                        head["size"],
+                        object_fingerprint(head),
+                        None,
+                        endpoint,
+                        region,
+                        driver,
+                        [why],
+                    )
+                )
+            for key, upload_id in o.uploads:
+                changes.append(
+                    OffloadChange(
+                        "upload",
+                        loc,
+                        key,
+                        o.uuid,
+                        o.ledger_id,
+                        o.managed_ledger,
+                        0,
+                        {"upload_id": upload_id},
+                        upload_id,
+                        endpoint,
+                        region,
+                        driver,
+                        [why],
+                    )
+                )
+        else:
+            for path in o.paths:
+                fp = dir_fingerprint(Path(path))
+                if fp is None:
+                    raise PlanConflict(f"{path} went away while the plan was made: make it again")
+                size = sum(f[1] for f in fp["files"])
+                changes.append(
+                    OffloadChange(
+                        "directory",
+                        o.location,
+                        path,
+                        o.uuid,
+                        o.ledger_id,
+                        o.managed_ledger,
+                        size,
+                        fp,
+                        why=[why],
+                    )
+                )
+    return changes
 
 
 def s3_endpoint_from_env() -> str | None:
