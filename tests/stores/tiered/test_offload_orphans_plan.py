@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 from pulsarctl_py.stores.tiered.jcloud import data_key, index_key
@@ -270,3 +272,68 @@ def test_s3_plan_is_bound_to_its_endpoint(
     result = _cli(capsys, "apply", str(plan_path), "--yes")
     assert result.code == 2 and "only to the bucket it was made for" in result.err, result.err
     assert len(client.list_objects_v2(Bucket=bucket)["Contents"]) == 2
+
+
+# -- the plan read back: untrusted input ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fs_plan_doc(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    from pulsarctl_py.cli import main
+
+    tmp_path = tmp_path_factory.mktemp("offload-plan-doc")
+    interrupted = _fs_info(tmp_path, ledgerId=LEDGER + 1, complete=False, bookkeeperDeleted=False)
+    url = _store(tmp_path, {TOPIC: [_fs_info(tmp_path), interrupted]})
+    _copy(tmp_path, ML, LEDGER + 1, UID)
+    plan = tmp_path / "plan.json"
+    args = ["orphans", "--offloaded", "--delete", "--min-age", "0", "--metadata-url", url]
+    code = main([*args, "--plan", str(plan), "-o", "json"])
+    assert code == 0 and plan.is_file()
+    return json.loads(plan.read_text()), tmp_path / "offload"
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=40),
+    st.sampled_from(["/", "/etc", "../x", "directory", "object", "upload", "s3://", "s3://b/c"]),
+    st.lists(st.text(max_size=5), max_size=2),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    field=st.sampled_from(
+        ["kind", "location", "path", "uuid", "ledger_id", "size", "fingerprint", "why",
+         "upload_id", "managed_ledger"]
+    ),
+    value=_VALUES,
+    suffix=st.sampled_from(["", "/..", "/../../x", "/", "x"]),
+)  # fmt: skip
+def test_an_edited_offload_change_is_refused_or_names_an_offload(
+    fs_plan_doc: tuple[dict[str, Any], Path], field: str, value: Any, suffix: str
+) -> None:
+    """Whatever a (re-digested) plan says of an offload change, reading it back refuses
+    it in one line (LedgerctlError) or accepts only an offload directory of its ledger
+    under the root the plan is bound to."""
+    import copy
+
+    from pulsarctl_py.errors import LedgerctlError
+    from pulsarctl_py.plans.document import Plan, document_digest
+
+    doc, root = fs_plan_doc
+    doc = copy.deepcopy(doc)
+    change = doc["offload"][0]
+    change[field] = change["path"] + suffix if field == "path" and suffix else value
+    doc["digest"] = document_digest(doc)
+    try:
+        plan = Plan.from_json(doc)
+    except LedgerctlError as exc:
+        assert "\n" not in exc.one_line()
+        return
+    for c in plan.offload:
+        assert c.kind == "directory" and Path(c.path).is_relative_to(root)
+        assert ".." not in Path(c.path).parts
+        assert Path(c.path).name == f"{c.ledger_id}-{c.uuid}"
