@@ -138,13 +138,26 @@ class PlanFlags:
             out.remove_on_commit(stale)
         return out
 
-    def run(self, build: Callable[[Draft, LedgerSource], Any], out: Output | None = None) -> Plan:
+    def run(
+        self,
+        build: Callable[[Draft, LedgerSource], Any],
+        out: Output | None = None,
+        *,
+        metadata_only: bool = False,
+    ) -> Plan:
         """Draft, print, save and (with --apply) apply the plan ``build`` drafts; ``out``
         is the --plan output when the caller prepared it already."""
         if out is None:
             out = self.plan_output()
         return run_plan(
-            self.metadata_url, self.bookie_dirs, out, self.apply, self.output, build, yes=self.yes
+            self.metadata_url,
+            self.bookie_dirs,
+            out,
+            self.apply,
+            self.output,
+            build,
+            yes=self.yes,
+            metadata_only=metadata_only,
         )
 
 
@@ -226,10 +239,18 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
         out.print("nothing to repair: the plan changes no key")
         return
     js = plan.to_json()
-    out.print(
-        f"[bold]plan[/]: {len(plan.changes)} key{'s' if len(plan.changes) != 1 else ''} in "
-        f"{escape(plan.metadata_url)}; topics to unload: {escape(', '.join(plan.topics) or '-')}"
-    )
+    if plan.offload:  # planned alone: no key, no topic
+        out.print(
+            f"[bold]plan[/]: {len(plan.offload)} offload object(s)/directories in "
+            f"{escape(', '.join(sorted({oc.location for oc in plan.offload})))} (metadata "
+            f"store {escape(plan.metadata_url)}, read only)"
+        )
+    else:
+        topics = escape(", ".join(plan.topics) or "-")
+        out.print(
+            f"[bold]plan[/]: {len(plan.changes)} key{'s' if len(plan.changes) != 1 else ''} in "
+            f"{escape(plan.metadata_url)}; topics to unload: {topics}"
+        )
     if plan.bookie:
         out.print(
             f"and {len(plan.bookie)} bookie index entr{'ies' if len(plan.bookie) != 1 else 'y'} "
@@ -249,6 +270,17 @@ def print_plan(plan: Plan, output: PlanOutput) -> None:
         for why in bc["why"]:
             out.print(f"  because: {escape(why)}")
         out.print(f"  [red]- {escape(bc['summary'])}[/]")
+    for oc in plan.offload:
+        action = "abort" if oc.kind == "upload" else "delete"
+        out.print(f"\n[bold]{action}[/] {escape(oc.summary())}")
+        for why in oc.why:
+            out.print(f"  because: {escape(why)}")
+        if oc.kind == "upload":
+            out.print("  [yellow]cannot be undone[/]: an aborted upload's parts are gone")
+        else:
+            out.print("  copied into the plan's backup first; `undo` puts it back")
+    if plan.offload:
+        return  # the tiered side changes no key and makes no ledger unreachable
     u = js["unreachable"]
     out.print("\n[bold]unreachable after this plan[/]:")
     entries = f"{u['entries']}{'+' if u['entries_unknown'] else ''}"
@@ -294,6 +326,9 @@ def store_text(plan: Plan, store: Any | None = None) -> str:
     dirs = sorted({bc.current for bc in plan.bookie})
     if dirs:
         text += f"; bookie directories {', '.join(dirs)}"
+    places = sorted({oc.location for oc in plan.offload})
+    if places:
+        text += f"; offload locations {', '.join(places)}"
     return text
 
 
@@ -320,6 +355,8 @@ def confirm(action: str, plan: Plan, yes: bool) -> None:
 
     keys = len(plan.changes)
     what = f"{keys} key{'s' if keys != 1 else ''}"
+    if plan.offload:
+        what = f"{len(plan.offload)} offload object(s)/directories"
     if plan.bookie:
         what += (
             f" and {len(plan.bookie)} bookie index entr{'ies' if len(plan.bookie) != 1 else 'y'}"
@@ -498,21 +535,21 @@ def run_plan(
     build: Callable[[Draft, LedgerSource], Any],
     *,
     yes: bool = False,
+    metadata_only: bool = False,
 ) -> Plan:
     """Draft a repair on the stores, print its plan, save it to ``out`` (prepared before
     the work), apply it when asked (after a confirmation on a terminal, unless ``yes``)."""
     from rich.markup import escape
 
     from pulsarctl_py import render
-    from pulsarctl_py.plans import apply_plan
     from pulsarctl_py.plans.draft import make_plan
 
     try:
-        plan = make_plan(metadata_url, bookie_dirs, build)
+        plan = make_plan(metadata_url, bookie_dirs, build, metadata_only=metadata_only)
         if plan.topics and unload_first(plan.metadata_url, plan.topics):
             # planned again after the unload: the plan reads what the broker persisted
             # when it closed the topic (cursor positions), not what it had cached
-            plan = make_plan(metadata_url, bookie_dirs, build)
+            plan = make_plan(metadata_url, bookie_dirs, build, metadata_only=metadata_only)
     except BaseException:
         if out is not None:
             out.discard()
@@ -548,7 +585,7 @@ def run_plan(
         confirmed("Apply", plan, yes, f"ledgerctl apply {out.path}")
         with open_writable(plan.metadata_url) as store:
             run_outcome(
-                lambda: live_apply(store, out.path, lambda: apply_plan(out.path, store)),
+                lambda: live_apply(store, out.path, lambda: apply_now(out.path, store)),
                 as_json,
                 plan,
                 store,
@@ -657,6 +694,41 @@ def unload_first(metadata_url: str, topics: list[str]) -> bool:
     for topic in done:
         say(f"unloaded {topic} before planning", "note")
     return bool(done)
+
+
+def apply_now(plan_path: Path, store: Any) -> Outcome:
+    """:func:`~pulsarctl_py.plans.apply_plan` with what the command was given: the admin
+    URL and --force-owned (a plan deleting offload objects asks the brokers whether an
+    offload runs), warnings on stderr; a plan deleting offload objects is refused when the
+    offload URL or S3 endpoint in effect names another location (:func:`check_offload_env`)."""
+    from pulsarctl_py import livewrite
+    from pulsarctl_py.plans import apply_plan
+
+    check_offload_env(plan_path)
+    live = livewrite.current()
+    return apply_plan(
+        plan_path,
+        store,
+        say=lambda text: say(text, "warning"),
+        admin_url=list(live.admin_url) or None,
+        force_owned=live.force_owned,
+    )
+
+
+def check_offload_env(plan_path: Path) -> None:
+    """Refuse a plan deleting offload objects when ``LEDGERCTL_OFFLOAD_URL`` (or
+    ledgerctl.toml's) or ``LEDGERCTL_S3_ENDPOINT`` names another location than the plan's
+    (:func:`pulsarctl_py.plans.offload.check_overrides`)."""
+    from pulsarctl_py.plans import Plan
+
+    plan = Plan.load(plan_path)
+    if not plan.offload:
+        return
+    from pulsarctl_py.plans.offload import check_overrides
+    from pulsarctl_py.repair.offload_orphans import s3_endpoint_from_env
+    from pulsarctl_py.stores.tiered.locate import resolve_offload_url
+
+    check_overrides(plan, resolve_offload_url(None), s3_endpoint_from_env())
 
 
 def live_apply(

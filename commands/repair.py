@@ -24,6 +24,8 @@ from pulsarctl_py.commands.plans import (
     YES,
     PlanFlags,
     PlanOutput,
+    apply_now,
+    check_offload_env,
     confirmed,
     live_apply,
     open_writable,
@@ -370,7 +372,12 @@ def orphans(
         "ledger references: jcloud objects and unfinished multipart uploads, filesystem "
         "offloader directories, in every location the offload contexts name (or "
         "$LEDGERCTL_OFFLOAD_URL; $LEDGERCTL_S3_ENDPOINT for the endpoint). Judged only "
-        "when every managed ledger decodes and every listing is whole.",
+        "when every managed ledger decodes and every listing is whole. With --delete: a "
+        "plan deleting them, bound to those locations (an orphan of a topic whose broker "
+        "runs an offload now is kept); apply checks every managed ledger, object and the "
+        "broker again (exit 5 when one changed), copies each object and directory into "
+        "the plan's backup, then deletes; undo puts them back (aborted multipart uploads "
+        "cannot be).",
     ),
     flags: PlanFlags = PlanFlags(),
 ) -> None:
@@ -401,11 +408,22 @@ def orphans(
         )
     if offloaded:
         if delete:
-            raise typer.BadParameter(
-                "deleting offload objects through a plan is not built yet: review the "
-                "listing and delete them with the store's own tools",
-                param_hint="--delete",
+            from pulsarctl_py.repair.offload_orphans import (
+                delete_offload_orphans,
+                s3_endpoint_from_env,
             )
+            from pulsarctl_py.stores.tiered.locate import resolve_offload_url
+
+            flags.run(
+                lambda d, s: delete_offload_orphans(
+                    d,
+                    offload_url=resolve_offload_url(None),
+                    s3_endpoint=s3_endpoint_from_env(),
+                    min_age_ms=age,
+                ),
+                metadata_only=True,
+            )
+            return
         _offload_orphans(flags, age)
         return
     if delete:
@@ -527,7 +545,7 @@ def apply(
     unchanged, already applied, refused and why, the ledgers swapped in, deleted and left
     for undo. Refused while a live broker owns one of the plan's topics (--force-owned
     overrides)."""
-    from pulsarctl_py.plans import Plan, apply_plan
+    from pulsarctl_py.plans import Plan
 
     plan = Plan.load(plan_file)
     as_json = outcome_json(output)
@@ -548,7 +566,7 @@ def apply(
     confirmed("Apply", plan, yes, f"ledgerctl apply {plan_file}")
     with open_writable(metadata_url or plan.metadata_url) as store:
         run_outcome(
-            lambda: live_apply(store, plan_file, lambda: apply_plan(plan_file, store)),
+            lambda: live_apply(store, plan_file, lambda: apply_now(plan_file, store)),
             as_json,
             plan,
             store,
@@ -609,6 +627,7 @@ def undo(
     with open_writable(metadata_url or plan.metadata_url) as store:
 
         def run() -> Outcome:
+            check_offload_env(plan_file)
             if plan.changes:
                 return live_apply(store, plan_file, lambda: undo_plan(plan_file, store), undo=True)
             return undo_plan(plan_file, store)

@@ -80,6 +80,9 @@ class Record:
     #: the repair dropped because it has no metadata): the undo may restore those only
     #: (:mod:`.references`)
     broken: list[Problem] = field(default_factory=list)
+    #: what the tiered side copied before it deleted (:mod:`.offload`): per change its
+    #: key, fingerprint digest and where its copy is
+    offload: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def read(cls, bpath: Path, plan: Plan) -> Record | None:
@@ -104,11 +107,14 @@ class Record:
         if status not in STATUSES:
             raise LedgerctlError(f"{bpath}: unknown status {status!r}")
         olds = {c.key: sha256(c.old) for c in [*plan.changes, *plan.bookie]}
+        olds |= {c.key: c.digest for c in plan.offload}
+        raw_offload = doc.get("offload", [])
         try:
             held = {
                 item["key"]: item.get("sha256")
                 for item in [*doc.get("values", []), *doc.get("bookie", [])]
             }
+            held |= {item["key"]: item.get("fingerprint") for item in raw_offload}
         except (KeyError, TypeError, AttributeError):
             raise LedgerctlError(f"{bpath} is not a ledgerctl plan backup") from None
         if held != olds:
@@ -116,11 +122,36 @@ class Record:
         applied = doc.get("applied")
         raw = doc.get("restores_broken", [])
         broken = [p for p in map(Problem.from_json, raw if isinstance(raw, list) else []) if p]
-        return cls(status, plan.digest or "", applied if isinstance(applied, str) else None, broken)
+        return cls(
+            status,
+            plan.digest or "",
+            applied if isinstance(applied, str) else None,
+            broken,
+            list(raw_offload),
+        )
+
+
+def _earlier(record: Record | None) -> Any:
+    """What the backup says of an earlier apply, for the tiered side (:mod:`.offload`)."""
+    from .offload import Earlier
+
+    if record is None:
+        return Earlier()
+    return Earlier(
+        record.status in (APPLYING, APPLIED),
+        record.status == APPLYING,
+        record.applied,
+        list(record.offload),
+    )
 
 
 def _write_record(
-    bpath: Path, plan: Plan, status: str, applied: str | None, broken: list[Problem]
+    bpath: Path,
+    plan: Plan,
+    status: str,
+    applied: str | None,
+    broken: list[Problem],
+    offload: list[dict[str, Any]] | None = None,
 ) -> None:
     from pulsarctl_py import outputs
 
@@ -146,6 +177,8 @@ def _write_record(
         # what the old values pointed at that did not hold when the apply ran
         "restores_broken": [p.to_json() for p in broken],
     }
+    if plan.offload:  # the tiered side's copies (:mod:`.offload`)
+        doc["offload"] = list(offload or [])
     write_document(outputs.prepare(bpath, outputs.BACKUP), doc, "plan backup")
 
 
@@ -353,7 +386,13 @@ def _check_apply(
 
 
 def apply_plan(
-    plan_path: Path, store: MetadataStore, *, after_step: AfterStep = _nothing
+    plan_path: Path,
+    store: MetadataStore,
+    *,
+    after_step: AfterStep = _nothing,
+    say: Callable[[str], None] = _nothing,
+    admin_url: list[str] | None = None,
+    force_owned: bool = False,
 ) -> Outcome:
     """Execute the plan saved at ``plan_path`` on ``store`` (open read-write), the store
     it was made for.
@@ -369,13 +408,37 @@ def apply_plan(
     is "already applied" (nothing written: recorded so, so that its undo restores nothing
     either); one whose metadata committed but whose bookie side was cut short is finished
     ("resumed"). A refusal carries the outcome (``exc.outcome``) with the key refused.
+
+    A plan deleting offload objects (``offload``; :mod:`.offload`) is applied by
+    :func:`~.offload.apply_offload`: ``admin_url`` and ``force_owned`` say how the brokers
+    are asked whether an offload runs, ``say`` what was not asked.
     """
     plan = _load_bound(plan_path, store)
     bpath = backup_path(plan_path)
     record = Record.read(bpath, plan)
     outcome = Outcome("apply", str(plan_path), str(bpath))
     try:
-        _apply(plan, store, bpath, record, outcome, after_step)
+        if plan.offload:  # the tiered side: a plan of its own (:mod:`.offload`)
+            from .offload import apply_offload
+
+            def save(stage: str, items: list[dict[str, Any]]) -> None:
+                status, when = (APPLYING, None) if stage == "applying" else (APPLIED, _now_text())
+                _write_record(bpath, plan, status, when, [], items)
+
+            apply_offload(
+                plan,
+                store,
+                bpath,
+                _earlier(record),
+                outcome,
+                after_step,
+                say,
+                save,
+                admin_url=admin_url,
+                force_owned=force_owned,
+            )
+        else:
+            _apply(plan, store, bpath, record, outcome, after_step)
     except LedgerctlError as exc:
         _refuse(outcome, exc)
         raise
@@ -540,7 +603,30 @@ def undo_plan(
     record = Record.read(bpath, plan)
     outcome = Outcome("undo", str(plan_path), str(bpath) if record is not None else None)
     try:
-        _undo(plan, plan_path, store, bpath, record, outcome, after_step)
+        if plan.offload:  # the tiered side: a plan of its own (:mod:`.offload`)
+            from .offload import undo_offload
+
+            if record is None or not record.offload:
+                raise NeverApplied(
+                    f"the plan {plan_path} was never applied (there is no backup "
+                    f"{bpath.name} with its copies beside it): nothing to undo"
+                )
+            done = record
+
+            def save() -> None:
+                _write_record(bpath, plan, UNDONE, done.applied, done.broken, done.offload)
+
+            undo_offload(
+                plan,
+                bpath,
+                _earlier(record),
+                record.status == UNDONE,
+                outcome,
+                after_step,
+                save,
+            )
+        else:
+            _undo(plan, plan_path, store, bpath, record, outcome, after_step)
     except LedgerctlError as exc:
         _refuse(outcome, exc)
         raise

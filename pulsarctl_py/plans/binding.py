@@ -135,6 +135,9 @@ class Binding:
     roots: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ROOTS))
     #: ledger dir (absolute ``current/`` path) -> its identity
     bookie_dirs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: the offload locations (filesystem roots, buckets) the plan deletes in, each with
+    #: what identifies it (:func:`pulsarctl_py.plans.offload.location_binding`)
+    offload: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, store: MetadataStore, bookie_dirs: list[Path] | None = None) -> Binding:
@@ -164,13 +167,16 @@ class Binding:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "identity": dict(self.identity),
             "roots": dict(self.roots),
             "bookie_dirs": [
                 {"path": path, "identity": dict(ident)} for path, ident in self.bookie_dirs.items()
             ],
         }
+        if self.offload:
+            out["offload"] = [dict(b) for b in self.offload]
+        return out
 
     @classmethod
     def from_json(cls, url: str, obj: Any, *, empty: bool = False) -> Binding:
@@ -213,7 +219,12 @@ class Binding:
                 "plan: it records no BookKeeper instance id (the BookKeeper cluster it was "
                 "made for): make it again with this version of ledgerctl"
             )
-        return cls(url, identity, roots, dirs)
+        raw_offload = obj.get("offload", [])
+        if not isinstance(raw_offload, list) or not all(
+            isinstance(b, dict) and isinstance(b.get("location"), str) for b in raw_offload
+        ):
+            raise LedgerctlError("plan: the store's offload locations are not a list of locations")
+        return cls(url, identity, roots, dirs, [dict(b) for b in raw_offload])
 
 
 def _check_root(root: str) -> None:

@@ -34,6 +34,7 @@ from pulsarctl_py.decoders.errors import LedgerctlError
 from .binding import Binding
 from .bookie_index import BookieChange
 from .change import Change, Unreachable
+from .offload import OffloadChange
 from .validate import validate_bookie_change, validate_change
 from .written import Written, validate_written
 
@@ -69,10 +70,12 @@ class Plan:
     digest: str | None = None
     #: ledgers the command wrote before the plan (undo deletes them; see written)
     written: list[Written] = field(default_factory=list)
+    #: offload objects and directories the plan deletes (tiered storage; see offload)
+    offload: list[OffloadChange] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not self.changes and not self.bookie
+        return not self.changes and not self.bookie and not self.offload
 
     def to_json(self) -> dict[str, Any]:
         from pulsarctl_py.timeparse import format_time_ms
@@ -93,6 +96,8 @@ class Plan:
         }
         if self.written:
             body["written"] = [w.to_json() for w in self.written]
+        if self.offload:
+            body["offload"] = [c.to_json() for c in self.offload]
         digest = document_digest(body)
         return {"format": PLAN_FORMAT, "version": PLAN_VERSION, "digest": digest, **body}
 
@@ -131,9 +136,25 @@ class Plan:
         if not isinstance(raw_written, list):
             raise LedgerctlError('plan: "written" is not a list')
         written = [Written.from_json(w) for w in raw_written]
+        raw_offload = obj.get("offload", [])
+        if not isinstance(raw_offload, list):
+            raise LedgerctlError('plan: "offload" is not a list')
+        offload = [OffloadChange.from_json(c) for c in raw_offload]
+        if offload and (changes or bookie or written):
+            raise LedgerctlError(
+                "plan: offload deletions are planned alone, never with metadata or bookie changes"
+            )
+        if len({c.key for c in offload}) != len(offload):
+            raise LedgerctlError("plan: an offload key appears twice")
         binding = Binding.from_json(
-            url, obj.get("store"), empty=not changes and not bookie and not written
+            url,
+            obj.get("store"),
+            empty=not changes and not bookie and not written and not offload,
         )
+        bound = {b["location"] for b in binding.offload}
+        for c in offload:
+            if c.location not in bound:
+                raise LedgerctlError(f"plan: {c.location} is not a location the plan is bound to")
         for change in changes:
             validate_change(change, binding.roots)
         for bc in bookie:
@@ -159,6 +180,7 @@ class Plan:
             binding=binding,
             digest=digest,
             written=written,
+            offload=offload,
         )
 
     def write(self, out: Output) -> None:

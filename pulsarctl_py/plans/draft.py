@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.stores.metadata.base import MetadataStore, Node
 
+    from .offload import OffloadChange
     from .written import Written
 
 
@@ -60,6 +61,8 @@ class Draft:
         self.bookie_dirs: set[Path] = set()
         #: ledgers written before the plan, which it swaps in (undo deletes them)
         self.written: list[Written] = []
+        #: offload objects and directories to delete (:mod:`.offload`)
+        self.offload: list[OffloadChange] = []
 
     def ledgers_root(self) -> str:
         """The root of BookKeeper's ledger metadata in this store (``/ledgers`` unless the
@@ -152,6 +155,10 @@ class Draft:
         if binding is None:
             dirs = self.bookie_dirs | {Path(w.files["current"]) for w in self.written if w.files}
             binding = Binding.of(self.store, sorted(dirs))
+            if self.offload:
+                from .offload import location_binding
+
+                binding.offload = location_binding(self.offload)
         return Plan(
             metadata_url=binding.metadata_url,
             changes=changes,
@@ -162,6 +169,7 @@ class Draft:
             bookie=list(self.bookie),
             binding=binding,
             written=list(self.written),
+            offload=list(self.offload),
         )
 
 
@@ -169,13 +177,18 @@ def make_plan(
     metadata_url: str | None,
     bookie_dirs: list[Path] | None,
     build: Callable[[Draft, LedgerSource], Any],
+    *,
+    metadata_only: bool = False,
 ) -> Plan:
     """The plan of what ``build`` drafts on the stores: the metadata store of
     ``metadata_url`` (read only) and the bookie directories (none: the running bookies),
-    as a :class:`~pulsarctl_py.ledgers.LedgerSource` that the recipe reads through."""
+    as a :class:`~pulsarctl_py.ledgers.LedgerSource` that the recipe reads through
+    (``metadata_only``: no bookie store opened, for a recipe that reads no entry)."""
     from pulsarctl_py.ledgers import LedgerSource
 
-    with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
+    with LedgerSource.open(
+        metadata_url, bookie_dirs or None, need_metadata=True, metadata_only=metadata_only
+    ) as source:
         assert source.metadata is not None
         draft = Draft(source.metadata)
         build(draft, source)

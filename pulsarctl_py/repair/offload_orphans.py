@@ -31,28 +31,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pulsarctl_py.decoders.errors import DataError, LedgerctlError
+from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.stores.tiered.references import OffloadRefs, offload_references
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _FS_DIR = re.compile(rf"(\d+)-({_UUID})")
-
-
-@dataclass(slots=True)
-class OffloadRefs:
-    """What the managed ledgers say about offloads: the whole view."""
-
-    #: (uuid, ledger id) of every complete offload
-    complete: set[tuple[str, int]] = field(default_factory=set)
-    #: (uuid, ledger id) of an incomplete context -> (managed ledger, bookkeeperDeleted)
-    incomplete: dict[tuple[str, int], tuple[str, bool]] = field(default_factory=dict)
-    managed_ledgers: set[str] = field(default_factory=set)
-    #: filesystem roots and (bucket, endpoint, region, driver) the contexts name
-    roots: set[str] = field(default_factory=set)
-    buckets: set[tuple[str, str | None, str | None, str]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -72,6 +59,10 @@ class OffloadOrphan:
     age_ms: int | None
     why: str
     kept: str | None = None
+    #: for an S3 location: (endpoint, region, driver) it was listed with
+    s3: tuple[str | None, str | None, str] | None = None
+    #: the managed ledger whose incomplete offload context names this uid (if one does)
+    context_ml: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -89,53 +80,6 @@ class OffloadOrphan:
         if self.kept is not None:
             out["kept"] = self.kept
         return out
-
-
-def offload_references(store: Any) -> OffloadRefs:
-    """Every offload context of every managed ledger; raises when one does not decode
-    (its references are unknown: no offload can be judged)."""
-    from pulsarctl_py.stores.metadata import require_topic_metadata
-    from pulsarctl_py.stores.metadata.managed_ledgers import decode_ml_info, iter_managed_ledgers
-    from pulsarctl_py.stores.tiered.filesystem import offload_uuid
-
-    require_topic_metadata(store)
-    refs = OffloadRefs()
-    for folder in iter_managed_ledgers(store):
-        for ref in folder:
-            node = store.get(ref.path)
-            if node is None:  # deleted while listed: it references nothing any more
-                continue
-            info, error = decode_ml_info(node.data)
-            if info is None:
-                raise DataError(
-                    f"managed ledger {ref.name} does not decode ({error}): the offloads it "
-                    "references are unknown, so no offload is judged an orphan"
-                )
-            refs.managed_ledgers.add(ref.name)
-            for li in info.message.ledgerInfo:
-                if not (li.HasField("offloadContext") and li.offloadContext.HasField("uidMsb")):
-                    continue
-                ctx = li.offloadContext
-                uid = offload_uuid(ctx.uidMsb, ctx.uidLsb)
-                if ctx.complete:
-                    refs.complete.add((uid, li.ledgerId))
-                else:
-                    refs.incomplete[(uid, li.ledgerId)] = (ref.name, ctx.bookkeeperDeleted)
-                props = {p.key: p.value for p in ctx.driverMetadata.properties}
-                driver = ctx.driverMetadata.name
-                if driver.lower() == "filesystem":
-                    if props.get("storageBasePath"):
-                        refs.roots.add(props["storageBasePath"])
-                elif props.get("bucket"):
-                    refs.buckets.add(
-                        (
-                            props["bucket"],
-                            props.get("serviceEndpoint") or None,
-                            props.get("region") or None,
-                            driver,
-                        )
-                    )
-    return refs
 
 
 def judge_offload_orphans(
@@ -186,6 +130,7 @@ def judge_offload_orphans(
         if incomplete is not None:
             ml, deleted = incomplete
             o.managed_ledger = o.managed_ledger or ml
+            o.context_ml = ml
             o.why = f"an interrupted offload of ledger {o.ledger_id} (its context is not complete)"
             if deleted:
                 o.kept = (
@@ -303,7 +248,169 @@ def _bucket(
             max(known) if known else None,
             None,
             "",
+            s3=(endpoint, region, driver),
         )
+
+
+def delete_offload_orphans(
+    draft: Any,
+    *,
+    offload_url: str | None = None,
+    s3_endpoint: str | None = None,
+    min_age_ms: int = 0,
+) -> list[OffloadOrphan]:
+    """Draft the deletion of every offload orphan (:func:`judge_offload_orphans`) on
+    ``draft`` (:mod:`pulsarctl_py.plans.offload`): its objects, directory and unfinished
+    uploads. Kept besides what the judgment keeps: an orphan whose topic a broker runs an
+    offload of now, and one whose topic is unknown (the broker cannot be asked)."""
+    from pulsarctl_py import livewrite
+    from pulsarctl_py.plans.offload import UPLOAD_WARNING, running_offloads, topic_of
+
+    judged = judge_offload_orphans(
+        draft.store, offload_url=offload_url, s3_endpoint=s3_endpoint, min_age_ms=min_age_ms
+    )
+    # the topic its path or objects name, and the one whose offload context names it
+    topics_of = {
+        id(o): sorted({t for t in map(topic_of, (o.managed_ledger, o.context_ml)) if t})
+        for o in judged
+        if o.kept is None
+    }
+    topics = sorted({t for names in topics_of.values() for t in names})
+    live = livewrite.current()
+    running = running_offloads(
+        draft.store,
+        topics,
+        draft.warnings.append,
+        admin_url=list(live.admin_url) or None,
+        force_owned=live.force_owned,
+    )
+    for o in judged:
+        if o.kept is not None:
+            continue
+        names = topics_of[id(o)]
+        busy = [running[t] for t in names if t in running]
+        if not names:
+            o.kept = (
+                "the topic it belongs to is unknown (its objects name no managed ledger): "
+                "the broker cannot be asked whether its offload is running"
+            )
+        elif busy:
+            o.kept = f"{busy[0]}: a running offload's objects are never deleted"
+    for o in judged:
+        if o.kept is not None:
+            draft.warnings.append(
+                f"offload {o.uuid} of ledger {o.ledger_id} is not deleted: {o.kept}"
+            )
+    orphans = [o for o in judged if o.kept is None]
+    draft.offload.extend(draft_offload_deletion(orphans))
+    uploads = sum(len(o.uploads) for o in orphans)
+    if uploads:
+        draft.warnings.append(UPLOAD_WARNING.format(n=uploads))
+    draft.repairs.append(
+        {
+            "repair": "offload-orphans",
+            "deleted": [o.to_json() for o in orphans],
+            "min_age_ms": min_age_ms,
+        }
+    )
+    return orphans
+
+
+def draft_offload_deletion(orphans: list[OffloadOrphan]) -> list[Any]:
+    """The changes that delete the judged orphans (kept ones left out), each with its
+    fingerprint now."""
+    from pulsarctl_py.errors import PlanConflict
+    from pulsarctl_py.plans.offload import (
+        OffloadChange,
+        dir_fingerprint,
+        head_object,
+        object_fingerprint,
+        s3_objects,
+    )
+
+    changes: list[OffloadChange] = []
+    for o in orphans:
+        why = o.why
+        if o.location.startswith("s3://"):
+            loc = o.location.split(" at ", 1)[0]
+            endpoint, region, driver = o.s3 if o.s3 is not None else (None, None, "S3")
+            source = s3_objects(
+                OffloadChange(
+                    "object",
+                    loc,
+                    "",
+                    o.uuid,
+                    o.ledger_id,
+                    None,
+                    0,
+                    {},
+                    None,
+                    endpoint,
+                    region,
+                    driver,
+                )
+            )
+            for key in o.paths:
+                head = head_object(source, key)
+                if head is None:
+                    raise PlanConflict(
+                        f"{loc}/{key} went away while the plan was made: make it again"
+                    )
+                changes.append(
+                    OffloadChange(
+                        "object",
+                        loc,
+                        key,
+                        o.uuid,
+                        o.ledger_id,
+                        o.managed_ledger,
+                        head["size"],
+                        object_fingerprint(head),
+                        None,
+                        endpoint,
+                        region,
+                        driver,
+                        [why],
+                    )
+                )
+            for key, upload_id in o.uploads:
+                changes.append(
+                    OffloadChange(
+                        "upload",
+                        loc,
+                        key,
+                        o.uuid,
+                        o.ledger_id,
+                        o.managed_ledger,
+                        0,
+                        {"upload_id": upload_id},
+                        upload_id,
+                        endpoint,
+                        region,
+                        driver,
+                        [why],
+                    )
+                )
+        else:
+            for path in o.paths:
+                fp = dir_fingerprint(Path(path))
+                if fp is None:
+                    raise PlanConflict(f"{path} went away while the plan was made: make it again")
+                size = sum(f[1] for f in fp["files"])
+                changes.append(
+                    OffloadChange(
+                        "directory",
+                        o.location,
+                        path,
+                        o.uuid,
+                        o.ledger_id,
+                        o.managed_ledger,
+                        size,
+                        fp,
+                        why=[why],
+                    )
+                )
+    return changes
 
 
 def s3_endpoint_from_env() -> str | None:

@@ -12,6 +12,7 @@ The interrupted offload is the broker's own: a namespace whose offload policies 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,74 @@ def test_an_interrupted_offload_is_reported(
     assert not others, findings
 
 
+@dataclass
+class Leftovers:
+    """What an interrupted offload leaves, made on the sandbox: the broker's interrupted
+    offload writes no object here, so its objects are the broker's own objects of another
+    ledger copied under the stuck context's uid, with an unfinished multipart upload under
+    it; and a MapFile directory under a uid no context names (a copy of a real one)."""
+
+    client: Any
+    bucket: str
+    stuck_uid: str
+    keys: list[str]
+    upload_id: str
+    stray: Path
+    stray_uid: str
+    stray_ledger: int
+
+    def clean(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.stray, ignore_errors=True)
+        for u in self.client.list_multipart_uploads(Bucket=self.bucket).get("Uploads", []):
+            if u["Key"] in self.keys:
+                self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"]
+                )
+        for key in self.keys:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+
+
+def leftovers(box: Any, offload_world: Any, stuck: tuple[str, int]) -> Leftovers:
+    import shutil
+    import uuid as uuidlib
+
+    from pulsarctl_py.stores.tiered.filesystem import offload_uuid
+    from pulsarctl_py.stores.tiered.jcloud import data_key, index_key
+    from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects
+    from tests.support.offload_world import offload_context
+
+    info = box.offload_info
+    topic, ledger = stuck
+    ctx = offload_context(box, topic)[ledger]
+    stuck_uid = offload_uuid(ctx.uidMsb, ctx.uidLsb)
+    s3_world = offload_world["s3"]
+    real = offload_context(box, s3_world.topic)[s3_world.ledgers[0]]
+    real_uid = offload_uuid(real.uidMsb, real.uidLsb)
+    bucket = info["s3"]["bucket"]
+    client = S3Objects(S3Location(bucket, info["s3"]["endpoint"])).client
+    keys = [data_key(stuck_uid, ledger), index_key(stuck_uid, ledger)]
+    for key, key_of in zip(keys, (data_key, index_key), strict=True):
+        client.copy_object(
+            Bucket=bucket,
+            Key=key,
+            CopySource={"Bucket": bucket, "Key": key_of(real_uid, s3_world.ledgers[0])},
+        )
+    upload = client.create_multipart_upload(Bucket=bucket, Key=keys[0])
+    fs_world = offload_world["fs-block"]
+    fs_ledger = fs_world.ledgers[0]
+    fs_ctx = offload_context(box, fs_world.topic)[fs_ledger]
+    tenant, ns, local = fs_world.short.split("/", 2)
+    topic_dir = Path(info["filesystem"]["root"]) / tenant / ns / "persistent" / local
+    stray_uid = str(uuidlib.uuid4())
+    stray = topic_dir / f"{fs_ledger}-{stray_uid}"
+    shutil.copytree(topic_dir / f"{fs_ledger}-{offload_uuid(fs_ctx.uidMsb, fs_ctx.uidLsb)}", stray)
+    return Leftovers(
+        client, bucket, stuck_uid, keys, upload["UploadId"], stray, stray_uid, fs_ledger
+    )
+
+
 def test_orphans_offloaded_lists_leftovers_never_a_referenced_offload(
     offload_sandbox: Any,
     offload_world: Any,
@@ -123,40 +192,12 @@ def test_orphans_offloaded_lists_leftovers_never_a_referenced_offload(
     its objects are the broker's own objects of another ledger copied under the stuck
     context's uid, and an unfinished multipart upload under it), and a MapFile directory
     under a uid no context names, are listed; the referenced offloads never are."""
-    import shutil
-    import uuid as uuidlib
-
     from pulsarctl_py.stores.tiered.filesystem import offload_uuid
-    from pulsarctl_py.stores.tiered.jcloud import data_key, index_key
-    from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects
     from tests.support.offload_world import offload_context
 
-    info = offload_sandbox.offload_info
-    topic, ledger = stuck
-    ctx = offload_context(offload_sandbox, topic)[ledger]
-    stuck_uid = offload_uuid(ctx.uidMsb, ctx.uidLsb)
-    s3_world = offload_world["s3"]
-    real = offload_context(offload_sandbox, s3_world.topic)[s3_world.ledgers[0]]
-    real_uid = offload_uuid(real.uidMsb, real.uidLsb)
-    client = S3Objects(S3Location(info["s3"]["bucket"], info["s3"]["endpoint"])).client
-    bucket = info["s3"]["bucket"]
-    for key_of in (data_key, index_key):
-        client.copy_object(
-            Bucket=bucket,
-            Key=key_of(stuck_uid, ledger),
-            CopySource={"Bucket": bucket, "Key": key_of(real_uid, s3_world.ledgers[0])},
-        )
-    upload = client.create_multipart_upload(Bucket=bucket, Key=data_key(stuck_uid, ledger))
-    # a filesystem offload directory no context names (a copy of a real one)
-    fs_world = offload_world["fs-block"]
-    fs_ctx = offload_context(offload_sandbox, fs_world.topic)[fs_world.ledgers[0]]
-    fs_uid = offload_uuid(fs_ctx.uidMsb, fs_ctx.uidLsb)
-    root = Path(info["filesystem"]["root"])
-    tenant, ns, local = fs_world.short.split("/", 2)
-    topic_dir = root / tenant / ns / "persistent" / local
-    stray_uid = str(uuidlib.uuid4())
-    stray = topic_dir / f"{fs_world.ledgers[0]}-{stray_uid}"
-    shutil.copytree(topic_dir / f"{fs_world.ledgers[0]}-{fs_uid}", stray)
+    _, ledger = stuck
+    made = leftovers(offload_sandbox, offload_world, stuck)
+    stuck_uid, stray_uid, stray = made.stuck_uid, made.stray_uid, made.stray
     try:
         result = run(capsys, "orphans", "--offloaded", "--min-age", "0", "-o", "json")
         assert result.code == 1, result.err
@@ -164,11 +205,9 @@ def test_orphans_offloaded_lists_leftovers_never_a_referenced_offload(
         by_uid = {(o["uuid"], o["ledger_id"]): o for o in listed}
         mine = by_uid[(stuck_uid, ledger)]
         assert "interrupted offload" in mine["why"]
-        assert sorted(mine["paths"]) == sorted(
-            [data_key(stuck_uid, ledger), index_key(stuck_uid, ledger)]
-        )
-        assert [u["upload_id"] for u in mine["unfinished_uploads"]] == [upload["UploadId"]]
-        assert by_uid[(stray_uid, fs_world.ledgers[0])]["paths"] == [str(stray)]
+        assert sorted(mine["paths"]) == sorted(made.keys)
+        assert [u["upload_id"] for u in mine["unfinished_uploads"]] == [made.upload_id]
+        assert by_uid[(stray_uid, made.stray_ledger)]["paths"] == [str(stray)]
         # the offloads the managed ledgers reference are never listed, nor kept
         everything = listed + result.json()["kept"]
         for world in offload_world.values():
@@ -180,11 +219,109 @@ def test_orphans_offloaded_lists_leftovers_never_a_referenced_offload(
         # fresh leftovers are kept under the default --min-age (an offload may be running)
         fresh = run(capsys, "orphans", "--offloaded", "-o", "json")
         kept = {(o["uuid"], o["ledger_id"]) for o in fresh.json()["kept"]}
-        assert {(stuck_uid, ledger), (stray_uid, fs_world.ledgers[0])} <= kept
+        assert {(stuck_uid, ledger), (stray_uid, made.stray_ledger)} <= kept
     finally:
-        shutil.rmtree(stray, ignore_errors=True)
-        client.abort_multipart_upload(
-            Bucket=bucket, Key=data_key(stuck_uid, ledger), UploadId=upload["UploadId"]
+        made.clean()
+
+
+def test_offload_orphans_deleted_through_a_plan_and_undone(
+    offload_sandbox: Any,
+    offload_world: Any,
+    stuck: tuple[str, int],
+    offload_env: None,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """``orphans --offloaded --delete`` on the sandbox: the objects of the interrupted
+    offload (the broker's own objects copied under the stuck context's uid, and an
+    unfinished multipart upload) are kept while the broker runs that offload (its
+    ``/offload`` status RUNNING), planned once no broker has the topic loaded, deleted with
+    a stray filesystem offload directory, and put back byte for byte by undo; a referenced
+    offload is never in a plan, and a plan is refused (exit 5, nothing deleted) after a
+    managed ledger references the offload it deletes."""
+    import json
+
+    from kazoo.client import KazooClient
+
+    from pulsarctl_py.decoders import managed_ledger as mld
+    from pulsarctl_py.proto import ml_data_formats_pb2
+    from pulsarctl_py.stores.tiered.filesystem import offload_uuid
+    from tests.support.offload_world import offload_context
+
+    box = offload_sandbox
+    topic, ledger = stuck
+    made = leftovers(box, offload_world, stuck)
+    client, bucket, keys, stray = made.client, made.bucket, made.keys, made.stray
+    stuck_uid, stray_uid = made.stuck_uid, made.stray_uid
+
+    def body(key: str) -> bytes:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def tree(path: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+    def plan(name: str) -> tuple[Any, set[tuple[str, int]]]:
+        path = tmp_path / name
+        result = run(
+            capsys, "orphans", "--offloaded", "--delete", "--min-age", "0", "--plan", str(path)
         )
-        for key_of in (data_key, index_key):
-            client.delete_object(Bucket=bucket, Key=key_of(stuck_uid, ledger))
+        assert result.code == 0 and "Traceback" not in result.err, result.err
+        doc = json.loads(path.read_text())
+        return result, {(c["uuid"], c["ledger_id"]) for c in doc["offload"]}
+
+    objects = {key: body(key) for key in keys}
+    files = tree(stray)
+    zk = KazooClient(hosts=box.state["zookeeper"]["address"])
+    zk.start(timeout=30)
+    try:
+        # the broker runs the interrupted offload: its objects are kept, said why
+        first, planned = plan("running.json")
+        assert (stuck_uid, ledger) not in planned and (stray_uid, made.stray_ledger) in planned
+        assert "runs an offload" in first.err
+        for world in offload_world.values():  # a referenced offload is never in a plan
+            for lid, c in offload_context(box, world.topic).items():
+                assert (offload_uuid(c.uidMsb, c.uidLsb), lid) not in planned
+
+        # no broker has the topic loaded: no offload runs, its leftovers are planned
+        box.unload(topic)
+        _, planned = plan("plan.json")
+        assert {(stuck_uid, ledger), (stray_uid, made.stray_ledger)} <= planned
+        applied = run(capsys, "apply", str(tmp_path / "plan.json"), "--yes", "-o", "json")
+        assert applied.code == 0, applied.err
+        written = {w["key"]: w["action"] for w in applied.json()["written"]}
+        assert written[f"s3://{bucket}/{keys[0]}?uploadId={made.upload_id}"] == "abort"
+        assert written[str(stray)] == "delete"
+        listed = {o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])}
+        assert not set(keys) & listed and not stray.exists()
+        assert not [
+            u for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+            if u["UploadId"] == made.upload_id
+        ]  # fmt: skip
+
+        undone = run(capsys, "undo", str(tmp_path / "plan.json"), "--yes", "-o", "json")
+        assert undone.code == 0, undone.err
+        assert {key: body(key) for key in keys} == objects and tree(stray) == files
+        assert any("cannot be brought back" in u["reason"] for u in undone.json()["unchanged"])
+
+        # a managed ledger references the offload after the plan was made: refused
+        plan("again.json")
+        ml_path = mld.TopicName.parse(topic).ml_path
+        data, stat = zk.get(ml_path)
+        ml = ml_data_formats_pb2.ManagedLedgerInfo()
+        ml.ParseFromString(data)
+        for li in ml.ledgerInfo:
+            if li.ledgerId == ledger:
+                li.offloadContext.complete = True
+        zk.set(ml_path, ml.SerializeToString(), version=stat.version)
+        try:
+            refused = run(capsys, "apply", str(tmp_path / "again.json"), "--yes", "-o", "json")
+            assert refused.code == 5 and "no orphan" in refused.err, refused.err
+            assert not refused.json()["written"]
+            assert {key: body(key) for key in keys} == objects and stray.is_dir()
+        finally:
+            now = zk.get(ml_path)[1]
+            zk.set(ml_path, data, version=now.version)
+    finally:
+        zk.stop()
+        zk.close()
+        made.clean()

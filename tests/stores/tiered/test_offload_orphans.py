@@ -127,14 +127,6 @@ def test_an_unreachable_bucket_judges_nothing(
     assert result.err.startswith("ledgerctl: error:") and "127.0.0.1:9" in result.err
 
 
-def test_delete_is_refused_until_it_is_a_plan(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    url = _store(tmp_path, {TOPIC: [_fs_info(tmp_path)]})
-    result = _listing(capsys, url, "--delete")
-    assert result.code == 2 and "not built yet" in result.err
-
-
 def test_no_offload_location_is_said_not_called_empty(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
