@@ -336,21 +336,18 @@ def broker_last_message_id(
 
     def tail_answer() -> str:
         assert position is not None
+        data = source.bookie.read_entry(*position)
         view = source.ledger(position[0])
-        if view.tiered is not None:  # offloaded: the entry by id through its index
-            entry = next(iter(source.entries(view, position[1], position[1], depth=Depth.METADATA)))
-        else:
-            data = source.bookie.read_entry(*position)
-            entry = decode_entry(
-                data,
-                DecodeOptions(
-                    outer=Outer.BOOKIE_ENTRY,
-                    digest_type=view.digest_type,
-                    password=view.password,
-                    depth=Depth.METADATA,
-                ),
-                position,
-            )
+        entry = decode_entry(
+            data,
+            DecodeOptions(
+                outer=Outer.BOOKIE_ENTRY,
+                digest_type=view.digest_type,
+                password=view.password,
+                depth=Depth.METADATA,
+            ),
+            position,
+        )
         md = entry.metadata
         count = (
             md.num_messages_in_batch
