@@ -37,7 +37,10 @@ versions keep values as bytes (NONE, BYTES, AUTO), keeps ``value`` as the payloa
 ``bookie-dir`` the executors must reach the same paths (a shared file system); without
 one they read the running bookies named in ledger metadata, with the client options the
 driver resolved (carried in each split), so they need only network access to the bookies
-and to the metadata store.
+and to the metadata store. Offloaded ledgers are read by the executors from tiered storage
+(each split carries the S3 location and endpoint, never credentials: an executor reads S3
+with its own environment's, AWS's chain or Pulsar's ACCESS_KEY_ID/ACCESS_KEY_SECRET, and
+needs boto3).
 Spark does not tell Python data sources which columns a query uses; give the reader a
 schema with only the columns you need (``.schema("ledger_id bigint, entry_id bigint,
 publish_time bigint")``) and, when none of them is a message column (key, value,
