@@ -193,8 +193,8 @@ def job_error(exc: BaseException) -> LedgerctlError:
 
     An executor's ledgerctl error (any subclass: an S3 offload's ``OffloadUnreachable``,
     a damaged entry's ``DataError``) keeps its class's exit code (3 a store unreachable,
-    1 a finding, 2 bad input) and the executor's message, never the Java stack trace
-    around it."""
+    1 a finding, 2 bad input) and its message, as the local engine says it, never the
+    Java stack trace around it."""
     from pulsarctl_py.errors import DataError, NotFoundError
 
     text = str(exc)
@@ -220,9 +220,7 @@ def job_error(exc: BaseException) -> LedgerctlError:
             root = next((r for r in roots if issubclass(cls, r)), LedgerctlError)
             best = (found.start(), root, found[3].strip(), cls.exit_code)
     if best is not None:
-        # said as raised there: its environment (credentials, boto3, paths) is the
-        # executor's, not this process's
-        error = best[1](f"on a Spark executor: {best[2]}")
+        error = best[1](best[2])
         error.exit_code = best[3]
         return error
     where = f" (Spark's log: {_log_path})" if _log_path else ""

@@ -1,9 +1,10 @@
 """What Spark executors get and what comes back from them, without a cluster.
 
 * A task's error is one line with its class's exit code (an S3 offload an executor cannot
-  read: no credentials there, exit 3; no boto3 there, exit 2), said as the executor's,
-  never the Java stack trace around it. The texts are what PySpark 4 gives the driver
-  (the worker's traceback inside the JVM's ``PythonException``), as recorded from a run.
+  read: no credentials there, exit 3; no boto3 in its Python, exit 2, naming that Python),
+  as the local engine says it, never the Java stack trace around it. The texts are what
+  PySpark 4 gives the driver (the worker's traceback inside the JVM's
+  ``PythonException``), as recorded from a run.
 * The splits the executors get carry the S3 location and endpoint, never the credentials
   of the driver's environment (a task's bytes show in Spark's UI and event logs).
 """
@@ -41,18 +42,18 @@ WORKER = (
             "for S3 endpoint http://127.0.0.1:9: set AWS_ACCESS_KEY_ID and "
             "AWS_SECRET_ACCESS_KEY (or Pulsar's ACCESS_KEY_ID and ACCESS_KEY_SECRET)",
             3,
-            "on a Spark executor: ledger 8: no credentials for S3 endpoint http://127.0.0.1:9",
+            "ledger 8: no credentials for S3 endpoint http://127.0.0.1:9",
         ),
         (
-            "pulsarctl_py.decoders.errors.LedgerctlError: reading S3 offloads needs boto3: "
-            "pip install 'ledgerctl[tiered]'",
+            "pulsarctl_py.decoders.errors.LedgerctlError: reading S3 offloads needs boto3 in "
+            "/opt/executor/bin/python3: pip install 'ledgerctl[tiered]'",
             2,
-            "on a Spark executor: reading S3 offloads needs boto3",
+            "reading S3 offloads needs boto3 in /opt/executor/bin/python3",
         ),
         (
             "pulsarctl_py.stores.tiered.jcloud.OffloadFormatError: ledger 8: a damaged block",
             1,
-            "on a Spark executor: ledger 8: a damaged block",
+            "ledger 8: a damaged block",
         ),
     ],
 )
