@@ -62,6 +62,23 @@ def test_the_data_source_reads_s3_offloads_on_the_executors(
     assert len(rows) == 1600
 
 
+def test_the_data_sources_s3_endpoint_reaches_the_executors(
+    offload_world: Any, offload_sandbox: Any, spark: Any
+) -> None:
+    """The option ``s3-endpoint`` travels with the tasks: the executors ask it (a closed
+    port here) and say so, instead of the endpoint the offload context names."""
+    df = (
+        spark.read.format("ledgerctl")
+        .option("topic", offload_world["s3"].short)
+        .option("metadata-url", offload_sandbox.metadata_url)
+        .option("bookkeeper-metadata-url", offload_sandbox.bookkeeper_metadata_url)
+        .option("s3-endpoint", "http://127.0.0.1:9")
+        .load()
+    )
+    with pytest.raises(Exception, match=r"(?s)Python worker.*S3 endpoint http://127\.0\.0\.1:9"):
+        df.select("ledger_id", "entry_id").collect()
+
+
 @pytest.fixture(scope="module")
 def s3_env(offload_sandbox: Any) -> Any:
     """The library pointed at the sandbox (in-process CLI and compact calls)."""
