@@ -133,35 +133,17 @@ def test_compact_on_spark_over_s3_offloads_equals_the_local_engine(
 # -- compaction over offloaded ledgers --------------------------------------------------------
 
 
-def _produce(box: Any, topic: str) -> None:
-    """Ledger 1: 60 keyed messages (6 keys in turn); ledger 2: 40 in batches of 4 (8 keys)."""
+def _send(box: Any, topic: str, name: str, count: int, keys: int, batch: int = 0) -> None:
+    """``count`` messages ``NAME-i`` keyed ``key-(i % keys)``; in batches of ``batch``."""
     client = box.client()
     try:
-        producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(60):
-            producer.send(f"first-{i}".encode(), partition_key=f"key-{i % 6}")
-        producer.close()
-        box.unload(topic)
-        producer = client.create_producer(
-            topic,
-            batching_enabled=True,
-            batching_max_messages=4,
-            batching_max_publish_delay_ms=5000,
-        )
-        for i in range(40):
-            producer.send_async(f"second-{i}".encode(), None, partition_key=f"key-{i % 8}")
+        options: dict[str, Any] = {"batching_enabled": batch > 0}
+        if batch:
+            options.update(batching_max_messages=batch, batching_max_publish_delay_ms=5000)
+        producer = client.create_producer(topic, **options)
+        for i in range(count):
+            producer.send_async(f"{name}-{i}".encode(), None, partition_key=f"key-{i % keys}")
         producer.flush()
-        producer.close()
-    finally:
-        client.close()
-
-
-def _produce_more(box: Any, topic: str) -> None:
-    client = box.client()
-    try:
-        producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(10):
-            producer.send(f"third-{i}".encode(), partition_key=f"key-{i % 3}")
         producer.close()
     finally:
         client.close()
@@ -173,9 +155,11 @@ def compacted_offloaded(offload_sandbox: Any) -> dict[str, Any]:
     offloaded to S3 (bookkeeperDeleted)."""
     box = offload_sandbox
     topic = f"persistent://public/offload-s3/compacted-offloaded-{RUN}"
-    _produce(box, topic)
+    _send(box, topic, "first", 60, keys=6)  # the first ledger
+    box.unload(topic)
+    _send(box, topic, "second", 40, keys=8, batch=4)  # the second: batches of 4
     compaction = broker_compact(box, topic)
-    _produce_more(box, topic)
+    _send(box, topic, "third", 10, keys=3)  # past the broker's compaction
     offloaded = box.offload(topic)
     info = box.ml_info(topic)
     return {
