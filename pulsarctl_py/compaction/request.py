@@ -186,7 +186,11 @@ def status_of(
 
     from .status import compaction_status
 
-    with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True) as source:
+    # the topic's offloaded ledgers are read from tiered storage (the checks read the tail
+    # and --deep recomputes over every ledger); the compacted ledger itself stays in
+    # BookKeeper: the broker never offloads it (ManagedLedgerImpl offloads the managed
+    # ledger's own ledgers; the compactor's ledger is not one of them)
+    with LedgerSource.open(metadata_url, bookie_dirs, need_metadata=True, tiered=True) as source:
         status = compaction_status(
             source,
             topic,

@@ -19,7 +19,9 @@ take them (``bookie-address``: ``ID=HOST:PORT`` pairs separated by ``,``;
 ``bookie-tls``: true or false; ``bookie-ca-file``; ``bookie-timeout`` in seconds;
 ``bookie-protocol``: v3, v2 or auto; each over its ``LEDGERCTL_BOOKIE_*`` variable on the
 driver, and a client certificate and key only from those variables, never an option),
-``split-entries`` (entries per partition, default 10000), and inspect's filters ``key``,
+``offload-url``, ``s3-endpoint`` and ``prefer`` (where offloaded ledgers are read, as the
+CLI's flags of the same names), ``split-entries`` (entries per partition, default 10000),
+and inspect's filters ``key``,
 ``since``, ``until`` (times as the CLI takes them).
 
 One row per message (columns: :data:`pulsarctl_py.export.COLUMNS`); partitions are entry
@@ -37,7 +39,10 @@ versions keep values as bytes (NONE, BYTES, AUTO), keeps ``value`` as the payloa
 ``bookie-dir`` the executors must reach the same paths (a shared file system); without
 one they read the running bookies named in ledger metadata, with the client options the
 driver resolved (carried in each split), so they need only network access to the bookies
-and to the metadata store.
+and to the metadata store. Offloaded ledgers are read by the executors from tiered storage
+(each split carries the S3 location and endpoint, never credentials: an executor reads S3
+with its own environment's, AWS's chain or Pulsar's ACCESS_KEY_ID/ACCESS_KEY_SECRET, and
+needs boto3).
 Spark does not tell Python data sources which columns a query uses; give the reader a
 schema with only the columns you need (``.schema("ledger_id bigint, entry_id bigint,
 publish_time bigint")``) and, when none of them is a message column (key, value,
@@ -277,6 +282,11 @@ class LedgerctlReader(DataSourceReader):
         self.metadata_url = _option(options, "metadata-url")
         self.bookkeeper_metadata_url = _option(options, "bookkeeper-metadata-url")
         self.broker_conf = _option(options, "broker-conf")
+        # where offloaded ledgers are read, as the CLI's flags of the same names; the driver
+        # resolves them into the splits (never credentials: each executor has its own)
+        self.offload_url = _option(options, "offload-url")
+        self.s3_endpoint = _option(options, "s3-endpoint")
+        self.prefer = _option(options, "prefer")
         dirs = _option(options, "bookie-dir")
         self.bookie_dirs = [d for d in (dirs or "").split(",") if d]
         addresses = _option(options, "bookie-address")
@@ -348,7 +358,11 @@ def _source(reader: LedgerctlReader) -> Iterator[tuple[Any, str | None, list[str
     # where BookKeeper's metadata lives, as the CLI's flags say it: the splits carry the
     # URL in a text form that names BookKeeper's place too
     with precedence.flags(
-        bookkeeper_metadata_url=reader.bookkeeper_metadata_url, broker_conf=reader.broker_conf
+        bookkeeper_metadata_url=reader.bookkeeper_metadata_url,
+        broker_conf=reader.broker_conf,
+        offload_url=reader.offload_url,
+        s3_endpoint=reader.s3_endpoint,
+        prefer=reader.prefer,
     ):
         with _opened(reader) as opened:
             yield opened

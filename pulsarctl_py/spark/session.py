@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -166,8 +167,34 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+#: the last line of an executor's Python traceback: ``module.Class: message`` (the class
+#: qualified by its module, as Python prints an exception that is not a builtin)
+_RAISED = re.compile(r"^((?:pulsarctl_py|decoders)(?:\.\w+)*)\.(\w+): (.*)$", re.MULTILINE)
+
+
+def _raised_here(module: str, name: str) -> type[LedgerctlError] | None:
+    """The ledgerctl error class an executor's traceback names, when this process has it
+    (only ledgerctl's own modules are imported by name)."""
+    import importlib
+
+    if not module.startswith("pulsarctl_py"):
+        module = "pulsarctl_py." + module
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    if isinstance(found, type) and issubclass(found, LedgerctlError):
+        return found
+    return None
+
+
 def job_error(exc: BaseException) -> LedgerctlError:
-    """A failed Spark job as one line: the Python error of the task when there is one."""
+    """A failed Spark job as one line: the Python error of the task when there is one.
+
+    An executor's ledgerctl error (any subclass: an S3 offload's ``OffloadUnreachable``,
+    a damaged entry's ``DataError``) keeps its class's exit code (3 a store unreachable,
+    1 a finding, 2 bad input) and its message, as the local engine says it, never the
+    Java stack trace around it."""
     from pulsarctl_py.errors import DataError, NotFoundError
 
     text = str(exc)
@@ -180,13 +207,22 @@ def job_error(exc: BaseException) -> LedgerctlError:
         "CorruptEntryError": DataError,
         "LedgerctlError": LedgerctlError,
     }
-    best: tuple[int, str, str] | None = None
-    for name in kinds:
+    best: tuple[int, type[LedgerctlError], str, int] | None = None
+    for name, kind in kinds.items():
         at = text.rfind(name + ": ")
         if at >= 0 and (best is None or at > best[0]):
-            best = (at, name, text[at + len(name) + 2 :].splitlines()[0].strip())
+            line = text[at + len(name) + 2 :].splitlines()[0].strip()
+            best = (at, kind, line, kind.exit_code)
+    for found in _RAISED.finditer(text):
+        cls = _raised_here(found[1], found[2])
+        if cls is not None and (best is None or found.end() >= best[0]):
+            roots = (StoreUnavailable, NotFoundError, DataError)
+            root = next((r for r in roots if issubclass(cls, r)), LedgerctlError)
+            best = (found.start(), root, found[3].strip(), cls.exit_code)
     if best is not None:
-        return kinds[best[1]](best[2])
+        error = best[1](best[2])
+        error.exit_code = best[3]
+        return error
     where = f" (Spark's log: {_log_path})" if _log_path else ""
     return StoreUnavailable(f"the Spark job failed: {_first_line(exc)}{where}")
 

@@ -135,10 +135,14 @@ class S3Objects:
                 import boto3  # noqa: F401
                 from botocore.config import Config
             except ImportError:
+                import sys
+
                 from pulsarctl_py.decoders.errors import LedgerctlError
 
+                # the Python named: on Spark it is an executor's, not the driver's
                 raise LedgerctlError(
-                    "reading S3 offloads needs boto3: pip install 'ledgerctl[tiered]'"
+                    f"reading S3 offloads needs boto3 in {sys.executable}: "
+                    "pip install 'ledgerctl[tiered]'"
                 ) from None
             config = Config(
                 connect_timeout=CONNECT_TIMEOUT,
