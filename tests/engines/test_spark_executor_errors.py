@@ -88,6 +88,8 @@ def test_splits_carry_the_s3_location_not_the_credentials(
     monkeypatch.setenv("LEDGERCTL_OFFLOAD_URL", "s3://a-copy")
     plan = build_scan_plan("t", [(1, 3, 30)], bookie_dirs=["bk"], metadata_url="rocksdb://m")
     (split,) = plan.splits
-    assert split.tiered == ("s3://a-copy", "http://s3.example:9000", "tiered")
+    # the offload URL, the S3 endpoint, where to prefer, and the broker.conf the driver was
+    # given (none here)
+    assert split.tiered == ("s3://a-copy", "http://s3.example:9000", "tiered", None)
     data = pickle.dumps(plan)
     assert not [k for k, v in secrets.items() if v.encode() in data]
