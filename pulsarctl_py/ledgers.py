@@ -615,6 +615,33 @@ class LedgerSource:
                 yield unreadable_entry(view.ledger_id, failed, exc)
                 next_id = failed + 1
 
+    def entry_metadata(
+        self, view: LedgerView, entry_id: int, *, keep_going: bool = False
+    ) -> Entry | None:
+        """One entry decoded to its MessageMetadata (``Depth.METADATA``), wherever it is
+        stored: read by id from a bookie, or from tiered storage through the offload's
+        index. None: an offloaded ledger whose offload lacks the entry. A bookie that
+        cannot give it raises; an offload's unreadable entry raises too, or with
+        ``keep_going`` comes back as an :func:`unreadable_entry`."""
+        if view.tiered is not None:
+            found = self.entries(
+                view, entry_id, entry_id, depth=Depth.METADATA, keep_going=keep_going
+            )
+            return next(iter(found), None)
+        if self.bookie is None:
+            raise LedgerctlError(
+                f"ledger {view.ledger_id}: no bookie storage to read entries from "
+                "(pass --bookie-dir, or set LEDGERCTL_BOOKIE_DIRS / bookie_dirs in ledgerctl.toml)"
+            )
+        data = self.bookie.read_entry(view.ledger_id, entry_id)
+        options = DecodeOptions(
+            outer=Outer.BOOKIE_ENTRY,
+            digest_type=view.digest_type,
+            password=view.password,
+            depth=Depth.METADATA,
+        )
+        return decode_entry(data, options, (view.ledger_id, entry_id))
+
     @staticmethod
     def entry_options(
         view: LedgerView,

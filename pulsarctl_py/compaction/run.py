@@ -369,8 +369,6 @@ def last_dispatchable(
     transaction buffer's max read position (``ManagedLedgerImplUtils.asyncGetLastValidPosition``)
     past markers and entries of aborted transactions. The compactor reads up to it (its
     raw reader's GetLastMessageId), so it is the horizon a compaction commits."""
-    from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
-
     read = 0
     views: dict[int, Any] = {}
     position = start
@@ -380,22 +378,9 @@ def last_dispatchable(
         if view is None:
             view = views[ledger_id] = source.ledger(ledger_id)
         read += 1
-        if view.tiered is not None:  # offloaded: one entry by id through its index
-            entry = next(iter(source.entries(view, entry_id, entry_id, depth=Depth.METADATA)), None)
-            if entry is None:
-                raise DataError(f"entry {format_position(*position)} is not offloaded")
-        else:
-            data = source.bookie.read_entry(ledger_id, entry_id)
-            entry = decode_entry(
-                data,
-                DecodeOptions(
-                    outer=Outer.BOOKIE_ENTRY,
-                    digest_type=view.digest_type,
-                    password=view.password,
-                    depth=Depth.METADATA,
-                ),
-                position,
-            )
+        entry = source.entry_metadata(view, entry_id)
+        if entry is None:
+            raise DataError(f"entry {format_position(*position)} is not offloaded")
         md = entry.metadata
         if md is None:
             raise DataError(

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
-from pulsarctl_py.decoders.errors import LedgerctlError
+from pulsarctl_py.decoders.errors import DataError, LedgerctlError
 from pulsarctl_py.positions import format_position
 
 from .lastpos import DEFAULT, LastPosition, last_position
@@ -336,18 +336,9 @@ def broker_last_message_id(
 
     def tail_answer() -> str:
         assert position is not None
-        data = source.bookie.read_entry(*position)
-        view = source.ledger(position[0])
-        entry = decode_entry(
-            data,
-            DecodeOptions(
-                outer=Outer.BOOKIE_ENTRY,
-                digest_type=view.digest_type,
-                password=view.password,
-                depth=Depth.METADATA,
-            ),
-            position,
-        )
+        entry = source.entry_metadata(source.ledger(position[0]), position[1])
+        if entry is None:
+            raise DataError(f"entry {format_position(*position)} is not offloaded")
         md = entry.metadata
         count = (
             md.num_messages_in_batch

@@ -142,19 +142,7 @@ class StoreReader:
             view = self._views[ledger_id] = self.source.ledger(ledger_id)
         return view
 
-    def _options(self, view: LedgerView) -> Any:
-        from pulsarctl_py.decoders import DecodeOptions, Depth, Outer
-
-        return DecodeOptions(
-            outer=Outer.BOOKIE_ENTRY,
-            digest_type=view.digest_type,
-            password=view.password,
-            depth=Depth.METADATA,
-        )
-
     def head(self, ledger_id: int, entry_id: int) -> Head:
-        from pulsarctl_py.decoders import decode_entry
-
         if self.source.bookie is None:
             raise LedgerctlError(
                 "seek reads entries: pass --bookie-dir, or set LEDGERCTL_BOOKIE_DIRS / "
@@ -168,28 +156,9 @@ class StoreReader:
         except LedgerctlError as exc:
             return Head(ledger_id, entry_id, error=exc.one_line())
         self.reads += 1
-        if view.tiered is not None:
-            return self._tiered_head(view, entry_id)
         try:
-            data = self.source.bookie.read_entry(ledger_id, entry_id)
-        except StoreUnavailable:
-            raise
-        except LedgerctlError as exc:
-            return Head(ledger_id, entry_id, error=exc.one_line())
-        entry = decode_entry(data, self._options(view), (ledger_id, entry_id))
-        return head_of_entry(entry, ledger_id, entry_id)
-
-    def _tiered_head(self, view: LedgerView, entry_id: int) -> Head:
-        """One entry of an offloaded ledger, read by entry id through the offload's index
-        (one entry, as from a bookie)."""
-        from pulsarctl_py.decoders import Depth
-
-        ledger_id = view.ledger_id
-        try:
-            entries = self.source.entries(
-                view, entry_id, entry_id, depth=Depth.METADATA, keep_going=True
-            )
-            entry = next(iter(entries), None)
+            # a bookie entry by id, or an offloaded one through the offload's index
+            entry = self.source.entry_metadata(view, entry_id, keep_going=True)
         except StoreUnavailable:
             raise
         except LedgerctlError as exc:
