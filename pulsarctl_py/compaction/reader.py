@@ -172,25 +172,97 @@ def phase_one_split(split: Split, options: CompactionOptions) -> Iterator[KeyRec
     yield from phase_one(read_split(split, options.accept_damage), options)
 
 
+def _split_key(split: Split) -> tuple[Any, ...]:
+    return (split.kind, split.ledger_id, split.first_entry, split.last_entry, split.topic)
+
+
+class KeptEntries:
+    """Phase one's entries kept in memory for phase two, so that a topic that fits is read
+    (and parsed) once instead of twice; the broker's compactor reads it twice (phase one,
+    then phase two from the start, ``TwoPhaseCompactor.phaseTwoSeekThenLoop``).
+
+    At most ``budget`` bytes of entries are kept (``compact --memory``'s share, see
+    run.KEEP_SHARE): the splits after those are read again in phase two, as before. Nothing
+    is kept once the key table has spilled to disk. Phase two takes each
+    split's entries once (they are released as it goes). Only for the local engine: the
+    splits run in this process."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.full = budget <= 0
+        self._kept: dict[tuple[Any, ...], list[RawEntry]] = {}
+
+    def read(self, split: Split, accept_damage: bool, table: Any = None) -> Iterator[RawEntry]:
+        """The split's entries (kept ones when phase one ran twice), keeping them while
+        the budget allows."""
+        key = _split_key(split)
+        kept = self._kept.get(key)
+        if kept is not None:
+            yield from kept
+            return
+        out: list[RawEntry] | None = None if self.full else []
+        size = 0
+        for entry in read_split(split, accept_damage):
+            if out is not None:
+                size += len(entry.data)
+                if getattr(table, "spilled", False):
+                    out = None
+                    self.release()
+                elif self.used + size > self.budget:
+                    out = None  # the budget is spent: what is kept stays, no more
+                    self.full = True
+                else:
+                    out.append(entry)
+            yield entry
+        if out is not None and not getattr(table, "spilled", False):
+            self._kept[key] = out
+            self.used += size
+
+    def take(self, split: Split) -> list[RawEntry] | None:
+        """The split's kept entries, given up (None: read them again)."""
+        return self._kept.pop(_split_key(split), None)
+
+    def release(self) -> None:
+        """Keep nothing more, and drop what is kept (the budget is spent)."""
+        self.full = True
+        self._kept.clear()
+        self.used = 0
+
+
 class PhaseOneSplits:
     """Phase one per split for ``Engine.latest_per_key`` (picklable): called with a split it
     gives the split's records; ``into(split, table)`` offers them to a table directly, which
-    the local engine prefers (a batch in one native call, no record tuples)."""
+    the local engine prefers (a batch in one native call, no record tuples). With ``keep``
+    (:class:`KeptEntries`, the local engine), ``into`` keeps the entries it read for phase
+    two."""
 
-    def __init__(self, options: CompactionOptions) -> None:
+    def __init__(self, options: CompactionOptions, keep: KeptEntries | None = None) -> None:
         self.options = options
+        self.keep = keep
 
     def __call__(self, split: Split) -> Iterator[KeyRecord]:
         return phase_one_split(split, self.options)
 
     def into(self, split: Split, table: Any) -> int:
-        return phase_one_into(read_split(split, self.options.accept_damage), self.options, table)
+        accept = self.options.accept_damage
+        if self.keep is not None:
+            entries = self.keep.read(split, accept, table)
+        else:
+            entries = read_split(split, accept)
+        return phase_one_into(entries, self.options, table)
 
 
 def phase_two_split(
-    split: Split, winners: WinnerView, options: CompactionOptions
+    split: Split,
+    winners: WinnerView,
+    options: CompactionOptions,
+    keep: KeptEntries | None = None,
 ) -> Iterator[CompactedEntry | Stats]:
-    """Phase two over one split (for ``Engine.map_splits``): its entries, then its stats."""
+    """Phase two over one split (for ``Engine.map_splits``): its entries (those phase one
+    kept, else read again), then its stats."""
     stats = Stats()
-    yield from phase_two(read_split(split, options.accept_damage), winners, options, stats)
+    kept = keep.take(split) if keep is not None else None
+    entries = kept if kept is not None else read_split(split, options.accept_damage)
+    yield from phase_two(entries, winners, options, stats)
     yield stats

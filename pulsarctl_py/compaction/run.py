@@ -35,10 +35,15 @@ from .core import (
     txn_key,
 )
 from .lastpos import DEFAULT, LastPosition, last_position
-from .reader import PhaseOneSplits, close_sources, phase_two_split
+from .reader import KeptEntries, PhaseOneSplits, close_sources, phase_two_split
 from .state import TopicState, topic_state
 
 _SPOOL = struct.Struct(">qqI")
+
+#: the share of ``--memory`` phase one's entries may take when kept for phase two (the
+#: local engine; reader.KeptEntries): the key table's in-memory share is 0.4 and RocksDB's
+#: 5/32 (engines/local.py), and entries are kept only until the table spills
+KEEP_SHARE = 1 / 8
 
 
 @dataclass(slots=True)
@@ -435,6 +440,7 @@ def run_phase_one(
     split_entries: int | None = None,
     progress: Progress | None = None,
     horizon: tuple[int, int] | None = None,
+    keep: KeptEntries | None = None,
 ) -> PhaseOne:
     """Phase one over the topic, as the ``__compaction`` subscription would be served.
 
@@ -444,7 +450,8 @@ def run_phase_one(
     checking a stored compaction). When transactions were aborted or are ongoing, or the
     horizon is before the topic's end, phase one runs again on what the broker dispatches up
     to the horizon: entries of aborted transactions left out. Returns the key table (the
-    caller closes it) and the plan phase two reads."""
+    caller closes it) and the plan phase two reads. ``keep``: the entries read are kept
+    there for phase two, as far as its budget goes."""
     from pulsarctl_py.ledgers import LedgerSource
 
     given = horizon is not None
@@ -461,7 +468,7 @@ def run_phase_one(
     tracker.start("phase one")
     fold = fold_for(options)
     table = runner.latest_per_key(
-        plan, PhaseOneSplits(options), memory=memory, progress=tracker.split_done, fold=fold
+        plan, PhaseOneSplits(options, keep), memory=memory, progress=tracker.split_done, fold=fold
     )
     try:
         keys, tombstoned, txns = scan_table(table)
@@ -515,7 +522,7 @@ def run_phase_one(
                 tracker.start("phase one, without aborted and ongoing transactions")
                 table = runner.latest_per_key(
                     plan,
-                    PhaseOneSplits(options),
+                    PhaseOneSplits(options, keep),
                     memory=memory,
                     progress=tracker.split_done,
                     fold=fold,
@@ -524,6 +531,8 @@ def run_phase_one(
     except BaseException:
         table.close()
         raise
+    if keep is not None and table.spilled:
+        keep.release()  # too large to keep as well: phase two reads the topic again
     out = PhaseOne(table, plan, options, txns, horizon, None if not ongoing else max_read)
     out.keys, out.tombstoned, out.notes = keys, tombstoned, notes
     return out
@@ -641,6 +650,9 @@ def compact(
     spool_file: IO[bytes] | None = None
     export_file: Any = None  # a text file, or an object with write_row (Parquet)
     tracker = Progress(progress, 0)
+    # the local engine runs every split in this process: phase two takes the entries phase
+    # one read when they fit, instead of reading them again
+    keep = KeptEntries(int((memory or DEFAULT_MEMORY) * KEEP_SHARE)) if engine == "local" else None
     try:
         one = run_phase_one(
             runner,
@@ -653,6 +665,7 @@ def compact(
             memory=memory,
             split_entries=split_entries,
             progress=tracker,
+            keep=keep,
         )
         table, plan, options = one.table, one.plan, one.options
         report.plan, report.notes = plan, one.notes
@@ -694,7 +707,7 @@ def compact(
             last: CompactedEntry | None = None
             stats = report.stats
             for item in runner.map_splits(
-                plan, functools.partial(phase_two_split, options=options), table
+                plan, functools.partial(phase_two_split, options=options, keep=keep), table
             ):
                 if isinstance(item, Stats):
                     stats.add(item)
