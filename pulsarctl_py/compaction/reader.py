@@ -37,7 +37,7 @@ def source_for(split: Split) -> Any:
     from pulsarctl_py.limits import apply_split
 
     apply_split(split)
-    key = (split.metadata_url, split.bookie_dirs, split.live, split.tiered)
+    key = _source_key(split)
     source = _SOURCES.get(key)
     if source is None:
         from pulsarctl_py.ledgers import LedgerSource
@@ -53,6 +53,26 @@ def source_for(split: Split) -> Any:
         )
         _SOURCES[key] = source
     return source
+
+
+def adopt(split: Split, source: Any) -> None:
+    """Let the splits of ``split``'s stores read through ``source``, the run's own open
+    LedgerSource (one metadata-store session and one set of bookie connections for the
+    run), when it was opened the way :func:`source_for` would open it; its owner closes
+    it, after :func:`close_sources`."""
+    same = (
+        split.live == source.live_options
+        and split.tiered == (source.offload_url, source.s3_endpoint, source.prefer)
+        and split.tiered is not None
+        and source.bookie is not None
+        and source.metadata is not None
+    )
+    if same:
+        _SOURCES.setdefault(_source_key(split), source)
+
+
+def _source_key(split: Split) -> tuple[str | None, tuple[str, ...], Any, Any]:
+    return (split.metadata_url, split.bookie_dirs, split.live, split.tiered)
 
 
 def close_sources() -> None:
