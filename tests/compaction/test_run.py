@@ -284,3 +284,24 @@ def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, mon
     twice, read_twice = compacted(0)
     assert once and once == twice
     assert read_twice == 2 * read_once  # without the budget phase two reads every split again
+
+
+def test_the_run_reads_through_one_ledger_source(tmp_path, request, monkeypatch):
+    """compact() opens one LedgerSource for the topic's state, the horizon walk and the
+    local engine's splits (each open is a metadata-store session and a bookie store)."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    world = _world(tmp_path, "rocksdb", "db", request)
+    opened: list[object] = []
+    real = LedgerSource.open.__func__
+
+    def counting(cls, *args, **kwargs):
+        opened.append(args[:1])
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(LedgerSource, "open", classmethod(counting))
+    report = compact(
+        ORDERS, metadata_url=world.metadata_url, bookie_dirs=[str(world.bookie_dir)], full=True
+    )
+    assert report.stats.entries_in > 0 and report.stats.kept > 0
+    assert len(opened) == 1, opened
