@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
@@ -197,54 +198,68 @@ def _split_key(split: Split) -> tuple[Any, ...]:
 
 
 class KeptEntries:
-    """Phase one's entries kept in memory for phase two, so that a topic that fits is read
-    (and parsed) once instead of twice; the broker's compactor reads it twice (phase one,
+    """Phase one's entries kept in memory for phase two, so that what fits is read (and
+    parsed) once instead of twice; the broker's compactor reads the topic twice (phase one,
     then phase two from the start, ``TwoPhaseCompactor.phaseTwoSeekThenLoop``).
 
     At most ``budget`` bytes of entries are kept (``compact --memory``'s share, see
-    run.KEEP_SHARE): the splits after those are read again in phase two, as before. Nothing
-    is kept once the key table has spilled to disk. Phase two takes each
-    split's entries once (they are released as it goes). Only for the local engine: the
-    splits run in this process."""
+    run.KEEP_SHARE), the first ones of the plan: of a split larger than what is left, its
+    first entries; phase two reads the rest again from the stores, as before. Nothing is
+    kept once the key table has spilled to disk. Phase two takes each split's entries once
+    (they are released as it goes). Only for the local engine: the splits run in this
+    process."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.used = 0
         self.full = budget <= 0
-        self._kept: dict[tuple[Any, ...], list[RawEntry]] = {}
+        #: per split: its first entries, and whether they are all of them
+        self._kept: dict[tuple[Any, ...], tuple[list[RawEntry], bool]] = {}
 
     def read(self, split: Split, accept_damage: bool, table: Any = None) -> Iterator[RawEntry]:
-        """The split's entries (kept ones when phase one ran twice), keeping them while
-        the budget allows."""
+        """The split's entries (kept ones first when phase one runs again), keeping them
+        while the budget allows."""
         key = _split_key(split)
-        kept = self._kept.get(key)
-        if kept is not None:
-            yield from kept
+        if key in self._kept:
+            yield from self._entries(split, self._kept[key], accept_damage)
             return
         out: list[RawEntry] | None = None if self.full else []
-        size = 0
+        complete = True
         for entry in read_split(split, accept_damage):
             if out is not None:
-                size += len(entry.data)
+                size = len(entry.data)
                 if getattr(table, "spilled", False):
                     out = None
                     self.release()
                 elif self.used + size > self.budget:
-                    out = None  # the budget is spent: what is kept stays, no more
-                    self.full = True
+                    self.full = True  # the budget is spent: what is kept stays, no more
+                    self._kept[key] = (out, False)
+                    out = None
+                    complete = False
                 else:
                     out.append(entry)
+                    self.used += size
             yield entry
-        if out is not None and not getattr(table, "spilled", False):
-            self._kept[key] = out
-            self.used += size
+        if out is not None and complete and not getattr(table, "spilled", False):
+            self._kept[key] = (out, True)
 
-    def take(self, split: Split) -> list[RawEntry] | None:
-        """The split's kept entries, given up (None: read them again)."""
-        return self._kept.pop(_split_key(split), None)
+    def take(self, split: Split, accept_damage: bool) -> Iterator[RawEntry] | None:
+        """The split's entries, the kept ones given up (None: nothing kept, read them)."""
+        kept = self._kept.pop(_split_key(split), None)
+        return None if kept is None else self._entries(split, kept, accept_damage)
+
+    @staticmethod
+    def _entries(
+        split: Split, kept: tuple[list[RawEntry], bool], accept_damage: bool
+    ) -> Iterator[RawEntry]:
+        entries, complete = kept
+        yield from entries
+        if not complete:  # the rest, read again
+            rest = replace(split, first_entry=split.first_entry + len(entries))
+            yield from read_split(rest, accept_damage)
 
     def release(self) -> None:
-        """Keep nothing more, and drop what is kept (the budget is spent)."""
+        """Keep nothing more, and drop what is kept (the key table spilled)."""
         self.full = True
         self._kept.clear()
         self.used = 0
@@ -282,7 +297,7 @@ def phase_two_split(
     """Phase two over one split (for ``Engine.map_splits``): its entries (those phase one
     kept, else read again), then its stats."""
     stats = Stats()
-    kept = keep.take(split) if keep is not None else None
+    kept = keep.take(split, options.accept_damage) if keep is not None else None
     entries = kept if kept is not None else read_split(split, options.accept_damage)
     yield from phase_two(entries, winners, options, stats)
     yield stats

@@ -284,6 +284,14 @@ def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, mon
     twice, read_twice = compacted(0)
     assert once and once == twice
     assert read_twice == 2 * read_once  # without the budget phase two reads every split again
+    # 300 bytes keep the first entries of the first split only (of about 100 bytes each):
+    # phase two reads the rest of that split (one more read) and every other split again
+    firsts = {(lid, first) for lid, first, _last in reads}  # the last run's: both phases
+    part, read_part = compacted(300 / (512 * 1024 * 1024))
+    assert part == once
+    assert read_once < read_part <= read_twice + 1
+    rest = [(lid, first) for lid, first, _last in reads if (lid, first) not in firsts]
+    assert len(rest) == 1  # the first split's rest, from its first entry not kept
 
 
 def test_the_run_reads_through_one_ledger_source(tmp_path, request, monkeypatch):
