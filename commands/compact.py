@@ -162,7 +162,9 @@ def compact(
         "--memory",
         metavar="SIZE",
         help="Memory for phase one's key table; past it the table spills to an embedded "
-        "RocksDB on disk.",
+        "RocksDB on disk. The local engine also keeps the entries phase one read, up to an "
+        "eighth of it and until the table spills, so that phase two does not read them "
+        "again.",
     ),
     order: Order = typer.Option(
         None,

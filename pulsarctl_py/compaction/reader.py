@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from pulsarctl_py.decoders import DecodeOptions, Depth, Outer, decode_entry
+from pulsarctl_py.decoders.compaction_head import compaction_head
 from pulsarctl_py.decoders.errors import DataError
 from pulsarctl_py.engines.base import KIND_COMPACTED, KeyRecord, Split, WinnerView
 
@@ -36,7 +38,7 @@ def source_for(split: Split) -> Any:
     from pulsarctl_py.limits import apply_split
 
     apply_split(split)
-    key = (split.metadata_url, split.bookie_dirs, split.live, split.tiered)
+    key = _source_key(split)
     source = _SOURCES.get(key)
     if source is None:
         from pulsarctl_py.ledgers import LedgerSource
@@ -52,6 +54,26 @@ def source_for(split: Split) -> Any:
         )
         _SOURCES[key] = source
     return source
+
+
+def adopt(split: Split, source: Any) -> None:
+    """Let the splits of ``split``'s stores read through ``source``, the run's own open
+    LedgerSource (one metadata-store session and one set of bookie connections for the
+    run), when it was opened the way :func:`source_for` would open it; its owner closes
+    it, after :func:`close_sources`."""
+    same = (
+        split.live == source.live_options
+        and split.tiered == (source.offload_url, source.s3_endpoint, source.prefer)
+        and split.tiered is not None
+        and source.bookie is not None
+        and source.metadata is not None
+    )
+    if same:
+        _SOURCES.setdefault(_source_key(split), source)
+
+
+def _source_key(split: Split) -> tuple[str | None, tuple[str, ...], Any, Any]:
+    return (split.metadata_url, split.bookie_dirs, split.live, split.tiered)
 
 
 def close_sources() -> None:
@@ -127,6 +149,8 @@ def read_split(split: Split, accept_damage: bool = False) -> Iterator[RawEntry]:
         ):
             yield raw_entry(entry, partition, accept_damage)
         return
+    # a data ledger's regular entries: only what compaction needs, checked the same way
+    fast = split.kind != KIND_COMPACTED
     expected = split.first_entry
     for stored in source.raw_entries(view, split.first_entry, split.last_entry):
         if stored.entry_id != expected:
@@ -136,7 +160,16 @@ def read_split(split: Split, accept_damage: bool = False) -> Iterator[RawEntry]:
                 "without it would be wrong"
             )
         expected += 1
-        entry = decode_entry(stored.data, options, (split.ledger_id, stored.entry_id))
+        position = (split.ledger_id, stored.entry_id)
+        head = fast and compaction_head(stored.data, view.digest_type, view.password, position)
+        if head:
+            start, md, payload_at, bem = head
+            data = bytes(memoryview(stored.data)[start:])
+            yield RawEntry(position, data, md, payload_at, bem, None, partition)
+            continue
+        # not regular (damaged, compacted framing, a MAC without its password...): the
+        # full decoder says what it is
+        entry = decode_entry(stored.data, options, position)
         yield raw_entry(entry, partition, accept_damage)
     if expected <= split.last_entry:
         raise DataError(
@@ -160,25 +193,111 @@ def phase_one_split(split: Split, options: CompactionOptions) -> Iterator[KeyRec
     yield from phase_one(read_split(split, options.accept_damage), options)
 
 
+def _split_key(split: Split) -> tuple[Any, ...]:
+    return (split.kind, split.ledger_id, split.first_entry, split.last_entry, split.topic)
+
+
+class KeptEntries:
+    """Phase one's entries kept in memory for phase two, so that what fits is read (and
+    parsed) once instead of twice; the broker's compactor reads the topic twice (phase one,
+    then phase two from the start, ``TwoPhaseCompactor.phaseTwoSeekThenLoop``).
+
+    At most ``budget`` bytes of entries are kept (``compact --memory``'s share, see
+    run.KEEP_SHARE), the first ones of the plan: of a split larger than what is left, its
+    first entries; phase two reads the rest again from the stores, as before. Nothing is
+    kept once the key table has spilled to disk. Phase two takes each split's entries once
+    (they are released as it goes). Only for the local engine: the splits run in this
+    process."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.full = budget <= 0
+        #: per split: its first entries, and whether they are all of them
+        self._kept: dict[tuple[Any, ...], tuple[list[RawEntry], bool]] = {}
+
+    def read(self, split: Split, accept_damage: bool, table: Any = None) -> Iterator[RawEntry]:
+        """The split's entries (kept ones first when phase one runs again), keeping them
+        while the budget allows."""
+        key = _split_key(split)
+        if key in self._kept:
+            yield from self._entries(split, self._kept[key], accept_damage)
+            return
+        out: list[RawEntry] | None = None if self.full else []
+        complete = True
+        for entry in read_split(split, accept_damage):
+            if out is not None:
+                size = len(entry.data)
+                if getattr(table, "spilled", False):
+                    out = None
+                    self.release()
+                elif self.used + size > self.budget:
+                    self.full = True  # the budget is spent: what is kept stays, no more
+                    self._kept[key] = (out, False)
+                    out = None
+                    complete = False
+                else:
+                    out.append(entry)
+                    self.used += size
+            yield entry
+        if out is not None and complete and not getattr(table, "spilled", False):
+            self._kept[key] = (out, True)
+
+    def take(self, split: Split, accept_damage: bool) -> Iterator[RawEntry] | None:
+        """The split's entries, the kept ones given up (None: nothing kept, read them)."""
+        kept = self._kept.pop(_split_key(split), None)
+        return None if kept is None else self._entries(split, kept, accept_damage)
+
+    @staticmethod
+    def _entries(
+        split: Split, kept: tuple[list[RawEntry], bool], accept_damage: bool
+    ) -> Iterator[RawEntry]:
+        entries, complete = kept
+        yield from entries
+        if not complete:  # the rest, read again
+            rest = replace(split, first_entry=split.first_entry + len(entries))
+            yield from read_split(rest, accept_damage)
+
+    def release(self) -> None:
+        """Keep nothing more, and drop what is kept (the key table spilled)."""
+        self.full = True
+        self._kept.clear()
+        self.used = 0
+
+
 class PhaseOneSplits:
     """Phase one per split for ``Engine.latest_per_key`` (picklable): called with a split it
     gives the split's records; ``into(split, table)`` offers them to a table directly, which
-    the local engine prefers (a batch in one native call, no record tuples)."""
+    the local engine prefers (a batch in one native call, no record tuples). With ``keep``
+    (:class:`KeptEntries`, the local engine), ``into`` keeps the entries it read for phase
+    two."""
 
-    def __init__(self, options: CompactionOptions) -> None:
+    def __init__(self, options: CompactionOptions, keep: KeptEntries | None = None) -> None:
         self.options = options
+        self.keep = keep
 
     def __call__(self, split: Split) -> Iterator[KeyRecord]:
         return phase_one_split(split, self.options)
 
     def into(self, split: Split, table: Any) -> int:
-        return phase_one_into(read_split(split, self.options.accept_damage), self.options, table)
+        accept = self.options.accept_damage
+        if self.keep is not None:
+            entries = self.keep.read(split, accept, table)
+        else:
+            entries = read_split(split, accept)
+        return phase_one_into(entries, self.options, table)
 
 
 def phase_two_split(
-    split: Split, winners: WinnerView, options: CompactionOptions
+    split: Split,
+    winners: WinnerView,
+    options: CompactionOptions,
+    keep: KeptEntries | None = None,
 ) -> Iterator[CompactedEntry | Stats]:
-    """Phase two over one split (for ``Engine.map_splits``): its entries, then its stats."""
+    """Phase two over one split (for ``Engine.map_splits``): its entries (those phase one
+    kept, else read again), then its stats."""
     stats = Stats()
-    yield from phase_two(read_split(split, options.accept_damage), winners, options, stats)
+    kept = keep.take(split, options.accept_damage) if keep is not None else None
+    entries = kept if kept is not None else read_split(split, options.accept_damage)
+    yield from phase_two(entries, winners, options, stats)
     yield stats

@@ -35,10 +35,15 @@ from .core import (
     txn_key,
 )
 from .lastpos import DEFAULT, LastPosition, last_position
-from .reader import PhaseOneSplits, close_sources, phase_two_split
+from .reader import KeptEntries, PhaseOneSplits, adopt, close_sources, phase_two_split
 from .state import TopicState, topic_state
 
 _SPOOL = struct.Struct(">qqI")
+
+#: the share of ``--memory`` phase one's entries may take when kept for phase two (the
+#: local engine; reader.KeptEntries): the key table's in-memory share is 0.4 and RocksDB's
+#: 5/32 (engines/local.py), and entries are kept only until the table spills
+KEEP_SHARE = 1 / 8
 
 
 @dataclass(slots=True)
@@ -435,6 +440,8 @@ def run_phase_one(
     split_entries: int | None = None,
     progress: Progress | None = None,
     horizon: tuple[int, int] | None = None,
+    keep: KeptEntries | None = None,
+    source: Any = None,
 ) -> PhaseOne:
     """Phase one over the topic, as the ``__compaction`` subscription would be served.
 
@@ -444,7 +451,10 @@ def run_phase_one(
     checking a stored compaction). When transactions were aborted or are ongoing, or the
     horizon is before the topic's end, phase one runs again on what the broker dispatches up
     to the horizon: entries of aborted transactions left out. Returns the key table (the
-    caller closes it) and the plan phase two reads."""
+    caller closes it) and the plan phase two reads. ``keep``: the entries read are kept
+    there for phase two, as far as its budget goes. ``source``: the run's open
+    LedgerSource, which the splits this process reads and the horizon walk then use
+    instead of opening their own."""
     from pulsarctl_py.ledgers import LedgerSource
 
     given = horizon is not None
@@ -457,11 +467,14 @@ def run_phase_one(
         split_entries=split_entries,
         live=live,
     )
+    if source is not None:
+        for split in plan.splits[:1]:
+            adopt(split, source)
     tracker.total = plan.entries
     tracker.start("phase one")
     fold = fold_for(options)
     table = runner.latest_per_key(
-        plan, PhaseOneSplits(options), memory=memory, progress=tracker.split_done, fold=fold
+        plan, PhaseOneSplits(options, keep), memory=memory, progress=tracker.split_done, fold=fold
     )
     try:
         keys, tombstoned, txns = scan_table(table)
@@ -475,7 +488,9 @@ def run_phase_one(
                 f"{format_position(*first)}: the broker dispatches nothing from there on, so "
                 "it is not compacted yet"
             )
-        if horizon is None:
+        if horizon is None and source is not None:
+            horizon, _read = last_dispatchable(source, state.ledgers, max_read, txns.aborted)
+        elif horizon is None:
             with LedgerSource.open(
                 metadata_url,
                 bookie_dirs,
@@ -483,8 +498,8 @@ def run_phase_one(
                 need_bookie=True,
                 live=live,
                 tiered=True,
-            ) as source:
-                horizon, _read = last_dispatchable(source, state.ledgers, max_read, txns.aborted)
+            ) as opened:
+                horizon, _read = last_dispatchable(opened, state.ledgers, max_read, txns.aborted)
         elif max_read is not None and horizon > max_read:
             notes.append(
                 f"the horizon {format_position(*horizon)} is past the max read position "
@@ -515,7 +530,7 @@ def run_phase_one(
                 tracker.start("phase one, without aborted and ongoing transactions")
                 table = runner.latest_per_key(
                     plan,
-                    PhaseOneSplits(options),
+                    PhaseOneSplits(options, keep),
                     memory=memory,
                     progress=tracker.split_done,
                     fold=fold,
@@ -524,6 +539,8 @@ def run_phase_one(
     except BaseException:
         table.close()
         raise
+    if keep is not None and table.spilled:
+        keep.release()  # too large to keep as well: phase two reads the topic again
     out = PhaseOne(table, plan, options, txns, horizon, None if not ongoing else max_read)
     out.keys, out.tombstoned, out.notes = keys, tombstoned, notes
     return out
@@ -596,23 +613,73 @@ def compact(
     started = time.monotonic()
     url = str(resolve_metadata_url(metadata_url))
     dirs = [str(d) for d in resolve_bookie_dirs(bookie_dirs)]
-    # without a bookie directory the entries come from the running bookies
-    gaps = Gaps()
+    # without a bookie directory the entries come from the running bookies; one session
+    # of the stores for the run: the topic's state, the horizon walk, and the splits this
+    # process reads (reader.adopt; the broker's compactor, too, reads through the topic's
+    # open managed ledger)
     with LedgerSource.open(
         url, dirs, need_metadata=True, need_bookie=True, live=live, tiered=True
     ) as source:
-        state = topic_state(source, topic)
-        if settings is not None:
-            from .settings import topic_entry_filters
+        try:
+            return _compact_on(
+                source,
+                topic,
+                started,
+                url=url,
+                dirs=dirs,
+                options=options,
+                full=full,
+                memory=memory,
+                engine=engine,
+                export=export,
+                spool=spool,
+                progress=progress,
+                split_entries=split_entries,
+                generation=generation,
+                on_state=on_state,
+                values=values,
+                pick_engine=pick_engine,
+                settings=settings,
+            )
+        finally:
+            close_sources()  # before the run's source closes: the splits may hold it
 
-            topic_entry_filters(source, state.topic, settings)
-        live = source.live_options
-        scanned = _scanned_ledgers(state, full)
-        for ledger_id, _entries, _size in state.ledgers:
-            if ledger_id in scanned:
-                past = source.ledger(ledger_id).past_last
-                if past is not None:  # read by no reader: phase one stops before them
-                    gaps.entries_past_last(ledger_id, *past)
+
+def _compact_on(
+    source: Any,
+    topic: str,
+    started: float,
+    *,
+    url: str,
+    dirs: list[str],
+    options: CompactionOptions,
+    full: bool,
+    memory: int | None,
+    engine: str,
+    export: IO[str] | Any | None,
+    spool: bool,
+    progress: bool,
+    split_entries: int | None,
+    generation: str,
+    on_state: Callable[[TopicState], None] | None,
+    values: Any,
+    pick_engine: Callable[[int], str] | None,
+    settings: Any,
+) -> CompactionReport:
+    """:func:`compact` on the run's open ``source``."""
+    gaps = Gaps()
+    state = topic_state(source, topic)
+    if settings is not None:
+        from .settings import topic_entry_filters
+
+        topic_entry_filters(source, state.topic, settings)
+    live = source.live_options
+    scanned = _scanned_ledgers(state, full)
+    for ledger_id, _entries, _size in state.ledgers:
+        if ledger_id in scanned:
+            past = source.ledger(ledger_id).past_last
+            if past is not None:  # read by no reader: phase one stops before them
+                gaps.entries_past_last(ledger_id, *past)
     if on_state is not None:
         on_state(state)
     report = CompactionReport(
@@ -641,6 +708,9 @@ def compact(
     spool_file: IO[bytes] | None = None
     export_file: Any = None  # a text file, or an object with write_row (Parquet)
     tracker = Progress(progress, 0)
+    # the local engine runs every split in this process: phase two takes the entries phase
+    # one read when they fit, instead of reading them again
+    keep = KeptEntries(int((memory or DEFAULT_MEMORY) * KEEP_SHARE)) if engine == "local" else None
     try:
         one = run_phase_one(
             runner,
@@ -653,6 +723,8 @@ def compact(
             memory=memory,
             split_entries=split_entries,
             progress=tracker,
+            keep=keep,
+            source=source,
         )
         table, plan, options = one.table, one.plan, one.options
         report.plan, report.notes = plan, one.notes
@@ -694,7 +766,7 @@ def compact(
             last: CompactedEntry | None = None
             stats = report.stats
             for item in runner.map_splits(
-                plan, functools.partial(phase_two_split, options=options), table
+                plan, functools.partial(phase_two_split, options=options, keep=keep), table
             ):
                 if isinstance(item, Stats):
                     stats.add(item)

@@ -245,3 +245,71 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, request):
     assert usage.code == 2
     partitioned = run(capsys, "compact", "tenant-b/ns/parts", *_args(world))
     assert partitioned.code == 2 and "partitioned topic" in partitioned.err
+
+
+def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, monkeypatch):
+    """The local engine reads each entry once when the topic fits --memory's share
+    (run.KEEP_SHARE), twice otherwise, and the compacted entries are the same bytes."""
+    from pulsarctl_py.compaction import reader
+    from pulsarctl_py.compaction import run as run_module
+
+    world = _world(tmp_path, "rocksdb", "db", request)
+    reads: list[tuple[int, int, int]] = []
+    real = reader.read_split
+
+    def counting(split, accept_damage=False):
+        reads.append((split.ledger_id, split.first_entry, split.last_entry))
+        return real(split, accept_damage)
+
+    monkeypatch.setattr(reader, "read_split", counting)
+
+    def compacted(share: float) -> tuple[list[tuple], int]:
+        monkeypatch.setattr(run_module, "KEEP_SHARE", share)
+        reads.clear()
+        report = compact(
+            ORDERS,
+            metadata_url=world.metadata_url,
+            bookie_dirs=[str(world.bookie_dir)],
+            full=True,
+            spool=True,
+        )
+        assert report.spool is not None
+        try:
+            out = [(e.position, e.data) for e in read_spool(report.spool)]
+        finally:
+            report.spool.unlink()
+        return out, len(reads)
+
+    once, read_once = compacted(1 / 8)
+    twice, read_twice = compacted(0)
+    assert once and once == twice
+    assert read_twice == 2 * read_once  # without the budget phase two reads every split again
+    # 300 bytes keep the first entries of the first split only (of about 100 bytes each):
+    # phase two reads the rest of that split (one more read) and every other split again
+    firsts = {(lid, first) for lid, first, _last in reads}  # the last run's: both phases
+    part, read_part = compacted(300 / (512 * 1024 * 1024))
+    assert part == once
+    assert read_once < read_part <= read_twice + 1
+    rest = [(lid, first) for lid, first, _last in reads if (lid, first) not in firsts]
+    assert len(rest) == 1  # the first split's rest, from its first entry not kept
+
+
+def test_the_run_reads_through_one_ledger_source(tmp_path, request, monkeypatch):
+    """compact() opens one LedgerSource for the topic's state, the horizon walk and the
+    local engine's splits (each open is a metadata-store session and a bookie store)."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    world = _world(tmp_path, "rocksdb", "db", request)
+    opened: list[object] = []
+    real = LedgerSource.open.__func__
+
+    def counting(cls, *args, **kwargs):
+        opened.append(args[:1])
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(LedgerSource, "open", classmethod(counting))
+    report = compact(
+        ORDERS, metadata_url=world.metadata_url, bookie_dirs=[str(world.bookie_dir)], full=True
+    )
+    assert report.stats.entries_in > 0 and report.stats.kept > 0
+    assert len(opened) == 1, opened
