@@ -63,8 +63,9 @@ def adopt(split: Split, source: Any) -> None:
     it, after :func:`close_sources`."""
     same = (
         split.live == source.live_options
-        and split.tiered == (source.offload_url, source.s3_endpoint, source.prefer)
         and split.tiered is not None
+        and split.tiered[:3] == (source.offload_url, source.s3_endpoint, source.prefer)
+        and split.tiered[3] in (None, source.broker_conf)
         and source.bookie is not None
         and source.metadata is not None
     )
