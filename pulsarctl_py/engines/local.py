@@ -359,6 +359,17 @@ class LocalKeyTable:
             self.finish()
         return self._live or 0
 
+    def records(self) -> Iterator[tuple[bytes, bytes, bool]]:
+        """Every ``(key, rank, tombstone)`` in no particular order, streamed: for a caller
+        that counts or picks records (phase one's totals and transactions). ``items`` sorts
+        an in-memory table first, which holds a tuple and two bytes objects per key at once
+        (some 160 bytes a key, three times the table: 10^6 keys took 246 MiB above the
+        interpreter against the table's 50)."""
+        if self._db is None:
+            yield from self._buffer.records()
+            return
+        yield from self.items()
+
     def items(self) -> Iterator[tuple[bytes, bytes, bool]]:
         if self._db is None:
             yield from sorted(self._buffer.records())
