@@ -32,8 +32,11 @@ _SLOT_OVERHEAD = 230
 #: take at most 5/32 more (see _open_db), the rest is left for RocksDB's table readers,
 #: compactions and the allocators' slack (measured: docs/performance.md)
 _BUFFER_SHARE = 0.4
-#: puts per RocksDB write batch when spilling
+#: puts per RocksDB write batch when spilling, and the most bytes one holds: a sixteenth of
+#: the budget (a batch is a copy of its keys and values outside RocksDB's memtables: 50,000
+#: puts of 1,000-byte keys held 50 MB whatever --memory said)
 _WRITE_BATCH = 50_000
+_WRITE_BATCH_SHARE = 16
 
 
 #: keys per chunk when the native table is read out (spill, items)
@@ -266,7 +269,8 @@ class LocalKeyTable:
             blind = self._disk_max is None or oldest > self._disk_max
         newest = self._disk_max
         batch = rocksdict.WriteBatch(raw_mode=True)
-        pending = 0
+        pending = pending_bytes = 0
+        most_bytes = self.write_batch_bytes
         for key, rank, tomb in buffer.records():
             if not blind:
                 old = db.get(key)
@@ -276,15 +280,21 @@ class LocalKeyTable:
             if newest is None or rank > newest:
                 newest = rank
             pending += 1
-            if pending >= _WRITE_BATCH:
+            pending_bytes += len(key) + len(rank) + 1
+            if pending >= _WRITE_BATCH or pending_bytes >= most_bytes:
                 db.write(batch)
                 batch = rocksdict.WriteBatch(raw_mode=True)
-                pending = 0
+                pending = pending_bytes = 0
         if pending:
             db.write(batch)
         self._disk_max = newest
         self._buffer = _new_buffer()
         self.spills += 1
+
+    @property
+    def write_batch_bytes(self) -> int:
+        """The most key and value bytes one spill's RocksDB write batch holds."""
+        return max(64 << 10, (self.memory or DEFAULT_MEMORY) // _WRITE_BATCH_SHARE)
 
     def finish(self) -> LocalKeyTable:
         """End of the reduction: merge what is buffered, count keys."""

@@ -75,3 +75,27 @@ def test_phase_one_totals_do_not_sort_the_table(monkeypatch):
         monkeypatch.setattr(LocalKeyTable, "items", lambda self: iter(()))
         keys, tombstoned, _txns = scan_table(table)
     assert (keys, tombstoned) == (50, 10)
+
+
+def test_a_spill_writes_in_batches_bounded_by_the_budget(monkeypatch):
+    """A spill's write batch holds at most a sixteenth of --memory (64 KiB at least) of
+    keys and values: long keys no longer make a 50,000-put batch of 50 MB."""
+    import rocksdict
+
+    sizes: list[int] = []
+    real = rocksdict.Rdict.write
+
+    def write(self, batch, *args):
+        sizes.append(len(batch))
+        return real(self, batch, *args)
+
+    monkeypatch.setattr(rocksdict.Rdict, "write", write)
+    memory = 1 << 20
+    with LocalKeyTable(memory) as table:
+        assert table.write_batch_bytes == 64 << 10
+        for i in range(2_000):
+            table.offer(b"%04d" % i + b"x" * 996, b"r" * 20, False)
+        table.finish()
+        assert len(table) == 2_000
+    # 1,021 bytes a put: at most 65 puts a batch, so more batches than spills
+    assert sizes and max(sizes) <= 65
