@@ -5,8 +5,9 @@ then the dict is merged into an embedded RocksDB (rocksdict, raw bytes) in a tem
 directory and emptied, and so on until the scan ends, when the last buffer is merged.
 Memory therefore grows with keys up to the budget and no further; the disk holds the rest.
 
-The in-memory part is the native module's ``KeyTable`` (decoders/_speedups.c: one slot
-array and one byte arena, no Python object per key; it reports the bytes it allocated)
+The in-memory part is the native module's ``KeyTable`` (decoders/_speedups_compact.c: an
+index, an array of entries and one byte arena, no Python object per key, about 50 bytes a
+short key; it reports the bytes it holds)
 when the module is built, else a dict of key -> (rank, tombstone) with an estimate of its
 size. Both answer the same methods (``_DictBuffer`` and ``_NativeBuffer`` below).
 """
@@ -116,7 +117,7 @@ class _NativeBuffer(Mapping[bytes, tuple[bytes, bool]]):
     @property
     def budget_bytes(self) -> int:
         """What counts against the budget: the most the table may hold at once when it next
-        grows (a rehash holds the old and the new slot array), not only what it holds now,
+        grows (a rehash holds the old and the new index), not only what it holds now,
         so that no growth in the middle of a batch passes the budget."""
         return self.native.peak_nbytes  # type: ignore[no-any-return]
 
