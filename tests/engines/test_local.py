@@ -99,3 +99,14 @@ def test_a_spill_writes_in_batches_bounded_by_the_budget(monkeypatch):
         assert len(table) == 2_000
     # 1,021 bytes a put: at most 65 puts a batch, so more batches than spills
     assert sizes and max(sizes) <= 65
+
+
+def test_one_malloc_arena_where_glibc_has_mallopt():
+    """The compact command asks glibc for one malloc arena before its threads start (each
+    thread's own arena kept what the read path freed: 141.5 MiB against 110.8 at 10^5 long
+    keys); elsewhere it says it could not, and nothing fails."""
+    import platform
+
+    from pulsarctl_py.engines.local import one_malloc_arena
+
+    assert one_malloc_arena() is (platform.libc_ver()[0] == "glibc")
