@@ -816,6 +816,9 @@ def main() -> None:
                 if search:
                     produce(cluster, classes, classpath, args, [row])
                 done.append(one_topic(cluster, args, row))
+                # each topic's row as soon as it is measured: a search that ends early (a
+                # full disk, a stalled broker killed by hand) keeps what it found
+                print(json.dumps({"topic_done": row}), file=sys.stderr, flush=True)
                 if search and (row.get("broker") or {}).get("status") != "SUCCESS":
                     break
         report["topics"] = done

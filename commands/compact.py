@@ -336,8 +336,10 @@ def compact(
             force_owned=write.force_owned,
         )
     from pulsarctl_py.commands.plans import say
+    from pulsarctl_py.engines.local import one_malloc_arena
     from pulsarctl_py.errors import LedgerctlError
 
+    one_malloc_arena()  # before the read path's threads: --memory is the process's, mostly
     try:
         done = compact_topic(request, say=say)
     except LedgerctlError as exc:

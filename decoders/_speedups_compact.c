@@ -8,35 +8,51 @@
 
 /* -- KeyTable: the local engine's in-memory key table -----------------------------------
  *
- * key -> (rank, tombstone), the greatest rank per key, in one open-addressing array of
- * slots (hash, where key and rank are, their lengths, tombstone) and one byte arena that
- * holds each key followed by its rank: two allocations for the whole table instead of a
- * key, a rank and a tuple object per key, so it takes a third of a dict's memory and a
- * look-up touches about two cache lines. Hashes are Python's (SipHash with the process
- * secret), so crafted keys cannot force collisions. compact_offer and compact_keep read
- * and update it directly.
+ * key -> (rank, tombstone), the greatest rank per key, in three allocations for the whole
+ * table instead of a key, a rank and a tuple object per key: an open-addressing index of
+ * uint32 (0 empty, else an entry's number + 1), a dense array of 12-byte entries (32 bits
+ * of the key's hash, where its record is in the arena, its tombstone) and one byte arena
+ * of records (the key's length and the rank's as varints, the key's bytes, the rank's).
+ * At 10^6 keys of 9 bytes with 20-byte ranks that is about 51 bytes a key (8 of index at
+ * the load of 1/2 it has then, 12 of entry, 31 of record), against 80 for 24-byte slots
+ * holding the whole hash and lengths; a rehash copies only the index (4 bytes a slot),
+ * and the entries and the arena grow by realloc, whose tail is not touched until used.
+ * Hashes are Python's (SipHash with the process secret), so crafted keys cannot force
+ * collisions. compact_offer and compact_keep read and update it directly.
  */
 
 typedef struct {
-    uint64_t hash; /* 0: an empty slot (a key's hash is never 0) */
-    uint64_t at;   /* the key's bytes, then its rank's, in the arena */
-    uint32_t key_len;
-    uint16_t rank_len;
-    uint8_t tombstone;
+    uint32_t hash;     /* the key's hash's low 32 bits */
+    uint32_t at_lo;    /* the record's offset in the arena: low 32 bits */
+    uint16_t at_hi;    /* and high 16 */
+    uint8_t tombstone; /* the winner is a tombstone */
     uint8_t pad;
-} KTSlot;
+} KTEntry;
 
 typedef struct {
     PyObject_HEAD
-    KTSlot *slots;
-    size_t cap;  /* slots: a power of two, or 0 */
-    size_t used; /* keys */
-    size_t live; /* keys whose winner is not a tombstone */
+    uint32_t *index; /* cap slots: 0 empty, else entry number + 1 */
+    size_t cap;      /* a power of two, or 0 */
+    KTEntry *entries;
+    size_t used;     /* keys (entries in use) */
+    size_t ent_cap;
+    size_t live;     /* keys whose winner is not a tombstone */
     uint8_t *arena;
     size_t arena_len, arena_cap;
 } KeyTableObject;
 
+/* One key's record in the arena, decoded. */
+typedef struct {
+    const uint8_t *key;
+    size_t key_len;
+    uint8_t *rank;
+    size_t rank_len;
+} KTRecord;
+
 static PyTypeObject KeyTableType;
+
+#define KT_MAX_KEYS ((size_t)UINT32_MAX - 1)
+#define KT_MAX_ARENA ((size_t)1 << 48)
 
 static inline uint64_t
 kt_hash(const uint8_t *key, size_t len)
@@ -45,43 +61,115 @@ kt_hash(const uint8_t *key, size_t len)
     return h ? h : 1;
 }
 
-/* The slot holding key, or the empty slot where it would go (the table has room). */
-static inline KTSlot *
+static inline size_t
+kt_varint_len(size_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *
+kt_varint_put(uint8_t *p, size_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline const uint8_t *
+kt_varint_get(const uint8_t *p, size_t *v)
+{
+    size_t out = 0;
+    int shift = 0;
+    while (*p & 0x80) {
+        out |= (size_t)(*p++ & 0x7f) << shift;
+        shift += 7;
+    }
+    *v = out | ((size_t)*p++ << shift);
+    return p;
+}
+
+static inline size_t
+kt_at(const KTEntry *e)
+{
+    return (size_t)e->at_lo | ((size_t)e->at_hi << 32);
+}
+
+static inline KTRecord
+kt_record(const KeyTableObject *t, const KTEntry *e)
+{
+    KTRecord r;
+    const uint8_t *p = t->arena + kt_at(e);
+    p = kt_varint_get(p, &r.key_len);
+    p = kt_varint_get(p, &r.rank_len);
+    r.key = p;
+    r.rank = (uint8_t *)p + r.key_len;
+    return r;
+}
+
+/* The index slot holding key, or the empty slot where it would go (the table has room). */
+static inline uint32_t *
 kt_slot(KeyTableObject *t, const uint8_t *key, size_t len, uint64_t h)
 {
-    size_t mask = t->cap - 1, i = (size_t)h & mask;
+    size_t mask = t->cap - 1, i = (size_t)(uint32_t)h & mask;
     for (;;) {
-        KTSlot *s = &t->slots[i];
-        if (s->hash == 0 ||
-            (s->hash == h && s->key_len == len && memcmp(t->arena + s->at, key, len) == 0))
+        uint32_t *s = &t->index[i];
+        if (*s == 0)
             return s;
+        const KTEntry *e = &t->entries[*s - 1];
+        if (e->hash == (uint32_t)h) {
+            KTRecord r = kt_record(t, e);
+            if (r.key_len == len && memcmp(r.key, key, len) == 0)
+                return s;
+        }
         i = (i + 1) & mask;
     }
 }
 
-/* Room for one more key: the load stays at most 2/3. 0 ok, -1 no memory. */
+/* Room for one more key: the index's load stays at most 2/3, the entries have a free one.
+ * 0 ok, -1 no memory. */
 static int
 kt_reserve(KeyTableObject *t)
 {
+    if (t->used >= KT_MAX_KEYS) {
+        PyErr_SetString(PyExc_MemoryError, "the key table holds 2^32 - 1 keys at most");
+        return -1;
+    }
+    if (t->used == t->ent_cap) {
+        /* a quarter more: a large block grows in place (mremap), so a small step costs no
+         * copy, and the capacity not yet used is at most a fifth */
+        size_t cap = t->ent_cap ? t->ent_cap + t->ent_cap / 4 : 64;
+        KTEntry *entries = PyMem_Realloc(t->entries, cap * sizeof(KTEntry));
+        if (entries == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->entries = entries;
+        t->ent_cap = cap;
+    }
     if ((t->used + 1) * 3 <= t->cap * 2)
         return 0;
     size_t cap = t->cap ? t->cap * 2 : 64;
-    KTSlot *slots = PyMem_Calloc(cap, sizeof(KTSlot));
-    if (slots == NULL) {
+    uint32_t *index = PyMem_Calloc(cap, sizeof(uint32_t));
+    if (index == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (size_t i = 0; i < t->cap; i++) {
-        KTSlot *s = &t->slots[i];
-        if (s->hash == 0)
-            continue;
-        size_t j = (size_t)s->hash & (cap - 1);
-        while (slots[j].hash != 0)
+    for (size_t n = 0; n < t->used; n++) {
+        size_t j = (size_t)t->entries[n].hash & (cap - 1);
+        while (index[j] != 0)
             j = (j + 1) & (cap - 1);
-        slots[j] = *s;
+        index[j] = (uint32_t)(n + 1);
     }
-    PyMem_Free(t->slots);
-    t->slots = slots;
+    PyMem_Free(t->index);
+    t->index = index;
     t->cap = cap;
     return 0;
 }
@@ -92,9 +180,13 @@ kt_arena(KeyTableObject *t, size_t n)
 {
     if (t->arena != NULL && t->arena_len + n <= t->arena_cap)
         return 0; /* allocated even for n == 0: a key's bytes never live at NULL */
+    if (t->arena_len + n > KT_MAX_ARENA) {
+        PyErr_SetString(PyExc_MemoryError, "the key table's arena holds 2^48 bytes at most");
+        return -1;
+    }
     size_t cap = t->arena_cap ? t->arena_cap : 4096;
     while (cap < t->arena_len + n)
-        cap += cap / 2;
+        cap += cap / 4; /* as the entries grow */
     uint8_t *arena = PyMem_Realloc(t->arena, cap);
     if (arena == NULL) {
         PyErr_NoMemory();
@@ -103,6 +195,34 @@ kt_arena(KeyTableObject *t, size_t n)
     t->arena = arena;
     t->arena_cap = cap;
     return 0;
+}
+
+/* A new record for key and rank at the arena's end; its offset. (size_t)-1 on error. A key
+ * already in the arena (a rank of another length) is given by its offset ``key_at``, since
+ * growing the arena may move it; otherwise key_at is (size_t)-1. */
+static size_t
+kt_append(KeyTableObject *t, const uint8_t *key, size_t key_at, size_t key_len,
+          const uint8_t *rank, size_t rank_len)
+{
+    size_t n = kt_varint_len(key_len) + kt_varint_len(rank_len) + key_len + rank_len;
+    if (kt_arena(t, n) < 0)
+        return (size_t)-1;
+    if (key_at != (size_t)-1)
+        key = t->arena + key_at;
+    size_t at = t->arena_len;
+    uint8_t *p = kt_varint_put(t->arena + at, key_len);
+    p = kt_varint_put(p, rank_len);
+    memcpy(p, key, key_len);
+    memcpy(p + key_len, rank, rank_len);
+    t->arena_len += n;
+    return at;
+}
+
+static inline void
+kt_set_at(KTEntry *e, size_t at)
+{
+    e->at_lo = (uint32_t)at;
+    e->at_hi = (uint16_t)(at >> 32);
 }
 
 static inline int
@@ -121,44 +241,35 @@ static int
 kt_set_h(KeyTableObject *t, const uint8_t *key, size_t key_len, uint64_t h, const uint8_t *rank,
          size_t rank_len, int tombstone, int only_greater)
 {
-    if (key_len > UINT32_MAX || rank_len > UINT16_MAX) {
-        PyErr_SetString(PyExc_ValueError, "key or rank too long for the key table");
-        return -1;
-    }
     if (kt_reserve(t) < 0)
         return -1;
-    KTSlot *s = kt_slot(t, key, key_len, h);
-    if (s->hash != 0) {
-        uint8_t *old = t->arena + s->at + s->key_len;
-        if (only_greater && kt_rank_cmp(rank, rank_len, old, s->rank_len) <= 0)
+    uint32_t *s = kt_slot(t, key, key_len, h);
+    if (*s != 0) {
+        KTEntry *e = &t->entries[*s - 1];
+        KTRecord r = kt_record(t, e);
+        if (only_greater && kt_rank_cmp(rank, rank_len, r.rank, r.rank_len) <= 0)
             return 0;
-        if (s->rank_len == rank_len)
-            memcpy(old, rank, rank_len);
-        else { /* another length: key and rank again at the arena's end (rare) */
-            size_t at = s->at;
-            if (kt_arena(t, key_len + rank_len) < 0)
+        if (r.rank_len == rank_len)
+            memcpy(r.rank, rank, rank_len);
+        else { /* another length: the record again at the arena's end (rare) */
+            size_t at = kt_append(t, NULL, (size_t)(r.key - t->arena), key_len, rank, rank_len);
+            if (at == (size_t)-1)
                 return -1;
-            s->at = t->arena_len;
-            memmove(t->arena + s->at, t->arena + at, key_len);
-            memcpy(t->arena + s->at + key_len, rank, rank_len);
-            t->arena_len += key_len + rank_len;
-            s->rank_len = (uint16_t)rank_len;
+            kt_set_at(e, at);
         }
-        t->live += (size_t)!tombstone - (size_t)!s->tombstone;
-        s->tombstone = (uint8_t)(tombstone != 0);
+        t->live += (size_t)!tombstone - (size_t)!e->tombstone;
+        e->tombstone = (uint8_t)(tombstone != 0);
         return 0;
     }
-    if (kt_arena(t, key_len + rank_len) < 0)
+    size_t at = kt_append(t, key, (size_t)-1, key_len, rank, rank_len);
+    if (at == (size_t)-1)
         return -1;
-    s->hash = h;
-    s->at = t->arena_len;
-    s->key_len = (uint32_t)key_len;
-    s->rank_len = (uint16_t)rank_len;
-    s->tombstone = (uint8_t)(tombstone != 0);
-    memcpy(t->arena + t->arena_len, key, key_len);
-    memcpy(t->arena + t->arena_len + key_len, rank, rank_len);
-    t->arena_len += key_len + rank_len;
-    t->used++;
+    KTEntry *e = &t->entries[t->used];
+    e->hash = (uint32_t)h;
+    kt_set_at(e, at);
+    e->tombstone = (uint8_t)(tombstone != 0);
+    e->pad = 0;
+    *s = (uint32_t)(++t->used);
     t->live += !tombstone;
     return 1;
 }
@@ -171,30 +282,30 @@ kt_set(KeyTableObject *t, const uint8_t *key, size_t key_len, const uint8_t *ran
                     only_greater);
 }
 
-/* The slot of key (whose hash is h), or NULL. */
-static inline KTSlot *
+/* The entry of key (whose hash is h), or NULL. */
+static inline KTEntry *
 kt_find_h(KeyTableObject *t, const uint8_t *key, size_t key_len, uint64_t h)
 {
     if (t->cap == 0)
         return NULL;
-    KTSlot *s = kt_slot(t, key, key_len, h);
-    return s->hash != 0 ? s : NULL;
+    uint32_t *s = kt_slot(t, key, key_len, h);
+    return *s != 0 ? &t->entries[*s - 1] : NULL;
 }
 
-static inline KTSlot *
+static inline KTEntry *
 kt_find(KeyTableObject *t, const uint8_t *key, size_t key_len)
 {
     return kt_find_h(t, key, key_len, kt_hash(key, key_len));
 }
 
 static PyObject *
-kt_state(KeyTableObject *t, KTSlot *s)
+kt_state(KeyTableObject *t, KTEntry *e)
 {
-    PyObject *rank =
-        PyBytes_FromStringAndSize((const char *)t->arena + s->at + s->key_len, s->rank_len);
+    KTRecord r = kt_record(t, e);
+    PyObject *rank = PyBytes_FromStringAndSize((const char *)r.rank, (Py_ssize_t)r.rank_len);
     if (rank == NULL)
         return NULL;
-    PyObject *out = PyTuple_Pack(2, rank, s->tombstone ? Py_True : Py_False);
+    PyObject *out = PyTuple_Pack(2, rank, e->tombstone ? Py_True : Py_False);
     Py_DECREF(rank);
     return out;
 }
@@ -202,11 +313,13 @@ kt_state(KeyTableObject *t, KTSlot *s)
 static void
 kt_clear(KeyTableObject *t)
 {
-    PyMem_Free(t->slots);
+    PyMem_Free(t->index);
+    PyMem_Free(t->entries);
     PyMem_Free(t->arena);
-    t->slots = NULL;
+    t->index = NULL;
+    t->entries = NULL;
     t->arena = NULL;
-    t->cap = t->used = t->live = t->arena_len = t->arena_cap = 0;
+    t->cap = t->used = t->ent_cap = t->live = t->arena_len = t->arena_cap = 0;
 }
 
 static void
@@ -268,34 +381,30 @@ kt_get(KeyTableObject *t, PyObject *const *args, Py_ssize_t nargs)
 {
     if (kt_args(args, nargs, 1, "get") < 0)
         return NULL;
-    KTSlot *s = kt_find(t, (const uint8_t *)PyBytes_AS_STRING(args[0]),
-                        (size_t)PyBytes_GET_SIZE(args[0]));
-    if (s == NULL)
+    KTEntry *e = kt_find(t, (const uint8_t *)PyBytes_AS_STRING(args[0]),
+                         (size_t)PyBytes_GET_SIZE(args[0]));
+    if (e == NULL)
         Py_RETURN_NONE;
-    return kt_state(t, s);
+    return kt_state(t, e);
 }
 
 /* min_rank() -> the least rank of any key, or None when empty */
 static PyObject *
 kt_min_rank(KeyTableObject *t, PyObject *unused)
 {
-    KTSlot *least = NULL;
-    for (size_t i = 0; i < t->cap; i++) {
-        KTSlot *s = &t->slots[i];
-        if (s->hash != 0 &&
-            (least == NULL || kt_rank_cmp(t->arena + s->at + s->key_len, s->rank_len,
-                                          t->arena + least->at + least->key_len,
-                                          least->rank_len) < 0))
-            least = s;
+    KTRecord least = {NULL, 0, NULL, 0};
+    for (size_t n = 0; n < t->used; n++) {
+        KTRecord r = kt_record(t, &t->entries[n]);
+        if (least.key == NULL || kt_rank_cmp(r.rank, r.rank_len, least.rank, least.rank_len) < 0)
+            least = r;
     }
-    if (least == NULL)
+    if (least.key == NULL)
         Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)t->arena + least->at + least->key_len,
-                                     least->rank_len);
+    return PyBytes_FromStringAndSize((const char *)least.rank, (Py_ssize_t)least.rank_len);
 }
 
-/* scan(pos, limit) -> (next, [(key, rank, tombstone), ...]): up to limit keys from slot
- * pos on, in slot order; next is -1 after the last. The table must not change between
+/* scan(pos, limit) -> (next, [(key, rank, tombstone), ...]): up to limit keys from entry
+ * pos on, in the order they came; next is -1 after the last. The table must not change between
  * the calls of one scan. */
 static PyObject *
 kt_scan(KeyTableObject *t, PyObject *args)
@@ -311,18 +420,16 @@ kt_scan(KeyTableObject *t, PyObject *args)
     if (out == NULL)
         return NULL;
     size_t i = (size_t)pos;
-    for (; i < t->cap && PyList_GET_SIZE(out) < limit; i++) {
-        KTSlot *s = &t->slots[i];
-        if (s->hash == 0)
-            continue;
-        PyObject *key = PyBytes_FromStringAndSize((const char *)t->arena + s->at, s->key_len);
-        PyObject *rank = key == NULL ? NULL
-                                     : PyBytes_FromStringAndSize(
-                                           (const char *)t->arena + s->at + s->key_len,
-                                           s->rank_len);
+    for (; i < t->used && PyList_GET_SIZE(out) < limit; i++) {
+        const KTEntry *e = &t->entries[i];
+        KTRecord r = kt_record(t, e);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)r.key, (Py_ssize_t)r.key_len);
+        PyObject *rank =
+            key == NULL ? NULL
+                        : PyBytes_FromStringAndSize((const char *)r.rank, (Py_ssize_t)r.rank_len);
         PyObject *item = rank == NULL ? NULL
                                       : PyTuple_Pack(3, key, rank,
-                                                     s->tombstone ? Py_True : Py_False);
+                                                     e->tombstone ? Py_True : Py_False);
         Py_XDECREF(key);
         Py_XDECREF(rank);
         if (item == NULL || PyList_Append(out, item) < 0) {
@@ -332,7 +439,7 @@ kt_scan(KeyTableObject *t, PyObject *args)
         }
         Py_DECREF(item);
     }
-    Py_ssize_t next = i < t->cap ? (Py_ssize_t)i : -1;
+    Py_ssize_t next = i < t->used ? (Py_ssize_t)i : -1;
     PyObject *result = Py_BuildValue("(nO)", next, out);
     Py_DECREF(out);
     return result;
@@ -361,17 +468,20 @@ kt_get_live(KeyTableObject *t, void *closure)
 static PyObject *
 kt_get_nbytes(KeyTableObject *t, void *closure)
 {
-    return PyLong_FromSize_t(t->cap * sizeof(KTSlot) + t->arena_cap);
+    return PyLong_FromSize_t(t->cap * sizeof(uint32_t) + t->used * sizeof(KTEntry) +
+                             t->arena_len);
 }
 
-/* What the table may hold at once when it next grows: the old and the new slot array
- * during a rehash (three times the present one), the arena during a realloc that copies
- * (twice). A budget checked against this before a batch holds through the batch. */
+/* What the table may hold at once when it next grows: the old and the new index during a
+ * rehash (three times the present one), the entries and the arena during a realloc that
+ * copies (twice each). A budget checked against this before a batch holds through the
+ * batch. */
 static PyObject *
 kt_get_peak_nbytes(KeyTableObject *t, void *closure)
 {
     size_t cap = t->cap ? t->cap : 64;
-    return PyLong_FromSize_t(3 * cap * sizeof(KTSlot) + 2 * t->arena_cap);
+    return PyLong_FromSize_t(3 * cap * sizeof(uint32_t) + 2 * t->ent_cap * sizeof(KTEntry) +
+                             2 * t->arena_cap);
 }
 
 static PyMethodDef kt_methods[] = {
@@ -390,7 +500,8 @@ static PyMethodDef kt_methods[] = {
 
 static PyGetSetDef kt_getset[] = {
     {"live", (getter)kt_get_live, NULL, "keys whose winner is not a tombstone", NULL},
-    {"nbytes", (getter)kt_get_nbytes, NULL, "bytes the table has allocated", NULL},
+    {"nbytes", (getter)kt_get_nbytes, NULL,
+     "bytes the table holds (the index, the entries and records in use)", NULL},
     {"peak_nbytes", (getter)kt_get_peak_nbytes, NULL, "bytes it may hold when it next grows",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -563,16 +674,16 @@ table_keys(Walk *w, PyObject *key_prefix, KeyTableObject *t)
             r->hash = kt_hash(w->keys + r->key_at, kp + (size_t)r->key_len);
 #ifdef __GNUC__
             if (t->cap)
-                __builtin_prefetch(&t->slots[(size_t)r->hash & (t->cap - 1)]);
+                __builtin_prefetch(&t->index[(size_t)(uint32_t)r->hash & (t->cap - 1)]);
 #endif
         }
     }
 #ifdef __GNUC__
     if (t != NULL && t->cap) {
         for (Py_ssize_t i = 0; i < w->live; i++) {
-            const KTSlot *s = &t->slots[(size_t)w->recs[i].hash & (t->cap - 1)];
-            if (w->recs[i].has_key && s->hash == w->recs[i].hash)
-                __builtin_prefetch(t->arena + s->at);
+            uint32_t n = t->index[(size_t)(uint32_t)w->recs[i].hash & (t->cap - 1)];
+            if (w->recs[i].has_key && n != 0)
+                __builtin_prefetch(&t->entries[n - 1]);
         }
     }
 #endif
@@ -761,9 +872,14 @@ sp_compact_keep(PyObject *self, PyObject *args)
                     goto done;
             }
             else {
-                KTSlot *s = kt_find_h(t, w.keys + r->key_at, table_key_len(key_prefix, r), r->hash);
-                w.kept[i] = s != NULL && !s->tombstone && s->rank_len == 20 &&
-                            memcmp(t->arena + s->at + s->key_len, rank, 20) == 0;
+                KTEntry *e = kt_find_h(t, w.keys + r->key_at, table_key_len(key_prefix, r), r->hash);
+                if (e != NULL) {
+                    KTRecord found = kt_record(t, e);
+                    w.kept[i] = !e->tombstone && found.rank_len == 20 &&
+                                memcmp(found.rank, rank, 20) == 0;
+                }
+                else
+                    w.kept[i] = 0;
             }
         }
         if (w.kept[i]) {

@@ -404,7 +404,9 @@ def scan_table(table: Any) -> tuple[int, int, Transactions]:
     """Phase one's key table: keys, winning tombstones, and the transactions it recorded."""
     keys = tombstoned = 0
     txns = Transactions()
-    for key, _rank, tomb in table.items():
+    # in any order when the table can stream them so (the local engine's): sorting an
+    # in-memory table for this would hold every record at once
+    for key, _rank, tomb in getattr(table, "records", table.items)():
         if txns.add(key, _rank, tomb) or key.startswith(CHUNK_PREFIX):
             continue
         keys += 1
