@@ -167,7 +167,9 @@ def _apply_settings(command: Any) -> Any:
     inner = command.invoke
 
     def invoke(ctx: Any) -> Any:
-        from pulsarctl_py import limits, precedence
+        from pulsarctl_py import limits, precedence, topicpolicies
+
+        topicpolicies.install()  # where offloaded ledgers are depends on topic policies
 
         flag = ctx.params.get("max_message_size")
         if flag is None:

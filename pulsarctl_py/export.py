@@ -251,8 +251,10 @@ def split_rows(
     from pulsarctl_py.config import resolve_ledger_password
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.limits import apply_split
+    from pulsarctl_py.topicpolicies import install as install_topic_policies
 
     apply_split(split)
+    install_topic_policies()
     filters = filters or RowFilters()
     full = needs_payload(columns, filters)
     with LedgerSource.open(

@@ -300,3 +300,12 @@ def persistence_source(policies: TopicPolicies) -> str:
     found = policies.persistence()
     scope = found[1] if found is not None else "local"
     return f"the {scope} topic policies of {policies.topic} (in {policies.events_topic})"
+
+
+def install() -> None:
+    """Give every LedgerSource this module's reader of topic policies, for where offloaded
+    ledgers are (``LedgerSource.topic_policy_reader``: the policies are read through a
+    LedgerSource, so the source cannot import this module itself)."""
+    from pulsarctl_py.ledgers import LedgerSource
+
+    LedgerSource.topic_policy_reader = read_topic_policies

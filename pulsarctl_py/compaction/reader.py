@@ -36,8 +36,10 @@ _PARTITIONS: dict[str, int] = {}
 def source_for(split: Split) -> Any:
     """A LedgerSource for the split's stores, opened once per process and run."""
     from pulsarctl_py.limits import apply_split
+    from pulsarctl_py.topicpolicies import install as install_topic_policies
 
     apply_split(split)
+    install_topic_policies()
     key = _source_key(split)
     source = _SOURCES.get(key)
     if source is None:

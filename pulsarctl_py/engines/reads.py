@@ -102,8 +102,10 @@ def _split_entries(
     from pulsarctl_py.decoders import Depth
     from pulsarctl_py.ledgers import LedgerSource
     from pulsarctl_py.limits import apply_split
+    from pulsarctl_py.topicpolicies import install as install_topic_policies
 
     apply_split(split)
+    install_topic_policies()
     with LedgerSource.open(
         split.metadata_url,
         list(split.bookie_dirs),

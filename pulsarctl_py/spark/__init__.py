@@ -393,6 +393,9 @@ def _opened(reader: LedgerctlReader) -> Iterator[tuple[Any, str | None, list[str
             timeout=reader.bookie_timeout,
             protocol=reader.bookie_protocol,
         )
+    from pulsarctl_py.topicpolicies import install as install_topic_policies
+
+    install_topic_policies()
     with LedgerSource.open(url, dirs, need_bookie=True, live=live, tiered=True) as source:
         yield source, url, dirs
 

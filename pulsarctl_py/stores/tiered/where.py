@@ -47,7 +47,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pulsarctl_py.errors import LedgerctlError
 
@@ -55,7 +55,23 @@ if TYPE_CHECKING:
     from pulsarctl_py.brokerconf import BrokerConf
     from pulsarctl_py.precedence import Resolved
 
-    from .locate import TieredLedger
+
+class TieredLedger(Protocol):
+    """What a location is resolved from: one ledger's offload as its managed ledger records
+    it (:class:`.locate.TieredLedger`, which reads through this module: named here by
+    what it offers, not imported)."""
+
+    @property
+    def ledger_id(self) -> int: ...
+    @property
+    def managed_ledger(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def driver(self) -> str: ...
+    @property
+    def properties(self) -> dict[str, str]: ...
+
 
 #: the source names
 CONTEXT = "offloadContext"
