@@ -204,6 +204,14 @@ class _LazyGroup(typer.core.TyperGroup):
                     self.commands[name] = _prepare(sub)
         return self.commands.get(cmd_name)
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """``ledgerctl --help`` lists every command: built in one go, as the whole app."""
+        whole = typer.main.get_command(_whole_app())
+        for name, sub in whole.commands.items():  # type: ignore[attr-defined]
+            if name not in self.commands:
+                self.commands[name] = _prepare(sub)
+        super().format_commands(ctx, formatter)
+
 
 def _prepare(command: Any) -> Any:
     """Every parameter's value checked (pulsarctl_py.usage.guard) and the settings
