@@ -23,21 +23,47 @@ from typing import Any
 import typer
 
 from pulsarctl_py import __version__
-from pulsarctl_py.commands import (
-    bookie,
-    compact,
-    config,
-    decode,
-    demo,
-    export,
-    inspect,
-    ledger,
-    migrate,
-    repair,
-    schema,
-    seek,
-    topic,
-    verify,
+
+#: every command, in the order ``ledgerctl --help`` lists them (Typer's: commands, then
+#: groups), and the module of pulsarctl_py.commands that registers it. Only the module of
+#: the command being run is imported (:class:`_LazyGroup`); tests/test_cli_lazy.py holds
+#: this table equal to what the modules register.
+COMMANDS: dict[str, str] = {
+    "decode": "decode",
+    "inspect": "inspect",
+    "demo": "demo",
+    "verify": "verify",
+    "seek": "seek",
+    "compact": "compact",
+    "export": "export",
+    "orphans": "repair",
+    "apply": "repair",
+    "undo": "repair",
+    "config": "config",
+    "topic": "topic",
+    "ledger": "ledger",
+    "bookie": "bookie",
+    "schema": "schema",
+    "repair": "repair",
+    "migrate": "migrate",
+}
+
+#: the modules in the order they register their commands on the whole app
+_MODULES = (
+    "decode",
+    "inspect",
+    "demo",
+    "topic",
+    "ledger",
+    "bookie",
+    "verify",
+    "seek",
+    "compact",
+    "export",
+    "schema",
+    "repair",
+    "migrate",
+    "config",
 )
 
 #: exit status when the reader of our output went away (``ledgerctl ... | head``), as a
@@ -53,17 +79,23 @@ EXIT_CODES_HELP = (
     "(ledgerctl ... | head); 130 interrupted (Ctrl-C)."
 )
 
-app = typer.Typer(
-    name="ledgerctl",
-    help="Inspect and repair Apache Pulsar topic data where it is stored: BookKeeper "
-    "ledgers and topic metadata, without a running broker.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    epilog=EXIT_CODES_HELP,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+
+def _new_app(**settings: Any) -> typer.Typer:
+    """The root Typer app with its options (:func:`root`) and no command."""
+    new = typer.Typer(
+        name="ledgerctl",
+        help="Inspect and repair Apache Pulsar topic data where it is stored: BookKeeper "
+        "ledgers and topic metadata, without a running broker.",
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        epilog=EXIT_CODES_HELP,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        **settings,
+    )
+    new.callback()(root)
+    return new
 
 
 def _version(value: bool) -> None:
@@ -98,7 +130,6 @@ def colour_enabled() -> bool:
     return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
 
 
-@app.callback()
 def root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -128,29 +159,76 @@ def root(
     """Inspect and repair Apache Pulsar topic data where it is stored."""
 
 
-decode.register(app)
-inspect.register(app)
-demo.register(app)
-topic.register(app)
-ledger.register(app)
-bookie.register(app)
-verify.register(app)
-seek.register(app)
-compact.register(app)
-export.register(app)
-schema.register(app)
-repair.register(app)
-migrate.register(app)
-config.register(app)
+def _register(target: typer.Typer, module: str) -> None:
+    import importlib
+
+    importlib.import_module(f"pulsarctl_py.commands.{module}").register(target)
+
+
+@functools.cache
+def _whole_app() -> typer.Typer:
+    """The app with every command registered (every command module imported): what
+    scripts/clidocs.py and the tests walk as ``pulsarctl_py.cli.app``."""
+    whole = _new_app()
+    for module in _MODULES:
+        _register(whole, module)
+    return whole
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        return _whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _LazyGroup(typer.core.TyperGroup):
+    """The root command: it knows its commands' names (:data:`COMMANDS`) and imports a
+    command's module when the command is asked for (click's lazy-group pattern), so that
+    ``ledgerctl compact`` does not import the code of every other command. ``--help``,
+    shell completion and the usage errors ask for every command, as before."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        module = COMMANDS.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            # the module's commands built as on the whole app: a group of its own with the
+            # root's Typer settings (the help's markup mode among them)
+            part = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False)
+            part.callback()(root)
+            _register(part, module)
+            built = typer.main.get_command(part)
+            for name, sub in built.commands.items():  # type: ignore[attr-defined]
+                if COMMANDS.get(name) == module and name not in self.commands:
+                    self.commands[name] = _prepare(sub)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """``ledgerctl --help`` lists every command: built in one go, as the whole app."""
+        whole = typer.main.get_command(_whole_app())
+        for name, sub in whole.commands.items():  # type: ignore[attr-defined]
+            if name not in self.commands:
+                self.commands[name] = _prepare(sub)
+        super().format_commands(ctx, formatter)
+
+
+def _prepare(command: Any) -> Any:
+    """Every parameter's value checked (pulsarctl_py.usage.guard) and the settings
+    applied when it runs (:func:`_apply_settings`)."""
+    from pulsarctl_py import usage
+
+    return _apply_settings(usage.guard(command))
 
 
 @functools.cache
 def _command() -> Any:
-    """The Click command Typer builds from the app (about 90 ms: once per process), with
-    every parameter's value checked (pulsarctl_py.usage.guard)."""
+    """The Click command Typer builds from the root app (once per process); each command
+    is built when it is first asked for (:class:`_LazyGroup`)."""
     from pulsarctl_py import usage
 
-    return _apply_settings(usage.guard(typer.main.get_command(app)))
+    # the root's own options checked; the settings are applied by each command it runs
+    return usage.guard(typer.main.get_command(_new_app(cls=_LazyGroup)))
 
 
 def _apply_settings(command: Any) -> Any:

@@ -276,7 +276,9 @@ def usage_line(exc: Any) -> str:
             name = str(ast.literal_eval(found.group("name")))
         except (ValueError, SyntaxError):
             name = found.group("name")
-        commands = list(getattr(getattr(ctx, "command", None), "commands", {}) or {})
+        group = getattr(ctx, "command", None)
+        listed = getattr(group, "list_commands", None)  # a lazy group's: not yet built
+        commands = list(listed(ctx) if listed else getattr(group, "commands", {}) or {})
         hint = did_you_mean(name, commands)
         if not hint and commands:
             hint = f"; commands: {', '.join(sorted(commands))}"

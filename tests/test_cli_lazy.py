@@ -1,0 +1,60 @@
+"""A run of one command imports that command's module only (pulsarctl_py.cli._LazyGroup):
+the fixed cost every ``ledgerctl`` process pays before it does anything."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from pulsarctl_py import cli
+
+_SHOW_IMPORTED = (
+    "import json, sys\n"
+    "from pulsarctl_py.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "sys.stdout.flush()\n"
+    "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+)
+
+
+def _imported(*argv: str) -> tuple[int, set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", _SHOW_IMPORTED, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    found = json.loads(last)
+    return found["code"], set(found["modules"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [(["compact", "--help"], "compact"), (["topic", "list", "--help"], "topic")],
+)
+def test_a_command_imports_no_other_command_module(argv: list[str], module: str) -> None:
+    code, modules = _imported(*argv)
+    assert code == 0
+    commands = set(cli.COMMANDS.values())
+    loaded = {m.rsplit(".", 1)[1] for m in modules if m.startswith("pulsarctl_py.commands.")}
+    assert module in loaded
+    assert loaded & commands == {module}
+
+
+def test_the_table_of_commands_is_what_the_modules_register() -> None:
+    """Names, their modules and the order of ``ledgerctl --help``: as the whole app has
+    them (every module imported)."""
+    whole = typer.main.get_command(cli.app)
+    assert list(whole.list_commands(None)) == list(cli.COMMANDS)  # type: ignore[attr-defined]
+    for module in set(cli.COMMANDS.values()):
+        part = typer.Typer()
+        part.callback()(cli.root)
+        cli._register(part, module)
+        names = typer.main.get_command(part).commands  # type: ignore[attr-defined]
+        assert {n: module for n in names} == {n: m for n, m in cli.COMMANDS.items() if m == module}
