@@ -17,10 +17,10 @@ known is then None, never guessed silently.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders import ChunkAssembler, DecodeOptions, Depth, Entry, Outer, decode_entry
 from pulsarctl_py.decoders.bookkeeper import HEADER as BK_HEADER
@@ -180,14 +180,6 @@ class StorageProblem:
 
 class LedgerSource:
     """Read ledgers through a metadata store and bookie storage, either of them optional."""
-
-    #: reads a topic's policies for where its offloaded ledgers are (``read(source, topic,
-    #: broker_conf)``: :func:`pulsarctl_py.topicpolicies.read_topic_policies`). That reader
-    #: reads the policies' system topic through a LedgerSource, so this module cannot import
-    #: it: the layer above gives it (:func:`pulsarctl_py.topicpolicies.install`, called by
-    #: the CLI before each command and where executors open their splits' sources). None:
-    #: topic-level offload policies are not read, and each location says so in its notes.
-    topic_policy_reader: ClassVar[Callable[..., Any] | None] = None
 
     def __init__(
         self,
@@ -489,6 +481,7 @@ class LedgerSource:
         name (``--broker-conf``), each namespace's and topic's offload policies."""
         if self._locator is None:
             from pulsarctl_py.precedence import Sources
+            from pulsarctl_py.stores.tiered import where
             from pulsarctl_py.stores.tiered.where import Locator, Overrides
 
             if self.broker_conf is not None:
@@ -498,7 +491,7 @@ class LedgerSource:
             else:
                 conf = Sources.of().broker_conf()
 
-            read = type(self).topic_policy_reader
+            read = where.topic_policy_reader
 
             def policies(topic: str) -> Any:
                 if self.bookie is None:

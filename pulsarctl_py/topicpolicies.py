@@ -303,9 +303,10 @@ def persistence_source(policies: TopicPolicies) -> str:
 
 
 def install() -> None:
-    """Give every LedgerSource this module's reader of topic policies, for where offloaded
-    ledgers are (``LedgerSource.topic_policy_reader``: the policies are read through a
-    LedgerSource, so the source cannot import this module itself)."""
-    from pulsarctl_py.ledgers import LedgerSource
+    """Give the offload locations this module's reader of topic policies
+    (:data:`pulsarctl_py.stores.tiered.where.topic_policy_reader`: the policies are read
+    through a LedgerSource, so the locator cannot import this module itself). Light: it
+    imports the locator's module, not the stores."""
+    from pulsarctl_py.stores.tiered import where
 
-    LedgerSource.topic_policy_reader = read_topic_policies
+    where.topic_policy_reader = read_topic_policies

@@ -3,6 +3,7 @@ the fixed cost every ``ledgerctl`` process pays before it does anything."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -58,3 +59,32 @@ def test_the_table_of_commands_is_what_the_modules_register() -> None:
         cli._register(part, module)
         names = typer.main.get_command(part).commands  # type: ignore[attr-defined]
         assert {n: module for n in names} == {n: m for n, m in cli.COMMANDS.items() if m == module}
+
+
+def test_giving_the_topic_policy_reader_imports_no_store() -> None:
+    """The CLI gives the offload locator its topic-policy reader before every command
+    (pulsarctl_py.topicpolicies.install): that must not open the stores' modules for
+    commands that never read one."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pulsarctl_py import topicpolicies; topicpolicies.install(); "
+            "from pulsarctl_py.stores.tiered import where; "
+            "assert where.topic_policy_reader is topicpolicies.read_topic_policies; "
+            "print(sorted(m for m in sys.modules if m.startswith('pulsarctl_py.')))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    loaded = set(ast.literal_eval(done.stdout))
+    assert "pulsarctl_py.ledgers" not in loaded
+    # the errors every module raises, and no decoder layer or bookie store
+    stores = {m for m in loaded if m.startswith(("pulsarctl_py.stores.", "pulsarctl_py.decoders."))}
+    assert stores == {
+        "pulsarctl_py.decoders.errors",
+        "pulsarctl_py.stores.tiered",
+        "pulsarctl_py.stores.tiered.where",
+    }

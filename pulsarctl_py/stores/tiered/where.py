@@ -73,6 +73,15 @@ class TieredLedger(Protocol):
     def properties(self) -> dict[str, str]: ...
 
 
+#: reads a topic's policies (``read(source, topic, broker_conf)``:
+#: :func:`pulsarctl_py.topicpolicies.read_topic_policies`) for the topic level of a location.
+#: That reader reads the policies' system topic through a LedgerSource, which locates
+#: offloaded ledgers through this module, so neither can import it: the layer above gives it
+#: (:func:`pulsarctl_py.topicpolicies.install`, called by the CLI before each command and
+#: where executors open their splits' sources). None: topic-level offload policies are not
+#: read, and each location says so in its notes.
+topic_policy_reader: Callable[..., Any] | None = None
+
 #: the source names
 CONTEXT = "offloadContext"
 TOPIC_POLICY = "topic policy"
