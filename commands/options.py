@@ -233,6 +233,18 @@ BOOKIE = BookieFlags()
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _signed(
+    wrapper: Any, sig: inspect.Signature, params: list[inspect.Parameter], hints: dict[str, Any]
+) -> Any:
+    """``wrapper`` with the signature and annotations Typer reads: ``params`` (their
+    annotations resolved) and the command's return annotation."""
+    wrapper.__signature__ = sig.replace(parameters=params)
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    if "return" in hints:
+        wrapper.__annotations__["return"] = hints["return"]
+    return wrapper
+
+
 def bookie_flags(command: F) -> F:
     """Give ``command`` the bookie flag set in place of its ``bookie`` parameter.
 
@@ -258,11 +270,7 @@ def bookie_flags(command: F) -> F:
         values = {name: kwargs.pop(name, None) for name in _BOOKIE_FLAGS}
         return command(*args, bookie=BookieFlags(**values), **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    if "return" in hints:
-        wrapper.__annotations__["return"] = hints["return"]
-    return wrapper  # type: ignore[return-value]
+    return _signed(wrapper, sig, params, hints)
 
 
 PASSPHRASE_ENV = typer.Option(
@@ -428,11 +436,7 @@ def metadata_options(command: F) -> F:
         ):
             return command(*args, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    if "return" in hints:
-        wrapper.__annotations__["return"] = hints["return"]
-    return wrapper  # type: ignore[return-value]
+    return _signed(wrapper, sig, params, hints)
 
 
 # -- how new ledgers are written (pulsarctl_py.writesettings) -------------------------------
@@ -552,11 +556,7 @@ def live_options(command: F) -> F:
         ):
             return command(*args, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=[*params, *added])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in [*params, *added]}
-    if "return" in hints:
-        wrapper.__annotations__["return"] = hints["return"]
-    return wrapper  # type: ignore[return-value]
+    return _signed(wrapper, sig, [*params, *added], hints)
 
 
 @dataclass(frozen=True)
@@ -669,8 +669,4 @@ def tiered_options(command: F) -> F:
         with precedence.flags(**values):
             return command(*args, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=[*params, *added])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in [*params, *added]}
-    if "return" in hints:
-        wrapper.__annotations__["return"] = hints["return"]
-    return wrapper  # type: ignore[return-value]
+    return _signed(wrapper, sig, [*params, *added], hints)
