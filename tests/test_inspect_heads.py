@@ -660,7 +660,7 @@ def _with_metadata(root: Path, ledgers: dict[int, DigestType]) -> str:
     the bookie directory under ``root`` holds them: the digest type comes from metadata."""
     from pulsarctl_py.decoders import ledger_metadata as lm
     from pulsarctl_py.stores.metadata import create_metadata_store
-    from tests.support.verify_world import _write_tree
+    from tests.support.verify_world import write_tree
 
     nodes: dict[str, bytes] = {}
     with opened(None, [root / "bookie"]) as source:
@@ -684,7 +684,7 @@ def _with_metadata(root: Path, ledgers: dict[int, DigestType]) -> str:
             )
     store = create_metadata_store(root / "metadata")
     try:
-        _write_tree(store, nodes)
+        write_tree(store, nodes)
     finally:
         store.close()
     return f"rocksdb://{root / 'metadata'}"

@@ -23,10 +23,10 @@ from tests.support.verify_world import (
     _Builder,
     _ml_info,
     _tags,
-    _write_tree,
     bookkeeper_root_nodes,
     tree_digest,
     write_cookies,
+    write_tree,
 )
 
 TOPIC = "persistent://public/default/keyless"
@@ -58,7 +58,7 @@ def _world(root: Path) -> tuple[str, Path]:
     root.mkdir(parents=True)
     store = create_metadata_store(root / "metadata")
     try:
-        _write_tree(store, nodes)
+        write_tree(store, nodes)
     finally:
         store.close()
     write_db_ledger_dir(root / "bookie" / "current", spec.entries, master_key(b""))

@@ -278,7 +278,7 @@ def topic_world(
         nodes.update(_schema_storage(schemas, stored))
     root.mkdir(parents=True, exist_ok=True)
     with create_metadata_store(root / "metadata") as store:
-        vw._write_tree(store, nodes)
+        vw.write_tree(store, nodes)
     write_db_ledger_dir(root / "bookie" / "current", stored, master_key(b""))
     vw.write_cookies(root / "bookie")
     return Stores(f"rocksdb://{root / 'metadata'}", root / "bookie")

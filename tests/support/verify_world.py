@@ -613,7 +613,7 @@ def build_world(
         metadata_url = f"rocksdb://{path}"
     assert metadata_url is not None
     try:
-        _write_tree(store, nodes)
+        write_tree(store, nodes)
     finally:
         if own_store:
             store.close()
@@ -646,7 +646,8 @@ def _to_index_files(current: Path, locations: dict[tuple[int, int], int]) -> Non
         write_index_file(current, ledger_id, master_key(b""), entries)
 
 
-def _write_tree(store: MetadataStore, nodes: dict[str, bytes]) -> None:
+def write_tree(store: MetadataStore, nodes: dict[str, bytes]) -> None:
+    """Put ``nodes`` into ``store``, each missing parent as an empty node first."""
     written: set[str] = set()
     for path in sorted(nodes):
         parts = path.split("/")

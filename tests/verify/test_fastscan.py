@@ -50,9 +50,9 @@ from tests.support.verify_world import (
     LedgerSpec,
     _ml_info,
     _tags,
-    _write_tree,
     bookkeeper_root_nodes,
     build_world,
+    write_tree,
 )
 
 needs_native = pytest.mark.skipif(
@@ -291,7 +291,7 @@ def _write_world(root: Path, topics: dict[str, list[LedgerSpec]], *, layout: str
     nodes.update(bookkeeper_root_nodes())
     store = create_metadata_store(root / "metadata")
     try:
-        _write_tree(store, nodes)
+        write_tree(store, nodes)
     finally:
         store.close()
     return lambda: LedgerSource.open(

@@ -15,7 +15,7 @@ from pulsarctl_py.decoders import managed_ledger as mld
 from pulsarctl_py.proto import ml_data_formats_pb2 as mlpb
 from tests.stores.tiered.test_verify import FS_DIR, FS_EXPECTED, S3_INFO, _fs_info
 from tests.support.cli_helpers import run
-from tests.support.verify_world import bookkeeper_root_nodes
+from tests.support.verify_world import bookkeeper_root_nodes, write_tree
 
 LEDGER = int(FS_DIR.name.split("-", 1)[0])
 TOPIC = FS_EXPECTED["topic"]
@@ -33,16 +33,7 @@ def _store(root: Path, topics: dict[str, list[Any]], raw: dict[str, bytes] | Non
     nodes.update(raw or {})
     store = create_metadata_store(root / "metadata")
     try:
-        written: set[str] = set()
-        for path in sorted(nodes):
-            parts = path.split("/")
-            for i in range(2, len(parts)):
-                parent = "/".join(parts[:i])
-                if parent not in written and parent not in nodes:
-                    store.put(parent, b"")
-                    written.add(parent)
-            store.put(path, nodes[path])
-            written.add(path)
+        write_tree(store, nodes)
     finally:
         store.close()
     return f"rocksdb://{root / 'metadata'}"

@@ -27,7 +27,7 @@ from pulsarctl_py.stores.tiered.filesystem import MapFileLedger
 from pulsarctl_py.stores.tiered.jcloud import data_key, index_key, uuid_of
 from pulsarctl_py.stores.tiered.s3 import S3Location, S3Objects
 from tests.support.cli_helpers import run
-from tests.support.verify_world import bookkeeper_root_nodes, write_cookies
+from tests.support.verify_world import bookkeeper_root_nodes, write_cookies, write_tree
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 FS = DATA / "tiered" / "filesystem" / "block"
@@ -55,16 +55,7 @@ def _world(root: Path, topic: str, li: mlpb.ManagedLedgerInfo.LedgerInfo, md: An
         nodes[lm.ledger_path(li.ledgerId)] = lm.build(md)
     store = create_metadata_store(root / "metadata")
     try:
-        written: set[str] = set()
-        for path in sorted(nodes):
-            parts = path.split("/")
-            for i in range(2, len(parts)):
-                parent = "/".join(parts[:i])
-                if parent not in written and parent not in nodes:
-                    store.put(parent, b"")
-                    written.add(parent)
-            store.put(path, nodes[path])
-            written.add(path)
+        write_tree(store, nodes)
     finally:
         store.close()
     return ["--metadata-url", f"rocksdb://{root / 'metadata'}", "--bookie-dir", str(bookie)]
