@@ -213,18 +213,23 @@ public final class SandboxClient {
                 if (m == null) {
                     throw new IllegalStateException("no message within 60 s");
                 }
-                ObjectNode record = messages.addObject();
-                record.put("message_id", id(m.getMessageId()));
-                if (m.hasKey()) {
-                    record.put("key", m.getKey());
-                } else {
-                    record.putNull("key");
-                }
-                record.put("value", Base64.getEncoder().encodeToString(m.getValue()));
+                record(messages, m);
                 consumer.acknowledge(m);
             }
         }
         return out;
+    }
+
+    /** One message as the tests compare it: its id, its key (or null) and its value in base64. */
+    static void record(ArrayNode messages, org.apache.pulsar.client.api.Message<byte[]> m) {
+        ObjectNode record = messages.addObject();
+        record.put("message_id", id(m.getMessageId()));
+        if (m.hasKey()) {
+            record.put("key", m.getKey());
+        } else {
+            record.putNull("key");
+        }
+        record.put("value", Base64.getEncoder().encodeToString(m.getValue()));
     }
 
     static ObjectNode readAll(PulsarClient client, JsonNode spec) throws Exception {
@@ -246,14 +251,7 @@ public final class SandboxClient {
                 if (m == null) {
                     throw new IllegalStateException("a message was available, none came within 60 s");
                 }
-                ObjectNode record = messages.addObject();
-                record.put("message_id", id(m.getMessageId()));
-                if (m.hasKey()) {
-                    record.put("key", m.getKey());
-                } else {
-                    record.putNull("key");
-                }
-                record.put("value", Base64.getEncoder().encodeToString(m.getValue()));
+                record(messages, m);
             }
         }
         return out;
