@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli_helpers import run
+from tests.support.compaction_outcome import outcome
 from tests.support.fixtures.sandbox import run_script
 from tests.support.offload_world import RUN, ReadMessage, read_all
 from tests.support.sandbox_oracle import broker_compact, ledgerctl_env
@@ -109,21 +110,13 @@ def test_compact_on_spark_over_s3_offloads_equals_the_local_engine(
     offload_world: Any, s3_env: Any, spark: Any, tmp_path: Path
 ) -> None:
     from pulsarctl_py.compaction import compact
-    from pulsarctl_py.compaction.run import read_spool
 
     world = offload_world["s3"]
 
     def on(engine: str) -> tuple[str, list[Any], bytes]:
         export = tmp_path / f"{engine}.jsonl"
         report = compact(world.short, engine=engine, export=export, spool=True, split_entries=97)
-        try:
-            entries = [(e.position, bytes(e.data)) for e in read_spool(report.spool)]
-        finally:
-            report.spool.unlink()
-        doc = report.to_json()
-        assert doc.pop("engine") == engine
-        doc.pop("seconds", None)
-        return json.dumps(doc, sort_keys=True, default=str), entries, export.read_bytes()
+        return outcome(report, engine, export)
 
     local = on("local")
     assert json.loads(local[0])["kept"] == 13  # key-0 .. key-12, the unkeyed dropped

@@ -17,6 +17,7 @@ import pytest
 
 from pulsarctl_py.demo import create_demo
 from tests.support.cli_helpers import run
+from tests.support.compaction_outcome import outcome
 
 TOPICS = ["tombstones", "batched", "chunked", "with-index"]
 
@@ -39,7 +40,6 @@ def flags(root: Path) -> list[str]:
 
 def compaction(root: Path, topic: str, engine: str, out: Path) -> tuple[str, list, bytes]:
     from pulsarctl_py.compaction import compact
-    from pulsarctl_py.compaction.run import read_spool
 
     export = out / f"{topic}-{engine}.jsonl"
     report = compact(
@@ -51,14 +51,7 @@ def compaction(root: Path, topic: str, engine: str, out: Path) -> tuple[str, lis
         spool=True,
         split_entries=1,
     )
-    try:
-        entries = [(e.position, bytes(e.data)) for e in read_spool(report.spool)]
-    finally:
-        report.spool.unlink()
-    doc = report.to_json()
-    assert doc.pop("engine") == engine
-    doc.pop("seconds", None)
-    return json.dumps(doc, sort_keys=True, default=str), entries, export.read_bytes()
+    return outcome(report, engine, export)
 
 
 @pytest.mark.parametrize("topic", TOPICS)
