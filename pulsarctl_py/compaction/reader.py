@@ -304,3 +304,37 @@ def phase_two_split(
     entries = kept if kept is not None else read_split(split, options.accept_damage)
     yield from phase_two(entries, winners, options, stats)
     yield stats
+
+
+class _NoWinners:
+    """A :class:`WinnerView` in which no record wins: phase two over it keeps nothing and
+    says only whether phase one counted an entry as deleted (``Stats.to``)."""
+
+    def keeps(self, key: bytes, rank: bytes) -> bool:
+        return False
+
+    def keeps_many(self, keys: list[bytes], ranks: list[bytes]) -> list[bool]:
+        return [False] * len(keys)
+
+    def get(self, key: bytes) -> tuple[bytes, bool] | None:
+        return None
+
+
+def phase_one_to(splits: list[Split], options: CompactionOptions) -> tuple[int, int] | None:
+    """Phase one's ``to`` (``Stats.to``: the last entry of the plan that phase one did not
+    count as deleted, which the compacted ledger's ``pulsar/compactedTo`` names), found
+    before phase two by reading the plan's entries backwards from its last one: usually
+    one entry. Each entry is judged by :func:`~.core.phase_two` itself (markers, aborted
+    transactions, batches of tombstones and dropped keyless messages are deleted), so the
+    answer is the one a whole phase two gives; the broker's compactor, too, knows it when
+    phase one ends (``TwoPhaseCompactor.phaseOne``)."""
+    nobody = _NoWinners()
+    for split in reversed(splits):
+        for entry_id in range(split.last_entry, split.first_entry - 1, -1):
+            one = replace(split, first_entry=entry_id, last_entry=entry_id)
+            stats = Stats()
+            for _ in phase_two(read_split(one, options.accept_damage), nobody, options, stats):
+                pass
+            if stats.to is not None:
+                return stats.to
+    return None

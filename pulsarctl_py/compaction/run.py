@@ -35,7 +35,14 @@ from .core import (
     txn_key,
 )
 from .lastpos import DEFAULT, LastPosition, last_position
-from .reader import KeptEntries, PhaseOneSplits, adopt, close_sources, phase_two_split
+from .reader import (
+    KeptEntries,
+    PhaseOneSplits,
+    adopt,
+    close_sources,
+    phase_one_to,
+    phase_two_split,
+)
 from .state import TopicState, topic_state
 
 _SPOOL = struct.Struct(">qqI")
@@ -763,6 +770,8 @@ def _compact_on(
                 report.spool = Path(name)
                 spool_file = os.fdopen(fd, "wb")
             export_file = export
+            # phase one's "to" (pulsar/compactedTo) before phase two, as the broker knows it
+            report.compacted_to = phase_one_to(plan.splits, options)
             tracker.total = plan.entries
             tracker.start("phase two")
             last: CompactedEntry | None = None
@@ -786,7 +795,12 @@ def _compact_on(
                             export_file.write(json.dumps(row, sort_keys=True) + "\n")
         finally:
             table.close()
-        report.compacted_to = stats.to
+        if stats.to != report.compacted_to:
+            said = [format_position(*p) if p else "none" for p in (stats.to, report.compacted_to)]
+            raise DataError(
+                f"phase two's last undeleted entry {said[0]} is not the one read before it "
+                f"({said[1]}): the topic changed under the compaction, or this is a bug"
+            )
         report.last = last_position(last.data if last is not None else None, generation)
         if stats.chunks_kept:
             report.notes.append(
