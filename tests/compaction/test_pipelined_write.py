@@ -203,3 +203,29 @@ def test_the_written_ledger_is_the_spool_paths_and_no_spool_is_made(
     assert list(a.custom_metadata) == list(b.custom_metadata)  # in the same order
     assert a.last_entry_id >= 1
     assert _entries(world, piped) == _entries(world, spooled.ledger_id)
+
+
+def test_a_conflict_after_phase_two_still_saves_the_export(tmp_path, capsys, monkeypatch) -> None:
+    """The --export view is complete once phase two ends: a compare-and-set that fails at
+    the apply (a broker committed meanwhile) refuses the write (exit 5) and keeps the view,
+    as when the write came after the compute."""
+    import pulsarctl_py.compaction.planned as planned
+    from pulsarctl_py.stores.metadata import open_metadata_store
+    from tests.compaction.test_run import CURSOR
+
+    world = build_world(tmp_path / "w")
+    real = planned.write_compaction
+
+    def committed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        with open_metadata_store(world.metadata_url, read_only=False) as store:
+            node = store.get(CURSOR)
+            store.put(CURSOR, node.data, node.stat.version)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planned, "write_compaction", committed_meanwhile)
+    view = tmp_path / "view.jsonl"
+    done = run(capsys, "compact", ORDERS, "--full", "--apply", "--plan", tmp_path / "p.json",
+               "--export", view, *_args(world))  # fmt: skip
+    assert done.code == 5, done.err
+    assert "the compacted ledger this plan wrote is deleted" in done.err
+    assert len(view.read_text().splitlines()) >= 2
