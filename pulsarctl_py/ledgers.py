@@ -608,6 +608,18 @@ class LedgerSource:
             )
         yield from self.bookie.read_entries(view.ledger_id, first, last)
 
+    def raw_entries_at(self, view: LedgerView, entry_ids: list[int]) -> Iterator[StoredEntry]:
+        """The stored entries of ``entry_ids`` (rising), in order: the running bookies are
+        asked for them all in pipelined rounds (``read_entries_at``); any other storage
+        reads each run of consecutive ids as :meth:`raw_entries` does. An id the storage
+        lacks is skipped, as :meth:`raw_entries` skips it."""
+        at = getattr(self.bookie, "read_entries_at", None)
+        if at is not None and view.tiered is None:
+            yield from at(view.ledger_id, entry_ids)
+            return
+        for first, last in id_runs(entry_ids):
+            yield from self.raw_entries(view, first, last)
+
     def entries(
         self,
         view: LedgerView,
@@ -835,3 +847,17 @@ def _open_metadata(url: str | None, *, required: bool) -> MetadataStore | None:
             return None
         return open_metadata_store(resolved)
     return open_metadata_store(url)
+
+
+def id_runs(ids: list[int]) -> Iterator[tuple[int, int]]:
+    """The runs of consecutive ids in rising ``ids``, as inclusive ``(first, last)``."""
+    first = last = None
+    for i in ids:
+        if last is not None and i == last + 1:
+            last = i
+            continue
+        if first is not None:
+            yield first, last  # type: ignore[misc]
+        first = last = i
+    if first is not None:
+        yield first, last  # type: ignore[misc]

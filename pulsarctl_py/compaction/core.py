@@ -612,16 +612,28 @@ def _batch_args(entry: RawEntry) -> tuple[bytes, int, list[int] | None, bytes]:
     return plain, count, indexes, _POS.pack(ledger_id % 2**64, entry_id % 2**64, 0)[:16]
 
 
-def phase_one_into(entries: Iterable[RawEntry], options: CompactionOptions, table: Any) -> int:
+def phase_one_into(
+    entries: Iterable[RawEntry],
+    options: CompactionOptions,
+    table: Any,
+    plain: Any = None,
+) -> int:
     """Phase one straight into ``table`` (a key table with ``offer``); the number of records
     offered. The same records as :func:`phase_one`; a table with ``offer_batch`` (the local
-    engine's, in publishing order) takes a regular batch's records in one native call."""
+    engine's, in publishing order) takes a regular batch's records in one native call.
+
+    ``plain`` (an ``array`` or list), when given, gets one number per entry, in order: the
+    entry's size when it is a plain batch (every record keyed and offered in the native
+    call: no marker, transaction, keyless record or ``compacted_batch_indexes``), else 0.
+    Phase two of a plain batch none of whose records wins adds nothing but
+    ``entries_in`` and ``bytes_in`` (:class:`~.reader.SparseReads`)."""
     native = _native()
     offer_batch = getattr(table, "offer_batch", None)
     if native is None or options.order != ORDER_PUBLISHING:
         offer_batch = None
     offer = table.offer
     offered = 0
+    note = plain.append if plain is not None else None
     for entry in entries:
         md = entry.metadata
         if (
@@ -632,17 +644,23 @@ def phase_one_into(entries: Iterable[RawEntry], options: CompactionOptions, tabl
             and is_readable_batch(md)
         ):
             try:
-                plain, count, indexes, prefix = _batch_args(entry)
+                records, count, indexes, prefix = _batch_args(entry)
             except LedgerctlError as exc:
                 if not options.accept_damage:
                     raise refuse(
                         entry.position, f"batch not decodable ({exc.one_line()})"
                     ) from None
+                if note is not None:
+                    note(0)
                 continue  # as phase_one: Pulsar logs it and keeps the whole batch
-            done = offer_batch(plain, count, indexes, KEY_PREFIX, prefix)
+            done = offer_batch(records, count, indexes, KEY_PREFIX, prefix)
             if done is not None:
                 offered += done
+                if note is not None:
+                    note(len(entry.data) if done == count and indexes is None else 0)
                 continue
+        if note is not None:
+            note(0)
         for key, rank, tomb in phase_one((entry,), options):
             offer(key, rank, tomb)
             offered += 1

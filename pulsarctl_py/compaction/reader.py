@@ -8,6 +8,7 @@ RocksDB for each one would dominate); :func:`close_sources` closes them.
 from __future__ import annotations
 
 import contextlib
+from array import array
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -18,6 +19,7 @@ from pulsarctl_py.decoders.errors import DataError
 from pulsarctl_py.engines.base import KIND_COMPACTED, KeyRecord, Split, WinnerView
 
 from .core import (
+    ORDER_PUBLISHING,
     CompactedEntry,
     CompactionOptions,
     RawEntry,
@@ -25,6 +27,7 @@ from .core import (
     phase_one,
     phase_one_into,
     phase_two,
+    position_rank,
     refuse,
 )
 
@@ -129,9 +132,14 @@ def raw_entry(entry: Any, partition: int = -1, accept_damage: bool = False) -> R
     return RawEntry(position, data, entry.metadata, payload_at, bem, message_id, partition, damage)
 
 
-def read_split(split: Split, accept_damage: bool = False) -> Iterator[RawEntry]:
+def read_split(
+    split: Split, accept_damage: bool = False, only: list[int] | None = None
+) -> Iterator[RawEntry]:
     """The split's entries in order; a missing entry is an error, not a silent gap; a
-    damaged one is refused unless ``accept_damage`` (:func:`raw_entry`)."""
+    damaged one is refused unless ``accept_damage`` (:func:`raw_entry`). ``only``: just
+    these entry ids of the split (rising), asked for together (``raw_entries_at``)."""
+    from pulsarctl_py.ledgers import id_runs
+
     source = source_for(split)
     view = source.ledger(split.ledger_id)
     if split.kind == KIND_COMPACTED:
@@ -144,42 +152,62 @@ def read_split(split: Split, accept_damage: bool = False) -> Iterator[RawEntry]:
         verify=True,
     )
     partition = _partition(split.topic)
+    runs = [(split.first_entry, split.last_entry)] if only is None else list(id_runs(only))
     if view.tiered is not None:
         # an offloaded ledger: the broker's entry bytes, read by entry id through the
         # offload's index; an entry the offload lacks or cannot give raises
-        for entry in source.entries(
-            view, split.first_entry, split.last_entry, depth=Depth.METADATA, join_chunks=False
-        ):
-            yield raw_entry(entry, partition, accept_damage)
+        for first, last in runs:
+            for entry in source.entries(view, first, last, depth=Depth.METADATA, join_chunks=False):
+                yield raw_entry(entry, partition, accept_damage)
         return
     # a data ledger's regular entries: only what compaction needs, checked the same way
     fast = split.kind != KIND_COMPACTED
-    expected = split.first_entry
-    for stored in source.raw_entries(view, split.first_entry, split.last_entry):
-        if stored.entry_id != expected:
+    if only is None:
+        stored_entries = source.raw_entries(view, split.first_entry, split.last_entry)
+    else:
+        stored_entries = source.raw_entries_at(view, only)
+    count = len(only) if only is not None else split.entries
+    at = 0
+    for stored in stored_entries:
+        want = (only[at] if only is not None else split.first_entry + at) if at < count else -1
+        if stored.entry_id != want:
+            gap_end = want if only is not None else stored.entry_id - 1
             raise DataError(
-                f"entry {split.ledger_id}:{expected} is not in the bookie storage read"
-                f"{_why_absent(source, view, expected, stored.entry_id - 1)}; a compaction "
-                "without it would be wrong"
+                f"entry {split.ledger_id}:{want} is not in the bookie storage read"
+                f"{_why_absent(source, view, want, gap_end)}; a compaction without it would "
+                "be wrong"
             )
-        expected += 1
-        position = (split.ledger_id, stored.entry_id)
-        head = fast and compaction_head(stored.data, view.digest_type, view.password, position)
-        if head:
-            start, md, payload_at, bem = head
-            data = bytes(memoryview(stored.data)[start:])
-            yield RawEntry(position, data, md, payload_at, bem, None, partition)
-            continue
-        # not regular (damaged, compacted framing, a MAC without its password...): the
-        # full decoder says what it is
-        entry = decode_entry(stored.data, options, position)
-        yield raw_entry(entry, partition, accept_damage)
-    if expected <= split.last_entry:
+        at += 1
+        yield _stored_entry(stored, view, options, partition, fast, accept_damage)
+    if at < count:
+        first = only[at] if only is not None else split.first_entry + at
+        last = only[-1] if only is not None else split.last_entry
         raise DataError(
-            f"entries {split.ledger_id}:{expected}..{split.last_entry} are not in the bookie "
-            f"storage read{_why_absent(source, view, expected, split.last_entry)}; a "
-            "compaction without them would be wrong"
+            f"entries {split.ledger_id}:{first}..{last} are not in the bookie storage read"
+            f"{_why_absent(source, view, first, last)}; a compaction without them would be "
+            "wrong"
         )
+
+
+def _stored_entry(
+    stored: Any,
+    view: Any,
+    options: DecodeOptions,
+    partition: int,
+    fast: bool,
+    accept_damage: bool,
+) -> RawEntry:
+    """A bookie's stored entry as the raw reader gives it: a regular one parsed only as far
+    as compaction needs (``fast``), any other (damaged, compacted framing, a MAC without
+    its password...) by the full decoder, which says what it is."""
+    position = (view.ledger_id, stored.entry_id)
+    head = fast and compaction_head(stored.data, view.digest_type, view.password, position)
+    if head:
+        start, md, payload_at, bem = head
+        data = bytes(memoryview(stored.data)[start:])
+        return RawEntry(position, data, md, payload_at, bem, None, partition)
+    entry = decode_entry(stored.data, options, position)
+    return raw_entry(entry, partition, accept_damage)
 
 
 def _why_absent(source: Any, view: Any, first: int, last: int) -> str:
@@ -246,6 +274,11 @@ class KeptEntries:
         if out is not None and complete and not getattr(table, "spilled", False):
             self._kept[key] = (out, True)
 
+    def take_kept(self, split: Split) -> tuple[list[RawEntry], bool] | None:
+        """The split's kept entries and whether they are all of them, given up (None:
+        nothing kept)."""
+        return self._kept.pop(_split_key(split), None)
+
     def take(self, split: Split, accept_damage: bool) -> Iterator[RawEntry] | None:
         """The split's entries, the kept ones given up (None: nothing kept, read them)."""
         kept = self._kept.pop(_split_key(split), None)
@@ -268,16 +301,89 @@ class KeptEntries:
         self.used = 0
 
 
+class SparseReads:
+    """Phase two reads only the entries it can keep something of (the local engine).
+
+    Phase one notes, per split of the topic's ledgers, which entries are plain batches
+    (:func:`~.core.phase_one_into`: every record keyed, offered in one native call) and
+    their sizes; after phase one the run gives the positions of the entries that hold a
+    winning record that is not a tombstone (:func:`~.run.scan_table`). Phase two of a
+    plain batch without such a record keeps nothing, drops no keyless message and changes
+    no count but ``entries_in`` and ``bytes_in``, which are taken from what phase one
+    noted, so phase two reads only the other entries: at 10^3 keys in 10^7 messages, 52
+    of 10^5. Phase one's ``to``, which phase two's reads no longer all see, is found
+    before phase two (:func:`phase_one_to`). The broker's compactor reads every entry
+    again (``TwoPhaseCompactor.phaseTwoSeekThenLoop``); the compacted ledger is the same.
+
+    Only in publishing order (a rank is then the record's position), without
+    ``--accept-damage`` or ``--keep-chunks`` (phase two then counts and keeps what phase
+    one does not note)."""
+
+    def __init__(self, budget: int) -> None:
+        #: the most positions kept in ``winners`` (about 100 bytes each in a set)
+        self.most_winners = budget // 100
+        #: per split: each entry's size when it is a plain batch, else 0
+        self._plain: dict[tuple[Any, ...], array] = {}
+        #: the ``(ledger, entry)`` rank prefixes (16 bytes) holding a winner; None: unknown
+        self.winners: set[bytes] | None = None
+        self.skipped = 0
+
+    @staticmethod
+    def applies(options: CompactionOptions) -> bool:
+        return (
+            options.order == ORDER_PUBLISHING
+            and not options.accept_damage
+            and not options.keep_chunks
+        )
+
+    def noting(self, split: Split) -> array | None:
+        """Where phase one notes the split's entries (None: a split not of the topic's
+        ledgers, read whole in phase two)."""
+        if split.kind == KIND_COMPACTED:
+            return None
+        noted = self._plain[_split_key(split)] = array("Q")
+        return noted
+
+    def needed(self, split: Split, stats: Stats) -> list[int] | None:
+        """The entry ids of ``split`` phase two must read, the others counted into
+        ``stats``; None: read them all (nothing noted, or no winners given)."""
+        noted = self._plain.pop(_split_key(split), None)
+        winners = self.winners
+        if noted is None or winners is None or len(noted) != split.entries:
+            return None
+        lid = split.ledger_id
+        first = split.first_entry
+        ids: list[int] = []
+        skipped = skipped_bytes = 0
+        for i, size in enumerate(noted):
+            entry_id = first + i
+            if size and position_rank(lid, entry_id)[:16] not in winners:
+                skipped += 1
+                skipped_bytes += size
+            else:
+                ids.append(entry_id)
+        stats.entries_in += skipped
+        stats.bytes_in += skipped_bytes
+        self.skipped += skipped
+        return ids
+
+
 class PhaseOneSplits:
     """Phase one per split for ``Engine.latest_per_key`` (picklable): called with a split it
     gives the split's records; ``into(split, table)`` offers them to a table directly, which
     the local engine prefers (a batch in one native call, no record tuples). With ``keep``
     (:class:`KeptEntries`, the local engine), ``into`` keeps the entries it read for phase
-    two."""
+    two; with ``sparse`` (:class:`SparseReads`) it notes which entries phase two may skip."""
 
-    def __init__(self, options: CompactionOptions, keep: KeptEntries | None = None) -> None:
+    def __init__(
+        self,
+        options: CompactionOptions,
+        keep: KeptEntries | None = None,
+        sparse: SparseReads | None = None,
+    ) -> None:
         self.options = options
         self.keep = keep
+        self.sparse = sparse
 
     def __call__(self, split: Split) -> Iterator[KeyRecord]:
         return phase_one_split(split, self.options)
@@ -288,7 +394,8 @@ class PhaseOneSplits:
             entries = self.keep.read(split, accept, table)
         else:
             entries = read_split(split, accept)
-        return phase_one_into(entries, self.options, table)
+        noted = self.sparse.noting(split) if self.sparse is not None else None
+        return phase_one_into(entries, self.options, table, noted)
 
 
 def phase_two_split(
@@ -296,14 +403,40 @@ def phase_two_split(
     winners: WinnerView,
     options: CompactionOptions,
     keep: KeptEntries | None = None,
+    sparse: SparseReads | None = None,
 ) -> Iterator[CompactedEntry | Stats]:
     """Phase two over one split (for ``Engine.map_splits``): its entries (those phase one
-    kept, else read again), then its stats."""
+    kept, else read again; with ``sparse``, only those it can keep something of), then its
+    stats."""
     stats = Stats()
-    kept = keep.take(split, options.accept_damage) if keep is not None else None
-    entries = kept if kept is not None else read_split(split, options.accept_damage)
+    accept = options.accept_damage
+    ids = sparse.needed(split, stats) if sparse is not None else None
+    if ids is None:
+        kept = keep.take(split, accept) if keep is not None else None
+        entries = kept if kept is not None else read_split(split, accept)
+    else:
+        entries = _needed_entries(split, ids, accept, keep)
     yield from phase_two(entries, winners, options, stats)
     yield stats
+
+
+def _needed_entries(
+    split: Split, ids: list[int], accept_damage: bool, keep: KeptEntries | None
+) -> Iterator[RawEntry]:
+    """The entries ``ids`` (rising) of ``split``: kept ones from ``keep``, the others read."""
+    kept = keep.take_kept(split) if keep is not None else None
+    at = 0
+    if kept is not None:
+        entries, _complete = kept
+        wanted = set(ids)
+        for entry in entries:
+            if entry.position[1] in wanted:
+                yield entry
+        last_kept = split.first_entry + len(entries) - 1
+        while at < len(ids) and ids[at] <= last_kept:
+            at += 1
+    if at < len(ids):
+        yield from read_split(split, accept_damage, ids[at:])
 
 
 class _NoWinners:

@@ -40,6 +40,7 @@ from .lastpos import DEFAULT, LastPosition, last_position
 from .reader import (
     KeptEntries,
     PhaseOneSplits,
+    SparseReads,
     adopt,
     close_sources,
     phase_one_to,
@@ -53,6 +54,9 @@ _SPOOL = struct.Struct(">qqI")
 #: local engine; reader.KeptEntries): the key table's in-memory share is 0.4 and RocksDB's
 #: 5/32 (engines/local.py), and entries are kept only until the table spills
 KEEP_SHARE = 1 / 8
+#: the share of ``--memory`` the positions of the entries holding a winner may take
+#: (reader.SparseReads; about 100 bytes each): past it phase two reads every entry
+SPARSE_SHARE = 1 / 16
 
 
 @dataclass(slots=True)
@@ -409,17 +413,31 @@ def last_dispatchable(
     return None, read
 
 
-def scan_table(table: Any) -> tuple[int, int, Transactions]:
-    """Phase one's key table: keys, winning tombstones, and the transactions it recorded."""
+def scan_table(table: Any, sparse: SparseReads | None = None) -> tuple[int, int, Transactions]:
+    """Phase one's key table: keys, winning tombstones, and the transactions it recorded.
+    With ``sparse``, ``sparse.winners`` is set to the position prefixes (``rank[:16]``,
+    publishing order) of the batched entries that hold a key's winner that is not a
+    tombstone, or None when they would pass ``sparse.most_winners``."""
     keys = tombstoned = 0
     txns = Transactions()
+    winners: set[bytes] | None = set() if sparse is not None else None
+    add = winners.add if winners is not None else None
+    most = sparse.most_winners if sparse is not None else 0
+    single = b"\x00\x00\x00\x00"  # a single message's rank suffix: always read
     # in any order when the table can stream them so (the local engine's): sorting an
     # in-memory table for this would hold every record at once
     for key, _rank, tomb in getattr(table, "records", table.items)():
         if txns.add(key, _rank, tomb) or key.startswith(CHUNK_PREFIX):
             continue
         keys += 1
-        tombstoned += tomb
+        if tomb:
+            tombstoned += 1
+        elif add is not None and _rank[16:] != single:
+            add(_rank[:16])
+            if not keys & 0xFFFF and len(winners) > most:  # type: ignore[arg-type]
+                winners = add = None
+    if sparse is not None:
+        sparse.winners = winners if winners is None or len(winners) <= most else None
     return keys, tombstoned, txns
 
 
@@ -453,6 +471,7 @@ def run_phase_one(
     horizon: tuple[int, int] | None = None,
     keep: KeptEntries | None = None,
     source: Any = None,
+    sparse: SparseReads | None = None,
 ) -> PhaseOne:
     """Phase one over the topic, as the ``__compaction`` subscription would be served.
 
@@ -485,10 +504,14 @@ def run_phase_one(
     tracker.start("phase one")
     fold = fold_for(options)
     table = runner.latest_per_key(
-        plan, PhaseOneSplits(options, keep), memory=memory, progress=tracker.split_done, fold=fold
+        plan,
+        PhaseOneSplits(options, keep, sparse),
+        memory=memory,
+        progress=tracker.split_done,
+        fold=fold,
     )
     try:
-        keys, tombstoned, txns = scan_table(table)
+        keys, tombstoned, txns = scan_table(table, sparse)
         ongoing = txns.ongoing
         max_read = state.last
         if ongoing:
@@ -541,12 +564,12 @@ def run_phase_one(
                 tracker.start("phase one, without aborted and ongoing transactions")
                 table = runner.latest_per_key(
                     plan,
-                    PhaseOneSplits(options, keep),
+                    PhaseOneSplits(options, keep, sparse),
                     memory=memory,
                     progress=tracker.split_done,
                     fold=fold,
                 )
-                keys, tombstoned, _ = scan_table(table)
+                keys, tombstoned, _ = scan_table(table, sparse)
     except BaseException:
         table.close()
         raise
@@ -564,10 +587,16 @@ def run_phase_one(
 PhaseTwoSink = Callable[[CompactionReport, Iterator[CompactedEntry]], Any]
 
 
-def _check_phase_two_to(stats: Stats, compacted_to: tuple[int, int] | None) -> None:
+def _check_phase_two_to(
+    stats: Stats, compacted_to: tuple[int, int] | None, skipped: bool = False
+) -> None:
     """Phase two's last undeleted entry must be the one phase one found (``compacted_to``,
-    the compacted ledger's ``pulsar/compactedTo``, written before phase two ended)."""
-    if stats.to != compacted_to:
+    the compacted ledger's ``pulsar/compactedTo``, written before phase two ended).
+    ``skipped``: phase two saw every entry but the plain batches it skipped (sparse
+    reads), and those are never phase one's "to" when a later entry is."""
+    if stats.to != compacted_to and not (
+        skipped and (stats.to is None or stats.to < compacted_to)  # type: ignore[operator]
+    ):
         said = [format_position(*p) if p else "none" for p in (stats.to, compacted_to)]
         raise DataError(
             f"phase two's last undeleted entry {said[0]} is not the one read before it "
@@ -748,6 +777,10 @@ def _compact_on(
     # the local engine runs every split in this process: phase two takes the entries phase
     # one read when they fit, instead of reading them again
     keep = KeptEntries(int((memory or DEFAULT_MEMORY) * KEEP_SHARE)) if engine == "local" else None
+    # and phase two reads only the entries it keeps something of (reader.SparseReads)
+    sparse = None
+    if engine == "local" and SparseReads.applies(options):
+        sparse = SparseReads(int((memory or DEFAULT_MEMORY) * SPARSE_SHARE))
     try:
         one = run_phase_one(
             runner,
@@ -762,6 +795,7 @@ def _compact_on(
             progress=tracker,
             keep=keep,
             source=source,
+            sparse=sparse,
         )
         table, plan, options = one.table, one.plan, one.options
         report.plan, report.notes = plan, one.notes
@@ -807,7 +841,9 @@ def _compact_on(
                 tracker.total = plan.entries
                 tracker.start("phase two")
                 for item in runner.map_splits(
-                    plan, functools.partial(phase_two_split, options=options, keep=keep), table
+                    plan,
+                    functools.partial(phase_two_split, options=options, keep=keep, sparse=sparse),
+                    table,
                 ):
                     if isinstance(item, Stats):
                         stats.add(item)
@@ -826,7 +862,9 @@ def _compact_on(
                     yield item
                 tracker.close()
                 # before the sink's last step (a ledger's close): a mismatch fails the write
-                _check_phase_two_to(stats, report.compacted_to)
+                _check_phase_two_to(
+                    stats, report.compacted_to, sparse is not None and sparse.skipped
+                )
 
             entries = phase_two()
             try:

@@ -19,6 +19,7 @@ broker's own compaction does.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -275,15 +276,27 @@ def model(entries: list[Spec], opts: CompactionOptions) -> tuple[set, dict]:
     return kept, winners
 
 
-def run(entries: list[Spec], opts: CompactionOptions, memory: int | None):
+def run(entries: list[Spec], opts: CompactionOptions, memory: int | None, sparse: Any = None):
     """Phase one and two as compaction.run.run_phase_one drives them: a first phase one
     finds the transactions; with aborted or ongoing ones, phase one again without the
-    aborted ones' entries and only up to the first entry of the oldest ongoing one."""
+    aborted ones' entries and only up to the first entry of the oldest ongoing one.
+
+    With ``sparse`` (a reader.SparseReads) phase one notes the plain batches per ledger
+    and phase two reads only the entries ``sparse.needed`` names; ``sparse.read`` counts
+    them."""
     raws = history(entries)
-    table = LocalKeyTable(memory, fold=fold_for(opts))
-    phase_one_into(raws, opts, table)  # what the local engine runs
-    table.finish()
-    _keys, _tombs, txns = scan_table(table)
+
+    def phase_one(raws: list, opts: CompactionOptions) -> LocalKeyTable:
+        table = LocalKeyTable(memory, fold=fold_for(opts))
+        if sparse is None:
+            phase_one_into(raws, opts, table)  # what the local engine runs
+        for split, members in _splits_of(raws) if sparse is not None else ():
+            phase_one_into(members, opts, table, sparse.noting(split))
+        table.finish()
+        return table
+
+    table = phase_one(raws, opts)
+    _keys, _tombs, txns = scan_table(table, sparse)
     ongoing = txns.ongoing
     if txns.aborted or ongoing:
         table.close()
@@ -291,12 +304,20 @@ def run(entries: list[Spec], opts: CompactionOptions, memory: int | None):
             first = min(ongoing.values())
             raws = [r for r in raws if r.position < first]
         opts = replace(opts, aborted=txns.aborted)
-        table = LocalKeyTable(memory, fold=fold_for(opts))
-        phase_one_into(raws, opts, table)
-        table.finish()
+        table = phase_one(raws, opts)
+        if sparse is not None:
+            scan_table(table, sparse)
     stats = Stats()
     try:
-        out = list(phase_two(raws, table, opts, stats))
+        if sparse is None:
+            out = list(phase_two(raws, table, opts, stats))
+        else:
+            out, sparse.read = [], 0
+            for split, members in _splits_of(raws):
+                ids = sparse.needed(split, stats)
+                chosen = members if ids is None else [r for r in members if r.position[1] in ids]
+                sparse.read += len(chosen)
+                out.extend(phase_two(chosen, table, opts, stats))
     finally:
         table.close()
     return raws, out, stats
@@ -444,3 +465,95 @@ def test_aborted_transactions_neither_set_nor_delete_a_key_and_ongoing_ones_wait
             values[m.key] = bytes(m.value)
     assert values == {"a": b"a1", "b": b"b1", "c": b"c-committed"}
     assert stats.aborted == 2 and stats.markers == 2 and stats.entries_in == 7
+
+
+# -- phase two reading only what it keeps something of (reader.SparseReads) ---------------------
+
+
+def _splits_of(raws: list) -> list:
+    """One Split per ledger of ``raws`` (as build_scan_plan cuts a topic), with its raws."""
+    from pulsarctl_py.engines.base import Split
+
+    out: list = []
+    for raw in raws:
+        lid, eid = raw.position
+        if out and out[-1][0].ledger_id == lid:
+            split, members = out[-1]
+            out[-1] = (replace(split, last_entry=eid), [*members, raw])
+        else:
+            out.append((Split("t", lid, eid, eid, (), None, len(out)), [raw]))
+    return out
+
+
+def _sparse_run(entries: list[Spec], opts: CompactionOptions, memory: int | None):
+    """:func:`run` with reader.SparseReads: the entries, the stats and the entries read."""
+    from pulsarctl_py.compaction.reader import SparseReads
+
+    sparse = SparseReads(1 << 30)
+    _raws, out, stats = run(entries, opts, memory, sparse)
+    return out, stats, sparse.read
+
+
+@st.composite
+def with_plain_batches(draw: st.DrawFn) -> list[Spec]:
+    """:func:`specs` with plain batches (every record keyed, none compacted out) put in
+    among them: the entries SparseReads may skip, or must read for their winners."""
+    out = draw(specs())
+    for _ in range(draw(st.integers(1, 10))):
+        msgs = [Msg(draw(KEYS), draw(VALUE), draw(EVENT)) for _ in range(draw(st.integers(1, 5)))]
+        spec = Spec("batch", msgs, codec=draw(CODEC), bem=draw(st.booleans()))
+        out.insert(draw(st.integers(0, len(out))), spec)
+    return out
+
+
+SPARSE_OPTIONS = st.builds(
+    CompactionOptions,
+    retain_null_key=st.booleans(),
+    order=st.just(ORDER_PUBLISHING),
+    format=st.sampled_from([FORMAT_CLASSIC, FORMAT_PIP_429]),
+    keep_entry_metadata=st.booleans(),
+    keep_chunks=st.just(False),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries=with_plain_batches(), opts=SPARSE_OPTIONS, memory=st.sampled_from([None, 1]))
+def test_sparse_phase_two_gives_the_same_entries_and_counts(entries, opts, memory):
+    """Skipping the plain batches without a winner changes nothing phase two gives: the
+    same compacted entries, byte for byte, and the same counts; only phase one's "to",
+    which reader.phase_one_to finds before phase two, may be earlier in what it saw."""
+    from pulsarctl_py.compaction.reader import _NoWinners
+
+    _raws, whole, full = run(entries, opts, memory)
+    sparse, got, _read = _sparse_run(entries, opts, memory)
+    assert [(c.position, c.data) for c in sparse] == [(c.position, c.data) for c in whole]
+    to = got.to
+    got.to = full.to
+    assert got == full
+    assert to is None or (full.to is not None and to <= full.to)
+    # phase_one_to's walk back over what is dispatched finds the full phase two's "to"
+    if full.aborted or any(s.txn is not None for s in entries):
+        return
+    walked = None
+    for raw in reversed(history(entries)):
+        one = Stats()
+        list(phase_two([raw], _NoWinners(), opts, one))
+        if one.to is not None:
+            walked = one.to
+            break
+    assert walked == full.to
+
+
+def test_sparse_phase_two_reads_only_the_batches_holding_a_winner():
+    """Three keys rewritten in 20 batches: phase two reads the batches their last values
+    are in, not the other 17."""
+    entries = [
+        Spec("batch", [Msg(f"k{j}", f"v{i}-{j}".encode()) for j in range(3)]) for i in range(19)
+    ]
+    entries += [Spec("batch", [Msg("k0", b"last"), Msg("k1", b"last"), Msg("k2", b"last")])]
+    opts = CompactionOptions()
+    _raws, whole, full = run(entries, opts, None)
+    sparse, got, read = _sparse_run(entries, opts, None)
+    assert [c.data for c in sparse] == [c.data for c in whole] and len(whole) == 1
+    assert read == 1 and got.entries_in == full.entries_in == 20
+    assert got.bytes_in == full.bytes_in

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -247,6 +248,22 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path, capsys, request):
     assert partitioned.code == 2 and "partitioned topic" in partitioned.err
 
 
+def _spooled(world: World) -> tuple[list[tuple], Any]:
+    """A full compaction of ORDERS in ``world``, spooled: its entries and its report."""
+    report = compact(
+        ORDERS,
+        metadata_url=world.metadata_url,
+        bookie_dirs=[str(world.bookie_dir)],
+        full=True,
+        spool=True,
+    )
+    assert report.spool is not None
+    try:
+        return [(e.position, e.data) for e in read_spool(report.spool)], report
+    finally:
+        report.spool.unlink()
+
+
 def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, monkeypatch):
     """The local engine reads each entry once when the topic fits --memory's share
     (run.KEEP_SHARE), twice otherwise, and the compacted entries are the same bytes."""
@@ -257,27 +274,18 @@ def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, mon
     reads: list[tuple[int, int, int]] = []
     real = reader.read_split
 
-    def counting(split, accept_damage=False):
+    def counting(split, accept_damage=False, only=None):
         reads.append((split.ledger_id, split.first_entry, split.last_entry))
-        return real(split, accept_damage)
+        return real(split, accept_damage, only)
 
     monkeypatch.setattr(reader, "read_split", counting)
+    # every entry is read in phase two (test_sparse_phase_two_* has the skipping)
+    monkeypatch.setattr(reader.SparseReads, "applies", staticmethod(lambda options: False))
 
     def compacted(share: float) -> tuple[list[tuple], int]:
         monkeypatch.setattr(run_module, "KEEP_SHARE", share)
         reads.clear()
-        report = compact(
-            ORDERS,
-            metadata_url=world.metadata_url,
-            bookie_dirs=[str(world.bookie_dir)],
-            full=True,
-            spool=True,
-        )
-        assert report.spool is not None
-        try:
-            out = [(e.position, e.data) for e in read_spool(report.spool)]
-        finally:
-            report.spool.unlink()
+        out, _report = _spooled(world)
         return out, len(reads)
 
     once, read_once = compacted(1 / 8)
@@ -315,3 +323,47 @@ def test_the_run_reads_through_one_ledger_source(tmp_path, request, monkeypatch)
     )
     assert report.stats.entries_in > 0 and report.stats.kept > 0
     assert len(opened) == 1, opened
+
+
+@pytest.mark.parametrize("store_kind,index", [("rocksdb", "db"), ("zookeeper", "interleaved")])
+def test_sparse_phase_two_reads_less_and_gives_the_same_compaction(
+    tmp_path, request, monkeypatch, store_kind, index
+):
+    """Phase two reads only the entries holding a winner (reader.SparseReads); the
+    compacted entries, the report and pulsar/compactedTo are those of reading them all."""
+    from pulsarctl_py.compaction import reader
+
+    world = _world(tmp_path, store_kind, index, request)
+    read: list[int] = []
+    real = reader.source_for
+
+    def counted(split):
+        source = real(split)
+        raw = source.raw_entries
+
+        def raw_entries(view, first=0, last=None):  # raw_entries_at reads through it here
+            for stored in raw(view, first, last):
+                read.append(stored.entry_id)
+                yield stored
+
+        source.raw_entries = raw_entries
+        return source
+
+    monkeypatch.setattr(reader, "source_for", counted)
+    monkeypatch.setattr("pulsarctl_py.compaction.run.KEEP_SHARE", 0)  # read, not kept
+
+    def compacted(sparse: bool) -> tuple[list, dict, int]:
+        monkeypatch.setattr(
+            reader.SparseReads, "applies", staticmethod(lambda options, on=sparse: on)
+        )
+        read.clear()
+        out, report = _spooled(world)
+        got = report.to_json()
+        got.pop("seconds")
+        return out, got, len(read)
+
+    whole, whole_report, read_whole = compacted(False)
+    sparse, sparse_report, read_sparse = compacted(True)
+    assert sparse == whole and sparse_report == whole_report
+    assert whole_report["compacted_to"] is not None
+    assert read_sparse < read_whole

@@ -257,6 +257,12 @@ class LiveBookieStore:
             yield from self._read(ledger_id, range(start, end + 1))
             start = end + 1
 
+    def read_entries_at(self, ledger_id: int, entry_ids: list[int]) -> Iterator[StoredEntry]:
+        """The entries of ``entry_ids`` (rising) the bookies hold, in order, asked for in
+        the pipelined rounds of :meth:`read_entries` whatever the gaps between them."""
+        for at in range(0, len(entry_ids), CHUNK):
+            yield from self._read(ledger_id, entry_ids[at : at + CHUNK])
+
     def read_heads(
         self,
         ledger_id: int,
