@@ -33,7 +33,7 @@ crash at any step it deletes whatever was created (the plan file was saved first
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,10 +223,15 @@ def write_plan(
     delete_old: bool,
     after_step: AfterStep = _nothing,
     leftovers: bool = True,
+    entries: Iterable[bytes | memoryview] | None = None,
 ) -> tuple[Plan, NewLedger]:
     """Step 4: the plan saved before each step of the writing, the ledger written, the
     plan drafted and saved complete; with ``leftovers`` it also deletes what runs that
-    stopped left (:func:`judge_leftovers`, in the same transaction as the cursor)."""
+    stopped left (:func:`judge_leftovers`, in the same transaction as the cursor).
+
+    ``entries``: the compacted entries' bytes as phase two produces them (the ledger is
+    created first and each entry added as it comes, within the writer's add window); by
+    default, those ``report.spool`` holds."""
     from pulsarctl_py.compaction.run import read_spool
     from pulsarctl_py.plans import Draft
     from pulsarctl_py.plans.writing import LedgerTarget
@@ -237,7 +242,10 @@ def write_plan(
     from .ledger import compacted_config
 
     name = resolve_topic(before.topic)
-    assert report.spool is not None and report.horizon is not None
+    assert report.horizon is not None
+    if entries is None:
+        assert report.spool is not None
+        entries = (e.data for e in read_spool(report.spool))
     config = compacted_config(
         name.full_name, report.compacted_to or report.horizon, name.partition_index, settings
     )
@@ -252,7 +260,7 @@ def write_plan(
         journal=journal,
         topic_ledgers=[lid for lid, _, _ in state.ledgers],
     ) as target:
-        ledger = target.write(config, (e.data for e in read_spool(report.spool)))
+        ledger = target.write(config, entries)
         written = plan_file.pending.written[-1]
         after_step("written")
 
@@ -396,19 +404,24 @@ def write_compaction(
     plan_out: Any,
     apply: bool,
     say: Say = _silent,
+    entries: Iterable[bytes | memoryview] | None = None,
 ) -> CompactionWrite | None:
-    """Steps 3 to 5 for a computed compaction (``report``, spooled; ``state``, the topic
-    as the compute read it): under the run's lease, the compacted ledger written with its
-    plan saved to ``plan_out`` (prepared before the compute) and, with ``apply``, the plan
-    applied. ``report`` is completed (the ledger, the plan file, what was deleted or is
-    to be). None when nothing is written: the broker would compact nothing, or nothing is
-    new since the horizon of an up-to-date compaction (a note in the report says so).
+    """Steps 3 to 5 for a compaction (``report``; ``state``, the topic as the compute read
+    it): under the run's lease, the compacted ledger written with its plan saved to
+    ``plan_out`` (prepared before the compute) and, with ``apply``, the plan applied.
+    ``entries``: the compacted entries' bytes while phase two produces them
+    (``compact(write=...)``: called once phase one is done, so that the ledger is written
+    while phase two runs); without them, those ``report.spool`` holds (a computed
+    compaction). ``report`` is completed (the ledger, the plan file, what was deleted or
+    is to be). None when nothing is written, decided before any ledger is created: the
+    broker would compact nothing, or nothing is new since the horizon of an up-to-date
+    compaction (a note in the report says so); ``entries`` are then left unread.
     ``force`` (``--force-owned``) also leaves leftovers alone. ``say`` hears what a person
     is told while it works."""
     from pulsarctl_py.config import resolve_bookie_dirs
     from pulsarctl_py.plans.writing import PlanFile
 
-    if report.spool is None:
+    if report.spool is None and entries is None:
         plan_out.discard()
         report.notes.append("nothing written: the broker would compact nothing of the topic")
         return None
@@ -418,7 +431,8 @@ def write_compaction(
         and state.horizon is not None
         and (report.nothing_new or state.horizon == state.last)
     ):
-        report.spool.unlink(missing_ok=True)
+        if report.spool is not None:
+            report.spool.unlink(missing_ok=True)
         plan_out.discard()
         report.notes.append(
             f"nothing written: nothing new since the compaction horizon "
@@ -440,24 +454,57 @@ def write_compaction(
             if bookie
             else "to the running bookies"
         )
+        what = (
+            f"a compacted ledger of {report.stats.entries_out} entries"
+            if entries is None
+            else "the compacted ledger, entry by entry as phase two computes it,"
+        )
         say(
-            f"writing a compacted ledger of {report.stats.entries_out} entries {where}; the "
-            f"plan that commits it: {path} (`ledgerctl undo {path}` deletes it if this command "
-            "is interrupted)",
+            f"writing {what} {where}; the plan that commits it: {path} (`ledgerctl undo "
+            f"{path}` deletes it if this command is interrupted)",
             "",
         )
-        plan, ledger = write_plan(
-            before=before,
-            report=report,
-            state=state,
-            plan_file=plan_file,
-            bookie_dirs=bookie,
-            settings=settings,
-            options=options,
-            delete_old=delete_old,
-            leftovers=not force,
-        )
+        try:
+            plan, ledger = write_plan(
+                before=before,
+                report=report,
+                state=state,
+                plan_file=plan_file,
+                bookie_dirs=bookie,
+                settings=settings,
+                options=options,
+                delete_old=delete_old,
+                leftovers=not force,
+                entries=entries,
+            )
+        except BaseException:
+            _forget_unwritten(plan_file, before.metadata_url)
+            raise
         return _written(report, plan, ledger, path, delete_old, force, apply, say)
+
+
+def _forget_unwritten(plan_file: PlanFile, metadata_url: str) -> None:
+    """The write failed (phase two's error, a bookie's, Ctrl-C) and the writer deleted the
+    ledger it was writing: the plan file saved before each step, and the lease's record of
+    the ledger (:mod:`pulsarctl_py.plans.leases`), name a ledger that no longer exists, so
+    both are removed (no plan claims it). Left in place, for ``undo``, while any ledger it
+    names is still in the store (or the store cannot say)."""
+    from pulsarctl_py.stores.metadata import open_metadata_store
+
+    written = plan_file.pending.written
+    if not plan_file.used or plan_file.out.stream:
+        return
+    try:
+        with open_metadata_store(metadata_url) as store:
+            place = store.bookkeeper()
+            if any(place.store.get(w.path) is not None for w in written):
+                return
+        lease = plan_file.journal.lease
+        for w in written if lease is not None else ():
+            lease.drop(w.ledger_id, None)
+    except LedgerctlError:
+        return
+    plan_file.path.unlink(missing_ok=True)
 
 
 def _written(

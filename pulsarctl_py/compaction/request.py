@@ -8,7 +8,9 @@ The sequence (Pulsar's ``TwoPhaseCompactor``, then the write spine):
 2. the ``--export`` output checked, and the topic's schemas read for its rows;
 3. the compaction computed (:func:`.run.compact`), on the engine ``--engine`` names;
 4. with ``--apply``/``--plan``, the compacted ledger written with its plan, and the plan applied
-   (:func:`.planned.write_compaction`).
+   (:func:`.planned.write_compaction`): as the broker's ``TwoPhaseCompactor`` does, the ledger
+   is created once phase one is done and each entry added while phase two produces it (the
+   compute's ``write`` sink); whether anything is written is decided before it is created.
 
 Nothing here prints: ``say(text, kind)`` hears what a person is told while it works (``kind``
 "warning", "note" or ""), in the order it happens.
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core import CompactionOptions
+from .core import CompactedEntry, CompactionOptions
 from .planned import CompactionWrite, Say
 from .run import CompactionReport
 
@@ -107,6 +109,49 @@ def compact_topic(request: CompactRequest, *, say: Say | None = None) -> Compact
         )
         for w in before.warnings:
             say(w, "warning")
+    written: list[CompactionWrite | None] = []
+
+    def write_it(report: CompactionReport, entries: Any = None) -> CompactionWrite | None:
+        assert write is not None and before is not None
+        return write_compaction(
+            report,
+            state["state"],
+            before=before,
+            bookie_dirs=request.bookie_dirs,
+            delete_old=write.delete_old,
+            settings=write.settings,
+            options=write.client,
+            force=write.force_owned,
+            full=request.full,
+            plan_out=write.plan_out,
+            apply=write.apply,
+            say=say,
+            entries=entries,
+        )
+
+    failed: list[Exception] = []
+
+    def sink(report: CompactionReport, entries: Iterator[CompactedEntry]) -> None:
+        """Phase one is done: write the compacted ledger while phase two runs."""
+        if _drops_everything(request, report):
+            return  # refused once phase two ends, as before: nothing is written
+        ended: list[bool] = []
+
+        def payloads() -> Iterator[bytes | memoryview]:
+            for entry in entries:
+                yield entry.data
+            ended.append(True)
+
+        try:
+            written.append(write_it(report, payloads()))
+        except Exception as exc:
+            if not ended:
+                raise  # phase two did not end: no view, no ledger
+            # phase two ended (its --export view stands, as it did when the write came
+            # after the compute): a failure of the steps after it is raised once the view
+            # is saved
+            failed.append(exc)
+
     with _view_output(
         request.export,
         request.force_export,
@@ -123,7 +168,7 @@ def compact_topic(request: CompactRequest, *, say: Say | None = None) -> Compact
             engine=request.engine.engine,
             pick_engine=lambda entries: _start_engine(request.engine, entries),
             export=view,
-            spool=write is not None,
+            write=sink if write is not None else None,
             progress=request.progress,
             generation=request.generation,
             on_state=lambda s: state.update(state=s),
@@ -138,33 +183,33 @@ def compact_topic(request: CompactRequest, *, say: Say | None = None) -> Compact
 
         report.warnings.append(PIP_429_CLIENT_CRASH)
     outcome = CompactOutcome(report)
-    try:
-        if report.stats.entries_in and report.keys == 0 and not request.broker.retain_null_key:
-            from pulsarctl_py.errors import DataError
+    if report.stats.entries_in and report.keys == 0 and not request.broker.retain_null_key:
+        from pulsarctl_py.errors import DataError
 
-            raise DataError(
-                f"{report.topic} has no keyed messages: compaction would drop everything "
-                "(pass --retain-null-key to keep keyless messages)"
-            )
-        if write is not None:
-            outcome.written = write_compaction(
-                report,
-                state["state"],
-                before=before,
-                bookie_dirs=request.bookie_dirs,
-                delete_old=write.delete_old,
-                settings=write.settings,
-                options=write.client,
-                force=write.force_owned,
-                full=request.full,
-                plan_out=write.plan_out,
-                apply=write.apply,
-                say=say,
-            )
-    finally:
-        if report.spool is not None:
-            report.spool.unlink(missing_ok=True)
+        raise DataError(
+            f"{report.topic} has no keyed messages: compaction would drop everything "
+            "(pass --retain-null-key to keep keyless messages)"
+        )
+    if failed:
+        raise failed[0]
+    if write is not None and not written:
+        # the sink was never called: phase one found nothing the broker would compact
+        outcome.written = write_it(report)
+    elif written:
+        outcome.written = written[0]
     return outcome
+
+
+def _drops_everything(request: CompactRequest, report: CompactionReport) -> bool:
+    """Phase one found no keyed message in a plan with entries, and keyless messages are
+    dropped: :func:`compact_topic` refuses the compaction once it ends (nothing written)."""
+    plan = report.plan
+    return (
+        plan is not None
+        and bool(plan.entries)
+        and report.keys == 0
+        and not request.broker.retain_null_key
+    )
 
 
 def status_of(

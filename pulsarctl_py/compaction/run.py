@@ -1,8 +1,10 @@
 """Compute a topic's compaction over a scan plan, on an engine, and report it.
 
-Nothing here writes to the stores: :func:`compact` computes, counts and (when asked) spools
-the compacted entries to a temporary file, exports the compacted view, and returns a
-:class:`CompactionReport`. Writing is :mod:`.apply`'s job, from the spool.
+Nothing here writes to the stores: :func:`compact` computes, counts, exports the compacted
+view and returns a :class:`CompactionReport`. The compacted entries go, in topic order, to a
+``write`` sink while phase two produces them (``compact --apply/--plan``: the compacted ledger
+is written as the broker's ``TwoPhaseCompactor.phaseTwoLoop`` adds each entry), or, when
+asked, to a temporary spool file (:func:`read_spool`).
 """
 
 from __future__ import annotations
@@ -580,6 +582,27 @@ def run_phase_one(
 
 # -- compact ----------------------------------------------------------------------------------
 
+#: where phase two's compacted entries go while it runs (``compact(write=...)``): called with
+#: the report so far and the entries, in topic order
+PhaseTwoSink = Callable[[CompactionReport, Iterator[CompactedEntry]], Any]
+
+
+def _check_phase_two_to(
+    stats: Stats, compacted_to: tuple[int, int] | None, skipped: bool = False
+) -> None:
+    """Phase two's last undeleted entry must be the one phase one found (``compacted_to``,
+    the compacted ledger's ``pulsar/compactedTo``, written before phase two ended).
+    ``skipped``: phase two saw every entry but the plain batches it skipped (sparse
+    reads), and those are never phase one's "to" when a later entry is."""
+    if stats.to != compacted_to and not (
+        skipped and (stats.to is None or stats.to < compacted_to)  # type: ignore[operator]
+    ):
+        said = [format_position(*p) if p else "none" for p in (stats.to, compacted_to)]
+        raise DataError(
+            f"phase two's last undeleted entry {said[0]} is not the one read before it "
+            f"({said[1]}): the topic changed under the compaction, or this is a bug"
+        )
+
 
 def compact(
     topic: str,
@@ -600,8 +623,16 @@ def compact(
     values: Any = None,
     pick_engine: Callable[[int], str] | None = None,
     settings: Any = None,
+    write: PhaseTwoSink | None = None,
 ) -> CompactionReport:
-    """Compute the compaction of ``topic``; spool the entries when ``spool`` (for --apply).
+    """Compute the compaction of ``topic``; spool the entries when ``spool``.
+
+    ``write``: called once phase one is done and phase two's metadata is known (the
+    horizon, ``compacted_to``), with the report so far and an iterator of the compacted
+    entries that runs phase two as it is consumed (:data:`PhaseTwoSink`); whatever it does
+    not consume is read after it returns. An error of phase two (damage refused, a read
+    that fails, its ``to`` not the one phase one found) is raised from that iterator, so
+    the sink sees it while it writes. Not called when there is nothing to compact.
 
     ``export``: a text file object the compacted view's JSON lines are written to, an
     object whose ``write_row(row)`` takes each row (the Parquet view), or a path (an
@@ -640,6 +671,7 @@ def compact(
                 values=values,
                 pick_engine=pick_engine,
                 settings=settings,
+                write=write,
             )
     options = options or CompactionOptions()
     started = time.monotonic()
@@ -672,6 +704,7 @@ def compact(
                 values=values,
                 pick_engine=pick_engine,
                 settings=settings,
+                write=write,
             )
         finally:
             close_sources()  # before the run's source closes: the splits may hold it
@@ -697,6 +730,7 @@ def _compact_on(
     values: Any,
     pick_engine: Callable[[int], str] | None,
     settings: Any,
+    write: PhaseTwoSink | None = None,
 ) -> CompactionReport:
     """:func:`compact` on the run's open ``source``."""
     gaps = Gaps()
@@ -800,42 +834,49 @@ def _compact_on(
             export_file = export
             # phase one's "to" (pulsar/compactedTo) before phase two, as the broker knows it
             report.compacted_to = phase_one_to(plan.splits, options)
-            tracker.total = plan.entries
-            tracker.start("phase two")
-            last: CompactedEntry | None = None
             stats = report.stats
-            for item in runner.map_splits(
-                plan,
-                functools.partial(phase_two_split, options=options, keep=keep, sparse=sparse),
-                table,
-            ):
-                if isinstance(item, Stats):
-                    stats.add(item)
-                    tracker.count(stats.entries_in)
-                    continue
-                last = item
-                if spool_file is not None:
-                    spool_file.write(_SPOOL.pack(*item.position, len(item.data)))
-                    spool_file.write(item.data)
-                if export_file is not None:
-                    for row in export_lines(item, options.retain_null_key, values):
-                        if hasattr(export_file, "write_row"):
-                            export_file.write_row(row)
-                        else:
-                            export_file.write(json.dumps(row, sort_keys=True) + "\n")
+            seen: list[CompactedEntry] = []  # the last entry phase two produced
+
+            def phase_two() -> Iterator[CompactedEntry]:
+                tracker.total = plan.entries
+                tracker.start("phase two")
+                for item in runner.map_splits(
+                    plan,
+                    functools.partial(phase_two_split, options=options, keep=keep, sparse=sparse),
+                    table,
+                ):
+                    if isinstance(item, Stats):
+                        stats.add(item)
+                        tracker.count(stats.entries_in)
+                        continue
+                    seen[:] = [item]
+                    if spool_file is not None:
+                        spool_file.write(_SPOOL.pack(*item.position, len(item.data)))
+                        spool_file.write(item.data)
+                    if export_file is not None:
+                        for row in export_lines(item, options.retain_null_key, values):
+                            if hasattr(export_file, "write_row"):
+                                export_file.write_row(row)
+                            else:
+                                export_file.write(json.dumps(row, sort_keys=True) + "\n")
+                    yield item
+                tracker.close()
+                # before the sink's last step (a ledger's close): a mismatch fails the write
+                _check_phase_two_to(
+                    stats, report.compacted_to, sparse is not None and sparse.skipped
+                )
+
+            entries = phase_two()
+            try:
+                if write is not None:
+                    write(report, entries)
+                for _ in entries:  # what the sink did not take: phase two still ends
+                    pass
+            finally:
+                entries.close()
         finally:
             table.close()
-        # phase two saw every entry but the plain batches it skipped (sparse), and those
-        # are never phase one's "to" when a later entry is
-        skipped = sparse is not None and sparse.skipped
-        if stats.to != report.compacted_to and not (
-            skipped and (stats.to is None or stats.to < report.compacted_to)  # type: ignore[operator]
-        ):
-            said = [format_position(*p) if p else "none" for p in (stats.to, report.compacted_to)]
-            raise DataError(
-                f"phase two's last undeleted entry {said[0]} is not the one read before it "
-                f"({said[1]}): the topic changed under the compaction, or this is a bug"
-            )
+        last = seen[0] if seen else None
         report.last = last_position(last.data if last is not None else None, generation)
         if stats.chunks_kept:
             report.notes.append(
