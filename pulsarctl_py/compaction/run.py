@@ -29,6 +29,7 @@ from pulsarctl_py.positions import format_position
 
 from .core import (
     CHUNK_PREFIX,
+    KEY_PREFIX,
     CompactedEntry,
     CompactionOptions,
     Stats,
@@ -420,24 +421,26 @@ def scan_table(table: Any, sparse: SparseReads | None = None) -> tuple[int, int,
     tombstone, or None when they would pass ``sparse.most_winners``."""
     keys = tombstoned = 0
     txns = Transactions()
-    winners: set[bytes] | None = set() if sparse is not None else None
-    add = winners.add if winners is not None else None
-    most = sparse.most_winners if sparse is not None else 0
+    most = sparse.most_winners if sparse is not None else -1
+    winners: set[bytes] = set()
+    add = winners.add if sparse is not None else None
     single = b"\x00\x00\x00\x00"  # a single message's rank suffix: always read
+    message = KEY_PREFIX[0]
     # in any order when the table can stream them so (the local engine's): sorting an
     # in-memory table for this would hold every record at once
-    for key, _rank, tomb in getattr(table, "records", table.items)():
-        if txns.add(key, _rank, tomb) or key.startswith(CHUNK_PREFIX):
+    for key, rank, tomb in getattr(table, "records", table.items)():
+        # a message key is the usual record; transaction and chunk-group records are not
+        if key[0] != message and (txns.add(key, rank, tomb) or key.startswith(CHUNK_PREFIX)):
             continue
         keys += 1
         if tomb:
             tombstoned += 1
-        elif add is not None and _rank[16:] != single:
-            add(_rank[:16])
-            if not keys & 0xFFFF and len(winners) > most:  # type: ignore[arg-type]
-                winners = add = None
+        elif add is not None and rank[16:] != single:
+            add(rank[:16])
+            if len(winners) > most:
+                add = None
     if sparse is not None:
-        sparse.winners = winners if winners is None or len(winners) <= most else None
+        sparse.winners = winners if add is not None else None
     return keys, tombstoned, txns
 
 
