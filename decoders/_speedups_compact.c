@@ -445,6 +445,57 @@ kt_scan(KeyTableObject *t, PyObject *args)
     return result;
 }
 
+/* live_prefixes(key_prefix, n, skip, most) -> (set or None, others): for every key that
+ * starts with key_prefix and whose winner is not a tombstone, the first n bytes of its rank,
+ * unless the rank is shorter or its bytes after the first n are skip's; others counts the keys
+ * that do not start with key_prefix. The set is None when most < 0 (counting only) or when
+ * it would hold more than most prefixes (collection then stops; others still counts). The
+ * table must not change during the call (it does not call back into Python code that could). */
+static PyObject *
+kt_live_prefixes(KeyTableObject *t, PyObject *args)
+{
+    const char *kp, *skip;
+    Py_ssize_t kp_len, n, skip_len, most;
+    if (!PyArg_ParseTuple(args, "y#ny#n:live_prefixes", &kp, &kp_len, &n, &skip, &skip_len,
+                          &most))
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "live_prefixes(n >= 0)");
+        return NULL;
+    }
+    PyObject *found = most >= 0 ? PySet_New(NULL) : NULL;
+    if (most >= 0 && found == NULL)
+        return NULL;
+    size_t others = 0;
+    for (size_t i = 0; i < t->used; i++) {
+        const KTEntry *e = &t->entries[i];
+        KTRecord r = kt_record(t, e);
+        if (r.key_len < (size_t)kp_len || memcmp(r.key, kp, (size_t)kp_len) != 0) {
+            others++;
+            continue;
+        }
+        if (found == NULL || e->tombstone || r.rank_len < (size_t)n)
+            continue;
+        if (r.rank_len - (size_t)n == (size_t)skip_len &&
+            memcmp(r.rank + n, skip, (size_t)skip_len) == 0)
+            continue;
+        PyObject *prefix = PyBytes_FromStringAndSize((const char *)r.rank, n);
+        if (prefix == NULL || PySet_Add(found, prefix) < 0) {
+            Py_XDECREF(prefix);
+            Py_DECREF(found);
+            return NULL;
+        }
+        Py_DECREF(prefix);
+        if (PySet_GET_SIZE(found) > most) {
+            Py_DECREF(found);
+            found = NULL;
+        }
+    }
+    PyObject *result = Py_BuildValue("(On)", found ? found : Py_None, (Py_ssize_t)others);
+    Py_XDECREF(found);
+    return result;
+}
+
 /* clear(): forget every key and give the memory back */
 static PyObject *
 kt_clear_method(KeyTableObject *t, PyObject *unused)
@@ -494,6 +545,8 @@ static PyMethodDef kt_methods[] = {
     {"min_rank", (PyCFunction)kt_min_rank, METH_NOARGS, "min_rank() -> bytes or None."},
     {"scan", (PyCFunction)kt_scan, METH_VARARGS,
      "scan(pos, limit) -> (next, [(key, rank, tombstone)]); next -1 at the end."},
+    {"live_prefixes", (PyCFunction)kt_live_prefixes, METH_VARARGS,
+     "live_prefixes(key_prefix, n, skip, most) -> (set or None, others)."},
     {"clear", (PyCFunction)kt_clear_method, METH_NOARGS, "clear(): empty the table."},
     {NULL, NULL, 0, NULL},
 };

@@ -419,12 +419,23 @@ def scan_table(table: Any, sparse: SparseReads | None = None) -> tuple[int, int,
     With ``sparse``, ``sparse.winners`` is set to the position prefixes (``rank[:16]``,
     publishing order) of the batched entries that hold a key's winner that is not a
     tombstone, or None when they would pass ``sparse.most_winners``."""
+    most = sparse.most_winners if sparse is not None else -1
+    single = b"\x00\x00\x00\x00"  # a single message's rank suffix: always read
+    memory = getattr(table, "memory_table", None)
+    native = getattr(memory() if memory is not None else None, "native", None)
+    if native is not None:
+        # the in-memory native table counts itself; when every key is a message key (no
+        # transaction or chunk-group record) nothing needs a record of its own
+        found, others = native.live_prefixes(KEY_PREFIX, 16, single, most)
+        if not others:
+            if sparse is not None:
+                sparse.winners = found
+            keys = len(native)
+            return keys, keys - native.live, Transactions()
     keys = tombstoned = 0
     txns = Transactions()
-    most = sparse.most_winners if sparse is not None else -1
     winners: set[bytes] = set()
     add = winners.add if sparse is not None else None
-    single = b"\x00\x00\x00\x00"  # a single message's rank suffix: always read
     message = KEY_PREFIX[0]
     # in any order when the table can stream them so (the local engine's): sorting an
     # in-memory table for this would hold every record at once

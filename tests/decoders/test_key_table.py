@@ -77,3 +77,66 @@ def test_a_key_held_in_memory_costs_at_most_64_bytes():
     assert table.peak_nbytes / n <= 160
     # the records (2 varints, key, rank) are counted, not only the index and entries
     assert table.nbytes >= n * (2 + 6 + 20)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    ops=OPS,
+    prefix=st.binary(max_size=2),
+    n=st.integers(0, 20),
+    skip=st.sampled_from([b"", b"\x00\x00\x00\x00", b"\x00"]),
+    most=st.integers(-1, 6),
+)
+def test_live_prefixes_answers_as_a_walk_over_the_dict(ops, prefix, n, skip, most):
+    """live_prefixes (phase one's table scan, run.scan_table, and the entries phase two
+    reads, reader.SparseReads): the rank prefixes of the live keys with ``prefix``, the
+    count of the others, the set given up past ``most``."""
+    from tests.support.fuzz_native import python_live_prefixes
+
+    table = native.key_table()
+    model: dict[bytes, tuple[bytes, bool]] = {}
+    for is_put, key, rank, tomb in ops:
+        if is_put:
+            table.put(key, rank, tomb)
+            model[key] = (rank, tomb)
+        elif table.offer(key, rank, tomb) or rank > model[key][0]:
+            model[key] = (rank, tomb)
+    assert table.live_prefixes(prefix, n, skip, most) == python_live_prefixes(
+        model, prefix, n, skip, most
+    )
+
+
+def test_scan_table_counts_the_native_table_as_it_walks_it():
+    """run.scan_table's answer from live_prefixes equals its walk over every record, with
+    and without transaction records among the keys."""
+    from pulsarctl_py.compaction.core import TXN_PREFIX
+    from pulsarctl_py.compaction.reader import SparseReads
+    from pulsarctl_py.compaction.run import scan_table
+
+    class Walked:  # the same records, without the native table
+        def __init__(self, table):
+            self.table = table
+
+        def records(self):
+            return self.table.records()
+
+        def items(self):
+            return self.table.items()
+
+    from pulsarctl_py.engines.local import LocalKeyTable
+
+    for extra in ((), ((TXN_PREFIX + b"f" + b"t" * 16, b"\xff" * 20, False),)):
+        table = LocalKeyTable(None)
+        for i in range(3000):
+            rank = struct.pack(">QQI", 5, i // 7, (i % 7) if i % 5 else 0)
+            table.offer(b"k%d" % (i % 1100), rank, i % 13 == 0)
+        for key, rank, tomb in extra:
+            table.offer(key, rank, tomb)
+        table.finish()
+        fast, slow = SparseReads(1 << 20), SparseReads(1 << 20)
+        got = scan_table(table, fast)
+        want = scan_table(Walked(table), slow)
+        assert got == want
+        assert fast.winners == slow.winners and fast.winners
+        assert scan_table(table)[:2] == want[:2]
+        table.close()

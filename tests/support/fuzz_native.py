@@ -738,6 +738,28 @@ def key_table_target(rng: random.Random) -> None:
         sorted(table.scan(0, 100)[1]),
         sorted((k, r, t) for k, (r, t) in model.items()),
     )
+    prefix, n = rng.randbytes(rng.randrange(2)), rng.randrange(3)
+    skip, most = rng.randbytes(rng.randrange(2)), rng.randrange(-1, 4)
+    CALLS["key_table"] += 1
+    differ(
+        "KeyTable.live_prefixes",
+        table.live_prefixes(prefix, n, skip, most),
+        python_live_prefixes(model, prefix, n, skip, most),
+    )
+
+
+def python_live_prefixes(
+    model: dict[bytes, tuple[bytes, bool]], prefix: bytes, n: int, skip: bytes, most: int
+) -> tuple[set[bytes] | None, int]:
+    """What ``KeyTable.live_prefixes`` answers for a table holding ``model``."""
+    found: set[bytes] = set()
+    others = 0
+    for key, (rank, tomb) in model.items():
+        if not key.startswith(prefix):
+            others += 1
+        elif not tomb and len(rank) >= n and rank[n:] != skip:
+            found.add(rank[:n])
+    return (found if 0 <= most and len(found) <= most else None), others
 
 
 # -- an entry's JSON (entry_doc) ---------------------------------------------------------------
