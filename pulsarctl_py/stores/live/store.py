@@ -26,6 +26,8 @@ processes (a split can carry it instead of a bookie directory).
 from __future__ import annotations
 
 import functools
+import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -495,16 +497,42 @@ def read_budget() -> int:
 
 def each_bookie(work: list[tuple[str, list[int]]], read) -> None:
     """``read(bookie, ids)`` for every bookie, the bookies in parallel threads (one
-    connection each; blocking sockets release the GIL while they wait)."""
-    if len(work) <= 1:
+    connection each; blocking sockets release the GIL while they wait). The threads are the
+    process's own pool (:func:`_bookie_threads`), kept between calls: a read round is one
+    call, and starting and joining a thread per bookie each round cost a tenth of a
+    10^4-entry compaction's wall time. A call made from one of those threads reads its
+    bookies one after the other (a nested call must not wait for the pool it holds)."""
+    if len(work) <= 1 or threading.current_thread().name.startswith(_POOL_PREFIX):
         for bookie, ids in work:
             read(bookie, ids)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(len(work), 16)) as pool:
-        for future in [pool.submit(read, bookie, ids) for bookie, ids in work]:
+    pool = _bookie_threads()
+    futures = [pool.submit(read, bookie, ids) for bookie, ids in work]
+    try:
+        for future in futures:
             future.result()
+    finally:
+        for future in futures:  # an error: the other bookies' reads end before it is raised
+            future.cancel() or future.exception()
+
+
+_POOL_PREFIX = "ledgerctl-bookie-read"
+_POOL: tuple[int, Any] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _bookie_threads() -> Any:
+    """The process's thread pool for reads from several bookies at once (16 threads at
+    most, made when first needed); a process forked from one that had it makes its own
+    (the parent's threads do not exist in the child)."""
+    global _POOL
+    with _POOL_LOCK:
+        pid = os.getpid()
+        if _POOL is None or _POOL[0] != pid:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = (pid, ThreadPoolExecutor(max_workers=16, thread_name_prefix=_POOL_PREFIX))
+        return _POOL[1]
 
 
 def _write_sets(md: LedgerMetadata, entry_ids: range | list[int], order) -> dict[int, list[str]]:

@@ -345,3 +345,49 @@ def _ids_match(reply: bytes, ledger_id: int, entry_id: int) -> bool:
         ledger_id,
         entry_id,
     )
+
+
+def test_reads_from_several_bookies_run_on_threads_kept_between_rounds():
+    """each_bookie runs each bookie's read on the process's pool: the same threads serve
+    the next round (none started and joined per round); an error of one bookie is raised
+    once every bookie's read ended; a forked child makes a pool of its own."""
+    import os
+    import threading
+
+    from pulsarctl_py.stores.live import store
+
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def read(bookie, ids):
+        with lock:
+            seen.append(threading.current_thread().name)
+
+    work = [("b1", [0]), ("b2", [1]), ("b3", [2])]
+    store.each_bookie(work, read)
+    first = set(seen)
+    for _ in range(20):
+        store.each_bookie(work, read)
+    assert all(name.startswith("ledgerctl-bookie-read") for name in seen)
+    assert set(seen) <= first | {t.name for t in threading.enumerate()}
+    assert len(set(seen)) <= 16
+    done: list[str] = []
+
+    def failing(bookie, ids):
+        if bookie == "b1":
+            raise OSError("b1 down")
+        threading.Event().wait(0.05)
+        done.append(bookie)
+
+    with pytest.raises(OSError, match="b1 down"):
+        store.each_bookie(work, failing)
+    assert sorted(done) == ["b2", "b3"]
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads are not here; a new pool reads
+        try:
+            store.each_bookie(work, read)
+            os._exit(0 if store._POOL is not None and store._POOL[0] == os.getpid() else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
