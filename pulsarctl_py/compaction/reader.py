@@ -240,10 +240,13 @@ class KeptEntries:
     (they are released as it goes). Only for the local engine: the splits run in this
     process."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, sparse: bool = False) -> None:
         self.budget = budget
         self.used = 0
         self.full = budget <= 0
+        #: phase two reads only what it keeps something of (SparseReads): the keep ends,
+        #: and what it kept is dropped, at the first batch that adds no key to the table
+        self.sparse = sparse
         #: per split: its first entries, and whether they are all of them
         self._kept: dict[tuple[Any, ...], tuple[list[RawEntry], bool]] = {}
 
@@ -271,6 +274,13 @@ class KeptEntries:
                     out.append(entry)
                     self.used += size
             yield entry
+            if out is not None and self.sparse and getattr(table, "new_keys", None) == 0:
+                # every key of that batch was seen before: the topic's keys stopped
+                # growing, so its winners are the last of many values each, in entries
+                # near its end that phase two reads (few, SparseReads); those kept so far
+                # hold none of them
+                out = None
+                self.release()
         if out is not None and complete and not getattr(table, "spilled", False):
             self._kept[key] = (out, True)
 

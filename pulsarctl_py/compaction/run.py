@@ -790,11 +790,13 @@ def _compact_on(
     tracker = Progress(progress, 0)
     # the local engine runs every split in this process: phase two takes the entries phase
     # one read when they fit, instead of reading them again
-    keep = KeptEntries(int((memory or DEFAULT_MEMORY) * KEEP_SHARE)) if engine == "local" else None
     # and phase two reads only the entries it keeps something of (reader.SparseReads)
     sparse = None
     if engine == "local" and SparseReads.applies(options):
         sparse = SparseReads(int((memory or DEFAULT_MEMORY) * SPARSE_SHARE))
+    keep = None
+    if engine == "local":
+        keep = KeptEntries(int((memory or DEFAULT_MEMORY) * KEEP_SHARE), sparse is not None)
     try:
         one = run_phase_one(
             runner,

@@ -196,10 +196,14 @@ class LocalKeyTable:
         #: the buffer's share of the budget (None: never spill)
         self._limit = None if memory is None else int(memory * _BUFFER_SHARE)
         self.spills = 0
+        #: keys the last batch ``offer_batch`` took added to the in-memory table (None: the
+        #: last record came through ``offer``)
+        self.new_keys: int | None = None
 
     # -- building ---------------------------------------------------------------------------
 
     def offer(self, key: bytes, rank: bytes, tombstone: bool) -> None:
+        self.new_keys = None
         if self.fold is not None:
             self._offer_fold(key, rank, tombstone)
         elif self._buffer.offer(key, rank, tombstone):
@@ -231,6 +235,7 @@ class LocalKeyTable:
         if done is None:
             return None
         offered, new_keys = done
+        self.new_keys = new_keys
         if new_keys:
             self._check_budget()
         return offered  # type: ignore[no-any-return]

@@ -367,3 +367,62 @@ def test_sparse_phase_two_reads_less_and_gives_the_same_compaction(
     assert sparse == whole and sparse_report == whole_report
     assert whole_report["compacted_to"] is not None
     assert read_sparse < read_whole
+
+
+def test_the_keep_ends_when_the_topics_keys_stop_growing(monkeypatch):
+    """With sparse reads, the first batch that adds no key to the table ends the keep and
+    drops what it held (phase two reads few entries, near the topic's end); without them
+    phase two reads every entry and the keep holds what fits."""
+    from pulsarctl_py.compaction import reader
+    from pulsarctl_py.compaction.core import RawEntry
+    from pulsarctl_py.engines.base import Split
+
+    entries = [RawEntry((1, i), b"x" * 10, None, 0) for i in range(6)]
+    monkeypatch.setattr(
+        reader,
+        "read_split",
+        lambda split, accept, only=None: iter(entries[split.first_entry : split.last_entry + 1]),
+    )
+
+    class Table:
+        new_keys: int | None = None
+        spilled = False
+
+    split = Split("t", 1, 0, 5, (), None, 0)
+    for sparse, kept in ((True, None), (False, (entries, True))):
+        keep, table = reader.KeptEntries(1 << 20, sparse), Table()
+        got = []
+        for entry, new in zip(keep.read(split, False, table), [3, 2, 0, 5, 1, 1], strict=True):
+            table.new_keys = new  # what offer_batch says of the entry just offered
+            got.append(entry)
+        assert got == entries
+        assert keep.take_kept(split) == kept
+        assert keep.used == (0 if sparse else 60)
+
+
+def test_the_table_says_how_many_keys_a_batch_added():
+    """LocalKeyTable.new_keys, which the keep reads after each entry: the keys the last
+    native batch added, None after a record offered on its own."""
+    import struct
+
+    from pulsarctl_py.compaction.core import KEY_PREFIX
+    from pulsarctl_py.decoders.payload import build_batch
+    from pulsarctl_py.decoders.speedups import native
+    from pulsarctl_py.engines.local import LocalKeyTable
+    from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+    if native is None:
+        pytest.skip("the native module is not built")
+
+    def batch(keys: list[str]) -> bytes:
+        return build_batch((api.SingleMessageMetadata(partition_key=k), b"v") for k in keys)
+
+    table = LocalKeyTable(None)
+    prefix = struct.pack(">QQ", 1, 0)
+    assert table.offer_batch(batch(["a", "b", "a"]), 3, None, KEY_PREFIX, prefix) == 3
+    assert table.new_keys == 2
+    assert table.offer_batch(batch(["b", "a"]), 2, None, KEY_PREFIX, prefix) == 2
+    assert table.new_keys == 0
+    table.offer(KEY_PREFIX + b"c", prefix + b"\x00\x00\x00\x00", False)
+    assert table.new_keys is None
+    table.close()
