@@ -83,3 +83,28 @@ def test_a_path_that_is_gone_is_reported() -> None:
         "decoders/nowhere/",
         "pulsarctl_py/plans/undo",
     ]
+
+
+def test_every_module_over_800_lines_says_why_it_stays_whole():
+    """The table "Modules over 800 lines, and why" lists every library module past 800
+    lines (a new one is split or given its reason), with its length within a tenth."""
+    import subprocess
+
+    section = DOC.read_text().split("## Modules over 800 lines, and why", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    listed = {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"^\| `([\w/.]+\.py)` \| (\d+) \|", section, re.MULTILINE)
+    }
+    files = subprocess.run(
+        ["git", "ls-files", "pulsarctl_py/*.py", "commands/*.py", "decoders/*.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    lengths = {f: len((ROOT / f).read_text().splitlines()) for f in files}
+    long = {f for f, n in lengths.items() if n > 800}
+    assert long <= set(listed), f"over 800 lines, not in the table: {sorted(long - set(listed))}"
+    for module, said in listed.items():
+        assert abs(lengths[module] - said) <= said / 10, (module, said, lengths[module])
