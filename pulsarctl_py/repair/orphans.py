@@ -79,19 +79,59 @@ class OrphanListing:
         }
 
 
+#: an orphan younger than this on a metadata store a running cluster shares (ZooKeeper) is
+#: judged again once it is this old: a broker creates a ledger before it references it (its
+#: compactor creates the compacted ledger, then moves the ``__compaction`` cursor; a cursor
+#: creates its new ledger, then switches to it), so for a moment the ledger is referenced
+#: by nothing. The broker's periodic compaction of its system topics
+#: (``__transaction_buffer_snapshot``, every ``brokerServiceCompactionMonitorIntervalInSeconds``)
+#: was listed so by ``orphans --min-age 0`` 200-250 ms after it began.
+SETTLE_MS = 3000
+
+
 def list_orphans(
     metadata_url: str | None, bookie_dirs: list[Path] | None, *, min_age_ms: int = 0
 ) -> OrphanListing:
     """Judge every Pulsar ledger of the stores (:func:`judge_orphans`), writing nothing:
-    ``bookie_dirs`` (none: the running bookies) read the cursor ledgers."""
+    ``bookie_dirs`` (none: the running bookies) read the cursor ledgers. On a store a
+    running cluster shares, orphans younger than :data:`SETTLE_MS` are judged again on
+    fresh reads once they are that old, and only those still orphans are listed (what a
+    broker is creating right now is referenced by then)."""
     from pulsarctl_py.ledgers import LedgerSource
 
     with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
         assert source.metadata is not None
         judged = list(judge_orphans(Draft(source.metadata), source, min_age_ms=min_age_ms))
+        young = [
+            o.age_ms
+            for o in judged
+            if o.kept is None and o.age_ms is not None and o.age_ms < SETTLE_MS
+        ]
+        if young and _shared(source.metadata):
+            first = {o.ledger_id for o in judged if o.kept is None}
+            _pause((SETTLE_MS - min(young)) / 1000)
+            judged = [
+                o
+                for o in judge_orphans(Draft(source.metadata), source, min_age_ms=min_age_ms)
+                if o.kept is not None or o.ledger_id in first
+            ]
     return OrphanListing(
         [o for o in judged if o.kept is None], [o for o in judged if o.kept is not None], min_age_ms
     )
+
+
+def _shared(store: Any) -> bool:
+    """Whether a running cluster may be writing ``store`` while it is read (ZooKeeper; a
+    RocksDB metadata store is opened by one process at a time)."""
+    from pulsarctl_py.stores.metadata.zookeeper import ZooKeeperStore
+
+    return isinstance(store, ZooKeeperStore)
+
+
+def _pause(seconds: float) -> None:
+    import time
+
+    time.sleep(max(0.0, seconds))
 
 
 def find_orphans(
