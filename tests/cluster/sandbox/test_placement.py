@@ -216,7 +216,7 @@ def _clean(box: Any, ns: str, newest: int) -> None:
     try:
         for topic in box.admin("GET", f"/namespaces/{ns}/topics") or []:
             box.admin("DELETE", box.topic_path(topic) + "?force=true", ok=(204, 404))
-        box.admin("DELETE", f"/namespaces/{ns}", ok=(204, 404))
+        box.delete_namespace(ns)
     finally:
         store = open_metadata_store(_url(box), read_only=False)
         elsewhere = []
