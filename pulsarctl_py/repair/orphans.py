@@ -101,23 +101,33 @@ def list_orphans(
 
     with LedgerSource.open(metadata_url, bookie_dirs or None, need_metadata=True) as source:
         assert source.metadata is not None
-        judged = list(judge_orphans(Draft(source.metadata), source, min_age_ms=min_age_ms))
-        young = [
-            o.age_ms
-            for o in judged
-            if o.kept is None and o.age_ms is not None and o.age_ms < SETTLE_MS
-        ]
-        if young and _shared(source.metadata):
-            first = {o.ledger_id for o in judged if o.kept is None}
-            _pause((SETTLE_MS - min(young)) / 1000)
-            judged = [
-                o
-                for o in judge_orphans(Draft(source.metadata), source, min_age_ms=min_age_ms)
-                if o.kept is not None or o.ledger_id in first
-            ]
+        judged = settled_orphans(Draft(source.metadata), source, min_age_ms=min_age_ms)
     return OrphanListing(
         [o for o in judged if o.kept is None], [o for o in judged if o.kept is not None], min_age_ms
     )
+
+
+def settled_orphans(
+    draft: Draft, source: LedgerSource | None, *, min_age_ms: int = 0
+) -> list[Orphan]:
+    """:func:`judge_orphans` on ``draft``, and on a store a running cluster shares, the
+    orphans younger than :data:`SETTLE_MS` judged again on fresh reads (a new Draft) once
+    they are that old: an orphan is one both judgements found (what a broker was creating
+    is referenced by then); the kept ones are the second judgement's. Listing and deleting
+    both judge this way."""
+    judged = list(judge_orphans(draft, source, min_age_ms=min_age_ms))
+    young = [
+        o.age_ms for o in judged if o.kept is None and o.age_ms is not None and o.age_ms < SETTLE_MS
+    ]
+    if not young or not _shared(draft.store):
+        return judged
+    first = {o.ledger_id for o in judged if o.kept is None}
+    _pause((SETTLE_MS - min(young)) / 1000)
+    return [
+        o
+        for o in judge_orphans(Draft(draft.store), source, min_age_ms=min_age_ms)
+        if o.kept is not None or o.ledger_id in first
+    ]
 
 
 def _shared(store: Any) -> bool:
@@ -227,7 +237,7 @@ def delete_orphans(
 
     judged = [
         o
-        for o in judge_orphans(draft, source, min_age_ms=min_age_ms)
+        for o in settled_orphans(draft, source, min_age_ms=min_age_ms)
         if only is None or o.ledger_id in only
     ]
     orphans = [o for o in judged if o.kept is None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def test_a_young_orphan_on_a_shared_store_is_judged_again_once_settled(monkeypat
         yield Source()
 
     monkeypatch.setattr(orphans, "judge_orphans", judge)
-    monkeypatch.setattr(orphans, "Draft", lambda store: None)
+    monkeypatch.setattr(orphans, "Draft", lambda store: types.SimpleNamespace(store=store))
     monkeypatch.setattr(orphans, "_pause", paused.append)
     monkeypatch.setattr(LedgerSource, "open", opened)
     monkeypatch.setattr(orphans, "_shared", lambda store: True)
@@ -84,3 +85,28 @@ def test_a_young_orphan_on_a_shared_store_is_judged_again_once_settled(monkeypat
     monkeypatch.setattr(orphans, "_shared", lambda store: False)  # one process's RocksDB
     got = orphans.list_orphans("rocksdb:/x", None)
     assert [o.ledger_id for o in got.orphans] == [1, 2, 3] and len(calls) == 1
+    # a deletion plan judges the same way: what a broker referenced meanwhile is not
+    # deleted (the plan's compare-and-set checks the ledger's node, which that does not
+    # change)
+    calls.clear()
+    monkeypatch.setattr(orphans, "_shared", lambda store: True)
+
+    class Plan:
+        def __init__(self) -> None:
+            self.store = object()
+            self.warnings: list[str] = []
+            self.repairs: list[dict] = []
+            self.deleted: list[str] = []
+            self.unreachable = types.SimpleNamespace(
+                ledgers=[], size=0, entries=0, entries_unknown=False, add_messages=lambda n: None
+            )
+
+        def delete(self, path, kind, why):
+            self.deleted.append(path)
+
+    monkeypatch.setattr(orphans, "count_messages", lambda *a, **k: 0)
+    monkeypatch.setattr("pulsarctl_py.plans.draft.draft_deletion", lambda *a: False)
+    plan = Plan()
+    deleted = orphans.delete_orphans(plan, None)
+    assert [o.ledger_id for o in deleted] == [2, 3] and plan.deleted == ["/l/2", "/l/3"]
+    assert len(calls) == 2
