@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.fixtures.sandbox import Sandbox, SandboxFailed
+from tests.support.fixtures.sandbox import Sandbox, SandboxFailed, sandbox_script
 
 NAMESPACE = "public/oracle"
 #: a suffix for this run's topic names: a sandbox reused across runs gets new topics
@@ -138,18 +138,21 @@ def receive_all(consumer: Any, first_ms: int = 5000, then_ms: int = 1000) -> lis
 
 
 def broker_compact(box: Sandbox, topic: str, timeout: float = 120) -> dict[str, Any]:
-    """Trigger the broker's compaction (admin REST) and wait until it is done."""
-    path = box.topic_path(topic) + "/compaction"
-    box.admin("PUT", path)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = box.admin("GET", path)
-        if status["status"] != "RUNNING":
-            if status["status"] != "SUCCESS":
-                raise SandboxFailed(f"the broker's compaction of {topic} failed: {status}")
-            return status
-        time.sleep(0.2)
-    raise SandboxFailed(f"the broker's compaction of {topic} did not end in {timeout} s")
+    """Trigger the broker's compaction (admin REST) and wait until it is done: the script's
+    own wait (scripts/sandbox ``broker_compaction``, which asks again when the broker lost
+    the compaction for a reason of its own); anything but SUCCESS fails."""
+    script = sandbox_script()
+    try:
+        status = script.broker_compaction(
+            lambda method, path: box.admin(method, path) or {},
+            box.topic_path(topic) + "/compaction",
+            timeout,
+        )
+    except script.SandboxError as exc:
+        raise SandboxFailed(f"{topic}: {exc}") from None
+    if status["status"] != "SUCCESS":
+        raise SandboxFailed(f"the broker's compaction of {topic} failed: {status}")
+    return status
 
 
 @dataclass

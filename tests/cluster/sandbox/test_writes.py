@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.sandbox_oracle import broker_compact
+
 LEDGERCTL = [sys.executable, "-m", "pulsarctl_py.cli"]
 
 # one broker restart, two bookie restarts and a few thousand messages: minutes, not seconds
@@ -89,34 +91,12 @@ def _keyed(prefix: str, n: int, keys: int, tombstone_every: int = 0) -> list[tup
 
 def _read_compacted(box: Any, topic: str) -> list[tuple[str, bytes, tuple[int, int, int]]]:
     """What a readCompacted reader receives: key, value, (entry, batch index, partition)."""
-    import pulsar
 
-    client = box.client()
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
-        out = []
-        while reader.has_message_available():
-            m = reader.read_next(30_000)
-            mid = m.message_id()
-            out.append((m.partition_key(), m.data(), (mid.entry_id(), mid.batch_index())))
-        reader.close()
-        return out
-    finally:
-        client.close()
+    def row(m: Any) -> tuple[str, bytes, tuple[int, int]]:
+        mid = m.message_id()
+        return (m.partition_key(), m.data(), (mid.entry_id(), mid.batch_index()))
 
-
-def _broker_compact(box: Any, topic: str) -> None:
-    path = box.topic_path(topic) + "/compaction"
-    box.admin("PUT", path)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        status = box.admin("GET", path)
-        if status["status"] == "SUCCESS":
-            return
-        if status["status"] == "ERROR":
-            raise AssertionError(f"the broker's compaction failed: {status}")
-        time.sleep(0.2)
-    raise AssertionError("the broker's compaction did not finish")
+    return box.read_compacted(topic, row)
 
 
 def _unload_namespace(box: Any, ns: str) -> None:
@@ -233,7 +213,7 @@ def _prepare_compact(box: Any, ns: str) -> dict[str, Any]:
             _produce(box, topic, messages, **producer)
             if not suffix:
                 _set_topic_persistence(box, topic)
-        _broker_compact(box, twin)
+        broker_compact(box, twin)
         out[f"ours{suffix}"] = ours
         out[f"twin{suffix}"] = twin
         out[f"expected{suffix}"] = _read_compacted(box, twin)
@@ -290,7 +270,7 @@ def _prepare_mcompacted(box: Any, ns: str) -> dict[str, Any]:
         batching_max_messages=6,
         batching_max_publish_delay_ms=20,
     )
-    _broker_compact(box, topic)
+    broker_compact(box, topic)
     return {"topic": topic, "expected": _read_compacted(box, topic)}
 
 
@@ -396,7 +376,7 @@ def _prepare_txn(box: Any, ns: str) -> dict[str, Any]:
         box.java("txn-produce", txn_spec(topic, TRANSACTIONS))
         _produce(box, topic, _keyed("y", 6, 3), batching_enabled=False)
         box.unload(topic)
-    _broker_compact(box, out["twin"])
+    broker_compact(box, out["twin"])
     out["expected"] = _read_compacted(box, out["twin"])
     return out
 
@@ -404,7 +384,7 @@ def _prepare_txn(box: Any, ns: str) -> dict[str, Any]:
 def _prepare_owned(box: Any, ns: str) -> dict[str, Any]:
     topic = f"persistent://{ns}/owned"
     _produce(box, topic, _keyed("o", 20, 5))  # the producer's lookup makes the broker own it
-    _broker_compact(box, topic)
+    broker_compact(box, topic)
     return {"topic": topic}
 
 
@@ -617,7 +597,7 @@ def writes(sandbox, tmp_path_factory) -> dict[str, Any]:
     # every key deleted after the broker's own compaction: the incremental run keeps nothing
     record["deleted"] = {"topic": f"persistent://{ns}/deleted"}
     _produce(box, record["deleted"]["topic"], [("a", b"1"), ("b", b"2")])
-    _broker_compact(box, record["deleted"]["topic"])
+    broker_compact(box, record["deleted"]["topic"])
     # tombstones in a batch (payload_size 0): the C++ client sets no uncompressed_size on a
     # single empty message, which the compactor then does not take for a tombstone
     _produce(
