@@ -159,18 +159,7 @@ def _keyed(n: int, keys: int) -> list[tuple[str, bytes]]:
 
 
 def _read_compacted(box: Any, topic: str) -> dict[str, bytes]:
-    import pulsar
-
-    client = box.client()
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
-        out: list[tuple[str, bytes]] = []
-        while reader.has_message_available():
-            m = reader.read_next(30_000)
-            out.append((m.partition_key(), m.data()))
-        reader.close()
-    finally:
-        client.close()
+    out = box.read_compacted(topic, lambda m: (m.partition_key(), m.data()))
     keys = [k for k, _ in out]
     assert len(keys) == len(set(keys)), out  # compacted: one message per key
     return dict(out)
