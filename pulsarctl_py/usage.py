@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from pathlib import PurePath
 from typing import Any
 
+from pulsarctl_py import coercion
+
 #: a Java long's range: BookKeeper ledger and entry ids, Pulsar's offsets and counts
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -153,6 +155,7 @@ def guard(command: Any) -> Any:
     seen: set[int] = set()
 
     def wrap(param: Any) -> None:
+        coercion.install(param)
         inner = param.process_value
 
         def process_value(ctx: Any, value: Any) -> Any:
@@ -186,6 +189,7 @@ def guard(command: Any) -> Any:
         seen.add(id(cmd))
         for param in getattr(cmd, "params", []):
             wrap(param)
+        coercion.install_help(cmd)
         for sub in (getattr(cmd, "commands", None) or {}).values():
             walk(sub)
 
