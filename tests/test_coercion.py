@@ -39,6 +39,16 @@ def _ctx() -> Any:
     return typer.main.get_command(cli.app).make_context("ledgerctl", ["demo"])
 
 
+def _with_ours(param: Any) -> Any:
+    """A copy of ``param`` with pulsarctl_py.coercion's coercion installed (the original
+    keeps Typer's own, still unbuilt)."""
+    ours = param.__class__.__new__(param.__class__)
+    ours.__dict__.update(param.__dict__)
+    ours._runtime_param = None
+    coercion.install(ours)
+    return ours
+
+
 def _values(param: Any) -> list[Any]:
     """What Click hands a parameter's coercion: nothing, its default, text from argv."""
     annotation = param.type_descriptor.annotation
@@ -69,10 +79,7 @@ def test_every_parameter_is_covered() -> None:
 @pytest.mark.parametrize("name,param", PARAMS, ids=[n for n, _ in PARAMS])
 def test_each_value_coerces_as_typers_own(name: str, param: Any) -> None:
     ctx = _ctx()
-    ours = param.__class__.__new__(param.__class__)
-    ours.__dict__.update(param.__dict__)
-    ours._runtime_param = None
-    coercion.install(ours)
+    ours = _with_ours(param)
     theirs = build_runtime_param(param.type_descriptor)
     for value in _values(param):
         expected = _answer(theirs.coerce, value, param, ctx)
@@ -88,10 +95,7 @@ def test_known_values_never_build_typers_coercion() -> None:
         by_kind.setdefault(repr(param.type_descriptor.annotation), param)
     built = 0
     for param in by_kind.values():
-        ours = param.__class__.__new__(param.__class__)
-        ours.__dict__.update(param.__dict__)
-        ours._runtime_param = None
-        coercion.install(ours)
+        ours = _with_ours(param)
         known = ours._runtime_param
         known.coerce(None, ours, None)
         if param.type_descriptor.annotation is str:

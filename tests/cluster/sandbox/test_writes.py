@@ -89,8 +89,8 @@ def _keyed(prefix: str, n: int, keys: int, tombstone_every: int = 0) -> list[tup
     return out
 
 
-def _read_compacted(box: Any, topic: str) -> list[tuple[str, bytes, tuple[int, int, int]]]:
-    """What a readCompacted reader receives: key, value, (entry, batch index, partition)."""
+def _read_compacted(box: Any, topic: str) -> list[tuple[str, bytes, tuple[int, int]]]:
+    """What a readCompacted reader receives: key, value, (entry, batch index)."""
 
     def row(m: Any) -> tuple[str, bytes, tuple[int, int]]:
         mid = m.message_id()
