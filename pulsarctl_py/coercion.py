@@ -64,7 +64,10 @@ def install(param: Any) -> None:
     descriptor = getattr(param, "type_descriptor", None)
     if descriptor is None or getattr(param, "_runtime_param", False) is not None:
         return  # not a Typer parameter of the kind this knows, or already built
-    from typer._coercion import build_runtime_param
+    try:
+        from typer._coercion import build_runtime_param
+    except ImportError:  # a Typer whose coercion lives elsewhere: its own, unchanged
+        return
 
     info = descriptor.parameter_info
     annotation = descriptor.annotation

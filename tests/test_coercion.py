@@ -128,3 +128,11 @@ def test_a_commands_start_imports_no_pydantic(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "PYDANTIC=False" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_typer_without_its_coercion_module_keeps_its_own(monkeypatch: Any) -> None:
+    """Typer's coercion is private: where a release moves it, parameters keep Typer's own
+    coercion and every command still starts."""
+    monkeypatch.setitem(sys.modules, "typer._coercion", None)  # importing it now fails
+    _name, param = PARAMS[0]
+    assert _with_ours(param)._runtime_param is None
