@@ -25,15 +25,21 @@ _PLAIN = (str, int, float, bool)
 class _Known:
     """A parameter's runtime coercion (Typer's ``RuntimeParam`` interface: ``coerce``)."""
 
-    __slots__ = ("_build", "_choices", "_empty_list", "_real", "_same")
+    __slots__ = ("_build", "_choices", "_empty_list", "_path", "_real", "_same")
 
     def __init__(
-        self, build: Any, same: type | None, empty_list: bool, choices: dict[str, Any] | None
+        self,
+        build: Any,
+        same: type | None,
+        empty_list: bool,
+        choices: dict[str, Any] | None,
+        path: Any = None,
     ) -> None:
         self._build = build
         self._same = same  # a value of exactly this type is the answer
         self._empty_list = empty_list  # an empty list or tuple is the answer []
         self._choices = choices  # a case-sensitive Enum's members by their text
+        self._path = path  # a Path parameter's checks (Typer's coerce_cli_path), or None
         self._real: Any = None
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -52,6 +58,10 @@ class _Known:
             # Typer's choice coercion: the first member whose value's text is the given
             # text, compared as it is (case-sensitive, no token normalisation)
             return self._choices[value]
+        if self._path is not None and type(value) is str and _plain_path(value):
+            # Typer's path coercion checks the text it was given and returns a Path of it;
+            # its own first makes the Path through Pydantic, the same Path for plain text
+            return Path(self._path(value, param.type_descriptor.parameter_info, param, ctx))
         if self._real is None:
             self._real = self._build()
         return self._real.coerce(value, param=param, ctx=ctx)
@@ -73,7 +83,7 @@ def install(param: Any) -> None:
     annotation = descriptor.annotation
     plain = descriptor.file_annotation is None and getattr(info, "parser", None) is None
     multi = param.multiple or param.nargs == -1
-    same = empty_list = choices = None
+    same = empty_list = choices = path = None
     if plain and multi and getattr(annotation, "__origin__", None) is list:
         (leaf,) = getattr(annotation, "__args__", (None,))
         empty_list = _unchanged(leaf, info) or (isinstance(leaf, type) and issubclass(leaf, Path))
@@ -83,9 +93,35 @@ def install(param: Any) -> None:
             choices = {}
             for member in annotation:
                 choices.setdefault(str(member.value), member)
+    elif plain and not multi and annotation is Path and getattr(info, "path_type", 0) is None:
+        path = _path_checks()
     param._runtime_param = _Known(
-        lambda: build_runtime_param(descriptor), same, bool(empty_list), choices
+        lambda: build_runtime_param(descriptor), same, bool(empty_list), choices, path
     )
+
+
+def _path_checks() -> Any:
+    """Typer's checks of a path parameter's text (exists, file or directory, readable,
+    writable, resolved), as a function of (text, parameter info, param, ctx) returning the
+    checked text; None where this Typer has no ``coerce_cli_path``."""
+    try:
+        from typer._param_types import coerce_cli_path
+    except ImportError:
+        return None
+
+    def check(value: str, info: Any, param: Any, ctx: Any) -> Any:
+        return coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)
+
+    return check
+
+
+def _plain_path(text: str) -> bool:
+    """Text that names the file its Path names, so that checking either is the same: not
+    empty (``Path("")`` is the working directory), not ``-`` (a dash is standard input
+    to a check of text, never to a check of a Path) and already in Path's normal form (no
+    doubled or trailing slash, no ``.`` component: ``file/`` is no file, ``Path("file/")``
+    is)."""
+    return text not in ("", "-") and str(Path(text)) == text
 
 
 def _unchanged(annotation: Any, info: Any) -> bool:

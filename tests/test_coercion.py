@@ -8,7 +8,7 @@ import functools
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import typer
@@ -59,6 +59,9 @@ def _values(param: Any) -> list[Any]:
     if isinstance(leaf, type) and issubclass(leaf, enum.Enum):
         values += list(leaf) + [m.value for m in leaf] + [(m,) for m in leaf]
     values += [3, 0, 2.5, True, False, Path("p")]
+    # paths: a file, a directory, none, and text that is not in Path's normal form
+    here = str(Path(__file__).resolve())
+    values += [here, str(Path(here).parent), here + "/", "a//b", "./x", "x/.", "-", "/no/such"]
     return values
 
 
@@ -87,6 +90,36 @@ def test_each_value_coerces_as_typers_own(name: str, param: Any) -> None:
         assert got == expected, (name, value)
 
 
+def _checked_paths() -> list[Any]:
+    """Path options with each of Typer's checks on (ledgerctl's own have few of them)."""
+    app = typer.Typer()
+
+    @app.command()
+    def run(
+        a: Annotated[Path, typer.Option(exists=True)] = Path("d"),
+        b: Annotated[Path, typer.Option(dir_okay=False, exists=True)] = Path("d"),
+        c: Annotated[Path, typer.Option(file_okay=False)] = Path("d"),
+        d: Annotated[Path, typer.Option(resolve_path=True)] = Path("d"),
+        e: Annotated[Path, typer.Option(allow_dash=True, exists=True)] = Path("d"),
+        f: Annotated[Path, typer.Option(writable=True, readable=False)] = Path("d"),
+    ) -> None:
+        del a, b, c, d, e, f
+
+    return [p for p in typer.main.get_command(app).params if p.name in tuple("abcdef")]
+
+
+@pytest.mark.parametrize("param", _checked_paths(), ids=lambda p: p.name)
+def test_each_path_check_coerces_as_typers_own(param: Any) -> None:
+    ctx = _ctx()
+    ours = _with_ours(param)
+    assert ours._runtime_param._path is not None  # the path shortcut, not Typer's own
+    theirs = build_runtime_param(param.type_descriptor)
+    for value in _values(param):
+        expected = _answer(theirs.coerce, value, param, ctx)
+        got = _answer(ours._runtime_param.coerce, value, ours, ctx)
+        assert got == expected, (param.name, value)
+
+
 def test_known_values_never_build_typers_coercion() -> None:
     """None, an empty list and a value already of the parameter's type are answered
     without building Typer's adapter; text for a number is not."""
@@ -100,6 +133,8 @@ def test_known_values_never_build_typers_coercion() -> None:
         known.coerce(None, ours, None)
         if param.type_descriptor.annotation is str:
             assert known.coerce("x", ours, None) == "x"
+        if param.type_descriptor.annotation is Path and not param.multiple:
+            assert known.coerce("no/such/plan.json", ours, None) == Path("no/such/plan.json")
         assert known._real is None, param.type_descriptor.annotation
         if param.type_descriptor.annotation is int:
             assert known.coerce("12", ours, None) == 12
@@ -111,10 +146,12 @@ def test_known_values_never_build_typers_coercion() -> None:
     "argv",
     [
         ["compact", "persistent://public/default/t", "--metadata-url", "rocksdb:///nowhere"],
+        ["compact", "public/default/t", "--plan", "p.json", "--metadata-url", "rocksdb:///no"],
+        ["undo", "no/such/plan.json", "--yes"],
         ["topic", "list", "--metadata-url", "rocksdb:///nowhere", "-o", "json"],
         ["compact", "--help"],
     ],
-    ids=["compact", "topic-list", "help"],
+    ids=["compact", "compact-plan", "undo", "topic-list", "help"],
 )
 def test_a_commands_start_imports_no_pydantic(argv: list[str]) -> None:
     code = (
