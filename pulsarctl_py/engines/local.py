@@ -6,7 +6,7 @@ directory and emptied, and so on until the scan ends, when the last buffer is me
 Memory therefore grows with keys up to the budget and no further; the disk holds the rest.
 
 The in-memory part is the native module's ``KeyTable`` (decoders/_speedups_compact.c: an
-index, an array of entries and one byte arena, no Python object per key, about 50 bytes a
+index, an array of entries and one byte arena, no Python object per key, about 38 bytes a
 short key; it reports the bytes it holds)
 when the module is built, else a dict of key -> (rank, tombstone) with an estimate of its
 size. Both answer the same methods (``_DictBuffer`` and ``_NativeBuffer`` below).

@@ -24,8 +24,17 @@ KEYS = st.one_of(
     st.binary(min_size=120, max_size=140),
     st.sampled_from([b"x" * 16_384, b"y" * 20_000]),
 )
-# ranks of several lengths: a rank of another length moves the key's record
-RANKS = st.binary(max_size=24)
+# ranks of several lengths (a rank of another length moves the key's record), and position
+# ranks (ledger, entry, batch index + 1: stored packed when the entry fits 32 bits and the
+# index 16; a ledger id of another varint length, or a rank that does not pack, moves it)
+_U64 = st.one_of(
+    st.integers(0, 300),
+    st.sampled_from([127, 128, 16_383, 16_384, 2**28, 2**32 - 1, 2**32, 2**63, 2**64 - 1]),
+    st.integers(0, 2**64 - 1),
+)
+_U32 = st.one_of(st.integers(0, 300), st.sampled_from([2**16 - 1, 2**16, 2**32 - 1]))
+POSITION_RANKS = st.builds(lambda lg, en, ix: struct.pack(">QQI", lg, en, ix), _U64, _U64, _U32)
+RANKS = st.one_of(st.binary(max_size=24), POSITION_RANKS)
 OPS = st.lists(st.tuples(st.booleans(), KEYS, RANKS, st.booleans()), max_size=60)
 
 
@@ -63,20 +72,27 @@ def test_the_key_table_answers_as_a_dict(ops, filler):
     assert table.nbytes <= table.peak_nbytes
 
 
-def test_a_key_held_in_memory_costs_at_most_64_bytes():
+def test_a_key_held_in_memory_costs_at_most_40_bytes():
     """10^5 keys as phase one stores them (b"k" and a decimal key, a 20-byte position
-    rank): what the table holds, by its own count, stays within the issue's 64
-    bytes a key (24-byte slots took 81); the look-ahead the budget checks (the next
-    growth, copies included) within 160."""
+    rank), each offered twice: what the table holds, by its own count, stays within 40
+    bytes a key (the issue's goal is 64 for the whole process; 24-byte slots took 81, the
+    rank stored as it is 51); the look-ahead the budget checks (the next growth, copies
+    included) within 100. A newer rank of a key is written in place (no second record)."""
     table = native.key_table()
     n = 100_000
     for i in range(n):
         table.offer(b"k%d" % i, struct.pack(">QQI", 3, i // 100, i % 100 + 1), False)
+    once = table.nbytes
+    for i in range(n):
+        rank = struct.pack(">QQI", 3, 70_000 + i // 100, i % 100 + 1)
+        table.offer(b"k%d" % i, rank, False)
+        assert i % 9973 or table.get(b"k%d" % i) == (rank, False)
+    assert table.nbytes == once
     assert len(table) == n
-    assert table.nbytes / n <= 64
-    assert table.peak_nbytes / n <= 160
-    # the records (2 varints, key, rank) are counted, not only the index and entries
-    assert table.nbytes >= n * (2 + 6 + 20)
+    assert table.nbytes / n <= 40
+    assert table.peak_nbytes / n <= 100
+    # the records (2 varints, key, packed rank) are counted, not only index and entries
+    assert table.nbytes >= n * (12 + 2 + 5 + 7)
 
 
 @settings(max_examples=80, deadline=None)

@@ -712,7 +712,7 @@ def key_table_target(rng: random.Random) -> None:
     for _ in range(rng.randint(1, 12)):
         key, rank, tomb = (
             rng.randbytes(rng.randrange(3)),
-            rng.randbytes(rng.randrange(3)),
+            rng.randbytes(rng.randrange(3)) if rng.randrange(2) else _position_rank(rng),
             bool(rng.randrange(2)),
         )
         op = rng.randrange(5)
@@ -746,6 +746,21 @@ def key_table_target(rng: random.Random) -> None:
         table.live_prefixes(prefix, n, skip, most),
         python_live_prefixes(model, prefix, n, skip, most),
     )
+
+
+def _position_rank(rng: random.Random) -> bytes:
+    """A rank as core.position_rank makes it (the table packs those whose entry and index
+    fit), with values at and across the packed form's limits."""
+
+    def pick(limits: tuple[int, ...], top: int) -> int:
+        if rng.randrange(2):
+            return rng.randrange(4)
+        edge = rng.choice(limits)
+        return min(max(edge + rng.randrange(-1, 2), 0), top)
+
+    edges = (127, 128, 16_384, 2**28, 2**32, 2**63)
+    ledger, entry = pick(edges, 2**64 - 1), pick(edges, 2**64 - 1)
+    return struct.pack(">QQI", ledger, entry, pick((2**16, 2**31), 2**32 - 1))
 
 
 def python_live_prefixes(
