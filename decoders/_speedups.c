@@ -146,6 +146,8 @@ static PyMethodDef methods[] = {
      "(i, status)."},
     {"verify_records", sp_verify_records, METH_VARARGS,
      "verify_records(records, start, ledger_id, digest, state, key=None) -> (i, status)."},
+    {"crc32c", sp_crc32c, METH_VARARGS,
+     "crc32c(data, value=0) -> int: CRC32C of data continuing from value."},
     {"mac_available", sp_mac_available, METH_NOARGS,
      "mac_available() -> bool: whether MAC digests (2) are checked here (by the optional "
      "_speedups_mac, OpenSSL's HMAC-SHA1)."},

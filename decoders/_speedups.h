@@ -416,6 +416,7 @@ PyObject *sp_payload_items(PyObject *self, PyObject *args);
 PyObject *sp_payload_slots(PyObject *self, PyObject *args);
 PyObject *sp_payload_records(PyObject *self, PyObject *args);
 PyObject *sp_mac_available(PyObject *self, PyObject *unused);
+PyObject *sp_crc32c(PyObject *self, PyObject *args);
 PyObject *sp_v3_read_replies(PyObject *self, PyObject *args);
 PyObject *sp_key_table(PyObject *self, PyObject *unused);
 PyObject *sp_compact_offer(PyObject *self, PyObject *args);

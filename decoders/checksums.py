@@ -17,13 +17,32 @@ import hmac
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import crc32c as _crc32c
+#: the CRC32C function, chosen at the first call: the native module's when it is built
+#: (the same answers: tests/support/fuzz_native.py), else the crc32c package's, whose
+#: ``__init__`` imports importlib.metadata (for its version), argparse and email: some
+#: 40 ms and 1 MB of every command's start
+_crc32c: Any = None
 
 
 def crc32c(data: bytes | memoryview, value: int = 0) -> int:
     """CRC32C of ``data``, continuing from ``value``."""
-    return _crc32c.crc32c(data, value)
+    global _crc32c
+    if _crc32c is None:
+        _crc32c = _crc32c_function()
+    return _crc32c(data, value)  # type: ignore[no-any-return]
+
+
+def _crc32c_function() -> Any:
+    from .speedups import native
+
+    found = getattr(native, "crc32c", None)  # None: not built, or built before it had one
+    if found is not None:
+        return found
+    from crc32c import crc32c as package
+
+    return package
 
 
 class DigestType(enum.IntEnum):

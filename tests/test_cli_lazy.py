@@ -7,6 +7,7 @@ import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -22,13 +23,14 @@ _SHOW_IMPORTED = (
 )
 
 
-def _imported(*argv: str) -> tuple[int, set[str]]:
+def _imported(*argv: str, cwd: Path | None = None) -> tuple[int, set[str]]:
     done = subprocess.run(
         [sys.executable, "-c", _SHOW_IMPORTED, *argv],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        cwd=cwd,
     )
     last = done.stderr.strip().splitlines()[-1]
     found = json.loads(last)
@@ -88,3 +90,43 @@ def test_giving_the_topic_policy_reader_imports_no_store() -> None:
         "pulsarctl_py.stores.tiered",
         "pulsarctl_py.stores.tiered.where",
     }
+
+
+def test_a_compaction_on_the_native_path_imports_no_crc32c_package(tmp_path: Path) -> None:
+    """The crc32c package imports importlib.metadata, argparse and email when it loads
+    (some 5 MB and a tenth of a second): decoders.checksums imports it at its first CRC
+    computed in Python, which a compaction whose entries the native module checks never
+    does. The demo's compaction goes through the decoders, the key table and the writer's
+    plan."""
+    from pulsarctl_py.decoders.speedups import native
+
+    assert cli.main(["demo", str(tmp_path / "demo")]) == 0
+    code, modules = _imported("compact", "batched", "-o", "json", cwd=tmp_path / "demo")
+    assert code == 0
+    assert "pulsarctl_py.compaction.core" in modules
+    if native is not None:
+        assert "crc32c" not in modules
+        assert "importlib.metadata" not in modules
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pulsarctl_py.decoders.checksums import crc32c\nprint(hex(crc32c(b'123456789')))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "0xe3069283"  # CRC-32C's check value
+
+
+def test_crc32c_without_the_native_module_is_the_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    import crc32c as package
+
+    from pulsarctl_py.decoders import checksums, speedups
+
+    monkeypatch.setattr(speedups, "native", None)
+    monkeypatch.setattr(checksums, "_crc32c", None)
+    assert checksums.crc32c(b"123456789") == 0xE3069283
+    assert checksums._crc32c is package.crc32c

@@ -29,6 +29,7 @@ FUNCTIONS = [
     "compact_keep",
     "compact_offer",
     "compact_rebuild",
+    "crc32c",
     "entry_doc",
     "entry_lines",
     "item_slots",

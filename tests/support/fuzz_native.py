@@ -1205,6 +1205,29 @@ def arguments_target(rng: random.Random) -> None:
         bind(native.HEAD, EntryHead)  # the real binding again, whatever bind was given
 
 
+# -- CRC32C (crc32c), against the crc32c package ---------------------------------------------
+
+
+def crc32c_target(rng: random.Random) -> None:
+    """Data of every length around the 8-byte steps, at every alignment (a slice of a
+    longer buffer), continuing from any int (both take its low 32 bits)."""
+    import crc32c as package
+
+    size = rng.choice([rng.randrange(17), rng.randrange(4096), rng.randrange(1 << 17)])
+    offset = rng.randrange(8)
+    data = memoryview(rng.randbytes(size + offset))[offset:]
+    value = rng.choice([0, rng.getrandbits(32), rng.getrandbits(70) - (1 << 69), -1])
+    CALLS["crc32c"] += 1
+    differ("crc32c", native.crc32c(data, value), package.crc32c(data, value))
+    CALLS["crc32c (arguments)"] += 1
+    for bad in ("text", None, 1.5):
+        try:
+            native.crc32c(bad)
+        except TypeError:
+            continue
+        raise Difference(f"crc32c accepted {bad!r}")
+
+
 TARGETS: dict[str, Callable[[random.Random], None]] = {
     "batch": batch_target,
     "entries": entries_target,
@@ -1213,4 +1236,5 @@ TARGETS: dict[str, Callable[[random.Random], None]] = {
     "key-table": key_table_target,
     "entry-doc": entry_doc_target,
     "arguments": arguments_target,
+    "crc32c": crc32c_target,
 }
