@@ -74,6 +74,21 @@ def mac_key(password: bytes) -> bytes:
     return hashlib.sha1(b"mac" + password).digest()
 
 
+def native_mac_key(digest: DigestType | None, password: bytes | None) -> bytes | None:
+    """The key the native scans check a MAC digest with (``key=``: the HMAC key,
+    SHA-1("mac" + password)), or None where they cannot: another digest type, no
+    password, no native module, or no ``_speedups_mac`` (built only where OpenSSL's
+    libcrypto headers were found; without it MAC stays on the Python path)."""
+    from .speedups import native
+
+    if native is None or digest is not DigestType.HMAC or password is None:
+        return None
+    available = getattr(native, "mac_available", None)
+    if available is None or not available():
+        return None
+    return mac_key(password)
+
+
 def master_key(password: bytes) -> bytes:
     """The master key sent with adds and fences: SHA-1("ledger" + password)."""
     return hashlib.sha1(b"ledger" + password).digest()

@@ -99,19 +99,3 @@ def bind(kind: int, cls: type) -> None:
     if getattr(cls, "__slots__", None) != names:
         raise TypeError(f"{cls.__name__}: slots {cls.__slots__!r} are not its fields {names!r}")
     native.bind(kind, cls, names)
-
-
-def mac_key(digest: Any, password: bytes | None) -> bytes | None:
-    """The key the native scans check a MAC digest with (``key=``: the HMAC key,
-    SHA-1("mac" + password)), or None where they cannot: another digest type, no
-    password, no native module, or no ``_speedups_mac`` (built only where OpenSSL's
-    libcrypto headers were found; without it MAC stays on the Python path)."""
-    from .checksums import DigestType
-    from .checksums import mac_key as derive
-
-    if native is None or digest is not DigestType.HMAC or password is None:
-        return None
-    available = getattr(native, "mac_available", None)
-    if available is None or not available():
-        return None
-    return derive(password)

@@ -45,9 +45,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pulsarctl_py.decoders.bookkeeper import HEADER
-from pulsarctl_py.decoders.checksums import DIGESTS, DigestType
+from pulsarctl_py.decoders.checksums import DIGESTS, DigestType, native_mac_key
 from pulsarctl_py.decoders.errors import LedgerctlError
-from pulsarctl_py.decoders.speedups import mac_key, native
+from pulsarctl_py.decoders.speedups import native
 from pulsarctl_py.proto import pulsar_api_pb2 as api
 from pulsarctl_py.stores.bookie.rocks import LOCATION_VALUE
 
@@ -114,7 +114,7 @@ def fast_scan(run: Run, scan: LedgerScan, view: LedgerView, last: int) -> Iterat
     if view.kind not in ("data", "unknown") or view.entry_format is not None:
         return None  # cursor, compacted ledgers and transaction stores: not Pulsar entries
     if view.digest_type is not None and view.digest_type not in SERVED:
-        if mac_key(view.digest_type, view.password) is None:
+        if native_mac_key(view.digest_type, view.password) is None:
             return None  # a MAC without its password (or without the native MAC module)
     runs: list[tuple[Any, int, int | None]] = [(None, 0, last)]
     if isinstance(bookie, BookieStore):
@@ -146,7 +146,7 @@ def _scan(
                 yield from scan.general(scan.expected, last)
             return
     # a MAC digest's HMAC key (SHA-1("mac" + password)); None for the others
-    key = mac_key(digest, view.password)
+    key = native_mac_key(digest, view.password)
     # runs of the range: one index's (its items or slots), or read from several sources
     for source, _, run_last in runs:
         end = last if run_last is None else run_last

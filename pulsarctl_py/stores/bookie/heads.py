@@ -29,13 +29,13 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pulsarctl_py.decoders.checksums import DigestType
+from pulsarctl_py.decoders.checksums import DigestType, native_mac_key
 from pulsarctl_py.decoders.entry import DecodeOptions
 from pulsarctl_py.decoders.entrylog import split_location
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.decoders.heads import EntryHead, decode_head
 from pulsarctl_py.decoders.index_file import LOCATION as SLOT
-from pulsarctl_py.decoders.speedups import mac_key, native
+from pulsarctl_py.decoders.speedups import native
 
 from .indexes import DbIndex, SlotChunk
 from .model import Location, StoredEntry
@@ -75,7 +75,7 @@ def native_digest(options: DecodeOptions) -> int | None:
 def native_key(options: DecodeOptions) -> bytes | None:
     """The ``key`` argument of the native scans for these options: the HMAC key of a MAC
     digest whose password is known, where the native module checks MAC; else None."""
-    return mac_key(options.digest_type, options.password)
+    return native_mac_key(options.digest_type, options.password)
 
 
 class EntryLogs(Protocol):
