@@ -318,8 +318,11 @@ def _main(command: Any, argv: list[str] | None, exceptions: Any) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, _on_sigint)
+    from pulsarctl_py import sessions
+
     try:
-        return _run_command(command, argv, exceptions)
+        with sessions.shared():  # one metadata-store session per store and mode
+            return _run_command(command, argv, exceptions)
     except Interrupted:
         _say("interrupted")
         return EXIT_INTERRUPTED

@@ -12,6 +12,7 @@ import logging
 import threading
 from typing import Any
 
+from pulsarctl_py import sessions
 from pulsarctl_py.decoders.errors import LedgerctlError
 from pulsarctl_py.errors import MetadataConflict, MetadataStoreError
 
@@ -53,6 +54,19 @@ def _stat(zstat: Any) -> Stat:
     )
 
 
+class _SharedSession:
+    """A command's ZooKeeper session (pulsarctl_py.sessions), closed when it ends."""
+
+    __slots__ = ("client", "timeout")
+
+    def __init__(self, client: Any, timeout: float) -> None:
+        self.client = client
+        self.timeout = timeout
+
+    def close_shared(self) -> None:
+        ZooKeeperStore._shutdown(self.client, self.timeout)
+
+
 class ZooKeeperStore(MetadataStore):
     """Pulsar/BookKeeper metadata in a ZooKeeper ensemble."""
 
@@ -76,12 +90,53 @@ class ZooKeeperStore(MetadataStore):
         self.read_only = read_only
         self.timeout = timeout
         self._client: Any = None
+        #: the session is a command's (pulsarctl_py.sessions): close() leaves it open
+        self._shared = False
 
         from kazoo import exceptions as kex
+
+        self._kex = kex
+        held = sessions.current()
+        key = (parsed.connect_string, read_only, auth.credential if auth else None, session_timeout)
+        if held is not None:
+            with sessions.lock:
+                found = held.get(key)
+                if isinstance(found, _SharedSession) and found.client.connected:
+                    self._client = found.client
+                    self._shared = True
+                    return
+        client = self._connect(parsed, read_only, timeout, session_timeout, auth)
+        self._client = client
+        if parsed.chroot:
+            try:
+                present = self.exists("/")
+            except LedgerctlError:
+                self.close()
+                raise
+            if present is None:
+                self.close()
+                raise MetadataStoreError(
+                    f"the ZooKeeper chroot {parsed.chroot} does not exist at {parsed.target}"
+                )
+        if held is not None:
+            with sessions.lock:
+                old = held.get(key)
+                held[key] = _SharedSession(client, timeout)
+                self._shared = True
+            if old is not None:  # a session that was lost: closed now, not at the end
+                old.close_shared()
+
+    def _connect(
+        self,
+        parsed: MetadataUrl,
+        read_only: bool,
+        timeout: float,
+        session_timeout: float,
+        auth: ZkDigestAuth | None,
+    ) -> Any:
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
 
-        self._kex = kex
         _quiet_kazoo_logging()
         client = KazooClient(
             hosts=parsed.connect_string,
@@ -106,18 +161,7 @@ class ZooKeeperStore(MetadataStore):
             if "AUTH_FAILED" in state:
                 raise MetadataStoreError(f"ZooKeeper at {self.url} refused the digest credentials")
             raise MetadataStoreError(f"cannot reach ZooKeeper at {self.url} within {timeout:g} s")
-        self._client = client
-        if parsed.chroot:
-            try:
-                present = self.exists("/")
-            except LedgerctlError:
-                self.close()
-                raise
-            if present is None:
-                self.close()
-                raise MetadataStoreError(
-                    f"the ZooKeeper chroot {parsed.chroot} does not exist at {parsed.target}"
-                )
+        return client
 
     @staticmethod
     def _shutdown(client: Any, wait: float) -> None:
@@ -141,7 +185,7 @@ class ZooKeeperStore(MetadataStore):
     def close(self) -> None:
         self._close_bookkeeper()
         client, self._client = self._client, None
-        if client is not None:
+        if client is not None and not self._shared:
             self._shutdown(client, self.timeout)
 
     # -- calls with a time limit -------------------------------------------------------------
