@@ -516,6 +516,8 @@ def run_phase_one(
             adopt(split, source)
     tracker.total = plan.entries
     tracker.start("phase one")
+    if keep is not None:
+        keep.planned, keep.seen = plan.entries, 0
     fold = fold_for(options)
     table = runner.latest_per_key(
         plan,

@@ -199,6 +199,9 @@ class LocalKeyTable:
         #: keys the last batch ``offer_batch`` took added to the in-memory table (None: the
         #: last record came through ``offer``)
         self.new_keys: int | None = None
+        #: records ``offer_batch`` offered, and keys they added, since the table was made
+        self.offered = 0
+        self.added = 0
 
     # -- building ---------------------------------------------------------------------------
 
@@ -236,6 +239,8 @@ class LocalKeyTable:
             return None
         offered, new_keys = done
         self.new_keys = new_keys
+        self.offered += offered
+        self.added += new_keys
         if new_keys:
             self._check_budget()
         return offered  # type: ignore[no-any-return]

@@ -10,6 +10,7 @@ it was.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -425,4 +426,76 @@ def test_the_table_says_how_many_keys_a_batch_added():
     assert table.new_keys == 0
     table.offer(KEY_PREFIX + b"c", prefix + b"\x00\x00\x00\x00", False)
     assert table.new_keys is None
+    table.close()
+
+
+@pytest.mark.parametrize(
+    ("planned", "kept"),
+    [(100_000, False), (10_000, True)],
+    ids=["keys-drawn-ten-times-each", "keys-drawn-once-each"],
+)
+def test_the_keep_ends_when_the_topics_size_says_its_records_will_be_replaced(
+    monkeypatch, planned, kept
+):
+    """10^6 keys drawn uniformly, batches of 100: after an eighth of its budget (115
+    entries, 11,500 records, 11,434 keys) the keep looks at its worth. With 10^5 entries
+    planned (10^7 records) the records kept are nearly all replaced before the end: the
+    keep is given up at that look and holds nothing after; with 10^4 planned (10^6
+    records) they are not: it keeps on, and holds all 800."""
+    from pulsarctl_py.compaction import reader
+    from pulsarctl_py.compaction.core import RawEntry
+    from pulsarctl_py.engines.base import Split
+
+    entries = [RawEntry((1, i), b"x" * 1000, None, 0) for i in range(800)]
+    monkeypatch.setattr(
+        reader,
+        "read_split",
+        lambda split, accept, only=None: iter(entries[split.first_entry : split.last_entry + 1]),
+    )
+
+    class Table:
+        new_keys: int | None = None
+        spilled = False
+        offered = added = 0
+
+    keys, draws, per_entry = 10**6, 0, 100
+    keep, table = reader.KeptEntries(800 * 1000 * 8 // 7, True), Table()
+    keep.planned = planned
+    split = Split("t", 1, 0, 799, (), None, 0)
+    looked_at = []
+    worth_it = keep.worth_it
+    keep.worth_it = lambda t: looked_at.append(keep.seen) or worth_it(t)  # type: ignore[method-assign]
+    for _entry in keep.read(split, False, table):
+        draws += per_entry
+        held = round(keys * (1 - math.exp(-draws / keys)))  # the keys drawn so far
+        table.new_keys, table.added = held - table.added, held
+        table.offered = draws
+    assert keep.seen == 800
+    assert looked_at[0] == 115
+    if kept:
+        assert keep.take_kept(split) == (entries, True)
+        assert looked_at == [115, 230, 345, 460, 575, 690]
+    else:
+        assert keep.take_kept(split) is None and keep.used == 0
+        assert looked_at == [115]
+    assert keep.full is not kept
+
+
+def test_the_table_counts_what_its_batches_offered_and_added():
+    import struct
+
+    from pulsarctl_py.compaction.core import KEY_PREFIX
+    from pulsarctl_py.decoders.payload import build_batch
+    from pulsarctl_py.decoders.speedups import native
+    from pulsarctl_py.engines.local import LocalKeyTable
+    from pulsarctl_py.proto import pulsar_api_pb2 as api
+
+    if native is None:
+        pytest.skip("the native module is not built")
+    table = LocalKeyTable(None)
+    prefix = struct.pack(">QQ", 1, 0)
+    for keys in (["a", "b", "a"], ["b", "c"]):
+        records = ((api.SingleMessageMetadata(partition_key=k), b"v") for k in keys)
+        table.offer_batch(build_batch(records), len(keys), None, KEY_PREFIX, prefix)
+    assert (table.offered, table.added) == (5, 3)
     table.close()
