@@ -28,21 +28,31 @@ class Session(Protocol):
     def close_shared(self) -> None: ...
 
 
-_scopes: list[dict[Any, Session]] = []
+#: each thread's scopes: a command run in one thread never takes another's sessions (a
+#: thread the command starts opens stores of its own, as outside a scope)
+_local = threading.local()
 #: held by the stores while they look up, add or replace a scope's session
 lock = threading.Lock()
 
 
+def _scopes() -> list[dict[Any, Session]]:
+    scopes = getattr(_local, "scopes", None)
+    if scopes is None:
+        scopes = _local.scopes = []
+    return scopes  # type: ignore[no-any-return]
+
+
 @contextmanager
 def shared() -> Iterator[None]:
-    """Share sessions until the block ends, then close them."""
+    """Share sessions in this thread until the block ends, then close them."""
     held: dict[Any, Session] = {}
-    _scopes.append(held)
+    scopes = _scopes()
+    scopes.append(held)
     try:
         yield
     finally:
         with lock:
-            _scopes.remove(held)
+            scopes.remove(held)
             sessions = list(held.values())
             held.clear()
         for session in sessions:
@@ -50,5 +60,7 @@ def shared() -> Iterator[None]:
 
 
 def current() -> dict[Any, Session] | None:
-    """The innermost scope's sessions (key -> session), or None outside :func:`shared`."""
-    return _scopes[-1] if _scopes else None
+    """This thread's innermost scope's sessions (key -> session), or None outside
+    :func:`shared`."""
+    scopes = _scopes()
+    return scopes[-1] if scopes else None

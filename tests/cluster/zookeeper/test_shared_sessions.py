@@ -70,3 +70,34 @@ def test_a_lost_session_is_replaced(private_zk_server: ZooKeeperServer) -> None:
         assert fresh._client is not old  # type: ignore[attr-defined]
         assert fresh.children("/") == ["zookeeper"]
     assert not fresh._client.connected  # type: ignore[attr-defined]
+
+
+def test_a_scope_is_its_threads_own(scratch_zk: str) -> None:
+    """Two commands run in two threads of one process never take each other's session:
+    the one that ends first would close it under the other."""
+    import threading
+
+    ids: dict[str, int] = {}
+
+    def command(name: str, entered: threading.Barrier, opened: threading.Barrier) -> None:
+        with sessions.shared():
+            entered.wait(timeout=30)  # both scopes open before either store
+            store = open_metadata_store(scratch_zk)
+            ids[name] = _session_id(store)
+            opened.wait(timeout=30)
+            store.close()
+
+    entered, opened = threading.Barrier(2), threading.Barrier(2)
+    threads = [threading.Thread(target=command, args=(n, entered, opened)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert ids["a"] != ids["b"]
+    with sessions.shared():
+        assert sessions.current() is not None
+        seen: list[object] = []
+        worker = threading.Thread(target=lambda: seen.append(sessions.current()))
+        worker.start()
+        worker.join()
+        assert seen == [None]  # a thread the command starts: no scope of its own
