@@ -65,6 +65,7 @@ def _wait_complete(box: Any, topic: str, closed: list[int], timeout: float = 120
 @pytest.fixture(scope="module")
 def mixed(offload_sandbox: Any) -> Mixed:
     box = offload_sandbox
+    hiccup = box.broker_hiccup()  # the unloads below are what can set it off
     keeping_copies(box, BOTH_NS, like="public/offload-s3")
     topic = f"persistent://{BOTH_NS}/mixed-{RUN}"
     client = box.client()
@@ -93,7 +94,7 @@ def mixed(offload_sandbox: Any) -> Mixed:
     box.internal_stats(topic)  # loaded again
     ids = [li.ledgerId for li in box.ml_info(topic).ledgerInfo]
     assert ids == sorted(ids), ids
-    return Mixed(topic, closed, read_all(box, topic))
+    return Mixed(topic, closed, read_all(box, topic, hiccup))
 
 
 @pytest.fixture
