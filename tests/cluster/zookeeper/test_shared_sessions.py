@@ -9,7 +9,6 @@ import pytest
 
 from pulsarctl_py import sessions
 from pulsarctl_py.stores.metadata import MetadataStoreError, open_metadata_store
-from tests.support.fixtures.zookeeper import ZooKeeperServer
 
 
 def _session_id(store: object) -> int:
@@ -54,21 +53,22 @@ def test_another_chroot_is_another_session(scratch_zk: str) -> None:
         assert two.exists("/") is not None
 
 
-def test_a_lost_session_is_replaced(private_zk_server: ZooKeeperServer) -> None:
-    """The server restarts under a command: the next store connects again instead of
-    taking the dead session; the one store that held it says it lost it."""
-    url = f"zk:{private_zk_server.connect_string}"
+def test_a_lost_session_is_replaced(scratch_zk: str) -> None:
+    """The command's session is lost (its client no longer connected): the next store
+    connects again instead of taking it, and the one store that held it says it lost it.
+    (A server that restarts can also be met by kazoo reconnecting by itself, with a new
+    session, before the next store opens: that client is connected and rightly taken.)"""
     with sessions.shared():
-        held = open_metadata_store(url, timeout=2.0)
-        assert held.children("/") == ["zookeeper"]
+        held = open_metadata_store(scratch_zk, timeout=2.0)
+        assert held.exists("/") is not None
         old = held._client  # type: ignore[attr-defined]
-        private_zk_server.stop()
+        old.stop()
+        assert not old.connected
         with pytest.raises(MetadataStoreError):
             held.children("/")
-        private_zk_server.start()
-        fresh = open_metadata_store(url, timeout=10.0)
+        fresh = open_metadata_store(scratch_zk, timeout=10.0)
         assert fresh._client is not old  # type: ignore[attr-defined]
-        assert fresh.children("/") == ["zookeeper"]
+        assert fresh.exists("/") is not None
     assert not fresh._client.connected  # type: ignore[attr-defined]
 
 
