@@ -29,10 +29,9 @@ class Session(Protocol):
 
 
 #: each thread's scopes: a command run in one thread never takes another's sessions (a
-#: thread the command starts opens stores of its own, as outside a scope)
+#: thread the command starts opens stores of its own, as outside a scope), so a scope is
+#: only ever read and changed by its own thread
 _local = threading.local()
-#: held by the stores while they look up, add or replace a scope's session
-lock = threading.Lock()
 
 
 def _scopes() -> list[dict[Any, Session]]:
@@ -51,10 +50,9 @@ def shared() -> Iterator[None]:
     try:
         yield
     finally:
-        with lock:
-            scopes.remove(held)
-            sessions = list(held.values())
-            held.clear()
+        scopes.remove(held)
+        sessions = list(held.values())
+        held.clear()
         for session in sessions:
             session.close_shared()
 

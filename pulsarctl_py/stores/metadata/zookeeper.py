@@ -98,13 +98,11 @@ class ZooKeeperStore(MetadataStore):
         self._kex = kex
         held = sessions.current()
         key = (parsed.connect_string, read_only, auth.credential if auth else None, session_timeout)
-        if held is not None:
-            with sessions.lock:
-                found = held.get(key)
-                if isinstance(found, _SharedSession) and found.client.connected:
-                    self._client = found.client
-                    self._shared = True
-                    return
+        found = held.get(key) if held is not None else None
+        if isinstance(found, _SharedSession) and found.client.connected:
+            self._client = found.client
+            self._shared = True
+            return
         client = self._connect(parsed, read_only, timeout, session_timeout, auth)
         self._client = client
         if parsed.chroot:
@@ -119,12 +117,10 @@ class ZooKeeperStore(MetadataStore):
                     f"the ZooKeeper chroot {parsed.chroot} does not exist at {parsed.target}"
                 )
         if held is not None:
-            with sessions.lock:
-                old = held.get(key)
-                held[key] = _SharedSession(client, timeout)
-                self._shared = True
-            if old is not None:  # a session that was lost: closed now, not at the end
-                old.close_shared()
+            held[key] = _SharedSession(client, timeout)
+            self._shared = True
+            if found is not None:  # a session that was lost: closed now, not at the end
+                found.close_shared()
 
     def _connect(
         self,
