@@ -39,7 +39,7 @@ class _Known:
         self._same = same  # a value of exactly this type is the answer
         self._empty_list = empty_list  # an empty list or tuple is the answer []
         self._choices = choices  # a case-sensitive Enum's members by their text
-        self._path = path  # a Path parameter's checks (Typer's coerce_cli_path), or None
+        self._path = path  # Typer's coerce_cli_path for a Path parameter, or None
         self._real: Any = None
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -61,7 +61,8 @@ class _Known:
         if self._path is not None and type(value) is str and _plain_path(value):
             # Typer's path coercion checks the text it was given and returns a Path of it;
             # its own first makes the Path through Pydantic, the same Path for plain text
-            return Path(self._path(value, param.type_descriptor.parameter_info, param, ctx))
+            info = param.type_descriptor.parameter_info
+            return Path(self._path(value, info, path_type=None, param=param, ctx=ctx))
         if self._real is None:
             self._real = self._build()
         return self._real.coerce(value, param=param, ctx=ctx)
@@ -102,17 +103,13 @@ def install(param: Any) -> None:
 
 def _path_checks() -> Any:
     """Typer's checks of a path parameter's text (exists, file or directory, readable,
-    writable, resolved), as a function of (text, parameter info, param, ctx) returning the
-    checked text; None where this Typer has no ``coerce_cli_path``."""
+    writable, resolved: ``coerce_cli_path``, which with no ``path_type`` returns the
+    checked text); None where this Typer has none."""
     try:
         from typer._param_types import coerce_cli_path
     except ImportError:
         return None
-
-    def check(value: str, info: Any, param: Any, ctx: Any) -> Any:
-        return coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)
-
-    return check
+    return coerce_cli_path
 
 
 def _plain_path(text: str) -> bool:
