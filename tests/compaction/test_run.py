@@ -370,28 +370,40 @@ def test_sparse_phase_two_reads_less_and_gives_the_same_compaction(
     assert read_sparse < read_whole
 
 
-def test_the_keep_ends_when_the_topics_keys_stop_growing(monkeypatch):
-    """With sparse reads, the first batch that adds no key to the table ends the keep and
-    drops what it held (phase two reads few entries, near the topic's end); without them
-    phase two reads every entry and the keep holds what fits."""
+class _Table:
+    """What the keep reads of a key table: what the last batch added (``new_keys``), the
+    records and keys of every batch so far, whether it spilled."""
+
+    new_keys: int | None = None
+    spilled = False
+    offered = added = 0
+
+
+def _read_from(monkeypatch: Any, count: int, size: int) -> tuple[list[Any], Any]:
+    """``count`` entries of ``size`` bytes in one split of ledger 1, which
+    ``reader.read_split`` then gives: the entries and the split."""
     from pulsarctl_py.compaction import reader
     from pulsarctl_py.compaction.core import RawEntry
     from pulsarctl_py.engines.base import Split
 
-    entries = [RawEntry((1, i), b"x" * 10, None, 0) for i in range(6)]
+    entries = [RawEntry((1, i), b"x" * size, None, 0) for i in range(count)]
     monkeypatch.setattr(
         reader,
         "read_split",
         lambda split, accept, only=None: iter(entries[split.first_entry : split.last_entry + 1]),
     )
+    return entries, Split("t", 1, 0, count - 1, (), None, 0)
 
-    class Table:
-        new_keys: int | None = None
-        spilled = False
 
-    split = Split("t", 1, 0, 5, (), None, 0)
+def test_the_keep_ends_when_the_topics_keys_stop_growing(monkeypatch):
+    """With sparse reads, the first batch that adds no key to the table ends the keep and
+    drops what it held (phase two reads few entries, near the topic's end); without them
+    phase two reads every entry and the keep holds what fits."""
+    from pulsarctl_py.compaction import reader
+
+    entries, split = _read_from(monkeypatch, 6, 10)
     for sparse, kept in ((True, None), (False, (entries, True))):
-        keep, table = reader.KeptEntries(1 << 20, sparse), Table()
+        keep, table = reader.KeptEntries(1 << 20, sparse), _Table()
         got = []
         for entry, new in zip(keep.read(split, False, table), [3, 2, 0, 5, 1, 1], strict=True):
             table.new_keys = new  # what offer_batch says of the entry just offered
@@ -403,7 +415,8 @@ def test_the_keep_ends_when_the_topics_keys_stop_growing(monkeypatch):
 
 def test_the_table_says_how_many_keys_a_batch_added():
     """LocalKeyTable.new_keys, which the keep reads after each entry: the keys the last
-    native batch added, None after a record offered on its own."""
+    native batch added, None after a record offered on its own; and the records and keys
+    of every batch so far (offered, added), which the keep weighs its worth by."""
     import struct
 
     from pulsarctl_py.compaction.core import KEY_PREFIX
@@ -424,8 +437,12 @@ def test_the_table_says_how_many_keys_a_batch_added():
     assert table.new_keys == 2
     assert table.offer_batch(batch(["b", "a"]), 2, None, KEY_PREFIX, prefix) == 2
     assert table.new_keys == 0
+    assert (table.offered, table.added) == (5, 2)  # every batch so far, which the keep reads
     table.offer(KEY_PREFIX + b"c", prefix + b"\x00\x00\x00\x00", False)
     assert table.new_keys is None
+    assert (table.offered, table.added) == (5, 2)  # a record on its own is not counted
+    assert table.offer_batch(batch(["b", "c"]), 2, None, KEY_PREFIX, prefix) == 2
+    assert (table.offered, table.added) == (7, 2)  # c came through offer: not new here
     table.close()
 
 
@@ -443,25 +460,11 @@ def test_the_keep_ends_when_the_topics_size_says_its_records_will_be_replaced(
     keep is given up at that look and holds nothing after; with 10^4 planned (10^6
     records) they are not: it keeps on, and holds all 800."""
     from pulsarctl_py.compaction import reader
-    from pulsarctl_py.compaction.core import RawEntry
-    from pulsarctl_py.engines.base import Split
 
-    entries = [RawEntry((1, i), b"x" * 1000, None, 0) for i in range(800)]
-    monkeypatch.setattr(
-        reader,
-        "read_split",
-        lambda split, accept, only=None: iter(entries[split.first_entry : split.last_entry + 1]),
-    )
-
-    class Table:
-        new_keys: int | None = None
-        spilled = False
-        offered = added = 0
-
+    entries, split = _read_from(monkeypatch, 800, 1000)
     keys, draws, per_entry = 10**6, 0, 100
-    keep, table = reader.KeptEntries(800 * 1000 * 8 // 7, True), Table()
+    keep, table = reader.KeptEntries(800 * 1000 * 8 // 7, True), _Table()
     keep.planned = planned
-    split = Split("t", 1, 0, 799, (), None, 0)
     looked_at = []
     worth_it = keep.worth_it
     keep.worth_it = lambda t: looked_at.append(keep.seen) or worth_it(t)  # type: ignore[method-assign]
@@ -479,23 +482,3 @@ def test_the_keep_ends_when_the_topics_size_says_its_records_will_be_replaced(
         assert keep.take_kept(split) is None and keep.used == 0
         assert looked_at == [115]
     assert keep.full is not kept
-
-
-def test_the_table_counts_what_its_batches_offered_and_added():
-    import struct
-
-    from pulsarctl_py.compaction.core import KEY_PREFIX
-    from pulsarctl_py.decoders.payload import build_batch
-    from pulsarctl_py.decoders.speedups import native
-    from pulsarctl_py.engines.local import LocalKeyTable
-    from pulsarctl_py.proto import pulsar_api_pb2 as api
-
-    if native is None:
-        pytest.skip("the native module is not built")
-    table = LocalKeyTable(None)
-    prefix = struct.pack(">QQ", 1, 0)
-    for keys in (["a", "b", "a"], ["b", "c"]):
-        records = ((api.SingleMessageMetadata(partition_key=k), b"v") for k in keys)
-        table.offer_batch(build_batch(records), len(keys), None, KEY_PREFIX, prefix)
-    assert (table.offered, table.added) == (5, 3)
-    table.close()
