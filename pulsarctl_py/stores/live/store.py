@@ -50,8 +50,11 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import MetadataStore
 
 CHUNK = 1024  # entries planned at a time by read_entries
-#: bytes of answers a read round holds at most (see ``LiveBookieStore._read``)
-READ_BUDGET = 32 << 20
+#: bytes of answers a read round holds at most (see ``LiveBookieStore._read``): against
+#: 32 MiB, a compaction of 10^6 messages (631,545 keys) on the sandbox took the same wall
+#: time (ratio 0.999 and 1.03 over two sets of 8 paired runs) with 4 MiB less at its peak,
+#: where the key table needs the memory
+READ_BUDGET = 8 << 20
 #: the size a read round assumes for entries until it has seen a larger one
 SMALL_ENTRY = 16 << 10
 _ABSENT = ("ENOENTRY", "ENOLEDGER")  # answers that mean "not here", not "broken"
@@ -490,9 +493,9 @@ class LiveBookieStore:
 
 
 def read_budget() -> int:
-    """Bytes of answers one read round may hold, over all its bookies: 32 MiB, or four
-    frames of the maximum message size if that is more."""
-    return max(READ_BUDGET, 4 * limits.max_frame())
+    """Bytes of answers one read round may hold, over all its bookies: 8 MiB, or two
+    frames of the maximum message size if that is more (a frame from each of two bookies)."""
+    return max(READ_BUDGET, 2 * limits.max_frame())
 
 
 def each_bookie(work: list[tuple[str, list[int]]], read) -> None:
