@@ -251,16 +251,16 @@ def _likeliest_keys(draws: int, seen: int) -> float:
 
 
 class KeptEntries:
-    """Phase one's entries kept in memory for phase two, so that what fits is read (and
-    parsed) once instead of twice; the broker's compactor reads the topic twice (phase one,
-    then phase two from the start, ``TwoPhaseCompactor.phaseTwoSeekThenLoop``).
+    """Phase one's entries kept in memory for phase two, so that a topic that fits is read
+    (and parsed) once instead of twice; the broker's compactor reads the topic twice (phase
+    one, then phase two from the start, ``TwoPhaseCompactor.phaseTwoSeekThenLoop``).
 
-    At most ``budget`` bytes of entries are kept (``compact --memory``'s share, see
-    run.KEEP_SHARE), the first ones of the plan: of a split larger than what is left, its
-    first entries; phase two reads the rest again from the stores, as before. Nothing is
-    kept once the key table has spilled to disk. Phase two takes each split's entries once
-    (they are released as it goes). Only for the local engine: the splits run in this
-    process."""
+    All of the plan's entries or none: ``budget`` bytes at most (run.KEEP_MOST), and a
+    topic larger than that keeps nothing, so that a large topic's peak memory is its key
+    table's and not the keep's. (A topic of 10^6 keys is 100 MB and more; keeping its first
+    64 MiB saved 9 % of the wall time and cost 106 bytes a key.) Nothing is kept once the key
+    table has spilled to disk. Phase two takes each split's entries once (they are released
+    as it goes). Only for the local engine: the splits run in this process."""
 
     def __init__(self, budget: int, sparse: bool = False) -> None:
         self.budget = budget
@@ -275,29 +275,23 @@ class KeptEntries:
         self.seen = 0
         #: ``used`` at the keep's last look at its worth (worth_it)
         self._looked = 0
-        #: per split: its first entries, and whether they are all of them
-        self._kept: dict[tuple[Any, ...], tuple[list[RawEntry], bool]] = {}
+        #: per split read whole: its entries
+        self._kept: dict[tuple[Any, ...], list[RawEntry]] = {}
 
     def read(self, split: Split, accept_damage: bool, table: Any = None) -> Iterator[RawEntry]:
-        """The split's entries (kept ones first when phase one runs again), keeping them
+        """The split's entries (the kept ones when phase one runs again), keeping them
         while the budget allows."""
         key = _split_key(split)
         if key in self._kept:
-            yield from self._entries(split, self._kept[key], accept_damage)
+            yield from self._kept[key]
             return
         out: list[RawEntry] | None = None if self.full else []
-        complete = True
         for entry in read_split(split, accept_damage):
             if out is not None:
                 size = len(entry.data)
-                if getattr(table, "spilled", False):
+                if getattr(table, "spilled", False) or self.used + size > self.budget:
                     out = None
-                    self.release()
-                elif self.used + size > self.budget:
-                    self.full = True  # the budget is spent: what is kept stays, no more
-                    self._kept[key] = (out, False)
-                    out = None
-                    complete = False
+                    self.release()  # the topic does not fit: phase two reads it again
                 else:
                     out.append(entry)
                     self.used += size
@@ -318,8 +312,8 @@ class KeptEntries:
             ):
                 out = None
                 self.release()
-        if out is not None and complete and not getattr(table, "spilled", False):
-            self._kept[key] = (out, True)
+        if out is not None and not getattr(table, "spilled", False):
+            self._kept[key] = out
 
     def worth_it(self, table: Any) -> bool:
         """Whether the entries kept so far are likely to hold a winner when phase one ends
@@ -329,12 +323,12 @@ class KeptEntries:
         records with probability exp(-R/K), and an entry of b records holds one with
         1 - (1 - exp(-R/K))^b. K is the key count that n records drawn so far make k keys
         likeliest (k = K(1 - exp(-n/K))), R the records of the plan's entries not read
-        yet. At 10^6 keys drawn 10^7 times the first entries hold a winner with
-        probability under 1 % (phase two read 41 of the 5,613 entries kept): the keep is
-        given up at its first look. At 10^6 keys drawn 10^6 times they are nearly all
-        read again: kept. Called after each LOOKS-th of the budget kept. Keys drawn
-        unevenly (a few hot ones) make K look smaller: the keep may then be given up
-        where it would have saved reads, never with another result."""
+        yet. At 10^6 keys drawn 10^7 times (a keep of 64 MiB then) the first entries held
+        a winner with probability under 1 % (phase two read 41 of the 5,613 entries
+        kept): the keep was given up at its first look. At 10^5 keys drawn 10^5 times
+        they are nearly all read again: kept. Called after each LOOKS-th of the budget
+        kept. Keys drawn unevenly (a few hot ones) make K look smaller: the keep may then
+        be given up where it would have saved reads, never with another result."""
         offered, added = getattr(table, "offered", None), getattr(table, "added", None)
         planned = self.planned
         self._looked = self.used
@@ -348,28 +342,12 @@ class KeptEntries:
         last = math.exp(-remaining / keys)
         return 1.0 - (1.0 - last) ** max(per_entry, 1.0) >= WORTH_IT
 
-    def take_kept(self, split: Split) -> tuple[list[RawEntry], bool] | None:
-        """The split's kept entries and whether they are all of them, given up (None:
-        nothing kept)."""
+    def take(self, split: Split) -> list[RawEntry] | None:
+        """The split's entries, given up (None: nothing kept, read them)."""
         return self._kept.pop(_split_key(split), None)
 
-    def take(self, split: Split, accept_damage: bool) -> Iterator[RawEntry] | None:
-        """The split's entries, the kept ones given up (None: nothing kept, read them)."""
-        kept = self._kept.pop(_split_key(split), None)
-        return None if kept is None else self._entries(split, kept, accept_damage)
-
-    @staticmethod
-    def _entries(
-        split: Split, kept: tuple[list[RawEntry], bool], accept_damage: bool
-    ) -> Iterator[RawEntry]:
-        entries, complete = kept
-        yield from entries
-        if not complete:  # the rest, read again
-            rest = replace(split, first_entry=split.first_entry + len(entries))
-            yield from read_split(rest, accept_damage)
-
     def release(self) -> None:
-        """Keep nothing more, and drop what is kept (the key table spilled)."""
+        """Keep nothing more, and drop what is kept."""
         self.full = True
         self._kept.clear()
         self.used = 0
@@ -486,8 +464,8 @@ def phase_two_split(
     accept = options.accept_damage
     ids = sparse.needed(split, stats) if sparse is not None else None
     if ids is None:
-        kept = keep.take(split, accept) if keep is not None else None
-        entries = kept if kept is not None else read_split(split, accept)
+        kept = keep.take(split) if keep is not None else None
+        entries = iter(kept) if kept is not None else read_split(split, accept)
     else:
         entries = _needed_entries(split, ids, accept, keep)
     yield from phase_two(entries, winners, options, stats)
@@ -497,20 +475,16 @@ def phase_two_split(
 def _needed_entries(
     split: Split, ids: list[int], accept_damage: bool, keep: KeptEntries | None
 ) -> Iterator[RawEntry]:
-    """The entries ``ids`` (rising) of ``split``: kept ones from ``keep``, the others read."""
-    kept = keep.take_kept(split) if keep is not None else None
-    at = 0
-    if kept is not None:
-        entries, _complete = kept
-        wanted = set(ids)
-        for entry in entries:
-            if entry.position[1] in wanted:
-                yield entry
-        last_kept = split.first_entry + len(entries) - 1
-        while at < len(ids) and ids[at] <= last_kept:
-            at += 1
-    if at < len(ids):
-        yield from read_split(split, accept_damage, ids[at:])
+    """The entries ``ids`` (rising) of ``split``: from ``keep`` when it holds the split,
+    else read."""
+    kept = keep.take(split) if keep is not None else None
+    if kept is None:
+        yield from read_split(split, accept_damage, ids)
+        return
+    wanted = set(ids)
+    for entry in kept:
+        if entry.position[1] in wanted:
+            yield entry
 
 
 class _NoWinners:

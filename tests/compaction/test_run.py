@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -266,8 +267,9 @@ def _spooled(world: World) -> tuple[list[tuple], Any]:
 
 
 def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, monkeypatch):
-    """The local engine reads each entry once when the topic fits --memory's share
-    (run.KEEP_SHARE), twice otherwise, and the compacted entries are the same bytes."""
+    """The local engine reads each entry once when the whole topic fits the keep's budget
+    (run.KEEP_SHARE of --memory, run.KEEP_MOST at most), twice otherwise: a keep is all of
+    the topic or nothing. The compacted entries are the same bytes."""
     from pulsarctl_py.compaction import reader
     from pulsarctl_py.compaction import run as run_module
 
@@ -283,10 +285,14 @@ def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, mon
     # every entry is read in phase two (test_sparse_phase_two_* has the skipping)
     monkeypatch.setattr(reader.SparseReads, "applies", staticmethod(lambda options: False))
 
-    def compacted(share: float) -> tuple[list[tuple], int]:
+    default = run_module.KEEP_MOST
+
+    def compacted(share: float, most: int = default) -> tuple[list[tuple], int]:
         monkeypatch.setattr(run_module, "KEEP_SHARE", share)
+        monkeypatch.setattr(run_module, "KEEP_MOST", most)
         reads.clear()
-        out, _report = _spooled(world)
+        out, report = _spooled(world)
+        assert report.plan is not None and 300 < report.plan.bytes < default
         return out, len(reads)
 
     once, read_once = compacted(1 / 8)
@@ -295,14 +301,12 @@ def test_phase_two_takes_phase_ones_entries_when_they_fit(tmp_path, request, mon
     # without the budget phase two reads every split again; in both, phase one's "to" is
     # found by reading the last entry once more (reader.phase_one_to)
     assert read_twice - 1 == 2 * (read_once - 1)
-    # 300 bytes keep the first entries of the first split only (of about 100 bytes each):
-    # phase two reads the rest of that split (one more read) and every other split again
-    firsts = {(lid, first) for lid, first, _last in reads}  # the last run's: both phases
-    part, read_part = compacted(300 / (512 * 1024 * 1024))
-    assert part == once
-    assert read_once < read_part <= read_twice + 1
-    rest = [(lid, first) for lid, first, _last in reads if (lid, first) not in firsts]
-    assert len(rest) == 1  # the first split's rest, from its first entry not kept
+    # a budget of 300 bytes holds the first entries only (of about 100 bytes each): nothing
+    # is kept, and phase two reads every split again, whichever of the two limits it is
+    for share, most in ((300 / (512 * 1024 * 1024), 1 << 30), (1 / 8, 300)):
+        part, read_part = compacted(share, most)
+        assert part == once
+        assert read_part == read_twice
 
 
 def test_the_run_reads_through_one_ledger_source(tmp_path, request, monkeypatch):
@@ -402,15 +406,30 @@ def test_the_keep_ends_when_the_topics_keys_stop_growing(monkeypatch):
     from pulsarctl_py.compaction import reader
 
     entries, split = _read_from(monkeypatch, 6, 10)
-    for sparse, kept in ((True, None), (False, (entries, True))):
+    for sparse, kept in ((True, None), (False, entries)):
         keep, table = reader.KeptEntries(1 << 20, sparse), _Table()
         got = []
         for entry, new in zip(keep.read(split, False, table), [3, 2, 0, 5, 1, 1], strict=True):
             table.new_keys = new  # what offer_batch says of the entry just offered
             got.append(entry)
         assert got == entries
-        assert keep.take_kept(split) == kept
+        assert keep.take(split) == kept
         assert keep.used == (0 if sparse else 60)
+
+
+def test_a_keep_is_all_of_the_topic_or_nothing(monkeypatch):
+    """A split that passes what is left of the budget ends the keep: what it held of
+    earlier splits is dropped too, and nothing more is kept."""
+    from pulsarctl_py.compaction import reader
+
+    entries, split = _read_from(monkeypatch, 6, 10)
+    second = replace(split, ledger_id=2)
+    for budget, kept in ((120, entries), (119, None), (59, None)):
+        keep = reader.KeptEntries(budget)
+        assert list(keep.read(split, False)) == entries
+        assert list(keep.read(second, False)) == entries  # read whole, kept or not
+        assert keep.take(split) == kept and keep.take(second) == kept
+        assert keep.full is (kept is None) and keep.used == (0 if kept is None else 120)
 
 
 def test_the_table_says_how_many_keys_a_batch_added():
@@ -476,9 +495,9 @@ def test_the_keep_ends_when_the_topics_size_says_its_records_will_be_replaced(
     assert keep.seen == 800
     assert looked_at[0] == 115
     if kept:
-        assert keep.take_kept(split) == (entries, True)
+        assert keep.take(split) == entries
         assert looked_at == [115, 230, 345, 460, 575, 690]
     else:
-        assert keep.take_kept(split) is None and keep.used == 0
+        assert keep.take(split) is None and keep.used == 0
         assert looked_at == [115]
     assert keep.full is not kept
