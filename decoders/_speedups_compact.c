@@ -547,27 +547,76 @@ kt_scan(KeyTableObject *t, PyObject *args)
     return result;
 }
 
-/* live_prefixes(key_prefix, n, skip, most) -> (set or None, others): for every key that
- * starts with key_prefix and whose winner is not a tombstone, the first n bytes of its rank,
- * unless the rank is shorter or its bytes after the first n are skip's; others counts the keys
- * that do not start with key_prefix. The set is None when most < 0 (counting only) or when
- * it would hold more than most prefixes (collection then stops; others still counts). The
- * table must not change during the call (it does not call back into Python code that could). */
-static PyObject *
-kt_live_prefixes(KeyTableObject *t, PyObject *args)
+/* A span of entries for live_entries: ledger, first entry, count, and the bit of the first. */
+typedef struct {
+    uint64_t ledger, first, count, bit;
+} KTSpan;
+
+static uint64_t
+kt_be64(const uint8_t *p)
 {
-    const char *kp, *skip;
-    Py_ssize_t kp_len, n, skip_len, most;
-    if (!PyArg_ParseTuple(args, "y#ny#n:live_prefixes", &kp, &kp_len, &n, &skip, &skip_len,
-                          &most))
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* live_entries(key_prefix, skip, spans, bits) -> others: for every key that starts with
+ * key_prefix and whose winner is not a tombstone, whose rank is a position (ledger and
+ * entry as uint64 BE, then anything but skip's bytes), set the bit of that entry in bits
+ * when a span holds it. spans: (ledger, first entry, count) as three uint64 BE each,
+ * rising by (ledger, first entry) and disjoint; a span's bits follow the earlier spans'
+ * (bit 0 is bits[0] & 1). bits must hold them all. others counts the keys that do not start
+ * with key_prefix. The table must not change during the call (it calls no Python code). */
+static PyObject *
+kt_live_entries(KeyTableObject *t, PyObject *args)
+{
+    const char *kp, *skip, *raw;
+    Py_ssize_t kp_len, skip_len, raw_len;
+    Py_buffer bits;
+    if (!PyArg_ParseTuple(args, "y#y#y#w*:live_entries", &kp, &kp_len, &skip, &skip_len, &raw,
+                          &raw_len, &bits))
         return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "live_prefixes(n >= 0)");
-        return NULL;
+    PyObject *result = NULL;
+    size_t nspans = (size_t)raw_len / 24;
+    KTSpan *spans = NULL;
+    if ((size_t)raw_len % 24 != 0) {
+        PyErr_SetString(PyExc_ValueError, "live_entries: spans of 24 bytes each");
+        goto done;
     }
-    PyObject *found = most >= 0 ? PySet_New(NULL) : NULL;
-    if (most >= 0 && found == NULL)
-        return NULL;
+    spans = PyMem_Malloc((nspans ? nspans : 1) * sizeof(KTSpan));
+    if (spans == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < nspans; i++) {
+        const uint8_t *p = (const uint8_t *)raw + 24 * i;
+        KTSpan *sp = &spans[i];
+        sp->ledger = kt_be64(p);
+        sp->first = kt_be64(p + 8);
+        sp->count = kt_be64(p + 16);
+        sp->bit = total;
+        if (sp->count > UINT64_MAX - sp->first || sp->count > UINT64_MAX - total) {
+            PyErr_SetString(PyExc_ValueError, "live_entries: a span past 2^64");
+            goto done;
+        }
+        if (i > 0) {
+            const KTSpan *prev = &spans[i - 1];
+            if (sp->ledger < prev->ledger ||
+                (sp->ledger == prev->ledger && sp->first < prev->first + prev->count)) {
+                PyErr_SetString(PyExc_ValueError,
+                                "live_entries: spans not rising or overlapping");
+                goto done;
+            }
+        }
+        total += sp->count;
+    }
+    if (total > (uint64_t)bits.len * 8) {
+        PyErr_SetString(PyExc_ValueError, "live_entries: bits shorter than the spans");
+        goto done;
+    }
+    uint8_t *out = (uint8_t *)bits.buf;
     size_t others = 0;
     for (size_t i = 0; i < t->used; i++) {
         const KTEntry *e = &t->entries[i];
@@ -576,30 +625,38 @@ kt_live_prefixes(KeyTableObject *t, PyObject *args)
             others++;
             continue;
         }
-        if (found == NULL || e->tombstone)
+        if (e->tombstone || nspans == 0)
             continue;
         uint8_t buf[KT_POS_RANK];
         size_t rank_len;
         const uint8_t *rank = kt_rank(&r, buf, &rank_len);
-        if (rank_len < (size_t)n)
+        if (rank_len < 16)
             continue;
-        if (rank_len - (size_t)n == (size_t)skip_len &&
-            memcmp(rank + n, skip, (size_t)skip_len) == 0)
+        if (rank_len - 16 == (size_t)skip_len && memcmp(rank + 16, skip, (size_t)skip_len) == 0)
             continue;
-        PyObject *prefix = PyBytes_FromStringAndSize((const char *)rank, n);
-        if (prefix == NULL || PySet_Add(found, prefix) < 0) {
-            Py_XDECREF(prefix);
-            Py_DECREF(found);
-            return NULL;
+        uint64_t ledger = kt_be64(rank), entry = kt_be64(rank + 8);
+        /* the last span starting at or before (ledger, entry) */
+        size_t lo = 0, hi = nspans;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const KTSpan *m = &spans[mid];
+            if (m->ledger < ledger || (m->ledger == ledger && m->first <= entry))
+                lo = mid + 1;
+            else
+                hi = mid;
         }
-        Py_DECREF(prefix);
-        if (PySet_GET_SIZE(found) > most) {
-            Py_DECREF(found);
-            found = NULL;
-        }
+        if (lo == 0)
+            continue;
+        const KTSpan *sp = &spans[lo - 1];
+        if (sp->ledger != ledger || entry - sp->first >= sp->count)
+            continue;
+        uint64_t bit = sp->bit + (entry - sp->first);
+        out[bit >> 3] |= (uint8_t)(1u << (bit & 7));
     }
-    PyObject *result = Py_BuildValue("(On)", found ? found : Py_None, (Py_ssize_t)others);
-    Py_XDECREF(found);
+    result = PyLong_FromSize_t(others);
+done:
+    PyMem_Free(spans);
+    PyBuffer_Release(&bits);
     return result;
 }
 
@@ -652,8 +709,8 @@ static PyMethodDef kt_methods[] = {
     {"min_rank", (PyCFunction)kt_min_rank, METH_NOARGS, "min_rank() -> bytes or None."},
     {"scan", (PyCFunction)kt_scan, METH_VARARGS,
      "scan(pos, limit) -> (next, [(key, rank, tombstone)]); next -1 at the end."},
-    {"live_prefixes", (PyCFunction)kt_live_prefixes, METH_VARARGS,
-     "live_prefixes(key_prefix, n, skip, most) -> (set or None, others)."},
+    {"live_entries", (PyCFunction)kt_live_entries, METH_VARARGS,
+     "live_entries(key_prefix, skip, spans, bits) -> others."},
     {"clear", (PyCFunction)kt_clear_method, METH_NOARGS, "clear(): empty the table."},
     {NULL, NULL, 0, NULL},
 };

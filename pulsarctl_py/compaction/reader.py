@@ -7,10 +7,12 @@ RocksDB for each one would dominate); :func:`close_sources` closes them.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
+import struct
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -28,7 +30,6 @@ from .core import (
     phase_one,
     phase_one_into,
     phase_two,
-    position_rank,
     refuse,
 )
 
@@ -371,13 +372,16 @@ class SparseReads:
     ``--accept-damage`` or ``--keep-chunks`` (phase two then counts and keeps what phase
     one does not note)."""
 
-    def __init__(self, budget: int) -> None:
-        #: the most positions kept in ``winners`` (about 100 bytes each in a set)
-        self.most_winners = budget // 100
+    def __init__(self) -> None:
         #: per split: each entry's size when it is a plain batch, else 0
         self._plain: dict[tuple[Any, ...], array] = {}
-        #: the ``(ledger, entry)`` rank prefixes (16 bytes) holding a winner; None: unknown
-        self.winners: set[bytes] | None = None
+        #: the entries of the splits noted, by (ledger, first entry): (ledger, first entry,
+        #: entries); phase one's second run (up to the horizon) notes its splits again,
+        #: which start where the first run's did, and replaces them
+        self._spans: dict[tuple[int, int], tuple[int, int, int]] = {}
+        #: which noted entries hold a winner (:meth:`entry_bits`, filled by the run's
+        #: scan of the key table); None: unknown, phase two reads every entry
+        self.winners: EntryBits | None = None
         self.skipped = 0
 
     @staticmethod
@@ -393,8 +397,17 @@ class SparseReads:
         ledgers, read whole in phase two)."""
         if split.kind == KIND_COMPACTED:
             return None
+        self._spans[split.ledger_id, split.first_entry] = (
+            split.ledger_id,
+            split.first_entry,
+            split.entries,
+        )
         noted = self._plain[_split_key(split)] = array("Q")
         return noted
+
+    def entry_bits(self) -> EntryBits:
+        """No bit set yet, one for each entry of the splits noted."""
+        return EntryBits(self._spans.values())
 
     def needed(self, split: Split, stats: Stats) -> list[int] | None:
         """The entry ids of ``split`` phase two must read, the others counted into
@@ -403,21 +416,75 @@ class SparseReads:
         winners = self.winners
         if noted is None or winners is None or len(noted) != split.entries:
             return None
-        lid = split.ledger_id
         first = split.first_entry
+        at = winners.bit_of(split.ledger_id, first)
+        if at is None:
+            return None
+        bits = winners.bits
         ids: list[int] = []
         skipped = skipped_bytes = 0
         for i, size in enumerate(noted):
-            entry_id = first + i
-            if size and position_rank(lid, entry_id)[:16] not in winners:
+            bit = at + i
+            if size and not bits[bit >> 3] >> (bit & 7) & 1:
                 skipped += 1
                 skipped_bytes += size
             else:
-                ids.append(entry_id)
+                ids.append(first + i)
         stats.entries_in += skipped
         stats.bytes_in += skipped_bytes
         self.skipped += skipped
         return ids
+
+
+class EntryBits:
+    """One bit for each entry of some spans of entries (ledger, first entry, count): the
+    entries of phase one's splits that hold a winner (:class:`SparseReads`). 10^5 entries
+    take 12.5 KB; a set of their positions took 10 MB, at the peak of a compaction of 10^6
+    keys. The native key table sets the bits itself (``KeyTable.live_entries``, which reads
+    :meth:`packed`); :meth:`add` is the same in Python."""
+
+    __slots__ = ("_at", "_starts", "bits", "spans")
+
+    def __init__(self, spans: Iterable[tuple[int, int, int]]) -> None:
+        self.spans = sorted(spans)
+        self._starts = [(ledger, first) for ledger, first, _ in self.spans]
+        self._at: list[int] = []
+        total = 0
+        end = (-1, 0)  # where the span before ends: (ledger, its last entry + 1)
+        for ledger, first, count in self.spans:
+            if (ledger, first) < end:
+                raise ValueError(f"overlapping spans of ledger {ledger}")
+            end = (ledger, first + count)
+            self._at.append(total)
+            total += count
+        self.bits = bytearray((total + 7) // 8)
+
+    def packed(self) -> bytes:
+        """The spans as ``live_entries`` takes them: three uint64 BE each."""
+        return b"".join(_SPAN.pack(*span) for span in self.spans)
+
+    def bit_of(self, ledger: int, entry: int) -> int | None:
+        """The bit of entry ``ledger:entry``; None when no span holds it."""
+        i = bisect.bisect_right(self._starts, (ledger, entry)) - 1
+        if i < 0:
+            return None
+        span_ledger, first, count = self.spans[i]
+        if span_ledger != ledger or entry - first >= count:
+            return None
+        return self._at[i] + entry - first
+
+    def add(self, ledger: int, entry: int) -> None:
+        """Set the bit of ``ledger:entry`` (nothing when no span holds it)."""
+        bit = self.bit_of(ledger, entry)
+        if bit is not None:
+            self.bits[bit >> 3] |= 1 << (bit & 7)
+
+    def __contains__(self, position: tuple[int, int]) -> bool:
+        bit = self.bit_of(*position)
+        return bit is not None and bool(self.bits[bit >> 3] >> (bit & 7) & 1)
+
+
+_SPAN = struct.Struct(">QQQ")
 
 
 class PhaseOneSplits:

@@ -59,9 +59,6 @@ KEEP_SHARE = 1 / 8
 #: costs are most of a compaction (10^5 messages of 100 bytes are 12 MB; keeping them
 #: saves 6 % of the wall time); at 10^6 keys the memory is the key table's
 KEEP_MOST = 16 << 20
-#: the share of ``--memory`` the positions of the entries holding a winner may take
-#: (reader.SparseReads; about 100 bytes each): past it phase two reads every entry
-SPARSE_SHARE = 1 / 16
 
 
 @dataclass(slots=True)
@@ -420,26 +417,25 @@ def last_dispatchable(
 
 def scan_table(table: Any, sparse: SparseReads | None = None) -> tuple[int, int, Transactions]:
     """Phase one's key table: keys, winning tombstones, and the transactions it recorded.
-    With ``sparse``, ``sparse.winners`` is set to the position prefixes (``rank[:16]``,
-    publishing order) of the batched entries that hold a key's winner that is not a
-    tombstone, or None when they would pass ``sparse.most_winners``."""
-    most = sparse.most_winners if sparse is not None else -1
+    With ``sparse``, ``sparse.winners`` is set to the entries of its noted splits that hold
+    a key's winner that is not a tombstone, in a batch (:class:`~.reader.EntryBits`)."""
     single = b"\x00\x00\x00\x00"  # a single message's rank suffix: always read
     memory = getattr(table, "memory_table", None)
     native = getattr(memory() if memory is not None else None, "native", None)
     if native is not None:
         # the in-memory native table counts itself; when every key is a message key (no
         # transaction or chunk-group record) nothing needs a record of its own
-        found, others = native.live_prefixes(KEY_PREFIX, 16, single, most)
-        if not others:
+        found = sparse.entry_bits() if sparse is not None else None
+        spans, bits = (found.packed(), found.bits) if found is not None else (b"", bytearray())
+        if not native.live_entries(KEY_PREFIX, single, spans, bits):
             if sparse is not None:
                 sparse.winners = found
             keys = len(native)
             return keys, keys - native.live, Transactions()
     keys = tombstoned = 0
     txns = Transactions()
-    winners: set[bytes] = set()
-    add = winners.add if sparse is not None else None
+    found = sparse.entry_bits() if sparse is not None else None
+    add = found.add if found is not None else None
     message = KEY_PREFIX[0]
     # in any order when the table can stream them so (the local engine's): sorting an
     # in-memory table for this would hold every record at once
@@ -450,13 +446,14 @@ def scan_table(table: Any, sparse: SparseReads | None = None) -> tuple[int, int,
         keys += 1
         if tomb:
             tombstoned += 1
-        elif add is not None and rank[16:] != single:
-            add(rank[:16])
-            if len(winners) > most:
-                add = None
+        elif add is not None and len(rank) >= 16 and rank[16:] != single:
+            add(*_LEDGER_ENTRY.unpack_from(rank))
     if sparse is not None:
-        sparse.winners = winners if add is not None else None
+        sparse.winners = found
     return keys, tombstoned, txns
+
+
+_LEDGER_ENTRY = struct.Struct(">QQ")
 
 
 @dataclass(slots=True)
@@ -801,7 +798,7 @@ def _compact_on(
     # and phase two reads only the entries it keeps something of (reader.SparseReads)
     sparse = None
     if engine == "local" and SparseReads.applies(options):
-        sparse = SparseReads(int((memory or DEFAULT_MEMORY) * SPARSE_SHARE))
+        sparse = SparseReads()
     keep = None
     if engine == "local":
         budget = min(int((memory or DEFAULT_MEMORY) * KEEP_SHARE), KEEP_MOST)

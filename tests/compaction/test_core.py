@@ -489,7 +489,7 @@ def _sparse_run(entries: list[Spec], opts: CompactionOptions, memory: int | None
     """:func:`run` with reader.SparseReads: the entries, the stats and the entries read."""
     from pulsarctl_py.compaction.reader import SparseReads
 
-    sparse = SparseReads(1 << 30)
+    sparse = SparseReads()
     _raws, out, stats = run(entries, opts, memory, sparse)
     return out, stats, sparse.read
 

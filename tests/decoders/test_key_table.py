@@ -99,15 +99,16 @@ def test_a_key_held_in_memory_costs_at_most_40_bytes():
 @given(
     ops=OPS,
     prefix=st.binary(max_size=2),
-    n=st.integers(0, 20),
     skip=st.sampled_from([b"", b"\x00\x00\x00\x00", b"\x00"]),
-    most=st.integers(-1, 6),
+    data=st.data(),
 )
-def test_live_prefixes_answers_as_a_walk_over_the_dict(ops, prefix, n, skip, most):
-    """live_prefixes (phase one's table scan, run.scan_table, and the entries phase two
-    reads, reader.SparseReads): the rank prefixes of the live keys with ``prefix``, the
-    count of the others, the set given up past ``most``."""
-    from tests.support.fuzz_native import python_live_prefixes
+def test_live_entries_answers_as_a_walk_over_the_dict(ops, prefix, skip, data):
+    """live_entries (phase one's table scan, run.scan_table, for the entries phase two
+    reads, reader.SparseReads): the bits of the entries holding a live key's winner with
+    ``prefix``, over spans around those entries, and the count of the other keys; the
+    same bits as reader.EntryBits sets in Python."""
+    from pulsarctl_py.compaction.reader import EntryBits
+    from tests.support.fuzz_native import python_live_entries
 
     table = native.key_table()
     model: dict[bytes, tuple[bytes, bool]] = {}
@@ -117,17 +118,63 @@ def test_live_prefixes_answers_as_a_walk_over_the_dict(ops, prefix, n, skip, mos
             model[key] = (rank, tomb)
         elif table.offer(key, rank, tomb) or rank > model[key][0]:
             model[key] = (rank, tomb)
-    assert table.live_prefixes(prefix, n, skip, most) == python_live_prefixes(
-        model, prefix, n, skip, most
+    at = sorted({struct.unpack_from(">QQ", r) for r, _ in model.values() if len(r) >= 16})
+    spans: list[tuple[int, int, int]] = []
+    for ledger, entry in data.draw(
+        st.lists(st.sampled_from(at), unique=True) if at else st.just([])
+    ):
+        first = max(entry - data.draw(st.integers(0, 3)), 0)
+        count = min(data.draw(st.integers(0, 5)), 2**64 - 1 - first)
+        spans.append((ledger, first, count))
+    spans.sort()
+    spans = [
+        s for i, s in enumerate(spans) if not i or s[:2] >= (spans[i - 1][0], sum(spans[i - 1][1:]))
+    ]
+    bits = EntryBits(spans)
+    got = table.live_entries(prefix, skip, bits.packed(), bits.bits)
+    assert (got, bits.bits) == python_live_entries(
+        model, prefix, skip, spans, bytearray(len(bits.bits))
     )
+    walked = EntryBits(spans)
+    for key, (rank, tomb) in model.items():
+        if key.startswith(prefix) and not tomb and len(rank) >= 16 and rank[16:] != skip:
+            walked.add(*struct.unpack_from(">QQ", rank))
+    assert walked.bits == bits.bits
+    assert [pos in bits for pos in at] == [pos in walked for pos in at]
+
+
+def test_live_entries_refuses_spans_it_cannot_hold():
+    """Spans not rising, overlapping or past 2^64, or bits too short: ValueError, no bit set."""
+    table = native.key_table()
+    table.offer(b"k", struct.pack(">QQI", 1, 2, 1), False)
+
+    def packed(*spans):
+        return b"".join(struct.pack(">QQQ", *s) for s in spans)
+
+    for spans, size, why in (
+        (packed((1, 0, 5), (0, 0, 1)), 1, "not rising"),
+        (packed((1, 0, 5), (1, 4, 1)), 1, "overlapping"),
+        (packed((1, 2**64 - 1, 1)), 1, r"past 2\^64"),
+        (packed((1, 0, 9)), 1, "bits shorter"),
+        (b"\x00" * 23, 1, "24 bytes"),
+    ):
+        bits = bytearray(size)
+        with pytest.raises(ValueError, match=why):
+            table.live_entries(b"", b"", spans, bits)
+        assert bits == bytearray(size)
+    bits = bytearray(1)
+    assert table.live_entries(b"", b"", packed((1, 0, 3)), bits) == 0 and bits == b"\x04"
+    with pytest.raises(TypeError):
+        table.live_entries(b"", b"", packed((1, 0, 3)), b"\x00")  # bits must be writable
 
 
 def test_scan_table_counts_the_native_table_as_it_walks_it():
-    """run.scan_table's answer from live_prefixes equals its walk over every record, with
+    """run.scan_table's answer from live_entries equals its walk over every record, with
     and without transaction records among the keys."""
     from pulsarctl_py.compaction.core import TXN_PREFIX
     from pulsarctl_py.compaction.reader import SparseReads
     from pulsarctl_py.compaction.run import scan_table
+    from pulsarctl_py.engines.base import Split
 
     class Walked:  # the same records, without the native table
         def __init__(self, table):
@@ -149,10 +196,15 @@ def test_scan_table_counts_the_native_table_as_it_walks_it():
         for key, rank, tomb in extra:
             table.offer(key, rank, tomb)
         table.finish()
-        fast, slow = SparseReads(1 << 20), SparseReads(1 << 20)
+        fast, slow = SparseReads(), SparseReads()
+        for sparse in (fast, slow):  # the split phase one read, and one of another ledger
+            sparse.noting(Split("t", 5, 0, 3000 // 7, (), None, 0))
+            sparse.noting(Split("t", 4, 0, 9, (), None, 1))
         got = scan_table(table, fast)
         want = scan_table(Walked(table), slow)
         assert got == want
-        assert fast.winners == slow.winners and fast.winners
+        assert fast.winners is not None and slow.winners is not None
+        assert fast.winners.bits == slow.winners.bits and any(fast.winners.bits)
+        assert not any(fast.winners.bits[:2])  # ledger 4's ten entries: no winner there
         assert scan_table(table)[:2] == want[:2]
         table.close()

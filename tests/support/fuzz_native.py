@@ -738,14 +738,49 @@ def key_table_target(rng: random.Random) -> None:
         sorted(table.scan(0, 100)[1]),
         sorted((k, r, t) for k, (r, t) in model.items()),
     )
-    prefix, n = rng.randbytes(rng.randrange(2)), rng.randrange(3)
-    skip, most = rng.randbytes(rng.randrange(2)), rng.randrange(-1, 4)
+    prefix, skip = rng.randbytes(rng.randrange(2)), rng.randbytes(rng.randrange(5))
+    spans = _spans(rng, model)
+    bits = bytearray(rng.randrange(4) + (sum(c for _, _, c in spans) + 7) // 8)
+    want = bytearray(bits)
     CALLS["key_table"] += 1
+    try:
+        got: Any = (table.live_entries(prefix, skip, _packed(spans), bits), bits)
+    except ValueError as exc:
+        got = f"ValueError: {exc}"
     differ(
-        "KeyTable.live_prefixes",
-        table.live_prefixes(prefix, n, skip, most),
-        python_live_prefixes(model, prefix, n, skip, most),
+        "KeyTable.live_entries",
+        got,
+        python_live_entries(model, prefix, skip, spans, want),
     )
+
+
+def _spans(rng: random.Random, model: dict[bytes, tuple[bytes, bool]]) -> list[tuple]:
+    """Spans (ledger, first entry, count) for live_entries around the ranks' positions:
+    mostly rising and disjoint, at times not (an error to give), some at 2^64's edge."""
+    at = sorted({struct.unpack_from(">QQ", r) for r, _ in model.values() if len(r) >= 16})
+    spans = []
+    for ledger, entry in at[: rng.randrange(len(at) + 1)]:
+        first = max(entry - rng.randrange(3), 0)
+        spans.append((ledger, first, min(rng.randrange(1, 5), 2**64 - first)))
+    spans.extend(
+        (rng.randrange(3), rng.randrange(3), rng.randrange(3)) for _ in range(rng.randrange(3))
+    )
+    if rng.randrange(4):
+        spans = _disjoint(sorted(spans))
+    return spans
+
+
+def _disjoint(spans: list[tuple]) -> list[tuple]:
+    out: list[tuple] = []
+    for ledger, first, count in spans:
+        if out and out[-1][0] == ledger and first < out[-1][1] + out[-1][2]:
+            continue
+        out.append((ledger, first, count))
+    return out
+
+
+def _packed(spans: list[tuple]) -> bytes:
+    return b"".join(struct.pack(">QQQ", *span) for span in spans)
 
 
 def _position_rank(rng: random.Random) -> bytes:
@@ -763,18 +798,37 @@ def _position_rank(rng: random.Random) -> bytes:
     return struct.pack(">QQI", ledger, entry, pick((2**16, 2**31), 2**32 - 1))
 
 
-def python_live_prefixes(
-    model: dict[bytes, tuple[bytes, bool]], prefix: bytes, n: int, skip: bytes, most: int
-) -> tuple[set[bytes] | None, int]:
-    """What ``KeyTable.live_prefixes`` answers for a table holding ``model``."""
-    found: set[bytes] = set()
+def python_live_entries(
+    model: dict[bytes, tuple[bytes, bool]],
+    prefix: bytes,
+    skip: bytes,
+    spans: list[tuple[int, int, int]],
+    bits: bytearray,
+) -> tuple[int, bytearray] | str:
+    """What ``KeyTable.live_entries`` answers (and leaves in ``bits``) for a table holding
+    ``model``, or the error it raises."""
+    total, end = 0, (-1, 0)
+    for ledger, first, count in spans:
+        if first + count >= 2**64 or total + count >= 2**64:
+            return "ValueError: live_entries: a span past 2^64"
+        if (ledger, first) < end:
+            return "ValueError: live_entries: spans not rising or overlapping"
+        end, total = (ledger, first + count), total + count
+    if total > len(bits) * 8:
+        return "ValueError: live_entries: bits shorter than the spans"
     others = 0
     for key, (rank, tomb) in model.items():
         if not key.startswith(prefix):
             others += 1
-        elif not tomb and len(rank) >= n and rank[n:] != skip:
-            found.add(rank[:n])
-    return (found if 0 <= most and len(found) <= most else None), others
+        elif not tomb and len(rank) >= 16 and rank[16:] != skip:
+            ledger, entry = struct.unpack_from(">QQ", rank)
+            at = 0
+            for span_ledger, first, count in spans:
+                if span_ledger == ledger and first <= entry < first + count:
+                    bit = at + entry - first
+                    bits[bit >> 3] |= 1 << (bit & 7)
+                at += count
+    return others, bits
 
 
 # -- an entry's JSON (entry_doc) ---------------------------------------------------------------
