@@ -203,7 +203,9 @@ def _stored_entry(
     as compaction needs (``fast``), any other (damaged, compacted framing, a MAC without
     its password...) by the full decoder, which says what it is."""
     position = (view.ledger_id, stored.entry_id)
-    head = fast and compaction_head(stored.data, view.digest_type, view.password, position)
+    head = fast and compaction_head(
+        stored.data, view.digest_type, view.password, position, stored.verified
+    )
     if head:
         start, md, payload_at, bem = head
         data = bytes(memoryview(stored.data)[start:])

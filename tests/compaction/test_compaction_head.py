@@ -147,3 +147,27 @@ def test_what_the_head_parse_declines():
     for why, (data, kind, password, at) in declined.items():
         assert compaction_head(data, kind, password, at) is None, why
         assert _check(data, kind, password, at) is False, why
+
+
+def test_a_digest_the_store_verified_is_not_checked_again(monkeypatch):
+    """``digest_verified``: the store checked the digest (StoredEntry.verified), so the head
+    parse does not compute it again; the ids are still checked."""
+    from pulsarctl_py.decoders import compaction_head as module
+
+    position = (7, 3)
+    stored = _stored(build_entry(api.MessageMetadata(producer_name="p", sequence_id=1,
+                                                     publish_time=2), b"v"),
+                     DigestType.CRC32C, position)  # fmt: skip
+    computed: list[int] = []
+    real = module.digest_verifies
+
+    def counting(*args):
+        computed.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(module, "digest_verifies", counting)
+    want = compaction_head(stored, DigestType.CRC32C, None, position)
+    assert want is not None and computed == [1]
+    assert compaction_head(stored, DigestType.CRC32C, None, position, True) == want
+    assert computed == [1]
+    assert compaction_head(stored, DigestType.CRC32C, None, (7, 4), True) is None

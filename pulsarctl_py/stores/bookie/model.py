@@ -72,12 +72,16 @@ class Location:
 
 @dataclass(frozen=True, slots=True)
 class StoredEntry:
-    """One entry as the bookie stores it: the raw digest-packed bytes and their location."""
+    """One entry as the bookie stores it: the raw digest-packed bytes and their location.
+    ``verified``: the store checked the entry's ids and digest against its ledger's digest
+    type and password when it read it, and they verified (a live read does; a reader of
+    the entry need not check them again)."""
 
     ledger_id: int
     entry_id: int
     location: Location
     data: bytes
+    verified: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -472,12 +472,12 @@ class LiveBookieStore:
                     held += len(body)
                     if len(body) > self._largest:
                         self._largest = len(body)
-                    stored = StoredEntry(ledger_id, e, where, body)
-                    if digest_ok(body, ledger_id, e, kind, password) is False:
+                    ok = digest_ok(body, ledger_id, e, kind, password)
+                    if ok is False:
                         errors.setdefault(e, []).append(f"{bookie}: digest does not verify")
-                        fallback.setdefault(e, stored)
+                        fallback.setdefault(e, StoredEntry(ledger_id, e, where, body))
                         continue
-                    got[e] = stored
+                    got[e] = StoredEntry(ledger_id, e, where, body, ok is True)
                 if share is not None and later is not None and held >= share:
                     rest = [e for e in ids if e not in answered]
                     if rest:

@@ -391,3 +391,28 @@ def test_reads_from_several_bookies_run_on_threads_kept_between_rounds():
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_live_read_says_which_entries_verified(metadata_url: str) -> None:
+    """StoredEntry.verified: True for an entry whose digest the read checked, False for a
+    copy whose digest failed that the read gives for want of a better one (the reader then
+    checks it itself: compaction's head parse declines it, the decoder names the damage)."""
+    from pulsarctl_py.decoders.compaction_head import compaction_head
+
+    def flip(data: bytes) -> bytes:
+        return data[:-1] + bytes([data[-1] ^ 0xFF])
+
+    with TestBookie(LIVE_DATA, corrupt={(0, 5): flip}, record=False) as damaged:
+        store = live_store(metadata_url, damaged)
+        try:
+            got = list(store.read_entries(0))
+            md = store._state(0).md
+            kind, password = store._digest(md)
+        finally:
+            close(store)
+    assert [g.entry_id for g in got] == list(range(40))
+    assert [g.entry_id for g in got if not g.verified] == [5]
+    bad = got[5]
+    assert compaction_head(bad.data, kind, password, (0, 5), bad.verified) is None
+    good = got[4]
+    assert compaction_head(good.data, kind, password, (0, 4), good.verified) is not None
