@@ -14,11 +14,12 @@ bookie store (``ledger``, ``last_entry_id``, ``read_entry``, ``read_entries``,
   connection error, a timeout, a missing entry or a digest that does not verify, it goes
   on to the next replica. A bookie that failed once is tried last for the rest of the run;
 * entries come back in order; reads to one bookie are pipelined (``ClientOptions.window``),
-  and a read holds at most :func:`read_budget` bytes of answers at a time, whatever the
+  and a read holds about ``READ_BUDGET`` bytes of answers at a time, whatever the
   size of the entries.
 
-The digest is verified as for offline data (the decoders do it again on the bytes
-returned); the store checks it only to choose a healthy replica. Nothing here writes,
+The digest is verified as for offline data: the store checks it to choose a healthy
+replica, and marks the entries it verified (``StoredEntry.verified``); the decoders check
+it again on the bytes returned, and compaction's head parse trusts the mark. Nothing here writes,
 fences or recovers a ledger. ``where = "live"`` names this store for work split across
 processes (a split can carry it instead of a bookie directory).
 """
@@ -50,11 +51,13 @@ if TYPE_CHECKING:
     from pulsarctl_py.stores.metadata import MetadataStore
 
 CHUNK = 1024  # entries planned at a time by read_entries
-#: bytes of answers a read round holds at most (see ``LiveBookieStore._read``): against
-#: 32 MiB, a compaction of 10^6 messages (631,545 keys) on the sandbox took the same wall
-#: time (ratio 0.999 and 1.03 over two sets of 8 paired runs) with 4 MiB less at its peak,
-#: where the key table needs the memory
-READ_BUDGET = 8 << 20
+#: bytes of answers a read round asks for (at the largest entry size seen so far; at least
+#: one entry, and a bookie may always give one frame of the maximum message size), see
+#: ``LiveBookieStore._read``. Against 10 MiB, a compaction of 10^6 messages (631,545 keys)
+#: on the sandbox took the same wall time with 4 MiB (0.95, 8 paired runs) and peaked
+#: 4.2 MiB lower, where the key table needs the memory; 2 MiB took 7 % longer for 1.1 MiB
+#: less.
+READ_BUDGET = 4 << 20
 #: the size a read round assumes for entries until it has seen a larger one
 SMALL_ENTRY = 16 << 10
 _ABSENT = ("ENOENTRY", "ENOLEDGER")  # answers that mean "not here", not "broken"
@@ -350,10 +353,11 @@ class LiveBookieStore:
         """The entries asked for, in order, each from the first replica that gives it.
 
         Reads go out in rounds, each bookie asked for its entries of the round in parallel.
-        A round asks for the first entries still to read that fit :func:`read_budget` at
-        the size of the largest entry seen so far, and holds at most that budget of
-        answers: a bookie whose answers pass its share stops there and is asked for the
-        rest in the next round (not a failure). The entries finished in order are handed
+        A round asks for the first entries still to read that fit ``READ_BUDGET`` at
+        the size of the largest entry seen so far, and holds about that budget of
+        answers: a bookie whose answers pass its share (the budget's part, one frame of the
+        maximum message size at least) stops there and is asked for the rest in the next
+        round (not a failure). The entries finished in order are handed
         out after every round. So memory is bounded by the budget, not by the number of
         entries times their size.
         """
@@ -371,7 +375,7 @@ class LiveBookieStore:
         order = list(entry_ids)
         done = 0  # entries of ``order`` handed out (or skipped) so far
         while todo:
-            fits = max(1, read_budget() // max(self._largest, SMALL_ENTRY))
+            fits = max(1, READ_BUDGET // max(self._largest, SMALL_ENTRY))
             todo, waits = todo[:fits], todo[fits:]
             by_bookie: dict[str, list[int]] = {}
             for e in todo:
@@ -383,7 +387,7 @@ class LiveBookieStore:
                         errors.setdefault(e, []).append(self.down[bookie])
                 else:
                     asked.append((bookie, ids))
-            share = max(limits.max_frame(), read_budget() // max(1, len(asked)))
+            share = max(limits.max_frame(), READ_BUDGET // max(1, len(asked)))
             later: set[int] = set()  # not asked this round for the budget's sake
             # each entry goes to one bookie per round, so the threads touch distinct keys
             each_bookie(
@@ -490,12 +494,6 @@ class LiveBookieStore:
                     errors.setdefault(e, []).append(exc.one_line())
         finally:
             replies_of.close()
-
-
-def read_budget() -> int:
-    """Bytes of answers one read round may hold, over all its bookies: 8 MiB, or two
-    frames of the maximum message size if that is more (a frame from each of two bookies)."""
-    return max(READ_BUDGET, 2 * limits.max_frame())
 
 
 def each_bookie(work: list[tuple[str, list[int]]], read) -> None:
