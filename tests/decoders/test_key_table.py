@@ -108,7 +108,7 @@ def test_live_entries_answers_as_a_walk_over_the_dict(ops, prefix, skip, data):
     ``prefix``, over spans around those entries, and the count of the other keys; the
     same bits as reader.EntryBits sets in Python."""
     from pulsarctl_py.compaction.reader import EntryBits
-    from tests.support.fuzz_native import python_live_entries
+    from tests.support.fuzz_native import disjoint_spans, python_live_entries
 
     table = native.key_table()
     model: dict[bytes, tuple[bytes, bool]] = {}
@@ -126,10 +126,7 @@ def test_live_entries_answers_as_a_walk_over_the_dict(ops, prefix, skip, data):
         first = max(entry - data.draw(st.integers(0, 3)), 0)
         count = min(data.draw(st.integers(0, 5)), 2**64 - 1 - first)
         spans.append((ledger, first, count))
-    spans.sort()
-    spans = [
-        s for i, s in enumerate(spans) if not i or s[:2] >= (spans[i - 1][0], sum(spans[i - 1][1:]))
-    ]
+    spans = disjoint_spans(sorted(spans))
     bits = EntryBits(spans)
     got = table.live_entries(prefix, skip, bits.packed(), bits.bits)
     assert (got, bits.bits) == python_live_entries(
@@ -145,17 +142,16 @@ def test_live_entries_answers_as_a_walk_over_the_dict(ops, prefix, skip, data):
 
 def test_live_entries_refuses_spans_it_cannot_hold():
     """Spans not rising, overlapping or past 2^64, or bits too short: ValueError, no bit set."""
+    from tests.support.fuzz_native import packed_spans
+
     table = native.key_table()
     table.offer(b"k", struct.pack(">QQI", 1, 2, 1), False)
 
-    def packed(*spans):
-        return b"".join(struct.pack(">QQQ", *s) for s in spans)
-
     for spans, size, why in (
-        (packed((1, 0, 5), (0, 0, 1)), 1, "not rising"),
-        (packed((1, 0, 5), (1, 4, 1)), 1, "overlapping"),
-        (packed((1, 2**64 - 1, 1)), 1, r"past 2\^64"),
-        (packed((1, 0, 9)), 1, "bits shorter"),
+        (packed_spans([(1, 0, 5), (0, 0, 1)]), 1, "not rising"),
+        (packed_spans([(1, 0, 5), (1, 4, 1)]), 1, "overlapping"),
+        (packed_spans([(1, 2**64 - 1, 1)]), 1, r"past 2\^64"),
+        (packed_spans([(1, 0, 9)]), 1, "bits shorter"),
         (b"\x00" * 23, 1, "24 bytes"),
     ):
         bits = bytearray(size)
@@ -163,9 +159,9 @@ def test_live_entries_refuses_spans_it_cannot_hold():
             table.live_entries(b"", b"", spans, bits)
         assert bits == bytearray(size)
     bits = bytearray(1)
-    assert table.live_entries(b"", b"", packed((1, 0, 3)), bits) == 0 and bits == b"\x04"
+    assert table.live_entries(b"", b"", packed_spans([(1, 0, 3)]), bits) == 0 and bits == b"\x04"
     with pytest.raises(TypeError):
-        table.live_entries(b"", b"", packed((1, 0, 3)), b"\x00")  # bits must be writable
+        table.live_entries(b"", b"", packed_spans([(1, 0, 3)]), b"\x00")  # bits must be writable
 
 
 def test_scan_table_counts_the_native_table_as_it_walks_it():

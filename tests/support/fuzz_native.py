@@ -744,7 +744,7 @@ def key_table_target(rng: random.Random) -> None:
     want = bytearray(bits)
     CALLS["key_table"] += 1
     try:
-        got: Any = (table.live_entries(prefix, skip, _packed(spans), bits), bits)
+        got: Any = (table.live_entries(prefix, skip, packed_spans(spans), bits), bits)
     except ValueError as exc:
         got = f"ValueError: {exc}"
     differ(
@@ -766,11 +766,12 @@ def _spans(rng: random.Random, model: dict[bytes, tuple[bytes, bool]]) -> list[t
         (rng.randrange(3), rng.randrange(3), rng.randrange(3)) for _ in range(rng.randrange(3))
     )
     if rng.randrange(4):
-        spans = _disjoint(sorted(spans))
+        spans = disjoint_spans(sorted(spans))
     return spans
 
 
-def _disjoint(spans: list[tuple]) -> list[tuple]:
+def disjoint_spans(spans: list[tuple]) -> list[tuple]:
+    """``spans`` (sorted) without each one that overlaps a span kept before it."""
     out: list[tuple] = []
     for ledger, first, count in spans:
         if out and out[-1][0] == ledger and first < out[-1][1] + out[-1][2]:
@@ -779,7 +780,8 @@ def _disjoint(spans: list[tuple]) -> list[tuple]:
     return out
 
 
-def _packed(spans: list[tuple]) -> bytes:
+def packed_spans(spans: list[tuple]) -> bytes:
+    """Spans (ledger, first entry, count) as ``live_entries`` takes them, as given."""
     return b"".join(struct.pack(">QQQ", *span) for span in spans)
 
 
