@@ -422,20 +422,21 @@ def scan_table(table: Any, sparse: SparseReads | None = None) -> tuple[int, int,
     single = b"\x00\x00\x00\x00"  # a single message's rank suffix: always read
     memory = getattr(table, "memory_table", None)
     native = getattr(memory() if memory is not None else None, "native", None)
+    found = sparse.entry_bits() if sparse is not None else None
+    add = found.add if found is not None else None
     if native is not None:
-        # the in-memory native table counts itself; when every key is a message key (no
-        # transaction or chunk-group record) nothing needs a record of its own
-        found = sparse.entry_bits() if sparse is not None else None
+        # the in-memory native table counts itself and sets the bits; when every key is a
+        # message key (no transaction or chunk-group record) nothing needs a record of its
+        # own, else the walk below counts them (the bits are set already)
         spans, bits = (found.packed(), found.bits) if found is not None else (b"", bytearray())
         if not native.live_entries(KEY_PREFIX, single, spans, bits):
             if sparse is not None:
                 sparse.winners = found
             keys = len(native)
             return keys, keys - native.live, Transactions()
+        add = None
     keys = tombstoned = 0
     txns = Transactions()
-    found = sparse.entry_bits() if sparse is not None else None
-    add = found.add if found is not None else None
     message = KEY_PREFIX[0]
     # in any order when the table can stream them so (the local engine's): sorting an
     # in-memory table for this would hold every record at once
