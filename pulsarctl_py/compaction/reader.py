@@ -377,10 +377,10 @@ class SparseReads:
     def __init__(self) -> None:
         #: per split: each entry's size when it is a plain batch, else 0
         self._plain: dict[tuple[Any, ...], array] = {}
-        #: the entries of the splits noted, by (ledger, first entry): (ledger, first entry,
-        #: entries); phase one's second run (up to the horizon) notes its splits again,
-        #: which start where the first run's did, and replaces them
-        self._spans: dict[tuple[int, int], tuple[int, int, int]] = {}
+        #: the entries of the splits noted, by (ledger, first entry); phase one's second
+        #: run (up to the horizon) notes its splits again, which start where the first
+        #: run's did, and replaces them
+        self._spans: dict[tuple[int, int], int] = {}
         #: which noted entries hold a winner (:meth:`entry_bits`, filled by the run's
         #: scan of the key table); None: unknown, phase two reads every entry
         self.winners: EntryBits | None = None
@@ -399,17 +399,13 @@ class SparseReads:
         ledgers, read whole in phase two)."""
         if split.kind == KIND_COMPACTED:
             return None
-        self._spans[split.ledger_id, split.first_entry] = (
-            split.ledger_id,
-            split.first_entry,
-            split.entries,
-        )
+        self._spans[split.ledger_id, split.first_entry] = split.entries
         noted = self._plain[_split_key(split)] = array("Q")
         return noted
 
     def entry_bits(self) -> EntryBits:
         """No bit set yet, one for each entry of the splits noted."""
-        return EntryBits(self._spans.values())
+        return EntryBits((ledger, first, n) for (ledger, first), n in self._spans.items())
 
     def needed(self, split: Split, stats: Stats) -> list[int] | None:
         """The entry ids of ``split`` phase two must read, the others counted into

@@ -19,8 +19,8 @@ bookie store (``ledger``, ``last_entry_id``, ``read_entry``, ``read_entries``,
 
 The digest is verified as for offline data: the store checks it to choose a healthy
 replica, and marks the entries it verified (``StoredEntry.verified``); the decoders check
-it again on the bytes returned, and compaction's head parse trusts the mark. Nothing here writes,
-fences or recovers a ledger. ``where = "live"`` names this store for work split across
+it again on the bytes returned, and compaction's head parse trusts the mark. Nothing here
+writes, fences or recovers a ledger. ``where = "live"`` names this store for work split across
 processes (a split can carry it instead of a bookie directory).
 """
 
